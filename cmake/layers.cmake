@@ -1,0 +1,56 @@
+# qwen35_layer(NAME [DEPS layer...]) builds src/NAME/**/*.cc into the static library qwen35_NAME.
+#
+# Layering is enforced with per-target include views: build/layer_views/<target>/ holds one
+# symlink per layer the target may see (itself and its DEPS, transitively). Headers are included as
+# "layer/file.h" and the only include root a target gets is its view, so including a header of a
+# layer above (or beside) it fails to compile.
+set(QWEN35_VIEWS_DIR ${CMAKE_BINARY_DIR}/layer_views)
+
+function(qwen35_make_view view_name)
+  set(dir ${QWEN35_VIEWS_DIR}/${view_name})
+  file(MAKE_DIRECTORY ${dir})
+  foreach(layer IN LISTS ARGN)
+    if(layer STREQUAL "tools")
+      set(target_dir ${PROJECT_SOURCE_DIR}/tools)
+    else()
+      set(target_dir ${PROJECT_SOURCE_DIR}/src/${layer})
+    endif()
+    if(NOT EXISTS ${dir}/${layer})
+      file(CREATE_LINK ${target_dir} ${dir}/${layer} SYMBOLIC)
+    endif()
+  endforeach()
+  set(QWEN35_VIEW_DIR ${dir} PARENT_SCOPE)
+endfunction()
+
+function(qwen35_layer name)
+  cmake_parse_arguments(L "" "" "DEPS" ${ARGN})
+  set(all ${name})
+  foreach(d IN LISTS L_DEPS)
+    get_property(dd GLOBAL PROPERTY QWEN35_LAYER_${d}_ALL)
+    list(APPEND all ${dd})
+  endforeach()
+  list(REMOVE_DUPLICATES all)
+  set_property(GLOBAL PROPERTY QWEN35_LAYER_${name}_ALL ${all})
+  file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cc)
+  add_library(qwen35_${name} STATIC ${srcs})
+  qwen35_make_view(${name} ${all})
+  target_include_directories(qwen35_${name} PRIVATE ${QWEN35_VIEW_DIR})
+  foreach(d IN LISTS L_DEPS)
+    target_link_libraries(qwen35_${name} PUBLIC qwen35_${d})
+  endforeach()
+endfunction()
+
+# Give a consumer (cli, tools, tests) a view over the named layers.
+function(qwen35_use target)
+  set(all)
+  foreach(d IN LISTS ARGN)
+    get_property(dd GLOBAL PROPERTY QWEN35_LAYER_${d}_ALL)
+    if(NOT dd)
+      set(dd ${d})
+    endif()
+    list(APPEND all ${dd})
+  endforeach()
+  list(REMOVE_DUPLICATES all)
+  qwen35_make_view(use_${target} ${all})
+  target_include_directories(${target} PRIVATE ${QWEN35_VIEW_DIR})
+endfunction()

@@ -1,0 +1,2 @@
+#include <cstdio>
+int main() { std::puts("qwen35"); return 0; }

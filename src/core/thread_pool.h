@@ -1,0 +1,54 @@
+// A persistent thread pool (Highway 1.0.3 has none). The caller's thread takes part in the work.
+// parallel_for splits [0, n) into one contiguous range per thread, so which thread computes an
+// item depends only on n and the thread count; kernels keep each output's reduction inside one
+// item, so results never depend on the thread count.
+//
+// Thread-safety: one caller at a time (the engine thread). Not reentrant.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace qwen35::core {
+
+class ThreadPool {
+ public:
+  // n_threads includes the calling thread; 0 means the number of hardware threads.
+  explicit ThreadPool(int n_threads = 0);
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_threads_; }
+
+  // fn(begin, end, thread_index) over a static partition of [0, n) in chunks of `grain`
+  // items (the last may be short). Blocks until all are done.
+  using RangeFn = std::function<void(size_t, size_t, int)>;
+  void parallel_for(size_t n, const RangeFn& fn, size_t grain = 1);
+
+  static int hardware_threads();
+
+ private:
+  void worker(int index);
+  void run_share(int index);
+
+  int n_threads_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable cv_work_;
+  std::condition_variable cv_done_;
+  uint64_t generation_ = 0;
+  int pending_ = 0;
+  bool stop_ = false;
+  // The job being run.
+  const RangeFn* fn_ = nullptr;
+  size_t n_ = 0;
+  size_t grain_ = 1;
+};
+
+}  // namespace qwen35::core

@@ -1,0 +1,89 @@
+// config.json of Hugging Face and MLX checkpoints, flattened: keys of `text_config` win over root
+// keys; `rope_parameters` (transformers v5) wins over `rope_scaling` and flat keys. This layer only
+// reads and type-checks; what the engine supports is decided by model/config (the support gate).
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+
+namespace qwen35::formats {
+
+struct QuantSpec {
+  int bits = 0;
+  int group_size = 0;
+  std::string mode = "affine";
+};
+
+// The MLX `quantization` block: defaults plus per-module overrides (object, or `false` meaning
+// "this module is not quantized").
+struct QuantConfig {
+  QuantSpec defaults;
+  std::map<std::string, std::optional<QuantSpec>> overrides;
+  // Returns the override for a module path (e.g. "language_model.model.layers.0.mlp.gate"),
+  // trying the HF spelling too; nullptr when there is none. *unquantized is set for `false`.
+  const QuantSpec* lookup(const std::string& module, bool* unquantized) const;
+};
+
+struct HfConfig {
+  std::string model_type;       // root model_type
+  std::string text_model_type;  // text_config.model_type (or root)
+  std::vector<std::string> architectures;
+  bool has_text_config = false;
+
+  int64_t hidden_size = 0;
+  int64_t num_hidden_layers = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_attention_heads = 0;
+  int64_t num_key_value_heads = 0;
+  int64_t head_dim = 0;
+  int64_t vocab_size = 0;
+  double rms_norm_eps = 1e-6;
+  bool attention_bias = false;
+  bool attn_output_gate = true;
+
+  int64_t linear_num_key_heads = 0;
+  int64_t linear_num_value_heads = 0;
+  int64_t linear_key_head_dim = 0;
+  int64_t linear_value_head_dim = 0;
+  int64_t linear_conv_kernel_dim = 4;
+  int64_t full_attention_interval = 4;
+  std::vector<std::string> layer_types;  // as written; empty when absent
+
+  double rope_theta = 1e7;
+  double partial_rotary_factor = 0.25;
+  std::string rope_type = "default";
+  int64_t max_position_embeddings = 0;
+
+  std::optional<bool> tie_word_embeddings;  // text_config first, then root; nullopt if absent
+
+  int64_t num_experts = 0;
+  int64_t num_experts_per_tok = 0;
+  int64_t moe_intermediate_size = 0;
+  int64_t shared_expert_intermediate_size = 0;
+  bool norm_topk_prob = true;
+
+  int64_t mtp_num_hidden_layers = 0;
+  std::vector<int64_t> eos_token_ids;
+
+  std::optional<QuantConfig> quantization;
+  std::string quant_method;  // non-MLX "quantization_config.quant_method" (gptq, fp8, ...)
+};
+
+core::Result<HfConfig> parse_hf_config(const std::string& text, const std::string& label);
+core::Result<HfConfig> load_hf_config(const std::string& dir);  // DIR/config.json
+
+// generation_config.json (all optional).
+struct GenerationConfig {
+  bool present = false;
+  std::optional<double> temperature, top_p, min_p, repetition_penalty, presence_penalty;
+  std::optional<int64_t> top_k;
+  std::optional<bool> do_sample;
+  std::vector<int64_t> eos_token_ids;
+};
+core::Result<GenerationConfig> load_generation_config(const std::string& dir);
+
+}  // namespace qwen35::formats

@@ -1,0 +1,181 @@
+#include "model/config.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace qwen35::model {
+
+using core::error;
+
+namespace {
+std::string num(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+core::Status reject(const std::string& field, const std::string& value, const std::string& why) {
+  return error("[config] unsupported: field '" + field + "' = " + value + ": " + why);
+}
+bool supported_bits(int b) { return b == 2 || b == 3 || b == 4 || b == 5 || b == 6 || b == 8; }
+
+core::Status check_quant_spec(const std::string& field, const formats::QuantSpec& q) {
+  if (q.mode != "affine")
+    return reject(field + ".mode", "\"" + q.mode + "\"", "only MLX affine quantization is supported");
+  if (!supported_bits(q.bits))
+    return reject(field + ".bits", std::to_string(q.bits), "supported bit widths are 2, 3, 4, 5, 6, 8");
+  if (q.group_size <= 0 || q.group_size % 8 != 0)
+    return reject(field + ".group_size", std::to_string(q.group_size), "must be a positive multiple of 8");
+  return core::Status();
+}
+}  // namespace
+
+int64_t ModelConfig::n_full_layers() const {
+  int64_t n = 0;
+  for (auto k : layers) n += k == LayerKind::kFullAttention;
+  return n;
+}
+int64_t ModelConfig::n_linear_layers() const { return int64_t(layers.size()) - n_full_layers(); }
+
+std::string ModelConfig::layer_pattern() const {
+  std::string s;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (i && i % 4 == 0) s += ' ';
+    s += layers[i] == LayerKind::kFullAttention ? 'F' : 'L';
+  }
+  return s;
+}
+
+core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
+  static const char* kDense[] = {"qwen3_5", "qwen3_5_text"};
+  static const char* kMoe[] = {"qwen3_5_moe", "qwen3_5_moe_text"};
+  ModelConfig c;
+  bool dense = false, moe = false;
+  for (const char* t : kDense) dense |= hf.model_type == t;
+  for (const char* t : kMoe) moe |= hf.model_type == t;
+  if (!dense && !moe)
+    return reject("model_type", "\"" + hf.model_type + "\"",
+                  "supported are qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text");
+  bool tdense = false, tmoe = false;
+  for (const char* t : kDense) tdense |= hf.text_model_type == t;
+  for (const char* t : kMoe) tmoe |= hf.text_model_type == t;
+  if (!(tdense || tmoe) || tmoe != moe)
+    return reject("text_config.model_type", "\"" + hf.text_model_type + "\"",
+                  "does not match model_type \"" + hf.model_type + "\"");
+  c.model_type = hf.model_type;
+  c.moe = moe;
+
+  auto positive = [](const char* field, int64_t v) -> core::Status {
+    if (v <= 0) return reject(field, std::to_string(v), "must be positive");
+    if (v > (int64_t(1) << 24)) return reject(field, std::to_string(v), "is implausibly large");
+    return core::Status();
+  };
+  c.hidden = hf.hidden_size;
+  c.n_layers = hf.num_hidden_layers;
+  c.vocab = hf.vocab_size;
+  c.n_heads = hf.num_attention_heads;
+  c.n_kv_heads = hf.num_key_value_heads;
+  c.head_dim = hf.head_dim;
+  c.n_k_heads = hf.linear_num_key_heads;
+  c.n_v_heads = hf.linear_num_value_heads;
+  c.d_k = hf.linear_key_head_dim;
+  c.d_v = hf.linear_value_head_dim;
+  c.conv_kernel = hf.linear_conv_kernel_dim;
+  QWEN35_RETURN_IF_ERROR(positive("hidden_size", c.hidden));
+  QWEN35_RETURN_IF_ERROR(positive("num_hidden_layers", c.n_layers));
+  QWEN35_RETURN_IF_ERROR(positive("vocab_size", c.vocab));
+  if (c.vocab > (int64_t(1) << 24)) return reject("vocab_size", std::to_string(c.vocab), "is implausibly large");
+  QWEN35_RETURN_IF_ERROR(positive("num_attention_heads", c.n_heads));
+  QWEN35_RETURN_IF_ERROR(positive("num_key_value_heads", c.n_kv_heads));
+  QWEN35_RETURN_IF_ERROR(positive("head_dim", c.head_dim));
+  if (c.n_heads % c.n_kv_heads != 0)
+    return reject("num_key_value_heads", std::to_string(c.n_kv_heads),
+                  "num_attention_heads (" + std::to_string(c.n_heads) + ") is not a multiple of it");
+  if (!(hf.rms_norm_eps > 0) || !std::isfinite(hf.rms_norm_eps))
+    return reject("rms_norm_eps", num(hf.rms_norm_eps), "must be a positive number");
+  c.eps = hf.rms_norm_eps;
+  if (!hf.attn_output_gate)
+    return reject("attn_output_gate", "false", "Qwen3.5 attention always has its output gate");
+  if (hf.attention_bias) return reject("attention_bias", "true", "attention biases are not supported");
+
+  // Layer pattern: layer_types, else full attention every full_attention_interval layers.
+  if (!hf.layer_types.empty()) {
+    if (int64_t(hf.layer_types.size()) != c.n_layers)
+      return reject("layer_types", std::to_string(hf.layer_types.size()) + " entries",
+                    "num_hidden_layers is " + std::to_string(c.n_layers));
+    for (size_t i = 0; i < hf.layer_types.size(); ++i) {
+      const auto& t = hf.layer_types[i];
+      if (t == "full_attention" || t == "attention") c.layers.push_back(LayerKind::kFullAttention);
+      else if (t == "linear_attention" || t == "linear") c.layers.push_back(LayerKind::kLinearAttention);
+      else
+        return reject("layer_types[" + std::to_string(i) + "]", "\"" + t + "\"",
+                      "unknown layer type (expected linear_attention or full_attention)");
+    }
+  } else {
+    if (hf.full_attention_interval <= 0)
+      return reject("full_attention_interval", std::to_string(hf.full_attention_interval), "must be positive");
+    for (int64_t i = 0; i < c.n_layers; ++i)
+      c.layers.push_back((i + 1) % hf.full_attention_interval == 0 ? LayerKind::kFullAttention
+                                                                   : LayerKind::kLinearAttention);
+  }
+  if (c.n_linear_layers() > 0) {
+    QWEN35_RETURN_IF_ERROR(positive("linear_num_key_heads", c.n_k_heads));
+    QWEN35_RETURN_IF_ERROR(positive("linear_num_value_heads", c.n_v_heads));
+    QWEN35_RETURN_IF_ERROR(positive("linear_key_head_dim", c.d_k));
+    QWEN35_RETURN_IF_ERROR(positive("linear_value_head_dim", c.d_v));
+    QWEN35_RETURN_IF_ERROR(positive("linear_conv_kernel_dim", c.conv_kernel));
+    if (c.n_v_heads % c.n_k_heads != 0)
+      return reject("linear_num_value_heads", std::to_string(c.n_v_heads),
+                    "not a multiple of linear_num_key_heads (" + std::to_string(c.n_k_heads) + ")");
+  }
+
+  // RoPE.
+  if (hf.rope_type != "default" && hf.rope_type != "mrope")
+    return reject("rope_parameters.rope_type", "\"" + hf.rope_type + "\"", "only default (and text-only mrope) RoPE is supported");
+  if (!(hf.partial_rotary_factor > 0) || hf.partial_rotary_factor > 1)
+    return reject("partial_rotary_factor", num(hf.partial_rotary_factor), "must be in (0, 1]");
+  c.rotary_dim = int64_t(double(c.head_dim) * hf.partial_rotary_factor);
+  if (c.rotary_dim <= 0 || c.rotary_dim % 2 != 0)
+    return reject("partial_rotary_factor", num(hf.partial_rotary_factor),
+                  "gives rotary dims " + std::to_string(c.rotary_dim) + " (head_dim " +
+                      std::to_string(c.head_dim) + "): must be even and non-zero");
+  if (!(hf.rope_theta > 0) || !std::isfinite(hf.rope_theta))
+    return reject("rope_theta", num(hf.rope_theta), "must be positive");
+  c.rope_theta = hf.rope_theta;
+  c.max_position = hf.max_position_embeddings;
+
+  // MLP / MoE.
+  if (moe) {
+    c.n_experts = hf.num_experts;
+    c.top_k = hf.num_experts_per_tok;
+    c.moe_intermediate = hf.moe_intermediate_size;
+    c.shared_intermediate = hf.shared_expert_intermediate_size;
+    QWEN35_RETURN_IF_ERROR(positive("num_experts", c.n_experts));
+    QWEN35_RETURN_IF_ERROR(positive("num_experts_per_tok", c.top_k));
+    QWEN35_RETURN_IF_ERROR(positive("moe_intermediate_size", c.moe_intermediate));
+    if (c.top_k > c.n_experts)
+      return reject("num_experts_per_tok", std::to_string(c.top_k),
+                    "exceeds num_experts (" + std::to_string(c.n_experts) + ")");
+    if (c.shared_intermediate < 0) return reject("shared_expert_intermediate_size", std::to_string(c.shared_intermediate), "must not be negative");
+    c.norm_topk = true;  // Qwen3.5-MoE always renormalises the top-k weights
+  } else {
+    c.intermediate = hf.intermediate_size;
+    QWEN35_RETURN_IF_ERROR(positive("intermediate_size", c.intermediate));
+  }
+
+  // Quantization.
+  if (!hf.quant_method.empty())
+    return reject("quantization_config.quant_method", "\"" + hf.quant_method + "\"",
+                  "only MLX affine quantization is supported");
+  if (hf.quantization) {
+    QWEN35_RETURN_IF_ERROR(check_quant_spec("quantization", hf.quantization->defaults));
+    for (const auto& [module, spec] : hf.quantization->overrides)
+      if (spec) QWEN35_RETURN_IF_ERROR(check_quant_spec("quantization." + module, *spec));
+    c.quantization = hf.quantization;
+  }
+  c.tie_word_embeddings = hf.tie_word_embeddings;
+  c.mtp_layers = hf.mtp_num_hidden_layers;
+  c.eos_token_ids = hf.eos_token_ids;
+  return c;
+}
+
+}  // namespace qwen35::model

@@ -1,0 +1,65 @@
+// The Qwen3.5 model configuration as the engine uses it, and the support gate: a config is either
+// admitted (every geometry of the qwen3_5 / qwen3_5_moe families) or rejected with one line that
+// names the field and the value.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/result.h"
+#include "formats/hf_config.h"
+
+namespace qwen35::model {
+
+enum class LayerKind { kLinearAttention, kFullAttention };
+
+struct ModelConfig {
+  std::string model_type;
+  bool moe = false;
+
+  int64_t hidden = 0;
+  int64_t n_layers = 0;
+  int64_t intermediate = 0;  // dense MLP
+  int64_t vocab = 0;
+  double eps = 1e-6;
+
+  // Full attention.
+  int64_t n_heads = 0;
+  int64_t n_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t rotary_dim = 0;
+  double rope_theta = 1e7;
+  int64_t max_position = 0;
+
+  // Gated DeltaNet.
+  int64_t n_k_heads = 0;
+  int64_t n_v_heads = 0;
+  int64_t d_k = 0;
+  int64_t d_v = 0;
+  int64_t conv_kernel = 4;
+
+  std::vector<LayerKind> layers;
+
+  // MoE.
+  int64_t n_experts = 0;
+  int64_t top_k = 0;
+  int64_t moe_intermediate = 0;
+  int64_t shared_intermediate = 0;
+  bool norm_topk = true;
+
+  std::optional<bool> tie_word_embeddings;  // nullopt: decided by the presence of lm_head
+  int64_t mtp_layers = 0;
+  std::vector<int64_t> eos_token_ids;
+  std::optional<formats::QuantConfig> quantization;
+
+  int64_t n_full_layers() const;
+  int64_t n_linear_layers() const;
+  int64_t conv_channels() const { return 2 * n_k_heads * d_k + n_v_heads * d_v; }
+  std::string layer_pattern() const;  // e.g. "LLLF LLLF"
+};
+
+// The support gate.
+core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf);
+
+}  // namespace qwen35::model
