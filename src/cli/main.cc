@@ -1,2 +1,59 @@
+// qwen35: the command-line entry point (DESIGN.md §7).
 #include <cstdio>
-int main() { std::puts("qwen35"); return 0; }
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "cli/commands.h"
+#include "core/log.h"
+
+namespace qwen35::cli {
+
+int fail(const std::string& cmd, const std::string& message) {
+  std::fprintf(stderr, "qwen35 %s: %s\n", cmd.c_str(), message.c_str());
+  return 1;
+}
+
+namespace {
+struct Command {
+  const char* name;
+  int (*fn)(int, char**);
+  const char* help;
+};
+const Command kCommands[] = {
+    {"inspect", cmd_inspect, "geometry, layer pattern, quantization, memory and support verdict"},
+    {"logits", cmd_logits, "run the forward pass on token ids and write logits as .npy"},
+    {"synth", cmd_synth, "write a random-weight checkpoint at a real Qwen3.5 geometry"},
+    {"tokenize", cmd_tokenize, "text to token ids (JSON array)"},
+    {"detokenize", cmd_detokenize, "token ids to text"},
+    {"template", cmd_template, "render the model's chat template"},
+};
+
+void usage(FILE* f) {
+  std::fprintf(f, "usage: qwen35 <command> [options]   (qwen35 <command> --help for details)\n\ncommands:\n");
+  for (const auto& c : kCommands) std::fprintf(f, "  %-11s %s\n", c.name, c.help);
+}
+}  // namespace
+}  // namespace qwen35::cli
+
+int main(int argc, char** argv) {
+  using namespace qwen35;
+  if (const char* lv = std::getenv("QWEN35_LOG")) {
+    core::LogLevel level;
+    if (core::parse_log_level(lv, &level)) core::set_log_level(level);
+  }
+  if (argc < 2) {
+    cli::usage(stderr);
+    return 2;
+  }
+  const std::string cmd = argv[1];
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    cli::usage(stdout);
+    return 0;
+  }
+  for (const auto& c : cli::kCommands)
+    if (cmd == c.name) return c.fn(argc - 1, argv + 1);
+  std::fprintf(stderr, "qwen35: unknown command '%s'\n", cmd.c_str());
+  cli::usage(stderr);
+  return 2;
+}
