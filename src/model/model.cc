@@ -33,7 +33,8 @@ float* Model::buf(int i, size_t n) {
 Status Model::forward(std::span<const SequenceRows> batch, std::vector<float>* logits) {
   const ModelConfig& c = w_->config;
   // Validate everything before touching any state.
-  std::vector<Span> spans;
+  std::vector<Span>& spans = spans_;
+  spans.clear();
   int64_t n = 0, n_logits = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
     const SequenceRows& r = batch[s];

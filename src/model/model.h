@@ -62,6 +62,7 @@ class Model {
   std::vector<int32_t> tokens_, idx_;
   std::vector<float> x_, probs_;
   std::vector<int64_t> slots_;
+  std::vector<Span> spans_;
 };
 
 }  // namespace qwen35::model

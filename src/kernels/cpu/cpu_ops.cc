@@ -139,7 +139,7 @@ class CpuOps final : public Ops {
         const float* gate = q_in + hd;
         rms_norm_row(q_in, hd, p.q_norm, p.eps, q);
         apply_rope(q, p.rotary_dim, p.rope_theta, pos);
-        float* s = scratch(1, size_t(pos + 1)).data();
+        float* s = scratch(1, size_t(cache.capacity)).data();  // sized once per context
         float mx = -INFINITY;
         for (int64_t j = 0; j <= pos; ++j) {
           s[j] = dot(q, cache.k + (j * nkv + kh) * hd, hd) * scale;
@@ -219,16 +219,18 @@ class CpuOps final : public Ops {
 
   void router_topk(const float* logits, int64_t n, int64_t ne, int64_t k, bool renorm,
                    int32_t* idx, float* weight) const override {
-    std::vector<float> pr(static_cast<size_t>(ne));
-    std::vector<int32_t> order(static_cast<size_t>(ne));
+    float* pr = scratch(0, size_t(ne)).data();
+    thread_local std::vector<int32_t> order_buf;
+    if (order_buf.size() < size_t(ne)) order_buf.resize(size_t(ne));
+    int32_t* order = order_buf.data();
     for (int64_t t = 0; t < n; ++t) {
       const float* l = logits + t * ne;
       const float mx = *std::max_element(l, l + ne);
       float sum = 0;
       for (int64_t e = 0; e < ne; ++e) sum += (pr[e] = std::exp(l[e] - mx));
-      for (auto& x : pr) x /= sum;
-      std::iota(order.begin(), order.end(), 0);
-      std::partial_sort(order.begin(), order.begin() + k, order.end(), [&](int32_t x, int32_t y) {
+      for (int64_t e = 0; e < ne; ++e) pr[e] /= sum;
+      std::iota(order, order + ne, 0);
+      std::partial_sort(order, order + k, order + ne, [&](int32_t x, int32_t y) {
         return pr[x] > pr[y] || (pr[x] == pr[y] && x < y);
       });
       float tot = 0;
