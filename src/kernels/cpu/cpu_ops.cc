@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/matrix.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
@@ -65,21 +66,7 @@ class CpuOps final : public Ops {
 
   void matmul(const Context& ctx, const float* x, int64_t n, const Matrix& w,
               float* y) const override {
-    const int64_t K = w.cols, M = w.rows;
-    run(ctx, size_t(M), [&](size_t o0, size_t o1, int) {
-      float* row = nullptr;
-      if (w.type != WeightType::kF32) row = scratch(0, size_t(K)).data();
-      for (size_t o = o0; o < o1; ++o) {
-        const float* wr;
-        if (w.type == WeightType::kF32) {
-          wr = static_cast<const float*>(w.data) + int64_t(o) * K;
-        } else {
-          decode_row(w, int64_t(o), row);
-          wr = row;
-        }
-        for (int64_t t = 0; t < n; ++t) y[t * M + int64_t(o)] = dot(x + t * K, wr, K);
-      }
-    }, 8);
+    cpu::matmul(ctx, x, n, w, y, matmul_scratch_);
   }
 
   void embed(const Context& ctx, const Matrix& e, const int32_t* tokens, int64_t n,
@@ -329,6 +316,7 @@ class CpuOps final : public Ops {
 
   // Scratch for the q/k/g/β preparation; the engine thread is the only caller.
   mutable std::vector<float> prep_;
+  mutable cpu::MatmulScratch matmul_scratch_;
 };
 
 }  // namespace
