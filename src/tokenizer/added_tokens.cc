@@ -1,7 +1,8 @@
 #include "tokenizer/added_tokens.h"
 
-#include <algorithm>
 #include <utf8proc.h>
+
+#include <algorithm>
 
 #include "tokenizer/utf8.h"
 

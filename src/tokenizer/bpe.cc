@@ -7,8 +7,8 @@ namespace qwen35::tokenizer {
 
 Bpe::Bpe() : cache_(std::make_unique<Cache>()) {}
 
-void Bpe::init(std::array<int32_t, 256> byte_ids, int32_t unk_id, bool fuse_unk,
-               bool ignore_merges, StringMap<int32_t> vocab_bytes) {
+void Bpe::init(std::array<int32_t, 256> byte_ids, int32_t unk_id, bool fuse_unk, bool ignore_merges,
+               StringMap<int32_t> vocab_bytes) {
   byte_ids_ = byte_ids;
   unk_id_ = unk_id;
   fuse_unk_ = fuse_unk;

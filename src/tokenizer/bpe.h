@@ -39,17 +39,13 @@ class Bpe {
             StringMap<int32_t> vocab_bytes);
   void add_merge(int32_t left, int32_t right, Merge m) { merges_[key(left, right)] = m; }
   void reserve_merges(size_t n) { merges_.reserve(n); }
-  bool has_merge(int32_t left, int32_t right) const {
-    return merges_.count(key(left, right)) != 0;
-  }
+  bool has_merge(int32_t left, int32_t right) const { return merges_.count(key(left, right)) != 0; }
 
   // Appends the ids of one pre-tokenized piece (raw bytes).
   void encode_word(std::string_view word, std::vector<int32_t>* out) const;
 
  private:
-  static uint64_t key(int32_t a, int32_t b) {
-    return (uint64_t(uint32_t(a)) << 32) | uint32_t(b);
-  }
+  static uint64_t key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
   void merge_word(std::string_view word, std::vector<int32_t>* out) const;
 
   std::array<int32_t, 256> byte_ids_{};

@@ -73,8 +73,8 @@ core::Result<RegexSplitter> RegexSplitter::create(std::string_view pattern,
   int err = 0;
   PCRE2_SIZE offset = 0;
   auto impl = std::make_unique<Impl>();
-  impl->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated->data()),
-                             translated->size(), PCRE2_UTF | PCRE2_UCP, &err, &offset, nullptr);
+  impl->code = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(translated->data()), translated->size(),
+                             PCRE2_UTF | PCRE2_UCP, &err, &offset, nullptr);
   if (impl->code == nullptr) {
     return core::error(label + ": regex does not compile at offset " + std::to_string(offset) +
                        ": " + pcre2_message(err));
@@ -88,8 +88,8 @@ core::Status RegexSplitter::split(std::string_view text,
                                   std::vector<std::pair<size_t, size_t>>* pieces) const {
   std::unique_ptr<pcre2_match_data, decltype(&pcre2_match_data_free)> md(
       pcre2_match_data_create(1, nullptr), &pcre2_match_data_free);
-  std::unique_ptr<pcre2_jit_stack, decltype(&pcre2_jit_stack_free)> big_stack(nullptr,
-                                                                              &pcre2_jit_stack_free);
+  std::unique_ptr<pcre2_jit_stack, decltype(&pcre2_jit_stack_free)> big_stack(
+      nullptr, &pcre2_jit_stack_free);
   std::unique_ptr<pcre2_match_context, decltype(&pcre2_match_context_free)> mctx(
       nullptr, &pcre2_match_context_free);
   if (!md) return core::error("[tokenizer] out of memory for regex match data");

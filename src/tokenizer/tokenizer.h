@@ -41,8 +41,7 @@ class Tokenizer {
   static core::Result<Tokenizer> load(const std::string& dir);
   // Loads from the JSON texts themselves; `config_json` may be empty. `label` names the source.
   static core::Result<Tokenizer> from_json(std::string_view tokenizer_json,
-                                           std::string_view config_json,
-                                           const std::string& label);
+                                           std::string_view config_json, const std::string& label);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;

@@ -153,8 +153,8 @@ Status check_decoder_and_post(const json& root, const Ctx& ctx) {
   }
   auto post = root.find("post_processor");
   if (post != root.end() && !post->is_null() && type_of(*post) != "ByteLevel") {
-    return ctx.err("post_processor", "unsupported type '" + type_of(*post) +
-                                         "' (supported: ByteLevel or null)");
+    return ctx.err("post_processor",
+                   "unsupported type '" + type_of(*post) + "' (supported: ByteLevel or null)");
   }
   QWEN35_RETURN_IF_ERROR(expect_null_or(root, "truncation", "tokenizer", {}, ctx));
   QWEN35_RETURN_IF_ERROR(expect_null_or(root, "padding", "tokenizer", {}, ctx));

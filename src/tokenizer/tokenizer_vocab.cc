@@ -76,7 +76,8 @@ bool merge_pair(const json& m, std::string_view* a, std::string_view* b) {
 
 Status load_model(const json& root, const std::string& label, TokenizerData* d) {
   auto mit = root.find("model");
-  if (mit == root.end() || !mit->is_object()) return err(label, "model", "missing or not an object");
+  if (mit == root.end() || !mit->is_object())
+    return err(label, "model", "missing or not an object");
   const json& m = *mit;
   QWEN35_RETURN_IF_ERROR(check_model_options(m, label));
   auto vit = m.find("vocab");
@@ -94,8 +95,9 @@ Status load_model(const json& root, const std::string& label, TokenizerData* d) 
     const auto id = static_cast<size_t>(it.value().get<int64_t>());
     if (by_id.size() <= id) by_id.resize(id + 1, nullptr);
     if (by_id[id] != nullptr) {
-      return err(label, "model.vocab", "id " + std::to_string(id) + " is used by both " +
-                                           quote_token(*by_id[id]) + " and " + quote_token(it.key()));
+      return err(label, "model.vocab",
+                 "id " + std::to_string(id) + " is used by both " + quote_token(*by_id[id]) +
+                     " and " + quote_token(it.key()));
     }
     by_id[id] = &it.key();
     d->token_ids.emplace(it.key(), int32_t(id));
@@ -135,7 +137,8 @@ Status load_model(const json& root, const std::string& label, TokenizerData* d) 
   if (unk != m.end() && unk->is_string()) {
     auto it = d->token_ids.find(unk->get<std::string>());
     if (it == d->token_ids.end()) {
-      return err(label, "model.unk_token", quote_token(unk->get<std::string>()) + " is not in the vocab");
+      return err(label, "model.unk_token",
+                 quote_token(unk->get<std::string>()) + " is not in the vocab");
     }
     unk_id = it->second;
   }
@@ -196,8 +199,8 @@ Status load_added_tokens(const json& root, const std::string& label, TokenizerDa
     if (in_vocab != d->token_ids.end()) {
       t.id = in_vocab->second;
     } else {
-      t.id = max_added >= int64_t(model_vocab_len) ? int32_t(max_added + 1)
-                                                    : int32_t(model_vocab_len);
+      t.id =
+          max_added >= int64_t(model_vocab_len) ? int32_t(max_added + 1) : int32_t(model_vocab_len);
     }
     if (t.id >= kMaxIds) return err(label, field, "id past 2^24");
     max_added = std::max<int64_t>(max_added, t.id);

@@ -81,8 +81,7 @@ core::Status append_nfc(std::string_view text, std::string* out) {
                    static_cast<utf8proc_ssize_t>(text.size()), &dst,
                    static_cast<utf8proc_option_t>(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   if (n < 0) {
-    return core::error(std::string("[tokenizer] NFC normalization failed: ") +
-                       utf8proc_errmsg(n));
+    return core::error(std::string("[tokenizer] NFC normalization failed: ") + utf8proc_errmsg(n));
   }
   out->append(reinterpret_cast<const char*>(dst), static_cast<size_t>(n));
   std::free(dst);

@@ -45,8 +45,8 @@ TEST(StreamDecoder, RandomBytesMatchDecode) {
   const Tokenizer t = make();
   std::mt19937 rng(42);
   // Bias towards UTF-8 lead and continuation bytes so that sequences are often valid.
-  const int pool[] = {'a', 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 0xF0, 0x9F, 0x98, 0x80, 0x80, 0xBF,
-                      0xED, 0xA0, 0xF4, 0x90, 0xC0, 0xFF, 259};
+  const int pool[] = {'a',  0xC3, 0xA9, 0xE2, 0x82, 0xAC, 0xF0, 0x9F, 0x98, 0x80,
+                      0x80, 0xBF, 0xED, 0xA0, 0xF4, 0x90, 0xC0, 0xFF, 259};
   for (int trial = 0; trial < 2000; ++trial) {
     Ids ids(rng() % 12);
     for (auto& id : ids) id = pool[rng() % std::size(pool)];
@@ -69,8 +69,10 @@ TEST(Utf8, LossyUsesMaximalSubparts) {
     return out;
   };
   const std::string r = kFffd;
-  EXPECT_EQ(lossy("\xF0\x80"), r + r);        // F0 80: 80 cannot follow F0
-  EXPECT_EQ(lossy("\xE2\x82" "A"), r + "A");  // truncated 3-byte sequence: one U+FFFD
+  EXPECT_EQ(lossy("\xF0\x80"), r + r);  // F0 80: 80 cannot follow F0
+  EXPECT_EQ(lossy("\xE2\x82"
+                  "A"),
+            r + "A");                           // truncated 3-byte sequence: one U+FFFD
   EXPECT_EQ(lossy("\xED\xA0\x80"), r + r + r);  // surrogates are invalid
   EXPECT_EQ(lossy("\xF4\x8F\xBF\xBF"), "\xF4\x8F\xBF\xBF");
   EXPECT_EQ(lossy("\xC1\xBF"), r + r);

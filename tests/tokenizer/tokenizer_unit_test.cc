@@ -62,7 +62,9 @@ TEST(Tokenizer, InvalidUtf8InputIsAnError) {
 TEST(Tokenizer, DecodeSkipsUnknownIdsAndReplacesBrokenUtf8) {
   const Tokenizer t = make(synthetic_json());
   EXPECT_EQ(t.decode(Ids{'a', -1, 1 << 30, 260, 'b'}), "ab");
-  EXPECT_EQ(t.decode(Ids{0xE2, 'a'}), "\xEF\xBF\xBD" "a");
+  EXPECT_EQ(t.decode(Ids{0xE2, 'a'}),
+            "\xEF\xBF\xBD"
+            "a");
   EXPECT_EQ(t.decode(Ids{0xE2, 0x82, 0xAC}), "\xE2\x82\xAC");
   EXPECT_EQ(t.token_to_id("hello"), 259);
   EXPECT_EQ(t.id_to_token(256), "he");
@@ -109,10 +111,14 @@ TEST(Tokenizer, SingleWordOnlyMatchesWholeWords) {
 TEST(Tokenizer, NormalizedAddedTokensMatchAfterNfc) {
   json j = synthetic_json();
   // "\u00e9\u00e9" as a normalized token matches the decomposed form in the text.
-  j["added_tokens"] = json::array({added_token("\xC3\xA9\xC3\xA9", 260, false, false, false, false, true),
-                                   added_token("e\xCC\x81!", 261, false)});
+  j["added_tokens"] =
+      json::array({added_token("\xC3\xA9\xC3\xA9", 260, false, false, false, false, true),
+                   added_token("e\xCC\x81!", 261, false)});
   const Tokenizer t = make(j);
-  EXPECT_EQ(enc(t, "xe\xCC\x81" "e\xCC\x81y"), (Ids{'x', 260, 'y'}));
+  EXPECT_EQ(enc(t,
+                "xe\xCC\x81"
+                "e\xCC\x81y"),
+            (Ids{'x', 260, 'y'}));
   // A non-normalized token matches the raw (decomposed) text before NFC.
   EXPECT_EQ(enc(t, "e\xCC\x81!"), (Ids{261}));
 }
@@ -161,7 +167,11 @@ TEST(TokenizerErrors, UnsupportedFeaturesFailClosed) {
   const BadCase cases[] = {
       {"model type", [](json& j) { j["model"]["type"] = "WordPiece"; }, "model.type"},
       {"no model", [](json& j) { j.erase("model"); }, "model: missing"},
-      {"normalizer", [](json& j) { j["normalizer"] = {{"type", "NFKC"}}; }, "normalizer"},
+      {"normalizer",
+       [](json& j) {
+         j["normalizer"] = {{"type", "NFKC"}};
+       },
+       "normalizer"},
       {"split behavior",
        [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["behavior"] = "Removed"; },
        "pretokenizers[0].behavior"},
@@ -175,9 +185,16 @@ TEST(TokenizerErrors, UnsupportedFeaturesFailClosed) {
        [](json& j) { j["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "(a"; },
        "regex does not compile"},
       {"decoder", [](json& j) { j["decoder"] = nullptr; }, "decoder"},
-      {"post", [](json& j) { j["post_processor"] = {{"type", "TemplateProcessing"}}; },
+      {"post",
+       [](json& j) {
+         j["post_processor"] = {{"type", "TemplateProcessing"}};
+       },
        "post_processor"},
-      {"padding", [](json& j) { j["padding"] = {{"strategy", "BatchLongest"}}; }, "padding"},
+      {"padding",
+       [](json& j) {
+         j["padding"] = {{"strategy", "BatchLongest"}};
+       },
+       "padding"},
       {"byte fallback", [](json& j) { j["model"]["byte_fallback"] = true; }, "byte_fallback"},
       {"merge not pair", [](json& j) { j["model"]["merges"][1] = "l l l"; },
        "merges[1] is not a pair"},
