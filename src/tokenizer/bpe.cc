@@ -2,6 +2,7 @@
 
 #include <limits>
 #include <mutex>
+#include <queue>
 
 namespace qwen35::tokenizer {
 
@@ -48,24 +49,8 @@ void Bpe::encode_word(std::string_view word, std::vector<int32_t>* out) const {
   }
 }
 
-// Repeatedly merges the adjacent pair with the lowest rank (leftmost on ties) until no pair has
-// a merge. ranks[i] caches the rank of the pair (syms[i], syms[i+1]). O(n^2) in the worst case
-// with a tiny constant; pieces are short.
-void Bpe::merge_word(std::string_view word, std::vector<int32_t>* out) const {
-  constexpr int32_t kNone = std::numeric_limits<int32_t>::max();
-  // Small words use stack storage: no allocation in the common case.
-  constexpr size_t kStack = 64;
-  int32_t syms_buf[kStack], ranks_buf[kStack], ids_buf[kStack];
-  std::vector<int32_t> syms_vec, ranks_vec, ids_vec;
-  int32_t *syms = syms_buf, *ranks = ranks_buf, *merged = ids_buf;
-  if (word.size() > kStack) {
-    syms_vec.resize(word.size());
-    ranks_vec.resize(word.size());
-    ids_vec.resize(word.size());
-    syms = syms_vec.data();
-    ranks = ranks_vec.data();
-    merged = ids_vec.data();
-  }
+// Initial symbols of a word: one per byte (unknown bytes become unk or are dropped, as in HF).
+size_t Bpe::initial_symbols(std::string_view word, int32_t* syms) const {
   size_t n = 0;
   bool prev_unk = false;
   for (char c : word) {
@@ -79,6 +64,21 @@ void Bpe::merge_word(std::string_view word, std::vector<int32_t>* out) const {
     }
     syms[n++] = id;
   }
+  return n;
+}
+
+// Repeatedly merges the adjacent pair with the lowest rank (leftmost on ties) until no pair has
+// a merge. Short words: ranks[i] caches the rank of the pair (syms[i], syms[i+1]) and each step
+// scans for the minimum, O(n^2) with a tiny constant and no allocation. Long words use a heap.
+void Bpe::merge_word(std::string_view word, std::vector<int32_t>* out) const {
+  constexpr int32_t kNone = std::numeric_limits<int32_t>::max();
+  constexpr size_t kShort = 64;
+  if (word.size() > kShort) {
+    merge_long_word(word, out);
+    return;
+  }
+  int32_t syms[kShort], ranks[kShort], merged[kShort];
+  size_t n = initial_symbols(word, syms);
   auto rank_of = [&](size_t i, int32_t* merged_id) {
     auto it = merges_.find(key(syms[i], syms[i + 1]));
     if (it == merges_.end()) return kNone;
@@ -107,6 +107,45 @@ void Bpe::merge_word(std::string_view word, std::vector<int32_t>* out) const {
     if (best > 0) ranks[best - 1] = rank_of(best - 1, &merged[best - 1]);
   }
   out->insert(out->end(), syms, syms + n);
+}
+
+// The same merge order for long words in O(n log n): symbols in a linked list, candidate pairs
+// in a min-heap on (rank, left position); a popped candidate is stale when either side changed.
+void Bpe::merge_long_word(std::string_view word, std::vector<int32_t>* out) const {
+  std::vector<int32_t> syms(word.size());
+  const auto n = static_cast<int32_t>(initial_symbols(word, syms.data()));
+  std::vector<int32_t> next(n), prev(n);
+  for (int32_t i = 0; i < n; ++i) {
+    next[i] = i + 1 < n ? i + 1 : -1;
+    prev[i] = i - 1;
+  }
+  struct Cand {
+    int32_t rank, left, right, left_id, right_id, merged_id;
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : left > o.left; }
+  };
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
+  auto push = [&](int32_t l, int32_t r) {
+    if (l < 0 || r < 0) return;
+    auto it = merges_.find(key(syms[l], syms[r]));
+    if (it != merges_.end()) heap.push({it->second.rank, l, r, syms[l], syms[r], it->second.id});
+  };
+  for (int32_t i = 0; i + 1 < n; ++i) push(i, i + 1);
+  std::vector<bool> dead(n, false);
+  while (!heap.empty()) {
+    const Cand c = heap.top();
+    heap.pop();
+    if (dead[c.left] || dead[c.right] || next[c.left] != c.right || syms[c.left] != c.left_id ||
+        syms[c.right] != c.right_id) {
+      continue;
+    }
+    syms[c.left] = c.merged_id;
+    dead[c.right] = true;
+    next[c.left] = next[c.right];
+    if (next[c.right] >= 0) prev[next[c.right]] = c.left;
+    push(prev[c.left], c.left);
+    push(c.left, next[c.left]);
+  }
+  for (int32_t i = n > 0 ? 0 : -1; i >= 0; i = next[i]) out->push_back(syms[i]);
 }
 
 }  // namespace qwen35::tokenizer

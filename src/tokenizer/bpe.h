@@ -46,7 +46,9 @@ class Bpe {
 
  private:
   static uint64_t key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
+  size_t initial_symbols(std::string_view word, int32_t* syms) const;
   void merge_word(std::string_view word, std::vector<int32_t>* out) const;
+  void merge_long_word(std::string_view word, std::vector<int32_t>* out) const;
 
   std::array<int32_t, 256> byte_ids_{};
   int32_t unk_id_ = -1;

@@ -46,6 +46,19 @@ TEST(Tokenizer, MergesAsStringsOrPairs) {
   }
 }
 
+TEST(Tokenizer, LongWordsMergeLikeShortOnes) {
+  // Words over 64 bytes take the heap path; the result must not change.
+  const Tokenizer t = make(synthetic_json());
+  std::string word;
+  for (int i = 0; i < 40; ++i) word += "hello";
+  EXPECT_EQ(enc(t, word), Ids(40, 259));
+  EXPECT_EQ(enc(t, word + "hel"), [] {
+    Ids ids(40, 259);
+    ids.insert(ids.end(), {256, 'l'});
+    return ids;
+  }());
+}
+
 TEST(Tokenizer, NfcBeforeTheModel) {
   const Tokenizer t = make(synthetic_json());
   // "e" + U+0301 composes to U+00E9 (C3 A9).
