@@ -2,6 +2,9 @@
 // decode(ids, skip_special_tokens).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
+
 #include "test_fixtures.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
@@ -66,6 +69,26 @@ TEST_P(FixtureCases, StreamDecodeMatchesEveryCase) {
       EXPECT_EQ(all, skip ? c.decoded_skip_special : c.decoded) << c.name;
     }
   }
+}
+
+// encode() is const and thread-safe (the shared merge cache is locked): threads racing on a cold
+// cache all get the fixture ids.
+TEST_P(FixtureCases, ConcurrentEncodeMatches) {
+  const Tokenizer& tok = fixture_tokenizer(GetParam());
+  const std::vector<Case> cases = load_cases(GetParam());
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t k = 0; k < cases.size(); ++k) {
+        const Case& c = cases[(k * 7 + t * 31) % cases.size()];
+        auto ids = tok.encode(c.text);
+        if (!ids.ok() || *ids != c.ids) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizer, FixtureCases, ::testing::Values("qwen3", "qwen35-like"),
