@@ -54,10 +54,10 @@ void AddedTokenMatcher::init(const std::vector<const AddedToken*>& tokens) {
     if (!t->content.empty()) tokens_.push_back(*t);
   }
   for (size_t i = 0; i < tokens_.size(); ++i) {
-    by_first_byte_[static_cast<uint8_t>(tokens_[i].content[0])].push_back(uint16_t(i));
+    by_first_byte_[static_cast<uint8_t>(tokens_[i].content[0])].push_back(uint32_t(i));
   }
   for (auto& v : by_first_byte_) {
-    std::stable_sort(v.begin(), v.end(), [&](uint16_t a, uint16_t b) {
+    std::stable_sort(v.begin(), v.end(), [&](uint32_t a, uint32_t b) {
       return tokens_[a].content.size() > tokens_[b].content.size();
     });
   }
@@ -69,7 +69,7 @@ void AddedTokenMatcher::split(std::string_view text, size_t base, std::vector<Se
   while (pos < text.size()) {
     const auto& cands = by_first_byte_[static_cast<uint8_t>(text[pos])];
     const AddedToken* hit = nullptr;
-    for (uint16_t idx : cands) {
+    for (uint32_t idx : cands) {
       const std::string& c = tokens_[idx].content;
       if (text.compare(pos, c.size(), c) == 0) {
         hit = &tokens_[idx];

@@ -40,7 +40,7 @@ class AddedTokenMatcher {
  private:
   std::vector<AddedToken> tokens_;
   // Indices into tokens_ by first byte, longest first.
-  std::array<std::vector<uint16_t>, 256> by_first_byte_;
+  std::array<std::vector<uint32_t>, 256> by_first_byte_;
 };
 
 }  // namespace qwen35::tokenizer

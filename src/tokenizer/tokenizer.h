@@ -77,6 +77,9 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::unique_ptr<TokenizerData> d);
+  static core::Result<Tokenizer> from_json_unchecked(std::string_view tokenizer_json,
+                                                     std::string_view config_json,
+                                                     const std::string& label);
   core::Status encode_plain(std::string_view normalized, std::vector<int32_t>* ids) const;
   std::unique_ptr<TokenizerData> d_;
 };

@@ -15,9 +15,6 @@ namespace {
 using core::Status;
 using json = nlohmann::json;
 
-// Ids above this are rejected: they would only make the per-id tables huge.
-constexpr int64_t kMaxIds = int64_t(1) << 24;
-
 class Ctx {
  public:
   explicit Ctx(std::string label) : label_(std::move(label)) {}
@@ -168,9 +165,9 @@ Status load_model(const json& root, const std::string& label, TokenizerData* d);
 Status load_added_tokens(const json& root, const std::string& label, TokenizerData* d);
 Status load_config(std::string_view config_json, const std::string& label, TokenizerData* d);
 
-core::Result<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json,
-                                             std::string_view config_json,
-                                             const std::string& label) {
+core::Result<Tokenizer> Tokenizer::from_json_unchecked(std::string_view tokenizer_json,
+                                                       std::string_view config_json,
+                                                       const std::string& label) {
   const Ctx ctx(label);
   json root;
   try {
@@ -198,6 +195,18 @@ core::Result<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json,
     QWEN35_RETURN_IF_ERROR(load_config(config_json, cfg_label, d.get()));
   }
   return Tokenizer(std::move(d));
+}
+
+core::Result<Tokenizer> Tokenizer::from_json(std::string_view tokenizer_json,
+                                             std::string_view config_json,
+                                             const std::string& label) {
+  // The readers check types before they read; this catch is the layer boundary for anything a
+  // malformed file still makes nlohmann::json throw.
+  try {
+    return from_json_unchecked(tokenizer_json, config_json, label);
+  } catch (const json::exception& e) {
+    return core::error("[tokenizer] '" + label + "': unexpected JSON structure: " + e.what());
+  }
 }
 
 namespace {

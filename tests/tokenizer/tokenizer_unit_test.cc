@@ -216,6 +216,8 @@ TEST(TokenizerErrors, UnsupportedFeaturesFailClosed) {
        "merges[0]: merged token 'eh'"},
       {"vocab id", [](json& j) { j["model"]["vocab"]["he"] = -3; }, "model.vocab['he']"},
       {"dup id", [](json& j) { j["model"]["vocab"]["zz"] = 7; }, "id 7 is used by both"},
+      {"wrong type", [](json& j) { j["model"]["ignore_merges"] = "yes"; },
+       "unexpected JSON structure"},
       {"added not object", [](json& j) { j["added_tokens"] = json::array({1}); },
        "added_tokens[0]"},
   };
