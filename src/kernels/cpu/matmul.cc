@@ -132,6 +132,19 @@ HWY_INLINE void FloatRows(const Matrix& m, const float* const* x, int64_t o, flo
   }
 }
 
+// n scale/bias values starting at element i0 of a bf16/f16/f32 array, as f32.
+HWY_INLINE void ConvertRow(const void* p, core::DType t, int64_t i0, int64_t n, float* out) {
+  if (t == core::DType::kBF16) {
+    const uint16_t* s = static_cast<const uint16_t*>(p) + i0;
+    for (int64_t g = 0; g < n; ++g) out[g] = core::bf16_to_f32(s[g]);
+  } else if (t == core::DType::kF16) {
+    const uint16_t* s = static_cast<const uint16_t*>(p) + i0;
+    for (int64_t g = 0; g < n; ++g) out[g] = core::f16_to_f32(s[g]);
+  } else {
+    std::memcpy(out, static_cast<const float*>(p) + i0, size_t(n) * 4);
+  }
+}
+
 // rt rows of activations against output row o, with the row count fixed at compile time so the
 // accumulators stay in registers.
 template <int rt>
@@ -174,11 +187,9 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
     if (lane_scales.size() < size_t(lanes_needed)) lane_scales.resize(size_t(lanes_needed));
     for (int64_t o = int64_t(o0); o < int64_t(o1); ++o) {
       if (affine) {
-        const int64_t base = o * groups;
-        for (int64_t g = 0; g < groups; ++g) {
-          sf[g] = sb_at(m.scales, m.sb_type, base + g);
-          bf[g] = m.biases ? sb_at(m.biases, m.sb_type, base + g) : 0.0f;
-        }
+        ConvertRow(m.scales, m.sb_type, o * groups, groups, sf);
+        if (m.biases) ConvertRow(m.biases, m.sb_type, o * groups, groups, bf);
+        else std::fill_n(bf, groups, 0.0f);
         if (fast_bits && block_codes(m.bits) > m.group) {
           const int64_t per = 32 / m.bits;
           for (int64_t w = 0; w < lanes_needed; ++w) lane_scales[size_t(w)] = sf[(w * per) / m.group];
