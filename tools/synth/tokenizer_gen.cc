@@ -168,16 +168,10 @@ std::string make_tokenizer_json(int64_t bpe_vocab) {
                 {{{"type", "Split"}, {"pattern", {{"Regex", kRegex}}}, {"behavior", "Isolated"},
                   {"invert", false}},
                  byte_level}}};
-  ojson vocab = ojson::object();
-  for (size_t i = 0; i < m.vocab.size(); ++i) vocab[m.vocab[i]] = int64_t(i);
-  ojson merges = ojson::array();
-  for (const auto& [a, b] : m.merges) merges.push_back({a, b});
   ojson model = {{"type", "BPE"},        {"dropout", nullptr},
                  {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
                  {"end_of_word_suffix", ""}, {"fuse_unk", false},
                  {"byte_fallback", false}, {"ignore_merges", false}};
-  model["vocab"] = std::move(vocab);
-  model["merges"] = std::move(merges);
   ojson t = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}};
   t["added_tokens"] = std::move(added);
   t["normalizer"] = {{"type", "NFC"}};
@@ -185,7 +179,27 @@ std::string make_tokenizer_json(int64_t bpe_vocab) {
   t["post_processor"] = byte_level;
   t["decoder"] = byte_level;
   t["model"] = std::move(model);
-  return t.dump() + "\n";
+  // The vocabulary and merges are appended as text: ordered_json objects insert in linear time.
+  std::string out = t.dump();
+  out.resize(out.size() - 2);  // drop "}}": reopen the model object
+  out += ",\"vocab\":{";
+  for (size_t i = 0; i < m.vocab.size(); ++i) {
+    if (i) out += ',';
+    out += ojson(m.vocab[i]).dump();
+    out += ':';
+    out += std::to_string(i);
+  }
+  out += "},\"merges\":[";
+  for (size_t i = 0; i < m.merges.size(); ++i) {
+    if (i) out += ',';
+    out += '[';
+    out += ojson(m.merges[i].first).dump();
+    out += ',';
+    out += ojson(m.merges[i].second).dump();
+    out += ']';
+  }
+  out += "]}}\n";
+  return out;
 }
 
 std::string make_tokenizer_config_json(int64_t bpe_vocab, int64_t model_max_length) {
