@@ -91,8 +91,7 @@ int cmd_synth(int argc, char** argv) {
     quant.append(std::to_string(o.group_size));
   }
   std::printf("wrote %s: preset %s, format %s%s, %lld tensors, %.1f MB in %d file(s), %.1f s\n",
-              o.out_dir.c_str(), o.preset.c_str(), o.format.c_str(),
-              quant.c_str(),
+              o.out_dir.c_str(), o.preset.c_str(), o.format.c_str(), quant.c_str(),
               static_cast<long long>(r->n_tensors), double(r->total_bytes) / 1e6, r->n_files, s);
   return 0;
 }

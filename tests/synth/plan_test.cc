@@ -28,9 +28,9 @@ TEST(SynthPlan, RealGeometries) {
     double params_b;  // text + MTP parameters, billions (HF plan), +-10%
     bool tied;
   };
-  for (const Case& c : {Case{"0.8b", 0.77, true}, Case{"2b", 1.9, true}, Case{"4b", 4.5, true},
-                        Case{"9b", 9.2, false}, Case{"27b", 27.0, false},
-                        Case{"35b-a3b", 35.0, false}}) {
+  for (const Case& c :
+       {Case{"0.8b", 0.77, true}, Case{"2b", 1.9, true}, Case{"4b", 4.5, true},
+        Case{"9b", 9.2, false}, Case{"27b", 27.0, false}, Case{"35b-a3b", 35.0, false}}) {
     auto g = find_preset(c.preset);
     ASSERT_TRUE(g.ok()) << g.message();
     const TensorPlan hf = build_tensor_plan(*g, {Layout::kHf, 4, 64});
@@ -56,7 +56,8 @@ TEST(SynthPlan, MoeOverridesOnlyInMlx) {
   EXPECT_TRUE(build_tensor_plan(*g, {Layout::kHf, 4, 64}).quant_overrides.empty());
   const TensorPlan mlx = build_tensor_plan(*g, {Layout::kMlx, 4, 64});
   EXPECT_EQ(mlx.quant_overrides.size(), 80u);  // router + shared gate per layer
-  const TensorSpec* sw = find(mlx, "language_model.model.layers.39.mlp.switch_mlp.down_proj.weight");
+  const TensorSpec* sw =
+      find(mlx, "language_model.model.layers.39.mlp.switch_mlp.down_proj.weight");
   ASSERT_NE(sw, nullptr);
   EXPECT_EQ(sw->shape, (std::vector<int64_t>{256, 2048, 512 / 8}));
 }

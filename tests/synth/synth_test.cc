@@ -1,4 +1,7 @@
 // qwen35 synth: tiny checkpoints in both layouts open with our own loader and config parser.
+#include "tools/synth/synth.h"
+
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -9,11 +12,8 @@
 #include <sstream>
 #include <string>
 
-#include <gtest/gtest.h>
-
 #include "formats/hf_config.h"
 #include "formats/safetensors.h"
-#include "tools/synth/synth.h"
 
 namespace qwen35::tools {
 namespace {
@@ -150,7 +150,8 @@ TEST_F(SynthTest, TinyMlxQuantized) {
     expect_tensor(*st, p + "embed_tokens.biases", DType::kBF16, {4096, 2});
     expect_tensor(*st, p + "layers.0.linear_attn.in_proj_qkv.weight", DType::kU32, {1024, w});
     expect_tensor(*st, p + "layers.0.linear_attn.in_proj_a.weight", DType::kU32, {4, w});
-    expect_tensor(*st, p + "layers.0.linear_attn.out_proj.weight", DType::kU32, {128, 512 * bits / 32});
+    expect_tensor(*st, p + "layers.0.linear_attn.out_proj.weight", DType::kU32,
+                  {128, 512 * bits / 32});
     expect_tensor(*st, p + "layers.0.linear_attn.out_proj.scales", DType::kBF16, {128, 8});
     expect_tensor(*st, p + "layers.0.linear_attn.conv1d.weight", DType::kBF16, {1024, 4, 1});
     expect_tensor(*st, p + "layers.0.linear_attn.A_log", DType::kF32, {4});

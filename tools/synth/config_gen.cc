@@ -87,7 +87,8 @@ std::string make_config_json(const Geometry& g, const PlanOptions& opts, const T
                  {"spatial_merge_size", 2},
                  {"temporal_patch_size", 2}};
   json root = {
-      {"architectures", {g.moe() ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"}},
+      {"architectures",
+       {g.moe() ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"}},
       {"image_token_id", added_token_id(g.bpe_vocab, "<|image_pad|>")},
       {"model_type", root_type},
       {"text_config", text},

@@ -23,7 +23,8 @@ Geometry real(const char* name, int64_t hidden, int64_t layers, int64_t intermed
 }
 
 // The gen_tiny default geometry with a small synthetic tokenizer: BPE vocabulary 4000 (256 byte
-// symbols + 3744 merges), added tokens at 4000..4032, vocab rows rounded up to 4096 (multiple of 64).
+// symbols + 3744 merges), added tokens at 4000..4032, vocab rows rounded up to 4096 (multiple of
+// 64).
 Geometry tiny(const char* name) {
   Geometry g;
   g.name = name;

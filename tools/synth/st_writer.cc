@@ -40,7 +40,8 @@ class FileOut {
     while (n > 0) {
       const ssize_t w = ::write(fd_, c, n);
       if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return core::error("[synth] write to '" + path_ + "' failed: " + std::strerror(errno));
+      if (w <= 0)
+        return core::error("[synth] write to '" + path_ + "' failed: " + std::strerror(errno));
       c += w;
       n -= size_t(w);
     }
@@ -49,7 +50,8 @@ class FileOut {
   Status close() {
     const int fd = fd_;
     fd_ = -1;
-    if (::close(fd) != 0) return core::error("[synth] closing '" + path_ + "' failed: " + std::strerror(errno));
+    if (::close(fd) != 0)
+      return core::error("[synth] closing '" + path_ + "' failed: " + std::strerror(errno));
     return core::ok_status();
   }
 
@@ -59,7 +61,8 @@ class FileOut {
   std::string path_;
 };
 
-std::string format_header(const std::vector<const TensorSpec*>& tensors, const std::string& format) {
+std::string format_header(const std::vector<const TensorSpec*>& tensors,
+                          const std::string& format) {
   json h = json::object();
   h["__metadata__"] = {{"format", format}};
   uint64_t off = 0;
@@ -168,8 +171,8 @@ Result<ShardedOutput> write_checkpoint_tensors(const std::string& dir, const Ten
   std::vector<uint8_t> buf(kChunkBytes);
   Progress bar(res.total_bytes, progress);
   for (size_t i = 0; i < n; ++i)
-    QWEN35_RETURN_IF_ERROR(write_shard((fs::path(dir) / res.files[i]).string(), shards[i], format,
-                                       seed, &buf, &bar));
+    QWEN35_RETURN_IF_ERROR(
+        write_shard((fs::path(dir) / res.files[i]).string(), shards[i], format, seed, &buf, &bar));
   bar.finish();
   if (n > 1) {
     json wm = json::object();
@@ -177,7 +180,8 @@ Result<ShardedOutput> write_checkpoint_tensors(const std::string& dir, const Ten
       for (const TensorSpec* t : shards[i]) wm[t->name] = res.files[i];
     json index = {{"metadata", {{"total_size", res.total_bytes}}}, {"weight_map", wm}};
     const std::string text = index.dump(2) + "\n";
-    QWEN35_ASSIGN_OR_RETURN(auto out, FileOut::create((fs::path(dir) / "model.safetensors.index.json").string()));
+    QWEN35_ASSIGN_OR_RETURN(
+        auto out, FileOut::create((fs::path(dir) / "model.safetensors.index.json").string()));
     QWEN35_RETURN_IF_ERROR(out->write(text.data(), text.size()));
     QWEN35_RETURN_IF_ERROR(out->close());
   }

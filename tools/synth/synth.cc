@@ -21,7 +21,8 @@ namespace {
 
 Status write_text(const fs::path& path, const std::string& text) {
   std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  if (!f) return core::error("[synth] cannot create '" + path.string() + "': " + std::strerror(errno));
+  if (!f)
+    return core::error("[synth] cannot create '" + path.string() + "': " + std::strerror(errno));
   f.write(text.data(), std::streamsize(text.size()));
   f.close();
   if (!f) return core::error("[synth] write to '" + path.string() + "' failed");
@@ -38,7 +39,8 @@ Status validate(const SynthOptions& o, PlanOptions* plan) {
     return core::error("[synth] unknown format '" + o.format + "' (expected hf|mlx)");
   }
   if (o.bits != 2 && o.bits != 3 && o.bits != 4 && o.bits != 5 && o.bits != 6 && o.bits != 8)
-    return core::error("[synth] unsupported bits " + std::to_string(o.bits) + " (expected 2|3|4|5|6|8)");
+    return core::error("[synth] unsupported bits " + std::to_string(o.bits) +
+                       " (expected 2|3|4|5|6|8)");
   if (o.group_size != 32 && o.group_size != 64 && o.group_size != 128)
     return core::error("[synth] unsupported group size " + std::to_string(o.group_size) +
                        " (expected 32|64|128)");
@@ -52,12 +54,14 @@ Status clean_dir(const fs::path& dir) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return core::error("[synth] cannot create '" + dir.string() + "': " + ec.message());
-  if (!fs::is_directory(dir, ec)) return core::error("[synth] '" + dir.string() + "' is not a directory");
+  if (!fs::is_directory(dir, ec))
+    return core::error("[synth] '" + dir.string() + "' is not a directory");
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
     if (e.path().extension() == ".safetensors" || name == "model.safetensors.index.json") {
       fs::remove(e.path(), ec);
-      if (ec) return core::error("[synth] cannot remove '" + e.path().string() + "': " + ec.message());
+      if (ec)
+        return core::error("[synth] cannot remove '" + e.path().string() + "': " + ec.message());
     }
   }
   if (ec) return core::error("[synth] cannot list '" + dir.string() + "': " + ec.message());
@@ -74,10 +78,11 @@ Result<SynthSummary> write_synthetic_checkpoint(const SynthOptions& opts) {
   QWEN35_RETURN_IF_ERROR(clean_dir(dir));
   const TensorPlan plan = build_tensor_plan(g, popts);
   QWEN35_RETURN_IF_ERROR(write_text(dir / "config.json", make_config_json(g, popts, plan)));
-  QWEN35_RETURN_IF_ERROR(write_text(dir / "generation_config.json", make_generation_config_json(g)));
+  QWEN35_RETURN_IF_ERROR(
+      write_text(dir / "generation_config.json", make_generation_config_json(g)));
   QWEN35_RETURN_IF_ERROR(write_text(dir / "tokenizer.json", make_tokenizer_json(g.bpe_vocab)));
-  QWEN35_RETURN_IF_ERROR(write_text(dir / "tokenizer_config.json",
-                                    make_tokenizer_config_json(g.bpe_vocab, 262144)));
+  QWEN35_RETURN_IF_ERROR(
+      write_text(dir / "tokenizer_config.json", make_tokenizer_config_json(g.bpe_vocab, 262144)));
   QWEN35_ASSIGN_OR_RETURN(
       const ShardedOutput out,
       write_checkpoint_tensors(dir.string(), plan, popts.layout, opts.seed,

@@ -20,8 +20,8 @@ struct SynthOptions {
   int group_size = 64;          // mlx only: 32, 64 or 128
   uint64_t seed = 1;
   std::string out_dir;
-  bool progress = true;                           // progress bar on stderr
-  uint64_t max_shard_bytes = uint64_t(4) << 30;   // shard above this (4 GiB)
+  bool progress = true;                          // progress bar on stderr
+  uint64_t max_shard_bytes = uint64_t(4) << 30;  // shard above this (4 GiB)
 };
 
 struct SynthSummary {

@@ -1,7 +1,7 @@
+#include "tools/synth/tensor_plan.h"
+
 #include <algorithm>
 #include <cmath>
-
-#include "tools/synth/tensor_plan.h"
 
 namespace qwen35::tools {
 
@@ -23,7 +23,9 @@ enum class Kind { kLinear, kOut, kEmbed, kRouter };
 class Planner {
  public:
   Planner(const Geometry& g, const PlanOptions& o)
-      : g_(g), o_(o), pfx_(o.layout == Layout::kHf ? "model.language_model." : "language_model.model.") {}
+      : g_(g),
+        o_(o),
+        pfx_(o.layout == Layout::kHf ? "model.language_model." : "language_model.model.") {}
 
   TensorPlan build();
 
@@ -31,7 +33,8 @@ class Planner {
   bool mlx() const { return o_.layout == Layout::kMlx; }
   float std_for(Kind kind, int64_t fan_in) const;
 
-  void add(const std::string& name, DType dt, std::vector<int64_t> shape, Init init, float a, float b) {
+  TensorSpec& add(const std::string& name, DType dt, std::vector<int64_t> shape, Init init, float a,
+                  float b) {
     TensorSpec t;
     t.name = name;
     t.dtype = dt;
@@ -41,6 +44,7 @@ class Planner {
     t.b = b;
     t.stream = name_hash(name);
     plan_.tensors.push_back(std::move(t));
+    return plan_.tensors.back();
   }
   // A Linear / Embedding / SwitchLinear weight (2-D [out, in] or 3-D [E, out, in]). MLX quantizes
   // it when `in` is divisible by the group size; `ov` forces bits/group (MoE router, shared gate).
@@ -62,10 +66,14 @@ float Planner::std_for(Kind kind, int64_t fan_in) const {
   if (!g_.fan_in_init) return 0.02f;
   const double f = double(fan_in);
   switch (kind) {
-    case Kind::kLinear: return float(1.0 / std::sqrt(f));
-    case Kind::kOut: return float(0.7 / std::sqrt(f));
-    case Kind::kEmbed: return float(2.0 / std::sqrt(double(g_.hidden)));
-    case Kind::kRouter: return float(2.0 / std::sqrt(f));
+    case Kind::kLinear:
+      return float(1.0 / std::sqrt(f));
+    case Kind::kOut:
+      return float(0.7 / std::sqrt(f));
+    case Kind::kEmbed:
+      return float(2.0 / std::sqrt(double(g_.hidden)));
+    case Kind::kRouter:
+      return float(2.0 / std::sqrt(f));
   }
   return 0.02f;
 }
@@ -82,21 +90,22 @@ void Planner::linear(const std::string& full, std::vector<int64_t> shape, Kind k
   }
   const std::string base = full.substr(0, full.size() - std::string(".weight").size());
   if (ov) plan_.quant_overrides[base] = *ov;
-  // Uniform codes q in [0, L], L = 2^bits - 1, have variance ((L+1)^2 - 1) / 12; with
-  // w = s*q - s*L/2 the weight has mean 0 and std |s|. E[(0.75 + 0.5u)^2] = 1 + 1/48.
+  // Random codes q, uniform in [0, L] with L = 2^bits - 1, have std sqrt(((L+1)^2 - 1) / 12);
+  // w = s*q - s*L/2 has mean 0 and std |s|*that. Scales are s0*(0.75 + 0.5u) with random sign,
+  // and E[(0.75 + 0.5u)^2] = 1 + 1/48, so the dequantized weights have std `sd`.
   const double levels = double((1u << bits) - 1);
   const double code_std = std::sqrt(((levels + 1) * (levels + 1) - 1) / 12.0);
   const float s0 = float(sd / code_std / std::sqrt(1.0 + 1.0 / 48.0));
   std::vector<int64_t> wshape = shape, gshape = shape;
   wshape.back() = in * bits / 32;
   gshape.back() = in / gs;
-  add(full, DType::kU32, wshape, Init::kQuantWords, 0, 0);
-  add(base + ".scales", DType::kBF16, gshape, Init::kQuantScales, s0, 0);
-  add(base + ".biases", DType::kBF16, gshape, Init::kQuantBiases, s0, 0);
-  plan_.tensors[plan_.tensors.size() - 1].stream = plan_.tensors[plan_.tensors.size() - 2].stream;
-  plan_.tensors[plan_.tensors.size() - 1].bits = bits;
+  add(full, DType::kU32, wshape, Init::kQuantWords, 0, 0).bits = bits;
+  const uint64_t scale_stream =
+      add(base + ".scales", DType::kBF16, gshape, Init::kQuantScales, s0, 0).stream;
+  TensorSpec& biases = add(base + ".biases", DType::kBF16, gshape, Init::kQuantBiases, s0, 0);
+  biases.stream = scale_stream;  // biases are derived from the scales
+  biases.bits = bits;
   plan_.tensors[plan_.tensors.size() - 2].bits = bits;
-  plan_.tensors[plan_.tensors.size() - 3].bits = bits;
 }
 
 void Planner::norm(const std::string& full, int64_t n, bool zero_centred) {
@@ -124,7 +133,8 @@ void Planner::mlp(const std::string& p) {
     // Fused HF experts: gate rows first, then up rows.
     add(p + "experts.gate_up_proj", DType::kBF16, {e, 2 * im, h}, Init::kNormal, 0,
         std_for(Kind::kLinear, h));
-    add(p + "experts.down_proj", DType::kBF16, {e, h, im}, Init::kNormal, 0, std_for(Kind::kOut, im));
+    add(p + "experts.down_proj", DType::kBF16, {e, h, im}, Init::kNormal, 0,
+        std_for(Kind::kOut, im));
   }
   // mlx-lm's qwen3_5 quant_predicate keeps the router and the shared-expert gate at 8 bits, g64.
   const QuantOverride gate8{8, 64};
@@ -143,8 +153,8 @@ void Planner::linear_attention(const std::string& p) {
   linear(p + "in_proj_a.weight", {nv, h}, Kind::kLinear);
   linear(p + "out_proj.weight", {h, g_.value_dim()}, Kind::kOut);
   // Depthwise conv taps N(0, 1/K): HF [C,1,K], MLX [C,K,1] (same bytes).
-  std::vector<int64_t> conv = mlx() ? std::vector<int64_t>{g_.conv_dim(), k, 1}
-                                    : std::vector<int64_t>{g_.conv_dim(), 1, k};
+  std::vector<int64_t> conv =
+      mlx() ? std::vector<int64_t>{g_.conv_dim(), k, 1} : std::vector<int64_t>{g_.conv_dim(), 1, k};
   add(p + "conv1d.weight", DType::kBF16, conv, Init::kNormal, 0, float(1.0 / std::sqrt(double(k))));
   // A = exp(A_log) in [0.02, 2]; A_log stays f32 in both layouts.
   add(p + "A_log", DType::kF32, {nv}, Init::kUniform, float(std::log(0.02)), float(std::log(2.0)));
@@ -166,9 +176,9 @@ void Planner::full_attention(const std::string& p) {
 void Planner::mtp() {
   const int64_t h = g_.hidden;
   add("mtp.fc.weight", DType::kBF16, {h, 2 * h}, Init::kNormal, 0, std_for(Kind::kLinear, 2 * h));
-  for (const char* n : {"mtp.norm.weight", "mtp.pre_fc_norm_embedding.weight",
-                        "mtp.pre_fc_norm_hidden.weight", "mtp.layers.0.input_layernorm.weight",
-                        "mtp.layers.0.post_attention_layernorm.weight"})
+  for (const char* n :
+       {"mtp.norm.weight", "mtp.pre_fc_norm_embedding.weight", "mtp.pre_fc_norm_hidden.weight",
+        "mtp.layers.0.input_layernorm.weight", "mtp.layers.0.post_attention_layernorm.weight"})
     norm(n, h, true);
   full_attention("mtp.layers.0.self_attn.");
   mlp("mtp.layers.0.mlp.");
@@ -191,7 +201,8 @@ TensorPlan Planner::build() {
   }
   norm(pfx_ + "norm.weight", h, true);
   if (!g_.tied)
-    linear(mlx() ? "language_model.lm_head.weight" : "lm_head.weight", {g_.vocab_rows, h}, Kind::kEmbed);
+    linear(mlx() ? "language_model.lm_head.weight" : "lm_head.weight", {g_.vocab_rows, h},
+           Kind::kEmbed);
   if (!mlx()) mtp();
   std::sort(plan_.tensors.begin(), plan_.tensors.end(),
             [](const TensorSpec& x, const TensorSpec& y) { return x.name < y.name; });

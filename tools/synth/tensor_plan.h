@@ -43,7 +43,7 @@ struct QuantOverride {
 };
 
 struct TensorPlan {
-  std::vector<TensorSpec> tensors;                      // sorted by name
+  std::vector<TensorSpec> tensors;                       // sorted by name
   std::map<std::string, QuantOverride> quant_overrides;  // MLX module path -> override
   bool has_mtp = false;
 };

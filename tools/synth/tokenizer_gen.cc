@@ -78,17 +78,23 @@ class Builder {
 
 const std::vector<AddedToken>& qwen35_added_tokens() {
   static const std::vector<AddedToken> kTokens = {
-      {"<|endoftext|>", true},   {"<|im_start|>", true},      {"<|im_end|>", true},
-      {"<|object_ref_start|>", true}, {"<|object_ref_end|>", true}, {"<|box_start|>", true},
-      {"<|box_end|>", true},     {"<|quad_start|>", true},    {"<|quad_end|>", true},
-      {"<|vision_start|>", true}, {"<|vision_end|>", true},   {"<|vision_pad|>", true},
-      {"<|image_pad|>", true},   {"<|video_pad|>", true},     {"<tool_call>", false},
-      {"</tool_call>", false},   {"<|fim_prefix|>", false},   {"<|fim_middle|>", false},
-      {"<|fim_suffix|>", false}, {"<|fim_pad|>", false},      {"<|repo_name|>", false},
-      {"<|file_sep|>", false},   {"<tool_response>", false},  {"</tool_response>", false},
-      {"<think>", false},        {"</think>", false},         {"<|audio_start|>", true},
-      {"<|audio_end|>", true},   {"<tts_pad>", true},         {"<tts_text_bos>", true},
-      {"<tts_text_eod>", true},  {"<tts_text_bos_single>", true}, {"<|audio_pad|>", true},
+      {"<|endoftext|>", true},      {"<|im_start|>", true},
+      {"<|im_end|>", true},         {"<|object_ref_start|>", true},
+      {"<|object_ref_end|>", true}, {"<|box_start|>", true},
+      {"<|box_end|>", true},        {"<|quad_start|>", true},
+      {"<|quad_end|>", true},       {"<|vision_start|>", true},
+      {"<|vision_end|>", true},     {"<|vision_pad|>", true},
+      {"<|image_pad|>", true},      {"<|video_pad|>", true},
+      {"<tool_call>", false},       {"</tool_call>", false},
+      {"<|fim_prefix|>", false},    {"<|fim_middle|>", false},
+      {"<|fim_suffix|>", false},    {"<|fim_pad|>", false},
+      {"<|repo_name|>", false},     {"<|file_sep|>", false},
+      {"<tool_response>", false},   {"</tool_response>", false},
+      {"<think>", false},           {"</think>", false},
+      {"<|audio_start|>", true},    {"<|audio_end|>", true},
+      {"<tts_pad>", true},          {"<tts_text_bos>", true},
+      {"<tts_text_eod>", true},     {"<tts_text_bos_single>", true},
+      {"<|audio_pad|>", true},
   };
   return kTokens;
 }
@@ -121,8 +127,9 @@ BpeModel make_bpe_model(int64_t bpe_vocab) {
     if (b.merge(sp, std::string(1, c))) words.push_back(sp + c);
   // Extend a word token by one lowercase letter (English letter frequencies), preferring early
   // (short, frequent) tokens; rarely join two words. Fixed seed: the tokenizer never varies.
-  static const char kLetters[] = "eeeeeeeeeeeetttttttttaaaaaaaaoooooooiiiiiiinnnnnnnsssssshhhhhh"
-                                 "rrrrrrddddlllluuucccmmmwwffggyyppbbvkjxqz";
+  static const char kLetters[] =
+      "eeeeeeeeeeeetttttttttaaaaaaaaoooooooiiiiiiinnnnnnnsssssshhhhhh"
+      "rrrrrrddddlllluuucccmmmwwffggyyppbbvkjxqz";
   const size_t n_letters = sizeof(kLetters) - 1;
   uint64_t state = 0x5eed0fb9e0ull;
   size_t stall = 0;
@@ -155,23 +162,35 @@ std::string make_tokenizer_json(int64_t bpe_vocab) {
   ojson added = ojson::array();
   const auto& toks = qwen35_added_tokens();
   for (size_t i = 0; i < toks.size(); ++i)
-    added.push_back({{"id", bpe_vocab + int64_t(i)}, {"content", toks[i].content},
-                     {"single_word", false}, {"lstrip", false}, {"rstrip", false},
-                     {"normalized", false}, {"special", toks[i].special}});
-  const ojson byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false},
-                            {"trim_offsets", false}, {"use_regex", false}};
+    added.push_back({{"id", bpe_vocab + int64_t(i)},
+                     {"content", toks[i].content},
+                     {"single_word", false},
+                     {"lstrip", false},
+                     {"rstrip", false},
+                     {"normalized", false},
+                     {"special", toks[i].special}});
+  const ojson byte_level = {{"type", "ByteLevel"},
+                            {"add_prefix_space", false},
+                            {"trim_offsets", false},
+                            {"use_regex", false}};
   const char* kRegex =
       "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}"
       "\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
   ojson pre = {{"type", "Sequence"},
                {"pretokenizers",
-                {{{"type", "Split"}, {"pattern", {{"Regex", kRegex}}}, {"behavior", "Isolated"},
+                {{{"type", "Split"},
+                  {"pattern", {{"Regex", kRegex}}},
+                  {"behavior", "Isolated"},
                   {"invert", false}},
                  byte_level}}};
-  ojson model = {{"type", "BPE"},        {"dropout", nullptr},
-                 {"unk_token", nullptr}, {"continuing_subword_prefix", ""},
-                 {"end_of_word_suffix", ""}, {"fuse_unk", false},
-                 {"byte_fallback", false}, {"ignore_merges", false}};
+  ojson model = {{"type", "BPE"},
+                 {"dropout", nullptr},
+                 {"unk_token", nullptr},
+                 {"continuing_subword_prefix", ""},
+                 {"end_of_word_suffix", ""},
+                 {"fuse_unk", false},
+                 {"byte_fallback", false},
+                 {"ignore_merges", false}};
   ojson t = {{"version", "1.0"}, {"truncation", nullptr}, {"padding", nullptr}};
   t["added_tokens"] = std::move(added);
   t["normalizer"] = {{"type", "NFC"}};
@@ -208,8 +227,9 @@ std::string make_tokenizer_config_json(int64_t bpe_vocab, int64_t model_max_leng
   const auto& toks = qwen35_added_tokens();
   for (size_t i = 0; i < toks.size(); ++i) {
     decoder[std::to_string(bpe_vocab + int64_t(i))] = {
-        {"content", toks[i].content}, {"lstrip", false}, {"normalized", false},
-        {"rstrip", false}, {"single_word", false}, {"special", toks[i].special}};
+        {"content", toks[i].content}, {"lstrip", false},
+        {"normalized", false},        {"rstrip", false},
+        {"single_word", false},       {"special", toks[i].special}};
     const std::string c = toks[i].content;
     if (toks[i].special && c != "<|endoftext|>" && i < 14) extra.push_back(c);
   }
