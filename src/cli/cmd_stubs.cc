@@ -3,5 +3,4 @@
 
 namespace qwen35::cli {
 int cmd_template(int, char**) { return fail("template", "not implemented yet"); }
-int cmd_synth(int, char**) { return fail("synth", "not implemented yet"); }
 }  // namespace qwen35::cli

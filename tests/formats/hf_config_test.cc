@@ -110,3 +110,24 @@ TEST(HfConfig, GenerationConfig) {
 
 }  // namespace
 }  // namespace qwen35::formats
+
+namespace qwen35::formats {
+namespace {
+
+// Found by the config fuzzer: out-of-range numbers must be errors, not undefined casts.
+TEST(HfConfig, OutOfRangeNumbers) {
+  for (const char* j : {R"({"model_type":"qwen3_5","hidden_size":1e19})",
+                        R"({"model_type":"qwen3_5","hidden_size":8,"num_hidden_layers":1,"num_attention_heads":1,"vocab_size":18446744073709551615})",
+                        R"({"model_type":"qwen3_5","hidden_size":-1e300})",
+                        R"({"model_type":"qwen3_5","hidden_size":2.5})",
+                        R"({"model_type":"qwen3_5","hidden_size":8,"num_hidden_layers":1,"num_attention_heads":1,"vocab_size":4,"eos_token_id":18446744073709551615})"}) {
+    auto r = parse_hf_config(j, "config.json");
+    EXPECT_FALSE(r.ok()) << j;
+  }
+  auto ok = parse_hf_config(R"({"model_type":"qwen3_5","hidden_size":64.0,"num_hidden_layers":1,"num_attention_heads":1,"vocab_size":4})", "config.json");
+  ASSERT_TRUE(ok.ok()) << ok.message();
+  EXPECT_EQ(ok->hidden_size, 64);
+}
+
+}  // namespace
+}  // namespace qwen35::formats
