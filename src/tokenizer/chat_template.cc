@@ -94,7 +94,7 @@ core::Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& mes
     root->vars["add_generation_prompt"] = jinja::Value::boolean(add_generation_prompt);
     if (extra_kwargs.is_object())
       for (const auto& [k, v] : extra_kwargs.items()) root->vars[k] = jinja::from_json(v);
-    jinja::Interpreter interp{jinja::Limits{}};
+    jinja::Interpreter interp{limits_};
     return interp.render(program_->body, root);
   } catch (const jinja::TemplateError& e) {
     return template_error(e);

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/result.h"
+#include "tokenizer/jinja_interp.h"
 
 namespace qwen35::tokenizer {
 
@@ -33,6 +34,9 @@ class ChatTemplate {
   // tokenizer's named special tokens: eos_token, pad_token, ...). Must be an object.
   void set_default_vars(nlohmann::ordered_json vars) { default_vars_ = std::move(vars); }
 
+  // Bounds on the work of one render (steps, macro depth, string and list sizes).
+  void set_limits(const jinja::Limits& limits) { limits_ = limits; }
+
   const std::string& source() const { return source_; }
 
  private:
@@ -40,6 +44,7 @@ class ChatTemplate {
   std::string source_;
   std::shared_ptr<const Program> program_;
   nlohmann::ordered_json default_vars_ = nlohmann::ordered_json::object();
+  jinja::Limits limits_;
 };
 
 // Loads DIR/chat_template.jinja, else the chat_template of DIR/tokenizer_config.json (a string,

@@ -25,6 +25,9 @@ bool apply_test(Interpreter& in, const std::string& name, const Value& v, CallAr
 Value get_attr(const Value& obj, const std::string& name);
 Value get_item(const Value& obj, const Value& key);
 
+// Python's printf-style `fmt % args` (args: a tuple, a mapping for %(name)s, or one value).
+std::string printf_format(const std::string& fmt, const Value& args);
+
 // The template globals (range, namespace, dict, raise_exception, strftime_now ...).
 void add_globals(Dict& globals);
 

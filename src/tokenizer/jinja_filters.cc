@@ -47,6 +47,35 @@ Value f_trim(Interpreter&, const Value& v, CallArgs&& args) {
   return str_result(v, py_strip(to_str(v), chars, true, true));
 }
 
+// jinja2's title: upper-case the first character after start, whitespace or one of -({[<.
+Value f_title(Interpreter&, const Value& v, CallArgs&&) {
+  const std::u32string cps = decode_utf8(to_str(v));
+  std::string out;
+  bool word_start = true;
+  for (char32_t c : cps) {
+    const bool sep = py_isspace(c) || c == '-' || c == '(' || c == '{' || c == '[' || c == '<';
+    std::string one;
+    append_utf8(one, c);
+    out += sep ? one : (word_start ? py_upper(one) : py_lower(one));
+    word_start = sep;
+  }
+  return str_result(v, std::move(out));
+}
+
+// len(re.findall(r"\w+", s)).
+Value f_wordcount(Interpreter&, const Value& v, CallArgs&&) {
+  int64_t n = 0;
+  bool in_word = false;
+  for (char32_t c : decode_utf8(to_str(v))) {
+    std::string one;
+    append_utf8(one, c);
+    const bool w = c == '_' || py_is(one, "alnum");
+    if (w && !in_word) ++n;
+    in_word = w;
+  }
+  return Value::integer(n);
+}
+
 Value f_tojson(Interpreter&, const Value& v, CallArgs&& args) {
   const BoundArgs a =
       bind_args("tojson", std::move(args), {"ensure_ascii", "indent", "separators", "sort_keys"});
@@ -340,7 +369,20 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       {"lower", [](Interpreter&, const Value& v, CallArgs&&) { return str_result(v, py_lower(to_str(v))); }},
       {"capitalize",
        [](Interpreter&, const Value& v, CallArgs&&) { return str_result(v, py_capitalize(to_str(v))); }},
-      {"title", [](Interpreter&, const Value& v, CallArgs&&) { return str_result(v, py_title(to_str(v))); }},
+      {"title", f_title},
+      {"wordcount", f_wordcount},
+      {"format",
+       [](Interpreter&, const Value& v, CallArgs&& a) {
+         Value args;
+         if (!a.kw.empty()) {
+           Dict d;
+           for (auto& [k, x] : a.kw) d.set(k, x);
+           args = Value::dict(std::move(d));
+         } else {
+           args = Value::list(std::move(a.pos), true);
+         }
+         return Value::string(printf_format(to_str(v), args));
+       }},
       {"first", [](Interpreter&, const Value& v, CallArgs&&) { return f_first_last(v, false); }},
       {"last", [](Interpreter&, const Value& v, CallArgs&&) { return f_first_last(v, true); }},
       {"list", [](Interpreter&, const Value& v, CallArgs&&) { return Value::list(iterate(v)); }},
@@ -441,9 +483,9 @@ std::vector<Value> iterate(const Value& v) {
 bool has_filter(std::string_view name) { return filters().count(std::string(name)) != 0; }
 
 std::string unknown_filter_message(std::string_view name) {
-  static const char* kJinjaOnly[] = {"batch", "filesizeformat", "format", "groupby", "pprint",
-                                     "random", "slice", "striptags", "truncate", "urlencode",
-                                     "urlize", "wordcount", "wordwrap", "xmlattr"};
+  static const char* kJinjaOnly[] = {"batch", "filesizeformat", "groupby", "pprint", "random",
+                                     "slice", "striptags", "truncate", "urlencode", "urlize",
+                                     "wordwrap", "xmlattr"};
   for (const char* n : kJinjaOnly)
     if (name == n) return "filter '" + std::string(name) + "' is not supported";
   return "No filter named '" + std::string(name) + "'.";

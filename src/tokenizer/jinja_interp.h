@@ -16,7 +16,7 @@ namespace qwen35::tokenizer::jinja {
 // a TemplateError instead of hanging or exhausting memory.
 struct Limits {
   size_t max_output_bytes = size_t{64} << 20;  // also bounds every string value
-  uint64_t max_steps = 20'000'000;             // statements executed + loop iterations
+  uint64_t max_steps = 5'000'000;              // statements executed + loop iterations
   int max_call_depth = 64;                     // nested macro calls
   size_t max_list_items = 1'000'000;
 };

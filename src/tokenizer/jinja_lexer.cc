@@ -328,7 +328,10 @@ class Lexer {
     const char c = src_[pos_];
     if (const size_t f = scan_float(pos_)) return lex_number(f, true, 10);
     int base = 10;
-    if (is_digit(c)) return lex_number(scan_integer(pos_, &base), false, base);
+    if (is_digit(c)) {
+      const size_t end = scan_integer(pos_, &base);
+      return lex_number(end, false, base);
+    }
     if (is_name_start(c)) {
       size_t q = pos_;
       while (q < src_.size() && is_name_char(src_[q])) ++q;
@@ -407,10 +410,18 @@ class Lexer {
                 return std::isxdigit(static_cast<unsigned char>(h)) != 0;
               }))
             fail(std::string("truncated \\") + e + " escape");
-          const unsigned long cp = std::strtoul(hex.c_str(), nullptr, 16);
+          unsigned long cp = std::strtoul(hex.c_str(), nullptr, 16);
           if (cp > 0x10FFFF) fail("illegal Unicode character");
-          append_utf8(out, (cp >= 0xD800 && cp <= 0xDFFF) ? 0xFFFD : static_cast<char32_t>(cp));
           i += n;
+          // A \uD8xx\uDCxx surrogate pair becomes its code point; a lone surrogate U+FFFD.
+          if (cp >= 0xD800 && cp <= 0xDBFF && s.substr(i + 1, 2) == "\\u") {
+            const unsigned long lo = std::strtoul(std::string(s.substr(i + 3, 4)).c_str(), nullptr, 16);
+            if (lo >= 0xDC00 && lo <= 0xDFFF && s.substr(i + 3, 4).size() == 4) {
+              cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+              i += 6;
+            }
+          }
+          append_utf8(out, (cp >= 0xD800 && cp <= 0xDFFF) ? 0xFFFD : static_cast<char32_t>(cp));
           break;
         }
         case 'N': fail("\\N{...} escapes are not supported");

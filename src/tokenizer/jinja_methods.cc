@@ -322,7 +322,12 @@ Value g_strftime_now(Interpreter&, CallArgs args) {
 
 Value get_attr(const Value& obj, const std::string& name) {
   require_defined(obj);
-  if (is_method(obj, name)) return Value::callable(std::make_shared<BoundMethod>(obj, name));
+  if (is_method(obj, name)) {
+    if (in_list(kUnsafe, name) && (obj.is_dict() || (obj.is_list() && !obj.is_tuple())))
+      return Value::undefined("SecurityError: access to attribute '" + name + "' of '" +
+                              type_name(obj) + "' object is unsafe.");
+    return Value::callable(std::make_shared<BoundMethod>(obj, name));
+  }
   if (obj.is_dict()) {
     if (const Value* v = obj.dict().find(name)) return *v;
   } else if (obj.is_namespace()) {

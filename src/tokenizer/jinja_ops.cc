@@ -2,6 +2,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdio>
+#include <string_view>
 #include <cstdint>
 #include <optional>
 
@@ -110,7 +112,96 @@ int64_t slice_index(const Value& v) {
                       "method");
 }
 
+// One %-conversion of printf-style formatting: flags, width, precision and type.
+std::string format_one(const std::string& spec, char type, const Value& v) {
+  char buf[512];
+  auto num = [&](const char* conv, bool integral) {
+    require_defined(v);
+    if (!v.is_number())
+      throw TemplateError(std::string("TypeError: %") + type + " format: a real number is required, not " +
+                          type_name(v));
+    const std::string f = "%" + spec + conv;
+    if (integral) {
+      const double d = v.as_double();
+      const long long i = v.is_float() ? static_cast<long long>(std::trunc(d)) : v.as_int();
+      std::snprintf(buf, sizeof(buf), f.c_str(), i);
+    } else {
+      std::snprintf(buf, sizeof(buf), f.c_str(), v.as_double());
+    }
+    return std::string(buf);
+  };
+  switch (type) {
+    case 's':
+    case 'r':
+    case 'a': {
+      const std::string s = type == 's' ? to_str(v) : repr(v);
+      const std::string f = "%" + spec + "s";
+      if (spec.empty()) return s;
+      const int n = std::snprintf(nullptr, 0, f.c_str(), s.c_str());
+      std::string out(static_cast<size_t>(std::max(n, 0)), '\0');
+      std::snprintf(out.data(), out.size() + 1, f.c_str(), s.c_str());
+      return out;
+    }
+    case 'd':
+    case 'i':
+    case 'u': return num("lld", true);
+    case 'x': return num("llx", true);
+    case 'X': return num("llX", true);
+    case 'o': return num("llo", true);
+    case 'f':
+    case 'F':
+    case 'e':
+    case 'E':
+    case 'g':
+    case 'G': return num(std::string(1, type).c_str(), false);
+    default: throw TemplateError(std::string("ValueError: unsupported format character '") + type + "'");
+  }
+}
+
 }  // namespace
+
+std::string printf_format(const std::string& fmt, const Value& args) {
+  std::vector<Value> pos;
+  if (args.is_tuple()) pos = args.items();
+  else pos.push_back(args);
+  size_t next = 0;
+  bool used_mapping = false;
+  std::string out;
+  for (size_t i = 0; i < fmt.size(); ++i) {
+    if (fmt[i] != '%') {
+      out.push_back(fmt[i]);
+      continue;
+    }
+    if (++i >= fmt.size()) throw TemplateError("ValueError: incomplete format");
+    if (fmt[i] == '%') {
+      out.push_back('%');
+      continue;
+    }
+    const Value* v = nullptr;
+    if (fmt[i] == '(') {
+      const size_t close = fmt.find(')', i);
+      if (close == std::string::npos) throw TemplateError("ValueError: incomplete format key");
+      if (!args.is_dict()) throw TemplateError("TypeError: format requires a mapping");
+      v = args.dict().find(fmt.substr(i + 1, close - i - 1));
+      if (!v) throw TemplateError("KeyError: '" + fmt.substr(i + 1, close - i - 1) + "'");
+      used_mapping = true;
+      i = close + 1;
+    }
+    std::string spec;
+    while (i < fmt.size() && std::string_view("-+ #0123456789.").find(fmt[i]) != std::string_view::npos)
+      spec.push_back(fmt[i++]);
+    if (i >= fmt.size()) throw TemplateError("ValueError: incomplete format");
+    if (spec.size() > 8) throw TemplateError("ValueError: format spec too long");
+    if (!v) {
+      if (next >= pos.size()) throw TemplateError("TypeError: not enough arguments for format string");
+      v = &pos[next++];
+    }
+    out += format_one(spec, fmt[i], *v);
+  }
+  if (!used_mapping && next < pos.size() && !(pos.size() == 1 && pos[0].is_dict()))
+    throw TemplateError("TypeError: not all arguments converted during string formatting");
+  return out;
+}
 
 Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Value& b) {
   require_defined(a);
@@ -142,8 +233,11 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     if ((a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return repeat(in, a, b.as_int());
     if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return repeat(in, b, a.as_int());
   }
-  if (op == "%" && a.is_string())
-    throw TemplateError("printf-style string formatting ('%') is not supported");
+  if (op == "%" && a.is_string()) {
+    std::string r = printf_format(a.str(), b);
+    in.check_string(r.size());
+    return Value::string(std::move(r), a.is_markup());
+  }
   unsupported(op == "**" ? "** or pow()" : op, a, b);
 }
 

@@ -210,9 +210,7 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
       while (i < n && py_isspace(cps[i])) ++i;
       if (i == n) break;
       if (static_cast<int64_t>(parts.size()) == maxsplit) {
-        size_t e = n;
-        while (e > i && py_isspace(cps[e - 1])) --e;
-        parts.push_back(encode_utf8(cps.substr(i, e - i)));
+        parts.push_back(encode_utf8(cps.substr(i)));
         break;
       }
       size_t j = i;
@@ -228,9 +226,7 @@ std::vector<std::string> py_split(std::string_view s, const std::optional<std::s
     while (i > 0 && py_isspace(cps[i - 1])) --i;
     if (i == 0) break;
     if (static_cast<int64_t>(rev.size()) == maxsplit) {
-      size_t b = 0;
-      while (b < i && py_isspace(cps[b])) ++b;
-      rev.push_back(encode_utf8(cps.substr(b, i - b)));
+      rev.push_back(encode_utf8(cps.substr(0, i)));
       break;
     }
     size_t j = i;

@@ -123,7 +123,7 @@ class Dict {
   int nesting() const { return nesting_; }  // 1 + the deepest nesting of a value
 
  private:
-  static constexpr size_t kIndexFrom = 12;  // linear search below this size
+  static constexpr size_t kIndexFrom = 16;  // linear search below this size
   std::vector<std::pair<std::string, Value>> items_;
   std::unordered_map<std::string, size_t> index_;
   int nesting_ = 1;
