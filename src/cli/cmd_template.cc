@@ -3,14 +3,12 @@
 //                   [--kwargs '{"enable_thinking":false}']
 //   qwen35 template -m DIR --jsonl FILE   # one case per line -> {"rendered": ...} | {"error": ...}
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "tokenizer/chat_template.h"
@@ -62,7 +60,8 @@ int cmd_template(int argc, char** argv) {
   CLI::App app{"Render the model's chat template", "qwen35 template"};
   std::string dir, messages_path, tools_path, kwargs_text, jsonl_path;
   bool no_generation_prompt = false;
-  app.add_option("-m,--model", dir, "model directory (chat_template.jinja or tokenizer_config.json)")
+  app.add_option("-m,--model", dir,
+                 "model directory (chat_template.jinja or tokenizer_config.json)")
       ->required();
   app.add_option("--messages", messages_path, "JSON file with the list of messages");
   app.add_option("--tools", tools_path, "JSON file with the list of tool schemas");

@@ -122,8 +122,8 @@ core::Result<ChatTemplate> load_chat_template(const std::string& dir) {
     } else if (ct.is_array()) {
       bool found = false;
       for (const auto& entry : ct) {
-        if (entry.is_object() && entry.value("name", "") == "default" && entry.contains("template") &&
-            entry["template"].is_string()) {
+        if (entry.is_object() && entry.value("name", "") == "default" &&
+            entry.contains("template") && entry["template"].is_string()) {
           source = entry["template"].get<std::string>();
           found = true;
         }

@@ -9,9 +9,8 @@
 #pragma once
 
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/result.h"
 #include "tokenizer/jinja_interp.h"

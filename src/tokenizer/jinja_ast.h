@@ -18,27 +18,27 @@ using StmtPtr = std::unique_ptr<Stmt>;
 using Body = std::vector<StmtPtr>;
 
 enum class ExprKind {
-  kConst,      // value
-  kName,       // name
-  kNsRef,      // name.attr as an assignment target: name, attr
-  kList,       // kids
-  kTuple,      // kids
-  kDict,       // kids: key, value, key, value...
-  kGetattr,    // kids[0].name
-  kGetitem,    // kids[0][kids[1]]
-  kSlice,      // kids[0][kids[1]:kids[2]:kids[3]], null for absent parts
-  kCall,       // kids[0](kids[1..], kwargs)
-  kFilter,     // kids[0]|name(kids[1..], kwargs); kids[0] null in filter blocks
-  kTest,       // kids[0] is name(kids[1..], kwargs)
-  kNeg,        // -kids[0]
-  kPos,        // +kids[0]
-  kNot,        // not kids[0]
-  kAnd,        // kids[0] and kids[1]
-  kOr,         // kids[0] or kids[1]
-  kBinary,     // kids[0] <name> kids[1]: + - * / // % **
-  kConcat,     // kids joined with ~
-  kCompare,    // kids[0] ops[0] kids[1] ops[1] kids[2]... (==, !=, <, <=, >, >=, in, notin)
-  kCondExpr,   // kids[1] if kids[0] else kids[2] (kids[2] null: undefined)
+  kConst,     // value
+  kName,      // name
+  kNsRef,     // name.attr as an assignment target: name, attr
+  kList,      // kids
+  kTuple,     // kids
+  kDict,      // kids: key, value, key, value...
+  kGetattr,   // kids[0].name
+  kGetitem,   // kids[0][kids[1]]
+  kSlice,     // kids[0][kids[1]:kids[2]:kids[3]], null for absent parts
+  kCall,      // kids[0](kids[1..], kwargs)
+  kFilter,    // kids[0]|name(kids[1..], kwargs); kids[0] null in filter blocks
+  kTest,      // kids[0] is name(kids[1..], kwargs)
+  kNeg,       // -kids[0]
+  kPos,       // +kids[0]
+  kNot,       // not kids[0]
+  kAnd,       // kids[0] and kids[1]
+  kOr,        // kids[0] or kids[1]
+  kBinary,    // kids[0] <name> kids[1]: + - * / // % **
+  kConcat,    // kids joined with ~
+  kCompare,   // kids[0] ops[0] kids[1] ops[1] kids[2]... (==, !=, <, <=, >, >=, in, notin)
+  kCondExpr,  // kids[1] if kids[0] else kids[2] (kids[2] null: undefined)
 };
 
 struct Expr {

@@ -19,11 +19,16 @@ using TestFn = bool (*)(Interpreter&, const Value&, CallArgs&&);
 
 int64_t len_of(const Value& v) {
   switch (v.type()) {
-    case Value::Type::kUndefined: return 0;
-    case Value::Type::kString: return static_cast<int64_t>(utf8_length(v.str()));
-    case Value::Type::kList: return static_cast<int64_t>(v.items().size());
-    case Value::Type::kDict: return static_cast<int64_t>(v.dict().size());
-    default: type_error("object of type '" + type_name(v) + "' has no len()");
+    case Value::Type::kUndefined:
+      return 0;
+    case Value::Type::kString:
+      return static_cast<int64_t>(utf8_length(v.str()));
+    case Value::Type::kList:
+      return static_cast<int64_t>(v.items().size());
+    case Value::Type::kDict:
+      return static_cast<int64_t>(v.dict().size());
+    default:
+      type_error("object of type '" + type_name(v) + "' has no len()");
   }
 }
 
@@ -38,7 +43,9 @@ Value attr_path(const Value& v, const std::string& path) {
   return cur;
 }
 
-Value str_result(const Value& in, std::string s) { return Value::string(std::move(s), in.is_markup()); }
+Value str_result(const Value& in, std::string s) {
+  return Value::string(std::move(s), in.is_markup());
+}
 
 Value f_trim(Interpreter&, const Value& v, CallArgs&& args) {
   const BoundArgs a = bind_args("trim", std::move(args), {"chars"});
@@ -224,7 +231,8 @@ Value sort_key(const Value& x, const BoundArgs& a, size_t cs_index, size_t attr_
 }
 
 Value f_sort(Interpreter&, const Value& v, CallArgs&& args) {
-  const BoundArgs a = bind_args("sort", std::move(args), {"reverse", "case_sensitive", "attribute"});
+  const BoundArgs a =
+      bind_args("sort", std::move(args), {"reverse", "case_sensitive", "attribute"});
   std::vector<std::pair<Value, Value>> keyed;
   for (const Value& x : iterate(v)) keyed.emplace_back(sort_key(x, a, 1, 2), x);
   const bool rev = a.has(0) && truthy(a[0]);
@@ -250,8 +258,8 @@ Value f_unique(Interpreter&, const Value& v, CallArgs&& args) {
 }
 
 Value min_max(const Value& v, CallArgs&& args, bool want_max) {
-  const BoundArgs a = bind_args(want_max ? "max" : "min", std::move(args),
-                                {"case_sensitive", "attribute"});
+  const BoundArgs a =
+      bind_args(want_max ? "max" : "min", std::move(args), {"case_sensitive", "attribute"});
   const std::vector<Value> items = iterate(v);
   if (items.empty()) return Value::undefined("No aggregated item, sequence was empty.");
   size_t best = 0;
@@ -292,7 +300,10 @@ Value f_dictsort(Interpreter&, const Value& v, CallArgs&& args) {
 Value f_indent(Interpreter&, const Value& v, CallArgs&& args) {
   const BoundArgs a = bind_args("indent", std::move(args), {"width", "first", "blank"});
   std::string ind = "    ";
-  if (a.has(0)) ind = a[0].is_string() ? a[0].str() : std::string(static_cast<size_t>(std::clamp<int64_t>(a[0].as_int(), 0, 256)), ' ');
+  if (a.has(0))
+    ind = a[0].is_string()
+              ? a[0].str()
+              : std::string(static_cast<size_t>(std::clamp<int64_t>(a[0].as_int(), 0, 256)), ' ');
   const std::vector<std::string> lines = py_splitlines(to_str(v) + "\n", false);
   std::string rv;
   if (a.has(2) && truthy(a[2])) {
@@ -326,9 +337,12 @@ Value f_round(Interpreter&, const Value& v, CallArgs&& args) {
   require_defined(v);
   if (!v.is_number()) type_error("type " + type_name(v) + " doesn't define __round__ method");
   if (method == "common" && !v.is_float()) return Value::integer(v.as_int());
-  const double scale = std::pow(10.0, static_cast<double>(std::clamp<int64_t>(precision, -300, 300)));
+  const double scale =
+      std::pow(10.0, static_cast<double>(std::clamp<int64_t>(precision, -300, 300)));
   const double x = v.as_double() * scale;
-  const double r = method == "ceil" ? std::ceil(x) : method == "floor" ? std::floor(x) : std::nearbyint(x);
+  const double r = method == "ceil"    ? std::ceil(x)
+                   : method == "floor" ? std::floor(x)
+                                       : std::nearbyint(x);
   return Value::number(r / scale);
 }
 
@@ -350,7 +364,8 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       {"indent", f_indent},
       {"center", f_center},
       {"round", f_round},
-      {"length", [](Interpreter&, const Value& v, CallArgs&&) { return Value::integer(len_of(v)); }},
+      {"length",
+       [](Interpreter&, const Value& v, CallArgs&&) { return Value::integer(len_of(v)); }},
       {"count", [](Interpreter&, const Value& v, CallArgs&&) { return Value::integer(len_of(v)); }},
       {"items",
        [](Interpreter&, const Value& v, CallArgs&&) {
@@ -361,14 +376,14 @@ const std::unordered_map<std::string, FilterFn>& filters() {
            out.push_back(Value::list({Value::string(k), x}, true));
          return Value::list(std::move(out));
        }},
-      {"string",
-       [](Interpreter&, const Value& v, CallArgs&&) {
-         return v.is_string() ? v : Value::string(to_str(v));
-       }},
-      {"upper", [](Interpreter&, const Value& v, CallArgs&&) { return str_result(v, py_upper(to_str(v))); }},
-      {"lower", [](Interpreter&, const Value& v, CallArgs&&) { return str_result(v, py_lower(to_str(v))); }},
-      {"capitalize",
-       [](Interpreter&, const Value& v, CallArgs&&) { return str_result(v, py_capitalize(to_str(v))); }},
+      {"string", [](Interpreter&, const Value& v,
+                    CallArgs&&) { return v.is_string() ? v : Value::string(to_str(v)); }},
+      {"upper",
+       [](Interpreter&, const Value& v, CallArgs&&) { return str_result(v, py_upper(to_str(v))); }},
+      {"lower",
+       [](Interpreter&, const Value& v, CallArgs&&) { return str_result(v, py_lower(to_str(v))); }},
+      {"capitalize", [](Interpreter&, const Value& v,
+                        CallArgs&&) { return str_result(v, py_capitalize(to_str(v))); }},
       {"title", f_title},
       {"wordcount", f_wordcount},
       {"format",
@@ -386,7 +401,8 @@ const std::unordered_map<std::string, FilterFn>& filters() {
       {"first", [](Interpreter&, const Value& v, CallArgs&&) { return f_first_last(v, false); }},
       {"last", [](Interpreter&, const Value& v, CallArgs&&) { return f_first_last(v, true); }},
       {"list", [](Interpreter&, const Value& v, CallArgs&&) { return Value::list(iterate(v)); }},
-      {"safe", [](Interpreter&, const Value& v, CallArgs&&) { return Value::string(to_str(v), true); }},
+      {"safe",
+       [](Interpreter&, const Value& v, CallArgs&&) { return Value::string(to_str(v), true); }},
       {"escape",
        [](Interpreter&, const Value& v, CallArgs&&) {
          return v.is_markup() ? v : Value::string(html_escape(to_str(v)), true);
@@ -395,8 +411,8 @@ const std::unordered_map<std::string, FilterFn>& filters() {
        [](Interpreter&, const Value& v, CallArgs&&) {
          return v.is_markup() ? v : Value::string(html_escape(to_str(v)), true);
        }},
-      {"forceescape",
-       [](Interpreter&, const Value& v, CallArgs&&) { return Value::string(html_escape(to_str(v)), true); }},
+      {"forceescape", [](Interpreter&, const Value& v,
+                         CallArgs&&) { return Value::string(html_escape(to_str(v)), true); }},
       {"abs",
        [](Interpreter&, const Value& v, CallArgs&&) {
          require_defined(v);
@@ -416,16 +432,18 @@ const std::unordered_map<std::string, FilterFn>& filters() {
          std::reverse(items.begin(), items.end());
          return Value::list(std::move(items));
        }},
-      {"select",
-       [](Interpreter& in, const Value& v, CallArgs&& a) { return select_impl(in, v, std::move(a), false, true); }},
-      {"reject",
-       [](Interpreter& in, const Value& v, CallArgs&& a) { return select_impl(in, v, std::move(a), false, false); }},
-      {"selectattr",
-       [](Interpreter& in, const Value& v, CallArgs&& a) { return select_impl(in, v, std::move(a), true, true); }},
-      {"rejectattr",
-       [](Interpreter& in, const Value& v, CallArgs&& a) { return select_impl(in, v, std::move(a), true, false); }},
-      {"min", [](Interpreter&, const Value& v, CallArgs&& a) { return min_max(v, std::move(a), false); }},
-      {"max", [](Interpreter&, const Value& v, CallArgs&& a) { return min_max(v, std::move(a), true); }},
+      {"select", [](Interpreter& in, const Value& v,
+                    CallArgs&& a) { return select_impl(in, v, std::move(a), false, true); }},
+      {"reject", [](Interpreter& in, const Value& v,
+                    CallArgs&& a) { return select_impl(in, v, std::move(a), false, false); }},
+      {"selectattr", [](Interpreter& in, const Value& v,
+                        CallArgs&& a) { return select_impl(in, v, std::move(a), true, true); }},
+      {"rejectattr", [](Interpreter& in, const Value& v,
+                        CallArgs&& a) { return select_impl(in, v, std::move(a), true, false); }},
+      {"min",
+       [](Interpreter&, const Value& v, CallArgs&& a) { return min_max(v, std::move(a), false); }},
+      {"max",
+       [](Interpreter&, const Value& v, CallArgs&& a) { return min_max(v, std::move(a), true); }},
       {"attr",
        [](Interpreter&, const Value& v, CallArgs&& a) {
          const BoundArgs b = bind_args("attr", std::move(a), {"name"});
@@ -437,7 +455,8 @@ const std::unordered_map<std::string, FilterFn>& filters() {
 
 }  // namespace
 
-BoundArgs bind_args(const std::string& what, CallArgs args, std::initializer_list<const char*> params) {
+BoundArgs bind_args(const std::string& what, CallArgs args,
+                    std::initializer_list<const char*> params) {
   BoundArgs b;
   b.values.resize(params.size());
   b.given.assign(params.size(), false);
@@ -448,8 +467,10 @@ BoundArgs bind_args(const std::string& what, CallArgs args, std::initializer_lis
     b.given[i] = true;
   }
   for (auto& [key, v] : args.kw) {
-    const auto it = std::find_if(params.begin(), params.end(), [&](const char* p) { return key == p; });
-    if (it == params.end()) type_error(what + "() got an unexpected keyword argument '" + key + "'");
+    const auto it =
+        std::find_if(params.begin(), params.end(), [&](const char* p) { return key == p; });
+    if (it == params.end())
+      type_error(what + "() got an unexpected keyword argument '" + key + "'");
     const auto i = static_cast<size_t>(it - params.begin());
     if (b.given[i]) type_error(what + "() got multiple values for argument '" + key + "'");
     b.values[i] = std::move(v);
@@ -460,8 +481,10 @@ BoundArgs bind_args(const std::string& what, CallArgs args, std::initializer_lis
 
 std::vector<Value> iterate(const Value& v) {
   switch (v.type()) {
-    case Value::Type::kUndefined: return {};
-    case Value::Type::kList: return v.items();
+    case Value::Type::kUndefined:
+      return {};
+    case Value::Type::kList:
+      return v.items();
     case Value::Type::kDict: {
       std::vector<Value> keys;
       for (const auto& kv : v.dict().items()) keys.push_back(Value::string(kv.first));
@@ -476,16 +499,17 @@ std::vector<Value> iterate(const Value& v) {
       }
       return chars;
     }
-    default: type_error("'" + type_name(v) + "' object is not iterable");
+    default:
+      type_error("'" + type_name(v) + "' object is not iterable");
   }
 }
 
 bool has_filter(std::string_view name) { return filters().count(std::string(name)) != 0; }
 
 std::string unknown_filter_message(std::string_view name) {
-  static const char* kJinjaOnly[] = {"batch", "filesizeformat", "groupby", "pprint", "random",
-                                     "slice", "striptags", "truncate", "urlencode", "urlize",
-                                     "wordwrap", "xmlattr"};
+  static const char* kJinjaOnly[] = {"batch",     "filesizeformat", "groupby",   "pprint",
+                                     "random",    "slice",          "striptags", "truncate",
+                                     "urlencode", "urlize",         "wordwrap",  "xmlattr"};
   for (const char* n : kJinjaOnly)
     if (name == n) return "filter '" + std::string(name) + "' is not supported";
   return "No filter named '" + std::string(name) + "'.";

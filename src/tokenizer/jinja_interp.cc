@@ -109,17 +109,25 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const FramePtr& frame) {
   step();
   try {
     switch (s.kind) {
-      case StmtKind::kData: emit(s.text); break;
-      case StmtKind::kPrint: emit(to_str(eval(*s.expr, frame))); break;
+      case StmtKind::kData:
+        emit(s.text);
+        break;
+      case StmtKind::kPrint:
+        emit(to_str(eval(*s.expr, frame)));
+        break;
       case StmtKind::kIf:
         for (size_t i = 0; i < s.conds.size(); ++i)
           if (truthy(eval(*s.conds[i], frame))) return exec_body(s.bodies[i], frame);
         if (s.bodies.size() > s.conds.size()) return exec_body(s.bodies.back(), frame);
         break;
-      case StmtKind::kFor: return exec_for(s, frame);
-      case StmtKind::kSet: assign(*s.target, eval(*s.expr, frame), frame); break;
+      case StmtKind::kFor:
+        return exec_for(s, frame);
+      case StmtKind::kSet:
+        assign(*s.target, eval(*s.expr, frame), frame);
+        break;
       case StmtKind::kSetBlock: {
-        Value v = Value::string(render_into(s.bodies[0], std::make_shared<Frame>(Frame{{}, frame})));
+        Value v =
+            Value::string(render_into(s.bodies[0], std::make_shared<Frame>(Frame{{}, frame})));
         if (s.filter) {
           // The filter chain was parsed with an empty operand: feed the block's text in.
           std::vector<const Expr*> chain;
@@ -133,7 +141,9 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const FramePtr& frame) {
       case StmtKind::kMacro:
         frame->vars[s.name] = Value::callable(std::make_shared<Macro>(&s, frame));
         break;
-      case StmtKind::kCallBlock: exec_call_block(s, frame); break;
+      case StmtKind::kCallBlock:
+        exec_call_block(s, frame);
+        break;
       case StmtKind::kFilterBlock: {
         Value v = Value::string(render_into(s.bodies[0], frame));
         std::vector<const Expr*> chain;
@@ -149,9 +159,12 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const FramePtr& frame) {
           inner->vars[s.params[i]] = eval(*s.defaults[i], frame);
         return exec_body(s.bodies[0], inner);
       }
-      case StmtKind::kScope: return exec_body(s.bodies[0], frame);
-      case StmtKind::kBreak: return Flow::kBreak;
-      case StmtKind::kContinue: return Flow::kContinue;
+      case StmtKind::kScope:
+        return exec_body(s.bodies[0], frame);
+      case StmtKind::kBreak:
+        return Flow::kBreak;
+      case StmtKind::kContinue:
+        return Flow::kContinue;
     }
   } catch (TemplateError& e) {
     e.set_line_if_unset(s.line);
@@ -209,8 +222,8 @@ Value Interpreter::call_macro(const Stmt& def, const FramePtr& closure, CallArgs
                         ") exceeded");
   auto f = std::make_shared<Frame>(Frame{{}, closure});
   for (auto& [key, value] : args.kw) {
-    const bool known = key == "caller" ||
-                       std::find(def.params.begin(), def.params.end(), key) != def.params.end();
+    const bool known =
+        key == "caller" || std::find(def.params.begin(), def.params.end(), key) != def.params.end();
     if (!known)
       throw TemplateError("TypeError: macro '" + name + "' takes no keyword argument '" + key +
                           "'");
@@ -218,8 +231,8 @@ Value Interpreter::call_macro(const Stmt& def, const FramePtr& closure, CallArgs
   const size_t first_default = def.params.size() - def.defaults.size();
   for (size_t i = 0; i < def.params.size(); ++i) {
     const std::string& p = def.params[i];
-    const auto kw = std::find_if(args.kw.begin(), args.kw.end(),
-                                 [&](const auto& kv) { return kv.first == p; });
+    const auto kw =
+        std::find_if(args.kw.begin(), args.kw.end(), [&](const auto& kv) { return kv.first == p; });
     if (i < args.pos.size()) {
       if (kw != args.kw.end())
         throw TemplateError("TypeError: macro '" + name + "' got multiple values for argument '" +
@@ -259,11 +272,12 @@ void Interpreter::assign(const Expr& target, const Value& v, const FramePtr& fra
     const std::vector<Value> items = iterate(v);
     const size_t want = target.kids.size();
     if (items.size() > want)
-      throw TemplateError("ValueError: too many values to unpack (expected " +
-                          std::to_string(want) + ")", target.line);
+      throw TemplateError(
+          "ValueError: too many values to unpack (expected " + std::to_string(want) + ")",
+          target.line);
     if (items.size() < want)
       throw TemplateError("ValueError: not enough values to unpack (expected " +
-                          std::to_string(want) + ", got " + std::to_string(items.size()) + ")",
+                              std::to_string(want) + ", got " + std::to_string(items.size()) + ")",
                           target.line);
     for (size_t i = 0; i < want; ++i) assign(*target.kids[i], items[i], frame);
   }
@@ -295,9 +309,12 @@ Value Interpreter::eval(const Expr& e, const FramePtr& frame) {
 
 Value Interpreter::eval_inner(const Expr& e, const FramePtr& frame) {
   switch (e.kind) {
-    case ExprKind::kConst: return e.value;
-    case ExprKind::kName: return lookup(e.name, frame);
-    case ExprKind::kNsRef: return get_attr(lookup(e.name, frame), e.attr);
+    case ExprKind::kConst:
+      return e.value;
+    case ExprKind::kName:
+      return lookup(e.name, frame);
+    case ExprKind::kNsRef:
+      return get_attr(lookup(e.name, frame), e.attr);
     case ExprKind::kList:
     case ExprKind::kTuple: {
       std::vector<Value> items;
@@ -313,9 +330,12 @@ Value Interpreter::eval_inner(const Expr& e, const FramePtr& frame) {
       }
       return Value::dict(std::move(d));
     }
-    case ExprKind::kGetattr: return get_attr(eval(*e.kids[0], frame), e.name);
-    case ExprKind::kGetitem: return get_item(eval(*e.kids[0], frame), eval(*e.kids[1], frame));
-    case ExprKind::kSlice: return eval_slice(e, frame);
+    case ExprKind::kGetattr:
+      return get_attr(eval(*e.kids[0], frame), e.name);
+    case ExprKind::kGetitem:
+      return get_item(eval(*e.kids[0], frame), eval(*e.kids[1], frame));
+    case ExprKind::kSlice:
+      return eval_slice(e, frame);
     case ExprKind::kCall: {
       Value fn = eval(*e.kids[0], frame);
       return call(fn, eval_args(e, 1, frame));
@@ -337,7 +357,8 @@ Value Interpreter::eval_inner(const Expr& e, const FramePtr& frame) {
       if (v.as_int() == INT64_MIN) throw TemplateError("integer overflow");
       return Value::integer(-v.as_int());
     }
-    case ExprKind::kNot: return Value::boolean(!truthy(eval(*e.kids[0], frame)));
+    case ExprKind::kNot:
+      return Value::boolean(!truthy(eval(*e.kids[0], frame)));
     case ExprKind::kAnd: {
       Value a = eval(*e.kids[0], frame);
       return truthy(a) ? eval(*e.kids[1], frame) : a;
@@ -356,12 +377,14 @@ Value Interpreter::eval_inner(const Expr& e, const FramePtr& frame) {
       }
       return Value::string(std::move(s));
     }
-    case ExprKind::kCompare: return eval_compare(e, frame);
+    case ExprKind::kCompare:
+      return eval_compare(e, frame);
     case ExprKind::kCondExpr:
       if (truthy(eval(*e.kids[0], frame))) return eval(*e.kids[1], frame);
       if (e.kids[2]) return eval(*e.kids[2], frame);
-      return Value::undefined("the inline if-expression evaluated to false and no else section "
-                              "was defined");
+      return Value::undefined(
+          "the inline if-expression evaluated to false and no else section "
+          "was defined");
   }
   return Value();
 }

@@ -277,9 +277,9 @@ class Lexer {
           if (d < src_.size() && src_[d] == '_') ++d;
           if (d >= src_.size()) break;
           const char c = static_cast<char>(src_[d] | 0x20);
-          const bool ok = *base == 2    ? (c == '0' || c == '1')
-                          : *base == 8  ? (c >= '0' && c <= '7')
-                                        : (is_digit(c) || (c >= 'a' && c <= 'f'));
+          const bool ok = *base == 2   ? (c == '0' || c == '1')
+                          : *base == 8 ? (c >= '0' && c <= '7')
+                                       : (is_digit(c) || (c >= 'a' && c <= 'f'));
           if (!ok) break;
           q = d + 1;
           end = q;
@@ -340,9 +340,9 @@ class Lexer {
       return;
     }
     if (c == '\'' || c == '"') return lex_string(c);
-    static const char* kOps[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/", "*", "%",
-                                 "~",  "[",  "]",  "(",  ")",  "{",  "}", ">", "<", "=", ".",
-                                 ":",  "|",  ",",  ";"};
+    static const char* kOps[] = {"//", "**", "==", "!=", ">=", "<=", "+", "-", "/",
+                                 "*",  "%",  "~",  "[",  "]",  "(",  ")", "{", "}",
+                                 ">",  "<",  "=",  ".",  ":",  "|",  ",", ";"};
     for (const char* op : kOps) {
       const size_t len = std::char_traits<char>::length(op);
       if (src_.compare(pos_, len, op) != 0) continue;
@@ -371,7 +371,8 @@ class Lexer {
   void lex_string(char quote) {
     size_t q = pos_ + 1;
     while (q < src_.size() && src_[q] != quote) q += src_[q] == '\\' ? 2 : 1;
-    if (q >= src_.size()) fail(std::string("unexpected char '") + quote + "' (unterminated string)");
+    if (q >= src_.size())
+      fail(std::string("unexpected char '") + quote + "' (unterminated string)");
     Token t;
     t.type = TokType::kString;
     t.line = line_;
@@ -390,17 +391,38 @@ class Lexer {
       }
       const char e = s[++i];
       switch (e) {
-        case '\n': break;
-        case '\\': out.push_back('\\'); break;
-        case '\'': out.push_back('\''); break;
-        case '"': out.push_back('"'); break;
-        case 'a': out.push_back('\a'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'n': out.push_back('\n'); break;
-        case 'r': out.push_back('\r'); break;
-        case 't': out.push_back('\t'); break;
-        case 'v': out.push_back('\v'); break;
+        case '\n':
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '\'':
+          out.push_back('\'');
+          break;
+        case '"':
+          out.push_back('"');
+          break;
+        case 'a':
+          out.push_back('\a');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
+        case 'v':
+          out.push_back('\v');
+          break;
         case 'x':
         case 'u':
         case 'U': {
@@ -415,7 +437,8 @@ class Lexer {
           i += n;
           // A \uD8xx\uDCxx surrogate pair becomes its code point; a lone surrogate U+FFFD.
           if (cp >= 0xD800 && cp <= 0xDBFF && s.substr(i + 1, 2) == "\\u") {
-            const unsigned long lo = std::strtoul(std::string(s.substr(i + 3, 4)).c_str(), nullptr, 16);
+            const unsigned long lo =
+                std::strtoul(std::string(s.substr(i + 3, 4)).c_str(), nullptr, 16);
             if (lo >= 0xDC00 && lo <= 0xDFFF && s.substr(i + 3, 4).size() == 4) {
               cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
               i += 6;
@@ -424,7 +447,8 @@ class Lexer {
           append_utf8(out, (cp >= 0xD800 && cp <= 0xDFFF) ? 0xFFFD : static_cast<char32_t>(cp));
           break;
         }
-        case 'N': fail("\\N{...} escapes are not supported");
+        case 'N':
+          fail("\\N{...} escapes are not supported");
         default:
           if (e >= '0' && e <= '7') {
             unsigned cp = static_cast<unsigned>(e - '0');
@@ -456,16 +480,26 @@ std::vector<Token> lex_template(std::string_view source) {
 
 std::string describe(const Token& t) {
   switch (t.type) {
-    case TokType::kData: return "template data";
-    case TokType::kVarBegin: return "begin of print statement";
-    case TokType::kVarEnd: return "end of print statement";
-    case TokType::kBlockBegin: return "begin of statement block";
-    case TokType::kBlockEnd: return "end of statement block";
-    case TokType::kString: return "string";
-    case TokType::kInteger: return "integer";
-    case TokType::kFloat: return "float";
-    case TokType::kEof: return "end of template";
-    default: return t.text;
+    case TokType::kData:
+      return "template data";
+    case TokType::kVarBegin:
+      return "begin of print statement";
+    case TokType::kVarEnd:
+      return "end of print statement";
+    case TokType::kBlockBegin:
+      return "begin of statement block";
+    case TokType::kBlockEnd:
+      return "end of statement block";
+    case TokType::kString:
+      return "string";
+    case TokType::kInteger:
+      return "integer";
+    case TokType::kFloat:
+      return "float";
+    case TokType::kEof:
+      return "end of template";
+    default:
+      return t.text;
   }
 }
 

@@ -14,19 +14,21 @@ namespace {
 // Python's attribute names of each type: an attribute by one of these names is the method, even
 // when a dict also holds such a key.
 const char* const kStrMethods[] = {
-    "capitalize", "casefold", "center", "count", "encode", "endswith", "expandtabs", "find",
-    "format", "format_map", "index", "isalnum", "isalpha", "isascii", "isdecimal", "isdigit",
-    "isidentifier", "islower", "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join",
-    "ljust", "lower", "lstrip", "maketrans", "partition", "removeprefix", "removesuffix",
-    "replace", "rfind", "rindex", "rjust", "rpartition", "rsplit", "rstrip", "split",
-    "splitlines", "startswith", "strip", "swapcase", "title", "translate", "upper", "zfill"};
-const char* const kDictMethods[] = {"clear", "copy", "fromkeys", "get", "items", "keys", "pop",
-                                    "popitem", "setdefault", "update", "values"};
-const char* const kListMethods[] = {"append", "clear", "copy", "count", "extend", "index",
-                                    "insert", "pop", "remove", "reverse", "sort"};
+    "capitalize",   "casefold",    "center",    "count",      "encode",       "endswith",
+    "expandtabs",   "find",        "format",    "format_map", "index",        "isalnum",
+    "isalpha",      "isascii",     "isdecimal", "isdigit",    "isidentifier", "islower",
+    "isnumeric",    "isprintable", "isspace",   "istitle",    "isupper",      "join",
+    "ljust",        "lower",       "lstrip",    "maketrans",  "partition",    "removeprefix",
+    "removesuffix", "replace",     "rfind",     "rindex",     "rjust",        "rpartition",
+    "rsplit",       "rstrip",      "split",     "splitlines", "startswith",   "strip",
+    "swapcase",     "title",       "translate", "upper",      "zfill"};
+const char* const kDictMethods[] = {"clear", "copy",    "fromkeys",   "get",    "items", "keys",
+                                    "pop",   "popitem", "setdefault", "update", "values"};
+const char* const kListMethods[] = {"append", "clear", "copy",   "count",   "extend", "index",
+                                    "insert", "pop",   "remove", "reverse", "sort"};
 // What ImmutableSandboxedEnvironment refuses (it modifies a known mutable type).
-const char* const kUnsafe[] = {"append", "clear", "extend", "insert", "pop", "popitem", "remove",
-                               "reverse", "setdefault", "sort", "update"};
+const char* const kUnsafe[] = {"append", "clear",   "extend",     "insert", "pop",   "popitem",
+                               "remove", "reverse", "setdefault", "sort",   "update"};
 
 template <size_t N>
 bool in_list(const char* const (&names)[N], const std::string& name) {
@@ -36,8 +38,8 @@ bool in_list(const char* const (&names)[N], const std::string& name) {
 bool is_method(const Value& obj, const std::string& name) {
   if (obj.is_string()) return in_list(kStrMethods, name);
   if (obj.is_dict()) return in_list(kDictMethods, name);
-  if (obj.is_list()) return !obj.is_tuple() ? in_list(kListMethods, name)
-                                            : (name == "count" || name == "index");
+  if (obj.is_list())
+    return !obj.is_tuple() ? in_list(kListMethods, name) : (name == "count" || name == "index");
   return false;
 }
 
@@ -71,11 +73,14 @@ std::optional<std::string> opt_chars(const BoundArgs& a, size_t i) {
 // startswith / endswith take a str or a tuple of str.
 bool affix(const std::string& s, const Value& what, bool start) {
   auto one = [&](const Value& p) {
-    if (!p.is_string()) throw TemplateError("TypeError: startswith/endswith arg must be str or a "
-                                            "tuple of str, not " + type_name(p));
+    if (!p.is_string())
+      throw TemplateError(
+          "TypeError: startswith/endswith arg must be str or a "
+          "tuple of str, not " +
+          type_name(p));
     const std::string& x = p.str();
-    return x.size() <= s.size() &&
-           (start ? s.compare(0, x.size(), x) == 0 : s.compare(s.size() - x.size(), x.size(), x) == 0);
+    return x.size() <= s.size() && (start ? s.compare(0, x.size(), x) == 0
+                                          : s.compare(s.size() - x.size(), x.size(), x) == 0);
   };
   if (what.is_list() && what.is_tuple())
     return std::any_of(what.items().begin(), what.items().end(), one);
@@ -98,7 +103,8 @@ std::string str_format(const std::string& fmt, const CallArgs& args) {
       continue;
     }
     const size_t close = fmt.find('}', i);
-    if (close == std::string::npos) throw TemplateError("ValueError: Single '{' encountered in format string");
+    if (close == std::string::npos)
+      throw TemplateError("ValueError: Single '{' encountered in format string");
     const std::string field = fmt.substr(i + 1, close - i - 1);
     if (field.find_first_of(":!.[") != std::string::npos)
       throw TemplateError("str.format: format specs are not supported");
@@ -145,7 +151,8 @@ Value str_method(Interpreter& in, const Value& obj, const std::string& name, Cal
   if (name == "splitlines") {
     const BoundArgs a = bind_args(name, std::move(args), {"keepends"});
     std::vector<Value> parts;
-    for (auto& p : py_splitlines(s, a.has(0) && truthy(a[0]))) parts.push_back(Value::string(std::move(p)));
+    for (auto& p : py_splitlines(s, a.has(0) && truthy(a[0])))
+      parts.push_back(Value::string(std::move(p)));
     return Value::list(std::move(parts));
   }
   if (name == "replace") {
@@ -164,7 +171,8 @@ Value str_method(Interpreter& in, const Value& obj, const std::string& name, Cal
   }
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
     const BoundArgs a = bind_args(name, std::move(args), {"sub"});
-    if (!a.has(0) || !a[0].is_string()) throw TemplateError("TypeError: " + name + "() needs a str");
+    if (!a.has(0) || !a[0].is_string())
+      throw TemplateError("TypeError: " + name + "() needs a str");
     const std::string& sub = a[0].str();
     if (name == "count") {
       if (sub.empty()) return Value::integer(static_cast<int64_t>(utf8_length(s)) + 1);
@@ -174,14 +182,16 @@ Value str_method(Interpreter& in, const Value& obj, const std::string& name, Cal
     }
     const size_t p = name[0] == 'r' ? s.rfind(sub) : s.find(sub);
     if (p == std::string::npos) {
-      if (name == "index" || name == "rindex") throw TemplateError("ValueError: substring not found");
+      if (name == "index" || name == "rindex")
+        throw TemplateError("ValueError: substring not found");
       return Value::integer(-1);
     }
     return Value::integer(static_cast<int64_t>(utf8_length(std::string_view(s).substr(0, p))));
   }
   if (name == "removeprefix" || name == "removesuffix") {
     const BoundArgs a = bind_args(name, std::move(args), {"affix"});
-    if (!a.has(0) || !a[0].is_string()) throw TemplateError("TypeError: " + name + "() needs a str");
+    if (!a.has(0) || !a[0].is_string())
+      throw TemplateError("TypeError: " + name + "() needs a str");
     const std::string& x = a[0].str();
     if (!affix(s, a[0], name == "removeprefix")) return obj;
     return str_out(name == "removeprefix" ? s.substr(x.size()) : s.substr(0, s.size() - x.size()));
@@ -191,7 +201,9 @@ Value str_method(Interpreter& in, const Value& obj, const std::string& name, Cal
     std::string out;
     bool first = true;
     for (const Value& x : iterate(a[0])) {
-      if (!x.is_string()) throw TemplateError("TypeError: sequence item: expected str instance, " + type_name(x) + " found");
+      if (!x.is_string())
+        throw TemplateError("TypeError: sequence item: expected str instance, " + type_name(x) +
+                            " found");
       if (!first) out += s;
       first = false;
       out += x.str();
@@ -200,7 +212,8 @@ Value str_method(Interpreter& in, const Value& obj, const std::string& name, Cal
     return str_out(std::move(out));
   }
   if (name == "format") return str_out(str_format(s, args));
-  if (name.rfind("is", 0) == 0 && name != "isidentifier" && name != "istitle" && name != "isprintable" && name != "isascii") {
+  if (name.rfind("is", 0) == 0 && name != "isidentifier" && name != "istitle" &&
+      name != "isprintable" && name != "isascii") {
     bind_args(name, std::move(args), {});
     return Value::boolean(py_is(s, name.substr(2)));
   }
@@ -222,10 +235,14 @@ Value call_method(Interpreter& in, const Value& obj, const std::string& name, Ca
     if (name == "copy") return obj;
     std::vector<Value> out;
     for (const auto& [k, v] : obj.dict().items()) {
-      if (name == "items") out.push_back(Value::list({Value::string(k), v}, true));
-      else if (name == "keys") out.push_back(Value::string(k));
-      else if (name == "values") out.push_back(v);
-      else throw TemplateError("dict." + name + "() is not supported");
+      if (name == "items")
+        out.push_back(Value::list({Value::string(k), v}, true));
+      else if (name == "keys")
+        out.push_back(Value::string(k));
+      else if (name == "values")
+        out.push_back(v);
+      else
+        throw TemplateError("dict." + name + "() is not supported");
     }
     return Value::list(std::move(out));
   }
@@ -263,7 +280,8 @@ Value g_range(Interpreter& in, CallArgs args) {
     throw TemplateError("TypeError: range expected 1 to 3 integer arguments");
   for (const Value& v : args.pos)
     if (!v.is_int() && !v.is_bool())
-      throw TemplateError("TypeError: '" + type_name(v) + "' object cannot be interpreted as an integer");
+      throw TemplateError("TypeError: '" + type_name(v) +
+                          "' object cannot be interpreted as an integer");
   int64_t start = 0, stop, step = 1;
   if (args.pos.size() == 1) {
     stop = args.pos[0].as_int();
@@ -276,8 +294,9 @@ Value g_range(Interpreter& in, CallArgs args) {
   std::vector<Value> out;
   for (int64_t i = start; step > 0 ? i < stop : i > stop;) {
     if (out.size() >= 100000)
-      throw TemplateError("OverflowError: Range too big. The sandbox blocks ranges larger than "
-                          "MAX_RANGE (100000).");
+      throw TemplateError(
+          "OverflowError: Range too big. The sandbox blocks ranges larger than "
+          "MAX_RANGE (100000).");
     out.push_back(Value::integer(i));
     if (__builtin_add_overflow(i, step, &i)) break;
   }
@@ -287,9 +306,11 @@ Value g_range(Interpreter& in, CallArgs args) {
 
 Value g_namespace(Interpreter&, CallArgs args) {
   Value ns = Value::new_namespace();
-  if (args.pos.size() > 1) throw TemplateError("TypeError: namespace() takes at most 1 positional argument");
+  if (args.pos.size() > 1)
+    throw TemplateError("TypeError: namespace() takes at most 1 positional argument");
   if (args.pos.size() == 1) {
-    if (!args.pos[0].is_dict()) throw TemplateError("TypeError: namespace() argument must be a mapping");
+    if (!args.pos[0].is_dict())
+      throw TemplateError("TypeError: namespace() argument must be a mapping");
     for (const auto& [k, v] : args.pos[0].dict().items()) ns.ns().set(k, v);
   }
   for (auto& [k, v] : args.kw) ns.ns().set(k, v);
@@ -298,8 +319,10 @@ Value g_namespace(Interpreter&, CallArgs args) {
 
 Value g_dict(Interpreter&, CallArgs args) {
   Dict d;
-  if (args.pos.size() == 1 && args.pos[0].is_dict()) d = args.pos[0].dict();
-  else if (!args.pos.empty()) throw TemplateError("TypeError: dict() takes a mapping or keyword arguments");
+  if (args.pos.size() == 1 && args.pos[0].is_dict())
+    d = args.pos[0].dict();
+  else if (!args.pos.empty())
+    throw TemplateError("TypeError: dict() takes a mapping or keyword arguments");
   for (auto& [k, v] : args.kw) d.set(k, v);
   return Value::dict(std::move(d));
 }

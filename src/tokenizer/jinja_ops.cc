@@ -2,10 +2,10 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
-#include <cstdio>
-#include <string_view>
 #include <cstdint>
+#include <cstdio>
 #include <optional>
+#include <string_view>
 
 #include "tokenizer/jinja_builtins.h"
 #include "tokenizer/jinja_interp.h"
@@ -44,7 +44,8 @@ Value int_op(const std::string& op, int64_t x, int64_t y) {
     r = op == "//" ? q : m;
   } else {  // **
     if (y < 0) {
-      if (x == 0) throw TemplateError("ZeroDivisionError: 0.0 cannot be raised to a negative power");
+      if (x == 0)
+        throw TemplateError("ZeroDivisionError: 0.0 cannot be raised to a negative power");
       return Value::number(std::pow(static_cast<double>(x), static_cast<double>(y)));
     }
     r = 1;
@@ -86,7 +87,8 @@ Value float_op(const std::string& op, double x, double y) {
     }
     return Value::number(op == "//" ? floordiv : mod);
   }
-  if (x == 0 && y < 0) throw TemplateError("ZeroDivisionError: 0.0 cannot be raised to a negative power");
+  if (x == 0 && y < 0)
+    throw TemplateError("ZeroDivisionError: 0.0 cannot be raised to a negative power");
   return Value::number(std::pow(x, y));
 }
 
@@ -94,7 +96,8 @@ Value repeat(Interpreter& in, const Value& seq, int64_t n) {
   if (n < 0) n = 0;
   if (seq.is_string()) {
     const auto count = static_cast<size_t>(n);
-    if (!seq.str().empty()) in.check_string(seq.str().size() * std::min<size_t>(count, SIZE_MAX / seq.str().size()));
+    if (!seq.str().empty())
+      in.check_string(seq.str().size() * std::min<size_t>(count, SIZE_MAX / seq.str().size()));
     std::string out;
     for (size_t i = 0; i < count && !seq.str().empty(); ++i) out += seq.str();
     return Value::string(std::move(out), seq.is_markup());
@@ -102,14 +105,16 @@ Value repeat(Interpreter& in, const Value& seq, int64_t n) {
   const size_t len = seq.items().size();
   if (len) in.check_list(len * std::min<size_t>(static_cast<size_t>(n), SIZE_MAX / len));
   std::vector<Value> out;
-  for (int64_t i = 0; i < n && len; ++i) out.insert(out.end(), seq.items().begin(), seq.items().end());
+  for (int64_t i = 0; i < n && len; ++i)
+    out.insert(out.end(), seq.items().begin(), seq.items().end());
   return Value::list(std::move(out), seq.is_tuple());
 }
 
 int64_t slice_index(const Value& v) {
   if (v.is_int() || v.is_bool()) return v.as_int();
-  throw TemplateError("TypeError: slice indices must be integers or None or have an __index__ "
-                      "method");
+  throw TemplateError(
+      "TypeError: slice indices must be integers or None or have an __index__ "
+      "method");
 }
 
 // One %-conversion of printf-style formatting: flags, width, precision and type.
@@ -118,8 +123,8 @@ std::string format_one(const std::string& spec, char type, const Value& v) {
   auto num = [&](const char* conv, bool integral) {
     require_defined(v);
     if (!v.is_number())
-      throw TemplateError(std::string("TypeError: %") + type + " format: a real number is required, not " +
-                          type_name(v));
+      throw TemplateError(std::string("TypeError: %") + type +
+                          " format: a real number is required, not " + type_name(v));
     const std::string f = "%" + spec + conv;
     if (integral) {
       const double d = v.as_double();
@@ -144,17 +149,23 @@ std::string format_one(const std::string& spec, char type, const Value& v) {
     }
     case 'd':
     case 'i':
-    case 'u': return num("lld", true);
-    case 'x': return num("llx", true);
-    case 'X': return num("llX", true);
-    case 'o': return num("llo", true);
+    case 'u':
+      return num("lld", true);
+    case 'x':
+      return num("llx", true);
+    case 'X':
+      return num("llX", true);
+    case 'o':
+      return num("llo", true);
     case 'f':
     case 'F':
     case 'e':
     case 'E':
     case 'g':
-    case 'G': return num(std::string(1, type).c_str(), false);
-    default: throw TemplateError(std::string("ValueError: unsupported format character '") + type + "'");
+    case 'G':
+      return num(std::string(1, type).c_str(), false);
+    default:
+      throw TemplateError(std::string("ValueError: unsupported format character '") + type + "'");
   }
 }
 
@@ -162,8 +173,10 @@ std::string format_one(const std::string& spec, char type, const Value& v) {
 
 std::string printf_format(const std::string& fmt, const Value& args) {
   std::vector<Value> pos;
-  if (args.is_tuple()) pos = args.items();
-  else pos.push_back(args);
+  if (args.is_tuple())
+    pos = args.items();
+  else
+    pos.push_back(args);
   size_t next = 0;
   bool used_mapping = false;
   std::string out;
@@ -188,12 +201,14 @@ std::string printf_format(const std::string& fmt, const Value& args) {
       i = close + 1;
     }
     std::string spec;
-    while (i < fmt.size() && std::string_view("-+ #0123456789.").find(fmt[i]) != std::string_view::npos)
+    while (i < fmt.size() &&
+           std::string_view("-+ #0123456789.").find(fmt[i]) != std::string_view::npos)
       spec.push_back(fmt[i++]);
     if (i >= fmt.size()) throw TemplateError("ValueError: incomplete format");
     if (spec.size() > 8) throw TemplateError("ValueError: format spec too long");
     if (!v) {
-      if (next >= pos.size()) throw TemplateError("TypeError: not enough arguments for format string");
+      if (next >= pos.size())
+        throw TemplateError("TypeError: not enough arguments for format string");
       v = &pos[next++];
     }
     out += format_one(spec, fmt[i], *v);
@@ -230,8 +245,10 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
     unsupported(op, a, b);
   }
   if (op == "*") {
-    if ((a.is_string() || a.is_list()) && (b.is_int() || b.is_bool())) return repeat(in, a, b.as_int());
-    if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool())) return repeat(in, b, a.as_int());
+    if ((a.is_string() || a.is_list()) && (b.is_int() || b.is_bool()))
+      return repeat(in, a, b.as_int());
+    if ((b.is_string() || b.is_list()) && (a.is_int() || a.is_bool()))
+      return repeat(in, b, a.as_int());
   }
   if (op == "%" && a.is_string()) {
     std::string r = printf_format(a.str(), b);

@@ -43,8 +43,8 @@ char32_t next_cp(std::string_view s, size_t* pos) {
     }
     cp = (cp << 6) | (b & 0x3F);
   }
-  const bool overlong = (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) ||
-                        (len == 4 && cp < 0x10000);
+  const bool overlong =
+      (len == 2 && cp < 0x80) || (len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000);
   if (overlong || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
     ++*pos;
     return 0xFFFD;
@@ -55,8 +55,7 @@ char32_t next_cp(std::string_view s, size_t* pos) {
 
 bool is_cased(char32_t c) {
   const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(c));
-  return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL ||
-         cat == UTF8PROC_CATEGORY_LT;
+  return cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
 }
 
 bool py_isprintable(char32_t c) {
@@ -154,8 +153,8 @@ size_t utf8_length(std::string_view s) {
 
 bool py_isspace(char32_t c) {
   return (c >= 0x09 && c <= 0x0D) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F ||
+         c == 0x205F || c == 0x3000;
 }
 
 std::string py_strip(std::string_view s, const std::optional<std::string>& chars, bool left,
@@ -311,11 +310,16 @@ bool py_is(std::string_view s, std::string_view what) {
     const bool digit = cat == UTF8PROC_CATEGORY_ND;
     const bool number = cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO;
     bool ok = false;
-    if (what == "alpha") ok = alpha;
-    else if (what == "digit" || what == "decimal") ok = digit;
-    else if (what == "numeric") ok = number;
-    else if (what == "alnum") ok = alpha || number;
-    else if (what == "space") ok = py_isspace(c);
+    if (what == "alpha")
+      ok = alpha;
+    else if (what == "digit" || what == "decimal")
+      ok = digit;
+    else if (what == "numeric")
+      ok = number;
+    else if (what == "alnum")
+      ok = alpha || number;
+    else if (what == "space")
+      ok = py_isspace(c);
     if (!ok) return false;
   }
   return true;
@@ -421,13 +425,27 @@ std::string json_quote(std::string_view s, bool ensure_ascii) {
   while (pos < s.size()) {
     const char32_t c = next_cp(s, &pos);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (c < 0x20 || (ensure_ascii && c >= 0x7F)) {
           if (c >= 0x10000) {
@@ -452,12 +470,23 @@ std::string html_escape(std::string_view s) {
   out.reserve(s.size());
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&#34;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&#34;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;

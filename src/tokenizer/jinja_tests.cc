@@ -28,7 +28,8 @@ int64_t int_of(const Value& v) {
 
 bool contains(const Value& needle, const Value& seq) {
   switch (seq.type()) {
-    case Value::Type::kUndefined: return false;
+    case Value::Type::kUndefined:
+      return false;
     case Value::Type::kString:
       if (!needle.is_string())
         throw TemplateError("TypeError: 'in <string>' requires string as left operand, not " +
@@ -47,9 +48,10 @@ bool contains(const Value& needle, const Value& seq) {
   }
 }
 
-#define QWEN35_TEST(body) [](Interpreter&, const Value& v, CallArgs&& a) -> bool { \
-    (void)a;                                                                    \
-    body                                                                        \
+#define QWEN35_TEST(body)                                  \
+  [](Interpreter&, const Value& v, CallArgs&& a) -> bool { \
+    (void)a;                                               \
+    body                                                   \
   }
 
 const std::unordered_map<std::string, TestFn>& tests() {

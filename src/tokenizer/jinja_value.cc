@@ -34,17 +34,28 @@ void json_into(const Value& v, const JsonOptions& o, int level, std::string& out
     out.append(static_cast<size_t>(o.indent) * static_cast<size_t>(lvl), ' ');
   };
   switch (v.type()) {
-    case Value::Type::kNone: out += "null"; return;
-    case Value::Type::kBool: out += v.as_bool() ? "true" : "false"; return;
-    case Value::Type::kInt: out += std::to_string(v.as_int()); return;
+    case Value::Type::kNone:
+      out += "null";
+      return;
+    case Value::Type::kBool:
+      out += v.as_bool() ? "true" : "false";
+      return;
+    case Value::Type::kInt:
+      out += std::to_string(v.as_int());
+      return;
     case Value::Type::kFloat: {
       const double d = v.as_double();
-      if (std::isnan(d)) out += "NaN";
-      else if (std::isinf(d)) out += d < 0 ? "-Infinity" : "Infinity";
-      else out += py_float_repr(d);
+      if (std::isnan(d))
+        out += "NaN";
+      else if (std::isinf(d))
+        out += d < 0 ? "-Infinity" : "Infinity";
+      else
+        out += py_float_repr(d);
       return;
     }
-    case Value::Type::kString: out += json_quote(v.str(), o.ensure_ascii); return;
+    case Value::Type::kString:
+      out += json_quote(v.str(), o.ensure_ascii);
+      return;
     case Value::Type::kList: {
       if (v.items().empty()) {
         out += "[]";
@@ -99,16 +110,17 @@ Value Value::undefined(std::string hint) {
 }
 
 Value Value::string(std::string s, bool markup) {
-  return Value(std::in_place, StrPtr(std::make_shared<const StrData>(StrData{std::move(s), markup})));
+  return Value(std::in_place,
+               StrPtr(std::make_shared<const StrData>(StrData{std::move(s), markup})));
 }
 
 Value Value::list(std::vector<Value> items, bool tuple) {
   int nesting = 0;
   for (const Value& x : items) nesting = std::max(nesting, x.nesting());
   if (nesting >= kMaxNesting) throw TemplateError("value nested too deeply");
-  return Value(std::in_place,
-               ListPtr(std::make_shared<const ListData>(ListData{std::move(items), tuple,
-                                                                 nesting + 1})));
+  return Value(
+      std::in_place,
+      ListPtr(std::make_shared<const ListData>(ListData{std::move(items), tuple, nesting + 1})));
 }
 
 Value Value::dict(Dict d) {
@@ -178,47 +190,73 @@ void Dict::set(const std::string& key, Value v) {
 bool truthy(const Value& v) {
   switch (v.type()) {
     case Value::Type::kUndefined:
-    case Value::Type::kNone: return false;
-    case Value::Type::kBool: return v.as_bool();
-    case Value::Type::kInt: return v.as_int() != 0;
-    case Value::Type::kFloat: return v.as_double() != 0.0;
-    case Value::Type::kString: return !v.str().empty();
-    case Value::Type::kList: return !v.items().empty();
-    case Value::Type::kDict: return v.dict().size() != 0;
-    default: return true;
+    case Value::Type::kNone:
+      return false;
+    case Value::Type::kBool:
+      return v.as_bool();
+    case Value::Type::kInt:
+      return v.as_int() != 0;
+    case Value::Type::kFloat:
+      return v.as_double() != 0.0;
+    case Value::Type::kString:
+      return !v.str().empty();
+    case Value::Type::kList:
+      return !v.items().empty();
+    case Value::Type::kDict:
+      return v.dict().size() != 0;
+    default:
+      return true;
   }
 }
 
 std::string type_name(const Value& v) {
   switch (v.type()) {
-    case Value::Type::kUndefined: return "Undefined";
-    case Value::Type::kNone: return "NoneType";
-    case Value::Type::kBool: return "bool";
-    case Value::Type::kInt: return "int";
-    case Value::Type::kFloat: return "float";
-    case Value::Type::kString: return v.is_markup() ? "Markup" : "str";
-    case Value::Type::kList: return v.is_tuple() ? "tuple" : "list";
-    case Value::Type::kDict: return "dict";
-    case Value::Type::kNamespace: return "Namespace";
-    default: return "function";
+    case Value::Type::kUndefined:
+      return "Undefined";
+    case Value::Type::kNone:
+      return "NoneType";
+    case Value::Type::kBool:
+      return "bool";
+    case Value::Type::kInt:
+      return "int";
+    case Value::Type::kFloat:
+      return "float";
+    case Value::Type::kString:
+      return v.is_markup() ? "Markup" : "str";
+    case Value::Type::kList:
+      return v.is_tuple() ? "tuple" : "list";
+    case Value::Type::kDict:
+      return "dict";
+    case Value::Type::kNamespace:
+      return "Namespace";
+    default:
+      return "function";
   }
 }
 
 std::string to_str(const Value& v) {
   switch (v.type()) {
-    case Value::Type::kUndefined: return "";
-    case Value::Type::kString: return v.str();
-    default: return repr(v);
+    case Value::Type::kUndefined:
+      return "";
+    case Value::Type::kString:
+      return v.str();
+    default:
+      return repr(v);
   }
 }
 
 std::string repr(const Value& v) {
   switch (v.type()) {
-    case Value::Type::kUndefined: return "Undefined";
-    case Value::Type::kNone: return "None";
-    case Value::Type::kBool: return v.as_bool() ? "True" : "False";
-    case Value::Type::kInt: return std::to_string(v.as_int());
-    case Value::Type::kFloat: return py_float_repr(v.as_double());
+    case Value::Type::kUndefined:
+      return "Undefined";
+    case Value::Type::kNone:
+      return "None";
+    case Value::Type::kBool:
+      return v.as_bool() ? "True" : "False";
+    case Value::Type::kInt:
+      return std::to_string(v.as_int());
+    case Value::Type::kFloat:
+      return py_float_repr(v.as_double());
     case Value::Type::kString:
       return v.is_markup() ? "Markup(" + py_repr_str(v.str()) + ")" : py_repr_str(v.str());
     case Value::Type::kList: {
@@ -240,8 +278,10 @@ std::string repr(const Value& v) {
       }
       return out + "}";
     }
-    case Value::Type::kNamespace: return "<Namespace>";
-    default: return "<function " + v.fn().name() + ">";
+    case Value::Type::kNamespace:
+      return "<Namespace>";
+    default:
+      return "<function " + v.fn().name() + ">";
   }
 }
 
@@ -253,8 +293,10 @@ bool equals(const Value& a, const Value& b) {
   if (a.type() != b.type()) return false;
   switch (a.type()) {
     case Value::Type::kUndefined:
-    case Value::Type::kNone: return true;
-    case Value::Type::kString: return a.str() == b.str();
+    case Value::Type::kNone:
+      return true;
+    case Value::Type::kString:
+      return a.str() == b.str();
     case Value::Type::kList: {
       if (a.is_tuple() != b.is_tuple() || a.items().size() != b.items().size()) return false;
       for (size_t i = 0; i < a.items().size(); ++i)
@@ -269,9 +311,12 @@ bool equals(const Value& a, const Value& b) {
       }
       return true;
     }
-    case Value::Type::kNamespace: return &a.ns() == &b.ns();
-    case Value::Type::kCallable: return &a.fn() == &b.fn();
-    default: return false;
+    case Value::Type::kNamespace:
+      return &a.ns() == &b.ns();
+    case Value::Type::kCallable:
+      return &a.fn() == &b.fn();
+    default:
+      return false;
   }
 }
 
@@ -312,17 +357,22 @@ Value from_json_at(const nlohmann::ordered_json& j, int depth) {
   if (depth > kMaxNesting) throw TemplateError("JSON value nested too deeply");
   using J = nlohmann::ordered_json::value_t;
   switch (j.type()) {
-    case J::null: return Value::none();
-    case J::boolean: return Value::boolean(j.get<bool>());
-    case J::number_integer: return Value::integer(j.get<int64_t>());
+    case J::null:
+      return Value::none();
+    case J::boolean:
+      return Value::boolean(j.get<bool>());
+    case J::number_integer:
+      return Value::integer(j.get<int64_t>());
     case J::number_unsigned: {
       const uint64_t u = j.get<uint64_t>();
       if (u > static_cast<uint64_t>(INT64_MAX))
         throw TemplateError("integer " + std::to_string(u) + " is too large");
       return Value::integer(static_cast<int64_t>(u));
     }
-    case J::number_float: return Value::number(j.get<double>());
-    case J::string: return Value::string(j.get<std::string>());
+    case J::number_float:
+      return Value::number(j.get<double>());
+    case J::string:
+      return Value::string(j.get<std::string>());
     case J::array: {
       std::vector<Value> items;
       items.reserve(j.size());
@@ -334,7 +384,8 @@ Value from_json_at(const nlohmann::ordered_json& j, int depth) {
       for (const auto& [k, x] : j.items()) d.set(k, from_json_at(x, depth + 1));
       return Value::dict(std::move(d));
     }
-    default: throw TemplateError("unsupported JSON value (binary)");
+    default:
+      throw TemplateError("unsupported JSON value (binary)");
   }
 }
 }  // namespace

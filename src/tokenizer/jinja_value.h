@@ -8,14 +8,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
 #include <variant>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace qwen35::tokenizer::jinja {
 
@@ -58,8 +57,18 @@ struct NamespaceRef {
 
 class Value {
  public:
-  enum class Type { kUndefined, kNone, kBool, kInt, kFloat, kString, kList, kDict, kNamespace,
-                    kCallable };
+  enum class Type {
+    kUndefined,
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kList,
+    kDict,
+    kNamespace,
+    kCallable
+  };
 
   Value() = default;
   static Value undefined(std::string hint);
@@ -89,7 +98,7 @@ class Value {
   bool is_callable() const { return type() == Type::kCallable; }
 
   bool as_bool() const { return std::get<bool>(v_); }
-  int64_t as_int() const;  // int or bool
+  int64_t as_int() const;    // int or bool
   double as_double() const;  // int, bool or float
   const std::string& str() const { return std::get<StrPtr>(v_)->s; }
   bool is_markup() const { return is_string() && std::get<StrPtr>(v_)->markup; }
@@ -145,9 +154,9 @@ class Callable {
 
 // Python semantics.
 bool truthy(const Value& v);
-std::string type_name(const Value& v);   // "str", "int", "NoneType", ...
-std::string to_str(const Value& v);      // str(v); Undefined prints as ""
-std::string repr(const Value& v);        // repr(v)
+std::string type_name(const Value& v);  // "str", "int", "NoneType", ...
+std::string to_str(const Value& v);     // str(v); Undefined prints as ""
+std::string repr(const Value& v);       // repr(v)
 bool equals(const Value& a, const Value& b);
 // a < b (op "<", "<=", ">", ">="), raising TypeError for unordered types.
 bool compare(const Value& a, const Value& b, std::string_view op);

@@ -4,11 +4,10 @@
 
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tokenizer/chat_template.h"
 
@@ -48,15 +47,13 @@ class CasesTest : public ::testing::TestWithParam<Json> {};
 TEST_P(CasesTest, RendersLikeTransformers) {
   const Json& c = GetParam();
   const ChatTemplate& t = template_named(c["template"].get<std::string>());
-  auto r = t.render(c["messages"], c["tools"], c["add_generation_prompt"].get<bool>(),
-                    c["kwargs"]);
+  auto r = t.render(c["messages"], c["tools"], c["add_generation_prompt"].get<bool>(), c["kwargs"]);
   if (!c["expected"].is_null()) {
     ASSERT_TRUE(r.ok()) << r.message();
     EXPECT_EQ(r.value(), c["expected"].get<std::string>());
   } else {
     ASSERT_FALSE(r.ok()) << "rendered: " << r.value();
-    EXPECT_NE(r.message().find(c["error"].get<std::string>()), std::string::npos)
-        << r.message();
+    EXPECT_NE(r.message().find(c["error"].get<std::string>()), std::string::npos) << r.message();
   }
 }
 

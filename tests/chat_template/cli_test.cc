@@ -4,10 +4,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -40,8 +39,8 @@ class CliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           ("qwen35_cli_template_" + std::string(::testing::UnitTest::GetInstance()
-                                                     ->current_test_info()->name()));
+           ("qwen35_cli_template_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }

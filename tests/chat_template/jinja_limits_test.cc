@@ -20,7 +20,8 @@ void expect_error(const std::string& src, const std::string& needle) {
 
 TEST(JinjaErrors, SyntaxErrorsNameTheLine) {
   expect_error("a\nb\n{{ foo( }}", "line 3:");
-  expect_error("{% if %}{% endif %}", "line 1: Expected an expression, got 'end of statement block'");
+  expect_error("{% if %}{% endif %}",
+               "line 1: Expected an expression, got 'end of statement block'");
   expect_error("x\n{% for x in xs %}", "line 2: Unexpected end of template");
   expect_error("{% endif %}", "Encountered unknown tag 'endif'");
   expect_error("{% frobnicate %}", "Encountered unknown tag 'frobnicate'");
@@ -50,8 +51,10 @@ TEST(JinjaErrors, RuntimeErrorsNameTheLine) {
 TEST(JinjaLimits, EndlessLoopStops) {
   jinja::Limits limits;
   limits.max_steps = 200'000;
-  auto r = render("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
-                  "{% endfor %}", "{}", &limits);
+  auto r = render(
+      "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}"
+      "{% endfor %}",
+      "{}", &limits);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("steps"), std::string::npos) << r.message();
 }
@@ -63,8 +66,9 @@ TEST(JinjaLimits, DeepRecursionStops) {
 }
 
 TEST(JinjaLimits, ExponentialStringStops) {
-  auto r = render("{% set ns = namespace(s='x') %}{% for i in range(100) %}"
-                  "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}");
+  auto r = render(
+      "{% set ns = namespace(s='x') %}{% for i in range(100) %}"
+      "{% set ns.s = ns.s ~ ns.s %}{% endfor %}{{ ns.s }}");
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("exceeds the limit"), std::string::npos) << r.message();
   expect_error("{{ 'x' * 1000000000000 }}", "exceeds the limit");
@@ -80,9 +84,10 @@ TEST(JinjaLimits, DeepNestingIsRefused) {
   std::string ifs;
   for (int i = 0; i < 1000; ++i) ifs += "{% if true %}";
   expect_error(ifs, "nested too deeply");
-  expect_error("{% set ns = namespace(l=[]) %}{% for i in range(10000) %}{% set ns.l = [ns.l] %}"
-               "{% endfor %}",
-               "nested too deeply");
+  expect_error(
+      "{% set ns = namespace(l=[]) %}{% for i in range(10000) %}{% set ns.l = [ns.l] %}"
+      "{% endfor %}",
+      "nested too deeply");
 }
 
 TEST(JinjaLimits, DeepJsonInputIsRefused) {

@@ -11,7 +11,8 @@ namespace {
 
 using testing_util::out;
 
-const char* const kVars = R"~({"xs": [1, 2, 3], "d": {"a": 1, "b": [1, 2]}, "s": "héllo", "f": 2.5, "n": null, "t": true, "e": [], "ws": " \t\n a b \u3000\u001c", "big": 1e20, "small": 1e-05, "nested": [{"name": "a", "v": 3}, {"name": "B", "v": 1}, {"name": "c", "v": 2}]})~";
+const char* const kVars =
+    R"~({"xs": [1, 2, 3], "d": {"a": 1, "b": [1, 2]}, "s": "héllo", "f": 2.5, "n": null, "t": true, "e": [], "ws": " \t\n a b \u3000\u001c", "big": 1e20, "small": 1e-05, "nested": [{"name": "a", "v": 3}, {"name": "B", "v": 1}, {"name": "c", "v": 2}]})~";
 
 struct Row {
   const char* name;
@@ -33,8 +34,7 @@ c)~",
 b
 c)~"},
     {"DashStripsAllWhitespace",
-     R"~(a  {%- if true -%}  b  {%- endif -%}  c {{- 'd' -}} e {{ 'f' }})~",
-     R"~(abcde f)~"},
+     R"~(a  {%- if true -%}  b  {%- endif -%}  c {{- 'd' -}} e {{ 'f' }})~", R"~(abcde f)~"},
     {"PlusDisablesLstripAndTrim",
      R"~(  {%+ if true %}x{% endif +%}
 y)~",
@@ -53,15 +53,12 @@ b)~"},
   {# c #}
 d)~",
      R"~(d)~"},
-    {"RawBlock",
-     R"~(a {%- raw -%}  {{ x }}  {%- endraw -%} b)~",
-     R"~(a{{ x }}b)~"},
+    {"RawBlock", R"~(a {%- raw -%}  {{ x }}  {%- endraw -%} b)~", R"~(a{{ x }}b)~"},
     {"TrailingNewlineDropped",
      R"~(x
 )~",
      R"~(x)~"},
-    {"CrLfNormalized",
-     "a\r\nb\rc",
+    {"CrLfNormalized", "a\r\nb\rc",
      R"~(a
 b
 c)~"},
@@ -77,9 +74,7 @@ c)~"},
     {"LoopScope",
      R"~({% set x = 1 %}{% for i in xs %}{{ x }}{% set x = i + 10 %}{{ x }},{% endfor %}{{ x }})~",
      R"~(111,112,113,1)~"},
-    {"IfScopeLeaks",
-     R"~({% if true %}{% set z = 3 %}{% endif %}{{ z }})~",
-     R"~(3)~"},
+    {"IfScopeLeaks", R"~({% if true %}{% set z = 3 %}{% endif %}{{ z }})~", R"~(3)~"},
     {"Unpacking",
      R"~({% for k, v in d|items %}{{ k }}={{ v }};{% endfor %}{% set a, b = 1, 2 %}{{ a }}{{ b }})~",
      R"~(a=1;b=[1, 2];12)~"},
@@ -138,14 +133,9 @@ c)~"},
     {"BlockSet",
      R"~({% set v %}  block {{ xs|length }} {% endset %}[{{ v }}]{% set w | trim | upper %}  hi  {% endset %}[{{ w }}])~",
      R"~([  block 3 ][HI])~"},
-    {"FilterBlock",
-     R"~({% filter upper %}abc{{ s }}{% endfilter %})~",
-     R"~(ABCHÉLLO)~"},
-    {"UnicodeLength",
-     R"~({{ s|length }}{{ s[1] }}{{ 'é😀'|length }})~",
-     R"~(5é2)~"},
-    {"MarkupEscapesOnPlus",
-     R"~({{ '<'|safe + '<' }}{{ ('x'|safe) is escaped }})~",
+    {"FilterBlock", R"~({% filter upper %}abc{{ s }}{% endfilter %})~", R"~(ABCHÉLLO)~"},
+    {"UnicodeLength", R"~({{ s|length }}{{ s[1] }}{{ 'é😀'|length }})~", R"~(5é2)~"},
+    {"MarkupEscapesOnPlus", R"~({{ '<'|safe + '<' }}{{ ('x'|safe) is escaped }})~",
      R"~(<&lt;True)~"},
     {"PrintfFormat",
      R"~({{ '%s-%d' % ('a', 3) }}{{ '%05.1f' % 3.14159 }}{{ '%s %s'|format(1, 2) }})~",
@@ -172,8 +162,8 @@ TEST(Jinja, RaiseExceptionMessageAndLine) {
 }
 
 TEST(Jinja, ItemsOnStringIsTypeError) {
-  EXPECT_NE(out("{% for k, v in 'abc'|items %}{% endfor %}").find(
-                "Can only get item pairs from a mapping."),
+  EXPECT_NE(out("{% for k, v in 'abc'|items %}{% endfor %}")
+                .find("Can only get item pairs from a mapping."),
             std::string::npos);
 }
 

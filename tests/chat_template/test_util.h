@@ -1,9 +1,8 @@
 // Renders a template source with kwargs given as JSON text; messages default to one user turn.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "tokenizer/chat_template.h"
 
