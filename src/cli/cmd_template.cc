@@ -1,0 +1,115 @@
+// qwen35 template: renders the chat template of a model directory (DESIGN.md §7).
+//   qwen35 template -m DIR --messages FILE.json [--tools FILE.json] [--no-generation-prompt]
+//                   [--kwargs '{"enable_thinking":false}']
+//   qwen35 template -m DIR --jsonl FILE   # one case per line -> {"rendered": ...} | {"error": ...}
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+#include "cli/commands.h"
+#include "tokenizer/chat_template.h"
+
+namespace qwen35::cli {
+
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+bool read_json_file(const std::string& path, Json* out, std::string* err) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) {
+    *err = path + ": cannot open";
+    return false;
+  }
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  *out = Json::parse(ss.str(), nullptr, false);
+  if (out->is_discarded()) {
+    *err = path + ": invalid JSON";
+    return false;
+  }
+  return true;
+}
+
+std::string dump(const Json& j) {
+  return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+}
+
+// One case object per line: {messages, tools?, add_generation_prompt?, kwargs?}.
+Json render_case(const tokenizer::ChatTemplate& tmpl, const std::string& line) {
+  const Json c = Json::parse(line, nullptr, false);
+  if (c.is_discarded() || !c.is_object()) return Json{{"error", "line is not a JSON object"}};
+  const Json messages = c.value("messages", Json::array());
+  const Json tools = c.value("tools", Json());
+  const Json kwargs = c.value("kwargs", Json::object());
+  const Json agp = c.value("add_generation_prompt", Json(false));
+  if (!agp.is_boolean()) return Json{{"error", "add_generation_prompt must be a boolean"}};
+  auto r = tmpl.render(messages, tools, agp.get<bool>(), kwargs);
+  if (!r.ok()) return Json{{"error", r.message()}};
+  return Json{{"rendered", r.value()}};
+}
+
+}  // namespace
+
+int cmd_template(int argc, char** argv) {
+  const std::string cmd = "template";
+  CLI::App app{"Render the model's chat template", "qwen35 template"};
+  std::string dir, messages_path, tools_path, kwargs_text, jsonl_path;
+  bool no_generation_prompt = false;
+  app.add_option("-m,--model", dir,
+                 "model directory (chat_template.jinja or tokenizer_config.json)")
+      ->required();
+  app.add_option("--messages", messages_path, "JSON file with the list of messages");
+  app.add_option("--tools", tools_path, "JSON file with the list of tool schemas");
+  app.add_flag("--no-generation-prompt", no_generation_prompt,
+               "do not open an assistant turn at the end");
+  app.add_option("--kwargs", kwargs_text, "JSON object of extra template variables");
+  app.add_option("--jsonl", jsonl_path,
+                 "render one case object per line; print {\"rendered\"} or {\"error\"} lines");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    return fail(cmd, e.what());
+  }
+  if (messages_path.empty() == jsonl_path.empty())
+    return fail(cmd, "give exactly one of --messages FILE or --jsonl FILE");
+
+  auto tmpl = tokenizer::load_chat_template(dir);
+  if (!tmpl.ok()) return fail(cmd, tmpl.message());
+
+  if (!jsonl_path.empty()) {
+    std::ifstream in(jsonl_path, std::ios::binary);
+    if (!in) return fail(cmd, jsonl_path + ": cannot open");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      const std::string out = dump(render_case(*tmpl, line)) + "\n";
+      std::fwrite(out.data(), 1, out.size(), stdout);
+    }
+    return std::fflush(stdout) == 0 ? 0 : fail(cmd, "cannot write to stdout");
+  }
+
+  std::string err;
+  Json messages, tools;
+  if (!read_json_file(messages_path, &messages, &err)) return fail(cmd, err);
+  if (messages.is_object() && messages.contains("messages")) messages = Json(messages["messages"]);
+  if (!tools_path.empty() && !read_json_file(tools_path, &tools, &err)) return fail(cmd, err);
+  Json kwargs = Json::object();
+  if (!kwargs_text.empty()) {
+    kwargs = Json::parse(kwargs_text, nullptr, false);
+    if (kwargs.is_discarded() || !kwargs.is_object())
+      return fail(cmd, "--kwargs must be a JSON object");
+  }
+  auto r = tmpl->render(messages, tools, !no_generation_prompt, kwargs);
+  if (!r.ok()) return fail(cmd, r.message());
+  std::fwrite(r->data(), 1, r->size(), stdout);
+  return std::fflush(stdout) == 0 ? 0 : fail(cmd, "cannot write to stdout");
+}
+
+}  // namespace qwen35::cli

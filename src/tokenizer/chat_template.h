@@ -1,0 +1,54 @@
+// Chat templates: renders a model's Jinja chat template byte for byte as Hugging Face
+// transformers' apply_chat_template does (jinja2's ImmutableSandboxedEnvironment with
+// trim_blocks, lstrip_blocks and loopcontrols; tojson = json.dumps(ensure_ascii=False); globals
+// raise_exception and strftime_now). See tests/fixtures/chat_template/README.md for the Python
+// semantics this reproduces. Anything the interpreter does not support fails with an error naming
+// the line and the construct; runaway templates are cut off by step, depth and size limits.
+//
+// Thread-safety: a parsed ChatTemplate is immutable; render() may run concurrently.
+#pragma once
+
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "core/result.h"
+#include "tokenizer/jinja_interp.h"
+
+namespace qwen35::tokenizer {
+
+class ChatTemplate {
+ public:
+  // Errors: "[chat_template] line N: <what>".
+  static core::Result<ChatTemplate> parse(std::string source);
+
+  // messages: the conversation (normally a list of {role, content, ...}); tools: null or a list
+  // of tool schemas; extra_kwargs: an object of further template variables (enable_thinking,
+  // add_vision_id, ...) or null. A variable that is absent is undefined to the template.
+  core::Result<std::string> render(const nlohmann::ordered_json& messages,
+                                   const nlohmann::ordered_json& tools, bool add_generation_prompt,
+                                   const nlohmann::ordered_json& extra_kwargs) const;
+
+  // Variables every render sees unless extra_kwargs overrides them (transformers passes the
+  // tokenizer's named special tokens: eos_token, pad_token, ...). Must be an object.
+  void set_default_vars(nlohmann::ordered_json vars) { default_vars_ = std::move(vars); }
+
+  // Bounds on the work of one render (steps, macro depth, string and list sizes).
+  void set_limits(const jinja::Limits& limits) { limits_ = limits; }
+
+  const std::string& source() const { return source_; }
+
+ private:
+  struct Program;
+  std::string source_;
+  std::shared_ptr<const Program> program_;
+  nlohmann::ordered_json default_vars_ = nlohmann::ordered_json::object();
+  jinja::Limits limits_;
+};
+
+// Loads DIR/chat_template.jinja, else the chat_template of DIR/tokenizer_config.json (a string,
+// or a list of {name, template} of which "default" is used). The special tokens named in
+// tokenizer_config.json become default variables.
+core::Result<ChatTemplate> load_chat_template(const std::string& dir);
+
+}  // namespace qwen35::tokenizer

@@ -1,0 +1,74 @@
+// Tree-walking interpreter of a parsed template. One Interpreter renders once; it is not
+// thread-safe, but the syntax tree it walks is shared read-only between renders.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "tokenizer/jinja_ast.h"
+
+namespace qwen35::tokenizer::jinja {
+
+// Work bounds: a template that loops or recurses without end, or builds huge strings, fails with
+// a TemplateError instead of hanging or exhausting memory.
+struct Limits {
+  size_t max_output_bytes = size_t{64} << 20;  // also bounds every string value
+  uint64_t max_steps = 5'000'000;              // statements executed + loop iterations
+  int max_call_depth = 64;                     // nested macro calls
+  size_t max_list_items = 1'000'000;
+};
+
+struct Frame {
+  std::unordered_map<std::string, Value> vars;
+  std::shared_ptr<Frame> parent;
+};
+using FramePtr = std::shared_ptr<Frame>;
+
+class Interpreter {
+ public:
+  explicit Interpreter(const Limits& limits) : limits_(limits) {}
+
+  // Renders `body` with `root` as the outermost scope (its parent chain holds the globals).
+  std::string render(const Body& body, const FramePtr& root);
+
+  Value call(const Value& fn, CallArgs args);
+  Value call_macro(const Stmt& def, const FramePtr& closure, CallArgs args);
+
+  // Fails when a string of `bytes` bytes / a list of `items` items would exceed the limits.
+  void check_string(size_t bytes) const;
+  void check_list(size_t items) const;
+  const Limits& limits() const { return limits_; }
+
+ private:
+  enum class Flow { kNormal, kBreak, kContinue };
+
+  Flow exec_body(const Body& body, const FramePtr& frame);
+  Flow exec(const Stmt& s, const FramePtr& frame);
+  Flow exec_for(const Stmt& s, const FramePtr& frame);
+  void exec_call_block(const Stmt& s, const FramePtr& frame);
+  std::string render_into(const Body& body, const FramePtr& frame);
+  void assign(const Expr& target, const Value& v, const FramePtr& frame);
+
+  Value eval(const Expr& e, const FramePtr& frame);
+  Value eval_inner(const Expr& e, const FramePtr& frame);
+  Value eval_slice(const Expr& e, const FramePtr& frame);
+  Value eval_compare(const Expr& e, const FramePtr& frame);
+  CallArgs eval_args(const Expr& e, size_t first_arg, const FramePtr& frame);
+  Value lookup(const std::string& name, const FramePtr& frame) const;
+
+  void step();
+  void emit(std::string_view s);
+
+  Limits limits_;
+  std::string* out_ = nullptr;
+  uint64_t steps_ = 0;
+  int call_depth_ = 0;
+};
+
+// Python binary operators: + - * / // % ** on Values.
+Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Value& b);
+
+}  // namespace qwen35::tokenizer::jinja

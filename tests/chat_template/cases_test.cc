@@ -1,0 +1,68 @@
+// Every case of tests/fixtures/chat_template/cases.json (rendered by Python jinja2 with
+// transformers' settings) renders byte for byte, or fails with the recorded message.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "tokenizer/chat_template.h"
+
+namespace qwen35::tokenizer {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const std::string kFixtures = std::string(QWEN35_SOURCE_DIR) + "/tests/fixtures/chat_template";
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::vector<Json> load_cases() {
+  const Json all = Json::parse(slurp(kFixtures + "/cases.json"), nullptr, false);
+  if (all.is_discarded() || !all.is_array()) return {};
+  return std::vector<Json>(all.begin(), all.end());
+}
+
+const ChatTemplate& template_named(const std::string& name) {
+  static std::map<std::string, ChatTemplate>* cache = new std::map<std::string, ChatTemplate>();
+  auto it = cache->find(name);
+  if (it == cache->end()) {
+    auto t = ChatTemplate::parse(slurp(kFixtures + "/" + name + "/chat_template.jinja"));
+    EXPECT_TRUE(t.ok()) << t.message();
+    it = cache->emplace(name, std::move(t).value()).first;
+  }
+  return it->second;
+}
+
+class CasesTest : public ::testing::TestWithParam<Json> {};
+
+TEST_P(CasesTest, RendersLikeTransformers) {
+  const Json& c = GetParam();
+  const ChatTemplate& t = template_named(c["template"].get<std::string>());
+  auto r = t.render(c["messages"], c["tools"], c["add_generation_prompt"].get<bool>(), c["kwargs"]);
+  if (!c["expected"].is_null()) {
+    ASSERT_TRUE(r.ok()) << r.message();
+    EXPECT_EQ(r.value(), c["expected"].get<std::string>());
+  } else {
+    ASSERT_FALSE(r.ok()) << "rendered: " << r.value();
+    EXPECT_NE(r.message().find(c["error"].get<std::string>()), std::string::npos) << r.message();
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, CasesTest, ::testing::ValuesIn(load_cases()),
+                         [](const ::testing::TestParamInfo<Json>& info) {
+                           return info.param["name"].get<std::string>();
+                         });
+
+TEST(CasesFile, HasAll57Cases) { EXPECT_EQ(load_cases().size(), 57u); }
+
+}  // namespace
+}  // namespace qwen35::tokenizer
