@@ -6,6 +6,7 @@
 
 namespace qwen35::cli {
 
+int cmd_run(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
