@@ -14,12 +14,12 @@ HWY_BEFORE_NAMESPACE();
 namespace qwen35::kernels::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// At most 8 lanes: the activation permutation and the lane→group mapping depend on the lane
-// count, and 8 keeps one 4-bit group of 64 per vector load on AVX2 and AVX-512 alike.
-using DF = hn::CappedTag<float, 8>;
+// Up to 16 lanes (AVX-512). The activation permutation and the lane→group mapping depend on the
+// lane count, which is fixed per target, so results are reproducible on a given machine.
+using DF = hn::CappedTag<float, 16>;
 using DU = hn::RebindToUnsigned<DF>;
 using DI = hn::RebindToSigned<DF>;
-constexpr int64_t kRowTile = 4;
+constexpr int64_t kRowTile = 8;
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
@@ -37,7 +37,7 @@ void PermuteRow(const float* x, int64_t cols, int bits, float* xp) {
 template <int kBits, int rt>
 HWY_INLINE void AffineRows(const Matrix& m, const float* const* xp, const float* const* xsum,
                            int64_t o, float* const* y, const float* sf,
-                           const float* bf, const float* lane_scales) {
+                           const float* bf, const float* /*unused*/) {
   const DF df;
   const DU du;
   const DI di;
@@ -48,9 +48,14 @@ HWY_INLINE void AffineRows(const Matrix& m, const float* const* xp, const float*
   hn::Vec<DF> acc[kRowTile];
   for (int r = 0; r < rt; ++r) acc[r] = hn::Zero(df);
   const bool bcast = B <= m.group;
+  // When a block spans several groups, lane w (codes w*kPer..) takes the scale of group
+  // (b + w*kPer) / group: a table lookup into the row's scales from the block's first group.
+  HWY_ALIGN int32_t lane_group[16];
+  for (int64_t w = 0; w < N; ++w) lane_group[w] = int32_t((w * kPer) / m.group);
+  const auto idx = hn::SetTableIndices(df, lane_group);
   for (int64_t b = 0; b < K; b += B) {
     const auto words = hn::LoadU(du, row + b / kPer);
-    const auto s = bcast ? hn::Set(df, sf[b / m.group]) : hn::LoadU(df, lane_scales + b / kPer);
+    const auto s = bcast ? hn::Set(df, sf[b / m.group]) : hn::TableLookupLanes(hn::LoadU(df, sf + b / m.group), idx);
     hn::Vec<DF> part[kRowTile];
     for (int r = 0; r < rt; ++r) part[r] = hn::Zero(df);
     for (int j = 0; j < kPer; ++j) {
@@ -74,9 +79,9 @@ HWY_INLINE void AffineGenericRows(const Matrix& m, const float* const* x, const 
   const DF df;
   const int64_t N = int64_t(hn::Lanes(df)), K = m.cols, G = m.group;
   const uint32_t* row = static_cast<const uint32_t*>(m.data) + o * (K * m.bits / 32);
-  HWY_ALIGN float q[128 + 8];
+  HWY_ALIGN float q[128 + 16];
   hn::Vec<DF> acc[kRowTile];
-  float tail[kRowTile] = {0, 0, 0, 0};
+  float tail[kRowTile] = {};
   for (int r = 0; r < rt; ++r) acc[r] = hn::Zero(df);
   for (int64_t g = 0; g < K / G; ++g) {
     for (int64_t j = 0; j < G; ++j) q[j] = float(affine_code(row, g * G + j, m.bits));
@@ -181,22 +186,26 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
   const float* xs = fast_bits ? sc.xp.data() : x;
   auto body = [&](size_t o0, size_t o1, int) {
     const int64_t groups = affine ? K / m.group : 0;
-    HWY_ALIGN float sf[4096], bf[4096];
-    const int64_t lanes_needed = fast_bits ? K * m.bits / 32 : 0;
-    thread_local std::vector<float> lane_scales;
-    if (lane_scales.size() < size_t(lanes_needed)) lane_scales.resize(size_t(lanes_needed));
-    for (int64_t o = int64_t(o0); o < int64_t(o1); ++o) {
-      if (affine) {
-        ConvertRow(m.scales, m.sb_type, o * groups, groups, sf);
-        if (m.biases) ConvertRow(m.biases, m.sb_type, o * groups, groups, bf);
-        else std::fill_n(bf, groups, 0.0f);
-        if (fast_bits && block_codes(m.bits) > m.group) {
-          const int64_t per = 32 / m.bits;
-          for (int64_t w = 0; w < lanes_needed; ++w) lane_scales[size_t(w)] = sf[(w * per) / m.group];
+    // Output rows go in blocks of kOBlock, each block against all row tiles of the activations:
+    // the block's weights stay in cache while a tile of activations is reused across the block.
+    // Row scales/biases as f32, padded so a full-vector load from any group stays in bounds.
+    constexpr int64_t kOBlock = 64;
+    const int64_t stride = groups + 16;
+    thread_local std::vector<float> sb_buf;
+    if (sb_buf.size() < size_t(2 * kOBlock * stride)) sb_buf.assign(size_t(2 * kOBlock * stride), 0.0f);
+    constexpr int64_t kTBlock = 64;  // activation rows per pass (their tiles stay in L2)
+    for (int64_t tb = 0; tb < n; tb += kTBlock)
+    for (int64_t ob = int64_t(o0); ob < int64_t(o1); ob += kOBlock) {
+      const int64_t oe = std::min(int64_t(o1), ob + kOBlock);
+      if (affine)
+        for (int64_t o = ob; o < oe; ++o) {
+          float* sf = sb_buf.data() + (o - ob) * 2 * stride;
+          ConvertRow(m.scales, m.sb_type, o * groups, groups, sf);
+          if (m.biases) ConvertRow(m.biases, m.sb_type, o * groups, groups, sf + stride);
+          else std::fill_n(sf + stride, groups, 0.0f);
         }
-      }
-      for (int64_t t0 = 0; t0 < n; t0 += kRowTile) {
-        const int64_t rt = std::min(kRowTile, n - t0);
+      for (int64_t t0 = tb; t0 < std::min(n, tb + kTBlock); t0 += kRowTile) {
+        const int64_t rt = std::min(kRowTile, std::min(n, tb + kTBlock) - t0);
         const float* xr[kRowTile];
         const float* xsr[kRowTile];
         float* yr[kRowTile];
@@ -205,11 +214,19 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
           xsr[r] = affine ? sc.xsum.data() + (t0 + r) * groups : nullptr;
           yr[r] = y + (t0 + r) * M;
         }
-        switch (rt) {
-          case 1: Rows<1>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, lane_scales.data()); break;
-          case 2: Rows<2>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, lane_scales.data()); break;
-          case 3: Rows<3>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, lane_scales.data()); break;
-          default: Rows<4>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, lane_scales.data()); break;
+        for (int64_t o = ob; o < oe; ++o) {
+          const float* sf = sb_buf.data() + (o - ob) * 2 * stride;
+          const float* bf = sf + stride;
+          switch (rt) {
+            case 1: Rows<1>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
+            case 2: Rows<2>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
+            case 3: Rows<3>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
+            case 4: Rows<4>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
+            case 5: Rows<5>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
+            case 6: Rows<6>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
+            case 7: Rows<7>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
+            default: Rows<8>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
+          }
         }
       }
     }
