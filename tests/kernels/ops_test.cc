@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "hwy/targets.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/matrix.h"
 #include "kernels/ops.h"
 
@@ -107,7 +109,26 @@ TEST(Matrix, AffineCodesStraddleWords) {
   for (int j = 0; j < 32; ++j) EXPECT_EQ(affine_code(row.data(), j, 3), uint32_t(j % 8)) << j;
 }
 
-TEST(Ops, MatmulEveryWeightTypeMatchesReference) {
+void matmul_every_weight_type();
+
+// Every SIMD target this build compiled and this CPU supports (AVX2, AVX-512, SSE4, ...).
+TEST(Ops, MatmulEveryWeightTypeMatchesReferenceOnEveryTarget) {
+  std::vector<std::string> seen;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    seen.push_back(cpu::simd_target());
+    EXPECT_EQ(seen.back(), hwy::TargetName(target));
+    SCOPED_TRACE(seen.back());
+    matmul_every_weight_type();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_GE(seen.size(), 2u);  // at least the best target and a baseline
+  std::string all;
+  for (const auto& t : seen) all += t + " ";
+  std::printf("matmul checked on SIMD targets: %s\n", all.c_str());
+}
+
+void matmul_every_weight_type() {
   core::ThreadPool pool(3);
   struct Shape {
     int64_t rows, cols;
