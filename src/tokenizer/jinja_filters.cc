@@ -122,6 +122,7 @@ Value f_join(Interpreter& in, const Value& v, CallArgs&& args) {
     out += to_str(a.has(1) && !a[1].is_none() ? attr_path(x, to_str(a[1])) : x);
     in.check_string(out.size());
   }
+  in.charge(out.size());
   return Value::string(std::move(out));
 }
 
@@ -131,6 +132,7 @@ Value f_replace(Interpreter& in, const Value& v, CallArgs&& args) {
   const int64_t count = a.has(2) && !a[2].is_none() ? a[2].as_int() : -1;
   std::string s = py_replace(to_str(v), to_str(a[0]), to_str(a[1]), count);
   in.check_string(s.size());
+  in.charge(s.size());
   return str_result(v, std::move(s));
 }
 

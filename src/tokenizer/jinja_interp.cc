@@ -56,6 +56,11 @@ Value make_loop(size_t i, const std::vector<Value>& items) {
 
 }  // namespace
 
+Interpreter::~Interpreter() {
+  for (const FramePtr& f : tracked_frames_) f->vars.clear();
+  for (const Value& ns : tracked_namespaces_) ns.ns().clear();
+}
+
 std::string Interpreter::render(const Body& body, const FramePtr& root) {
   return render_into(body, root);
 }
@@ -72,6 +77,30 @@ void Interpreter::check_list(size_t items) const {
                         std::to_string(limits_.max_list_items));
 }
 
+void Interpreter::charge(size_t bytes) {
+  charged_ += bytes;
+  if (charged_ > limits_.max_total_bytes)
+    throw TemplateError("template built more than " + std::to_string(limits_.max_total_bytes) +
+                        " bytes of values");
+}
+
+// Bounds the C++ recursion of the evaluator (nested statements, expressions and macro calls).
+class DepthGuard {
+ public:
+  explicit DepthGuard(Interpreter* in) : in_(in) {
+    if (++in_->eval_depth_ > in_->limits_.max_eval_depth) {
+      --in_->eval_depth_;
+      throw TemplateError("template evaluation nested too deeply");
+    }
+  }
+  ~DepthGuard() { --in_->eval_depth_; }
+  DepthGuard(const DepthGuard&) = delete;
+  DepthGuard& operator=(const DepthGuard&) = delete;
+
+ private:
+  Interpreter* in_;
+};
+
 void Interpreter::step() {
   if (++steps_ > limits_.max_steps)
     throw TemplateError("template exceeded " + std::to_string(limits_.max_steps) +
@@ -80,6 +109,7 @@ void Interpreter::step() {
 
 void Interpreter::emit(std::string_view s) {
   check_string(out_->size() + s.size());
+  charge(s.size());
   out_->append(s);
 }
 
@@ -107,6 +137,7 @@ Interpreter::Flow Interpreter::exec_body(const Body& body, const FramePtr& frame
 
 Interpreter::Flow Interpreter::exec(const Stmt& s, const FramePtr& frame) {
   step();
+  DepthGuard guard(this);
   try {
     switch (s.kind) {
       case StmtKind::kData:
@@ -140,6 +171,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const FramePtr& frame) {
       }
       case StmtKind::kMacro:
         frame->vars[s.name] = Value::callable(std::make_shared<Macro>(&s, frame));
+        track(frame);
         break;
       case StmtKind::kCallBlock:
         exec_call_block(s, frame);
@@ -202,6 +234,7 @@ void Interpreter::exec_call_block(const Stmt& s, const FramePtr& frame) {
   Value fn = eval(*call.kids[0], frame);
   CallArgs args = eval_args(call, 1, frame);
   args.kw.emplace_back("caller", Value::callable(std::make_shared<Macro>(&s, frame)));
+  track(frame);
   emit(to_str(this->call(fn, std::move(args))));
 }
 
@@ -299,6 +332,7 @@ CallArgs Interpreter::eval_args(const Expr& e, size_t first_arg, const FramePtr&
 }
 
 Value Interpreter::eval(const Expr& e, const FramePtr& frame) {
+  DepthGuard guard(this);
   try {
     return eval_inner(e, frame);
   } catch (TemplateError& err) {
@@ -375,6 +409,7 @@ Value Interpreter::eval_inner(const Expr& e, const FramePtr& frame) {
         s += to_str(eval(*k, frame));
         check_string(s.size());
       }
+      charge(s.size());
       return Value::string(std::move(s));
     }
     case ExprKind::kCompare:

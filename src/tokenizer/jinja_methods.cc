@@ -128,6 +128,7 @@ Value str_method(Interpreter& in, const Value& obj, const std::string& name, Cal
   const std::string& s = obj.str();
   auto str_out = [&](std::string r) {
     in.check_string(r.size());
+    in.charge(r.size());
     return Value::string(std::move(r), obj.is_markup());
   };
   if (name == "startswith" || name == "endswith") {
@@ -304,8 +305,9 @@ Value g_range(Interpreter& in, CallArgs args) {
   return Value::list(std::move(out));
 }
 
-Value g_namespace(Interpreter&, CallArgs args) {
+Value g_namespace(Interpreter& in, CallArgs args) {
   Value ns = Value::new_namespace();
+  in.track(ns);
   if (args.pos.size() > 1)
     throw TemplateError("TypeError: namespace() takes at most 1 positional argument");
   if (args.pos.size() == 1) {
