@@ -36,7 +36,8 @@ int64_t len_of(const Value& v) {
 Value attr_path(const Value& v, const std::string& path) {
   Value cur = v;
   for (const std::string& part : py_split(path, std::string("."), -1, false)) {
-    const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+    const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(),
+                                                      [](char c) { return c >= '0' && c <= '9'; });
     cur = numeric ? get_item(cur, Value::integer(std::atoll(part.c_str())))
                   : get_item(cur, Value::string(part));
   }

@@ -109,7 +109,8 @@ std::string str_format(const std::string& fmt, const CallArgs& args) {
     if (field.find_first_of(":!.[") != std::string::npos)
       throw TemplateError("str.format: format specs are not supported");
     const Value* v = nullptr;
-    if (field.empty() || std::all_of(field.begin(), field.end(), ::isdigit)) {
+    if (field.empty() ||
+        std::all_of(field.begin(), field.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       const size_t idx = field.empty() ? auto_index++ : std::stoul(field);
       if (idx >= args.pos.size()) throw TemplateError("IndexError: Replacement index out of range");
       v = &args.pos[idx];
