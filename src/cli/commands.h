@@ -6,9 +6,11 @@
 
 namespace qwen35::cli {
 
+int cmd_run(int argc, char** argv);
 int cmd_inspect(int argc, char** argv);
 int cmd_logits(int argc, char** argv);
 int cmd_synth(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
 int cmd_template(int argc, char** argv);

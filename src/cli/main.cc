@@ -21,8 +21,10 @@ struct Command {
   const char* help;
 };
 const Command kCommands[] = {
+    {"run", cmd_run, "generate text: a completion, or an interactive chat"},
     {"inspect", cmd_inspect, "geometry, layer pattern, quantization, memory and support verdict"},
     {"logits", cmd_logits, "run the forward pass on token ids and write logits as .npy"},
+    {"bench", cmd_bench, "prompt and generation tokens/s against the memory-bandwidth roofline"},
     {"synth", cmd_synth, "write a random-weight checkpoint at a real Qwen3.5 geometry"},
     {"tokenize", cmd_tokenize, "text to token ids (JSON array)"},
     {"detokenize", cmd_detokenize, "token ids to text"},

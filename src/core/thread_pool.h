@@ -9,7 +9,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -28,7 +27,19 @@ class ThreadPool {
 
   // fn(begin, end, thread_index) over a static partition of [0, n) in chunks of `grain`
   // items (the last may be short). Blocks until all are done.
-  using RangeFn = std::function<void(size_t, size_t, int)>;
+  // A non-owning reference to a callable (no heap allocation, unlike std::function); the callable
+  // must outlive the parallel_for call, which blocks until the work is done.
+  class RangeFn {
+   public:
+    template <typename F>
+    RangeFn(const F& f)  // NOLINT: implicit from any callable
+        : obj_(&f), call_([](const void* o, size_t b, size_t e, int t) { (*static_cast<const F*>(o))(b, e, t); }) {}
+    void operator()(size_t b, size_t e, int t) const { call_(obj_, b, e, t); }
+
+   private:
+    const void* obj_;
+    void (*call_)(const void*, size_t, size_t, int);
+  };
   void parallel_for(size_t n, const RangeFn& fn, size_t grain = 1);
 
   static int hardware_threads();

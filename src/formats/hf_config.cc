@@ -50,12 +50,21 @@ class Reader {
   Status int_field(const std::string& key, int64_t* out, bool required) const {
     const json* v = find(key);
     if (v == nullptr) return required ? err(key, "is missing") : Status();
+    if (v->is_number_unsigned()) {
+      if (v->get<uint64_t>() > uint64_t(INT64_MAX)) return err(key, "integer out of range: " + v->dump());
+      *out = int64_t(v->get<uint64_t>());
+      return Status();
+    }
     if (v->is_number_integer()) {
       *out = v->get<int64_t>();
       return Status();
     }
-    if (v->is_number_float() && v->get<double>() == double(int64_t(v->get<double>()))) {
-      *out = int64_t(v->get<double>());
+    if (v->is_number_float()) {
+      // Integral floats (e.g. 1024.0) are accepted; range-check before the cast (UB otherwise).
+      const double d = v->get<double>();
+      if (!(d >= -9.2e18 && d <= 9.2e18)) return err(key, "number out of range: " + v->dump());
+      if (d != double(int64_t(d))) return err(key, "expected an integer, got " + v->dump());
+      *out = int64_t(d);
       return Status();
     }
     return err(key, "expected an integer, got " + v->dump());
@@ -128,10 +137,12 @@ Status parse_quantization(const json& q, const std::string& label, QuantConfig* 
 Status parse_ids(const json* v, std::vector<int64_t>* out) {
   if (v == nullptr) return Status();
   if (v->is_number_integer()) {
+    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(INT64_MAX)) return error("token id out of range");
     out->push_back(v->get<int64_t>());
   } else if (v->is_array()) {
     for (const auto& e : *v) {
-      if (!e.is_number_integer()) return error("token id list holds a non-integer");
+      if (!e.is_number_integer() || (e.is_number_unsigned() && e.get<uint64_t>() > uint64_t(INT64_MAX)))
+        return error("token id list holds a non-integer or out-of-range id");
       out->push_back(e.get<int64_t>());
     }
   } else {

@@ -200,6 +200,24 @@ const TensorView* TensorStore::find(const std::string& name) const {
   return it == tensors_.end() ? nullptr : &it->second;
 }
 
+void TensorStore::prefault(const std::function<void(size_t, size_t)>& progress) const {
+  size_t total = 0, done = 0;
+  for (const auto& f : files_)
+    if (f->mapping()) total += f->mapping()->size();
+  constexpr size_t kPage = 4096, kStep = size_t(16) << 20;
+  volatile uint8_t sink = 0;
+  for (const auto& f : files_) {
+    const core::MappedFile* m = f->mapping();
+    if (m == nullptr) continue;
+    for (size_t off = 0; off < m->size(); off += kStep) {
+      const size_t end = std::min(m->size(), off + kStep);
+      for (size_t p = off; p < end; p += kPage) sink = sink + m->data()[p];
+      done += end - off;
+      if (progress) progress(done, total);
+    }
+  }
+}
+
 size_t TensorStore::total_bytes() const {
   size_t n = 0;
   for (const auto& [_, v] : tensors_) n += v.nbytes;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -40,6 +41,7 @@ class SafetensorsFile {
 
   const std::map<std::string, TensorView>& tensors() const { return tensors_; }
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const core::MappedFile* mapping() const { return file_.get(); }
 
  private:
   std::shared_ptr<core::MappedFile> file_;
@@ -56,6 +58,9 @@ class TensorStore {
   const TensorView* find(const std::string& name) const;
   const std::map<std::string, TensorView>& all() const { return tensors_; }
   size_t total_bytes() const;
+  // Reads every page of the mapped files once (so decoding never waits on a page fault),
+  // calling progress(done_bytes, total_bytes) along the way.
+  void prefault(const std::function<void(size_t, size_t)>& progress) const;
 
  private:
   std::vector<std::shared_ptr<SafetensorsFile>> files_;

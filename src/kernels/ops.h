@@ -1,1 +1,124 @@
+// The op interface: the only kernel header model/ includes. Activations are fp32; weights stay in
+// their stored type (f32, f16, bf16, MLX affine 2..8-bit) and are dequantized inside the kernels.
+//
+// Every op has a scalar twin in kernels/ref (the ground truth of the op tests) and a threaded
+// version in kernels/cpu. Batch invariance (DESIGN.md §6): a row's result never depends on how
+// many rows are in the call or on the thread count; reductions run in a fixed order per row.
 #pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "core/dtype.h"
+#include "core/thread_pool.h"
+
+namespace qwen35::kernels {
+
+enum class WeightType : uint8_t { kF32, kF16, kBF16, kAffine };
+
+// A weight matrix [rows = out features, cols = in features], row-major, in its stored type.
+// For kAffine (MLX): `data` is the uint32 bit stream of each row (row stride cols*bits/32 words;
+// code j occupies bits [j*bits, (j+1)*bits) of the row, little-endian), `scales`/`biases` are
+// [rows, cols/group] of `sb_type` (f32, f16 or bf16); w = scale*q + bias.
+struct Matrix {
+  WeightType type = WeightType::kF32;
+  int64_t rows = 0;
+  int64_t cols = 0;
+  const void* data = nullptr;
+  int bits = 0;
+  int group = 0;
+  core::DType sb_type = core::DType::kBF16;
+  const void* scales = nullptr;
+  const void* biases = nullptr;
+
+  // Rows [r0, r0+n) of this matrix as a matrix of its own (no copy).
+  Matrix row_slice(int64_t r0, int64_t n) const;
+  // Bytes the kernel streams to read the whole matrix once.
+  size_t bytes() const;
+};
+
+// Dequantizes element (r, c) (slow; for tests and the scalar reference).
+float matrix_at(const Matrix& m, int64_t r, int64_t c);
+
+// Everything a kernel may need besides its operands.
+struct Context {
+  core::ThreadPool* pool = nullptr;  // nullptr: single-threaded
+};
+
+// A key/value cache of one full-attention layer of one sequence:
+// k, v: [capacity, n_kv_heads, head_dim] fp32.
+struct KvView {
+  float* k = nullptr;
+  float* v = nullptr;
+  int64_t capacity = 0;
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual const char* name() const = 0;
+
+  // y[n, W.rows] = x[n, W.cols] · Wᵀ
+  virtual void matmul(const Context& ctx, const float* x, int64_t n, const Matrix& w,
+                      float* y) const = 0;
+  // out[n, E.cols] = rows `tokens` of the embedding table E (dequantized).
+  virtual void embed(const Context& ctx, const Matrix& table, const int32_t* tokens, int64_t n,
+                     float* out) const = 0;
+  // out[n, dim] = x · rsqrt(mean(x²) + eps) · w   (w already holds 1+w for zero-centred norms)
+  virtual void rms_norm(const Context& ctx, const float* x, int64_t n, int64_t dim,
+                        const float* w, float eps, float* out) const = 0;
+  // In place on x[n, dim]: x = x · rsqrt(mean(x²)+eps) · w · silu(z)   (GDN output norm)
+  virtual void gated_rms_norm(const Context& ctx, float* x, const float* z, int64_t n,
+                              int64_t dim, const float* w, float eps) const = 0;
+  // out[i] = silu(gate[i]) · up[i]; gate and up are rows of width `dim` with strides.
+  virtual void swiglu(const Context& ctx, const float* gate, const float* up, int64_t n,
+                      int64_t dim, int64_t in_stride, float* out) const = 0;
+
+  // Full attention of one sequence, in place on the query/gate projection:
+  //   qg [n, n_heads, 2*head_dim] (query | gate per head), k [n, n_kv, hd], v [n, n_kv, hd].
+  // Applies QK-norm (q_norm/k_norm weights [hd], 1+w folded) and partial RoPE (first rotary_dim
+  // dims, rotate-half, positions pos0..pos0+n-1), appends k/v to `cache` at pos0.., then writes
+  // out [n, n_heads*hd] = softmax(q·kᵀ/√hd) v · sigmoid(gate) over cache positions 0..pos.
+  struct AttentionParams {
+    int64_t n_heads, n_kv_heads, head_dim, rotary_dim;
+    float rope_theta, eps;
+    const float* q_norm;
+    const float* k_norm;
+  };
+  virtual void attention(const Context& ctx, const AttentionParams& p, const float* qg,
+                         const float* k, const float* v, int64_t n, int64_t pos0, KvView cache,
+                         float* out) const = 0;
+
+  // Depthwise causal conv1d + SiLU of one sequence over x [n, channels]; `state` [kernel-1,
+  // channels] holds the previous inputs (oldest first) and is updated. w: [channels, kernel]
+  // with w[:, kernel-1] on the current token.
+  virtual void conv1d_silu(const Context& ctx, const float* x, int64_t n, int64_t channels,
+                           const float* w, int64_t kernel, float* state, float* out) const = 0;
+
+  // Gated delta rule of one sequence. Inputs after the conv: qkv [n, 2*nk*dk + nv*dv] (all q
+  // heads, all k heads, all v heads), a, b [n, nv] raw projections. Computes L2-normalised q, k
+  // (q scaled by dk^-0.5), β = sigmoid(b), g = -exp(A_log)·softplus(a + dt_bias); value head h
+  // reads key head h / (nv/nk). state: [nv, dk, dv] fp32, updated. out [n, nv, dv].
+  // `chunked` selects the UT-transform form over the whole call (n ≤ 64 rows, one chunk) instead
+  // of the token-by-token recurrence.
+  struct DeltaParams {
+    int64_t n_k_heads, n_v_heads, d_k, d_v;
+    const float* a_log;    // [nv]
+    const float* dt_bias;  // [nv]
+  };
+  virtual void gated_delta(const Context& ctx, const DeltaParams& p, const float* qkv,
+                           const float* a, const float* b, int64_t n, bool chunked, float* state,
+                           float* out) const = 0;
+
+  // MoE router: softmax over logits [n, n_experts] in fp32, top-k (ties to the lower index),
+  // renormalised. idx [n, k], weight [n, k].
+  virtual void router_topk(const float* logits, int64_t n, int64_t n_experts, int64_t k,
+                           bool renormalize, int32_t* idx, float* weight) const = 0;
+};
+
+// The scalar reference (ground truth) and the threaded CPU backend.
+const Ops& ref_ops();
+const Ops& cpu_ops();
+
+}  // namespace qwen35::kernels

@@ -23,8 +23,8 @@ core::Status check_quant_spec(const std::string& field, const formats::QuantSpec
     return reject(field + ".mode", "\"" + q.mode + "\"", "only MLX affine quantization is supported");
   if (!supported_bits(q.bits))
     return reject(field + ".bits", std::to_string(q.bits), "supported bit widths are 2, 3, 4, 5, 6, 8");
-  if (q.group_size <= 0 || q.group_size % 8 != 0)
-    return reject(field + ".group_size", std::to_string(q.group_size), "must be a positive multiple of 8");
+  if (q.group_size != 16 && q.group_size != 32 && q.group_size != 64 && q.group_size != 128)
+    return reject(field + ".group_size", std::to_string(q.group_size), "supported group sizes are 16, 32, 64, 128");
   return core::Status();
 }
 }  // namespace

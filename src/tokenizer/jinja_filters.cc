@@ -469,7 +469,9 @@ BoundArgs bind_args(const std::string& what, CallArgs args,
     b.values[i] = std::move(args.pos[i]);
     b.given[i] = true;
   }
-  for (auto& [key, v] : args.kw) {
+  for (auto& kv : args.kw) {
+    const std::string& key = kv.first;  // not a structured binding: clang 14 cannot capture those
+    auto& v = kv.second;
     const auto it =
         std::find_if(params.begin(), params.end(), [&](const char* p) { return key == p; });
     if (it == params.end())

@@ -62,6 +62,16 @@ Interpreter::~Interpreter() {
 }
 
 std::string Interpreter::render(const Body& body, const FramePtr& root) {
+  // A macro holds its defining frame and that frame holds the macro: a reference cycle. Every
+  // such frame is recorded and emptied when the render ends (normally or by an error), so nothing
+  // of a render outlives it.
+  struct BreakCycles {
+    std::vector<FramePtr>& frames;
+    ~BreakCycles() {
+      for (auto& f : frames) f->vars.clear();
+      frames.clear();
+    }
+  } guard{closure_frames_};
   return render_into(body, root);
 }
 
@@ -170,6 +180,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const FramePtr& frame) {
         break;
       }
       case StmtKind::kMacro:
+        closure_frames_.push_back(frame);
         frame->vars[s.name] = Value::callable(std::make_shared<Macro>(&s, frame));
         track(frame);
         break;

@@ -1,10 +1,97 @@
 #include "tools/synth/synth.h"
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "tools/synth/config_gen.h"
+#include "tools/synth/presets.h"
+#include "tools/synth/st_writer.h"
+#include "tools/synth/tensor_plan.h"
+#include "tools/synth/tokenizer_gen.h"
+
 namespace qwen35::tools {
 
-core::Status write_synthetic_checkpoint(const SynthOptions& opts) {
-  (void)opts;
-  return core::error("[synth] not implemented yet");
+namespace fs = std::filesystem;
+using core::Result;
+using core::Status;
+
+namespace {
+
+Status write_text(const fs::path& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f)
+    return core::error("[synth] cannot create '" + path.string() + "': " + std::strerror(errno));
+  f.write(text.data(), std::streamsize(text.size()));
+  f.close();
+  if (!f) return core::error("[synth] write to '" + path.string() + "' failed");
+  return core::ok_status();
+}
+
+Status validate(const SynthOptions& o, PlanOptions* plan) {
+  if (o.out_dir.empty()) return core::error("[synth] no output directory (--out)");
+  if (o.format == "hf") {
+    plan->layout = Layout::kHf;
+  } else if (o.format == "mlx") {
+    plan->layout = Layout::kMlx;
+  } else {
+    return core::error("[synth] unknown format '" + o.format + "' (expected hf|mlx)");
+  }
+  if (o.bits != 2 && o.bits != 3 && o.bits != 4 && o.bits != 5 && o.bits != 6 && o.bits != 8)
+    return core::error("[synth] unsupported bits " + std::to_string(o.bits) +
+                       " (expected 2|3|4|5|6|8)");
+  if (o.group_size != 32 && o.group_size != 64 && o.group_size != 128)
+    return core::error("[synth] unsupported group size " + std::to_string(o.group_size) +
+                       " (expected 32|64|128)");
+  plan->bits = o.bits;
+  plan->group_size = o.group_size;
+  return core::ok_status();
+}
+
+// Removes what a previous run may have left that would mix with this checkpoint.
+Status clean_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return core::error("[synth] cannot create '" + dir.string() + "': " + ec.message());
+  if (!fs::is_directory(dir, ec))
+    return core::error("[synth] '" + dir.string() + "' is not a directory");
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (e.path().extension() == ".safetensors" || name == "model.safetensors.index.json") {
+      fs::remove(e.path(), ec);
+      if (ec)
+        return core::error("[synth] cannot remove '" + e.path().string() + "': " + ec.message());
+    }
+  }
+  if (ec) return core::error("[synth] cannot list '" + dir.string() + "': " + ec.message());
+  return core::ok_status();
+}
+
+}  // namespace
+
+Result<SynthSummary> write_synthetic_checkpoint(const SynthOptions& opts) {
+  PlanOptions popts;
+  QWEN35_RETURN_IF_ERROR(validate(opts, &popts));
+  QWEN35_ASSIGN_OR_RETURN(const Geometry g, find_preset(opts.preset));
+  const fs::path dir(opts.out_dir);
+  QWEN35_RETURN_IF_ERROR(clean_dir(dir));
+  const TensorPlan plan = build_tensor_plan(g, popts);
+  QWEN35_RETURN_IF_ERROR(write_text(dir / "config.json", make_config_json(g, popts, plan)));
+  QWEN35_RETURN_IF_ERROR(
+      write_text(dir / "generation_config.json", make_generation_config_json(g)));
+  QWEN35_RETURN_IF_ERROR(write_text(dir / "tokenizer.json", make_tokenizer_json(g.bpe_vocab)));
+  QWEN35_RETURN_IF_ERROR(
+      write_text(dir / "tokenizer_config.json", make_tokenizer_config_json(g.bpe_vocab, 262144)));
+  QWEN35_ASSIGN_OR_RETURN(
+      const ShardedOutput out,
+      write_checkpoint_tensors(dir.string(), plan, popts.layout, opts.seed,
+                               std::max<uint64_t>(opts.max_shard_bytes, 1), opts.progress));
+  SynthSummary s;
+  s.n_tensors = int64_t(plan.tensors.size());
+  s.total_bytes = out.total_bytes;
+  s.n_files = int(out.files.size());
+  return s;
 }
 
 }  // namespace qwen35::tools

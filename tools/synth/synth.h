@@ -1,6 +1,12 @@
 // Synthetic random-weight Qwen3.5 checkpoints at real geometries (`qwen35 synth`).
+//
+// Writes DIR/config.json, generation_config.json, tokenizer.json, tokenizer_config.json and the
+// weights (model.safetensors, or shards + model.safetensors.index.json above max_shard_bytes).
+// Existing *.safetensors files and the index in DIR are removed first. Output bytes are a pure
+// function of (preset, format, bits, group size, seed).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "core/result.h"
@@ -8,15 +14,22 @@
 namespace qwen35::tools {
 
 struct SynthOptions {
-  std::string preset = "tiny";  // tiny, 0.8b, 2b, 4b, 9b, 27b, 35b-a3b
+  std::string preset = "tiny";  // tiny, tiny-moe, 0.8b, 2b, 4b, 9b, 27b, 35b-a3b
   std::string format = "hf";    // hf (bf16) or mlx (affine)
-  int bits = 4;                 // mlx only: 4 or 8
-  int group_size = 64;
+  int bits = 4;                 // mlx only: 2, 3, 4, 5, 6 or 8
+  int group_size = 64;          // mlx only: 32, 64 or 128
   uint64_t seed = 1;
   std::string out_dir;
-  bool progress = true;
+  bool progress = true;                          // progress bar on stderr
+  uint64_t max_shard_bytes = uint64_t(4) << 30;  // shard above this (4 GiB)
 };
 
-core::Status write_synthetic_checkpoint(const SynthOptions& opts);
+struct SynthSummary {
+  int64_t n_tensors = 0;
+  uint64_t total_bytes = 0;  // tensor data
+  int n_files = 0;           // safetensors files
+};
+
+core::Result<SynthSummary> write_synthetic_checkpoint(const SynthOptions& opts);
 
 }  // namespace qwen35::tools

@@ -1,0 +1,145 @@
+// qwen35 bench -m DIR [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]
+// Prompt processing (pp) and generation (tg) tokens/s like llama-bench, plus the bytes of weights
+// streamed per generated token, the achieved GB/s, the machine's memory read bandwidth measured in
+// the same process, time to first token and peak RSS. Medians over the repetitions.
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <numeric>
+#include <vector>
+
+#include "cli/commands.h"
+#include "cli/model_loader.h"
+
+namespace qwen35::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+}
+
+// Read bandwidth (GB/s): every thread sums its share of a buffer far larger than the caches.
+double measure_bandwidth(core::ThreadPool& pool) {
+  const size_t n = size_t(512) << 20 >> 3;  // 512 MiB of uint64
+  std::vector<uint64_t> buf(n);
+  pool.parallel_for(n, [&](size_t b, size_t e, int) {
+    for (size_t i = b; i < e; ++i) buf[i] = i;
+  }, 1 << 16);
+  std::vector<double> runs;
+  std::vector<uint64_t> sums(size_t(pool.size()) * 8);
+  for (int r = 0; r < 5; ++r) {
+    auto t0 = Clock::now();
+    pool.parallel_for(n, [&](size_t b, size_t e, int t) {
+      uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+      size_t i = b;
+      for (; i + 4 <= e; i += 4) {
+        s0 += buf[i];
+        s1 += buf[i + 1];
+        s2 += buf[i + 2];
+        s3 += buf[i + 3];
+      }
+      for (; i < e; ++i) s0 += buf[i];
+      sums[size_t(t) * 8] += s0 + s1 + s2 + s3;
+    }, 1 << 16);
+    runs.push_back(double(n * 8) / seconds_since(t0) / 1e9);
+  }
+  if (std::accumulate(sums.begin(), sums.end(), uint64_t(0)) == 42) std::fputs("", stderr);
+  return median(runs);
+}
+
+}  // namespace
+
+int cmd_bench(int argc, char** argv) {
+  CLI::App app{"Prompt and generation throughput, with the memory bandwidth roofline", "qwen35 bench"};
+  LoadOptions lo;
+  int64_t n_prompt = 512, n_gen = 128;
+  int reps = 3;
+  bool json = false;
+  app.add_option("-m,--model", lo.model_dir, "checkpoint directory")->required();
+  app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test; 0 skips)");
+  app.add_option("-n,--n-gen", n_gen, "generated tokens (tg test; 0 skips)");
+  app.add_option("-t,--threads", lo.threads, "threads (0 = all cores)");
+  app.add_option("-r,--repetitions", reps, "repetitions (medians are reported)");
+  app.add_option("--load", lo.load_mode, "weight loading: mmap, populate or anon");
+  app.add_flag("--json", json, "one JSON object on stdout");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (n_prompt < 0 || n_gen < 0 || reps < 1) return fail("bench", "-p, -n must be >= 0 and -r >= 1");
+  if (lo.load_mode == "mmap") lo.load_mode = "populate";  // cold mmapped pages make decode erratic
+  auto lm = load_model(lo);
+  if (!lm.ok()) return fail("bench", lm.message());
+  model::Model& m = *lm->model;
+  const int64_t V = m.config().vocab;
+  const double bw = measure_bandwidth(*lm->pool);
+
+  std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
+  for (int64_t i = 0; i < n_prompt; ++i) prompt[size_t(i)] = int32_t((i * 2654435761u) % uint64_t(V));
+  auto state = m.new_state(std::max<int64_t>(n_prompt, n_gen) + 1);
+  std::vector<float> logits;
+  std::vector<double> pp, tg;
+  // One warm-up pass of each, then the measured repetitions.
+  for (int r = 0; r <= reps; ++r) {
+    if (n_prompt > 0) {
+      state->reset();
+      auto t0 = Clock::now();
+      model::SequenceRows rows{state.get(), prompt, false};
+      if (auto s = m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits); !s.ok())
+        return fail("bench", s.message());
+      if (r > 0) pp.push_back(double(n_prompt) / seconds_since(t0));
+    }
+    if (n_gen > 0) {
+      state->reset();
+      int32_t tok = 1;
+      auto t0 = Clock::now();
+      for (int64_t i = 0; i < n_gen; ++i) {
+        model::SequenceRows rows{state.get(), std::span<const int32_t>(&tok, 1), false};
+        if (auto s = m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits); !s.ok())
+          return fail("bench", s.message());
+        tok = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+      }
+      if (r > 0) tg.push_back(double(n_gen) / seconds_since(t0));
+    }
+  }
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  const double rss = double(ru.ru_maxrss) * 1024;
+  const double stream = double(m.weights().stream_bytes);
+  const double pp_tps = median(pp), tg_tps = median(tg);
+  const double achieved = tg_tps * stream / 1e9;
+  const double roofline = stream > 0 ? bw * 1e9 / stream : 0;
+  if (json) {
+    std::printf("{\"model\": \"%s\", \"threads\": %d, \"n_prompt\": %lld, \"n_gen\": %lld, \"pp_tps\": %.3f, "
+                "\"tg_tps\": %.3f, \"ttft_s\": %.4f, \"weight_bytes_per_token\": %.0f, \"achieved_gbps\": %.3f, "
+                "\"bandwidth_gbps\": %.3f, \"roofline_tps\": %.3f, \"roofline_fraction\": %.4f, \"peak_rss_bytes\": %.0f}\n",
+                lo.model_dir.c_str(), lm->pool->size(), (long long)n_prompt, (long long)n_gen, pp_tps, tg_tps,
+                pp_tps > 0 ? double(n_prompt) / pp_tps : 0.0, stream, achieved, bw, roofline,
+                roofline > 0 ? tg_tps / roofline : 0.0, rss);
+    return 0;
+  }
+  std::printf("model: %s  threads: %d  backend: %s\n", lo.model_dir.c_str(), lm->pool->size(), lo.backend.c_str());
+  std::printf("memory read bandwidth: %.2f GB/s (measured)\n", bw);
+  if (n_prompt > 0)
+    std::printf("pp%lld: %8.2f tok/s   time to first token: %.3f s\n", (long long)n_prompt, pp_tps, double(n_prompt) / pp_tps);
+  if (n_gen > 0) {
+    std::printf("tg%lld: %8.2f tok/s   weights per token: %.1f MB   achieved: %.2f GB/s\n", (long long)n_gen, tg_tps,
+                stream / 1e6, achieved);
+    std::printf("roofline: %.2f tok/s   fraction of roofline: %.1f%%\n", roofline, 100 * tg_tps / roofline);
+  }
+  std::printf("peak RSS: %.1f MB (weights %.1f MB)\n", rss / 1e6, double(m.weights().weight_bytes) / 1e6);
+  return 0;
+}
+
+}  // namespace qwen35::cli

@@ -1,0 +1,137 @@
+// qwen35 inspect -m DIR: geometry, layer pattern, quantization summary, parameter count, memory,
+// and the support verdict. Exit 0 when the checkpoint is supported, 1 (with the reason) otherwise.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <map>
+#include <set>
+
+#include "cli/commands.h"
+#include "model/weights.h"
+
+namespace qwen35::cli {
+namespace {
+
+std::string describe(const kernels::Matrix& m) {
+  switch (m.type) {
+    case kernels::WeightType::kF32: return "f32";
+    case kernels::WeightType::kF16: return "f16";
+    case kernels::WeightType::kBF16: return "bf16";
+    case kernels::WeightType::kAffine:
+      return std::to_string(m.bits) + "-bit g" + std::to_string(m.group);
+  }
+  return "?";
+}
+
+std::string human(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 4) {
+    bytes /= 1024;
+    ++u;
+  }
+  char b[64];
+  std::snprintf(b, sizeof b, u == 0 ? "%.0f %s" : "%.2f %s", bytes, units[u]);
+  return b;
+}
+
+void quant_summary(const model::ModelWeights& w) {
+  std::map<std::string, std::set<std::string>> kinds;
+  auto add = [&](const std::string& k, const kernels::Matrix& m) { kinds[k].insert(describe(m)); };
+  add("embed_tokens", w.embed);
+  add(w.tied ? "lm_head (tied)" : "lm_head", w.head);
+  for (const auto& L : w.layers) {
+    if (L.kind == model::LayerKind::kFullAttention) {
+      add("self_attn.q/k/v/o_proj", L.attn.q_proj);
+      add("self_attn.q/k/v/o_proj", L.attn.k_proj);
+      add("self_attn.q/k/v/o_proj", L.attn.v_proj);
+      add("self_attn.q/k/v/o_proj", L.attn.o_proj);
+    } else {
+      add("linear_attn.in_proj_qkv/z", L.gdn.in_proj_qkv);
+      add("linear_attn.in_proj_qkv/z", L.gdn.in_proj_z);
+      add("linear_attn.in_proj_a/b", L.gdn.in_proj_a);
+      add("linear_attn.in_proj_a/b", L.gdn.in_proj_b);
+      add("linear_attn.out_proj", L.gdn.out_proj);
+    }
+    if (w.config.moe) {
+      add("mlp.gate (router)", L.moe.router);
+      for (const auto& e : L.moe.experts) {
+        add("mlp.experts", e.gate_proj);
+        add("mlp.experts", e.up_proj);
+        add("mlp.experts", e.down_proj);
+      }
+      if (L.moe.has_shared) {
+        add("mlp.shared_expert", L.moe.shared.gate_proj);
+        add("mlp.shared_expert", L.moe.shared.up_proj);
+        add("mlp.shared_expert", L.moe.shared.down_proj);
+      }
+      if (L.moe.has_shared_gate) add("mlp.shared_expert_gate", L.moe.shared_gate);
+    } else {
+      add("mlp.gate/up/down_proj", L.mlp.gate_proj);
+      add("mlp.gate/up/down_proj", L.mlp.up_proj);
+      add("mlp.gate/up/down_proj", L.mlp.down_proj);
+    }
+  }
+  std::printf("quantization:\n");
+  for (const auto& [k, v] : kinds) {
+    std::string s;
+    for (const auto& d : v) s += (s.empty() ? "" : ", ") + d;
+    std::printf("  %-28s %s\n", k.c_str(), s.c_str());
+  }
+}
+
+}  // namespace
+
+int cmd_inspect(int argc, char** argv) {
+  CLI::App app{"Geometry, layer pattern, quantization, memory and support verdict of a checkpoint",
+               "qwen35 inspect"};
+  std::string dir;
+  app.add_option("-m,--model", dir, "checkpoint directory")->required();
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  auto w = model::load_weights(dir);
+  if (!w.ok()) {
+    std::printf("verdict: NOT SUPPORTED\n");
+    return fail("inspect", w.message());
+  }
+  const model::ModelWeights& mw = **w;
+  const model::ModelConfig& c = mw.config;
+  std::printf("checkpoint: %s\n", dir.c_str());
+  std::printf("model_type: %s (%s)\n", c.model_type.c_str(), c.moe ? "MoE" : "dense");
+  std::printf("layout: %s, tensor prefix '%s', norms stored as %s\n",
+              mw.dialect == model::Dialect::kHf ? "Hugging Face" : "MLX", mw.prefix.c_str(),
+              mw.dialect == model::Dialect::kHf ? "w (applied as 1+w)" : "1+w");
+  std::printf("layers: %lld, hidden: %lld, vocab: %lld\n", (long long)c.n_layers, (long long)c.hidden,
+              (long long)c.vocab);
+  std::printf("layer pattern: %s  (%lld linear-attention, %lld full-attention)\n",
+              c.layer_pattern().c_str(), (long long)c.n_linear_layers(), (long long)c.n_full_layers());
+  std::printf("full attention: %lld heads, %lld kv heads, head_dim %lld, rotary dims %lld, rope theta %g\n",
+              (long long)c.n_heads, (long long)c.n_kv_heads, (long long)c.head_dim,
+              (long long)c.rotary_dim, c.rope_theta);
+  std::printf("gated deltanet: %lld key heads, %lld value heads, d_k %lld, d_v %lld, conv kernel %lld\n",
+              (long long)c.n_k_heads, (long long)c.n_v_heads, (long long)c.d_k, (long long)c.d_v,
+              (long long)c.conv_kernel);
+  if (c.moe)
+    std::printf("moe: %lld experts, top-%lld, expert intermediate %lld, shared expert intermediate %lld\n",
+                (long long)c.n_experts, (long long)c.top_k, (long long)c.moe_intermediate,
+                (long long)c.shared_intermediate);
+  else
+    std::printf("mlp: intermediate %lld\n", (long long)c.intermediate);
+  std::printf("head: %s\n", mw.tied ? "tied to the embedding" : "separate lm_head");
+  std::printf("mtp: %s\n", mw.has_mtp ? "present (mtp.* tensors)" : "absent");
+  quant_summary(mw);
+  const double params = double(mw.n_params);
+  std::printf("parameters: %.0f (%.3f B)\n", params, params / 1e9);
+  std::printf("weight bytes: %zu (%s)\n", mw.weight_bytes, human(double(mw.weight_bytes)).c_str());
+  const double kv = 2.0 * double(c.n_full_layers() * c.n_kv_heads * c.head_dim) * 4;
+  const double rec = double(c.n_linear_layers()) *
+                     (double((c.conv_kernel - 1) * c.conv_channels()) + double(c.n_v_heads * c.d_k * c.d_v)) * 4;
+  std::printf("kv cache per token (f32): %.0f bytes (%s)\n", kv, human(kv).c_str());
+  std::printf("recurrent state per sequence (f32): %.0f bytes (%s)\n", rec, human(rec).c_str());
+  std::printf("verdict: SUPPORTED\n");
+  return 0;
+}
+
+}  // namespace qwen35::cli

@@ -1,0 +1,28 @@
+// Shared by the subcommands that run a model: flags for loading and the backend.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/mmap.h"
+#include "core/result.h"
+#include "core/thread_pool.h"
+#include "model/model.h"
+
+namespace qwen35::cli {
+
+struct LoadOptions {
+  std::string model_dir;
+  int threads = 0;                 // 0: all hardware threads
+  std::string backend = "cpu";     // cpu | ref
+  std::string load_mode = "mmap";  // mmap | populate | anon
+};
+
+struct LoadedModel {
+  std::unique_ptr<core::ThreadPool> pool;
+  std::unique_ptr<model::Model> model;
+};
+
+core::Result<LoadedModel> load_model(const LoadOptions& o);
+
+}  // namespace qwen35::cli

@@ -1,0 +1,329 @@
+// Threaded CPU kernels. Work is split over independent outputs (matrix rows, tokens, heads,
+// channels); every reduction runs inside one work item in a fixed order, so results do not depend
+// on the batch size or the thread count (DESIGN.md §6). SIMD-specific kernels (Highway) replace
+// the portable inner loops here one by one; each keeps this version as its fallback.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/matrix.h"
+#include "kernels/ops.h"
+#include "kernels/rope.h"
+
+namespace qwen35::kernels {
+namespace {
+
+// Sum of a[i]*b[i] with 8 interleaved partial sums and a fixed final tree.
+inline float dot(const float* a, const float* b, int64_t n) {
+  float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
+  for (int j = 0; i < n; ++i, ++j) acc[j] += a[i] * b[i];
+  return ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]));
+}
+
+inline float sum_squares(const float* a, int64_t n) { return dot(a, a, n); }
+
+// y += s * x
+inline void axpy(float* y, const float* x, float s, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];
+}
+
+void rms_norm_row(const float* x, int64_t dim, const float* w, float eps, float* out) {
+  const float inv = 1.0f / std::sqrt(sum_squares(x, dim) / float(dim) + eps);
+  for (int64_t i = 0; i < dim; ++i) out[i] = x[i] * inv * w[i];
+}
+
+void l2norm_scaled(float* x, int64_t d, float scale) {
+  const float inv = scale / std::sqrt(sum_squares(x, d) + 1e-6f);
+  for (int64_t i = 0; i < d; ++i) x[i] *= inv;
+}
+
+void run(const Context& ctx, size_t n, const core::ThreadPool::RangeFn& fn, size_t grain = 1) {
+  if (ctx.pool == nullptr) {
+    if (n > 0) fn(0, n, 0);
+    return;
+  }
+  ctx.pool->parallel_for(n, fn, grain);
+}
+
+// Per-thread scratch that grows and is then reused (no allocation in steady state).
+std::vector<float>& scratch(int slot, size_t n) {
+  thread_local std::vector<float> bufs[4];
+  auto& b = bufs[slot];
+  if (b.size() < n) b.resize(n);
+  return b;
+}
+
+class CpuOps final : public Ops {
+ public:
+  const char* name() const override { return "cpu"; }
+
+  void matmul(const Context& ctx, const float* x, int64_t n, const Matrix& w,
+              float* y) const override {
+    cpu::matmul(ctx, x, n, w, y, matmul_scratch_);
+  }
+
+  void embed(const Context& ctx, const Matrix& e, const int32_t* tokens, int64_t n,
+             float* out) const override {
+    run(ctx, size_t(n), [&](size_t b, size_t en, int) {
+      for (size_t t = b; t < en; ++t) decode_row(e, tokens[t], out + int64_t(t) * e.cols);
+    });
+  }
+
+  void rms_norm(const Context& ctx, const float* x, int64_t n, int64_t dim, const float* w,
+                float eps, float* out) const override {
+    run(ctx, size_t(n), [&](size_t b, size_t e, int) {
+      for (size_t t = b; t < e; ++t) rms_norm_row(x + int64_t(t) * dim, dim, w, eps, out + int64_t(t) * dim);
+    }, 4);
+  }
+
+  void gated_rms_norm(const Context& ctx, float* x, const float* z, int64_t n, int64_t dim,
+                      const float* w, float eps) const override {
+    run(ctx, size_t(n), [&](size_t b, size_t e, int) {
+      for (size_t t = b; t < e; ++t) {
+        float* r = x + int64_t(t) * dim;
+        const float* zr = z + int64_t(t) * dim;
+        rms_norm_row(r, dim, w, eps, r);
+        for (int64_t i = 0; i < dim; ++i) r[i] *= silu(zr[i]);
+      }
+    }, 4);
+  }
+
+  void swiglu(const Context& ctx, const float* gate, const float* up, int64_t n, int64_t dim,
+              int64_t in_stride, float* out) const override {
+    run(ctx, size_t(n), [&](size_t b, size_t e, int) {
+      for (size_t t = b; t < e; ++t)
+        for (int64_t i = 0; i < dim; ++i)
+          out[int64_t(t) * dim + i] = silu(gate[int64_t(t) * in_stride + i]) * up[int64_t(t) * in_stride + i];
+    }, 4);
+  }
+
+  void attention(const Context& ctx, const AttentionParams& p, const float* qg, const float* k,
+                 const float* v, int64_t n, int64_t pos0, KvView cache, float* out) const override {
+    const int64_t hd = p.head_dim, nkv = p.n_kv_heads, nh = p.n_heads, rep = nh / nkv;
+    QWEN35_CHECK(pos0 + n <= cache.capacity);
+    run(ctx, size_t(n * nkv), [&](size_t b, size_t e, int) {
+      for (size_t it = b; it < e; ++it) {
+        const int64_t t = int64_t(it) / nkv, h = int64_t(it) % nkv;
+        float* kc = cache.k + ((pos0 + t) * nkv + h) * hd;
+        rms_norm_row(k + (t * nkv + h) * hd, hd, p.k_norm, p.eps, kc);
+        apply_rope(kc, p.rotary_dim, p.rope_theta, pos0 + t);
+        std::memcpy(cache.v + ((pos0 + t) * nkv + h) * hd, v + (t * nkv + h) * hd, size_t(hd) * 4);
+      }
+    });
+    const float scale = 1.0f / std::sqrt(float(hd));
+    run(ctx, size_t(n * nh), [&](size_t b, size_t e, int) {
+      float* q = scratch(0, size_t(hd)).data();
+      for (size_t it = b; it < e; ++it) {
+        const int64_t t = int64_t(it) / nh, h = int64_t(it) % nh, pos = pos0 + t, kh = h / rep;
+        const float* q_in = qg + (t * nh + h) * 2 * hd;
+        const float* gate = q_in + hd;
+        rms_norm_row(q_in, hd, p.q_norm, p.eps, q);
+        apply_rope(q, p.rotary_dim, p.rope_theta, pos);
+        float* s = scratch(1, size_t(cache.capacity)).data();  // sized once per context
+        float mx = -INFINITY;
+        for (int64_t j = 0; j <= pos; ++j) {
+          s[j] = dot(q, cache.k + (j * nkv + kh) * hd, hd) * scale;
+          mx = std::max(mx, s[j]);
+        }
+        float sum = 0;
+        for (int64_t j = 0; j <= pos; ++j) sum += (s[j] = std::exp(s[j] - mx));
+        float* o = out + (t * nh + h) * hd;
+        std::fill_n(o, hd, 0.0f);
+        for (int64_t j = 0; j <= pos; ++j) axpy(o, cache.v + (j * nkv + kh) * hd, s[j], hd);
+        const float inv = 1.0f / sum;
+        for (int64_t i = 0; i < hd; ++i) o[i] = o[i] * inv * sigmoid(gate[i]);
+      }
+    });
+  }
+
+  void conv1d_silu(const Context& ctx, const float* x, int64_t n, int64_t ch, const float* w,
+                   int64_t kernel, float* state, float* out) const override {
+    const int64_t km1 = kernel - 1;
+    run(ctx, size_t(ch), [&](size_t c0, size_t c1, int) {
+      float* win = scratch(0, size_t(km1 + n)).data();
+      for (size_t cc = c0; cc < c1; ++cc) {
+        const int64_t c = int64_t(cc);
+        for (int64_t r = 0; r < km1; ++r) win[r] = state[r * ch + c];
+        for (int64_t t = 0; t < n; ++t) win[km1 + t] = x[t * ch + c];
+        const float* wc = w + c * kernel;
+        for (int64_t t = 0; t < n; ++t) {
+          float acc = 0;
+          for (int64_t j = 0; j < kernel; ++j) acc += wc[j] * win[t + j];
+          out[t * ch + c] = silu(acc);
+        }
+        for (int64_t r = 0; r < km1; ++r) state[r * ch + c] = win[n + r];
+      }
+    }, 64);
+  }
+
+  void gated_delta(const Context& ctx, const DeltaParams& p, const float* qkv, const float* a,
+                   const float* b, int64_t n, bool chunked, float* state,
+                   float* out) const override {
+    const int64_t nk = p.n_k_heads, nv = p.n_v_heads, dk = p.d_k, dv = p.d_v, rep = nv / nk;
+    const int64_t ch = 2 * nk * dk + nv * dv;
+    const float qscale = 1.0f / std::sqrt(float(dk));
+    // Normalised q, k per key head and g, β per value head: [n, nk, dk] x2, [n, nv] x2.
+    std::vector<float>& prep = prep_;
+    prep.resize(size_t(2 * n * nk * dk + 2 * n * nv));
+    float* q = prep.data();
+    float* k = q + n * nk * dk;
+    float* g = k + n * nk * dk;
+    float* beta = g + n * nv;
+    run(ctx, size_t(n), [&](size_t t0, size_t t1, int) {
+      for (size_t tt = t0; tt < t1; ++tt) {
+        const int64_t t = int64_t(tt);
+        for (int64_t h = 0; h < nk; ++h) {
+          float* qh = q + (t * nk + h) * dk;
+          float* kh = k + (t * nk + h) * dk;
+          std::memcpy(qh, qkv + t * ch + h * dk, size_t(dk) * 4);
+          std::memcpy(kh, qkv + t * ch + nk * dk + h * dk, size_t(dk) * 4);
+          l2norm_scaled(qh, dk, qscale);
+          l2norm_scaled(kh, dk, 1.0f);
+        }
+        for (int64_t h = 0; h < nv; ++h) {
+          beta[t * nv + h] = sigmoid(b[t * nv + h]);
+          g[t * nv + h] = -std::exp(p.a_log[h]) * softplus(a[t * nv + h] + p.dt_bias[h]);
+        }
+      }
+    });
+    run(ctx, size_t(nv), [&](size_t h0, size_t h1, int) {
+      for (size_t hh = h0; hh < h1; ++hh) {
+        const int64_t h = int64_t(hh), kh = h / rep;
+        Head hd{n, nk, nv, dk, dv, ch, h, kh, q, k, g, beta, qkv + 2 * nk * dk + h * dv,
+                state + h * dk * dv, out + h * dv};
+        if (chunked) delta_chunk(hd);
+        else delta_recurrent(hd);
+      }
+    });
+  }
+
+  void router_topk(const float* logits, int64_t n, int64_t ne, int64_t k, bool renorm,
+                   int32_t* idx, float* weight) const override {
+    float* pr = scratch(0, size_t(ne)).data();
+    thread_local std::vector<int32_t> order_buf;
+    if (order_buf.size() < size_t(ne)) order_buf.resize(size_t(ne));
+    int32_t* order = order_buf.data();
+    for (int64_t t = 0; t < n; ++t) {
+      const float* l = logits + t * ne;
+      const float mx = *std::max_element(l, l + ne);
+      float sum = 0;
+      for (int64_t e = 0; e < ne; ++e) sum += (pr[e] = std::exp(l[e] - mx));
+      for (int64_t e = 0; e < ne; ++e) pr[e] /= sum;
+      std::iota(order, order + ne, 0);
+      std::partial_sort(order, order + k, order + ne, [&](int32_t x, int32_t y) {
+        return pr[x] > pr[y] || (pr[x] == pr[y] && x < y);
+      });
+      float tot = 0;
+      for (int64_t j = 0; j < k; ++j) tot += pr[order[j]];
+      for (int64_t j = 0; j < k; ++j) {
+        idx[t * k + j] = order[j];
+        weight[t * k + j] = renorm ? pr[order[j]] / tot : pr[order[j]];
+      }
+    }
+  }
+
+ private:
+  struct Head {
+    int64_t n, nk, nv, dk, dv, ch, h, kh;
+    const float *q, *k, *g, *beta;
+    const float* v;  // row t at v + t*ch
+    float* S;        // [dk, dv]
+    float* out;      // row t at out + t*nv*dv
+    const float* Q(int64_t t) const { return q + (t * nk + kh) * dk; }
+    const float* K(int64_t t) const { return k + (t * nk + kh) * dk; }
+    float G(int64_t t) const { return g[t * nv + h]; }
+    float B(int64_t t) const { return beta[t * nv + h]; }
+  };
+
+  static void delta_recurrent(const Head& x) {
+    const int64_t dk = x.dk, dv = x.dv;
+    float* kv = scratch(0, size_t(dv)).data();
+    for (int64_t t = 0; t < x.n; ++t) {
+      const float decay = std::exp(x.G(t));
+      const float* kt = x.K(t);
+      const float* qt = x.Q(t);
+      std::fill_n(kv, dv, 0.0f);
+      for (int64_t i = 0; i < dk; ++i) {
+        float* Si = x.S + i * dv;
+        for (int64_t j = 0; j < dv; ++j) Si[j] *= decay;
+        axpy(kv, Si, kt[i], dv);
+      }
+      const float* vt = x.v + t * x.ch;
+      const float bt = x.B(t);
+      for (int64_t j = 0; j < dv; ++j) kv[j] = bt * (vt[j] - kv[j]);  // u
+      float* o = x.out + t * x.nv * dv;
+      std::fill_n(o, dv, 0.0f);
+      for (int64_t i = 0; i < dk; ++i) {
+        float* Si = x.S + i * dv;
+        axpy(Si, kv, kt[i], dv);
+        axpy(o, Si, qt[i], dv);
+      }
+    }
+  }
+
+  // The n rows as one chunk of the UT-transform form.
+  static void delta_chunk(const Head& x) {
+    const int64_t n = x.n, dk = x.dk, dv = x.dv;
+    std::vector<float>& buf = scratch(1, size_t(n + n * n + n * dv + n * dk + n * dv));
+    float* cum = buf.data();
+    float* A = cum + n;       // [n, n] strictly lower: β_i k_i·k_j e^{cum_i - cum_j}
+    float* W = A + n * n;     // [n, dv]
+    float* U = W + n * dv;    // [n, dk]
+    float* vnew = U + n * dk; // [n, dv]
+    float c = 0;
+    for (int64_t t = 0; t < n; ++t) cum[t] = (c += x.G(t));
+    for (int64_t i = 0; i < n; ++i) {
+      const float bi = x.B(i);
+      for (int64_t j = 0; j < i; ++j) A[i * n + j] = bi * dot(x.K(i), x.K(j), dk) * std::exp(cum[i] - cum[j]);
+      const float* vi = x.v + i * x.ch;
+      const float ei = std::exp(cum[i]);
+      for (int64_t e = 0; e < dv; ++e) W[i * dv + e] = bi * vi[e];
+      for (int64_t e = 0; e < dk; ++e) U[i * dk + e] = bi * x.K(i)[e] * ei;
+      for (int64_t j = 0; j < i; ++j) {
+        axpy(W + i * dv, W + j * dv, -A[i * n + j], dv);
+        axpy(U + i * dk, U + j * dk, -A[i * n + j], dk);
+      }
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      float* vn = vnew + i * dv;
+      std::memcpy(vn, W + i * dv, size_t(dv) * 4);
+      for (int64_t d = 0; d < dk; ++d) axpy(vn, x.S + d * dv, -U[i * dk + d], dv);
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      float* o = x.out + i * x.nv * dv;
+      std::fill_n(o, dv, 0.0f);
+      for (int64_t d = 0; d < dk; ++d) axpy(o, x.S + d * dv, x.Q(i)[d], dv);
+      const float ei = std::exp(cum[i]);
+      for (int64_t e = 0; e < dv; ++e) o[e] *= ei;
+      for (int64_t j = 0; j <= i; ++j)
+        axpy(o, vnew + j * dv, dot(x.Q(i), x.K(j), dk) * std::exp(cum[i] - cum[j]), dv);
+    }
+    const float last = n > 0 ? cum[n - 1] : 0.0f;
+    const float el = std::exp(last);
+    for (int64_t d = 0; d < dk; ++d) {
+      float* Sd = x.S + d * dv;
+      for (int64_t e = 0; e < dv; ++e) Sd[e] *= el;
+      for (int64_t j = 0; j < n; ++j) axpy(Sd, vnew + j * dv, std::exp(last - cum[j]) * x.K(j)[d], dv);
+    }
+  }
+
+  // Scratch for the q/k/g/β preparation; the engine thread is the only caller.
+  mutable std::vector<float> prep_;
+  mutable cpu::MatmulScratch matmul_scratch_;
+};
+
+}  // namespace
+
+const Ops& cpu_ops() {
+  static const CpuOps ops;
+  return ops;
+}
+
+}  // namespace qwen35::kernels

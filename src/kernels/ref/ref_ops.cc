@@ -1,0 +1,247 @@
+// The scalar reference of every op: plain loops, double accumulation, no threads. The ground truth
+// the CPU kernels are tested against; also usable as a whole backend for the model tests.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/matrix.h"
+#include "kernels/ops.h"
+#include "kernels/rope.h"
+
+namespace qwen35::kernels {
+namespace {
+
+void l2norm_scaled(float* x, int64_t d, float scale) {
+  double ss = 0;
+  for (int64_t i = 0; i < d; ++i) ss += double(x[i]) * x[i];
+  const double inv = 1.0 / std::sqrt(ss + 1e-6);
+  for (int64_t i = 0; i < d; ++i) x[i] = float(x[i] * inv * scale);
+}
+
+void rms_norm_row(const float* x, int64_t dim, const float* w, float eps, float* out) {
+  double ss = 0;
+  for (int64_t i = 0; i < dim; ++i) ss += double(x[i]) * x[i];
+  const double inv = 1.0 / std::sqrt(ss / double(dim) + eps);
+  for (int64_t i = 0; i < dim; ++i) out[i] = float(x[i] * inv * w[i]);
+}
+
+class RefOps final : public Ops {
+ public:
+  const char* name() const override { return "ref"; }
+
+  void matmul(const Context&, const float* x, int64_t n, const Matrix& w, float* y) const override {
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t o = 0; o < w.rows; ++o) {
+        double acc = 0;
+        for (int64_t c = 0; c < w.cols; ++c) acc += double(x[t * w.cols + c]) * matrix_at(w, o, c);
+        y[t * w.rows + o] = float(acc);
+      }
+  }
+
+  void embed(const Context&, const Matrix& e, const int32_t* tokens, int64_t n,
+             float* out) const override {
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t c = 0; c < e.cols; ++c) out[t * e.cols + c] = matrix_at(e, tokens[t], c);
+  }
+
+  void rms_norm(const Context&, const float* x, int64_t n, int64_t dim, const float* w, float eps,
+                float* out) const override {
+    for (int64_t t = 0; t < n; ++t) rms_norm_row(x + t * dim, dim, w, eps, out + t * dim);
+  }
+
+  void gated_rms_norm(const Context&, float* x, const float* z, int64_t n, int64_t dim,
+                      const float* w, float eps) const override {
+    for (int64_t t = 0; t < n; ++t) {
+      rms_norm_row(x + t * dim, dim, w, eps, x + t * dim);
+      for (int64_t i = 0; i < dim; ++i) x[t * dim + i] *= silu(z[t * dim + i]);
+    }
+  }
+
+  void swiglu(const Context&, const float* gate, const float* up, int64_t n, int64_t dim,
+              int64_t in_stride, float* out) const override {
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t i = 0; i < dim; ++i)
+        out[t * dim + i] = silu(gate[t * in_stride + i]) * up[t * in_stride + i];
+  }
+
+  void attention(const Context&, const AttentionParams& p, const float* qg, const float* k,
+                 const float* v, int64_t n, int64_t pos0, KvView cache, float* out) const override {
+    const int64_t hd = p.head_dim, nkv = p.n_kv_heads, nh = p.n_heads, rep = nh / nkv;
+    QWEN35_CHECK(pos0 + n <= cache.capacity);
+    std::vector<float> tmp(static_cast<size_t>(hd));
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < nkv; ++h) {
+        float* kc = cache.k + ((pos0 + t) * nkv + h) * hd;
+        rms_norm_row(k + (t * nkv + h) * hd, hd, p.k_norm, p.eps, kc);
+        apply_rope(kc, p.rotary_dim, p.rope_theta, pos0 + t);
+        std::copy_n(v + (t * nkv + h) * hd, hd, cache.v + ((pos0 + t) * nkv + h) * hd);
+      }
+    const double scale = 1.0 / std::sqrt(double(hd));
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t pos = pos0 + t;
+      for (int64_t h = 0; h < nh; ++h) {
+        const float* q_in = qg + (t * nh + h) * 2 * hd;
+        const float* gate = q_in + hd;
+        rms_norm_row(q_in, hd, p.q_norm, p.eps, tmp.data());
+        apply_rope(tmp.data(), p.rotary_dim, p.rope_theta, pos);
+        const int64_t kh = h / rep;
+        std::vector<double> s(static_cast<size_t>(pos + 1));
+        double mx = -INFINITY;
+        for (int64_t j = 0; j <= pos; ++j) {
+          const float* kj = cache.k + (j * nkv + kh) * hd;
+          double d = 0;
+          for (int64_t i = 0; i < hd; ++i) d += double(tmp[i]) * kj[i];
+          s[j] = d * scale;
+          mx = std::max(mx, s[j]);
+        }
+        double sum = 0;
+        for (auto& e : s) sum += (e = std::exp(e - mx));
+        float* o = out + (t * nh + h) * hd;
+        for (int64_t i = 0; i < hd; ++i) {
+          double acc = 0;
+          for (int64_t j = 0; j <= pos; ++j) acc += s[j] * cache.v[(j * nkv + kh) * hd + i];
+          o[i] = float(acc / sum) * sigmoid(gate[i]);
+        }
+      }
+    }
+  }
+
+  void conv1d_silu(const Context&, const float* x, int64_t n, int64_t ch, const float* w,
+                   int64_t kernel, float* state, float* out) const override {
+    const int64_t km1 = kernel - 1;
+    // window rows: state (km1 rows) then x (n rows)
+    auto in = [&](int64_t r, int64_t c) { return r < km1 ? state[r * ch + c] : x[(r - km1) * ch + c]; };
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t c = 0; c < ch; ++c) {
+        double acc = 0;
+        for (int64_t j = 0; j < kernel; ++j) acc += double(w[c * kernel + j]) * in(t + j, c);
+        out[t * ch + c] = silu(float(acc));
+      }
+    std::vector<float> ns(static_cast<size_t>(km1 * ch));
+    for (int64_t r = 0; r < km1; ++r)
+      for (int64_t c = 0; c < ch; ++c) ns[r * ch + c] = in(n + r, c);
+    std::copy(ns.begin(), ns.end(), state);
+  }
+
+  void gated_delta(const Context&, const DeltaParams& p, const float* qkv, const float* a,
+                   const float* b, int64_t n, bool chunked, float* state,
+                   float* out) const override {
+    const int64_t nk = p.n_k_heads, nv = p.n_v_heads, dk = p.d_k, dv = p.d_v, rep = nv / nk;
+    const int64_t ch = 2 * nk * dk + nv * dv;
+    const float qscale = float(1.0 / std::sqrt(double(dk)));
+    std::vector<float> q(static_cast<size_t>(n * nk * dk)), k(static_cast<size_t>(n * nk * dk)), g(static_cast<size_t>(n * nv)), beta(static_cast<size_t>(n * nv));
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t h = 0; h < nk; ++h) {
+        std::copy_n(qkv + t * ch + h * dk, dk, &q[(t * nk + h) * dk]);
+        std::copy_n(qkv + t * ch + nk * dk + h * dk, dk, &k[(t * nk + h) * dk]);
+        l2norm_scaled(&q[(t * nk + h) * dk], dk, qscale);
+        l2norm_scaled(&k[(t * nk + h) * dk], dk, 1.0f);
+      }
+      for (int64_t h = 0; h < nv; ++h) {
+        beta[t * nv + h] = sigmoid(b[t * nv + h]);
+        g[t * nv + h] = -std::exp(p.a_log[h]) * softplus(a[t * nv + h] + p.dt_bias[h]);
+      }
+    }
+    auto V = [&](int64_t t, int64_t h) { return qkv + t * ch + 2 * nk * dk + h * dv; };
+    for (int64_t h = 0; h < nv; ++h) {
+      const int64_t kh = h / rep;
+      float* S = state + h * dk * dv;  // [dk, dv]
+      auto Q = [&](int64_t t) { return &q[(t * nk + kh) * dk]; };
+      auto K = [&](int64_t t) { return &k[(t * nk + kh) * dk]; };
+      if (!chunked) {
+        for (int64_t t = 0; t < n; ++t) {
+          const double decay = std::exp(double(g[t * nv + h]));
+          for (int64_t i = 0; i < dk * dv; ++i) S[i] = float(S[i] * decay);
+          for (int64_t j = 0; j < dv; ++j) {
+            double kv = 0;
+            for (int64_t i = 0; i < dk; ++i) kv += double(K(t)[i]) * S[i * dv + j];
+            const double u = beta[t * nv + h] * (V(t, h)[j] - kv);
+            for (int64_t i = 0; i < dk; ++i) S[i * dv + j] = float(S[i * dv + j] + K(t)[i] * u);
+          }
+          for (int64_t j = 0; j < dv; ++j) {
+            double o = 0;
+            for (int64_t i = 0; i < dk; ++i) o += double(Q(t)[i]) * S[i * dv + j];
+            out[(t * nv + h) * dv + j] = float(o);
+          }
+        }
+        continue;
+      }
+      // Chunked (UT-transform) form over the n rows as one chunk.
+      std::vector<double> cum(static_cast<size_t>(n)), A(static_cast<size_t>(n * n), 0.0), W(static_cast<size_t>(n * dv)), U(static_cast<size_t>(n * dk));
+      double c = 0;
+      for (int64_t t = 0; t < n; ++t) cum[t] = (c += g[t * nv + h]);
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < i; ++j) {
+          double d = 0;
+          for (int64_t e = 0; e < dk; ++e) d += double(K(i)[e]) * K(j)[e];
+          A[i * n + j] = beta[i * nv + h] * d * std::exp(cum[i] - cum[j]);
+        }
+      for (int64_t i = 0; i < n; ++i) {  // forward substitution of (I + A) X = B
+        const double bi = beta[i * nv + h];
+        for (int64_t e = 0; e < dv; ++e) W[i * dv + e] = bi * V(i, h)[e];
+        for (int64_t e = 0; e < dk; ++e) U[i * dk + e] = bi * K(i)[e] * std::exp(cum[i]);
+        for (int64_t j = 0; j < i; ++j) {
+          for (int64_t e = 0; e < dv; ++e) W[i * dv + e] -= A[i * n + j] * W[j * dv + e];
+          for (int64_t e = 0; e < dk; ++e) U[i * dk + e] -= A[i * n + j] * U[j * dk + e];
+        }
+      }
+      std::vector<double> vnew(static_cast<size_t>(n * dv));
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t e = 0; e < dv; ++e) {
+          double us = 0;
+          for (int64_t d = 0; d < dk; ++d) us += U[i * dk + d] * S[d * dv + e];
+          vnew[i * dv + e] = W[i * dv + e] - us;
+        }
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t e = 0; e < dv; ++e) {
+          double qs = 0;
+          for (int64_t d = 0; d < dk; ++d) qs += double(Q(i)[d]) * S[d * dv + e];
+          double acc = std::exp(cum[i]) * qs;
+          for (int64_t j = 0; j <= i; ++j) {
+            double qk = 0;
+            for (int64_t d = 0; d < dk; ++d) qk += double(Q(i)[d]) * K(j)[d];
+            acc += qk * std::exp(cum[i] - cum[j]) * vnew[j * dv + e];
+          }
+          out[(i * nv + h) * dv + e] = float(acc);
+        }
+      const double last = n > 0 ? cum[n - 1] : 0.0;
+      for (int64_t d = 0; d < dk; ++d)
+        for (int64_t e = 0; e < dv; ++e) {
+          double s = std::exp(last) * S[d * dv + e];
+          for (int64_t j = 0; j < n; ++j) s += std::exp(last - cum[j]) * K(j)[d] * vnew[j * dv + e];
+          S[d * dv + e] = float(s);
+        }
+    }
+  }
+
+  void router_topk(const float* logits, int64_t n, int64_t ne, int64_t k, bool renorm,
+                   int32_t* idx, float* weight) const override {
+    std::vector<double> pr(static_cast<size_t>(ne));
+    std::vector<int32_t> order(static_cast<size_t>(ne));
+    for (int64_t t = 0; t < n; ++t) {
+      const float* l = logits + t * ne;
+      double mx = *std::max_element(l, l + ne), sum = 0;
+      for (int64_t e = 0; e < ne; ++e) sum += (pr[e] = std::exp(double(l[e]) - mx));
+      for (auto& x : pr) x /= sum;
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t x, int32_t y) { return pr[x] > pr[y]; });
+      double tot = 0;
+      for (int64_t j = 0; j < k; ++j) tot += pr[order[j]];
+      for (int64_t j = 0; j < k; ++j) {
+        idx[t * k + j] = order[j];
+        weight[t * k + j] = float(renorm ? pr[order[j]] / tot : pr[order[j]]);
+      }
+    }
+  }
+};
+
+}  // namespace
+
+const Ops& ref_ops() {
+  static const RefOps ops;
+  return ops;
+}
+
+}  // namespace qwen35::kernels

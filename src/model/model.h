@@ -1,0 +1,68 @@
+// The Qwen3.5 hybrid forward pass. One call takes rows from several sequences at different
+// positions (prefill chunks and decode tokens mixed) and returns logits for the rows asked for.
+//
+// Exactness (DESIGN.md §6): every row's arithmetic is independent of the other rows in the call.
+// Gated DeltaNet rows of a sequence are cut on a grid fixed to absolute positions (multiples of
+// kDeltaChunk): a piece of more than one row runs the chunked (UT) form, a single row the
+// recurrent form. So a batch of sequences gives each sequence the bits it gets alone.
+//
+// Thread-safety: one caller at a time (the engine thread).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/result.h"
+#include "core/thread_pool.h"
+#include "kernels/ops.h"
+#include "model/state.h"
+#include "model/weights.h"
+
+namespace qwen35::model {
+
+inline constexpr int64_t kDeltaChunk = 64;
+
+// The rows of one sequence in a forward call: tokens at positions state->pos() onward.
+struct SequenceRows {
+  SequenceState* state = nullptr;
+  std::span<const int32_t> tokens;
+  bool all_logits = false;  // logits for every row (else only for the last row)
+};
+
+class Model {
+ public:
+  Model(std::unique_ptr<ModelWeights> weights, const kernels::Ops& ops, core::ThreadPool* pool);
+
+  const ModelConfig& config() const { return w_->config; }
+  const ModelWeights& weights() const { return *w_; }
+
+  std::unique_ptr<SequenceState> new_state(int64_t capacity) const;
+
+  // Runs the rows; writes logits [n_logit_rows, vocab] in row order (all rows of a sequence with
+  // all_logits, else its last row). Advances each state. Fails without touching any state on bad
+  // input (token id out of range, context full, empty rows).
+  core::Status forward(std::span<const SequenceRows> batch, std::vector<float>* logits);
+
+ private:
+  struct Span {
+    SequenceState* state;
+    int64_t row0, n, pos0;
+  };
+  void deltanet_layer(int64_t layer, const std::vector<Span>& spans, const float* h, int64_t n);
+  void attention_layer(int64_t layer, const std::vector<Span>& spans, const float* h, int64_t n);
+  void mlp_layer(int64_t layer, const float* h, int64_t n);
+  void moe_layer(int64_t layer, const float* h, int64_t n);
+  float* buf(int i, size_t n);
+
+  std::unique_ptr<ModelWeights> w_;
+  const kernels::Ops& ops_;
+  kernels::Context ctx_;
+  std::vector<std::vector<float>> ws_;  // reusable workspace buffers
+  std::vector<int32_t> tokens_, idx_;
+  std::vector<float> x_, probs_;
+  std::vector<int64_t> slots_;
+  std::vector<Span> spans_;
+};
+
+}  // namespace qwen35::model

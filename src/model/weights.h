@@ -1,0 +1,76 @@
+// Tensor registry and weight binding: finds every tensor the forward pass needs in either naming
+// dialect (HF `model.language_model.*`, MLX `language_model.model.*`, text-only `model.*`), checks
+// presence, dtype and shape (quantized shapes included) before any compute, and exposes them as
+// kernel views over the mapped files. Small vectors (norms, conv taps, A_log, dt_bias) are
+// converted to fp32 once; matrices stay in their stored type.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/mmap.h"
+#include "core/result.h"
+#include "formats/safetensors.h"
+#include "kernels/ops.h"
+#include "model/config.h"
+
+namespace qwen35::model {
+
+using kernels::Matrix;
+
+struct AttentionWeights {
+  Matrix q_proj, k_proj, v_proj, o_proj;
+  std::vector<float> q_norm, k_norm;  // 1+w folded in for the HF dialect
+};
+
+struct DeltaNetWeights {
+  Matrix in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj;
+  std::vector<float> conv;  // [channels, kernel]
+  std::vector<float> a_log, dt_bias, norm;
+};
+
+struct MlpWeights {
+  Matrix gate_proj, up_proj, down_proj;
+};
+
+struct MoeWeights {
+  Matrix router;                        // [n_experts, hidden]
+  std::vector<MlpWeights> experts;      // views into the stacked tensors
+  bool has_shared = false;
+  MlpWeights shared;
+  bool has_shared_gate = false;
+  Matrix shared_gate;                   // [1, hidden]
+};
+
+struct LayerWeights {
+  LayerKind kind = LayerKind::kLinearAttention;
+  std::vector<float> input_norm, post_norm;
+  AttentionWeights attn;
+  DeltaNetWeights gdn;
+  MlpWeights mlp;
+  MoeWeights moe;
+};
+
+enum class Dialect { kHf, kMlx };
+
+struct ModelWeights {
+  ModelConfig config;
+  Dialect dialect = Dialect::kHf;
+  std::string prefix;  // e.g. "model.language_model."
+  bool tied = false;
+  Matrix embed;        // [vocab, hidden]
+  Matrix head;         // [vocab, hidden] (== embed when tied)
+  std::vector<float> final_norm;
+  std::vector<LayerWeights> layers;
+  size_t weight_bytes = 0;     // bytes of all bound tensors
+  size_t stream_bytes = 0;     // bytes streamed per decoded token (dense; MoE: all experts)
+  int64_t n_params = 0;        // parameters of the text model (no MTP, no vision)
+  bool has_mtp = false;
+  formats::TensorStore store;  // owns the mappings; mtp.* stays reachable here
+};
+
+core::Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir,
+                                                         core::LoadMode mode = core::LoadMode::kMmap);
+
+}  // namespace qwen35::model

@@ -1,0 +1,74 @@
+// Token sampling with the semantics users know from vLLM: penalties, temperature, top-k, top-p,
+// min-p, seeded randomness, and log-probabilities for callers.
+//
+// Order: repetition penalty (prompt + output tokens), frequency/presence penalties (output tokens)
+// -> temperature -> top-k -> top-p -> min-p -> draw. temperature == 0 is greedy (ties to the lower
+// id). Log-probabilities are those of the model's raw distribution (log_softmax of the logits
+// before any penalty or truncation), as vLLM reports by default.
+//
+// Determinism: a Sampler owns its RNG; the same seed and the same logits give the same tokens.
+// Not thread-safe; one per sequence.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/result.h"
+
+namespace qwen35::runtime {
+
+struct SamplingParams {
+  float temperature = 1.0f;         // 0: greedy
+  int32_t top_k = 0;                // 0 or -1: off
+  float top_p = 1.0f;               // (0, 1]
+  float min_p = 0.0f;               // [0, 1]
+  float presence_penalty = 0.0f;    // [-2, 2]
+  float frequency_penalty = 0.0f;   // [-2, 2]
+  float repetition_penalty = 1.0f;  // > 0; 1 = off
+  std::optional<uint64_t> seed;     // unset: seeded from the system
+  int32_t logprobs = -1;            // -1: none; N >= 0: the chosen token's + N top alternatives
+
+  // Checks ranges; the message names the parameter ("temperature must be >= 0, got -1").
+  core::Status validate() const;
+};
+
+struct TokenLogprob {
+  int32_t token = -1;
+  float logprob = 0.0f;
+};
+
+struct SampleResult {
+  int32_t token = -1;
+  float logprob = 0.0f;              // of the chosen token (when logprobs >= 0)
+  std::vector<TokenLogprob> top;     // the N most likely tokens, most likely first
+};
+
+class Sampler {
+ public:
+  Sampler(const SamplingParams& params, int64_t vocab);
+
+  // Records prompt tokens (for the repetition penalty).
+  void add_prompt(std::span<const int32_t> tokens);
+  // Picks the next token from logits [vocab] and records it as output.
+  SampleResult sample(const float* logits);
+
+  const SamplingParams& params() const { return p_; }
+
+ private:
+  double uniform();  // [0, 1)
+
+  SamplingParams p_;
+  int64_t vocab_;
+  uint64_t rng_[4];
+  std::unordered_map<int32_t, int32_t> output_counts_;
+  std::vector<uint8_t> seen_;    // prompt or output token (repetition penalty)
+  std::vector<float> work_;      // [vocab] adjusted logits
+  std::vector<int32_t> order_;   // candidate ids
+  std::vector<double> probs_;    // candidate probabilities
+};
+
+}  // namespace qwen35::runtime

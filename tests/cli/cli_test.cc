@@ -1,0 +1,114 @@
+// The qwen35 binary end to end: inspect and logits on good checkpoints, and every error path
+// giving one clear line on stderr and a non-zero exit, never a crash.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "formats/npy.h"
+#include "test_util.h"
+
+namespace qwen35 {
+namespace {
+
+using testing::fixture_models_dir;
+using testing::run_qwen35;
+using testing::TempDir;
+using testing::write_file;
+
+std::string ckpt(const std::string& name) { return fixture_models_dir() + "/" + name + "/ckpt"; }
+
+void expect_one_line_error(const testing::CommandResult& r, const std::string& expect) {
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_LT(r.exit_code, 128) << "crashed: " << r.err;
+  ASSERT_FALSE(r.err.empty());
+  EXPECT_EQ(r.err.find('\n'), r.err.size() - 1) << "more than one line: " << r.err;
+  EXPECT_NE(r.err.find(expect), std::string::npos) << r.err;
+}
+
+TEST(Cli, InspectPrintsGeometry) {
+  auto r = run_qwen35("inspect -m " + ckpt("moe_q4"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* s : {"layers: 8, hidden: 128, vocab: 1024", "LLLF LLLF", "8 experts, top-2", "4-bit g64",
+                        "8-bit g64", "kv cache per token", "recurrent state per sequence", "verdict: SUPPORTED"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  r = run_qwen35("inspect -m " + ckpt("dense_bf16_tied"));
+  EXPECT_NE(r.out.find("tied to the embedding"), std::string::npos);
+  EXPECT_NE(r.out.find("mtp: present"), std::string::npos);
+}
+
+TEST(Cli, InspectBrokenInputs) {
+  TempDir d;
+  expect_one_line_error(run_qwen35("inspect -m " + d.path()), "no config.json");
+  expect_one_line_error(run_qwen35("inspect -m " + d.path() + "/missing"), "does not exist");
+  write_file(d.file("file"), "x");
+  expect_one_line_error(run_qwen35("inspect -m " + d.file("file")), "not a directory");
+  write_file(d.file("config.json"), "{oops");
+  expect_one_line_error(run_qwen35("inspect -m " + d.path()), "not valid JSON");
+  std::filesystem::copy_file(ckpt("dense_bf16_tied") + "/config.json", d.file("config.json"),
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string st = testing::read_file(ckpt("dense_bf16_tied") + "/model.safetensors");
+  write_file(d.file("model.safetensors"), st.substr(0, st.size() / 2));
+  expect_one_line_error(run_qwen35("inspect -m " + d.path()), "past end of file");
+  write_file(d.file("model.safetensors"), std::string("\xff\xff\xff\xff\xff\xff\xff\x7f", 8) + "{}");
+  expect_one_line_error(run_qwen35("inspect -m " + d.path()), "header length");
+  write_file(d.file("model.safetensors"), st);
+  auto cfg = nlohmann::json::parse(std::ifstream(d.file("config.json")));
+  cfg["model_type"] = "gpt2";
+  write_file(d.file("config.json"), cfg.dump());
+  expect_one_line_error(run_qwen35("inspect -m " + d.path()), "model_type");
+}
+
+TEST(Cli, LogitsWritesNpyMatchingReference) {
+  TempDir d;
+  auto g = nlohmann::json::parse(std::ifstream(fixture_models_dir() + "/moe_q4/golden.json"));
+  std::string toks;
+  for (auto& t : g["tokens"]) {
+    if (!toks.empty()) toks += ',';
+    toks += std::to_string(t.get<int>());
+  }
+  for (const char* mode : {"", "--decode", "--chunk 7"}) {
+    auto r = run_qwen35("logits -m " + ckpt("moe_q4") + " --tokens " + toks + " --out " + d.file("l.npy") +
+                        " --greedy 8 " + mode);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto ours = formats::read_npy(d.file("l.npy"));
+    auto ref = formats::read_npy(fixture_models_dir() + "/moe_q4/logits_all.npy");
+    ASSERT_TRUE(ours.ok());
+    EXPECT_EQ(ours->shape, ref->shape);
+    float worst = 0;
+    for (size_t i = 0; i < ref->data.size(); ++i) worst = std::max(worst, std::fabs(ours->data[i] - ref->data[i]));
+    EXPECT_LE(worst, 1e-3f) << mode;
+    EXPECT_EQ(nlohmann::json::parse(r.out), g["greedy_continuation"]) << mode;
+  }
+}
+
+TEST(Cli, LogitsErrors) {
+  TempDir d;
+  const std::string m = " -m " + ckpt("dense_q4_untied");
+  expect_one_line_error(run_qwen35("logits" + m + " --tokens 1,2,1024 --out " + d.file("x.npy")), "out of range");
+  expect_one_line_error(run_qwen35("logits" + m + " --tokens '' --out " + d.file("x.npy")), "empty");
+  expect_one_line_error(run_qwen35("logits" + m + " --tokens 1,a --out " + d.file("x.npy")), "not a non-negative integer");
+  expect_one_line_error(run_qwen35("logits" + m + " --tokens 1,-2 --out " + d.file("x.npy")), "not a non-negative integer");
+  expect_one_line_error(run_qwen35("logits" + m + " --tokens 1,2 --out /nonexistent/dir/x.npy"), "cannot write");
+  expect_one_line_error(run_qwen35("logits -m " + d.path() + " --tokens 1 --out " + d.file("x.npy")), "no config.json");
+  auto r = run_qwen35("logits" + m + " --out " + d.file("x.npy"));
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--tokens"), std::string::npos);
+}
+
+TEST(Cli, UnknownCommandAndHelp) {
+  auto r = run_qwen35("frobnicate");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_NE(r.err.find("unknown command"), std::string::npos);
+  r = run_qwen35("--help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("logits"), std::string::npos);
+  r = run_qwen35("logits --help");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find("--chunk"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace qwen35

@@ -1,0 +1,290 @@
+// Every op of the CPU backend against its scalar reference: sizes (1, odd, SIMD width ±1),
+// misaligned pointers, every weight type and affine bit width × group, 1 vs N threads (bit for
+// bit), and batch invariance (a row's result does not depend on the other rows), with tolerances
+// derived from the inputs' magnitudes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/matrix.h"
+#include "kernels/ops.h"
+
+namespace qwen35::kernels {
+namespace {
+
+const Ops& ref = ref_ops();
+const Ops& cpu = cpu_ops();
+
+std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+// Owns the storage of a random matrix of any type.
+struct TestMatrix {
+  Matrix m;
+  std::vector<uint8_t> data, scales, biases;
+};
+
+TestMatrix make_matrix(WeightType type, int64_t rows, int64_t cols, uint32_t seed, int bits = 4,
+                       int group = 64, core::DType sb = core::DType::kBF16) {
+  TestMatrix t;
+  t.m.type = type;
+  t.m.rows = rows;
+  t.m.cols = cols;
+  std::mt19937 g(seed);
+  std::normal_distribution<float> nd(0.0f, 1.0f / std::sqrt(float(cols)));
+  auto put16 = [](std::vector<uint8_t>& v, size_t i, uint16_t h) { std::memcpy(&v[2 * i], &h, 2); };
+  const size_t n = size_t(rows * cols);
+  switch (type) {
+    case WeightType::kF32:
+      t.data.resize(n * 4);
+      for (size_t i = 0; i < n; ++i) {
+        float f = nd(g);
+        std::memcpy(&t.data[4 * i], &f, 4);
+      }
+      break;
+    case WeightType::kF16:
+    case WeightType::kBF16:
+      t.data.resize(n * 2);
+      for (size_t i = 0; i < n; ++i)
+        put16(t.data, i, type == WeightType::kF16 ? core::f32_to_f16(nd(g)) : core::f32_to_bf16(nd(g)));
+      break;
+    case WeightType::kAffine: {
+      t.m.bits = bits;
+      t.m.group = group;
+      t.m.sb_type = sb;
+      const size_t words = size_t(rows * cols * bits / 32);
+      t.data.resize(words * 4);
+      for (auto& b : t.data) b = uint8_t(g());
+      const size_t ng = size_t(rows * (cols / group));
+      const size_t es = core::dtype_size(sb);
+      t.scales.resize(ng * es);
+      t.biases.resize(ng * es);
+      for (size_t i = 0; i < ng; ++i) {
+        float s = nd(g) / float(1 << bits), b = nd(g);  // scales may be negative
+        if (sb == core::DType::kF32) {
+          std::memcpy(&t.scales[4 * i], &s, 4);
+          std::memcpy(&t.biases[4 * i], &b, 4);
+        } else {
+          put16(t.scales, i, sb == core::DType::kF16 ? core::f32_to_f16(s) : core::f32_to_bf16(s));
+          put16(t.biases, i, sb == core::DType::kF16 ? core::f32_to_f16(b) : core::f32_to_bf16(b));
+        }
+      }
+      t.m.scales = t.scales.data();
+      t.m.biases = t.biases.data();
+      break;
+    }
+  }
+  t.m.data = t.data.data();
+  return t;
+}
+
+// |a - b| <= tol * scale elementwise.
+void expect_close(const float* a, const float* b, size_t n, float tol, const char* what,
+                  const std::vector<float>* scale = nullptr) {
+  for (size_t i = 0; i < n; ++i) {
+    const float s = scale ? (*scale)[i] : 1.0f;
+    ASSERT_LE(std::fabs(a[i] - b[i]), tol * s + 1e-7f) << what << " at " << i << ": " << a[i] << " vs " << b[i];
+  }
+}
+
+TEST(Matrix, AffineCodesStraddleWords) {
+  // 3-bit codes 0..7 repeated: code j = j % 8, packed LSB first.
+  std::vector<uint32_t> row(3, 0);
+  for (int j = 0; j < 32; ++j) {
+    const uint64_t off = uint64_t(j) * 3;
+    const uint64_t v = uint64_t(j % 8) << (off % 32);
+    row[off / 32] |= uint32_t(v);
+    if (off % 32 + 3 > 32) row[off / 32 + 1] |= uint32_t(v >> 32);
+  }
+  for (int j = 0; j < 32; ++j) EXPECT_EQ(affine_code(row.data(), j, 3), uint32_t(j % 8)) << j;
+}
+
+TEST(Ops, MatmulEveryWeightTypeMatchesReference) {
+  core::ThreadPool pool(3);
+  struct Shape {
+    int64_t rows, cols;
+  };
+  std::vector<std::tuple<WeightType, int, int, core::DType>> types = {
+      {WeightType::kF32, 0, 0, core::DType::kF32},
+      {WeightType::kF16, 0, 0, core::DType::kF32},
+      {WeightType::kBF16, 0, 0, core::DType::kF32}};
+  for (int bits : {2, 3, 4, 5, 6, 8})
+    for (int group : {32, 64, 128}) types.push_back({WeightType::kAffine, bits, group, core::DType::kBF16});
+  types.push_back({WeightType::kAffine, 4, 64, core::DType::kF16});
+  types.push_back({WeightType::kAffine, 5, 32, core::DType::kF32});
+  uint32_t seed = 1;
+  for (auto [type, bits, group, sb] : types) {
+    for (Shape s : {Shape{1, 128}, Shape{7, 256}, Shape{33, 384}, Shape{9, 7}, Shape{5, 17}}) {
+      if (type == WeightType::kAffine && s.cols % group != 0) continue;
+      TestMatrix w = make_matrix(type, s.rows, s.cols, seed++, bits, group, sb);
+      for (int64_t n : {1, 2, 9}) {
+        // Misaligned activations: start one float into the buffer.
+        std::vector<float> xb = randn(size_t(n * s.cols) + 1, seed++);
+        const float* x = xb.data() + 1;
+        std::vector<float> yr(size_t(n * s.rows)), y1(yr.size()), yn(yr.size()), scale(yr.size());
+        ref.matmul({}, x, n, w.m, yr.data());
+        cpu.matmul({}, x, n, w.m, y1.data());
+        cpu.matmul({&pool}, x, n, w.m, yn.data());
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t o = 0; o < s.rows; ++o) {
+            double a = 0;
+            for (int64_t c = 0; c < s.cols; ++c) a += std::fabs(x[t * s.cols + c] * matrix_at(w.m, o, c));
+            scale[size_t(t * s.rows + o)] = float(a);
+          }
+        expect_close(y1.data(), yr.data(), yr.size(), 1e-5f, "matmul", &scale);
+        EXPECT_EQ(y1, yn) << "thread count changed the bits";
+        // Batch invariance: each row alone gives the same bits.
+        for (int64_t t = 0; t < n; ++t) {
+          std::vector<float> one(size_t(s.rows));
+          cpu.matmul({&pool}, x + t * s.cols, 1, w.m, one.data());
+          for (int64_t o = 0; o < s.rows; ++o) ASSERT_EQ(one[size_t(o)], yn[size_t(t * s.rows + o)]);
+        }
+      }
+    }
+  }
+}
+
+TEST(Ops, MatmulRowSliceAndZeroRows) {
+  TestMatrix w = make_matrix(WeightType::kAffine, 12, 64, 5, 5, 32);
+  Matrix s = w.m.row_slice(4, 5);
+  std::vector<float> x = randn(64, 6), full(12), part(5);
+  cpu.matmul({}, x.data(), 1, w.m, full.data());
+  cpu.matmul({}, x.data(), 1, s, part.data());
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(part[size_t(i)], full[size_t(4 + i)]);
+  cpu.matmul({}, x.data(), 0, w.m, nullptr);  // no rows: nothing happens
+}
+
+TEST(Ops, EmbedDequantizesRows) {
+  for (WeightType type : {WeightType::kBF16, WeightType::kF32, WeightType::kAffine}) {
+    TestMatrix e = make_matrix(type, 50, 64, 9, 6, 32);
+    std::vector<int32_t> toks = {0, 49, 7, 7};
+    std::vector<float> a(4 * 64), b(4 * 64);
+    ref.embed({}, e.m, toks.data(), 4, a.data());
+    cpu.embed({}, e.m, toks.data(), 4, b.data());
+    expect_close(a.data(), b.data(), a.size(), 1e-6f, "embed");
+  }
+}
+
+TEST(Ops, NormsAndSwiglu) {
+  core::ThreadPool pool(2);
+  for (int64_t dim : {1, 7, 8, 9, 128, 1000}) {
+    const int64_t n = 5;
+    auto x = randn(size_t(n * dim), 1, 3.0f), w = randn(size_t(dim), 2), z = randn(size_t(n * dim), 3);
+    std::vector<float> a(x.size()), b(x.size());
+    ref.rms_norm({}, x.data(), n, dim, w.data(), 1e-6f, a.data());
+    cpu.rms_norm({&pool}, x.data(), n, dim, w.data(), 1e-6f, b.data());
+    expect_close(a.data(), b.data(), a.size(), 1e-5f, "rms_norm");
+    a = x;
+    b = x;
+    ref.gated_rms_norm({}, a.data(), z.data(), n, dim, w.data(), 1e-6f);
+    cpu.gated_rms_norm({&pool}, b.data(), z.data(), n, dim, w.data(), 1e-6f);
+    expect_close(a.data(), b.data(), a.size(), 1e-5f, "gated_rms_norm");
+    std::vector<float> sa(size_t(n * dim)), sb(sa.size());
+    ref.swiglu({}, x.data(), z.data(), n, dim, dim, sa.data());
+    cpu.swiglu({&pool}, x.data(), z.data(), n, dim, dim, sb.data());
+    expect_close(sa.data(), sb.data(), sa.size(), 1e-6f, "swiglu");
+  }
+}
+
+TEST(Ops, AttentionWithCacheMatchesReference) {
+  core::ThreadPool pool(3);
+  for (auto [nh, nkv, hd, rd] : {std::tuple{4, 2, 256, 64}, std::tuple{6, 3, 64, 32}, std::tuple{2, 1, 32, 2}}) {
+    Ops::AttentionParams p{nh, nkv, hd, rd, 1e7f, 1e-6f, nullptr, nullptr};
+    auto qn = randn(size_t(hd), 1, 0.1f), kn = randn(size_t(hd), 2, 0.1f);
+    for (auto& v : qn) v += 1;
+    for (auto& v : kn) v += 1;
+    p.q_norm = qn.data();
+    p.k_norm = kn.data();
+    const int64_t cap = 40;
+    std::vector<float> kc1(size_t(cap * nkv * hd)), vc1(kc1.size()), kc2(kc1.size()), vc2(kc1.size());
+    int64_t pos = 0;
+    for (int64_t n : {5, 1, 13, 1}) {
+      auto qg = randn(size_t(n * nh * 2 * hd), uint32_t(10 + pos)), k = randn(size_t(n * nkv * hd), uint32_t(20 + pos)),
+           v = randn(size_t(n * nkv * hd), uint32_t(30 + pos));
+      std::vector<float> o1(size_t(n * nh * hd)), o2(o1.size());
+      ref.attention({}, p, qg.data(), k.data(), v.data(), n, pos, {kc1.data(), vc1.data(), cap}, o1.data());
+      cpu.attention({&pool}, p, qg.data(), k.data(), v.data(), n, pos, {kc2.data(), vc2.data(), cap}, o2.data());
+      expect_close(o1.data(), o2.data(), o1.size(), 2e-5f, "attention");
+      expect_close(kc1.data(), kc2.data(), size_t((pos + n) * nkv * hd), 1e-5f, "k cache");
+      pos += n;
+    }
+  }
+}
+
+TEST(Ops, ConvMatchesReferenceAndCarriesState) {
+  core::ThreadPool pool(2);
+  for (int64_t kernel : {1, 2, 4, 5}) {
+    const int64_t ch = 67;
+    auto w = randn(size_t(ch * kernel), 3, 0.5f);
+    std::vector<float> s1(size_t((kernel - 1) * ch)), s2(s1.size()), s3(s1.size());
+    auto x = randn(size_t(9 * ch), 4);
+    std::vector<float> o1(x.size()), o2(x.size()), o3(x.size());
+    ref.conv1d_silu({}, x.data(), 9, ch, w.data(), kernel, s1.data(), o1.data());
+    cpu.conv1d_silu({&pool}, x.data(), 9, ch, w.data(), kernel, s2.data(), o2.data());
+    expect_close(o1.data(), o2.data(), o1.size(), 1e-5f, "conv");
+    expect_close(s1.data(), s2.data(), s1.size(), 0.0f, "conv state");
+    // 4 rows then 5 rows with the carried state == 9 rows at once, bit for bit.
+    cpu.conv1d_silu({}, x.data(), 4, ch, w.data(), kernel, s3.data(), o3.data());
+    cpu.conv1d_silu({}, x.data() + 4 * ch, 5, ch, w.data(), kernel, s3.data(), o3.data() + 4 * ch);
+    EXPECT_EQ(o2, o3);
+    EXPECT_EQ(s2, s3);
+  }
+}
+
+TEST(Ops, GatedDeltaRecurrentAndChunkedForms) {
+  core::ThreadPool pool(3);
+  for (auto [nk, nv, dk, dv] : {std::tuple{2, 4, 128, 128}, std::tuple{1, 3, 16, 24}, std::tuple{3, 3, 8, 5}}) {
+    const int64_t ch = 2 * nk * dk + nv * dv;
+    auto alog = randn(size_t(nv), 5, 0.5f), dtb = randn(size_t(nv), 6, 0.3f);
+    Ops::DeltaParams p{nk, nv, dk, dv, alog.data(), dtb.data()};
+    for (int64_t n : {1, 2, 7, 64}) {
+      auto qkv = randn(size_t(n * ch), uint32_t(n)), a = randn(size_t(n * nv), uint32_t(n + 1)),
+           b = randn(size_t(n * nv), uint32_t(n + 2));
+      auto s0 = randn(size_t(nv * dk * dv), 9, 0.1f);  // a non-zero initial state
+      std::vector<float> o[4], s[4];
+      for (int i = 0; i < 4; ++i) {
+        o[i].resize(size_t(n * nv * dv));
+        s[i] = s0;
+      }
+      ref.gated_delta({}, p, qkv.data(), a.data(), b.data(), n, false, s[0].data(), o[0].data());
+      cpu.gated_delta({&pool}, p, qkv.data(), a.data(), b.data(), n, false, s[1].data(), o[1].data());
+      ref.gated_delta({}, p, qkv.data(), a.data(), b.data(), n, true, s[2].data(), o[2].data());
+      cpu.gated_delta({&pool}, p, qkv.data(), a.data(), b.data(), n, true, s[3].data(), o[3].data());
+      for (int i = 1; i < 4; ++i) {
+        expect_close(o[0].data(), o[i].data(), o[0].size(), 2e-5f, "delta out");
+        expect_close(s[0].data(), s[i].data(), s[0].size(), 2e-5f, "delta state");
+      }
+      // Thread count does not change the bits.
+      std::vector<float> o1(o[3].size()), s1 = s0;
+      cpu.gated_delta({}, p, qkv.data(), a.data(), b.data(), n, true, s1.data(), o1.data());
+      EXPECT_EQ(o1, o[3]);
+      EXPECT_EQ(s1, s[3]);
+    }
+  }
+}
+
+TEST(Ops, RouterTopK) {
+  const int64_t n = 6, ne = 9, k = 3;
+  auto l = randn(size_t(n * ne), 4);
+  l[0] = l[1] = 5.0f;  // a tie: the lower index first
+  std::vector<int32_t> i1(size_t(n * k)), i2(i1.size());
+  std::vector<float> w1(i1.size()), w2(i1.size());
+  ref.router_topk(l.data(), n, ne, k, true, i1.data(), w1.data());
+  cpu.router_topk(l.data(), n, ne, k, true, i2.data(), w2.data());
+  EXPECT_EQ(i1, i2);
+  EXPECT_EQ(i1[0], 0);
+  EXPECT_EQ(i1[1], 1);
+  expect_close(w1.data(), w2.data(), w1.size(), 1e-6f, "router weights");
+  for (int64_t t = 0; t < n; ++t) EXPECT_NEAR(w2[size_t(t * k)] + w2[size_t(t * k + 1)] + w2[size_t(t * k + 2)], 1.0f, 1e-6f);
+}
+
+}  // namespace
+}  // namespace qwen35::kernels

@@ -1,0 +1,153 @@
+#include "runtime/sampler.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+namespace qwen35::runtime {
+namespace {
+
+std::vector<float> logits_of(const std::vector<double>& probs) {
+  std::vector<float> l;
+  for (double p : probs) l.push_back(float(std::log(p)));
+  return l;
+}
+
+// Frequencies of `n` draws.
+std::map<int32_t, int> histogram(SamplingParams p, const std::vector<float>& logits, int n) {
+  Sampler s(p, int64_t(logits.size()));
+  std::map<int32_t, int> h;
+  for (int i = 0; i < n; ++i) h[s.sample(logits.data()).token]++;
+  return h;
+}
+
+void expect_frequencies(const std::map<int32_t, int>& h, const std::vector<double>& want, int n) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    const int got = h.count(int32_t(i)) ? h.at(int32_t(i)) : 0;
+    const double mean = want[i] * n, sd = std::sqrt(n * want[i] * (1 - want[i]));
+    EXPECT_NEAR(got, mean, 5 * sd + 1e-9) << "token " << i;
+  }
+}
+
+TEST(Sampler, GreedyIsArgmaxWithTiesToLowerId) {
+  SamplingParams p;
+  p.temperature = 0;
+  Sampler s(p, 5);
+  std::vector<float> l = {0.1f, 2.0f, 2.0f, -1.0f, 1.0f};
+  EXPECT_EQ(s.sample(l.data()).token, 1);
+}
+
+TEST(Sampler, SamplesTheSoftmaxDistribution) {
+  const std::vector<double> probs = {0.4, 0.3, 0.2, 0.1};
+  SamplingParams p;
+  p.seed = 7;
+  const int n = 20000;
+  expect_frequencies(histogram(p, logits_of(probs), n), probs, n);
+  // Temperature 0.5 squares the odds.
+  p.temperature = 0.5f;
+  std::vector<double> sq;
+  double z = 0;
+  for (double q : probs) z += q * q;
+  for (double q : probs) sq.push_back(q * q / z);
+  expect_frequencies(histogram(p, logits_of(probs), n), sq, n);
+}
+
+TEST(Sampler, TopKTopPMinP) {
+  const std::vector<double> probs = {0.5, 0.3, 0.15, 0.05};
+  const int n = 20000;
+  SamplingParams p;
+  p.seed = 3;
+  p.top_k = 2;
+  expect_frequencies(histogram(p, logits_of(probs), n), {0.625, 0.375, 0, 0}, n);
+  p.top_k = 0;
+  p.top_p = 0.7f;  // 0.5 + 0.3 reaches 0.7
+  expect_frequencies(histogram(p, logits_of(probs), n), {0.625, 0.375, 0, 0}, n);
+  p.top_p = 1.0f;
+  p.min_p = 0.25f;  // floor 0.125: keeps 0.5, 0.3, 0.15
+  expect_frequencies(histogram(p, logits_of(probs), n), {0.5 / 0.95, 0.3 / 0.95, 0.15 / 0.95, 0}, n);
+}
+
+TEST(Sampler, SameSeedSameTokens) {
+  std::vector<float> l(1000);
+  for (size_t i = 0; i < l.size(); ++i) l[i] = float(std::sin(double(i)) * 3);
+  SamplingParams p;
+  p.seed = 42;
+  p.top_p = 0.9f;
+  Sampler a(p, 1000), b(p, 1000);
+  std::vector<int32_t> ta, tb;
+  for (int i = 0; i < 50; ++i) {
+    ta.push_back(a.sample(l.data()).token);
+    tb.push_back(b.sample(l.data()).token);
+  }
+  EXPECT_EQ(ta, tb);
+  p.seed = 43;
+  Sampler c(p, 1000);
+  std::vector<int32_t> tc;
+  for (int i = 0; i < 50; ++i) tc.push_back(c.sample(l.data()).token);
+  EXPECT_NE(ta, tc);
+}
+
+TEST(Sampler, Penalties) {
+  std::vector<float> l = {2.0f, 1.9f, -1.0f};
+  SamplingParams p;
+  p.temperature = 0;
+  p.repetition_penalty = 2.0f;  // prompt token 0: 2.0 -> 1.0
+  Sampler s(p, 3);
+  std::vector<int32_t> prompt = {0};
+  s.add_prompt(prompt);
+  EXPECT_EQ(s.sample(l.data()).token, 1);
+  p.repetition_penalty = 1.0f;
+  p.frequency_penalty = 0.06f;  // each output of 0 costs 0.06: 2.0 -> 1.94 -> 1.88 < 1.9
+  Sampler f(p, 3);
+  EXPECT_EQ(f.sample(l.data()).token, 0);
+  EXPECT_EQ(f.sample(l.data()).token, 0);
+  EXPECT_EQ(f.sample(l.data()).token, 1);
+  p.frequency_penalty = 0;
+  p.presence_penalty = 0.2f;
+  Sampler pr(p, 3);
+  EXPECT_EQ(pr.sample(l.data()).token, 0);
+  EXPECT_EQ(pr.sample(l.data()).token, 1);
+}
+
+TEST(Sampler, LogprobsAreRawLogSoftmax) {
+  std::vector<float> l = {1.0f, 3.0f, 2.0f, 0.0f};
+  SamplingParams p;
+  p.temperature = 0;
+  p.logprobs = 2;
+  p.repetition_penalty = 5;  // does not change the reported logprobs
+  Sampler s(p, 4);
+  std::vector<int32_t> prompt = {1};
+  s.add_prompt(prompt);
+  auto r = s.sample(l.data());
+  double z = 0;
+  for (float x : l) z += std::exp(double(x));
+  ASSERT_EQ(r.top.size(), 2u);
+  EXPECT_EQ(r.top[0].token, 1);
+  EXPECT_EQ(r.top[1].token, 2);
+  EXPECT_NEAR(r.top[0].logprob, 3.0 - std::log(z), 1e-5);
+  EXPECT_EQ(r.token, 2);  // 3/5 = 0.6 < 2
+  EXPECT_NEAR(r.logprob, 2.0 - std::log(z), 1e-5);
+}
+
+TEST(Sampler, ValidateNamesTheParameter) {
+  SamplingParams p;
+  p.temperature = -1;
+  EXPECT_NE(p.validate().message().find("temperature"), std::string::npos);
+  p = {};
+  p.top_p = 0;
+  EXPECT_NE(p.validate().message().find("top_p"), std::string::npos);
+  p = {};
+  p.min_p = 2;
+  EXPECT_NE(p.validate().message().find("min_p"), std::string::npos);
+  p = {};
+  p.repetition_penalty = 0;
+  EXPECT_NE(p.validate().message().find("repetition_penalty"), std::string::npos);
+  p = {};
+  p.top_k = -5;
+  EXPECT_NE(p.validate().message().find("top_k"), std::string::npos);
+  EXPECT_TRUE(SamplingParams{}.validate().ok());
+}
+
+}  // namespace
+}  // namespace qwen35::runtime

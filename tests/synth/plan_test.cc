@@ -1,0 +1,107 @@
+// Tensor plans at the real geometries (nothing is written) and chunking-independent values.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "tools/synth/presets.h"
+#include "tools/synth/tensor_plan.h"
+
+namespace qwen35::tools {
+namespace {
+
+const TensorSpec* find(const TensorPlan& p, const std::string& name) {
+  for (const TensorSpec& t : p.tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+uint64_t plan_params_bf16(const TensorPlan& p) {
+  uint64_t n = 0;
+  for (const TensorSpec& t : p.tensors) n += t.numel();
+  return n;
+}
+
+TEST(SynthPlan, RealGeometries) {
+  struct Case {
+    const char* preset;
+    double params_b;  // text + MTP parameters, billions (HF plan), +-10%
+    bool tied;
+  };
+  for (const Case& c :
+       {Case{"0.8b", 0.77, true}, Case{"2b", 1.9, true}, Case{"4b", 4.5, true},
+        Case{"9b", 9.2, false}, Case{"27b", 27.0, false}, Case{"35b-a3b", 35.0, false}}) {
+    auto g = find_preset(c.preset);
+    ASSERT_TRUE(g.ok()) << g.message();
+    const TensorPlan hf = build_tensor_plan(*g, {Layout::kHf, 4, 64});
+    const double params = double(plan_params_bf16(hf)) / 1e9;
+    EXPECT_NEAR(params, c.params_b, 0.12 * c.params_b) << c.preset;
+    EXPECT_EQ(find(hf, "lm_head.weight") == nullptr, c.tied) << c.preset;
+    const TensorSpec* e = find(hf, "model.language_model.embed_tokens.weight");
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->shape, (std::vector<int64_t>{248320, g->hidden}));
+    const TensorPlan mlx = build_tensor_plan(*g, {Layout::kMlx, 4, 64});
+    const TensorSpec* w = find(mlx, "language_model.model.embed_tokens.weight");
+    ASSERT_NE(w, nullptr);
+    EXPECT_EQ(w->dtype, core::DType::kU32);
+    EXPECT_EQ(w->shape, (std::vector<int64_t>{248320, g->hidden / 8}));
+    EXPECT_EQ(find(mlx, "language_model.lm_head.weight") == nullptr, c.tied) << c.preset;
+    for (const TensorSpec& t : hf.tensors) EXPECT_NE(t.dtype, core::DType::kU32) << t.name;
+  }
+}
+
+TEST(SynthPlan, MoeOverridesOnlyInMlx) {
+  auto g = find_preset("35b-a3b");
+  ASSERT_TRUE(g.ok());
+  EXPECT_TRUE(build_tensor_plan(*g, {Layout::kHf, 4, 64}).quant_overrides.empty());
+  const TensorPlan mlx = build_tensor_plan(*g, {Layout::kMlx, 4, 64});
+  EXPECT_EQ(mlx.quant_overrides.size(), 80u);  // router + shared gate per layer
+  const TensorSpec* sw =
+      find(mlx, "language_model.model.layers.39.mlp.switch_mlp.down_proj.weight");
+  ASSERT_NE(sw, nullptr);
+  EXPECT_EQ(sw->shape, (std::vector<int64_t>{256, 2048, 512 / 8}));
+}
+
+TEST(SynthPlan, ValuesIndependentOfChunking) {
+  TensorSpec t;
+  t.name = "x";
+  t.stream = name_hash("x");
+  t.shape = {300000};
+  for (Init init : {Init::kNormal, Init::kQuantWords, Init::kQuantBiases}) {
+    t.init = init;
+    t.dtype = init == Init::kQuantWords ? core::DType::kU32 : core::DType::kBF16;
+    t.a = 0.5f;
+    t.b = 2.0f;
+    t.bits = 4;
+    const size_t es = core::dtype_size(t.dtype);
+    std::vector<uint8_t> whole(t.nbytes()), parts(t.nbytes());
+    fill_tensor(t, 9, 0, t.numel(), whole.data());
+    const uint64_t cuts[] = {0, 1, 65535, 65537, 200001, 300000};
+    for (int i = 0; i + 1 < 6; ++i)
+      fill_tensor(t, 9, cuts[i], cuts[i + 1] - cuts[i], parts.data() + cuts[i] * es);
+    EXPECT_EQ(whole, parts);
+  }
+}
+
+TEST(SynthPlan, NormalMoments) {
+  TensorSpec t;
+  t.name = "n";
+  t.stream = name_hash("n");
+  t.shape = {1 << 20};
+  t.dtype = core::DType::kF32;
+  t.init = Init::kNormal;
+  t.a = 1.0f;
+  t.b = 0.02f;
+  std::vector<float> v(t.numel());
+  fill_tensor(t, 1, 0, t.numel(), reinterpret_cast<uint8_t*>(v.data()));
+  double m = 0, s = 0;
+  for (float x : v) m += x;
+  m /= double(v.size());
+  for (float x : v) s += (x - m) * (x - m);
+  s = std::sqrt(s / double(v.size()));
+  EXPECT_NEAR(m, 1.0, 1e-3);
+  EXPECT_NEAR(s, 0.02, 2e-4);
+}
+
+}  // namespace
+}  // namespace qwen35::tools
