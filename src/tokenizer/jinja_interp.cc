@@ -56,22 +56,15 @@ Value make_loop(size_t i, const std::vector<Value>& items) {
 
 }  // namespace
 
+// A macro holds its defining frame and that frame holds the macro; a namespace may hold itself.
+// Emptying every such frame and namespace when the render ends (normally or by an error) breaks
+// these reference cycles, so nothing of a render outlives it.
 Interpreter::~Interpreter() {
   for (const FramePtr& f : tracked_frames_) f->vars.clear();
   for (const Value& ns : tracked_namespaces_) ns.ns().clear();
 }
 
 std::string Interpreter::render(const Body& body, const FramePtr& root) {
-  // A macro holds its defining frame and that frame holds the macro: a reference cycle. Every
-  // such frame is recorded and emptied when the render ends (normally or by an error), so nothing
-  // of a render outlives it.
-  struct BreakCycles {
-    std::vector<FramePtr>& frames;
-    ~BreakCycles() {
-      for (auto& f : frames) f->vars.clear();
-      frames.clear();
-    }
-  } guard{closure_frames_};
   return render_into(body, root);
 }
 
@@ -180,7 +173,6 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const FramePtr& frame) {
         break;
       }
       case StmtKind::kMacro:
-        closure_frames_.push_back(frame);
         frame->vars[s.name] = Value::callable(std::make_shared<Macro>(&s, frame));
         track(frame);
         break;

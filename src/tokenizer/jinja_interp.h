@@ -4,7 +4,6 @@
 
 #include <cstdint>
 #include <memory>
-#include <vector>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -58,7 +57,6 @@ class Interpreter {
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
-  std::vector<FramePtr> closure_frames_;  // frames that define macros (see render())
 
   Flow exec_body(const Body& body, const FramePtr& frame);
   Flow exec(const Stmt& s, const FramePtr& frame);
