@@ -18,6 +18,24 @@ import bpe  # noqa: E402
 import data  # noqa: E402
 
 
+GEN_PROMPT = "<|im_start|>assistant\n<think>\n"
+
+
+def encode_doc(tok, doc, split_at_prompt):
+    """With split_at_prompt, a conversation is tokenized in two pieces at the end of the generation
+    prompt (`<|im_start|>assistant\n<think>\n`), as at inference time: the prompt is tokenized,
+    then the model continues with its own tokens (`\n`, `</think>`, `\n\n`, ...). Tokenizing the
+    whole string instead would merge the newlines after <think> into one `\n\n` token that an
+    inference prompt never ends with. 4 in 5 conversations are split; the rest keep the whole-string
+    tokenization (what a re-rendered history or an enable_thinking=false prompt gives)."""
+    if split_at_prompt:
+        i = doc.rfind(GEN_PROMPT)
+        if i >= 0:
+            j = i + len(GEN_PROMPT)
+            return tok.encode(doc[:j]) + tok.encode(doc[j:])
+    return tok.encode(doc)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", required=True)
@@ -42,8 +60,8 @@ def main():
     for split, d in (("train", train), ("heldout", held)):
         for k, docs in d.items():
             ids = []
-            for doc in docs:
-                ids.extend(tok.encode(doc))
+            for di, doc in enumerate(docs):
+                ids.extend(encode_doc(tok, doc, k == "chat" and di % 5 != 0))
                 ids.append(eot)
             arr = np.asarray(ids, dtype=np.uint16)
             np.save(os.path.join(a.out, f"{split}_{k}.npy"), arr)
