@@ -105,6 +105,7 @@ def main():
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--oracle-tokens", type=int, default=256)
     ap.add_argument("--samples", type=int, default=1)
+    ap.add_argument("--mlx", help="MLX 4-bit export to evaluate with the engine")
     ap.add_argument("--json")
     a = ap.parse_args()
     torch.set_num_threads(1)
@@ -145,7 +146,7 @@ def main():
         n[src] = n.get(src, 0) + len(tgt)
         if a.engine:
             out = os.path.join(tmp, f"eng{wi}.npy")
-            subprocess.run([a.engine, "logits", "-m", a.model, "--tokens", ",".join(map(str, inp.tolist())),
+            subprocess.run(["nice", a.engine, "logits", "-t", "1", "-m", a.model, "--tokens", ",".join(map(str, inp.tolist())),
                             "--out", out], check=True, capture_output=True)
             le = np.load(out)
             lpe = log_softmax_np(le)
@@ -165,6 +166,27 @@ def main():
         print("held-out perplexity (engine):  " + ", ".join(f"{k} {v:.4f}" for k, v in res["ppl_engine"].items()) +
               f"; relative difference {res['ppl_rel_diff']:.2e}; max |dlogit| {res['engine_max_abs_logit_diff']:.2e}",
               flush=True)
+
+    # ---- MLX 4-bit export: engine perplexity on the same windows, oracle vs engine on the first
+    if a.mlx and a.engine:
+        nll, tot = 0.0, 0
+        for wi in range(win.shape[0]):
+            inp, tgt = win[wi, :-1], win[wi, 1:].numpy()
+            out = os.path.join(tmp, f"mlx{wi}.npy")
+            subprocess.run(["nice", a.engine, "logits", "-t", "1", "-m", a.mlx, "--tokens",
+                            ",".join(map(str, inp.tolist())), "--out", out], check=True, capture_output=True)
+            le = np.load(out)
+            nll -= log_softmax_np(le)[np.arange(len(tgt)), tgt].sum()
+            tot += len(tgt)
+            if wi == 0 and a.oracle:
+                ro = os.path.join(tmp, "mlx_oracle.npy")
+                subprocess.run([sys.executable, a.oracle, a.mlx, "--tokens", ",".join(map(str, inp.tolist())),
+                                "--dtype", "float32", "--out", ro], check=True, capture_output=True)
+                res["mlx_oracle_vs_engine_max_abs"] = float(np.abs(np.load(ro) - le).max())
+        res["ppl_engine_mlx4"] = math.exp(nll / tot)
+        print(f"MLX 4-bit export: engine perplexity {res['ppl_engine_mlx4']:.4f} (bf16: "
+              f"{res.get('ppl_engine', {}).get('all', float('nan')):.4f}); oracle vs engine max |dlogit| "
+              f"{res.get('mlx_oracle_vs_engine_max_abs', float('nan')):.2e}", flush=True)
 
     # ---- MTP agreement
     if c.mtp:
@@ -206,9 +228,15 @@ def main():
     if a.engine:
         ids = tok.encode(prompts[0])
         out = os.path.join(tmp, "g.npy")
-        r = subprocess.run([a.engine, "logits", "-m", a.model, "--tokens", ",".join(map(str, ids)), "--out", out,
+        r = subprocess.run(["nice", a.engine, "logits", "-t", "1", "-m", a.model, "--tokens", ",".join(map(str, ids)), "--out", out,
                             "--greedy", "20"], capture_output=True, text=True)
-        res["engine_greedy_stdout"] = (r.stdout + r.stderr)[-600:]
+        try:
+            eg = json.loads(r.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            eg = None
+        mine = samples[0]["greedy_ids"][:20]
+        res["engine_greedy_matches_trainer"] = eg == mine
+        print(f"engine greedy (20 tokens) == trainer greedy: {eg == mine}", flush=True)
     if c.mtp:
         ag, tot = 0, 0
         for seq in gen_ids_for_mtp:
