@@ -100,6 +100,8 @@ def main():
     ap.add_argument("--ckpt-every", type=int, default=50)
     ap.add_argument("--eval-every", type=int, default=100)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--stop-at", type=int, default=0, help="stop (and checkpoint) after this step; the "
+                    "schedule still follows --steps")
     # geometry
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--layers", type=int, default=8)
@@ -170,8 +172,11 @@ def main():
         logf.flush()
         if step % 10 == 0 or "heldout_loss" in rec:
             print(" ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in rec.items()), flush=True)
-        if step % a.ckpt_every == 0 or step == a.steps:
+        if step % a.ckpt_every == 0 or step == a.steps or step == a.stop_at:
             save()
+        if step == a.stop_at:
+            print(f"stopped at step {step}", flush=True)
+            return
     print("done", flush=True)
 
 
