@@ -71,6 +71,7 @@ TEST_P(ExactnessTest, ConcurrentEqualsSolo) {
     solo.push_back(run(srv, q));
     ASSERT_EQ(solo.back().status, 200) << solo.back().text;
   }
+  const double steps0 = srv.metric("qwen35_engine_steps_total");
   std::vector<std::thread> threads;
   for (size_t i = 0; i < reqs.size(); ++i)
     threads.emplace_back([&, i] {
@@ -78,6 +79,9 @@ TEST_P(ExactnessTest, ConcurrentEqualsSolo) {
       together[i] = run(srv, reqs[i]);
     });
   for (auto& t : threads) t.join();
+  // The requests really shared steps: far fewer steps than running them one by one.
+  const double steps = srv.metric("qwen35_engine_steps_total") - steps0;
+  EXPECT_LT(steps, steps0 * 0.8) << "solo " << steps0 << " steps, together " << steps;
   for (size_t i = 0; i < reqs.size(); ++i) {
     ASSERT_EQ(together[i].status, 200) << together[i].text;
     EXPECT_EQ(together[i].ids, solo[i].ids) << "request " << i;
