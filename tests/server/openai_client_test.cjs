@@ -22,7 +22,7 @@ function check(cond, what) {
 }
 
 async function startServer(dir) {
-  const proc = spawn(binary, ['serve', '-m', dir, '--port', '0', '--parallel', '4', '--ctx', '512',
+  const proc = spawn(binary, ['serve', '-m', dir, '--port', '0', '--parallel', '4', '--ctx', '2048',
                               '-t', '2'], { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   const port = await new Promise((resolve, reject) => {
