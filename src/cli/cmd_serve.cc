@@ -49,6 +49,7 @@ int cmd_serve(int argc, char** argv) {
   server::ServerOptions so;
   runtime::EngineOptions eo;
   std::string name;
+  double mem_budget_mb = 0;
   app.add_option("-m,--model", lo.model_dir, "checkpoint directory (with tokenizer files)")->required();
   app.add_option("--host", so.host, "address to bind (default 127.0.0.1: this machine only)");
   app.add_option("--port", so.port, "port (0: any free port, printed on stderr)");
@@ -56,6 +57,8 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("-c,--ctx", eo.ctx, "context tokens per slot (prompt + completion)");
   app.add_option("--max-queue", eo.max_queue, "requests waiting beyond the slots (more get HTTP 429)");
   app.add_option("--step-tokens", eo.step_tokens, "token budget of one engine step (decode + prefill)");
+  app.add_option("--mem-budget-mb", mem_budget_mb,
+                 "memory for the sequence slots in MiB (0: no limit); too small is an error");
   app.add_option("--api-key", so.api_key, "require 'Authorization: Bearer KEY'");
   app.add_option("--max-body", so.max_body_bytes, "largest request body in bytes (more get HTTP 413)");
   app.add_option("--http-threads", so.http_threads, "HTTP worker threads (0: slots + queue + 16)");
@@ -124,6 +127,21 @@ int cmd_serve(int argc, char** argv) {
   mi.path = lo.model_dir;
   mi.ctx = eo.ctx;
 
+  {
+    // Slot memory is allocated up front: check it against the budget before allocating it all.
+    auto probe = m.new_state(eo.ctx);
+    const double per_slot = double(probe->kv_bytes() + probe->recurrent_bytes()) / (1 << 20);
+    std::fprintf(stderr, "qwen35 serve: %.1f MiB per slot, %.1f MiB for %d slots\n", per_slot,
+                 per_slot * eo.parallel, eo.parallel);
+    if (mem_budget_mb > 0 && per_slot * eo.parallel > mem_budget_mb) {
+      const int fits = int(mem_budget_mb / per_slot);
+      return finish(fail("serve", "--parallel " + std::to_string(eo.parallel) + " x --ctx " +
+                                      std::to_string(eo.ctx) + " needs " +
+                                      std::to_string(int64_t(per_slot * eo.parallel)) +
+                                      " MiB, over --mem-budget-mb; " + std::to_string(fits) +
+                                      " slots fit"));
+    }
+  }
   runtime::Engine engine(m, eo);
   srv.set_ready(std::move(mi), &engine);
   std::fprintf(stderr, "qwen35 serve: ready (model '%s', %d slots x %lld tokens)\n",

@@ -41,6 +41,7 @@ Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), 
   slots_.resize(size_t(opts_.parallel));
   stats_.slots = opts_.parallel;
   stats_.kv_tokens_total = int64_t(opts_.parallel) * opts_.ctx;
+  for (const auto& st : states_) stats_.state_bytes += int64_t(st->kv_bytes() + st->recurrent_bytes());
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -126,7 +127,6 @@ void Engine::finish(Active& a, const std::string& reason, const std::string& err
 
 // Moves queued requests into free slots, drops cancelled ones. Returns whether any work is left.
 bool Engine::admit_locked() {
-  static uint64_t next_order = 0;
   if (stop_ && !drain_) {
     for (auto& p : queue_) p.stream->cancel();
     for (auto& s : slots_)
@@ -159,7 +159,7 @@ bool Engine::admit_locked() {
       a->state->reset();
       a->sampler = std::make_unique<Sampler>(a->req.sampling, model_.config().vocab);
       a->sampler->add_prompt(a->req.prompt);
-      a->order = next_order++;
+      a->order = next_order_++;
       s = std::move(a);
     }
   }

@@ -81,6 +81,7 @@ class RequestStream {
 struct EngineStats {
   int64_t queued = 0, running = 0, slots = 0, slots_busy = 0;
   int64_t kv_tokens_used = 0, kv_tokens_total = 0;
+  int64_t state_bytes = 0;  // all slots: KV caches + conv + recurrent state
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
   int64_t finished = 0, cancelled = 0;
 };
@@ -124,6 +125,7 @@ class Engine {
   std::deque<Pending> queue_;
   bool accepting_ = true, stop_ = false, drain_ = false;
   EngineStats stats_;  // guarded by mu_
+  uint64_t next_order_ = 0;  // admission counter, guarded by mu_
 
   // Engine-thread scratch.
   std::vector<model::SequenceRows> rows_;

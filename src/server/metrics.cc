@@ -82,6 +82,8 @@ std::string Metrics::render(const runtime::EngineStats* e) const {
     gauge(&out, "qwen35_kv_tokens_total", "KV positions allocated", double(e->kv_tokens_total));
     gauge(&out, "qwen35_kv_usage_ratio", "kv_tokens_used / kv_tokens_total",
           e->kv_tokens_total ? double(e->kv_tokens_used) / double(e->kv_tokens_total) : 0.0);
+    gauge(&out, "qwen35_state_bytes", "memory of all sequence slots (KV + recurrent state)",
+          double(e->state_bytes));
     gauge(&out, "qwen35_engine_steps_total", "forward steps", double(e->steps), "counter");
     gauge(&out, "qwen35_engine_cancelled_total", "requests cancelled", double(e->cancelled),
           "counter");

@@ -141,6 +141,25 @@ TEST_F(ServerTest, StreamingFraming) {
     text += Json::parse(e)["choices"][0]["text"].get<std::string>();
   }
   EXPECT_EQ(text, whole["choices"][0]["text"]);
+
+  // Raw framing as curl sees it: `data: ` lines, blank-line separated, `data: [DONE]` last.
+  if (std::system("command -v curl >/dev/null 2>&1") != 0) GTEST_SKIP() << "curl not installed";
+  TempDir d;
+  const std::string cmd = "curl -sN -H 'Content-Type: application/json' -d '" + req.dump() +
+                          "' http://127.0.0.1:" + std::to_string(s().port()) +
+                          "/v1/completions > " + d.file("out") + " -D " + d.file("headers");
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  const std::string out = testing::read_file(d.file("out"));
+  const std::string headers = testing::read_file(d.file("headers"));
+  EXPECT_NE(headers.find("text/event-stream"), std::string::npos) << headers;
+  EXPECT_EQ(out.rfind("data: {", 0), 0u);
+  const std::string tail = "data: [DONE]\n\n";
+  ASSERT_GE(out.size(), tail.size());
+  EXPECT_EQ(out.substr(out.size() - tail.size()), tail);
+  size_t n_events = 0;
+  for (size_t p = 0; (p = out.find("\n\n", p)) != std::string::npos; p += 2) ++n_events;
+  EXPECT_GE(n_events, 3u);   // opening chunk, text chunks, finish, [DONE]
+  EXPECT_LE(n_events, 15u);  // at most one chunk per token
 }
 
 TEST_F(ServerTest, MalformedRequestsGet400) {
