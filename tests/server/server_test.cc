@@ -267,3 +267,43 @@ TEST(ServerAdmission, QueueFullGives429AndApiKey) {
 
 }  // namespace
 }  // namespace qwen35
+
+namespace qwen35 {
+namespace {
+
+// SIGTERM while a stream is running: the stream ends (finish_reason "abort", then [DONE]) and
+// the server exits 0.
+TEST(ServerShutdown, SigtermCancelsInFlightAndExitsZero) {
+  TempDir d;
+  auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + d.file("m"));
+  ASSERT_EQ(r.exit_code, 0);
+  ServerProcess srv(d.file("m"), {"--parallel", "2"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  std::string raw;
+  std::atomic<int> chunks{0};
+  std::thread t([&] {
+    auto c = srv.client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.body = Json{{"prompt", "go"}, {"max_tokens", 100000}, {"ignore_eos", true},
+                    {"stream", true}}.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char* p, size_t n, uint64_t, uint64_t) {
+      raw.append(p, n);
+      ++chunks;
+      return true;
+    };
+    httplib::Response res;
+    httplib::Error err;
+    c.send(req, res, err);
+  });
+  while (chunks < 5) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+  t.join();
+  EXPECT_NE(raw.find("\"finish_reason\":\"abort\""), std::string::npos);
+  EXPECT_NE(raw.find("data: [DONE]"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace qwen35
