@@ -191,29 +191,30 @@ void Engine::loop() {
   }
 }
 
-void Engine::step() {
+// Fills rows_: one decode row per generating sequence, then prefill chunks, oldest request
+// first, on the absolute grid, under the remaining budget. The first prefilling request always
+// gets one chunk so prompts progress however many sequences decode.
+void Engine::schedule() {
   constexpr int64_t kGrid = model::kDeltaChunk;
   rows_.clear();
   row_slot_.clear();
-  // Decode rows first: one per generating sequence.
+  std::vector<int> prefilling;
   for (size_t i = 0; i < slots_.size(); ++i) {
     Active* a = slots_[i].get();
-    if (!a || a->prefilled < int64_t(a->req.prompt.size())) continue;
+    if (!a) continue;
+    if (a->prefilled < int64_t(a->req.prompt.size())) {
+      prefilling.push_back(int(i));
+      continue;
+    }
     rows_.push_back({a->state, std::span<const int32_t>(&a->next_token, 1), false});
     row_slot_.push_back(int(i));
   }
-  // Prefill chunks, oldest request first, on the absolute grid, under the remaining budget. The
-  // first prefilling request always gets one chunk so prompts progress however many decode.
-  int64_t budget = opts_.step_tokens - int64_t(rows_.size());
-  std::vector<int> prefilling;
-  for (size_t i = 0; i < slots_.size(); ++i)
-    if (slots_[i] && slots_[i]->prefilled < int64_t(slots_[i]->req.prompt.size()))
-      prefilling.push_back(int(i));
   std::sort(prefilling.begin(), prefilling.end(),
-            [&](int x, int y) { return slots_[x]->order < slots_[y]->order; });
+            [&](int x, int y) { return slots_[size_t(x)]->order < slots_[size_t(y)]->order; });
+  int64_t budget = opts_.step_tokens - int64_t(rows_.size());
   bool first = true;
   for (int i : prefilling) {
-    Active& a = *slots_[i];
+    Active& a = *slots_[size_t(i)];
     const int64_t n = int64_t(a.req.prompt.size()), start = a.prefilled;
     int64_t end = start;
     while (end < n) {
@@ -221,65 +222,68 @@ void Engine::step() {
       if (next - start > budget && !(first && end == start)) break;
       end = next;
     }
-    if (end == start) break;
+    if (end == start) break;  // no budget left: later prompts wait (first come, first served)
     budget -= end - start;
     first = false;
     rows_.push_back({a.state, std::span<const int32_t>(a.req.prompt).subspan(start, end - start),
                      false});
     row_slot_.push_back(i);
   }
-  if (rows_.empty()) return;
+}
 
-  const core::Status st = model_.forward(rows_, &logits_);
+// After the forward call: advances row r's request, samples when its prompt is read. Returns
+// true when the request is finished (its stream is closed).
+bool Engine::advance(size_t r, const core::Status& st, StepCounts* c) {
+  Active& a = *slots_[size_t(row_slot_[r])];
+  if (!st.ok()) {
+    finish(a, "error", st.message());
+    return true;
+  }
+  const int64_t n = int64_t(a.req.prompt.size());
+  if (a.prefilled < n) {
+    a.prefilled += int64_t(rows_[r].tokens.size());
+    c->prompt += int64_t(rows_[r].tokens.size());
+    if (a.prefilled < n) return false;
+  }
   const int64_t vocab = model_.config().vocab;
-  int64_t n_prompt = 0, n_gen = 0, n_done = 0;
+  SampleResult s = a.sampler->sample(logits_.data() + r * size_t(vocab));
+  const auto& eos = a.req.eos_ids;
+  if (std::find(eos.begin(), eos.end(), s.token) != eos.end()) {
+    finish(a, "stop");
+    return true;
+  }
+  a.next_token = s.token;
+  ++a.generated;
+  ++c->generated;
+  StreamEvent ev;
+  ev.sample = std::move(s);
+  a.stream->push(std::move(ev));
+  if ((a.req.max_tokens >= 0 && a.generated >= a.req.max_tokens) ||
+      a.state->pos() + 1 > a.state->capacity()) {
+    finish(a, "length");
+    return true;
+  }
+  return false;
+}
+
+void Engine::step() {
+  schedule();
+  if (rows_.empty()) return;
+  const core::Status st = model_.forward(rows_, &logits_);
+  StepCounts c;
   for (size_t r = 0; r < rows_.size(); ++r) {
-    auto& slot = slots_[size_t(row_slot_[r])];
-    Active& a = *slot;
-    const int64_t n = int64_t(a.req.prompt.size());
-    bool done = false;
-    if (!st.ok()) {
-      finish(a, "error", st.message());
-      done = true;
-    } else {
-      const bool decode = a.prefilled == n;
-      if (!decode) {
-        a.prefilled += int64_t(rows_[r].tokens.size());
-        n_prompt += int64_t(rows_[r].tokens.size());
-      }
-      if (a.prefilled == n) {
-        SampleResult s = a.sampler->sample(logits_.data() + r * size_t(vocab));
-        const auto& eos = a.req.eos_ids;
-        if (std::find(eos.begin(), eos.end(), s.token) != eos.end()) {
-          finish(a, "stop");
-          done = true;
-        } else {
-          a.next_token = s.token;
-          ++a.generated;
-          ++n_gen;
-          StreamEvent ev;
-          ev.sample = std::move(s);
-          a.stream->push(std::move(ev));
-          if ((a.req.max_tokens >= 0 && a.generated >= a.req.max_tokens) ||
-              a.state->pos() + 1 > a.state->capacity()) {
-            finish(a, "length");
-            done = true;
-          }
-        }
-      }
-    }
-    if (done) {
-      slot.reset();
-      ++n_done;
+    if (advance(r, st, &c)) {
+      slots_[size_t(row_slot_[r])].reset();  // the slot is free for the next step's admission
+      ++c.done;
     }
   }
   std::lock_guard lk(mu_);
   ++stats_.steps;
-  stats_.prompt_tokens += n_prompt;
-  stats_.generated_tokens += n_gen;
-  stats_.finished += n_done;
+  stats_.prompt_tokens += c.prompt;
+  stats_.generated_tokens += c.generated;
+  stats_.finished += c.done;
   int64_t busy = 0;
-  for (auto& s : slots_) busy += s ? 1 : 0;
+  for (auto& sl : slots_) busy += sl ? 1 : 0;
   stats_.running = stats_.slots_busy = busy;
 }
 

@@ -106,8 +106,13 @@ class Engine {
 
  private:
   struct Active;
+  struct StepCounts {
+    int64_t prompt = 0, generated = 0, done = 0;
+  };
   void loop();
   bool admit_locked();
+  void schedule();
+  bool advance(size_t r, const core::Status& st, StepCounts* c);
   void step();
   void finish(Active& a, const std::string& reason, const std::string& error = "");
 
