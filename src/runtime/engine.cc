@@ -1,6 +1,8 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <cmath>
+#include <numeric>
 
 #include "core/check.h"
 
@@ -21,6 +23,34 @@ void RequestStream::push(StreamEvent ev) {
   }
   cv_.notify_one();
 }
+
+namespace {
+
+// The log-softmax of `logits` at `token`, and the `top` most likely tokens (ties: lower id).
+SampleResult score(const float* logits, int64_t vocab, int32_t token, int32_t top,
+                   std::vector<int32_t>* order) {
+  float mx = logits[0];
+  for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - double(mx));
+  const double lse = double(mx) + std::log(sum);
+  SampleResult r;
+  r.token = token;
+  r.logprob = float(double(logits[token]) - lse);
+  if (top > 0) {
+    order->resize(size_t(vocab));
+    std::iota(order->begin(), order->end(), 0);
+    const auto k = std::min<int64_t>(top, vocab);
+    std::partial_sort(order->begin(), order->begin() + k, order->end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    for (int64_t i = 0; i < k; ++i)
+      r.top.push_back({(*order)[size_t(i)], float(double(logits[(*order)[size_t(i)]]) - lse)});
+  }
+  return r;
+}
+
+}  // namespace
 
 // A request holding a slot. Touched by the engine thread only (after admission).
 struct Engine::Active {
@@ -198,6 +228,7 @@ void Engine::schedule() {
   constexpr int64_t kGrid = model::kDeltaChunk;
   rows_.clear();
   row_slot_.clear();
+  row_logits_.clear();
   std::vector<int> prefilling;
   for (size_t i = 0; i < slots_.size(); ++i) {
     Active* a = slots_[i].get();
@@ -226,8 +257,13 @@ void Engine::schedule() {
     budget -= end - start;
     first = false;
     rows_.push_back({a.state, std::span<const int32_t>(a.req.prompt).subspan(start, end - start),
-                     false});
+                     a.req.prompt_logprobs >= 0});
     row_slot_.push_back(i);
+  }
+  size_t off = 0;
+  for (const auto& row : rows_) {
+    row_logits_.push_back(off);
+    off += row.all_logits ? row.tokens.size() : 1;
   }
 }
 
@@ -240,13 +276,25 @@ bool Engine::advance(size_t r, const core::Status& st, StepCounts* c) {
     return true;
   }
   const int64_t n = int64_t(a.req.prompt.size());
+  const int64_t vocab = model_.config().vocab;
+  const int64_t n_rows = int64_t(rows_[r].tokens.size());
+  const float* last = logits_.data() + row_logits_[r] * size_t(vocab);
   if (a.prefilled < n) {
-    a.prefilled += int64_t(rows_[r].tokens.size());
-    c->prompt += int64_t(rows_[r].tokens.size());
+    if (rows_[r].all_logits) {  // prompt logprobs: row j predicts prompt token start + j + 1
+      StreamEvent ev;
+      ev.kind = StreamEvent::kPrompt;
+      for (int64_t j = 0; j < n_rows && a.prefilled + j + 1 < n; ++j)
+        ev.prompt.push_back(score(logits_.data() + (row_logits_[r] + size_t(j)) * size_t(vocab),
+                                  vocab, a.req.prompt[size_t(a.prefilled + j + 1)],
+                                  a.req.prompt_logprobs, &order_));
+      a.stream->push(std::move(ev));
+      last += size_t(n_rows - 1) * size_t(vocab);
+    }
+    a.prefilled += n_rows;
+    c->prompt += n_rows;
     if (a.prefilled < n) return false;
   }
-  const int64_t vocab = model_.config().vocab;
-  SampleResult s = a.sampler->sample(logits_.data() + r * size_t(vocab));
+  SampleResult s = a.sampler->sample(last);
   const auto& eos = a.req.eos_ids;
   if (std::find(eos.begin(), eos.end(), s.token) != eos.end()) {
     finish(a, "stop");

@@ -44,12 +44,14 @@ struct GenerationRequest {
   SamplingParams sampling;
   int64_t max_tokens = -1;      // -1: until end of sequence or the context is full
   std::vector<int32_t> eos_ids; // a sampled id in this list ends the request ("stop")
+  int32_t prompt_logprobs = -1; // >= 0: log-probabilities of the prompt tokens (+ N top ones)
 };
 
 // One event of a request's result stream.
 struct StreamEvent {
-  enum Kind { kToken, kDone } kind = kToken;
+  enum Kind { kToken, kDone, kPrompt } kind = kToken;
   SampleResult sample;          // kToken: the sampled token (+ logprobs when asked)
+  std::vector<SampleResult> prompt;  // kPrompt: prompt tokens 1.. of one prefill chunk, in order
   std::string finish_reason;    // kDone: "stop" (end-of-sequence id), "length", "cancelled",
                                 // "error"
   std::string error;            // kDone with "error"
@@ -135,7 +137,9 @@ class Engine {
   // Engine-thread scratch.
   std::vector<model::SequenceRows> rows_;
   std::vector<int> row_slot_;
+  std::vector<size_t> row_logits_;  // first logits row of each batch row
   std::vector<float> logits_;
+  std::vector<int32_t> order_;  // scratch of prompt-logprob ranking
   std::thread thread_;
 };
 

@@ -1,6 +1,7 @@
 #include "server/choice.h"
 
 #include <atomic>
+#include <cmath>
 #include <random>
 
 namespace qwen35::server {
@@ -50,6 +51,10 @@ bool ChoiceRunner::poll(std::chrono::milliseconds timeout, Delta* d) {
   if (done_) return false;
   runtime::StreamEvent ev;
   if (!stream_->next(&ev, timeout)) return false;
+  if (ev.kind == runtime::StreamEvent::kPrompt) {
+    for (auto& x : ev.prompt) prompt_samples.push_back(std::move(x));
+    return true;
+  }
   if (ev.kind == runtime::StreamEvent::kToken) {
     token_times.push_back(std::chrono::steady_clock::now());
     ++generated_;
@@ -110,10 +115,15 @@ Json completion_logprobs(const tokenizer::Tokenizer& tok,
   for (const auto& s : samples) {
     const std::string t(tok.token_bytes(s.token));
     tokens.push_back(t);
-    lps.push_back(s.logprob);
-    Json top = Json::object();
-    for (const auto& a : s.top) top[std::string(tok.token_bytes(a.token))] = a.logprob;
-    tops.push_back(std::move(top));
+    if (std::isnan(s.logprob)) {
+      lps.push_back(nullptr);
+      tops.push_back(nullptr);
+    } else {
+      lps.push_back(s.logprob);
+      Json top = Json::object();
+      for (const auto& a : s.top) top[std::string(tok.token_bytes(a.token))] = a.logprob;
+      tops.push_back(std::move(top));
+    }
     offs.push_back(offset);
     offset += t.size();
   }

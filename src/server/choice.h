@@ -44,6 +44,8 @@ class ChoiceRunner {
   const std::string& error() const { return error_; }
   int n_calls() const { return n_calls_; }
 
+  // Prompt tokens 1.. with their log-probabilities (requests with prompt_logprobs).
+  std::vector<runtime::SampleResult> prompt_samples;
   // Wall-clock times of token arrivals (for TTFT and inter-token latency).
   std::vector<std::chrono::steady_clock::time_point> token_times;
 
@@ -66,7 +68,8 @@ class ChoiceRunner {
 // JSON helpers for responses.
 Json chat_logprob_entry(const tokenizer::Tokenizer& tok, const runtime::SampleResult& s);
 Json tool_call_json(const ToolCall& c, int index, bool with_index);
-// Completions-style logprobs for `samples`; text offsets start at `offset`.
+// Completions-style logprobs for `samples`; text offsets start at `offset`. A NaN logprob (the
+// first prompt token of an echo) is written as null.
 Json completion_logprobs(const tokenizer::Tokenizer& tok,
                          const std::vector<runtime::SampleResult>& samples, size_t offset);
 std::string random_id(const char* prefix);

@@ -3,6 +3,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cmath>
 #include <ctime>
 
 #include "server/choice.h"
@@ -64,6 +65,7 @@ std::optional<ApiError> submit_all(Job& job) {
     if (g.sampling.seed && i > 0) *g.sampling.seed += uint64_t(i);
     g.max_tokens = job.req.max_tokens;
     g.eos_ids = job.req.eos_ids;
+    g.prompt_logprobs = job.req.stream ? -1 : job.req.prompt_logprobs;
     runtime::SubmitError err;
     std::string msg;
     auto stream = engine.submit(std::move(g), &err, &msg);
@@ -239,7 +241,17 @@ std::optional<ApiError> collect_job(Job& job, Json* out) {
     } else {
       const std::string prefix = job.req.echo ? job.req.prompt_text : "";
       ch["text"] = prefix + acc.text;
-      ch["logprobs"] = want_lp ? completion_logprobs(tok, acc.samples, prefix.size()) : Json(nullptr);
+      if (want_lp && job.req.prompt_logprobs >= 0) {
+        // Echo: the prompt tokens first (the first has no logprob), then the completion.
+        std::vector<runtime::SampleResult> all(1);
+        all[0].token = job.req.prompt[0];
+        all[0].logprob = std::nanf("");
+        for (const auto& x : c->prompt_samples) all.push_back(x);
+        for (const auto& x : acc.samples) all.push_back(x);
+        ch["logprobs"] = completion_logprobs(tok, all, 0);
+      } else {
+        ch["logprobs"] = want_lp ? completion_logprobs(tok, acc.samples, prefix.size()) : Json(nullptr);
+      }
     }
     ch["finish_reason"] = acc.finish_reason;
     if (job.req.return_token_ids) {

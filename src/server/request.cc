@@ -314,6 +314,7 @@ std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo&
   TRY(get_int(b, "logprobs", &lp, 0, 20));
   r->sampling.logprobs = int32_t(lp);
   TRY(get_bool(b, "echo", &r->echo));
+  if (r->echo && lp >= 0) r->prompt_logprobs = int32_t(lp);
   r->parse_reasoning = false;
   return std::nullopt;
 }

@@ -49,6 +49,7 @@ struct CompletionRequest {
   std::vector<std::string> stops;
   std::vector<int32_t> eos_ids;
   bool echo = false;
+  int32_t prompt_logprobs = -1;         // completions echo + logprobs: prompt tokens too
   bool return_token_ids = false;
   bool skip_special = true;
   bool in_reasoning = false;            // the prompt opened <think>

@@ -111,6 +111,26 @@ TEST_F(ServerTest, CompletionLengthStopEchoAndN) {
   EXPECT_EQ(r2["choices"][0]["text"], gen.substr(0, gen.find(stop)));
 }
 
+TEST_F(ServerTest, EchoWithPromptLogprobs) {
+  auto [ts, tok] = s().post("/tokenize", Json{{"prompt", "Once upon a time"}});
+  ASSERT_EQ(ts, 200);
+  const size_t n_prompt = tok["tokens"].size();
+  Json req = {{"prompt", "Once upon a time"}, {"max_tokens", 3}, {"ignore_eos", true},
+              {"temperature", 0}, {"echo", true}, {"logprobs", 2}};
+  auto [st, r] = s().post("/v1/completions", req);
+  ASSERT_EQ(st, 200) << r;
+  const auto& lp = r["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), n_prompt + 3) << lp;
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());
+  for (size_t i = 1; i < n_prompt + 3; ++i) {
+    EXPECT_LE(lp["token_logprobs"][i].get<double>(), 0.0);
+    EXPECT_EQ(lp["top_logprobs"][i].size(), 2u);
+  }
+  std::string joined;
+  for (const auto& t : lp["tokens"]) joined += t.get<std::string>();
+  EXPECT_EQ(joined, r["choices"][0]["text"]);
+}
+
 TEST_F(ServerTest, StreamingFraming) {
   std::string raw;
   auto events = s().stream("/v1/chat/completions",
