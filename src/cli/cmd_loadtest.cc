@@ -78,8 +78,10 @@ Sample one_request(const std::string& host, int port, const std::string& key, co
         if (c.contains("token_ids")) k += int64_t(c["token_ids"].size());
       if (k == 0) continue;
       const auto now = Clock::now();
-      if (s.tokens == 0) s.ttft = std::chrono::duration<double>(now - t0).count();
-      else s.itl.push_back(std::chrono::duration<double>(now - last).count() / double(k));
+      if (s.tokens == 0)
+        s.ttft = std::chrono::duration<double>(now - t0).count();
+      else
+        s.itl.push_back(std::chrono::duration<double>(now - last).count() / double(k));
       last = now;
       s.tokens += k;
       if (disconnect && s.tokens >= 2) {
@@ -95,10 +97,14 @@ Sample one_request(const std::string& host, int port, const std::string& key, co
   s.total = std::chrono::duration<double>(Clock::now() - t0).count();
   if (s.disconnected) return s;
   if (!s.error.empty()) return s;
-  if (!sent) s.error = "HTTP error: " + httplib::to_string(err);
-  else if (res.status != 200) s.error = "HTTP " + std::to_string(res.status) + ": " + res.body;
-  else if (!saw_done) s.error = "stream ended without [DONE]";
-  else s.ok = true;
+  if (!sent)
+    s.error = "HTTP error: " + httplib::to_string(err);
+  else if (res.status != 200)
+    s.error = "HTTP " + std::to_string(res.status) + ": " + res.body;
+  else if (!saw_done)
+    s.error = "stream ended without [DONE]";
+  else
+    s.ok = true;
   return s;
 }
 
@@ -125,8 +131,12 @@ int cmd_loadtest(int argc, char** argv) {
     return app.exit(e);
   }
   if (clients < 1 || requests < 1) return fail("loadtest", "--clients and --requests must be >= 1");
-  Json body = {{"prompt", prompt},          {"max_tokens", max_tokens}, {"stream", true},
-               {"ignore_eos", true},        {"temperature", 0},         {"return_token_ids", true},
+  Json body = {{"prompt", prompt},
+               {"max_tokens", max_tokens},
+               {"stream", true},
+               {"ignore_eos", true},
+               {"temperature", 0},
+               {"return_token_ids", true},
                {"stream_options", {{"include_usage", true}}}};
   std::atomic<int> next{0};
   std::mutex mu;
@@ -149,8 +159,10 @@ int cmd_loadtest(int argc, char** argv) {
   std::string first_error;
   for (const auto& s : samples) {
     tokens += s.tokens;
-    if (s.disconnected) ++hung_up;
-    else if (s.ok) ++ok;
+    if (s.disconnected)
+      ++hung_up;
+    else if (s.ok)
+      ++ok;
     else {
       ++errors;
       if (first_error.empty()) first_error = s.error;

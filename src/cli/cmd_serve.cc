@@ -50,17 +50,21 @@ int cmd_serve(int argc, char** argv) {
   runtime::EngineOptions eo;
   std::string name;
   double mem_budget_mb = 0;
-  app.add_option("-m,--model", lo.model_dir, "checkpoint directory (with tokenizer files)")->required();
+  app.add_option("-m,--model", lo.model_dir, "checkpoint directory (with tokenizer files)")
+      ->required();
   app.add_option("--host", so.host, "address to bind (default 127.0.0.1: this machine only)");
   app.add_option("--port", so.port, "port (0: any free port, printed on stderr)");
   app.add_option("--parallel", eo.parallel, "sequence slots: requests running at once");
   app.add_option("-c,--ctx", eo.ctx, "context tokens per slot (prompt + completion)");
-  app.add_option("--max-queue", eo.max_queue, "requests waiting beyond the slots (more get HTTP 429)");
-  app.add_option("--step-tokens", eo.step_tokens, "token budget of one engine step (decode + prefill)");
+  app.add_option("--max-queue", eo.max_queue,
+                 "requests waiting beyond the slots (more get HTTP 429)");
+  app.add_option("--step-tokens", eo.step_tokens,
+                 "token budget of one engine step (decode + prefill)");
   app.add_option("--mem-budget-mb", mem_budget_mb,
                  "memory for the sequence slots in MiB (0: no limit); too small is an error");
   app.add_option("--api-key", so.api_key, "require 'Authorization: Bearer KEY'");
-  app.add_option("--max-body", so.max_body_bytes, "largest request body in bytes (more get HTTP 413)");
+  app.add_option("--max-body", so.max_body_bytes,
+                 "largest request body in bytes (more get HTTP 413)");
   app.add_option("--http-threads", so.http_threads, "HTTP worker threads (0: slots + queue + 16)");
   app.add_option("--served-model-name", name, "model name in the API (default: the folder name)");
   app.add_option("-t,--threads", lo.threads, "compute threads (0 = all cores)");
@@ -105,9 +109,11 @@ int cmd_serve(int argc, char** argv) {
   auto gen_cfg = formats::load_generation_config(lo.model_dir);
   if (!gen_cfg.ok()) return finish(fail("serve", gen_cfg.message()));
   std::optional<tokenizer::ChatTemplate> tmpl;
-  if (auto t = tokenizer::load_chat_template(lo.model_dir); t.ok()) tmpl = std::move(*t);
-  else std::fprintf(stderr, "qwen35 serve: no chat template (%s); /v1/chat/completions is off\n",
-                    t.message().c_str());
+  if (auto t = tokenizer::load_chat_template(lo.model_dir); t.ok())
+    tmpl = std::move(*t);
+  else
+    std::fprintf(stderr, "qwen35 serve: no chat template (%s); /v1/chat/completions is off\n",
+                 t.message().c_str());
   auto lm = load_model(lo);
   if (!lm.ok()) return finish(fail("serve", lm.message()));
   model::Model& m = *lm->model;
@@ -120,7 +126,8 @@ int cmd_serve(int argc, char** argv) {
   for (int64_t e : gen_cfg->eos_token_ids) mi.eos_ids.push_back(int32_t(e));
   for (int64_t e : m.config().eos_token_ids) mi.eos_ids.push_back(int32_t(e));
   if (tok->eos_id() >= 0) mi.eos_ids.push_back(tok->eos_id());
-  if (const int32_t im_end = tok->token_to_id("<|im_end|>"); im_end >= 0) mi.eos_ids.push_back(im_end);
+  if (const int32_t im_end = tok->token_to_id("<|im_end|>"); im_end >= 0)
+    mi.eos_ids.push_back(im_end);
   std::sort(mi.eos_ids.begin(), mi.eos_ids.end());
   mi.eos_ids.erase(std::unique(mi.eos_ids.begin(), mi.eos_ids.end()), mi.eos_ids.end());
   mi.name = name.empty() ? model_name(lo.model_dir) : name;

@@ -71,7 +71,8 @@ Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), 
   slots_.resize(size_t(opts_.parallel));
   stats_.slots = opts_.parallel;
   stats_.kv_tokens_total = int64_t(opts_.parallel) * opts_.ctx;
-  for (const auto& st : states_) stats_.state_bytes += int64_t(st->kv_bytes() + st->recurrent_bytes());
+  for (const auto& st : states_)
+    stats_.state_bytes += int64_t(st->kv_bytes() + st->recurrent_bytes());
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -97,8 +98,8 @@ std::shared_ptr<RequestStream> Engine::submit(GenerationRequest req, SubmitError
   for (int32_t t : req.prompt) {
     if (t < 0 || t >= vocab) {
       *err = SubmitError::kInvalid;
-      *message = "token id " + std::to_string(t) + " is out of range [0, " +
-                 std::to_string(vocab) + ")";
+      *message =
+          "token id " + std::to_string(t) + " is out of range [0, " + std::to_string(vocab) + ")";
       return nullptr;
     }
   }

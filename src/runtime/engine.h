@@ -42,19 +42,19 @@ struct EngineOptions {
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // non-empty
   SamplingParams sampling;
-  int64_t max_tokens = -1;      // -1: until end of sequence or the context is full
-  std::vector<int32_t> eos_ids; // a sampled id in this list ends the request ("stop")
-  int32_t prompt_logprobs = -1; // >= 0: log-probabilities of the prompt tokens (+ N top ones)
+  int64_t max_tokens = -1;       // -1: until end of sequence or the context is full
+  std::vector<int32_t> eos_ids;  // a sampled id in this list ends the request ("stop")
+  int32_t prompt_logprobs = -1;  // >= 0: log-probabilities of the prompt tokens (+ N top ones)
 };
 
 // One event of a request's result stream.
 struct StreamEvent {
   enum Kind { kToken, kDone, kPrompt } kind = kToken;
-  SampleResult sample;          // kToken: the sampled token (+ logprobs when asked)
+  SampleResult sample;               // kToken: the sampled token (+ logprobs when asked)
   std::vector<SampleResult> prompt;  // kPrompt: prompt tokens 1.. of one prefill chunk, in order
-  std::string finish_reason;    // kDone: "stop" (end-of-sequence id), "length", "cancelled",
-                                // "error"
-  std::string error;            // kDone with "error"
+  std::string finish_reason;         // kDone: "stop" (end-of-sequence id), "length", "cancelled",
+                                     // "error"
+  std::string error;                 // kDone with "error"
 };
 
 // The per-request queue the engine writes to. cancel() asks the engine to drop the request; it
@@ -131,7 +131,7 @@ class Engine {
   };
   std::deque<Pending> queue_;
   bool accepting_ = true, stop_ = false, drain_ = false;
-  EngineStats stats_;  // guarded by mu_
+  EngineStats stats_;        // guarded by mu_
   uint64_t next_order_ = 0;  // admission counter, guarded by mu_
 
   // Engine-thread scratch.

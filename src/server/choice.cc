@@ -6,8 +6,7 @@
 
 namespace qwen35::server {
 
-ChoiceRunner::ChoiceRunner(int index, const CompletionRequest& req,
-                           const tokenizer::Tokenizer& tok,
+ChoiceRunner::ChoiceRunner(int index, const CompletionRequest& req, const tokenizer::Tokenizer& tok,
                            std::shared_ptr<runtime::RequestStream> stream)
     : index_(index),
       req_(req),
@@ -29,18 +28,24 @@ void ChoiceRunner::feed(const std::string& text, Delta* d) {
     return;
   }
   for (auto& p : parser_->push(text)) {
-    if (p.kind == OutputPiece::kContent) d->text += p.text;
-    else if (p.kind == OutputPiece::kReasoning) d->reasoning += p.text;
-    else d->calls.push_back(std::move(p.call)), ++n_calls_;
+    if (p.kind == OutputPiece::kContent)
+      d->text += p.text;
+    else if (p.kind == OutputPiece::kReasoning)
+      d->reasoning += p.text;
+    else
+      d->calls.push_back(std::move(p.call)), ++n_calls_;
   }
 }
 
 void ChoiceRunner::finish(Delta* d, const std::string& reason) {
   if (parser_) {
     for (auto& p : parser_->flush()) {
-      if (p.kind == OutputPiece::kContent) d->text += p.text;
-      else if (p.kind == OutputPiece::kReasoning) d->reasoning += p.text;
-      else d->calls.push_back(std::move(p.call)), ++n_calls_;
+      if (p.kind == OutputPiece::kContent)
+        d->text += p.text;
+      else if (p.kind == OutputPiece::kReasoning)
+        d->reasoning += p.text;
+      else
+        d->calls.push_back(std::move(p.call)), ++n_calls_;
     }
   }
   d->finish_reason = reason == "stop" && n_calls_ > 0 ? "tool_calls" : reason;
@@ -127,8 +132,8 @@ Json completion_logprobs(const tokenizer::Tokenizer& tok,
     offs.push_back(offset);
     offset += t.size();
   }
-  return Json{{"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops},
-              {"text_offset", offs}};
+  return Json{
+      {"tokens", tokens}, {"token_logprobs", lps}, {"top_logprobs", tops}, {"text_offset", offs}};
 }
 
 std::string random_id(const char* prefix) {

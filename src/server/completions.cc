@@ -166,10 +166,9 @@ bool stream_job(Job& job, httplib::DataSink& sink) {
         write_event(sink, dump(error_body(e)));
         return false;
       }
-      const bool show = !d.text.empty() || !d.reasoning.empty() || !d.calls.empty() ||
-                        !d.finish_reason.empty() ||
-                        (!d.samples.empty() &&
-                         (job.req.sampling.logprobs >= 0 || job.req.return_token_ids));
+      const bool show =
+          !d.text.empty() || !d.reasoning.empty() || !d.calls.empty() || !d.finish_reason.empty() ||
+          (!d.samples.empty() && (job.req.sampling.logprobs >= 0 || job.req.return_token_ids));
       if (!show) continue;
       Json chunk = job.base(object);
       chunk["choices"] = Json::array({chunk_choice(job, *c, d, &call_index[size_t(c->index())])});
@@ -227,7 +226,8 @@ std::optional<ApiError> collect_job(Job& job, Json* out) {
       msg["reasoning_content"] = acc.reasoning.empty() ? Json(nullptr) : Json(acc.reasoning);
       if (!calls.empty()) {
         Json tc = Json::array();
-        for (size_t i = 0; i < calls.size(); ++i) tc.push_back(tool_call_json(calls[i], int(i), false));
+        for (size_t i = 0; i < calls.size(); ++i)
+          tc.push_back(tool_call_json(calls[i], int(i), false));
         msg["tool_calls"] = std::move(tc);
       }
       ch["message"] = std::move(msg);
@@ -250,7 +250,8 @@ std::optional<ApiError> collect_job(Job& job, Json* out) {
         for (const auto& x : acc.samples) all.push_back(x);
         ch["logprobs"] = completion_logprobs(tok, all, 0);
       } else {
-        ch["logprobs"] = want_lp ? completion_logprobs(tok, acc.samples, prefix.size()) : Json(nullptr);
+        ch["logprobs"] =
+            want_lp ? completion_logprobs(tok, acc.samples, prefix.size()) : Json(nullptr);
       }
     }
     ch["finish_reason"] = acc.finish_reason;
@@ -277,8 +278,7 @@ void send_error(httplib::Response& res, const ApiError& e) {
   res.set_content(dump(error_body(e)), "application/json");
 }
 
-void handle_generate(Context& ctx, bool chat, const httplib::Request& req,
-                     httplib::Response& res) {
+void handle_generate(Context& ctx, bool chat, const httplib::Request& req, httplib::Response& res) {
   auto job = std::make_shared<Job>();
   job->ctx = &ctx;
   job->t0 = Clock::now();

@@ -47,7 +47,7 @@ class OutputParser {
   bool parse_reasoning_, parse_tools_;
   nlohmann::ordered_json tools_;
   State state_ = kText;
-  State call_return_ = kText;  // where a tool call returns to
+  State call_return_ = kText;    // where a tool call returns to
   bool strip_newlines_ = false;  // drop newlines right after </think>
   std::string buf_;
 };

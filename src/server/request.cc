@@ -60,9 +60,9 @@ std::optional<ApiError> get_int(const Json& b, const char* name, int64_t* v, int
   return std::nullopt;
 }
 
-#define TRY(expr)                      \
-  do {                                 \
-    if (auto _e = (expr)) return _e;   \
+#define TRY(expr)                    \
+  do {                               \
+    if (auto _e = (expr)) return _e; \
   } while (0)
 
 // Fields shared by both endpoints: sampling, lengths, stop, n, stream, debugging extras.
@@ -128,7 +128,8 @@ std::optional<ApiError> parse_common(const Json& b, const ModelInfo& mi, Complet
 std::optional<ApiError> flatten_content(Json* content, size_t i) {
   const std::string where = "messages[" + std::to_string(i) + "].content";
   if (content->is_string() || content->is_null()) return std::nullopt;
-  if (!content->is_array()) return bad(where, "'" + where + "' must be a string or a list of parts");
+  if (!content->is_array())
+    return bad(where, "'" + where + "' must be a string or a list of parts");
   std::string text;
   for (const auto& part : *content) {
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
@@ -165,7 +166,8 @@ std::optional<ApiError> normalize_messages(const Json& b, Json* messages) {
       return bad(where + ".role", "unknown role '" + role + "' in " + where +
                                       " (expected system, developer, user, assistant or tool)");
     if (!msg.contains("content")) {
-      if (role != "assistant") return bad(where + ".content", "'" + where + ".content' is required");
+      if (role != "assistant")
+        return bad(where + ".content", "'" + where + ".content' is required");
       msg["content"] = "";
     }
     if (msg["content"].is_null()) {
@@ -204,13 +206,15 @@ std::optional<ApiError> render_impl(const Json& b, const ModelInfo& mi, bool use
       for (const auto& x : *t)
         if (!x.is_object() || !x.contains("function") || !x["function"].is_object() ||
             !x["function"].contains("name") || !x["function"]["name"].is_string())
-          return bad("tools", "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+          return bad("tools",
+                     "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
       if (!t->empty()) tools = *t;
     }
   }
   Json kwargs = Json::object();
   if (const Json* k = field(b, "chat_template_kwargs")) {
-    if (!k->is_object()) return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    if (!k->is_object())
+      return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
     kwargs = *k;
   }
   bool add_gen = true;
@@ -237,8 +241,8 @@ std::optional<ApiError> check_model(const Json& b, const ModelInfo& mi) {
   if (!m->is_string()) return bad("model", "'model' must be a string");
   const std::string name = *m;
   if (name != mi.name && name != mi.path) {
-    ApiError e = bad("model", "the model '" + name + "' does not exist (this server serves '" +
-                                  mi.name + "')");
+    ApiError e = bad(
+        "model", "the model '" + name + "' does not exist (this server serves '" + mi.name + "')");
     e.type = "model_not_found";  // 400 as for any other bad field (issue 6)
     return e;
   }
@@ -263,8 +267,10 @@ std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
   r->sampling.logprobs = logprobs ? int32_t(top) : -1;
   std::string tool_choice = "auto";
   if (const Json* tc = field(b, "tool_choice")) {
-    if (tc->is_string()) tool_choice = tc->get<std::string>();
-    else if (!tc->is_object()) return bad("tool_choice", "'tool_choice' must be a string or an object");
+    if (tc->is_string())
+      tool_choice = tc->get<std::string>();
+    else if (!tc->is_object())
+      return bad("tool_choice", "'tool_choice' must be a string or an object");
   }
   const bool use_tools = tool_choice != "none";
   std::string text;
@@ -304,8 +310,9 @@ std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo&
     }
     r->prompt_text = mi.tok->decode(r->prompt);
   } else if (p->is_array()) {
-    return bad("prompt", "'prompt' must be a string, a list of one string, or a list of token ids"
-                         " (batched prompts are not supported)");
+    return bad("prompt",
+               "'prompt' must be a string, a list of one string, or a list of token ids"
+               " (batched prompts are not supported)");
   } else {
     return bad("prompt", "'prompt' must be a string or a list of token ids");
   }

@@ -19,7 +19,7 @@ using Json = nlohmann::ordered_json;
 struct ApiError {
   int status = 400;
   std::string message;
-  std::string param;                         // the offending field, "" when none
+  std::string param;  // the offending field, "" when none
   std::string type = "invalid_request_error";
 };
 
@@ -32,8 +32,8 @@ struct ModelInfo {
   const tokenizer::ChatTemplate* tmpl = nullptr;  // null: the checkpoint has no chat template
   runtime::SamplingParams defaults;               // from generation_config.json
   std::vector<int32_t> eos_ids;
-  std::string name;                               // served model name
-  std::string path;                               // also accepted as the model name
+  std::string name;  // served model name
+  std::string path;  // also accepted as the model name
   int64_t ctx = 0;
 };
 
@@ -43,18 +43,18 @@ struct CompletionRequest {
   bool stream = false, include_usage = false;
   int n = 1;
   std::vector<int32_t> prompt;
-  std::string prompt_text;              // completions: for echo
-  runtime::SamplingParams sampling;     // logprobs = top alternatives (-1: no logprobs)
+  std::string prompt_text;           // completions: for echo
+  runtime::SamplingParams sampling;  // logprobs = top alternatives (-1: no logprobs)
   int64_t max_tokens = -1;
   std::vector<std::string> stops;
   std::vector<int32_t> eos_ids;
   bool echo = false;
-  int32_t prompt_logprobs = -1;         // completions echo + logprobs: prompt tokens too
+  int32_t prompt_logprobs = -1;  // completions echo + logprobs: prompt tokens too
   bool return_token_ids = false;
   bool skip_special = true;
-  bool in_reasoning = false;            // the prompt opened <think>
+  bool in_reasoning = false;  // the prompt opened <think>
   bool parse_reasoning = true, parse_tools = false;
-  Json tools;                           // the request's tools (for parameter types)
+  Json tools;  // the request's tools (for parameter types)
 };
 
 std::optional<ApiError> parse_chat_request(const Json& body, const ModelInfo& mi,

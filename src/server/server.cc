@@ -20,7 +20,8 @@ ApiError unavailable(const std::string& why) {
 // Parses a JSON object body; on failure answers 400 and returns false.
 bool parse_body(const httplib::Request& req, httplib::Response& res, Json* out) {
   if (tokenizer::utf8_valid_prefix(req.body) != req.body.size()) {
-    send_error(res, ApiError{400, "the request body is not valid UTF-8", "", "invalid_request_error"});
+    send_error(res,
+               ApiError{400, "the request body is not valid UTF-8", "", "invalid_request_error"});
     return false;
   }
   *out = Json::parse(req.body, nullptr, false);
@@ -41,7 +42,8 @@ bool ensure_ready(Context& ctx, httplib::Response& res) {
 }  // namespace
 
 Server::Server(ServerOptions opts, int http_threads)
-    : opts_(std::move(opts)), http_(std::make_unique<httplib::Server>()),
+    : opts_(std::move(opts)),
+      http_(std::make_unique<httplib::Server>()),
       ctx_(std::make_unique<Context>()) {
   const int n = opts_.http_threads > 0 ? opts_.http_threads : std::max(16, http_threads);
   http_->new_task_queue = [n] { return new httplib::ThreadPool(size_t(n)); };
@@ -113,26 +115,29 @@ void Server::routes() {
     }
     send_error(res, e);
   });
-  h.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
-    std::string what = "internal error";
-    try {
-      if (ep) std::rethrow_exception(ep);
-    } catch (const std::exception& ex) {
-      what = ex.what();
-    } catch (...) {
-    }
-    send_error(res, ApiError{500, what, "", "server_error"});
-  });
+  h.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+        std::string what = "internal error";
+        try {
+          if (ep) std::rethrow_exception(ep);
+        } catch (const std::exception& ex) {
+          what = ex.what();
+        } catch (...) {
+        }
+        send_error(res, ApiError{500, what, "", "server_error"});
+      });
 
   h.Get("/health", [&ctx](const httplib::Request&, httplib::Response& res) {
     if (!ctx.ready.load()) return send_error(res, unavailable("the model is loading"));
-    if (ctx.shutting_down.load()) return send_error(res, unavailable("the server is shutting down"));
+    if (ctx.shutting_down.load())
+      return send_error(res, unavailable("the server is shutting down"));
     res.set_content("{\"status\":\"ok\"}", "application/json");
   });
   h.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
     if (!ensure_ready(ctx, res)) return;
-    Json m = {{"id", ctx.mi.name}, {"object", "model"}, {"created", int64_t(std::time(nullptr))},
-              {"owned_by", "qwen35"}, {"root", ctx.mi.path}, {"max_model_len", ctx.mi.ctx}};
+    Json m = {
+        {"id", ctx.mi.name},    {"object", "model"},   {"created", int64_t(std::time(nullptr))},
+        {"owned_by", "qwen35"}, {"root", ctx.mi.path}, {"max_model_len", ctx.mi.ctx}};
     res.set_content(dump(Json{{"object", "list"}, {"data", Json::array({m})}}), "application/json");
   });
   h.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
@@ -164,7 +169,8 @@ void Server::routes() {
                                       "prompt", "invalid_request_error"});
     }
     auto ids = ctx.mi.tok->encode(text);
-    if (!ids.ok()) return send_error(res, ApiError{400, ids.message(), "prompt", "invalid_request_error"});
+    if (!ids.ok())
+      return send_error(res, ApiError{400, ids.message(), "prompt", "invalid_request_error"});
     Json out = {{"count", ids->size()}, {"max_model_len", ctx.mi.ctx}, {"tokens", *ids}};
     res.set_content(dump(out), "application/json");
   });

@@ -26,10 +26,10 @@ namespace qwen35::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;                       // 0: any free port
-  std::string api_key;                   // non-empty: "Authorization: Bearer KEY" required
-  size_t max_body_bytes = 8u << 20;      // larger bodies get 413
-  int http_threads = 0;                  // 0: sized from the engine's slots and queue
+  int port = 8080;                   // 0: any free port
+  std::string api_key;               // non-empty: "Authorization: Bearer KEY" required
+  size_t max_body_bytes = 8u << 20;  // larger bodies get 413
+  int http_threads = 0;              // 0: sized from the engine's slots and queue
 };
 
 // What the generation handlers share; owned by the Server, outlives every response.
@@ -48,8 +48,8 @@ class Server {
   core::Result<int> bind();  // returns the bound port
   void start();              // accept loop on a thread of its own
   void set_ready(ModelInfo mi, runtime::Engine* engine);
-  void begin_shutdown();     // generation requests now get 503
-  void stop();               // closes the listener and joins the accept loop
+  void begin_shutdown();  // generation requests now get 503
+  void stop();            // closes the listener and joins the accept loop
 
  private:
   void routes();
@@ -62,8 +62,7 @@ class Server {
 };
 
 // Handlers of POST /v1/chat/completions (chat = true) and /v1/completions.
-void handle_generate(Context& ctx, bool chat, const httplib::Request& req,
-                     httplib::Response& res);
+void handle_generate(Context& ctx, bool chat, const httplib::Request& req, httplib::Response& res);
 // Sends an OpenAI-style error.
 void send_error(httplib::Response& res, const ApiError& e);
 // JSON text that never throws on invalid UTF-8 (replaced by U+FFFD).

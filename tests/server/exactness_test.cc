@@ -43,8 +43,11 @@ std::vector<Json> requests(bool seeded) {
   for (int i = 0; i < 8; ++i) {
     std::vector<int> prompt;
     for (int k = 0; k < lengths[i]; ++k) prompt.push_back((k * 37 + i * 101 + 11) % 1000);
-    Json r = {{"prompt", prompt},       {"max_tokens", gen[i]}, {"ignore_eos", true},
-              {"logprobs", 3},          {"return_token_ids", true}};
+    Json r = {{"prompt", prompt},
+              {"max_tokens", gen[i]},
+              {"ignore_eos", true},
+              {"logprobs", 3},
+              {"return_token_ids", true}};
     if (seeded) {
       r["temperature"] = 0.9;
       r["top_p"] = 0.95;

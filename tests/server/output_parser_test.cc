@@ -18,9 +18,12 @@ Split run(const std::string& text, size_t piece, bool in_reasoning, bool tools,
   Split s;
   auto take = [&](std::vector<OutputPiece> v) {
     for (auto& x : v) {
-      if (x.kind == OutputPiece::kContent) s.content += x.text;
-      else if (x.kind == OutputPiece::kReasoning) s.reasoning += x.text;
-      else s.calls.push_back(x.call);
+      if (x.kind == OutputPiece::kContent)
+        s.content += x.text;
+      else if (x.kind == OutputPiece::kReasoning)
+        s.reasoning += x.text;
+      else
+        s.calls.push_back(x.call);
     }
   };
   for (size_t i = 0; i < text.size(); i += piece) take(p.push(text.substr(i, piece)));
@@ -61,8 +64,9 @@ TEST(OutputParser, ToolCalls) {
     EXPECT_EQ(s.calls[0].arguments.dump(), R"({"city":"42","days":3,"opts":{"u":"C"}})");
   }
   // Inside reasoning, and an unfinished call that ends up as text.
-  auto s = run("hmm <tool_call><function=f><parameter=a>x</parameter></function></tool_call> ok</think>done",
-               3, true, true);
+  auto s = run(
+      "hmm <tool_call><function=f><parameter=a>x</parameter></function></tool_call> ok</think>done",
+      3, true, true);
   EXPECT_EQ(s.reasoning, "hmm  ok");
   EXPECT_EQ(s.content, "done");
   ASSERT_EQ(s.calls.size(), 1u);

@@ -27,8 +27,8 @@ class ServerProcess {
     if (pid_ == 0) {
       FILE* f = std::freopen(log_.c_str(), "w", stderr);
       (void)f;
-      std::vector<std::string> args = {QWEN35_BINARY, "serve", "-m", model_dir, "--port", "0",
-                                       "-t", "2"};
+      std::vector<std::string> args = {QWEN35_BINARY, "serve", "-m", model_dir,
+                                       "--port",      "0",     "-t", "2"};
       args.insert(args.end(), flags.begin(), flags.end());
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());

@@ -45,24 +45,25 @@ TEST_F(ServerTest, InfoEndpoints) {
   auto [ds, detok] = s().post("/detokenize", Json{{"tokens", tok["tokens"]}});
   ASSERT_EQ(ds, 200);
   EXPECT_EQ(detok["prompt"], "hello world");
-  auto [as, tmpl] = s().post(
-      "/apply-template", Json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
-                              {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  auto [as, tmpl] =
+      s().post("/apply-template", Json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                       {"chat_template_kwargs", {{"enable_thinking", false}}}});
   ASSERT_EQ(as, 200) << tmpl;
   EXPECT_NE(tmpl["prompt"].get<std::string>().find("<|im_start|>user\nhi<|im_end|>"),
             std::string::npos);
   const std::string metrics = s().get("/metrics").second;
-  for (const char* m : {"qwen35_requests_total", "qwen35_queue_depth", "qwen35_running_sequences",
-                        "qwen35_time_to_first_token_seconds_bucket",
-                        "qwen35_inter_token_latency_seconds_count", "qwen35_kv_usage_ratio",
-                        "qwen35_slots_used", "qwen35_generation_tokens_total"})
+  for (const char* m :
+       {"qwen35_requests_total", "qwen35_queue_depth", "qwen35_running_sequences",
+        "qwen35_time_to_first_token_seconds_bucket", "qwen35_inter_token_latency_seconds_count",
+        "qwen35_kv_usage_ratio", "qwen35_slots_used", "qwen35_generation_tokens_total"})
     EXPECT_NE(metrics.find(m), std::string::npos) << m;
 }
 
 TEST_F(ServerTest, ChatCompletion) {
   Json req = {{"model", "m"},
-              {"messages", {{{"role", "system"}, {"content", "be brief"}},
-                            {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hi"}}}}}}},
+              {"messages",
+               {{{"role", "system"}, {"content", "be brief"}},
+                {{"role", "user"}, {"content", {{{"type", "text"}, {"text", "hi"}}}}}}},
               {"max_tokens", 12},
               {"seed", 3},
               {"logprobs", true},
@@ -89,8 +90,12 @@ TEST_F(ServerTest, ChatCompletion) {
 }
 
 TEST_F(ServerTest, CompletionLengthStopEchoAndN) {
-  Json req = {{"prompt", "Once upon a time"}, {"max_tokens", 10}, {"ignore_eos", true},
-              {"temperature", 0}, {"echo", true}, {"n", 2}};
+  Json req = {{"prompt", "Once upon a time"},
+              {"max_tokens", 10},
+              {"ignore_eos", true},
+              {"temperature", 0},
+              {"echo", true},
+              {"n", 2}};
   auto [st, r] = s().post("/v1/completions", req);
   ASSERT_EQ(st, 200) << r;
   ASSERT_EQ(r["choices"].size(), 2u);
@@ -103,8 +108,11 @@ TEST_F(ServerTest, CompletionLengthStopEchoAndN) {
   const std::string gen = text.substr(16);
   ASSERT_GE(gen.size(), 4u);
   const std::string stop = gen.substr(2, 2);
-  req = {{"prompt", "Once upon a time"}, {"max_tokens", 10}, {"ignore_eos", true},
-         {"temperature", 0}, {"stop", {stop}}};
+  req = {{"prompt", "Once upon a time"},
+         {"max_tokens", 10},
+         {"ignore_eos", true},
+         {"temperature", 0},
+         {"stop", {stop}}};
   auto [st2, r2] = s().post("/v1/completions", req);
   ASSERT_EQ(st2, 200);
   EXPECT_EQ(r2["choices"][0]["finish_reason"], "stop");
@@ -115,8 +123,12 @@ TEST_F(ServerTest, EchoWithPromptLogprobs) {
   auto [ts, tok] = s().post("/tokenize", Json{{"prompt", "Once upon a time"}});
   ASSERT_EQ(ts, 200);
   const size_t n_prompt = tok["tokens"].size();
-  Json req = {{"prompt", "Once upon a time"}, {"max_tokens", 3}, {"ignore_eos", true},
-              {"temperature", 0}, {"echo", true}, {"logprobs", 2}};
+  Json req = {{"prompt", "Once upon a time"},
+              {"max_tokens", 3},
+              {"ignore_eos", true},
+              {"temperature", 0},
+              {"echo", true},
+              {"logprobs", 2}};
   auto [st, r] = s().post("/v1/completions", req);
   ASSERT_EQ(st, 200) << r;
   const auto& lp = r["choices"][0]["logprobs"];
@@ -135,7 +147,9 @@ TEST_F(ServerTest, StreamingFraming) {
   std::string raw;
   auto events = s().stream("/v1/chat/completions",
                            Json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
-                                {"max_tokens", 8}, {"stream", true}, {"seed", 1},
+                                {"max_tokens", 8},
+                                {"stream", true},
+                                {"seed", 1},
                                 {"stream_options", {{"include_usage", true}}}},
                            &raw);
   ASSERT_GE(events.size(), 3u) << raw;
@@ -227,8 +241,8 @@ TEST_F(ServerTest, DisconnectFreesTheSlot) {
     httplib::Request req;
     req.method = "POST";
     req.path = "/v1/completions";
-    req.body = Json{{"prompt", "go"}, {"max_tokens", 200}, {"ignore_eos", true}, {"stream", true}}
-                   .dump();
+    req.body =
+        Json{{"prompt", "go"}, {"max_tokens", 200}, {"ignore_eos", true}, {"stream", true}}.dump();
     req.set_header("Content-Type", "application/json");
     int chunks = 0;
     req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
@@ -250,12 +264,17 @@ TEST(ServerAdmission, QueueFullGives429AndApiKey) {
   TempDir d;
   auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + d.file("m"));
   ASSERT_EQ(r.exit_code, 0);
-  ServerProcess srv(d.file("m"), {"--parallel", "1", "--max-queue", "0", "--api-key", "sekret"});
+  ServerProcess srv(d.file("m"), {"--parallel", "1", "--max-queue", "0", "--api-key", "sekret",
+                                  "--max-body", "4096"});
   ASSERT_TRUE(srv.ready()) << srv.log();
   auto c = srv.client();
   EXPECT_EQ(c.Get("/v1/models")->status, 401);
   c.set_bearer_token_auth("sekret");
   EXPECT_EQ(c.Get("/v1/models")->status, 200);
+  auto big = c.Post("/v1/completions", Json{{"prompt", std::string(5000, 'a')}}.dump(),
+                    "application/json");
+  ASSERT_TRUE(big);
+  EXPECT_EQ(big->status, 413);
   // One long stream holds the only slot; a second request is refused with 429.
   std::atomic<bool> started{false};
   std::thread t([&] {
@@ -264,8 +283,9 @@ TEST(ServerAdmission, QueueFullGives429AndApiKey) {
     httplib::Request req;
     req.method = "POST";
     req.path = "/v1/completions";
-    req.body = Json{{"prompt", "go"}, {"max_tokens", 100000}, {"ignore_eos", true},
-                    {"stream", true}}.dump();
+    req.body =
+        Json{{"prompt", "go"}, {"max_tokens", 100000}, {"ignore_eos", true}, {"stream", true}}
+            .dump();
     req.set_header("Content-Type", "application/json");
     int chunks = 0;
     req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
@@ -306,8 +326,9 @@ TEST(ServerShutdown, SigtermCancelsInFlightAndExitsZero) {
     httplib::Request req;
     req.method = "POST";
     req.path = "/v1/completions";
-    req.body = Json{{"prompt", "go"}, {"max_tokens", 100000}, {"ignore_eos", true},
-                    {"stream", true}}.dump();
+    req.body =
+        Json{{"prompt", "go"}, {"max_tokens", 100000}, {"ignore_eos", true}, {"stream", true}}
+            .dump();
     req.set_header("Content-Type", "application/json");
     req.content_receiver = [&](const char* p, size_t n, uint64_t, uint64_t) {
       raw.append(p, n);
