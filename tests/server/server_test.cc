@@ -348,3 +348,40 @@ TEST(ServerShutdown, SigtermCancelsInFlightAndExitsZero) {
 
 }  // namespace
 }  // namespace qwen35
+
+namespace qwen35 {
+namespace {
+
+// The load tool against a live server: no errors, clients that hang up leave it healthy, and
+// /metrics is back to idle (no leaked slots) afterwards. A short version of issue 6's load run.
+TEST(ServerLoad, LoadtestLeavesTheServerIdle) {
+  TempDir d;
+  auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + d.file("m"));
+  ASSERT_EQ(r.exit_code, 0);
+  ServerProcess srv(d.file("m"), {"--parallel", "8"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  const std::string port = std::to_string(srv.port());
+  r = testing::run_qwen35("loadtest --port " + port + " -c 16 -n 48 --max-tokens 8 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  auto j = Json::parse(r.out);
+  EXPECT_EQ(j["ok"], 48);
+  EXPECT_EQ(j["errors"], 0);
+  EXPECT_EQ(j["generated_tokens"], 48 * 8);
+  EXPECT_GT(j["tokens_per_s"].get<double>(), 0);
+  r = testing::run_qwen35("loadtest --port " + port +
+                          " -c 8 -n 8 --disconnect 8 --max-tokens 500 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  EXPECT_EQ(Json::parse(r.out)["disconnected"], 8);
+  double used = -1;
+  for (int i = 0; i < 200 && used != 0; ++i) {
+    used = srv.metric("qwen35_slots_used");
+    if (used != 0) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  EXPECT_EQ(used, 0);
+  EXPECT_EQ(srv.metric("qwen35_queue_depth"), 0);
+  EXPECT_EQ(srv.get("/health").first, 200);
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+}
+
+}  // namespace
+}  // namespace qwen35
