@@ -315,7 +315,14 @@ Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir, core:
   }
   mw->weight_bytes = b.bytes();
   mw->n_params = b.params();
-  mw->stream_bytes = b.bytes();
+  // Bytes one decoded token reads: everything but the embedding table (one row is read) and, for
+  // MoE, only top_k of n_experts routed experts (on average).
+  size_t expert_bytes = 0;
+  for (const auto& L : mw->layers)
+    for (const auto& e : L.moe.experts) expert_bytes += e.gate_proj.bytes() + e.up_proj.bytes() + e.down_proj.bytes();
+  const size_t embed_bytes = mw->tied ? 0 : mw->embed.bytes();
+  mw->stream_bytes = b.bytes() - embed_bytes - expert_bytes;
+  if (c.moe) mw->stream_bytes += size_t(double(expert_bytes) * double(c.top_k) / double(c.n_experts));
   for (const auto& [name, _] : store.all())
     if (name.rfind("mtp.", 0) == 0) {
       mw->has_mtp = true;

@@ -64,7 +64,8 @@ struct ModelWeights {
   std::vector<float> final_norm;
   std::vector<LayerWeights> layers;
   size_t weight_bytes = 0;     // bytes of all bound tensors
-  size_t stream_bytes = 0;     // bytes streamed per decoded token (dense; MoE: all experts)
+  size_t stream_bytes = 0;     // bytes read per decoded token (untied embedding and unrouted
+                               // experts excluded; MoE counts top_k/n_experts of the experts)
   int64_t n_params = 0;        // parameters of the text model (no MTP, no vision)
   bool has_mtp = false;
   formats::TensorStore store;  // owns the mappings; mtp.* stays reachable here

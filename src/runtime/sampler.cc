@@ -20,32 +20,13 @@ core::Status SamplingParams::validate() const {
   return core::Status();
 }
 
-namespace {
-uint64_t splitmix64(uint64_t& x) {
-  uint64_t z = (x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-inline uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-}  // namespace
-
 Sampler::Sampler(const SamplingParams& params, int64_t vocab)
-    : p_(params), vocab_(vocab), seen_(size_t(vocab), 0), work_(size_t(vocab)), order_(size_t(vocab)) {
-  uint64_t s = p_.seed ? *p_.seed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}();
-  for (auto& r : rng_) r = splitmix64(s);
-}
-
-double Sampler::uniform() {  // xoshiro256**
-  const uint64_t result = rotl(rng_[1] * 5, 7) * 9;
-  const uint64_t t = rng_[1] << 17;
-  rng_[2] ^= rng_[0];
-  rng_[3] ^= rng_[1];
-  rng_[1] ^= rng_[2];
-  rng_[0] ^= rng_[3];
-  rng_[2] ^= t;
-  rng_[3] = rotl(rng_[3], 45);
-  return double(result >> 11) * 0x1.0p-53;
+    : p_(params),
+      vocab_(vocab),
+      rng_(p_.seed ? *p_.seed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}()),
+      seen_(size_t(vocab), 0),
+      work_(size_t(vocab)),
+      order_(size_t(vocab)) {
 }
 
 void Sampler::add_prompt(std::span<const int32_t> tokens) {
@@ -120,7 +101,7 @@ SampleResult Sampler::sample(const float* logits) {
     }
     double mass = 0;
     for (int64_t i = 0; i < n; ++i) mass += pr[size_t(i)];
-    double u = uniform() * mass, c = 0;
+    double u = rng_.uniform() * mass, c = 0;
     chosen = order_[size_t(n - 1)];
     for (int64_t i = 0; i < n; ++i) {
       c += pr[size_t(i)];

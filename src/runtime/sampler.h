@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/random.h"
 #include "core/result.h"
 
 namespace qwen35::runtime {
@@ -59,11 +60,9 @@ class Sampler {
   const SamplingParams& params() const { return p_; }
 
  private:
-  double uniform();  // [0, 1)
-
   SamplingParams p_;
   int64_t vocab_;
-  uint64_t rng_[4];
+  core::Xoshiro256 rng_;
   std::unordered_map<int32_t, int32_t> output_counts_;
   std::vector<uint8_t> seen_;    // prompt or output token (repetition penalty)
   std::vector<float> work_;      // [vocab] adjusted logits

@@ -36,7 +36,8 @@ int64_t len_of(const Value& v) {
 Value attr_path(const Value& v, const std::string& path) {
   Value cur = v;
   for (const std::string& part : py_split(path, std::string("."), -1, false)) {
-    const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+    const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(),
+                                                      [](char c) { return c >= '0' && c <= '9'; });
     cur = numeric ? get_item(cur, Value::integer(std::atoll(part.c_str())))
                   : get_item(cur, Value::string(part));
   }
@@ -122,6 +123,7 @@ Value f_join(Interpreter& in, const Value& v, CallArgs&& args) {
     out += to_str(a.has(1) && !a[1].is_none() ? attr_path(x, to_str(a[1])) : x);
     in.check_string(out.size());
   }
+  in.charge(out.size());
   return Value::string(std::move(out));
 }
 
@@ -131,6 +133,7 @@ Value f_replace(Interpreter& in, const Value& v, CallArgs&& args) {
   const int64_t count = a.has(2) && !a[2].is_none() ? a[2].as_int() : -1;
   std::string s = py_replace(to_str(v), to_str(a[0]), to_str(a[1]), count);
   in.check_string(s.size());
+  in.charge(s.size());
   return str_result(v, std::move(s));
 }
 

@@ -56,17 +56,15 @@ Value make_loop(size_t i, const std::vector<Value>& items) {
 
 }  // namespace
 
+// A macro holds its defining frame and that frame holds the macro; a namespace may hold itself.
+// Emptying every such frame and namespace when the render ends (normally or by an error) breaks
+// these reference cycles, so nothing of a render outlives it.
+Interpreter::~Interpreter() {
+  for (const FramePtr& f : tracked_frames_) f->vars.clear();
+  for (const Value& ns : tracked_namespaces_) ns.ns().clear();
+}
+
 std::string Interpreter::render(const Body& body, const FramePtr& root) {
-  // A macro holds its defining frame and that frame holds the macro: a reference cycle. Every
-  // such frame is recorded and emptied when the render ends (normally or by an error), so nothing
-  // of a render outlives it.
-  struct BreakCycles {
-    std::vector<FramePtr>& frames;
-    ~BreakCycles() {
-      for (auto& f : frames) f->vars.clear();
-      frames.clear();
-    }
-  } guard{closure_frames_};
   return render_into(body, root);
 }
 
@@ -82,6 +80,30 @@ void Interpreter::check_list(size_t items) const {
                         std::to_string(limits_.max_list_items));
 }
 
+void Interpreter::charge(size_t bytes) {
+  charged_ += bytes;
+  if (charged_ > limits_.max_total_bytes)
+    throw TemplateError("template built more than " + std::to_string(limits_.max_total_bytes) +
+                        " bytes of values");
+}
+
+// Bounds the C++ recursion of the evaluator (nested statements, expressions and macro calls).
+class DepthGuard {
+ public:
+  explicit DepthGuard(Interpreter* in) : in_(in) {
+    if (++in_->eval_depth_ > in_->limits_.max_eval_depth) {
+      --in_->eval_depth_;
+      throw TemplateError("template evaluation nested too deeply");
+    }
+  }
+  ~DepthGuard() { --in_->eval_depth_; }
+  DepthGuard(const DepthGuard&) = delete;
+  DepthGuard& operator=(const DepthGuard&) = delete;
+
+ private:
+  Interpreter* in_;
+};
+
 void Interpreter::step() {
   if (++steps_ > limits_.max_steps)
     throw TemplateError("template exceeded " + std::to_string(limits_.max_steps) +
@@ -90,6 +112,7 @@ void Interpreter::step() {
 
 void Interpreter::emit(std::string_view s) {
   check_string(out_->size() + s.size());
+  charge(s.size());
   out_->append(s);
 }
 
@@ -117,6 +140,7 @@ Interpreter::Flow Interpreter::exec_body(const Body& body, const FramePtr& frame
 
 Interpreter::Flow Interpreter::exec(const Stmt& s, const FramePtr& frame) {
   step();
+  DepthGuard guard(this);
   try {
     switch (s.kind) {
       case StmtKind::kData:
@@ -149,8 +173,8 @@ Interpreter::Flow Interpreter::exec(const Stmt& s, const FramePtr& frame) {
         break;
       }
       case StmtKind::kMacro:
-        closure_frames_.push_back(frame);
         frame->vars[s.name] = Value::callable(std::make_shared<Macro>(&s, frame));
+        track(frame);
         break;
       case StmtKind::kCallBlock:
         exec_call_block(s, frame);
@@ -213,6 +237,7 @@ void Interpreter::exec_call_block(const Stmt& s, const FramePtr& frame) {
   Value fn = eval(*call.kids[0], frame);
   CallArgs args = eval_args(call, 1, frame);
   args.kw.emplace_back("caller", Value::callable(std::make_shared<Macro>(&s, frame)));
+  track(frame);
   emit(to_str(this->call(fn, std::move(args))));
 }
 
@@ -310,6 +335,7 @@ CallArgs Interpreter::eval_args(const Expr& e, size_t first_arg, const FramePtr&
 }
 
 Value Interpreter::eval(const Expr& e, const FramePtr& frame) {
+  DepthGuard guard(this);
   try {
     return eval_inner(e, frame);
   } catch (TemplateError& err) {
@@ -386,6 +412,7 @@ Value Interpreter::eval_inner(const Expr& e, const FramePtr& frame) {
         s += to_str(eval(*k, frame));
         check_string(s.size());
       }
+      charge(s.size());
       return Value::string(std::move(s));
     }
     case ExprKind::kCompare:

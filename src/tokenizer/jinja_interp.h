@@ -4,10 +4,10 @@
 
 #include <cstdint>
 #include <memory>
-#include <vector>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "tokenizer/jinja_ast.h"
 
@@ -20,6 +20,8 @@ struct Limits {
   uint64_t max_steps = 5'000'000;              // statements executed + loop iterations
   int max_call_depth = 64;                     // nested macro calls
   size_t max_list_items = 1'000'000;
+  size_t max_total_bytes = size_t{1} << 30;  // all strings and lists built during one render
+  int max_eval_depth = 500;                  // nested statements + expressions being evaluated
 };
 
 struct Frame {
@@ -31,6 +33,9 @@ using FramePtr = std::shared_ptr<Frame>;
 class Interpreter {
  public:
   explicit Interpreter(const Limits& limits) : limits_(limits) {}
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   // Renders `body` with `root` as the outermost scope (its parent chain holds the globals).
   std::string render(const Body& body, const FramePtr& root);
@@ -41,11 +46,17 @@ class Interpreter {
   // Fails when a string of `bytes` bytes / a list of `items` items would exceed the limits.
   void check_string(size_t bytes) const;
   void check_list(size_t items) const;
+  // Counts `bytes` against max_total_bytes: bounds the memory and time a render can spend
+  // building values.
+  void charge(size_t bytes);
+  // Macros capture their defining frame and may be stored in it, and a namespace may hold
+  // itself: these reference cycles are broken when the render ends.
+  void track(const FramePtr& frame) { tracked_frames_.push_back(frame); }
+  void track(const Value& ns) { tracked_namespaces_.push_back(ns); }
   const Limits& limits() const { return limits_; }
 
  private:
   enum class Flow { kNormal, kBreak, kContinue };
-  std::vector<FramePtr> closure_frames_;  // frames that define macros (see render())
 
   Flow exec_body(const Body& body, const FramePtr& frame);
   Flow exec(const Stmt& s, const FramePtr& frame);
@@ -67,7 +78,12 @@ class Interpreter {
   Limits limits_;
   std::string* out_ = nullptr;
   uint64_t steps_ = 0;
+  size_t charged_ = 0;
   int call_depth_ = 0;
+  int eval_depth_ = 0;
+  std::vector<FramePtr> tracked_frames_;
+  std::vector<Value> tracked_namespaces_;
+  friend class DepthGuard;
 };
 
 // Python binary operators: + - * / // % ** on Values.

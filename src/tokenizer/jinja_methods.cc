@@ -109,7 +109,8 @@ std::string str_format(const std::string& fmt, const CallArgs& args) {
     if (field.find_first_of(":!.[") != std::string::npos)
       throw TemplateError("str.format: format specs are not supported");
     const Value* v = nullptr;
-    if (field.empty() || std::all_of(field.begin(), field.end(), ::isdigit)) {
+    if (field.empty() ||
+        std::all_of(field.begin(), field.end(), [](char c) { return c >= '0' && c <= '9'; })) {
       const size_t idx = field.empty() ? auto_index++ : std::stoul(field);
       if (idx >= args.pos.size()) throw TemplateError("IndexError: Replacement index out of range");
       v = &args.pos[idx];
@@ -128,6 +129,7 @@ Value str_method(Interpreter& in, const Value& obj, const std::string& name, Cal
   const std::string& s = obj.str();
   auto str_out = [&](std::string r) {
     in.check_string(r.size());
+    in.charge(r.size());
     return Value::string(std::move(r), obj.is_markup());
   };
   if (name == "startswith" || name == "endswith") {
@@ -304,8 +306,9 @@ Value g_range(Interpreter& in, CallArgs args) {
   return Value::list(std::move(out));
 }
 
-Value g_namespace(Interpreter&, CallArgs args) {
+Value g_namespace(Interpreter& in, CallArgs args) {
   Value ns = Value::new_namespace();
+  in.track(ns);
   if (args.pos.size() > 1)
     throw TemplateError("TypeError: namespace() takes at most 1 positional argument");
   if (args.pos.size() == 1) {

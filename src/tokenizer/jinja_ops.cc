@@ -100,11 +100,13 @@ Value repeat(Interpreter& in, const Value& seq, int64_t n) {
       in.check_string(seq.str().size() * std::min<size_t>(count, SIZE_MAX / seq.str().size()));
     std::string out;
     for (size_t i = 0; i < count && !seq.str().empty(); ++i) out += seq.str();
+    in.charge(out.size());
     return Value::string(std::move(out), seq.is_markup());
   }
   const size_t len = seq.items().size();
   if (len) in.check_list(len * std::min<size_t>(static_cast<size_t>(n), SIZE_MAX / len));
   std::vector<Value> out;
+  in.charge(len * static_cast<size_t>(n) * sizeof(Value));
   for (int64_t i = 0; i < n && len; ++i)
     out.insert(out.end(), seq.items().begin(), seq.items().end());
   return Value::list(std::move(out), seq.is_tuple());
@@ -231,10 +233,12 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
       std::string s = (markup && !a.is_markup()) ? html_escape(a.str()) : a.str();
       s += (markup && !b.is_markup()) ? html_escape(b.str()) : b.str();
       in.check_string(s.size());
+      in.charge(s.size());
       return Value::string(std::move(s), markup);
     }
     if (a.is_list() && b.is_list() && a.is_tuple() == b.is_tuple()) {
       in.check_list(a.items().size() + b.items().size());
+      in.charge((a.items().size() + b.items().size()) * sizeof(Value));
       std::vector<Value> items = a.items();
       items.insert(items.end(), b.items().begin(), b.items().end());
       return Value::list(std::move(items), a.is_tuple());
@@ -253,6 +257,7 @@ Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Va
   if (op == "%" && a.is_string()) {
     std::string r = printf_format(a.str(), b);
     in.check_string(r.size());
+    in.charge(r.size());
     return Value::string(std::move(r), a.is_markup());
   }
   unsupported(op == "**" ? "** or pow()" : op, a, b);

@@ -371,7 +371,6 @@ ExprPtr Parser::parse_filter(ExprPtr obj, bool start_inline) {
     const int line = cur().line;
     auto e = node(ExprKind::kFilter, line);
     e->name = dotted_name();
-    if (!has_filter(e->name)) throw TemplateError(unknown_filter_message(e->name), line);
     e->kids.push_back(std::move(obj));
     if (is_op("(")) parse_call_args(e.get());
     obj = done(std::move(e));
@@ -384,7 +383,6 @@ ExprPtr Parser::parse_test(ExprPtr obj) {
   const bool negated = skip_name("not");
   auto e = node(ExprKind::kTest, line);
   e->name = dotted_name();
-  if (!has_test(e->name)) throw TemplateError(unknown_test_message(e->name), line);
   e->kids.push_back(std::move(obj));
   const TokType ty = cur().type;
   if (is_op("(")) {

@@ -213,6 +213,42 @@ ExprPtr Parser::parse_assign_target(bool with_tuple, bool name_only,
   return t;
 }
 
-Body parse_template(std::string_view source) { return Parser(lex_template(source)).parse(); }
+namespace {
+
+// jinja2 refuses unknown filters and tests when it compiles a template, except inside an `if`
+// statement (directly, not in a nested loop or macro body) or an inline if-expression, where the
+// error waits until the filter is actually applied.
+void check_names(const Expr* e, bool soft) {
+  if (!e) return;
+  if (e->kind == ExprKind::kCondExpr) soft = true;
+  if (!soft && e->kind == ExprKind::kFilter && !has_filter(e->name))
+    throw TemplateError(unknown_filter_message(e->name), e->line);
+  if (!soft && e->kind == ExprKind::kTest && !has_test(e->name))
+    throw TemplateError(unknown_test_message(e->name), e->line);
+  for (const auto& k : e->kids) check_names(k.get(), soft);
+  for (const auto& kw : e->kwargs) check_names(kw.second.get(), soft);
+}
+
+void check_names(const Body& body, bool soft);
+
+void check_names(const Stmt& s, bool soft) {
+  const bool body_soft = s.kind == StmtKind::kIf ? true : (s.kind == StmtKind::kScope && soft);
+  for (const ExprPtr* e : {&s.target, &s.expr, &s.cond, &s.filter}) check_names(e->get(), soft);
+  for (const auto& c : s.conds) check_names(c.get(), soft || s.kind == StmtKind::kIf);
+  for (const auto& d : s.defaults) check_names(d.get(), soft);
+  for (const Body& b : s.bodies) check_names(b, body_soft);
+}
+
+void check_names(const Body& body, bool soft) {
+  for (const auto& s : body) check_names(*s, soft);
+}
+
+}  // namespace
+
+Body parse_template(std::string_view source) {
+  Body body = Parser(lex_template(source)).parse();
+  check_names(body, false);
+  return body;
+}
 
 }  // namespace qwen35::tokenizer::jinja

@@ -130,6 +130,10 @@ class Dict {
   size_t size() const { return items_.size(); }
   const std::vector<std::pair<std::string, Value>>& items() const { return items_; }
   int nesting() const { return nesting_; }  // 1 + the deepest nesting of a value
+  void clear() {
+    items_.clear();
+    index_.clear();
+  }
 
  private:
   static constexpr size_t kIndexFrom = 16;  // linear search below this size

@@ -75,6 +75,28 @@ TEST(JinjaLimits, ExponentialStringStops) {
   expect_error("{{ [1] * 1000000000000 }}", "exceeds the limit");
 }
 
+TEST(JinjaLimits, QuadraticGrowthStops) {
+  auto r = render(
+      "{% set ns = namespace(l=[]) %}{% for i in range(100000) %}"
+      "{% set ns.l = ns.l + [i] %}{% endfor %}{{ ns.l|length }}");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.message().find("bytes of values"), std::string::npos) << r.message();
+}
+
+TEST(JinjaLimits, RecursionThroughDeepStatementsStops) {
+  std::string open, close;
+  for (int i = 0; i < 40; ++i) {
+    open += "{% if true %}";
+    close += "{% endif %}";
+  }
+  auto r =
+      render("{% macro f(n) %}" + open + "{{ f(n + 1) }}" + close + "{% endmacro %}{{ f(0) }}");
+  ASSERT_FALSE(r.ok());
+  const bool named = r.message().find("nested too deeply") != std::string::npos ||
+                     r.message().find("call depth") != std::string::npos;
+  EXPECT_TRUE(named) << r.message();
+}
+
 TEST(JinjaLimits, DeepNestingIsRefused) {
   expect_error("{{ " + std::string(2000, '(') + "1" + std::string(2000, ')') + " }}",
                "nested too deeply");

@@ -157,6 +157,15 @@ TEST(Jinja, GenerationBlockIsPassThrough) {
   EXPECT_EQ(out("{% generation %}kept{% endgeneration %}"), "kept");
 }
 
+TEST(Jinja, UnknownFilterInsideIfFailsOnlyWhenApplied) {
+  EXPECT_EQ(out("{% if false %}{{ x|nonexistent }}{% endif %}ok"), "ok");
+  EXPECT_EQ(out("{{ 'a' if true else x|nonexistent }}"), "a");
+  EXPECT_EQ(out("{% if true %}{{ x|nonexistent }}{% endif %}"),
+            "ERROR: [chat_template] line 1: No filter named 'nonexistent'.");
+  EXPECT_EQ(out("{% if true %}{% for i in [1] %}{{ i|nonexistent }}{% endfor %}{% endif %}"),
+            "ERROR: [chat_template] line 1: No filter named 'nonexistent'.");
+}
+
 TEST(Jinja, RaiseExceptionMessageAndLine) {
   EXPECT_EQ(out("a\n{{ raise_exception('boom ' ~ 1) }}"), "ERROR: [chat_template] line 2: boom 1");
 }

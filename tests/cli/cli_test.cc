@@ -112,3 +112,23 @@ TEST(Cli, UnknownCommandAndHelp) {
 
 }  // namespace
 }  // namespace qwen35
+
+namespace qwen35 {
+namespace {
+
+// bench reports its fields (values are not asserted: speed is measured, never unit-tested).
+TEST(Cli, BenchJsonFields) {
+  auto r = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -p 8 -n 4 -r 1 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  for (const char* k : {"pp_tps", "tg_tps", "ttft_s", "weight_bytes_per_token", "achieved_gbps", "bandwidth_gbps",
+                        "roofline_fraction", "peak_rss_bytes"})
+    EXPECT_TRUE(j.contains(k)) << k;
+  EXPECT_GT(j["tg_tps"].get<double>(), 0);
+  EXPECT_GT(j["bandwidth_gbps"].get<double>(), 0);
+  auto bad = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -r 0");
+  EXPECT_NE(bad.exit_code, 0);
+}
+
+}  // namespace
+}  // namespace qwen35

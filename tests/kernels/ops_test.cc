@@ -9,6 +9,8 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "hwy/targets.h"
+#include "kernels/cpu/matmul.h"
 #include "kernels/matrix.h"
 #include "kernels/ops.h"
 
@@ -107,7 +109,28 @@ TEST(Matrix, AffineCodesStraddleWords) {
   for (int j = 0; j < 32; ++j) EXPECT_EQ(affine_code(row.data(), j, 3), uint32_t(j % 8)) << j;
 }
 
-TEST(Ops, MatmulEveryWeightTypeMatchesReference) {
+void matmul_every_weight_type();
+void matmul_int16_mode();
+
+// Every SIMD target this build compiled and this CPU supports (AVX2, AVX-512, SSE4, ...).
+TEST(Ops, MatmulEveryWeightTypeMatchesReferenceOnEveryTarget) {
+  std::vector<std::string> seen;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    seen.push_back(cpu::simd_target());
+    EXPECT_EQ(seen.back(), hwy::TargetName(target));
+    SCOPED_TRACE(seen.back());
+    matmul_every_weight_type();
+    matmul_int16_mode();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  EXPECT_GE(seen.size(), 2u);  // at least the best target and a baseline
+  std::string all;
+  for (const auto& t : seen) all += t + " ";
+  std::printf("matmul checked on SIMD targets: %s\n", all.c_str());
+}
+
+void matmul_every_weight_type() {
   core::ThreadPool pool(3);
   struct Shape {
     int64_t rows, cols;
@@ -150,6 +173,38 @@ TEST(Ops, MatmulEveryWeightTypeMatchesReference) {
       }
     }
   }
+}
+
+// Fast mode (int16 activations): close to the reference, and still thread- and batch-invariant.
+void matmul_int16_mode() {
+  core::ThreadPool pool(3);
+  uint32_t seed = 100;
+  for (int bits : {2, 4, 8})
+    for (int group : {32, 64, 128})
+      for (int64_t n : {1, 3, 9}) {
+        const int64_t rows = 37, cols = 512;
+        TestMatrix w = make_matrix(WeightType::kAffine, rows, cols, seed++, bits, group);
+        std::vector<float> x = randn(size_t(n * cols), seed++);
+        std::vector<float> yr(size_t(n * rows)), yf(yr.size()), yf1(yr.size()), scale(yr.size());
+        ref.matmul({}, x.data(), n, w.m, yr.data());
+        Context fast{&pool, true}, fast1{nullptr, true};
+        cpu.matmul(fast, x.data(), n, w.m, yf.data());
+        cpu.matmul(fast1, x.data(), n, w.m, yf1.data());
+        for (int64_t t = 0; t < n; ++t)
+          for (int64_t o = 0; o < rows; ++o) {
+            double a = 0;
+            for (int64_t c = 0; c < cols; ++c) a += std::fabs(x[t * cols + c] * matrix_at(w.m, o, c));
+            scale[size_t(t * rows + o)] = float(a);
+          }
+        // int16 rounding: at most half a step of max|x|/32767 per element.
+        expect_close(yf.data(), yr.data(), yr.size(), 1e-4f, "int16 matmul", &scale);
+        EXPECT_EQ(yf, yf1);
+        for (int64_t t = 0; t < n; ++t) {
+          std::vector<float> one(static_cast<size_t>(rows));
+          cpu.matmul(fast, x.data() + t * cols, 1, w.m, one.data());
+          for (int64_t o = 0; o < rows; ++o) ASSERT_EQ(one[size_t(o)], yf[size_t(t * rows + o)]);
+        }
+      }
 }
 
 TEST(Ops, MatmulRowSliceAndZeroRows) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/random.h"
 #include "tools/synth/tensor_plan.h"
 
 namespace qwen35::tools {
@@ -11,36 +12,11 @@ namespace {
 
 constexpr uint64_t kBlockElems = uint64_t(1) << 16;
 
-uint64_t splitmix64(uint64_t* x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
+// One generator per (seed, tensor stream, block): values do not depend on write order.
+core::Xoshiro256 block_rng(uint64_t seed, uint64_t stream, uint64_t block) {
+  uint64_t x = seed * 0xd1342543de82ef95ull ^ stream;
+  return core::Xoshiro256(core::splitmix64(&x) ^ (block * 0x9e3779b97f4a7c15ull));
 }
-
-class Xoshiro256 {
- public:
-  Xoshiro256(uint64_t seed, uint64_t stream, uint64_t block) {
-    uint64_t x = seed * 0xd1342543de82ef95ull ^ stream;
-    x = splitmix64(&x) ^ (block * 0x9e3779b97f4a7c15ull);
-    for (uint64_t& v : s_) v = splitmix64(&x);
-  }
-  uint64_t next() {
-    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
-    const uint64_t t = s_[1] << 17;
-    s_[2] ^= s_[0];
-    s_[3] ^= s_[1];
-    s_[1] ^= s_[2];
-    s_[0] ^= s_[3];
-    s_[2] ^= t;
-    s_[3] = rotl(s_[3], 45);
-    return result;
-  }
-
- private:
-  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  uint64_t s_[4];
-};
 
 // Sum of four 16-bit uniforms, standardized: mean 0, variance 1 (to 1e-9).
 inline float normal_from(uint64_t x) {
@@ -82,7 +58,7 @@ void fill_tensor(const TensorSpec& t, uint64_t seed, uint64_t begin, uint64_t co
   while (i < end) {
     const uint64_t block = i / kBlockElems;
     const uint64_t block_end = std::min(end, (block + 1) * kBlockElems);
-    Xoshiro256 rng(seed, t.stream, block);
+    core::Xoshiro256 rng = block_rng(seed, t.stream, block);
     for (uint64_t k = block * kBlockElems; k < i; ++k) rng.next();  // unaligned start
     uint64_t o = i - begin;
     switch (t.init) {

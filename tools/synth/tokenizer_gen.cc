@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <unordered_set>
 
+#include "core/random.h"
+
 namespace qwen35::tools {
 
 using ojson = nlohmann::ordered_json;
@@ -43,12 +45,6 @@ std::vector<std::string> byte_symbols() {
   return out;
 }
 
-uint64_t splitmix64(uint64_t* x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 class Builder {
  public:
@@ -134,7 +130,7 @@ BpeModel make_bpe_model(int64_t bpe_vocab) {
   uint64_t state = 0x5eed0fb9e0ull;
   size_t stall = 0;
   while (!b.full()) {
-    const uint64_t r = splitmix64(&state);
+    const uint64_t r = core::splitmix64(&state);
     const double u = double(r >> 11) * (1.0 / 9007199254740992.0);
     const size_t i = size_t(double(words.size()) * u * u * u);
     const std::string& w = words[std::min(i, words.size() - 1)];

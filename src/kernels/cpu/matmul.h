@@ -21,6 +21,8 @@ namespace qwen35::kernels::cpu {
 struct MatmulScratch {
   std::vector<float> xp;    // permuted activations [n, cols]
   std::vector<float> xsum;  // [n, cols / group]
+  std::vector<int16_t> xq;  // fast mode: quantized, permuted activations [n, cols]
+  std::vector<float> xdx;   // fast mode: per int32 lane of each block, the activation scale
 };
 
 void matmul(const Context& ctx, const float* x, int64_t n, const Matrix& w, float* y,
