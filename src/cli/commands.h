@@ -14,6 +14,8 @@ int cmd_bench(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_detokenize(int argc, char** argv);
 int cmd_template(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
+int cmd_loadtest(int argc, char** argv);
 
 // Prints "qwen35 <cmd>: <message>" to stderr and returns 1.
 int fail(const std::string& cmd, const std::string& message);

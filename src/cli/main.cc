@@ -22,6 +22,8 @@ struct Command {
 };
 const Command kCommands[] = {
     {"run", cmd_run, "generate text: a completion, or an interactive chat"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server with continuous batching"},
+    {"loadtest", cmd_loadtest, "concurrent streaming clients against a running server"},
     {"inspect", cmd_inspect, "geometry, layer pattern, quantization, memory and support verdict"},
     {"logits", cmd_logits, "run the forward pass on token ids and write logits as .npy"},
     {"bench", cmd_bench, "prompt and generation tokens/s against the memory-bandwidth roofline"},

@@ -1,0 +1,202 @@
+// qwen35 loadtest --port P [--clients N] [--requests M] [--max-tokens T] [--disconnect K]
+// N concurrent streaming clients share M requests against a running `qwen35 serve`; reports
+// requests/s, generated tokens/s, time to first token and inter-token latency (p50/p99) and
+// errors. Requests use /v1/completions with ignore_eos so each generates exactly T tokens;
+// --disconnect K makes the first K requests hang up after their first tokens.
+#include <httplib.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "cli/commands.h"
+
+namespace qwen35::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+struct Sample {
+  bool ok = false, disconnected = false;
+  std::string error;
+  double ttft = 0, total = 0;
+  int64_t tokens = 0;
+  std::vector<double> itl;
+};
+
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t i = std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5));
+  return v[i];
+}
+
+Sample one_request(const std::string& host, int port, const std::string& key, const Json& body,
+                   bool disconnect) {
+  Sample s;
+  httplib::Client cli(host, port);
+  cli.set_read_timeout(300, 0);
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.body = body.dump();
+  req.set_header("Content-Type", "application/json");
+  if (!key.empty()) req.set_header("Authorization", "Bearer " + key);
+  const auto t0 = Clock::now();
+  auto last = t0;
+  std::string buf;
+  bool saw_done = false;
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buf.append(data, n);
+    size_t e;
+    while ((e = buf.find("\n\n")) != std::string::npos) {
+      const std::string ev = buf.substr(0, e);
+      buf.erase(0, e + 2);
+      if (ev.rfind("data: ", 0) != 0) continue;
+      const std::string payload = ev.substr(6);
+      if (payload == "[DONE]") {
+        saw_done = true;
+        continue;
+      }
+      const Json j = Json::parse(payload, nullptr, false);
+      if (j.is_discarded()) {
+        s.error = "bad SSE payload";
+        return false;
+      }
+      if (j.contains("error")) {
+        s.error = j["error"].value("message", "error event");
+        return false;
+      }
+      int64_t k = 0;
+      for (const auto& c : j.value("choices", Json::array()))
+        if (c.contains("token_ids")) k += int64_t(c["token_ids"].size());
+      if (k == 0) continue;
+      const auto now = Clock::now();
+      if (s.tokens == 0)
+        s.ttft = std::chrono::duration<double>(now - t0).count();
+      else
+        s.itl.push_back(std::chrono::duration<double>(now - last).count() / double(k));
+      last = now;
+      s.tokens += k;
+      if (disconnect && s.tokens >= 2) {
+        s.disconnected = true;
+        return false;  // hang up mid-stream
+      }
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err = httplib::Error::Success;
+  const bool sent = cli.send(req, res, err);
+  s.total = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (s.disconnected) return s;
+  if (!s.error.empty()) return s;
+  if (!sent)
+    s.error = "HTTP error: " + httplib::to_string(err);
+  else if (res.status != 200)
+    s.error = "HTTP " + std::to_string(res.status) + ": " + res.body;
+  else if (!saw_done)
+    s.error = "stream ended without [DONE]";
+  else
+    s.ok = true;
+  return s;
+}
+
+}  // namespace
+
+int cmd_loadtest(int argc, char** argv) {
+  CLI::App app{"Concurrent streaming clients against a running qwen35 serve", "qwen35 loadtest"};
+  std::string host = "127.0.0.1", key, prompt = "The quick brown fox jumps over the lazy dog.";
+  int port = 8080, clients = 8, requests = 64, disconnect = 0;
+  int64_t max_tokens = 32;
+  bool json = false;
+  app.add_option("--host", host, "server address");
+  app.add_option("--port", port, "server port");
+  app.add_option("--api-key", key, "API key");
+  app.add_option("-c,--clients", clients, "concurrent streaming clients");
+  app.add_option("-n,--requests", requests, "requests in all (shared by the clients)");
+  app.add_option("--max-tokens", max_tokens, "tokens generated per request (ignore_eos)");
+  app.add_option("-p,--prompt", prompt, "prompt text");
+  app.add_option("--disconnect", disconnect, "the first K requests hang up after 2 tokens");
+  app.add_flag("--json", json, "one JSON object instead of text");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (clients < 1 || requests < 1) return fail("loadtest", "--clients and --requests must be >= 1");
+  Json body = {{"prompt", prompt},
+               {"max_tokens", max_tokens},
+               {"stream", true},
+               {"ignore_eos", true},
+               {"temperature", 0},
+               {"return_token_ids", true},
+               {"stream_options", {{"include_usage", true}}}};
+  std::atomic<int> next{0};
+  std::mutex mu;
+  std::vector<Sample> samples;
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&] {
+      for (int i = next.fetch_add(1); i < requests; i = next.fetch_add(1)) {
+        Sample s = one_request(host, port, key, body, i < disconnect);
+        std::lock_guard lk(mu);
+        samples.push_back(std::move(s));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  int64_t ok = 0, errors = 0, hung_up = 0, tokens = 0;
+  std::vector<double> ttft, itl;
+  std::string first_error;
+  for (const auto& s : samples) {
+    tokens += s.tokens;
+    if (s.disconnected)
+      ++hung_up;
+    else if (s.ok)
+      ++ok;
+    else {
+      ++errors;
+      if (first_error.empty()) first_error = s.error;
+    }
+    if (s.tokens > 0) ttft.push_back(s.ttft);
+    itl.insert(itl.end(), s.itl.begin(), s.itl.end());
+  }
+  Json r = {{"clients", clients},
+            {"requests", requests},
+            {"ok", ok},
+            {"errors", errors},
+            {"disconnected", hung_up},
+            {"seconds", wall},
+            {"requests_per_s", double(ok + hung_up) / wall},
+            {"generated_tokens", tokens},
+            {"tokens_per_s", double(tokens) / wall},
+            {"ttft_p50_ms", pct(ttft, 0.5) * 1e3},
+            {"ttft_p99_ms", pct(ttft, 0.99) * 1e3},
+            {"itl_p50_ms", pct(itl, 0.5) * 1e3},
+            {"itl_p99_ms", pct(itl, 0.99) * 1e3}};
+  if (!first_error.empty()) r["first_error"] = first_error;
+  if (json) {
+    std::printf("%s\n", r.dump().c_str());
+  } else {
+    std::printf("clients %d  requests %d  ok %lld  errors %lld  disconnected %lld  in %.2f s\n",
+                clients, requests, (long long)ok, (long long)errors, (long long)hung_up, wall);
+    std::printf("requests/s %.2f  generated tokens/s %.1f (%lld tokens)\n",
+                double(ok + hung_up) / wall, double(tokens) / wall, (long long)tokens);
+    std::printf("TTFT p50 %.1f ms  p99 %.1f ms   inter-token p50 %.2f ms  p99 %.2f ms\n",
+                pct(ttft, 0.5) * 1e3, pct(ttft, 0.99) * 1e3, pct(itl, 0.5) * 1e3,
+                pct(itl, 0.99) * 1e3);
+    if (!first_error.empty()) std::printf("first error: %s\n", first_error.c_str());
+  }
+  return errors == 0 ? 0 : 1;
+}
+
+}  // namespace qwen35::cli

@@ -1,0 +1,167 @@
+// qwen35 serve -m DIR [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] ...
+// An OpenAI-compatible HTTP server. It listens first (/health says 503 while the model loads),
+// then loads the model and starts the engine. SIGINT/SIGTERM: stop accepting, cancel in-flight
+// requests, exit 0.
+#include <pthread.h>
+#include <signal.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "cli/commands.h"
+#include "cli/model_loader.h"
+#include "formats/hf_config.h"
+#include "runtime/engine.h"
+#include "server/server.h"
+#include "tokenizer/chat_template.h"
+
+namespace qwen35::cli {
+namespace {
+
+runtime::SamplingParams defaults_from(const formats::GenerationConfig& g) {
+  runtime::SamplingParams p;
+  if (g.temperature) p.temperature = float(*g.temperature);
+  if (g.top_k) p.top_k = int32_t(*g.top_k);
+  if (g.top_p) p.top_p = float(*g.top_p);
+  if (g.min_p) p.min_p = float(*g.min_p);
+  if (g.repetition_penalty) p.repetition_penalty = float(*g.repetition_penalty);
+  if (g.presence_penalty) p.presence_penalty = float(*g.presence_penalty);
+  if (g.do_sample && !*g.do_sample) p.temperature = 0;
+  return p;
+}
+
+std::string model_name(const std::string& dir) {
+  std::filesystem::path p(dir);
+  while (p.has_relative_path() && p.filename().empty()) p = p.parent_path();
+  const std::string name = p.filename().string();
+  return name.empty() ? dir : name;
+}
+
+}  // namespace
+
+int cmd_serve(int argc, char** argv) {
+  CLI::App app{"OpenAI-compatible HTTP server with continuous batching", "qwen35 serve"};
+  LoadOptions lo;
+  server::ServerOptions so;
+  runtime::EngineOptions eo;
+  std::string name;
+  double mem_budget_mb = 0;
+  app.add_option("-m,--model", lo.model_dir, "checkpoint directory (with tokenizer files)")
+      ->required();
+  app.add_option("--host", so.host, "address to bind (default 127.0.0.1: this machine only)");
+  app.add_option("--port", so.port, "port (0: any free port, printed on stderr)");
+  app.add_option("--parallel", eo.parallel, "sequence slots: requests running at once");
+  app.add_option("-c,--ctx", eo.ctx, "context tokens per slot (prompt + completion)");
+  app.add_option("--max-queue", eo.max_queue,
+                 "requests waiting beyond the slots (more get HTTP 429)");
+  app.add_option("--step-tokens", eo.step_tokens,
+                 "token budget of one engine step (decode + prefill)");
+  app.add_option("--mem-budget-mb", mem_budget_mb,
+                 "memory for the sequence slots in MiB (0: no limit); too small is an error");
+  app.add_option("--api-key", so.api_key, "require 'Authorization: Bearer KEY'");
+  app.add_option("--max-body", so.max_body_bytes,
+                 "largest request body in bytes (more get HTTP 413)");
+  app.add_option("--http-threads", so.http_threads, "HTTP worker threads (0: slots + queue + 16)");
+  app.add_option("--served-model-name", name, "model name in the API (default: the folder name)");
+  app.add_option("-t,--threads", lo.threads, "compute threads (0 = all cores)");
+  app.add_option("--load", lo.load_mode, "weight loading: mmap, populate or anon");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  if (eo.parallel < 1) return fail("serve", "--parallel must be at least 1");
+  if (eo.ctx < 2) return fail("serve", "--ctx must be at least 2");
+  if (eo.max_queue < 0) return fail("serve", "--max-queue must be >= 0");
+
+  // Signals go to one waiting thread; every other thread (httplib, engine, pool) blocks them.
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGINT);
+  sigaddset(&sigs, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  std::atomic<bool> stop{false};
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    stop.store(true);
+  });
+  auto finish = [&](int code) {
+    if (!stop.load()) pthread_kill(waiter.native_handle(), SIGTERM);
+    waiter.join();
+    return code;
+  };
+
+  server::Server srv(so, eo.parallel + eo.max_queue + 16);
+  auto port = srv.bind();
+  if (!port.ok()) return finish(fail("serve", port.message()));
+  srv.start();
+  std::fprintf(stderr, "qwen35 serve: listening on http://%s:%d\n", so.host.c_str(), *port);
+  std::fflush(stderr);
+
+  auto tok = tokenizer::Tokenizer::load(lo.model_dir);
+  if (!tok.ok()) return finish(fail("serve", tok.message()));
+  auto gen_cfg = formats::load_generation_config(lo.model_dir);
+  if (!gen_cfg.ok()) return finish(fail("serve", gen_cfg.message()));
+  std::optional<tokenizer::ChatTemplate> tmpl;
+  if (auto t = tokenizer::load_chat_template(lo.model_dir); t.ok())
+    tmpl = std::move(*t);
+  else
+    std::fprintf(stderr, "qwen35 serve: no chat template (%s); /v1/chat/completions is off\n",
+                 t.message().c_str());
+  auto lm = load_model(lo);
+  if (!lm.ok()) return finish(fail("serve", lm.message()));
+  model::Model& m = *lm->model;
+  m.weights().store.prefault({});
+
+  server::ModelInfo mi;
+  mi.tok = &*tok;
+  mi.tmpl = tmpl ? &*tmpl : nullptr;
+  mi.defaults = defaults_from(*gen_cfg);
+  for (int64_t e : gen_cfg->eos_token_ids) mi.eos_ids.push_back(int32_t(e));
+  for (int64_t e : m.config().eos_token_ids) mi.eos_ids.push_back(int32_t(e));
+  if (tok->eos_id() >= 0) mi.eos_ids.push_back(tok->eos_id());
+  if (const int32_t im_end = tok->token_to_id("<|im_end|>"); im_end >= 0)
+    mi.eos_ids.push_back(im_end);
+  std::sort(mi.eos_ids.begin(), mi.eos_ids.end());
+  mi.eos_ids.erase(std::unique(mi.eos_ids.begin(), mi.eos_ids.end()), mi.eos_ids.end());
+  mi.name = name.empty() ? model_name(lo.model_dir) : name;
+  mi.path = lo.model_dir;
+  mi.ctx = eo.ctx;
+
+  {
+    // Slot memory is allocated up front: check it against the budget before allocating it all.
+    auto probe = m.new_state(eo.ctx);
+    const double per_slot = double(probe->kv_bytes() + probe->recurrent_bytes()) / (1 << 20);
+    std::fprintf(stderr, "qwen35 serve: %.1f MiB per slot, %.1f MiB for %d slots\n", per_slot,
+                 per_slot * eo.parallel, eo.parallel);
+    if (mem_budget_mb > 0 && per_slot * eo.parallel > mem_budget_mb) {
+      const int fits = int(mem_budget_mb / per_slot);
+      return finish(fail("serve", "--parallel " + std::to_string(eo.parallel) + " x --ctx " +
+                                      std::to_string(eo.ctx) + " needs " +
+                                      std::to_string(int64_t(per_slot * eo.parallel)) +
+                                      " MiB, over --mem-budget-mb; " + std::to_string(fits) +
+                                      " slots fit"));
+    }
+  }
+  runtime::Engine engine(m, eo);
+  srv.set_ready(std::move(mi), &engine);
+  std::fprintf(stderr, "qwen35 serve: ready (model '%s', %d slots x %lld tokens)\n",
+               (name.empty() ? model_name(lo.model_dir) : name).c_str(), eo.parallel,
+               (long long)eo.ctx);
+  std::fflush(stderr);
+  while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+
+  std::fprintf(stderr, "qwen35 serve: shutting down\n");
+  srv.begin_shutdown();
+  engine.shutdown(/*drain=*/false);  // in-flight requests end as cancelled
+  srv.stop();
+  return finish(0);
+}
+
+}  // namespace qwen35::cli

@@ -1,0 +1,339 @@
+#include "runtime/engine.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/check.h"
+
+namespace qwen35::runtime {
+
+bool RequestStream::next(StreamEvent* ev, std::chrono::milliseconds timeout) {
+  std::unique_lock lk(mu_);
+  if (!cv_.wait_for(lk, timeout, [&] { return !events_.empty(); })) return false;
+  *ev = std::move(events_.front());
+  events_.pop_front();
+  return true;
+}
+
+void RequestStream::push(StreamEvent ev) {
+  {
+    std::lock_guard lk(mu_);
+    events_.push_back(std::move(ev));
+  }
+  cv_.notify_one();
+}
+
+namespace {
+
+// The log-softmax of `logits` at `token`, and the `top` most likely tokens (ties: lower id).
+SampleResult score(const float* logits, int64_t vocab, int32_t token, int32_t top,
+                   std::vector<int32_t>* order) {
+  float mx = logits[0];
+  for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - double(mx));
+  const double lse = double(mx) + std::log(sum);
+  SampleResult r;
+  r.token = token;
+  r.logprob = float(double(logits[token]) - lse);
+  if (top > 0) {
+    order->resize(size_t(vocab));
+    std::iota(order->begin(), order->end(), 0);
+    const auto k = std::min<int64_t>(top, vocab);
+    std::partial_sort(order->begin(), order->begin() + k, order->end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    for (int64_t i = 0; i < k; ++i)
+      r.top.push_back({(*order)[size_t(i)], float(double(logits[(*order)[size_t(i)]]) - lse)});
+  }
+  return r;
+}
+
+}  // namespace
+
+// A request holding a slot. Touched by the engine thread only (after admission).
+struct Engine::Active {
+  GenerationRequest req;
+  std::shared_ptr<RequestStream> stream;
+  model::SequenceState* state = nullptr;
+  std::unique_ptr<Sampler> sampler;
+  int64_t prefilled = 0;    // prompt tokens consumed
+  int64_t generated = 0;    // tokens sampled and sent
+  int32_t next_token = -1;  // sampled, not yet fed
+  uint64_t order = 0;       // admission order: older prompts prefill first
+};
+
+Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), opts_(opts) {
+  opts_.parallel = std::max(1, opts_.parallel);
+  opts_.step_tokens = std::max<int64_t>(opts_.step_tokens, model::kDeltaChunk);
+  for (int i = 0; i < opts_.parallel; ++i) states_.push_back(model_.new_state(opts_.ctx));
+  slots_.resize(size_t(opts_.parallel));
+  stats_.slots = opts_.parallel;
+  stats_.kv_tokens_total = int64_t(opts_.parallel) * opts_.ctx;
+  for (const auto& st : states_)
+    stats_.state_bytes += int64_t(st->kv_bytes() + st->recurrent_bytes());
+  thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine() { shutdown(false); }
+
+std::shared_ptr<RequestStream> Engine::submit(GenerationRequest req, SubmitError* err,
+                                              std::string* message) {
+  *err = SubmitError::kNone;
+  const int64_t n = int64_t(req.prompt.size());
+  if (n == 0) {
+    *err = SubmitError::kInvalid;
+    *message = "the prompt is empty";
+    return nullptr;
+  }
+  if (n >= opts_.ctx) {
+    *err = SubmitError::kInvalid;
+    *message = "the prompt has " + std::to_string(n) + " tokens, more than the context of " +
+               std::to_string(opts_.ctx) + " tokens allows (at most " +
+               std::to_string(opts_.ctx - 1) + ")";
+    return nullptr;
+  }
+  const int64_t vocab = model_.config().vocab;
+  for (int32_t t : req.prompt) {
+    if (t < 0 || t >= vocab) {
+      *err = SubmitError::kInvalid;
+      *message =
+          "token id " + std::to_string(t) + " is out of range [0, " + std::to_string(vocab) + ")";
+      return nullptr;
+    }
+  }
+  if (auto s = req.sampling.validate(); !s.ok()) {
+    *err = SubmitError::kInvalid;
+    *message = s.message();
+    return nullptr;
+  }
+  auto stream = std::make_shared<RequestStream>(n);
+  {
+    std::lock_guard lk(mu_);
+    if (!accepting_) {
+      *err = SubmitError::kShuttingDown;
+      *message = "the server is shutting down";
+      return nullptr;
+    }
+    const int64_t free_slots = stats_.slots - stats_.slots_busy;
+    if (int64_t(queue_.size()) >= opts_.max_queue + free_slots) {
+      *err = SubmitError::kQueueFull;
+      *message = "the request queue is full (" + std::to_string(opts_.max_queue) +
+                 " waiting); retry later";
+      return nullptr;
+    }
+    queue_.push_back(Pending{std::move(req), stream});
+    stats_.queued = int64_t(queue_.size());
+  }
+  cv_.notify_one();
+  return stream;
+}
+
+EngineStats Engine::stats() const {
+  std::lock_guard lk(mu_);
+  return stats_;
+}
+
+void Engine::shutdown(bool drain) {
+  {
+    std::lock_guard lk(mu_);
+    accepting_ = false;
+    drain_ = drain;
+    stop_ = true;
+    if (!drain)
+      for (auto& p : queue_) p.stream->cancel();
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Engine::finish(Active& a, const std::string& reason, const std::string& error) {
+  StreamEvent ev;
+  ev.kind = StreamEvent::kDone;
+  ev.finish_reason = reason;
+  ev.error = error;
+  a.stream->push(std::move(ev));
+}
+
+// Moves queued requests into free slots, drops cancelled ones. Returns whether any work is left.
+bool Engine::admit_locked() {
+  if (stop_ && !drain_) {
+    for (auto& p : queue_) p.stream->cancel();
+    for (auto& s : slots_)
+      if (s) s->stream->cancel();
+  }
+  for (auto it = queue_.begin(); it != queue_.end();) {
+    if (it->stream->cancelled()) {
+      Active tmp;
+      tmp.stream = it->stream;
+      finish(tmp, "cancelled");
+      ++stats_.cancelled;
+      it = queue_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    auto& s = slots_[i];
+    if (s && s->stream->cancelled()) {
+      finish(*s, "cancelled");
+      ++stats_.cancelled;
+      s.reset();
+    }
+    if (!s && !queue_.empty()) {
+      auto a = std::make_unique<Active>();
+      a->req = std::move(queue_.front().req);
+      a->stream = std::move(queue_.front().stream);
+      queue_.pop_front();
+      a->state = states_[i].get();
+      a->state->reset();
+      a->sampler = std::make_unique<Sampler>(a->req.sampling, model_.config().vocab);
+      a->sampler->add_prompt(a->req.prompt);
+      a->order = next_order_++;
+      s = std::move(a);
+    }
+  }
+  int64_t busy = 0, used = 0;
+  for (auto& s : slots_) {
+    if (!s) continue;
+    ++busy;
+    used += s->state->pos();
+  }
+  stats_.slots_busy = busy;
+  stats_.running = busy;
+  stats_.kv_tokens_used = used;
+  stats_.queued = int64_t(queue_.size());
+  return busy > 0 || !queue_.empty();
+}
+
+void Engine::loop() {
+  for (;;) {
+    {
+      std::unique_lock lk(mu_);
+      cv_.wait(lk, [&] { return stop_ || !queue_.empty() || stats_.running > 0; });
+      const bool work = admit_locked();
+      if (!work) {
+        if (stop_) return;
+        continue;
+      }
+    }
+    step();
+  }
+}
+
+// Fills rows_: one decode row per generating sequence, then prefill chunks, oldest request
+// first, on the absolute grid, under the remaining budget. The first prefilling request always
+// gets one chunk so prompts progress however many sequences decode.
+void Engine::schedule() {
+  constexpr int64_t kGrid = model::kDeltaChunk;
+  rows_.clear();
+  row_slot_.clear();
+  row_logits_.clear();
+  std::vector<int> prefilling;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Active* a = slots_[i].get();
+    if (!a) continue;
+    if (a->prefilled < int64_t(a->req.prompt.size())) {
+      prefilling.push_back(int(i));
+      continue;
+    }
+    rows_.push_back({a->state, std::span<const int32_t>(&a->next_token, 1), false});
+    row_slot_.push_back(int(i));
+  }
+  std::sort(prefilling.begin(), prefilling.end(),
+            [&](int x, int y) { return slots_[size_t(x)]->order < slots_[size_t(y)]->order; });
+  int64_t budget = opts_.step_tokens - int64_t(rows_.size());
+  bool first = true;
+  for (int i : prefilling) {
+    Active& a = *slots_[size_t(i)];
+    const int64_t n = int64_t(a.req.prompt.size()), start = a.prefilled;
+    int64_t end = start;
+    while (end < n) {
+      const int64_t next = std::min(n, (end / kGrid + 1) * kGrid);
+      if (next - start > budget && !(first && end == start)) break;
+      end = next;
+    }
+    if (end == start) break;  // no budget left: later prompts wait (first come, first served)
+    budget -= end - start;
+    first = false;
+    rows_.push_back({a.state, std::span<const int32_t>(a.req.prompt).subspan(start, end - start),
+                     a.req.prompt_logprobs >= 0});
+    row_slot_.push_back(i);
+  }
+  size_t off = 0;
+  for (const auto& row : rows_) {
+    row_logits_.push_back(off);
+    off += row.all_logits ? row.tokens.size() : 1;
+  }
+}
+
+// After the forward call: advances row r's request, samples when its prompt is read. Returns
+// true when the request is finished (its stream is closed).
+bool Engine::advance(size_t r, const core::Status& st, StepCounts* c) {
+  Active& a = *slots_[size_t(row_slot_[r])];
+  if (!st.ok()) {
+    finish(a, "error", st.message());
+    return true;
+  }
+  const int64_t n = int64_t(a.req.prompt.size());
+  const int64_t vocab = model_.config().vocab;
+  const int64_t n_rows = int64_t(rows_[r].tokens.size());
+  const float* last = logits_.data() + row_logits_[r] * size_t(vocab);
+  if (a.prefilled < n) {
+    if (rows_[r].all_logits) {  // prompt logprobs: row j predicts prompt token start + j + 1
+      StreamEvent ev;
+      ev.kind = StreamEvent::kPrompt;
+      for (int64_t j = 0; j < n_rows && a.prefilled + j + 1 < n; ++j)
+        ev.prompt.push_back(score(logits_.data() + (row_logits_[r] + size_t(j)) * size_t(vocab),
+                                  vocab, a.req.prompt[size_t(a.prefilled + j + 1)],
+                                  a.req.prompt_logprobs, &order_));
+      a.stream->push(std::move(ev));
+      last += size_t(n_rows - 1) * size_t(vocab);
+    }
+    a.prefilled += n_rows;
+    c->prompt += n_rows;
+    if (a.prefilled < n) return false;
+  }
+  SampleResult s = a.sampler->sample(last);
+  const auto& eos = a.req.eos_ids;
+  if (std::find(eos.begin(), eos.end(), s.token) != eos.end()) {
+    finish(a, "stop");
+    return true;
+  }
+  a.next_token = s.token;
+  ++a.generated;
+  ++c->generated;
+  StreamEvent ev;
+  ev.sample = std::move(s);
+  a.stream->push(std::move(ev));
+  if ((a.req.max_tokens >= 0 && a.generated >= a.req.max_tokens) ||
+      a.state->pos() + 1 > a.state->capacity()) {
+    finish(a, "length");
+    return true;
+  }
+  return false;
+}
+
+void Engine::step() {
+  schedule();
+  if (rows_.empty()) return;
+  const core::Status st = model_.forward(rows_, &logits_);
+  StepCounts c;
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    if (advance(r, st, &c)) {
+      slots_[size_t(row_slot_[r])].reset();  // the slot is free for the next step's admission
+      ++c.done;
+    }
+  }
+  std::lock_guard lk(mu_);
+  ++stats_.steps;
+  stats_.prompt_tokens += c.prompt;
+  stats_.generated_tokens += c.generated;
+  stats_.finished += c.done;
+  int64_t busy = 0;
+  for (auto& sl : slots_) busy += sl ? 1 : 0;
+  stats_.running = stats_.slots_busy = busy;
+}
+
+}  // namespace qwen35::runtime

@@ -1,0 +1,146 @@
+// The serving engine: one engine thread owns the model and every sequence state; other threads
+// only submit requests and drain their result streams.
+//
+// Continuous batching: each step runs one forward call over every running sequence: one decode
+// row per generating sequence, plus prefill chunks of sequences still reading their prompt, under
+// a per-step token budget. Requests join the batch (a free slot takes the oldest queued request)
+// and leave it (finished, cancelled) between steps.
+//
+// Exactness (DESIGN.md §6): a prompt is always cut at absolute multiples of model::kDeltaChunk
+// (and at its own end); the budget decides how many grid chunks run in a step, never where a
+// chunk starts. So a request's rows are computed the same way whatever else runs, and its tokens
+// and logprobs are bit-identical to a solo run (the model's kernels are batch invariant).
+//
+// Thread-safety: submit(), stats() and shutdown() may be called from any thread. A RequestStream
+// is shared by the engine thread (producer) and one consumer thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/result.h"
+#include "model/model.h"
+#include "runtime/sampler.h"
+
+namespace qwen35::runtime {
+
+struct EngineOptions {
+  int parallel = 4;           // sequence slots (concurrently running requests)
+  int64_t ctx = 4096;         // tokens per slot (prompt + generated)
+  int max_queue = 64;         // waiting requests beyond the running ones; more are refused
+  int64_t step_tokens = 256;  // per-step row budget (decode rows + prefill rows), >= kDeltaChunk
+};
+
+struct GenerationRequest {
+  std::vector<int32_t> prompt;  // non-empty
+  SamplingParams sampling;
+  int64_t max_tokens = -1;       // -1: until end of sequence or the context is full
+  std::vector<int32_t> eos_ids;  // a sampled id in this list ends the request ("stop")
+  int32_t prompt_logprobs = -1;  // >= 0: log-probabilities of the prompt tokens (+ N top ones)
+};
+
+// One event of a request's result stream.
+struct StreamEvent {
+  enum Kind { kToken, kDone, kPrompt } kind = kToken;
+  SampleResult sample;               // kToken: the sampled token (+ logprobs when asked)
+  std::vector<SampleResult> prompt;  // kPrompt: prompt tokens 1.. of one prefill chunk, in order
+  std::string finish_reason;         // kDone: "stop" (end-of-sequence id), "length", "cancelled",
+                                     // "error"
+  std::string error;                 // kDone with "error"
+};
+
+// The per-request queue the engine writes to. cancel() asks the engine to drop the request; it
+// does so at the start of its next step and then closes the stream with "cancelled".
+class RequestStream {
+ public:
+  // Blocks until an event is there or `timeout` passes; false on timeout.
+  bool next(StreamEvent* ev, std::chrono::milliseconds timeout);
+  void cancel() { cancelled_.store(true); }
+  bool cancelled() const { return cancelled_.load(); }
+  int64_t prompt_tokens() const { return prompt_tokens_; }
+
+  // Engine side.
+  void push(StreamEvent ev);
+  explicit RequestStream(int64_t prompt_tokens) : prompt_tokens_(prompt_tokens) {}
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<StreamEvent> events_;
+  std::atomic<bool> cancelled_{false};
+  int64_t prompt_tokens_;
+};
+
+// A snapshot of the engine's counters, for /metrics and /health.
+struct EngineStats {
+  int64_t queued = 0, running = 0, slots = 0, slots_busy = 0;
+  int64_t kv_tokens_used = 0, kv_tokens_total = 0;
+  int64_t state_bytes = 0;  // all slots: KV caches + conv + recurrent state
+  int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
+  int64_t finished = 0, cancelled = 0;
+};
+
+enum class SubmitError { kNone, kQueueFull, kInvalid, kShuttingDown };
+
+class Engine {
+ public:
+  Engine(model::Model& model, const EngineOptions& opts);
+  ~Engine();  // cancels what is left and joins the engine thread
+
+  // Queues a request. On failure returns null and sets *err (and *message).
+  std::shared_ptr<RequestStream> submit(GenerationRequest req, SubmitError* err,
+                                        std::string* message);
+
+  EngineStats stats() const;
+  const EngineOptions& options() const { return opts_; }
+
+  // Stops accepting requests; with `drain`, waits until running and queued requests finish,
+  // else cancels them. Then stops the engine thread. Idempotent.
+  void shutdown(bool drain);
+
+ private:
+  struct Active;
+  struct StepCounts {
+    int64_t prompt = 0, generated = 0, done = 0;
+  };
+  void loop();
+  bool admit_locked();
+  void schedule();
+  bool advance(size_t r, const core::Status& st, StepCounts* c);
+  void step();
+  void finish(Active& a, const std::string& reason, const std::string& error = "");
+
+  model::Model& model_;
+  EngineOptions opts_;
+  std::vector<std::unique_ptr<model::SequenceState>> states_;
+  std::vector<std::unique_ptr<Active>> slots_;  // null: free
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  struct Pending {
+    GenerationRequest req;
+    std::shared_ptr<RequestStream> stream;
+  };
+  std::deque<Pending> queue_;
+  bool accepting_ = true, stop_ = false, drain_ = false;
+  EngineStats stats_;        // guarded by mu_
+  uint64_t next_order_ = 0;  // admission counter, guarded by mu_
+
+  // Engine-thread scratch.
+  std::vector<model::SequenceRows> rows_;
+  std::vector<int> row_slot_;
+  std::vector<size_t> row_logits_;  // first logits row of each batch row
+  std::vector<float> logits_;
+  std::vector<int32_t> order_;  // scratch of prompt-logprob ranking
+  std::thread thread_;
+};
+
+}  // namespace qwen35::runtime

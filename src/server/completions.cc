@@ -1,0 +1,334 @@
+// POST /v1/chat/completions and /v1/completions: parse, submit one engine request per choice,
+// then answer with one JSON body or an SSE stream (`data: {chunk}` ... `data: [DONE]`).
+#include <httplib.h>
+
+#include <chrono>
+#include <cmath>
+#include <ctime>
+
+#include "server/choice.h"
+#include "server/server.h"
+#include "tokenizer/utf8.h"
+
+namespace qwen35::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Everything one generation request needs; shared with the SSE content provider, which runs
+// after the handler returns.
+struct Job {
+  Context* ctx = nullptr;
+  CompletionRequest req;
+  std::vector<std::unique_ptr<ChoiceRunner>> choices;
+  std::string id;
+  int64_t created = 0;
+  Clock::time_point t0;
+  const char* endpoint = "";
+  bool observed = false;
+
+  int64_t completion_tokens() const {
+    int64_t n = 0;
+    for (const auto& c : choices) n += c->generated();
+    return n;
+  }
+  Json usage() const {
+    const int64_t p = int64_t(req.prompt.size()), c = completion_tokens();
+    return Json{{"prompt_tokens", p}, {"completion_tokens", c}, {"total_tokens", p + c}};
+  }
+  // Latency histograms and token counters, once per request.
+  void observe() {
+    if (observed) return;
+    observed = true;
+    auto& m = ctx->metrics;
+    m.add_tokens(int64_t(req.prompt.size()), completion_tokens());
+    for (const auto& c : choices) {
+      const auto& t = c->token_times;
+      if (t.empty()) continue;
+      if (c->index() == 0) m.ttft.observe(std::chrono::duration<double>(t[0] - t0).count());
+      for (size_t i = 1; i < t.size(); ++i)
+        m.itl.observe(std::chrono::duration<double>(t[i] - t[i - 1]).count());
+    }
+    m.e2e.observe(std::chrono::duration<double>(Clock::now() - t0).count());
+  }
+  Json base(const char* object) const {
+    return Json{{"id", id}, {"object", object}, {"created", created}, {"model", req.model}};
+  }
+};
+
+std::optional<ApiError> submit_all(Job& job) {
+  auto& engine = *job.ctx->engine;
+  for (int i = 0; i < job.req.n; ++i) {
+    runtime::GenerationRequest g;
+    g.prompt = job.req.prompt;
+    g.sampling = job.req.sampling;
+    if (g.sampling.seed && i > 0) *g.sampling.seed += uint64_t(i);
+    g.max_tokens = job.req.max_tokens;
+    g.eos_ids = job.req.eos_ids;
+    g.prompt_logprobs = job.req.stream ? -1 : job.req.prompt_logprobs;
+    runtime::SubmitError err;
+    std::string msg;
+    auto stream = engine.submit(std::move(g), &err, &msg);
+    if (!stream) {
+      job.choices.clear();  // cancels the choices already queued
+      ApiError e;
+      e.message = msg;
+      if (err == runtime::SubmitError::kQueueFull) {
+        e.status = 429;
+        e.type = "rate_limit_error";
+      } else if (err == runtime::SubmitError::kShuttingDown) {
+        e.status = 503;
+        e.type = "service_unavailable";
+      } else {
+        e.param = job.req.chat ? "messages" : "prompt";
+      }
+      return e;
+    }
+    job.choices.push_back(std::make_unique<ChoiceRunner>(i, job.req, *job.ctx->mi.tok, stream));
+  }
+  return std::nullopt;
+}
+
+// A streamed chunk's choice for one delta.
+Json chunk_choice(const Job& job, const ChoiceRunner& c, const Delta& d, int* call_index) {
+  const auto& tok = *job.ctx->mi.tok;
+  Json ch = {{"index", c.index()}};
+  const bool want_lp = job.req.sampling.logprobs >= 0 && !d.samples.empty();
+  if (job.req.chat) {
+    Json delta = Json::object();
+    if (!d.text.empty() || (d.reasoning.empty() && d.calls.empty() && d.finish_reason.empty()))
+      delta["content"] = d.text;
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.calls.empty()) {
+      Json calls = Json::array();
+      for (const auto& call : d.calls) calls.push_back(tool_call_json(call, (*call_index)++, true));
+      delta["tool_calls"] = std::move(calls);
+    }
+    ch["delta"] = std::move(delta);
+    if (want_lp) {
+      Json content = Json::array();
+      for (const auto& s : d.samples) content.push_back(chat_logprob_entry(tok, s));
+      ch["logprobs"] = {{"content", content}};
+    } else {
+      ch["logprobs"] = nullptr;
+    }
+  } else {
+    ch["text"] = d.text;
+    ch["logprobs"] = want_lp ? completion_logprobs(tok, d.samples, 0) : Json(nullptr);
+  }
+  if (job.req.return_token_ids) {
+    Json ids = Json::array();
+    for (const auto& s : d.samples) ids.push_back(s.token);
+    ch["token_ids"] = std::move(ids);
+  }
+  ch["finish_reason"] = d.finish_reason.empty() ? Json(nullptr) : Json(d.finish_reason);
+  return ch;
+}
+
+bool write_event(httplib::DataSink& sink, const std::string& data) {
+  const std::string ev = "data: " + data + "\n\n";
+  return sink.write(ev.data(), ev.size());
+}
+
+// The SSE loop: runs inside httplib's content provider until every choice is done.
+bool stream_job(Job& job, httplib::DataSink& sink) {
+  const char* object = job.req.chat ? "chat.completion.chunk" : "text_completion";
+  // Opening chunks: the role (chat), the echoed prompt (completions), prompt ids when asked.
+  for (const auto& c : job.choices) {
+    Json chunk = job.base(object);
+    Json ch = {{"index", c->index()}};
+    if (job.req.chat) {
+      ch["delta"] = {{"role", "assistant"}, {"content", ""}};
+      ch["logprobs"] = nullptr;
+    } else {
+      ch["text"] = job.req.echo ? job.req.prompt_text : "";
+      ch["logprobs"] = nullptr;
+    }
+    ch["finish_reason"] = nullptr;
+    chunk["choices"] = Json::array({ch});
+    if (job.req.return_token_ids) chunk["prompt_token_ids"] = job.req.prompt;
+    if (!write_event(sink, dump(chunk))) return false;
+  }
+  std::vector<int> call_index(job.choices.size(), 0);
+  const auto wait = std::chrono::milliseconds(job.choices.size() == 1 ? 100 : 5);
+  for (;;) {
+    bool all_done = true;
+    for (auto& c : job.choices) {
+      if (c->done()) continue;
+      all_done = false;
+      Delta d;
+      if (!c->poll(wait, &d)) continue;
+      if (!c->error().empty()) {
+        ApiError e;
+        e.status = 500;
+        e.type = "server_error";
+        e.message = c->error();
+        write_event(sink, dump(error_body(e)));
+        return false;
+      }
+      const bool show =
+          !d.text.empty() || !d.reasoning.empty() || !d.calls.empty() || !d.finish_reason.empty() ||
+          (!d.samples.empty() && (job.req.sampling.logprobs >= 0 || job.req.return_token_ids));
+      if (!show) continue;
+      Json chunk = job.base(object);
+      chunk["choices"] = Json::array({chunk_choice(job, *c, d, &call_index[size_t(c->index())])});
+      if (!write_event(sink, dump(chunk))) return false;
+    }
+    if (all_done) break;
+  }
+  if (job.req.include_usage) {
+    Json chunk = job.base(object);
+    chunk["choices"] = Json::array();
+    chunk["usage"] = job.usage();
+    if (!write_event(sink, dump(chunk))) return false;
+  }
+  const std::string done = "data: [DONE]\n\n";
+  if (!sink.write(done.data(), done.size())) return false;
+  sink.done();
+  return true;
+}
+
+// Waits for every choice and builds the single JSON response.
+std::optional<ApiError> collect_job(Job& job, Json* out) {
+  const auto& tok = *job.ctx->mi.tok;
+  Json choices = Json::array();
+  for (auto& c : job.choices) {
+    Delta acc;
+    std::vector<ToolCall> calls;
+    while (!c->done()) {
+      Delta d;
+      if (!c->poll(std::chrono::milliseconds(200), &d)) continue;
+      acc.text += d.text;
+      acc.reasoning += d.reasoning;
+      for (auto& x : d.calls) calls.push_back(std::move(x));
+      for (auto& s : d.samples) acc.samples.push_back(std::move(s));
+      if (!d.finish_reason.empty()) acc.finish_reason = d.finish_reason;
+    }
+    if (!c->error().empty()) {
+      ApiError e;
+      e.status = 500;
+      e.type = "server_error";
+      e.message = c->error();
+      return e;
+    }
+    if (acc.finish_reason == "abort") {
+      ApiError e;
+      e.status = 503;
+      e.type = "service_unavailable";
+      e.message = "the request was cancelled (the server is shutting down)";
+      return e;
+    }
+    Json ch = {{"index", c->index()}};
+    const bool want_lp = job.req.sampling.logprobs >= 0;
+    if (job.req.chat) {
+      Json msg = {{"role", "assistant"}};
+      msg["content"] = acc.text.empty() && !calls.empty() ? Json(nullptr) : Json(acc.text);
+      msg["reasoning_content"] = acc.reasoning.empty() ? Json(nullptr) : Json(acc.reasoning);
+      if (!calls.empty()) {
+        Json tc = Json::array();
+        for (size_t i = 0; i < calls.size(); ++i)
+          tc.push_back(tool_call_json(calls[i], int(i), false));
+        msg["tool_calls"] = std::move(tc);
+      }
+      ch["message"] = std::move(msg);
+      if (want_lp) {
+        Json content = Json::array();
+        for (const auto& s : acc.samples) content.push_back(chat_logprob_entry(tok, s));
+        ch["logprobs"] = {{"content", content}};
+      } else {
+        ch["logprobs"] = nullptr;
+      }
+    } else {
+      const std::string prefix = job.req.echo ? job.req.prompt_text : "";
+      ch["text"] = prefix + acc.text;
+      if (want_lp && job.req.prompt_logprobs >= 0) {
+        // Echo: the prompt tokens first (the first has no logprob), then the completion.
+        std::vector<runtime::SampleResult> all(1);
+        all[0].token = job.req.prompt[0];
+        all[0].logprob = std::nanf("");
+        for (const auto& x : c->prompt_samples) all.push_back(x);
+        for (const auto& x : acc.samples) all.push_back(x);
+        ch["logprobs"] = completion_logprobs(tok, all, 0);
+      } else {
+        ch["logprobs"] =
+            want_lp ? completion_logprobs(tok, acc.samples, prefix.size()) : Json(nullptr);
+      }
+    }
+    ch["finish_reason"] = acc.finish_reason;
+    if (job.req.return_token_ids) {
+      Json ids = Json::array();
+      for (const auto& s : acc.samples) ids.push_back(s.token);
+      ch["token_ids"] = std::move(ids);
+    }
+    choices.push_back(std::move(ch));
+  }
+  *out = job.base(job.req.chat ? "chat.completion" : "text_completion");
+  (*out)["choices"] = std::move(choices);
+  (*out)["usage"] = job.usage();
+  if (job.req.return_token_ids) (*out)["prompt_token_ids"] = job.req.prompt;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(dump(error_body(e)), "application/json");
+}
+
+void handle_generate(Context& ctx, bool chat, const httplib::Request& req, httplib::Response& res) {
+  auto job = std::make_shared<Job>();
+  job->ctx = &ctx;
+  job->t0 = Clock::now();
+  job->endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
+  auto fail = [&](const ApiError& e) {
+    ctx.metrics.count_request(job->endpoint, e.status);
+    send_error(res, e);
+  };
+  if (ctx.shutting_down.load()) {
+    ApiError e;
+    e.status = 503;
+    e.type = "service_unavailable";
+    e.message = "the server is shutting down";
+    return fail(e);
+  }
+  if (tokenizer::utf8_valid_prefix(req.body) != req.body.size())
+    return fail(ApiError{400, "the request body is not valid UTF-8", "", "invalid_request_error"});
+  const Json body = Json::parse(req.body, nullptr, false);
+  if (body.is_discarded())
+    return fail(ApiError{400, "the request body is not valid JSON", "", "invalid_request_error"});
+  auto err = chat ? parse_chat_request(body, ctx.mi, &job->req)
+                  : parse_completion_request(body, ctx.mi, &job->req);
+  if (err) return fail(*err);
+  job->id = random_id(chat ? "chatcmpl-" : "cmpl-");
+  job->created = int64_t(std::time(nullptr));
+  if (auto e = submit_all(*job)) return fail(*e);
+
+  if (!job->req.stream) {
+    Json out;
+    if (auto e = collect_job(*job, &out)) return fail(*e);
+    job->observe();
+    ctx.metrics.count_request(job->endpoint, 200);
+    res.set_content(dump(out), "application/json");
+    return;
+  }
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [job](size_t, httplib::DataSink& sink) {
+        const bool ok = stream_job(*job, sink);
+        if (!ok)
+          for (auto& c : job->choices) c->cancel();  // the client left: free the slots
+        return ok;
+      },
+      [job](bool success) {
+        for (auto& c : job->choices) c->cancel();
+        job->observe();
+        job->ctx->metrics.count_request(job->endpoint, success ? 200 : 499);
+      });
+}
+
+}  // namespace qwen35::server

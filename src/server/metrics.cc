@@ -1,0 +1,103 @@
+#include "server/metrics.h"
+
+#include <cstdio>
+
+namespace qwen35::server {
+namespace {
+
+std::string num(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.9g", v);
+  return b;
+}
+
+void gauge(std::string* out, const std::string& name, const std::string& help, double v,
+           const char* type = "gauge") {
+  *out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+  *out += name + " " + num(v) + "\n";
+}
+
+}  // namespace
+
+Histogram::Histogram(std::vector<double> bounds)
+    : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+
+void Histogram::observe(double v) {
+  std::lock_guard lk(mu_);
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += v;
+  ++n_;
+}
+
+void Histogram::render(const std::string& name, std::string* out) const {
+  std::lock_guard lk(mu_);
+  uint64_t cum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += counts_[i];
+    *out += name + "_bucket{le=\"" + num(bounds_[i]) + "\"} " + std::to_string(cum) + "\n";
+  }
+  cum += counts_.back();
+  *out += name + "_bucket{le=\"+Inf\"} " + std::to_string(cum) + "\n";
+  *out += name + "_sum " + num(sum_) + "\n" + name + "_count " + std::to_string(n_) + "\n";
+}
+
+Metrics::Metrics()
+    : ttft({0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30}),
+      itl({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1}),
+      e2e({0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120}) {}
+
+void Metrics::count_request(const std::string& endpoint, int status) {
+  std::lock_guard lk(mu_);
+  ++requests_[{endpoint, status}];
+}
+
+void Metrics::add_tokens(int64_t prompt, int64_t generated) {
+  prompt_tokens_ += prompt;
+  generated_tokens_ += generated;
+}
+
+std::string Metrics::render(const runtime::EngineStats* e) const {
+  std::string out;
+  out += "# HELP qwen35_requests_total HTTP requests by endpoint and status\n";
+  out += "# TYPE qwen35_requests_total counter\n";
+  {
+    std::lock_guard lk(mu_);
+    for (const auto& [k, v] : requests_)
+      out += "qwen35_requests_total{endpoint=\"" + k.first + "\",status=\"" +
+             std::to_string(k.second) + "\"} " + std::to_string(v) + "\n";
+  }
+  gauge(&out, "qwen35_prompt_tokens_total", "prompt tokens of finished requests",
+        double(prompt_tokens_.load()), "counter");
+  gauge(&out, "qwen35_generation_tokens_total", "generated tokens of finished requests",
+        double(generated_tokens_.load()), "counter");
+  if (e) {
+    gauge(&out, "qwen35_queue_depth", "requests waiting for a slot", double(e->queued));
+    gauge(&out, "qwen35_running_sequences", "sequences in the running batch", double(e->running));
+    gauge(&out, "qwen35_slots_total", "sequence slots (KV + recurrent state)", double(e->slots));
+    gauge(&out, "qwen35_slots_used", "sequence slots in use", double(e->slots_busy));
+    gauge(&out, "qwen35_kv_tokens_used", "KV positions held by running sequences",
+          double(e->kv_tokens_used));
+    gauge(&out, "qwen35_kv_tokens_total", "KV positions allocated", double(e->kv_tokens_total));
+    gauge(&out, "qwen35_kv_usage_ratio", "kv_tokens_used / kv_tokens_total",
+          e->kv_tokens_total ? double(e->kv_tokens_used) / double(e->kv_tokens_total) : 0.0);
+    gauge(&out, "qwen35_state_bytes", "memory of all sequence slots (KV + recurrent state)",
+          double(e->state_bytes));
+    gauge(&out, "qwen35_engine_steps_total", "forward steps", double(e->steps), "counter");
+    gauge(&out, "qwen35_engine_cancelled_total", "requests cancelled", double(e->cancelled),
+          "counter");
+  }
+  out += "# HELP qwen35_time_to_first_token_seconds time from arrival to the first token\n";
+  out += "# TYPE qwen35_time_to_first_token_seconds histogram\n";
+  ttft.render("qwen35_time_to_first_token_seconds", &out);
+  out += "# HELP qwen35_inter_token_latency_seconds time between tokens of a stream\n";
+  out += "# TYPE qwen35_inter_token_latency_seconds histogram\n";
+  itl.render("qwen35_inter_token_latency_seconds", &out);
+  out += "# HELP qwen35_request_duration_seconds time from arrival to the last token\n";
+  out += "# TYPE qwen35_request_duration_seconds histogram\n";
+  e2e.render("qwen35_request_duration_seconds", &out);
+  return out;
+}
+
+}  // namespace qwen35::server

@@ -1,0 +1,329 @@
+#include "server/request.h"
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+
+namespace qwen35::server {
+namespace {
+
+ApiError bad(const std::string& param, const std::string& message) {
+  ApiError e;
+  e.param = param;
+  e.message = message;
+  return e;
+}
+
+const Json* field(const Json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::optional<ApiError> get_bool(const Json& b, const char* name, bool* v) {
+  const Json* f = field(b, name);
+  if (!f) return std::nullopt;
+  if (!f->is_boolean()) return bad(name, std::string("'") + name + "' must be a boolean");
+  *v = f->get<bool>();
+  return std::nullopt;
+}
+
+std::optional<ApiError> get_float(const Json& b, const char* name, float* v) {
+  const Json* f = field(b, name);
+  if (!f) return std::nullopt;
+  if (!f->is_number()) return bad(name, std::string("'") + name + "' must be a number");
+  const double d = f->get<double>();
+  if (!std::isfinite(d)) return bad(name, std::string("'") + name + "' must be finite");
+  *v = float(d);
+  return std::nullopt;
+}
+
+std::optional<ApiError> get_int(const Json& b, const char* name, int64_t* v, int64_t lo,
+                                int64_t hi) {
+  const Json* f = field(b, name);
+  if (!f) return std::nullopt;
+  int64_t x = 0;
+  if (f->is_number_integer()) {
+    x = f->is_number_unsigned() ? int64_t(std::min<uint64_t>(f->get<uint64_t>(), INT64_MAX))
+                                : f->get<int64_t>();
+  } else if (f->is_number_float() && std::floor(f->get<double>()) == f->get<double>() &&
+             std::fabs(f->get<double>()) < 9e15) {
+    x = int64_t(f->get<double>());
+  } else {
+    return bad(name, std::string("'") + name + "' must be an integer");
+  }
+  if (x < lo || x > hi)
+    return bad(name, std::string("'") + name + "' must be in [" + std::to_string(lo) + ", " +
+                         std::to_string(hi) + "], got " + std::to_string(x));
+  *v = x;
+  return std::nullopt;
+}
+
+#define TRY(expr)                    \
+  do {                               \
+    if (auto _e = (expr)) return _e; \
+  } while (0)
+
+// Fields shared by both endpoints: sampling, lengths, stop, n, stream, debugging extras.
+std::optional<ApiError> parse_common(const Json& b, const ModelInfo& mi, CompletionRequest* r) {
+  if (!b.is_object()) return bad("", "the request body must be a JSON object");
+  TRY(check_model(b, mi));
+  r->model = mi.name;
+  r->sampling = mi.defaults;
+  r->eos_ids = mi.eos_ids;
+  auto& s = r->sampling;
+  TRY(get_float(b, "temperature", &s.temperature));
+  if (s.temperature < 0) return bad("temperature", "'temperature' must be >= 0");
+  TRY(get_float(b, "top_p", &s.top_p));
+  TRY(get_float(b, "min_p", &s.min_p));
+  TRY(get_float(b, "presence_penalty", &s.presence_penalty));
+  TRY(get_float(b, "frequency_penalty", &s.frequency_penalty));
+  TRY(get_float(b, "repetition_penalty", &s.repetition_penalty));
+  int64_t v = 0;
+  if (field(b, "top_k")) {
+    TRY(get_int(b, "top_k", &v, -1, INT32_MAX));
+    s.top_k = int32_t(v);
+  }
+  if (field(b, "seed")) {
+    const Json& f = *field(b, "seed");
+    if (!f.is_number_integer()) return bad("seed", "'seed' must be an integer");
+    s.seed = f.is_number_unsigned() ? f.get<uint64_t>() : uint64_t(f.get<int64_t>());
+  }
+  const char* len_name = field(b, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
+  if (field(b, len_name)) TRY(get_int(b, len_name, &r->max_tokens, 1, INT64_MAX));
+  if (field(b, "n")) {
+    TRY(get_int(b, "n", &v, 1, 16));
+    r->n = int(v);
+  }
+  TRY(get_bool(b, "stream", &r->stream));
+  if (const Json* so = field(b, "stream_options")) {
+    if (!so->is_object()) return bad("stream_options", "'stream_options' must be an object");
+    TRY(get_bool(*so, "include_usage", &r->include_usage));
+  }
+  if (const Json* st = field(b, "stop")) {
+    if (st->is_string()) {
+      r->stops.push_back(st->get<std::string>());
+    } else if (st->is_array()) {
+      for (const auto& x : *st) {
+        if (!x.is_string()) return bad("stop", "'stop' must be a string or a list of strings");
+        r->stops.push_back(x.get<std::string>());
+      }
+    } else {
+      return bad("stop", "'stop' must be a string or a list of strings");
+    }
+    for (const auto& x : r->stops)
+      if (x.empty()) return bad("stop", "stop strings must not be empty");
+  }
+  bool ignore_eos = false;
+  TRY(get_bool(b, "ignore_eos", &ignore_eos));
+  if (ignore_eos) r->eos_ids.clear();
+  TRY(get_bool(b, "return_token_ids", &r->return_token_ids));
+  TRY(get_bool(b, "skip_special_tokens", &r->skip_special));
+  if (auto st = s.validate(); !st.ok()) return bad("", st.message());
+  return std::nullopt;
+}
+
+// Content: a string, or a list of {"type": "text", "text": ...} parts (joined).
+std::optional<ApiError> flatten_content(Json* content, size_t i) {
+  const std::string where = "messages[" + std::to_string(i) + "].content";
+  if (content->is_string() || content->is_null()) return std::nullopt;
+  if (!content->is_array())
+    return bad(where, "'" + where + "' must be a string or a list of parts");
+  std::string text;
+  for (const auto& part : *content) {
+    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
+      return bad(where, "each part of '" + where + "' must be an object with a 'type'");
+    if (part["type"] != "text")
+      return bad(where, "content part type '" + part["type"].get<std::string>() +
+                            "' is not supported (text only)");
+    if (!part.contains("text") || !part["text"].is_string())
+      return bad(where, "a text part of '" + where + "' needs a string 'text'");
+    text += part["text"].get<std::string>();
+  }
+  *content = text;
+  return std::nullopt;
+}
+
+std::optional<ApiError> normalize_messages(const Json& b, Json* messages) {
+  const Json* m = field(b, "messages");
+  if (!m) return bad("messages", "'messages' is required");
+  if (!m->is_array()) return bad("messages", "'messages' must be an array");
+  if (m->empty()) return bad("messages", "'messages' must not be empty");
+  *messages = Json::array();
+  for (size_t i = 0; i < m->size(); ++i) {
+    Json msg = (*m)[i];
+    const std::string where = "messages[" + std::to_string(i) + "]";
+    if (!msg.is_object()) return bad(where, "'" + where + "' must be an object");
+    if (!msg.contains("role") || !msg["role"].is_string())
+      return bad(where + ".role", "'" + where + ".role' must be a string");
+    std::string role = msg["role"];
+    if (role == "developer") {
+      role = "system";
+      msg["role"] = "system";
+    }
+    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
+      return bad(where + ".role", "unknown role '" + role + "' in " + where +
+                                      " (expected system, developer, user, assistant or tool)");
+    if (!msg.contains("content")) {
+      if (role != "assistant")
+        return bad(where + ".content", "'" + where + ".content' is required");
+      msg["content"] = "";
+    }
+    if (msg["content"].is_null()) {
+      if (role != "assistant") return bad(where + ".content", "'" + where + ".content' is null");
+      msg["content"] = "";
+    }
+    TRY(flatten_content(&msg["content"], i));
+    if (msg.contains("tool_calls") && !msg["tool_calls"].is_null()) {
+      Json& tc = msg["tool_calls"];
+      if (!tc.is_array()) return bad(where + ".tool_calls", "'tool_calls' must be an array");
+      for (auto& c : tc) {
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
+          return bad(where + ".tool_calls", "each tool call needs a 'function' object");
+        Json& f = c["function"];
+        // OpenAI sends arguments as a JSON string; the template iterates them as a mapping.
+        if (f.contains("arguments") && f["arguments"].is_string()) {
+          auto parsed = Json::parse(f["arguments"].get<std::string>(), nullptr, false);
+          f["arguments"] = parsed.is_object() ? parsed : Json::object();
+        }
+      }
+    }
+    messages->push_back(std::move(msg));
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> render_impl(const Json& b, const ModelInfo& mi, bool use_tools,
+                                    std::string* text) {
+  if (!mi.tmpl) return bad("messages", "the model has no chat template; use /v1/completions");
+  Json messages;
+  TRY(normalize_messages(b, &messages));
+  Json tools = nullptr;
+  if (use_tools) {
+    if (const Json* t = field(b, "tools")) {
+      if (!t->is_array()) return bad("tools", "'tools' must be an array");
+      for (const auto& x : *t)
+        if (!x.is_object() || !x.contains("function") || !x["function"].is_object() ||
+            !x["function"].contains("name") || !x["function"]["name"].is_string())
+          return bad("tools",
+                     "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
+      if (!t->empty()) tools = *t;
+    }
+  }
+  Json kwargs = Json::object();
+  if (const Json* k = field(b, "chat_template_kwargs")) {
+    if (!k->is_object())
+      return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    kwargs = *k;
+  }
+  bool add_gen = true;
+  TRY(get_bool(b, "add_generation_prompt", &add_gen));
+  auto r = mi.tmpl->render(messages, tools, add_gen, kwargs);
+  if (!r.ok()) return bad("messages", "chat template: " + r.message());
+  *text = std::move(*r);
+  return std::nullopt;
+}
+
+}  // namespace
+
+Json error_body(const ApiError& e) {
+  Json err = {{"message", e.message}, {"type", e.type}};
+  err["param"] = e.param.empty() ? Json(nullptr) : Json(e.param);
+  err["code"] = e.status;
+  return Json{{"error", err}};
+}
+
+std::optional<ApiError> check_model(const Json& b, const ModelInfo& mi) {
+  if (!b.is_object()) return bad("", "the request body must be a JSON object");
+  const Json* m = field(b, "model");
+  if (!m) return std::nullopt;
+  if (!m->is_string()) return bad("model", "'model' must be a string");
+  const std::string name = *m;
+  if (name != mi.name && name != mi.path) {
+    ApiError e = bad(
+        "model", "the model '" + name + "' does not exist (this server serves '" + mi.name + "')");
+    e.type = "model_not_found";  // 400 as for any other bad field (issue 6)
+    return e;
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> render_messages(const Json& b, const ModelInfo& mi, std::string* text) {
+  if (!b.is_object()) return bad("", "the request body must be a JSON object");
+  return render_impl(b, mi, true, text);
+}
+
+std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
+                                           CompletionRequest* r) {
+  r->chat = true;
+  TRY(parse_common(b, mi, r));
+  bool logprobs = false;
+  TRY(get_bool(b, "logprobs", &logprobs));
+  int64_t top = 0;
+  TRY(get_int(b, "top_logprobs", &top, 0, 20));
+  if (field(b, "top_logprobs") && !logprobs)
+    return bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
+  r->sampling.logprobs = logprobs ? int32_t(top) : -1;
+  std::string tool_choice = "auto";
+  if (const Json* tc = field(b, "tool_choice")) {
+    if (tc->is_string())
+      tool_choice = tc->get<std::string>();
+    else if (!tc->is_object())
+      return bad("tool_choice", "'tool_choice' must be a string or an object");
+  }
+  const bool use_tools = tool_choice != "none";
+  std::string text;
+  TRY(render_impl(b, mi, use_tools, &text));
+  if (use_tools && field(b, "tools") && !field(b, "tools")->empty()) {
+    r->parse_tools = true;
+    r->tools = *field(b, "tools");
+  }
+  // Qwen3.5's generation prompt opens <think> unless thinking is off: the answer starts inside.
+  size_t end = text.size();
+  while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == ' ')) --end;
+  r->in_reasoning = end >= 7 && text.compare(end - 7, 7, "<think>") == 0;
+  auto ids = mi.tok->encode(text);
+  if (!ids.ok()) return bad("messages", ids.message());
+  r->prompt = std::move(*ids);
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo& mi,
+                                                 CompletionRequest* r) {
+  TRY(parse_common(b, mi, r));
+  const Json* p = field(b, "prompt");
+  if (!p) return bad("prompt", "'prompt' is required");
+  if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
+  if (p->is_string()) {
+    r->prompt_text = p->get<std::string>();
+    auto ids = mi.tok->encode(r->prompt_text);
+    if (!ids.ok()) return bad("prompt", ids.message());
+    r->prompt = std::move(*ids);
+  } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
+    for (const auto& x : *p) {
+      if (!x.is_number_integer()) return bad("prompt", "a token-id prompt must hold integers");
+      const int64_t id = x.get<int64_t>();
+      if (id < 0 || !mi.tok->is_valid_id(int32_t(id)) || id > INT32_MAX)
+        return bad("prompt", "token id " + std::to_string(id) + " is out of range");
+      r->prompt.push_back(int32_t(id));
+    }
+    r->prompt_text = mi.tok->decode(r->prompt);
+  } else if (p->is_array()) {
+    return bad("prompt",
+               "'prompt' must be a string, a list of one string, or a list of token ids"
+               " (batched prompts are not supported)");
+  } else {
+    return bad("prompt", "'prompt' must be a string or a list of token ids");
+  }
+  if (r->prompt.empty()) return bad("prompt", "the prompt is empty");
+  int64_t lp = -1;
+  TRY(get_int(b, "logprobs", &lp, 0, 20));
+  r->sampling.logprobs = int32_t(lp);
+  TRY(get_bool(b, "echo", &r->echo));
+  if (r->echo && lp >= 0) r->prompt_logprobs = int32_t(lp);
+  r->parse_reasoning = false;
+  return std::nullopt;
+}
+
+}  // namespace qwen35::server

@@ -1,0 +1,71 @@
+// OpenAI request bodies -> validated generation requests. Every malformed field gives an
+// ApiError (HTTP 400 with an OpenAI-style error object) that names the field; nothing here
+// throws or asserts on client input.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/sampler.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace qwen35::server {
+
+using Json = nlohmann::ordered_json;
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string param;  // the offending field, "" when none
+  std::string type = "invalid_request_error";
+};
+
+// Error object as OpenAI clients expect: {"error": {"message", "type", "param", "code"}}.
+Json error_body(const ApiError& e);
+
+// What request parsing needs from the server.
+struct ModelInfo {
+  const tokenizer::Tokenizer* tok = nullptr;
+  const tokenizer::ChatTemplate* tmpl = nullptr;  // null: the checkpoint has no chat template
+  runtime::SamplingParams defaults;               // from generation_config.json
+  std::vector<int32_t> eos_ids;
+  std::string name;  // served model name
+  std::string path;  // also accepted as the model name
+  int64_t ctx = 0;
+};
+
+struct CompletionRequest {
+  bool chat = false;
+  std::string model;
+  bool stream = false, include_usage = false;
+  int n = 1;
+  std::vector<int32_t> prompt;
+  std::string prompt_text;           // completions: for echo
+  runtime::SamplingParams sampling;  // logprobs = top alternatives (-1: no logprobs)
+  int64_t max_tokens = -1;
+  std::vector<std::string> stops;
+  std::vector<int32_t> eos_ids;
+  bool echo = false;
+  int32_t prompt_logprobs = -1;  // completions echo + logprobs: prompt tokens too
+  bool return_token_ids = false;
+  bool skip_special = true;
+  bool in_reasoning = false;  // the prompt opened <think>
+  bool parse_reasoning = true, parse_tools = false;
+  Json tools;  // the request's tools (for parameter types)
+};
+
+std::optional<ApiError> parse_chat_request(const Json& body, const ModelInfo& mi,
+                                           CompletionRequest* out);
+std::optional<ApiError> parse_completion_request(const Json& body, const ModelInfo& mi,
+                                                 CompletionRequest* out);
+
+// Renders `messages` (validated) through the chat template: for /apply-template and /tokenize.
+std::optional<ApiError> render_messages(const Json& body, const ModelInfo& mi, std::string* text);
+
+// Checks the "model" field: absent, the served name, or the checkpoint path.
+std::optional<ApiError> check_model(const Json& body, const ModelInfo& mi);
+
+}  // namespace qwen35::server

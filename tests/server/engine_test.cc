@@ -1,0 +1,152 @@
+// runtime::Engine in process on a synthetic tiny checkpoint: concurrent == solo bit for bit,
+// cancellation frees the slot, admission control (queue full, prompt longer than the context).
+#include "runtime/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "kernels/ops.h"
+#include "model/weights.h"
+#include "test_util.h"
+
+namespace qwen35::runtime {
+namespace {
+
+using testing::TempDir;
+
+class EngineTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + dir_->file("m"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto w = model::load_weights(dir_->file("m"), core::LoadMode::kMmap);
+    ASSERT_TRUE(w.ok()) << w.message();
+    pool_ = new core::ThreadPool(2);
+    model_ = new model::Model(std::move(*w), kernels::cpu_ops(), pool_);
+  }
+  static void TearDownTestSuite() {
+    delete model_;
+    delete pool_;
+    delete dir_;
+  }
+  static TempDir* dir_;
+  static core::ThreadPool* pool_;
+  static model::Model* model_;
+};
+TempDir* EngineTest::dir_ = nullptr;
+core::ThreadPool* EngineTest::pool_ = nullptr;
+model::Model* EngineTest::model_ = nullptr;
+
+struct Out {
+  std::vector<SampleResult> samples;
+  std::string finish;
+};
+
+Out drain(RequestStream& s) {
+  Out o;
+  StreamEvent ev;
+  for (;;) {
+    if (!s.next(&ev, std::chrono::seconds(60))) {
+      o.finish = "timeout";
+      return o;
+    }
+    if (ev.kind == StreamEvent::kDone) {
+      o.finish = ev.finish_reason;
+      return o;
+    }
+    o.samples.push_back(ev.sample);
+  }
+}
+
+GenerationRequest make(int i, bool seeded) {
+  const int lengths[6] = {3, 65, 150, 64, 1, 100};
+  GenerationRequest g;
+  for (int k = 0; k < lengths[i]; ++k) g.prompt.push_back((k * 13 + i * 7 + 1) % 3000);
+  g.max_tokens = 6 + 3 * i;
+  g.sampling.temperature = seeded ? 0.8f : 0.0f;
+  g.sampling.seed = 42 + i;
+  g.sampling.logprobs = 2;
+  return g;
+}
+
+void expect_same(const Out& a, const Out& b, int i) {
+  ASSERT_EQ(a.samples.size(), b.samples.size()) << i;
+  for (size_t k = 0; k < a.samples.size(); ++k) {
+    EXPECT_EQ(a.samples[k].token, b.samples[k].token) << i << "/" << k;
+    EXPECT_EQ(std::memcmp(&a.samples[k].logprob, &b.samples[k].logprob, 4), 0) << i << "/" << k;
+    ASSERT_EQ(a.samples[k].top.size(), b.samples[k].top.size());
+    for (size_t t = 0; t < a.samples[k].top.size(); ++t) {
+      EXPECT_EQ(a.samples[k].top[t].token, b.samples[k].top[t].token);
+      EXPECT_EQ(std::memcmp(&a.samples[k].top[t].logprob, &b.samples[k].top[t].logprob, 4), 0);
+    }
+  }
+  EXPECT_EQ(a.finish, b.finish);
+}
+
+TEST_F(EngineTest, ConcurrentEqualsSolo) {
+  for (bool seeded : {false, true}) {
+    Engine engine(*model_, EngineOptions{6, 256, 16, 64});
+    SubmitError err;
+    std::string msg;
+    std::vector<Out> solo;
+    for (int i = 0; i < 6; ++i) {
+      auto s = engine.submit(make(i, seeded), &err, &msg);
+      ASSERT_TRUE(s) << msg;
+      solo.push_back(drain(*s));
+      EXPECT_EQ(solo.back().finish, "length");
+    }
+    std::vector<std::shared_ptr<RequestStream>> streams;
+    for (int i = 0; i < 6; ++i) {
+      streams.push_back(engine.submit(make(i, seeded), &err, &msg));
+      ASSERT_TRUE(streams.back()) << msg;
+      std::this_thread::sleep_for(std::chrono::milliseconds(3 * i));
+    }
+    for (int i = 0; i < 6; ++i) expect_same(drain(*streams[size_t(i)]), solo[size_t(i)], i);
+  }
+}
+
+TEST_F(EngineTest, CancelFreesTheSlot) {
+  Engine engine(*model_, EngineOptions{2, 512, 4, 64});
+  SubmitError err;
+  std::string msg;
+  GenerationRequest g = make(1, false);
+  g.max_tokens = -1;
+  auto s = engine.submit(g, &err, &msg);
+  ASSERT_TRUE(s);
+  StreamEvent ev;
+  ASSERT_TRUE(s->next(&ev, std::chrono::seconds(30)));
+  s->cancel();
+  Out rest = drain(*s);
+  EXPECT_EQ(rest.finish, "cancelled");
+  EXPECT_EQ(engine.stats().slots_busy, 0);
+}
+
+TEST_F(EngineTest, Admission) {
+  Engine engine(*model_, EngineOptions{1, 64, 1, 64});
+  SubmitError err;
+  std::string msg;
+  GenerationRequest g = make(0, false);
+  g.max_tokens = -1;
+  auto a = engine.submit(g, &err, &msg);
+  auto b = engine.submit(g, &err, &msg);
+  ASSERT_TRUE(a && b);
+  auto c = engine.submit(g, &err, &msg);
+  EXPECT_FALSE(c);
+  EXPECT_EQ(err, SubmitError::kQueueFull);
+  GenerationRequest big = make(2, false);  // 150 tokens > 64
+  EXPECT_FALSE(engine.submit(big, &err, &msg));
+  EXPECT_EQ(err, SubmitError::kInvalid);
+  EXPECT_NE(msg.find("150"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("64"), std::string::npos) << msg;
+  // The context fills up: the request ends with "length".
+  EXPECT_EQ(drain(*a).finish, "length");
+  engine.shutdown(false);
+  const std::string fb = drain(*b).finish;
+  EXPECT_TRUE(fb == "cancelled" || fb == "length") << fb;
+}
+
+}  // namespace
+}  // namespace qwen35::runtime

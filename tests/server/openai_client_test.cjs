@@ -1,0 +1,155 @@
+// The official `openai` npm client against a live `qwen35 serve` on a synthetic tiny checkpoint:
+// chat, streaming, completions, logprobs, stop, n, tools, reasoning, errors.
+//   node tests/server/openai_client_test.cjs QWEN35_BINARY NODE_MODULES_DIR
+// Exit code 0 when every check passes.
+'use strict';
+const { spawn, execFileSync } = require('child_process');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+const [binary, modules] = process.argv.slice(2);
+const OpenAI = require(path.join(modules, 'openai'));
+
+let failures = 0;
+function check(cond, what) {
+  if (!cond) {
+    failures++;
+    console.error('FAIL: ' + what);
+  } else {
+    console.log('ok: ' + what);
+  }
+}
+
+async function startServer(dir) {
+  const proc = spawn(binary, ['serve', '-m', dir, '--port', '0', '--parallel', '4', '--ctx', '2048',
+                              '-t', '2'], { stdio: ['ignore', 'ignore', 'pipe'] });
+  let log = '';
+  const port = await new Promise((resolve, reject) => {
+    proc.stderr.on('data', (d) => {
+      log += d.toString();
+      const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
+      if (m) resolve(Number(m[1]));
+    });
+    proc.on('exit', (c) => reject(new Error('server exited ' + c + ': ' + log)));
+  });
+  for (let i = 0; i < 500; i++) {
+    try {
+      const r = await fetch(`http://127.0.0.1:${port}/health`);
+      if (r.status === 200) break;
+    } catch (e) { /* not yet */ }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return { proc, port };
+}
+
+async function main() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qwen35-openai-'));
+  execFileSync(binary, ['synth', '--preset', 'tiny', '--quiet', '--out', path.join(dir, 'm')]);
+  const { proc, port } = await startServer(path.join(dir, 'm'));
+  const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'none', maxRetries: 0 });
+  const messages = [{ role: 'user', content: 'Hello there' }];
+  try {
+    const models = await client.models.list();
+    check(models.data.length === 1 && models.data[0].id === 'm', 'models.list');
+
+    const chat = await client.chat.completions.create({ model: 'm', messages, max_tokens: 10, seed: 1 });
+    check(chat.choices.length === 1 && typeof chat.choices[0].message.role === 'string', 'chat');
+    check(chat.usage.completion_tokens <= 10 && chat.usage.prompt_tokens > 0, 'chat usage');
+
+    // Thinking on: the generation prompt opens <think>, so the text goes to reasoning_content
+    // until the model closes it (a random model rarely does); content stays a string.
+    const think = await client.chat.completions.create({ model: 'm', messages, max_tokens: 8, seed: 2 });
+    const m = think.choices[0].message;
+    check(typeof m.reasoning_content === 'string' || m.reasoning_content === null, 'reasoning field');
+    const nothink = await client.chat.completions.create({
+      model: 'm', messages, max_tokens: 8, seed: 2, chat_template_kwargs: { enable_thinking: false } });
+    check(nothink.choices[0].message.reasoning_content === null, 'no reasoning when thinking is off');
+
+    let streamed = '', reasoning = '', chunks = 0, usage = null, finish = null;
+    const stream = await client.chat.completions.create({
+      model: 'm', messages, max_tokens: 12, seed: 3, stream: true, stream_options: { include_usage: true } });
+    for await (const c of stream) {
+      chunks++;
+      if (c.usage) usage = c.usage;
+      for (const ch of c.choices) {
+        streamed += ch.delta.content || '';
+        reasoning += ch.delta.reasoning_content || '';
+        if (ch.finish_reason) finish = ch.finish_reason;
+      }
+    }
+    check(chunks > 2 && usage && usage.completion_tokens <= 12 && finish, 'chat streaming + usage');
+    const same = await client.chat.completions.create({ model: 'm', messages, max_tokens: 12, seed: 3 });
+    check((same.choices[0].message.content || '') === streamed &&
+          (same.choices[0].message.reasoning_content || '') === reasoning, 'stream == non-stream');
+
+    const lp = await client.chat.completions.create({
+      model: 'm', messages, max_tokens: 5, logprobs: true, top_logprobs: 3, temperature: 0 });
+    const content = lp.choices[0].logprobs.content;
+    check(content.length === lp.usage.completion_tokens && content.every((e) => e.top_logprobs.length === 3),
+          'chat logprobs');
+
+    const cmp = await client.completions.create({
+      model: 'm', prompt: 'Once upon', max_tokens: 8, temperature: 0, logprobs: 2, n: 2, ignore_eos: true });
+    check(cmp.choices.length === 2 && cmp.choices[0].text === cmp.choices[1].text, 'completions n=2 greedy');
+    check(cmp.choices[0].logprobs.tokens.length === 8 && cmp.choices[0].finish_reason === 'length',
+          'completions logprobs + length');
+    const stopText = cmp.choices[0].text.slice(3, 5);
+    if (stopText.length === 2) {
+      const cut = await client.completions.create({
+        model: 'm', prompt: 'Once upon', max_tokens: 8, temperature: 0, stop: [stopText], ignore_eos: true });
+      check(cut.choices[0].finish_reason === 'stop' &&
+            cut.choices[0].text === cmp.choices[0].text.slice(0, cmp.choices[0].text.indexOf(stopText)), 'stop');
+    }
+    let ctext = '';
+    const cstream = await client.completions.create({
+      model: 'm', prompt: 'Once upon', max_tokens: 8, temperature: 0, stream: true, ignore_eos: true });
+    for await (const c of cstream) ctext += c.choices.length ? c.choices[0].text : '';
+    check(ctext === cmp.choices[0].text, 'completions streaming');
+
+    // Tools: the request renders with the tool list; whatever the random model says parses.
+    const tools = [{ type: 'function', function: { name: 'get_weather', description: 'weather',
+      parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } } }];
+    const tc = await client.chat.completions.create({ model: 'm', messages, tools, max_tokens: 8 });
+    check(['stop', 'length', 'tool_calls'].includes(tc.choices[0].finish_reason), 'tools request');
+    // A conversation holding an assistant tool call and the tool's answer renders and runs.
+    const conv = await client.chat.completions.create({ model: 'm', tools, max_tokens: 4, messages: [
+      { role: 'user', content: 'weather in Paris?' },
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function',
+        function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: 'sunny' }] });
+    check(conv.choices.length === 1, 'tool call history');
+
+    for (const [what, body] of [
+      ['negative max_tokens', { model: 'm', messages, max_tokens: -1 }],
+      ['temperature < 0', { model: 'm', messages, temperature: -1 }],
+      ['unknown role', { model: 'm', messages: [{ role: 'wizard', content: 'x' }] }],
+      ['empty messages', { model: 'm', messages: [] }],
+      ['unknown model', { model: 'gpt-nope', messages }],
+    ]) {
+      try {
+        await client.chat.completions.create(body);
+        check(false, 'error: ' + what);
+      } catch (e) {
+        check(e.status === 400 && typeof e.message === 'string' && e.message.length > 0, 'error: ' + what);
+      }
+    }
+    const health = await fetch(`http://127.0.0.1:${port}/health`);
+    check(health.status === 200, 'healthy after errors');
+  } finally {
+    proc.kill('SIGTERM');
+    const code = await new Promise((r) => proc.on('exit', r));
+    check(code === 0, 'exit 0 on SIGTERM');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+  if (failures) {
+    console.error(failures + ' check(s) failed');
+    process.exit(1);
+  }
+  console.log('openai client test: all checks passed');
+}
+
+main().catch((e) => {
+  console.error(e);
+  process.exit(1);
+});

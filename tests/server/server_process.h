@@ -1,0 +1,152 @@
+// Starts `qwen35 serve` on a free port as a child process and talks to it over HTTP.
+#pragma once
+
+#include <httplib.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_util.h"
+
+namespace qwen35::testing {
+
+using Json = nlohmann::json;
+
+class ServerProcess {
+ public:
+  // Starts the server with extra flags; waits until /health answers 200.
+  ServerProcess(const std::string& model_dir, const std::vector<std::string>& flags) {
+    log_ = dir_.file("stderr");
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* f = std::freopen(log_.c_str(), "w", stderr);
+      (void)f;
+      std::vector<std::string> args = {QWEN35_BINARY, "serve", "-m", model_dir,
+                                       "--port",      "0",     "-t", "2"};
+      args.insert(args.end(), flags.begin(), flags.end());
+      std::vector<char*> argv;
+      for (auto& a : args) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    for (int i = 0; i < 600 && port_ == 0; ++i) {
+      const std::string log = read_file(log_);
+      const size_t p = log.find("listening on http://127.0.0.1:");
+      if (p != std::string::npos) {
+        const size_t e = log.find('\n', p);
+        if (e != std::string::npos) port_ = std::stoi(log.substr(p + 30, e - p - 30));
+      }
+      if (port_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    for (int i = 0; i < 1000 && port_ != 0; ++i) {
+      auto r = client().Get("/health");
+      if (r && r->status == 200) {
+        ready_ = true;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+  ~ServerProcess() { stop(); }
+
+  bool ready() const { return ready_; }
+  int port() const { return port_; }
+  std::string log() const { return read_file(log_); }
+
+  httplib::Client client() const {
+    httplib::Client c("127.0.0.1", port_);
+    c.set_read_timeout(120, 0);
+    return c;
+  }
+
+  // SIGTERM, then the exit code (-1 when it did not exit by itself within 20 s).
+  int stop() {
+    if (pid_ <= 0) return exit_code_;
+    kill(pid_, SIGTERM);
+    int status = 0;
+    for (int i = 0; i < 400; ++i) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        pid_ = 0;
+        return exit_code_;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+    pid_ = 0;
+    exit_code_ = -1;
+    return exit_code_;
+  }
+
+  // POST a JSON body; returns status and parsed body (null when not JSON).
+  std::pair<int, Json> post(const std::string& path, const std::string& body) const {
+    auto r = client().Post(path.c_str(), body, "application/json");
+    if (!r) return {-1, nullptr};
+    return {r->status, Json::parse(r->body, nullptr, false)};
+  }
+  std::pair<int, Json> post(const std::string& path, const Json& body) const {
+    return post(path, body.dump());
+  }
+  std::pair<int, std::string> get(const std::string& path) const {
+    auto r = client().Get(path.c_str());
+    if (!r) return {-1, ""};
+    return {r->status, r->body};
+  }
+
+  // A streamed POST: the `data:` payloads in order.
+  std::vector<std::string> stream(const std::string& path, const Json& body,
+                                  std::string* raw = nullptr) const {
+    std::string all;
+    auto c = client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = path;
+    req.body = body.dump();
+    req.set_header("Content-Type", "application/json");
+    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+      all.append(d, n);
+      return true;
+    };
+    httplib::Response res;
+    httplib::Error err;
+    c.send(req, res, err);
+    if (raw) *raw = all;
+    std::vector<std::string> out;
+    size_t p = 0, e;
+    while ((e = all.find("\n\n", p)) != std::string::npos) {
+      const std::string ev = all.substr(p, e - p);
+      if (ev.rfind("data: ", 0) == 0) out.push_back(ev.substr(6));
+      p = e + 2;
+    }
+    return out;
+  }
+
+  // A gauge or counter value from /metrics (-1 when absent).
+  double metric(const std::string& name) const {
+    const std::string text = get("/metrics").second;
+    size_t p = 0;
+    while ((p = text.find(name + " ", p)) != std::string::npos) {
+      if (p == 0 || text[p - 1] == '\n') return std::stod(text.substr(p + name.size() + 1));
+      p += name.size();
+    }
+    return -1;
+  }
+
+ private:
+  TempDir dir_;
+  std::string log_;
+  pid_t pid_ = -1;
+  int port_ = 0;
+  bool ready_ = false;
+  int exit_code_ = -1;
+};
+
+}  // namespace qwen35::testing
