@@ -1,5 +1,12 @@
 #include "server/server.h"
 
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cstdlib>
+
 #include <httplib.h>
 
 #include <ctime>
@@ -56,7 +63,39 @@ Server::Server(ServerOptions opts, int http_threads)
 
 Server::~Server() { stop(); }
 
+namespace {
+// Debian's libcpp-httplib (0.11) is compiled with a listen backlog of 5: a burst of more
+// connections than that overflows the SYN queue, clients retransmit after a second and some fail
+// with a read error. Linux lets listen() be called again on a listening socket to raise the
+// backlog, so find our socket (listening, bound to `port`) among this process's descriptors.
+void raise_listen_backlog(int port) {
+  DIR* d = opendir("/proc/self/fd");
+  if (d == nullptr) return;
+  while (dirent* e = readdir(d)) {
+    const int fd = std::atoi(e->d_name);
+    if (fd <= 2) continue;
+    int listening = 0;
+    socklen_t len = sizeof listening;
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof addr;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &alen) != 0) continue;
+    int p = -1;
+    if (addr.ss_family == AF_INET) p = ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    if (addr.ss_family == AF_INET6) p = ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
+    if (p == port) ::listen(fd, SOMAXCONN);
+  }
+  closedir(d);
+}
+}  // namespace
+
 core::Result<int> Server::bind() {
+  auto r = bind_port();
+  if (r.ok()) raise_listen_backlog(*r);
+  return r;
+}
+
+core::Result<int> Server::bind_port() {
   int port = opts_.port;
   if (port == 0) {
     port = http_->bind_to_any_port(opts_.host);

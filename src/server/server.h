@@ -52,6 +52,7 @@ class Server {
   void stop();            // closes the listener and joins the accept loop
 
  private:
+  core::Result<int> bind_port();
   void routes();
   bool authorized(const httplib::Request& req, httplib::Response& res);
 
