@@ -1,4 +1,4 @@
-// The official `openai` npm client against a live `qwen35 serve` on a synthetic tiny checkpoint:
+// The official `openai` npm client against a live `qwen35 serve` on the bundled trained model:
 // chat, streaming, completions, logprobs, stop, n, tools, reasoning, errors.
 //   node tests/server/openai_client_test.cjs QWEN35_BINARY NODE_MODULES_DIR
 // Exit code 0 when every check passes.
@@ -45,7 +45,8 @@ async function startServer(dir) {
 
 async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qwen35-openai-'));
-  execFileSync(binary, ['synth', '--preset', 'tiny', '--quiet', '--out', path.join(dir, 'm')]);
+  // The bundled trained model, so that what the client reads is text (served under the name 'm').
+  fs.cpSync(path.join(__dirname, '..', '..', 'models', 'qwen35-tiny-kjv'), path.join(dir, 'm'), { recursive: true });
   const { proc, port } = await startServer(path.join(dir, 'm'));
   const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'none', maxRetries: 0 });
   const messages = [{ role: 'user', content: 'Hello there' }];
