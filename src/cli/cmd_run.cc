@@ -52,14 +52,7 @@ struct Flags {
 };
 
 runtime::SamplingParams sampling_params(const Flags& f, const formats::GenerationConfig& g) {
-  runtime::SamplingParams p;
-  if (g.temperature) p.temperature = float(*g.temperature);
-  if (g.top_k) p.top_k = int32_t(*g.top_k);
-  if (g.top_p) p.top_p = float(*g.top_p);
-  if (g.min_p) p.min_p = float(*g.min_p);
-  if (g.repetition_penalty) p.repetition_penalty = float(*g.repetition_penalty);
-  if (g.presence_penalty) p.presence_penalty = float(*g.presence_penalty);
-  if (g.do_sample && !*g.do_sample) p.temperature = 0;
+  runtime::SamplingParams p = runtime::sampling_defaults(g);
   if (f.temperature) p.temperature = *f.temperature;
   if (f.top_k) p.top_k = *f.top_k;
   if (f.top_p) p.top_p = *f.top_p;

@@ -22,18 +22,6 @@
 namespace qwen35::cli {
 namespace {
 
-runtime::SamplingParams defaults_from(const formats::GenerationConfig& g) {
-  runtime::SamplingParams p;
-  if (g.temperature) p.temperature = float(*g.temperature);
-  if (g.top_k) p.top_k = int32_t(*g.top_k);
-  if (g.top_p) p.top_p = float(*g.top_p);
-  if (g.min_p) p.min_p = float(*g.min_p);
-  if (g.repetition_penalty) p.repetition_penalty = float(*g.repetition_penalty);
-  if (g.presence_penalty) p.presence_penalty = float(*g.presence_penalty);
-  if (g.do_sample && !*g.do_sample) p.temperature = 0;
-  return p;
-}
-
 std::string model_name(const std::string& dir) {
   std::filesystem::path p(dir);
   while (p.has_relative_path() && p.filename().empty()) p = p.parent_path();
@@ -122,7 +110,7 @@ int cmd_serve(int argc, char** argv) {
   server::ModelInfo mi;
   mi.tok = &*tok;
   mi.tmpl = tmpl ? &*tmpl : nullptr;
-  mi.defaults = defaults_from(*gen_cfg);
+  mi.defaults = runtime::sampling_defaults(*gen_cfg);
   for (int64_t e : gen_cfg->eos_token_ids) mi.eos_ids.push_back(int32_t(e));
   for (int64_t e : m.config().eos_token_ids) mi.eos_ids.push_back(int32_t(e));
   if (tok->eos_id() >= 0) mi.eos_ids.push_back(tok->eos_id());

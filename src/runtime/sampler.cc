@@ -20,6 +20,18 @@ core::Status SamplingParams::validate() const {
   return core::Status();
 }
 
+SamplingParams sampling_defaults(const formats::GenerationConfig& g) {
+  SamplingParams p;
+  if (g.temperature) p.temperature = float(*g.temperature);
+  if (g.top_k) p.top_k = int32_t(*g.top_k);
+  if (g.top_p) p.top_p = float(*g.top_p);
+  if (g.min_p) p.min_p = float(*g.min_p);
+  if (g.repetition_penalty) p.repetition_penalty = float(*g.repetition_penalty);
+  if (g.presence_penalty) p.presence_penalty = float(*g.presence_penalty);
+  if (g.do_sample && !*g.do_sample) p.temperature = 0;
+  return p;
+}
+
 Sampler::Sampler(const SamplingParams& params, int64_t vocab)
     : p_(params),
       vocab_(vocab),

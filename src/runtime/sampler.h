@@ -19,6 +19,7 @@
 
 #include "core/random.h"
 #include "core/result.h"
+#include "formats/hf_config.h"
 
 namespace qwen35::runtime {
 
@@ -36,6 +37,9 @@ struct SamplingParams {
   // Checks ranges; the message names the parameter ("temperature must be >= 0, got -1").
   core::Status validate() const;
 };
+
+// The model's own defaults (generation_config.json); do_sample false means greedy.
+SamplingParams sampling_defaults(const formats::GenerationConfig& g);
 
 struct TokenLogprob {
   int32_t token = -1;
