@@ -60,7 +60,8 @@ double measure_bandwidth(core::ThreadPool& pool) {
 }
 
 // The bandwidth probe runs in a child process so its 512 MiB buffer does not count in this
-// process's peak RSS (which the bench reports for the model).
+// process's peak RSS (which the bench reports for the model). Call it while this process is still
+// single-threaded: a fork taken while other threads hold allocator locks can deadlock the child.
 double measure_bandwidth_in_child(int threads) {
   int fds[2];
   if (pipe(fds) != 0) return 0;
@@ -103,11 +104,11 @@ int cmd_bench(int argc, char** argv) {
   }
   if (n_prompt < 0 || n_gen < 0 || reps < 1) return fail("bench", "-p, -n must be >= 0 and -r >= 1");
   if (lo.load_mode == "mmap") lo.load_mode = "populate";  // cold mmapped pages make decode erratic
+  const double bw = measure_bandwidth_in_child(lo.threads > 0 ? lo.threads : core::ThreadPool::hardware_threads());
   auto lm = load_model(lo);
   if (!lm.ok()) return fail("bench", lm.message());
   model::Model& m = *lm->model;
   const int64_t V = m.config().vocab;
-  const double bw = measure_bandwidth_in_child(lm->pool->size());
 
   std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
   for (int64_t i = 0; i < n_prompt; ++i) prompt[size_t(i)] = int32_t((i * 2654435761u) % uint64_t(V));
