@@ -95,7 +95,7 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("-t,--threads", lo.threads, "threads (0 = all cores)");
   app.add_option("-r,--repetitions", reps, "repetitions (medians are reported)");
   app.add_option("--load", lo.load_mode, "weight loading: mmap, populate or anon");
-  app.add_flag("--fast", lo.fast, "int16 activations for MLX-quantized matmuls (faster; not bit-identical to the exact mode)");
+  app.add_flag("--fast", lo.fast, "int8 activations for MLX 2/4/8-bit matmuls (faster; not bit-identical to the exact mode)");
   app.add_flag("--json", json, "one JSON object on stdout");
   try {
     app.parse(argc, argv);

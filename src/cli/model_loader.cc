@@ -19,7 +19,7 @@ core::Result<LoadedModel> load_model(const LoadOptions& o) {
   LoadedModel lm;
   lm.pool = std::make_unique<core::ThreadPool>(o.threads);
   lm.model = std::make_unique<model::Model>(std::move(weights), *ops, lm.pool.get());
-  lm.model->set_int16_activations(o.fast);
+  lm.model->set_fast_activations(o.fast);
   return lm;
 }
 

@@ -16,7 +16,7 @@ struct LoadOptions {
   int threads = 0;                 // 0: all hardware threads
   std::string backend = "cpu";     // cpu | ref
   std::string load_mode = "mmap";  // mmap | populate | anon
-  bool fast = false;               // int16 activations for MLX-quantized matmuls
+  bool fast = false;               // int8 activations for MLX 2/4/8-bit matmuls
 };
 
 struct LoadedModel {

@@ -1,6 +1,7 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 namespace qwen35::core {
 
@@ -17,11 +18,24 @@ ThreadPool::ThreadPool(int n_threads)
 ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
+    stop_.store(true);
   }
   cv_work_.notify_all();
   for (auto& t : threads_) t.join();
 }
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// How long an idle worker spins before it sleeps.
+constexpr auto kSpin = std::chrono::microseconds(300);
+
+}  // namespace
 
 void ThreadPool::run_share(int index) {
   const size_t n_chunks = (n_ + grain_ - 1) / grain_;
@@ -37,17 +51,28 @@ void ThreadPool::run_share(int index) {
 void ThreadPool::worker(int index) {
   uint64_t seen = 0;
   for (;;) {
-    {
+    // Spin for new work, then sleep. The sleeping_ count and the generation are both sequentially
+    // consistent, so a caller that bumps the generation either is seen here under the lock or sees
+    // this thread asleep and notifies it.
+    uint64_t g = generation_.load();
+    if (g == seen && !stop_.load()) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; (g = generation_.load()) == seen && !stop_.load(); ++i) {
+        cpu_relax();
+        if ((i & 255) == 255 && std::chrono::steady_clock::now() - t0 > kSpin) break;
+      }
+    }
+    if (g == seen && !stop_.load()) {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_work_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
+      sleeping_.fetch_add(1);
+      cv_work_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+      sleeping_.fetch_sub(1);
+      g = generation_.load();
     }
+    if (stop_.load()) return;
+    seen = g;
     run_share(index);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) cv_done_.notify_one();
-    }
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 
@@ -58,18 +83,20 @@ void ThreadPool::parallel_for(size_t n, const RangeFn& fn, size_t grain) {
     fn(0, n, 0);
     return;
   }
-  {
+  fn_ = &fn;
+  n_ = n;
+  grain_ = grain;
+  pending_.store(n_threads_ - 1);
+  generation_.fetch_add(1);  // publishes the job (sequentially consistent)
+  if (sleeping_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
-    fn_ = &fn;
-    n_ = n;
-    grain_ = grain;
-    pending_ = n_threads_ - 1;
-    ++generation_;
+    cv_work_.notify_all();
   }
-  cv_work_.notify_all();
   run_share(0);
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_done_.wait(lock, [&] { return pending_ == 0; });
+  for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
+    cpu_relax();
+    if (i > 4096) std::this_thread::yield();
+  }
   fn_ = nullptr;
 }
 

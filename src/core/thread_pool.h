@@ -3,6 +3,10 @@
 // item depends only on n and the thread count; kernels keep each output's reduction inside one
 // item, so results never depend on the thread count.
 //
+// Waking a sleeping thread costs tens of microseconds, and a decode step makes hundreds of calls,
+// so idle workers first spin on an atomic generation counter for a while (kSpinNs) and only then
+// sleep on the condition variable; the caller spins (then yields) for the workers to finish.
+//
 // Thread-safety: one caller at a time (the engine thread). Not reentrant.
 #pragma once
 
@@ -52,10 +56,10 @@ class ThreadPool {
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_work_;
-  std::condition_variable cv_done_;
-  uint64_t generation_ = 0;
-  int pending_ = 0;
-  bool stop_ = false;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<int> sleeping_{0};
+  std::atomic<bool> stop_{false};
   // The job being run.
   const RangeFn* fn_ = nullptr;
   size_t n_ = 0;

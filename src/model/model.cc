@@ -161,7 +161,11 @@ void Model::moe_layer(int64_t l, const float* h, int64_t n) {
   const MoeWeights& m = w_->layers[size_t(l)].moe;
   const int64_t H = c.hidden, E = c.n_experts, K = c.top_k, I = c.moe_intermediate;
   float* logits = buf(1, size_t(n * E));
-  ops_.matmul(ctx_, h, n, m.router, logits);
+  // The router always runs exact: top-k is discontinuous, so activation rounding there would flip
+  // expert choices (it is a small matrix; the experts are where the bytes are).
+  kernels::Context exact = ctx_;
+  exact.int8_activations = false;
+  ops_.matmul(exact, h, n, m.router, logits);
   idx_.resize(size_t(n * K));
   probs_.resize(size_t(n * K));
   ops_.router_topk(logits, n, E, K, c.norm_topk, idx_.data(), probs_.data());
@@ -209,7 +213,7 @@ void Model::moe_layer(int64_t l, const float* h, int64_t n) {
     ops_.swiglu(ctx_, sg, su, n, Is, Is, sa);
     ops_.matmul(ctx_, sa, n, m.shared.down_proj, so);
     float* gate = buf(2, size_t(n));
-    if (m.has_shared_gate) ops_.matmul(ctx_, h, n, m.shared_gate, gate);
+    if (m.has_shared_gate) ops_.matmul(exact, h, n, m.shared_gate, gate);
     for (int64_t t = 0; t < n; ++t) {
       const float s = m.has_shared_gate ? sigmoid(gate[t]) : 1.0f;
       for (int64_t i = 0; i < H; ++i) y[t * H + i] += s * so[t * H + i];

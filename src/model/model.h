@@ -39,9 +39,9 @@ class Model {
 
   std::unique_ptr<SequenceState> new_state(int64_t capacity) const;
 
-  // Fast mode: MLX-quantized matmuls take int16-quantized activations (kernels/ops.h). Off by
+  // Fast mode: MLX-quantized matmuls take int8-quantized activations (kernels/ops.h). Off by
   // default (the exact mode).
-  void set_int16_activations(bool on) { ctx_.int16_activations = on; }
+  void set_fast_activations(bool on) { ctx_.int8_activations = on; }
 
   // Runs the rows; writes logits [n_logit_rows, vocab] in row order (all rows of a sequence with
   // all_logits, else its last row). Advances each state. Fails without touching any state on bad

@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   std::vector<float> x(size_t(n * cols), 0.5f), y(size_t(n * rows));
   cpu::MatmulScratch s;
   Context ctx;
-  ctx.int16_activations = argc > 5 && std::string(argv[5]) == "fast";
+  ctx.int8_activations = argc > 5 && std::string(argv[5]) == "fast";
   double best = 1e9;
   for (int r = 0; r < 50; ++r) {
     auto t0 = std::chrono::steady_clock::now();

@@ -209,25 +209,33 @@ TEST_P(ForwardTest, RejectsBadInputWithoutTouchingState) {
   EXPECT_EQ(st->pos(), 0);
 }
 
-// Fast mode (int16 activations in MLX-quantized matmuls) is not the exact path: its error against
-// the reference is measured and printed (README: 2e-5 on bf16 checkpoints, where it changes
-// nothing, up to ~4e-2 on the 4-bit random-weight fixtures, which amplify perturbations). Bound
-// here at 0.1 to catch a broken kernel. Its own equalities hold bit for bit.
+// Fast mode (int8 activations in MLX-quantized matmuls) is not the exact path: its error against
+// the reference is measured and printed. On bf16 checkpoints it changes nothing (~2e-5). The
+// random-weight quantized fixtures amplify every perturbation (0.5..0.9 on logits spanning 17-19;
+// moe_q4 reaches 7: its router top-k gaps go down to 0.008, so rounding upstream flips experts),
+// so the bound here only catches a broken kernel (half the logit range); the error that
+// matters is measured on the trained model (trained_model_test: perplexity within 2%, README) and
+// per op against a derived bound (ops_test). Its own equalities hold bit for bit.
 TEST_P(ForwardTest, FastModeErrorIsBoundedAndItsEqualitiesExact) {
-  model_->set_int16_activations(true);
+  model_->set_fast_activations(true);
   const auto& toks = seq();
   const auto whole = run(toks, int64_t(toks.size()));
   const auto& ref = fx_.long_tokens.empty() ? fx_.logits : fx_.long_logits;
   ASSERT_EQ(whole.size(), ref.data.size());
-  float worst = 0;
-  for (size_t i = 0; i < whole.size(); ++i) worst = std::max(worst, std::fabs(whole[i] - ref.data[i]));
-  std::printf("[fast mode] %s: max |logit - reference| = %.2e\n", GetParam().c_str(), worst);
-  EXPECT_LE(worst, 0.1f);
+  float worst = 0, lo = ref.data[0], hi = ref.data[0];
+  for (size_t i = 0; i < whole.size(); ++i) {
+    worst = std::max(worst, std::fabs(whole[i] - ref.data[i]));
+    lo = std::min(lo, ref.data[i]);
+    hi = std::max(hi, ref.data[i]);
+  }
+  std::printf("[fast mode] %s: max |logit - reference| = %.2e (logits span %.1f)\n", GetParam().c_str(), worst,
+              hi - lo);
+  EXPECT_LE(worst, 0.5f * (hi - lo));
   EXPECT_EQ(run(toks, 64), whole) << "grid chunks";
   auto w = load_weights(fx_.dir + "/ckpt");
   ASSERT_TRUE(w.ok());
   Model single(std::move(*w), kernels::cpu_ops(), nullptr);
-  single.set_int16_activations(true);
+  single.set_fast_activations(true);
   EXPECT_EQ(run(toks, int64_t(toks.size()), &single), whole) << "thread count";
   // Batching: the fixture's prompt next to another sequence.
   std::vector<int32_t> other = {5, 4, 3, 2, 1, 0, 7};

@@ -21,7 +21,7 @@ namespace qwen35::kernels::cpu {
 struct MatmulScratch {
   std::vector<float> xp;    // permuted activations [n, cols]
   std::vector<float> xsum;  // [n, cols / group]
-  std::vector<int16_t> xq;  // fast mode: quantized, permuted activations [n, cols]
+  std::vector<int8_t> xq;   // fast mode: quantized, permuted activations [n, cols]
   std::vector<float> xdx;   // fast mode: per int32 lane of each block, the activation scale
 };
 
