@@ -1,7 +1,8 @@
 // qwen35 bench -m DIR [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]
 // Prompt processing (pp) and generation (tg) tokens/s like llama-bench, plus the bytes of weights
 // streamed per generated token, the achieved GB/s, the machine's memory read bandwidth measured in
-// the same process, time to first token and peak RSS. Medians over the repetitions.
+// the same process, time to first token and peak RSS. Medians (and min/max) over the repetitions;
+// a hash of the prompt's last logits so backends, modes and builds can be compared.
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_loader.h"
+#include "kernels/cpu/matmul.h"
 
 namespace qwen35::cli {
 namespace {
@@ -28,6 +30,23 @@ double seconds_since(Clock::time_point t0) {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+}
+
+struct Stats {
+  double median = 0, min = 0, max = 0;
+};
+
+Stats stats(const std::vector<double>& v) {
+  if (v.empty()) return {};
+  return {median(v), *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
+}
+
+// FNV-1a over the bytes of the floats.
+uint64_t fnv1a(const float* p, size_t n) {
+  uint64_t h = 1469598103934665603ull;
+  const auto* b = reinterpret_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n * sizeof(float); ++i) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
 }
 
 // Read bandwidth (GB/s): every thread sums its share of a buffer far larger than the caches.
@@ -115,6 +134,7 @@ int cmd_bench(int argc, char** argv) {
   auto state = m.new_state(std::max<int64_t>(n_prompt, n_gen) + 1);
   std::vector<float> logits;
   std::vector<double> pp, tg;
+  uint64_t hash = 0;
   // One warm-up pass of each, then the measured repetitions.
   for (int r = 0; r <= reps; ++r) {
     if (n_prompt > 0) {
@@ -124,6 +144,7 @@ int cmd_bench(int argc, char** argv) {
       if (auto s = m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits); !s.ok())
         return fail("bench", s.message());
       if (r > 0) pp.push_back(double(n_prompt) / seconds_since(t0));
+      if (r == 0) hash = fnv1a(logits.data() + logits.size() - size_t(V), size_t(V));
     }
     if (n_gen > 0) {
       state->reset();
@@ -140,30 +161,41 @@ int cmd_bench(int argc, char** argv) {
   }
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
-  const double rss = double(ru.ru_maxrss) * 1024;
+  const double rss_mb = double(ru.ru_maxrss) / 1024.0;
   const double stream = double(m.weights().stream_bytes);
-  const double pp_tps = median(pp), tg_tps = median(tg);
-  const double achieved = tg_tps * stream / 1e9;
+  const Stats pps = stats(pp), tgs = stats(tg);
+  const double achieved = tgs.median * stream / 1e9;
   const double roofline = stream > 0 ? bw * 1e9 / stream : 0;
+  const double roof_pct = roofline > 0 ? 100 * tgs.median / roofline : 0;
+  const double ttft_ms = pps.median > 0 ? 1e3 * double(n_prompt) / pps.median : 0;
+  const std::string isa = lo.backend == "ref" ? "scalar-reference" : kernels::cpu::simd_target();
+  const char* mode = lo.fast ? "fast-int8" : "exact";
   if (json) {
-    std::printf("{\"model\": \"%s\", \"threads\": %d, \"n_prompt\": %lld, \"n_gen\": %lld, \"pp_tps\": %.3f, "
-                "\"tg_tps\": %.3f, \"ttft_s\": %.4f, \"weight_bytes_per_token\": %.0f, \"achieved_gbps\": %.3f, "
-                "\"bandwidth_gbps\": %.3f, \"roofline_tps\": %.3f, \"roofline_fraction\": %.4f, \"peak_rss_bytes\": %.0f}\n",
-                lo.model_dir.c_str(), lm->pool->size(), (long long)n_prompt, (long long)n_gen, pp_tps, tg_tps,
-                pp_tps > 0 ? double(n_prompt) / pp_tps : 0.0, stream, achieved, bw, roofline,
-                roofline > 0 ? tg_tps / roofline : 0.0, rss);
+    std::printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"mode\": \"%s\", \"n_prompt\": %lld, "
+                "\"n_gen\": %lld, \"repetitions\": %d, \"pp_tok_s\": %.3f, \"pp_tok_s_min\": %.3f, "
+                "\"pp_tok_s_max\": %.3f, \"tg_tok_s\": %.3f, \"tg_tok_s_min\": %.3f, \"tg_tok_s_max\": %.3f, "
+                "\"ttft_ms\": %.2f, \"weight_bytes_per_token\": %.0f, \"achieved_gbs\": %.3f, \"mem_bw_gbs\": %.3f, "
+                "\"tg_roofline_tok_s\": %.3f, \"tg_roofline_pct\": %.2f, \"peak_rss_mb\": %.1f, "
+                "\"weights_mb\": %.1f, \"logits_hash\": \"%016llx\"}\n",
+                lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, (long long)n_prompt, (long long)n_gen, reps,
+                pps.median, pps.min, pps.max, tgs.median, tgs.min, tgs.max, ttft_ms, stream, achieved, bw, roofline,
+                roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (unsigned long long)hash);
     return 0;
   }
-  std::printf("model: %s  threads: %d  backend: %s\n", lo.model_dir.c_str(), lm->pool->size(), lo.backend.c_str());
+  std::printf("model: %s  threads: %d  isa: %s  mode: %s  backend: %s\n", lo.model_dir.c_str(), lm->pool->size(),
+              isa.c_str(), mode, lo.backend.c_str());
   std::printf("memory read bandwidth: %.2f GB/s (measured)\n", bw);
   if (n_prompt > 0)
-    std::printf("pp%lld: %8.2f tok/s   time to first token: %.3f s\n", (long long)n_prompt, pp_tps, double(n_prompt) / pp_tps);
+    std::printf("pp%lld: %8.2f tok/s (min %.2f, max %.2f over %d)   time to first token: %.1f ms\n", (long long)n_prompt,
+                pps.median, pps.min, pps.max, reps, ttft_ms);
   if (n_gen > 0) {
-    std::printf("tg%lld: %8.2f tok/s   weights per token: %.1f MB   achieved: %.2f GB/s\n", (long long)n_gen, tg_tps,
-                stream / 1e6, achieved);
-    std::printf("roofline: %.2f tok/s   fraction of roofline: %.1f%%\n", roofline, 100 * tg_tps / roofline);
+    std::printf("tg%lld: %8.2f tok/s (min %.2f, max %.2f over %d)   weights per token: %.1f MB   achieved: %.2f GB/s\n",
+                (long long)n_gen, tgs.median, tgs.min, tgs.max, reps, stream / 1e6, achieved);
+    std::printf("roofline: %.2f tok/s   fraction of roofline: %.1f%%\n", roofline, roof_pct);
   }
-  std::printf("peak RSS: %.1f MB (weights %.1f MB)\n", rss / 1e6, double(m.weights().weight_bytes) / 1e6);
+  std::printf("peak RSS: %.1f MB (weights %.1f MB)\n", rss_mb, double(m.weights().weight_bytes) / 1e6);
+  std::printf("logits hash: %016llx (FNV-1a of the prompt's last logits; compares backends and builds)\n",
+              (unsigned long long)hash);
   return 0;
 }
 

@@ -121,11 +121,20 @@ TEST(Cli, BenchJsonFields) {
   auto r = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -p 8 -n 4 -r 1 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err;
   auto j = nlohmann::json::parse(r.out);
-  for (const char* k : {"pp_tps", "tg_tps", "ttft_s", "weight_bytes_per_token", "achieved_gbps", "bandwidth_gbps",
-                        "roofline_fraction", "peak_rss_bytes"})
+  for (const char* k : {"pp_tok_s", "tg_tok_s", "ttft_ms", "weight_bytes_per_token", "mem_bw_gbs", "tg_roofline_pct",
+                        "threads", "isa", "peak_rss_mb", "logits_hash", "pp_tok_s_min", "tg_tok_s_max", "mode"})
     EXPECT_TRUE(j.contains(k)) << k;
-  EXPECT_GT(j["tg_tps"].get<double>(), 0);
-  EXPECT_GT(j["bandwidth_gbps"].get<double>(), 0);
+  EXPECT_GT(j["tg_tok_s"].get<double>(), 0);
+  EXPECT_GT(j["mem_bw_gbs"].get<double>(), 0);
+  EXPECT_EQ(j["mode"], "exact");
+  // The hash identifies the logits: the same in another run (and with other thread counts: the
+  // kernels are thread-count invariant), different in fast mode (int8 activations change bits).
+  auto again = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -p 8 -n 0 -r 1 -t 1 --json");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(nlohmann::json::parse(again.out)["logits_hash"], j["logits_hash"]);
+  auto fast = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -p 8 -n 0 -r 1 --fast --json");
+  ASSERT_EQ(fast.exit_code, 0) << fast.err;
+  EXPECT_NE(nlohmann::json::parse(fast.out)["logits_hash"], j["logits_hash"]);
   auto bad = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -r 0");
   EXPECT_NE(bad.exit_code, 0);
 }

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <thread>
 #include <vector>
 
 namespace qwen35::core {
@@ -32,6 +34,28 @@ TEST(ThreadPool, ManyRoundsStayConsistent) {
       for (size_t i = b; i < e; ++i) sum += long(i);
     });
   EXPECT_EQ(sum.load(), 2000L * 45);
+}
+
+// Idle workers spin, then sleep: calls spaced out past the spin time go through the sleep/wake
+// path, back-to-back calls through the spinning one; both must see every job exactly once.
+TEST(ThreadPool, WakesSleepingAndSpinningWorkers) {
+  ThreadPool pool(3);
+  std::atomic<long> sum{0};
+  for (int r = 0; r < 60; ++r) {
+    if (r % 3 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    pool.parallel_for(30, [&](size_t b, size_t e, int) {
+      for (size_t i = b; i < e; ++i) sum += long(i);
+    });
+    ASSERT_EQ(sum.load(), long(r + 1) * 435);
+  }
+}
+
+TEST(ThreadPool, DestroyedWhileWorkersSleepOrSpin) {
+  for (int wait_ms : {0, 5}) {
+    ThreadPool pool(4);
+    pool.parallel_for(8, [](size_t, size_t, int) {});
+    std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
+  }  // the destructor must join promptly in both states (the test's timeout would catch a hang)
 }
 
 }  // namespace
