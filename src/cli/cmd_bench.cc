@@ -107,12 +107,14 @@ int cmd_bench(int argc, char** argv) {
   LoadOptions lo;
   int64_t n_prompt = 512, n_gen = 128;
   int reps = 3;
+  int64_t batch = 1;
   bool json = false;
   app.add_option("-m,--model", lo.model_dir, "checkpoint directory")->required();
   app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test; 0 skips)");
   app.add_option("-n,--n-gen", n_gen, "generated tokens (tg test; 0 skips)");
   app.add_option("-t,--threads", lo.threads, "threads (0 = all cores)");
   app.add_option("-r,--repetitions", reps, "repetitions (medians are reported)");
+  app.add_option("-b,--batch", batch, "sequences decoding together in the tg test (aggregate tokens/s)");
   app.add_option("--load", lo.load_mode, "weight loading: mmap, populate or anon");
   app.add_flag("--fast", lo.fast, "int8 activations for MLX 2/4/8-bit matmuls (faster; not bit-identical to the exact mode)");
   app.add_flag("--json", json, "one JSON object on stdout");
@@ -121,7 +123,8 @@ int cmd_bench(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (n_prompt < 0 || n_gen < 0 || reps < 1) return fail("bench", "-p, -n must be >= 0 and -r >= 1");
+  if (n_prompt < 0 || n_gen < 0 || reps < 1 || batch < 1 || batch > 256)
+    return fail("bench", "-p, -n must be >= 0, -r >= 1 and -b in 1..256");
   if (lo.load_mode == "mmap") lo.load_mode = "populate";  // cold mmapped pages make decode erratic
   const double bw = measure_bandwidth_in_child(lo.threads > 0 ? lo.threads : core::ThreadPool::hardware_threads());
   auto lm = load_model(lo);
@@ -132,6 +135,8 @@ int cmd_bench(int argc, char** argv) {
   std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
   for (int64_t i = 0; i < n_prompt; ++i) prompt[size_t(i)] = int32_t((i * 2654435761u) % uint64_t(V));
   auto state = m.new_state(std::max<int64_t>(n_prompt, n_gen) + 1);
+  std::vector<std::unique_ptr<model::SequenceState>> batch_states;
+  for (int64_t b = 1; b < batch; ++b) batch_states.push_back(m.new_state(n_gen + 1));
   std::vector<float> logits;
   std::vector<double> pp, tg;
   uint64_t hash = 0;
@@ -147,16 +152,27 @@ int cmd_bench(int argc, char** argv) {
       if (r == 0) hash = fnv1a(logits.data() + logits.size() - size_t(V), size_t(V));
     }
     if (n_gen > 0) {
+      // `batch` sequences decode together, one row each per step (batched decode, as the server
+      // runs concurrent requests); tokens/s counts all of them.
       state->reset();
-      int32_t tok = 1;
+      std::vector<model::SequenceState*> seqs = {state.get()};
+      for (auto& b : batch_states) {
+        b->reset();
+        seqs.push_back(b.get());
+      }
+      std::vector<int32_t> toks(seqs.size());
+      for (size_t b = 0; b < toks.size(); ++b) toks[b] = int32_t(1 + b);
+      std::vector<model::SequenceRows> rows(seqs.size());
       auto t0 = Clock::now();
       for (int64_t i = 0; i < n_gen; ++i) {
-        model::SequenceRows rows{state.get(), std::span<const int32_t>(&tok, 1), false};
-        if (auto s = m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits); !s.ok())
-          return fail("bench", s.message());
-        tok = int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+        for (size_t b = 0; b < seqs.size(); ++b) rows[b] = {seqs[b], std::span<const int32_t>(&toks[b], 1), false};
+        if (auto s = m.forward(rows, &logits); !s.ok()) return fail("bench", s.message());
+        for (size_t b = 0; b < seqs.size(); ++b) {
+          const float* l = logits.data() + int64_t(b) * V;
+          toks[b] = int32_t(std::max_element(l, l + V) - l);
+        }
       }
-      if (r > 0) tg.push_back(double(n_gen) / seconds_since(t0));
+      if (r > 0) tg.push_back(double(n_gen * int64_t(seqs.size())) / seconds_since(t0));
     }
   }
   struct rusage ru {};
@@ -172,12 +188,12 @@ int cmd_bench(int argc, char** argv) {
   const char* mode = lo.fast ? "fast-int8" : "exact";
   if (json) {
     std::printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"mode\": \"%s\", \"n_prompt\": %lld, "
-                "\"n_gen\": %lld, \"repetitions\": %d, \"pp_tok_s\": %.3f, \"pp_tok_s_min\": %.3f, "
+                "\"n_gen\": %lld, \"batch\": %lld, \"repetitions\": %d, \"pp_tok_s\": %.3f, \"pp_tok_s_min\": %.3f, "
                 "\"pp_tok_s_max\": %.3f, \"tg_tok_s\": %.3f, \"tg_tok_s_min\": %.3f, \"tg_tok_s_max\": %.3f, "
                 "\"ttft_ms\": %.2f, \"weight_bytes_per_token\": %.0f, \"achieved_gbs\": %.3f, \"mem_bw_gbs\": %.3f, "
                 "\"tg_roofline_tok_s\": %.3f, \"tg_roofline_pct\": %.2f, \"peak_rss_mb\": %.1f, "
                 "\"weights_mb\": %.1f, \"logits_hash\": \"%016llx\"}\n",
-                lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, (long long)n_prompt, (long long)n_gen, reps,
+                lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, (long long)n_prompt, (long long)n_gen, (long long)batch, reps,
                 pps.median, pps.min, pps.max, tgs.median, tgs.min, tgs.max, ttft_ms, stream, achieved, bw, roofline,
                 roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (unsigned long long)hash);
     return 0;

@@ -285,10 +285,10 @@ TEST(Ops, AttentionWithCacheMatchesReference) {
   }
 }
 
-TEST(Ops, ConvMatchesReferenceAndCarriesState) {
+void conv_checks() {
   core::ThreadPool pool(2);
-  for (int64_t kernel : {1, 2, 4, 5}) {
-    const int64_t ch = 67;
+  for (int64_t kernel : {1, 2, 4, 5, 9})
+  for (int64_t ch : {67, 160}) {
     auto w = randn(size_t(ch * kernel), 3, 0.5f);
     std::vector<float> s1(size_t((kernel - 1) * ch)), s2(s1.size()), s3(s1.size());
     auto x = randn(size_t(9 * ch), 4);
@@ -305,7 +305,7 @@ TEST(Ops, ConvMatchesReferenceAndCarriesState) {
   }
 }
 
-TEST(Ops, GatedDeltaRecurrentAndChunkedForms) {
+void delta_checks() {
   core::ThreadPool pool(3);
   for (auto [nk, nv, dk, dv] : {std::tuple{2, 4, 128, 128}, std::tuple{1, 3, 16, 24}, std::tuple{3, 3, 8, 5}}) {
     const int64_t ch = 2 * nk * dk + nv * dv;
@@ -335,6 +335,25 @@ TEST(Ops, GatedDeltaRecurrentAndChunkedForms) {
       EXPECT_EQ(s1, s[3]);
     }
   }
+}
+
+// The SIMD conv and recurrent delta step on every compiled target this CPU supports.
+TEST(Ops, ConvMatchesReferenceAndCarriesStateOnEveryTarget) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    conv_checks();
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+TEST(Ops, GatedDeltaRecurrentAndChunkedFormsOnEveryTarget) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    delta_checks();
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 TEST(Ops, RouterTopK) {

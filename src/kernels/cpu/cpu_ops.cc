@@ -10,6 +10,7 @@
 
 #include "core/check.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/recurrent.h"
 #include "kernels/matrix.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
@@ -147,6 +148,7 @@ class CpuOps final : public Ops {
                    int64_t kernel, float* state, float* out) const override {
     const int64_t km1 = kernel - 1;
     run(ctx, size_t(ch), [&](size_t c0, size_t c1, int) {
+      if (cpu::conv1d_silu_channels(x, n, ch, w, kernel, state, out, int64_t(c0), int64_t(c1))) return;
       float* win = scratch(0, size_t(km1 + n)).data();
       for (size_t cc = c0; cc < c1; ++cc) {
         const int64_t c = int64_t(cc);
@@ -243,29 +245,9 @@ class CpuOps final : public Ops {
   };
 
   static void delta_recurrent(const Head& x) {
-    const int64_t dk = x.dk, dv = x.dv;
-    float* kv = scratch(0, size_t(dv)).data();
-    for (int64_t t = 0; t < x.n; ++t) {
-      const float decay = std::exp(x.G(t));
-      const float* kt = x.K(t);
-      const float* qt = x.Q(t);
-      std::fill_n(kv, dv, 0.0f);
-      for (int64_t i = 0; i < dk; ++i) {
-        float* Si = x.S + i * dv;
-        for (int64_t j = 0; j < dv; ++j) Si[j] *= decay;
-        axpy(kv, Si, kt[i], dv);
-      }
-      const float* vt = x.v + t * x.ch;
-      const float bt = x.B(t);
-      for (int64_t j = 0; j < dv; ++j) kv[j] = bt * (vt[j] - kv[j]);  // u
-      float* o = x.out + t * x.nv * dv;
-      std::fill_n(o, dv, 0.0f);
-      for (int64_t i = 0; i < dk; ++i) {
-        float* Si = x.S + i * dv;
-        axpy(Si, kv, kt[i], dv);
-        axpy(o, Si, qt[i], dv);
-      }
-    }
+    for (int64_t t = 0; t < x.n; ++t)
+      cpu::delta_step(x.S, x.K(t), x.Q(t), x.v + t * x.ch, std::exp(x.G(t)), x.B(t), x.dk, x.dv,
+                      x.out + t * x.nv * x.dv);
   }
 
   // The n rows as one chunk of the UT-transform form.

@@ -1,0 +1,24 @@
+// SIMD kernels (Highway dynamic dispatch) for the per-sequence parts of the Gated DeltaNet layer:
+// one token of the recurrent delta rule for one value head, and the depthwise causal conv1d + SiLU
+// over a range of channels. Each has its portable twin in cpu_ops.cc (used where these do not
+// apply) and is tested against the scalar reference on every compiled target.
+#pragma once
+
+#include <cstdint>
+
+namespace qwen35::kernels::cpu {
+
+// One token of the gated delta rule on state S [dk, dv] (row-major, updated in place):
+//   kv = decay · Σ_i k_i S_i;  u = β (v − kv);  S_i ← decay · S_i + k_i u;  o = Σ_i q_i S_i.
+// Column blocks are finished one at a time (a block's u depends only on its own columns), so
+// the state is read and written once and the second touch hits L1.
+void delta_step(float* S, const float* k, const float* q, const float* v, float decay, float beta,
+                int64_t dk, int64_t dv, float* o);
+
+// Depthwise causal conv1d + SiLU on channels [c0, c1) of x [n, ch] with weights w [ch, kernel]
+// and the previous inputs in state [kernel-1, ch] (oldest first, updated). out [n, ch].
+// Returns false (and does nothing) for a kernel wider than the SIMD version handles.
+bool conv1d_silu_channels(const float* x, int64_t n, int64_t ch, const float* w, int64_t kernel,
+                          float* state, float* out, int64_t c0, int64_t c1);
+
+}  // namespace qwen35::kernels::cpu
