@@ -276,7 +276,7 @@ TEST(ServerAdmission, QueueFullGives429AndApiKey) {
   ASSERT_TRUE(big);
   EXPECT_EQ(big->status, 413);
   // One long stream holds the only slot; a second request is refused with 429.
-  std::atomic<bool> started{false};
+  std::atomic<bool> started{false}, release{false};
   std::thread t([&] {
     auto c2 = srv.client();
     c2.set_bearer_token_auth("sekret");
@@ -290,7 +290,7 @@ TEST(ServerAdmission, QueueFullGives429AndApiKey) {
     int chunks = 0;
     req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
       if (++chunks == 3) started = true;
-      return chunks < 40;
+      return !release.load();  // holds the slot until the second request has been answered
     };
     httplib::Response res;
     httplib::Error err;
@@ -299,9 +299,10 @@ TEST(ServerAdmission, QueueFullGives429AndApiKey) {
   while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   auto res = c.Post("/v1/completions", Json{{"prompt", "x"}, {"max_tokens", 2}}.dump(),
                     "application/json");
+  release = true;
+  t.join();
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 429) << res->body;
-  t.join();
   EXPECT_EQ(srv.stop(), 0) << srv.log();
 }
 
