@@ -128,18 +128,9 @@ class CpuOps final : public Ops {
         rms_norm_row(q_in, hd, p.q_norm, p.eps, q);
         apply_rope(q, p.rotary_dim, p.rope_theta, pos);
         float* s = scratch(1, size_t(cache.capacity)).data();  // sized once per context
-        float mx = -INFINITY;
-        for (int64_t j = 0; j <= pos; ++j) {
-          s[j] = dot(q, cache.k + (j * nkv + kh) * hd, hd) * scale;
-          mx = std::max(mx, s[j]);
-        }
-        float sum = 0;
-        for (int64_t j = 0; j <= pos; ++j) sum += (s[j] = std::exp(s[j] - mx));
         float* o = out + (t * nh + h) * hd;
-        std::fill_n(o, hd, 0.0f);
-        for (int64_t j = 0; j <= pos; ++j) axpy(o, cache.v + (j * nkv + kh) * hd, s[j], hd);
-        const float inv = 1.0f / sum;
-        for (int64_t i = 0; i < hd; ++i) o[i] = o[i] * inv * sigmoid(gate[i]);
+        cpu::attend(q, cache.k + kh * hd, cache.v + kh * hd, nkv * hd, pos + 1, hd, scale, s, o);
+        for (int64_t i = 0; i < hd; ++i) o[i] *= sigmoid(gate[i]);
       }
     });
   }
@@ -250,50 +241,12 @@ class CpuOps final : public Ops {
                       x.out + t * x.nv * x.dv);
   }
 
-  // The n rows as one chunk of the UT-transform form.
+  // The n rows as one chunk of the UT-transform form (kernels/cpu/recurrent.cc).
   static void delta_chunk(const Head& x) {
-    const int64_t n = x.n, dk = x.dk, dv = x.dv;
-    std::vector<float>& buf = scratch(1, size_t(n + n * n + n * dv + n * dk + n * dv));
-    float* cum = buf.data();
-    float* A = cum + n;       // [n, n] strictly lower: β_i k_i·k_j e^{cum_i - cum_j}
-    float* W = A + n * n;     // [n, dv]
-    float* U = W + n * dv;    // [n, dk]
-    float* vnew = U + n * dk; // [n, dv]
-    float c = 0;
-    for (int64_t t = 0; t < n; ++t) cum[t] = (c += x.G(t));
-    for (int64_t i = 0; i < n; ++i) {
-      const float bi = x.B(i);
-      for (int64_t j = 0; j < i; ++j) A[i * n + j] = bi * dot(x.K(i), x.K(j), dk) * std::exp(cum[i] - cum[j]);
-      const float* vi = x.v + i * x.ch;
-      const float ei = std::exp(cum[i]);
-      for (int64_t e = 0; e < dv; ++e) W[i * dv + e] = bi * vi[e];
-      for (int64_t e = 0; e < dk; ++e) U[i * dk + e] = bi * x.K(i)[e] * ei;
-      for (int64_t j = 0; j < i; ++j) {
-        axpy(W + i * dv, W + j * dv, -A[i * n + j], dv);
-        axpy(U + i * dk, U + j * dk, -A[i * n + j], dk);
-      }
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      float* vn = vnew + i * dv;
-      std::memcpy(vn, W + i * dv, size_t(dv) * 4);
-      for (int64_t d = 0; d < dk; ++d) axpy(vn, x.S + d * dv, -U[i * dk + d], dv);
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      float* o = x.out + i * x.nv * dv;
-      std::fill_n(o, dv, 0.0f);
-      for (int64_t d = 0; d < dk; ++d) axpy(o, x.S + d * dv, x.Q(i)[d], dv);
-      const float ei = std::exp(cum[i]);
-      for (int64_t e = 0; e < dv; ++e) o[e] *= ei;
-      for (int64_t j = 0; j <= i; ++j)
-        axpy(o, vnew + j * dv, dot(x.Q(i), x.K(j), dk) * std::exp(cum[i] - cum[j]), dv);
-    }
-    const float last = n > 0 ? cum[n - 1] : 0.0f;
-    const float el = std::exp(last);
-    for (int64_t d = 0; d < dk; ++d) {
-      float* Sd = x.S + d * dv;
-      for (int64_t e = 0; e < dv; ++e) Sd[e] *= el;
-      for (int64_t j = 0; j < n; ++j) axpy(Sd, vnew + j * dv, std::exp(last - cum[j]) * x.K(j)[d], dv);
-    }
+    const int64_t n = x.n;
+    std::vector<float>& buf = scratch(1, size_t(n + n * n + 2 * n * x.dv + n * x.dk));
+    cpu::delta_chunk({n, x.dk, x.dv, x.Q(0), x.K(0), x.nk * x.dk, x.g + x.h, x.beta + x.h, x.nv, x.v, x.ch, x.S,
+                      x.out, x.nv * x.dv, buf.data()});
   }
 
   // Scratch for the q/k/g/β preparation; the engine thread is the only caller.

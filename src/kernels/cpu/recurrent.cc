@@ -63,6 +63,120 @@ void DeltaStepImpl(float* S, const float* k, const float* q, const float* v, flo
   }
 }
 
+// Σ a[i]·b[i] (vector partial sums, then lanes, then the scalar tail).
+HWY_INLINE float Dot(const float* a, const float* b, int64_t n) {
+  const DF df;
+  const int64_t N = int64_t(hn::Lanes(df));
+  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
+  int64_t i = 0;
+  for (; i + 2 * N <= n; i += 2 * N) {
+    acc0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
+    acc1 = hn::MulAdd(hn::LoadU(df, a + i + N), hn::LoadU(df, b + i + N), acc1);
+  }
+  for (; i + N <= n; i += N) acc0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
+  float t = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
+  for (; i < n; ++i) t += a[i] * b[i];
+  return t;
+}
+
+// Σ a[i]·b[i] accumulated in double. The chunked delta rule's key/query dot products feed
+// exponentially weighted sums whose rounding some positions amplify a thousandfold (a fixture with
+// near-tied routing shows it); double accumulation there keeps the chunked path as close to the
+// float64 reference as the scalar reference backend is.
+HWY_INLINE float DotD(const float* a, const float* b, int64_t n) {
+  int64_t i = 0;
+  double t = 0;
+#if HWY_HAVE_FLOAT64
+  const hn::CappedTag<double, 8> dd;
+  const hn::Rebind<float, decltype(dd)> dh;
+  const int64_t N = int64_t(hn::Lanes(dd));
+  auto acc = hn::Zero(dd);
+  for (; i + N <= n; i += N) acc = hn::MulAdd(hn::PromoteTo(dd, hn::LoadU(dh, a + i)), hn::PromoteTo(dd, hn::LoadU(dh, b + i)), acc);
+  t = hn::GetLane(hn::SumOfLanes(dd, acc));
+#endif
+  for (; i < n; ++i) t += double(a[i]) * double(b[i]);
+  return float(t);
+}
+
+// y += s·x
+HWY_INLINE void Axpy(float* y, const float* x, float s, int64_t n) {
+  const DF df;
+  const int64_t N = int64_t(hn::Lanes(df));
+  const auto vs = hn::Set(df, s);
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(vs, hn::LoadU(df, x + i), hn::LoadU(df, y + i)), df, y + i);
+  for (; i < n; ++i) y[i] += s * x[i];
+}
+
+// y *= s
+HWY_INLINE void Scale(float* y, float s, int64_t n) {
+  const DF df;
+  const int64_t N = int64_t(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::Set(df, s), hn::LoadU(df, y + i)), df, y + i);
+  for (; i < n; ++i) y[i] *= s;
+}
+
+void DeltaChunkImpl(const DeltaChunk& c) {
+  const int64_t n = c.n, dk = c.dk, dv = c.dv;
+  auto K = [&](int64_t t) { return c.k + t * c.qk_stride; };
+  auto Q = [&](int64_t t) { return c.q + t * c.qk_stride; };
+  auto G = [&](int64_t t) { return c.g[t * c.gb_stride]; };
+  auto Bt = [&](int64_t t) { return c.beta[t * c.gb_stride]; };
+  float* cum = c.scratch;
+  float* A = cum + n;        // [n, n] strictly lower: β_i k_i·k_j e^{cum_i - cum_j}
+  float* W = A + n * n;      // [n, dv]
+  float* U = W + n * dv;     // [n, dk]
+  float* vnew = U + n * dk;  // [n, dv]
+  float acc = 0;
+  for (int64_t t = 0; t < n; ++t) cum[t] = (acc += G(t));
+  for (int64_t i = 0; i < n; ++i) {
+    const float bi = Bt(i);
+    for (int64_t j = 0; j < i; ++j) A[i * n + j] = bi * DotD(K(i), K(j), dk) * std::exp(cum[i] - cum[j]);
+    const float* vi = c.v + i * c.v_stride;
+    const float ei = std::exp(cum[i]);
+    for (int64_t e = 0; e < dv; ++e) W[i * dv + e] = bi * vi[e];
+    for (int64_t e = 0; e < dk; ++e) U[i * dk + e] = bi * K(i)[e] * ei;
+    for (int64_t j = 0; j < i; ++j) {
+      Axpy(W + i * dv, W + j * dv, -A[i * n + j], dv);
+      Axpy(U + i * dk, U + j * dk, -A[i * n + j], dk);
+    }
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float* vn = vnew + i * dv;
+    std::copy_n(W + i * dv, dv, vn);
+    for (int64_t d = 0; d < dk; ++d) Axpy(vn, c.S + d * dv, -U[i * dk + d], dv);
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    float* o = c.out + i * c.out_stride;
+    std::fill_n(o, dv, 0.0f);
+    for (int64_t d = 0; d < dk; ++d) Axpy(o, c.S + d * dv, Q(i)[d], dv);
+    Scale(o, std::exp(cum[i]), dv);
+    for (int64_t j = 0; j <= i; ++j) Axpy(o, vnew + j * dv, DotD(Q(i), K(j), dk) * std::exp(cum[i] - cum[j]), dv);
+  }
+  const float last = n > 0 ? cum[n - 1] : 0.0f;
+  const float el = std::exp(last);
+  for (int64_t d = 0; d < dk; ++d) {
+    float* Sd = c.S + d * dv;
+    Scale(Sd, el, dv);
+    for (int64_t j = 0; j < n; ++j) Axpy(Sd, vnew + j * dv, std::exp(last - cum[j]) * K(j)[d], dv);
+  }
+}
+
+void AttendImpl(const float* q, const float* k, const float* v, int64_t stride, int64_t n_pos, int64_t hd,
+                float scale, float* s, float* o) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n_pos; ++j) {
+    s[j] = Dot(q, k + j * stride, hd) * scale;
+    mx = std::max(mx, s[j]);
+  }
+  float sum = 0;
+  for (int64_t j = 0; j < n_pos; ++j) sum += (s[j] = std::exp(s[j] - mx));
+  std::fill_n(o, hd, 0.0f);
+  for (int64_t j = 0; j < n_pos; ++j) Axpy(o, v + j * stride, s[j], hd);
+  Scale(o, 1.0f / sum, hd);
+}
+
 constexpr int64_t kMaxKernel = 8;
 
 bool Conv1dSiluImpl(const float* x, int64_t n, int64_t ch, const float* w, int64_t kernel, float* state,
@@ -106,6 +220,15 @@ HWY_AFTER_NAMESPACE();
 namespace qwen35::kernels::cpu {
 HWY_EXPORT(DeltaStepImpl);
 HWY_EXPORT(Conv1dSiluImpl);
+HWY_EXPORT(DeltaChunkImpl);
+HWY_EXPORT(AttendImpl);
+
+void delta_chunk(const DeltaChunk& c) { HWY_DYNAMIC_DISPATCH(DeltaChunkImpl)(c); }
+
+void attend(const float* q, const float* k, const float* v, int64_t stride, int64_t n_pos, int64_t hd,
+            float scale, float* s, float* o) {
+  HWY_DYNAMIC_DISPATCH(AttendImpl)(q, k, v, stride, n_pos, hd, scale, s, o);
+}
 
 void delta_step(float* S, const float* k, const float* q, const float* v, float decay, float beta,
                 int64_t dk, int64_t dv, float* o) {

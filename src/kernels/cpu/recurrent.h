@@ -15,6 +15,29 @@ namespace qwen35::kernels::cpu {
 void delta_step(float* S, const float* k, const float* q, const float* v, float decay, float beta,
                 int64_t dk, int64_t dv, float* o);
 
+// The n rows (n <= 64) of one value head as one chunk of the UT-transform form. Row t of q, k
+// starts at q + t*qk_stride (k likewise), g and beta at t*gb_stride, v at t*v_stride, the output
+// at out + t*out_stride. scratch: n + n*n + 2*n*dv + n*dk floats.
+struct DeltaChunk {
+  int64_t n, dk, dv;
+  const float *q, *k;
+  int64_t qk_stride;
+  const float *g, *beta;
+  int64_t gb_stride;
+  const float* v;
+  int64_t v_stride;
+  float* S;
+  float* out;
+  int64_t out_stride;
+  float* scratch;
+};
+void delta_chunk(const DeltaChunk& c);
+
+// Causal attention of one query row over cache positions 0..n_pos-1 (keys and values at
+// k + j*stride, v + j*stride): o[hd] = softmax_j(q·k_j · scale) v_j. s: n_pos floats of scratch.
+void attend(const float* q, const float* k, const float* v, int64_t stride, int64_t n_pos, int64_t hd,
+            float scale, float* s, float* o);
+
 // Depthwise causal conv1d + SiLU on channels [c0, c1) of x [n, ch] with weights w [ch, kernel]
 // and the previous inputs in state [kernel-1, ch] (oldest first, updated). out [n, ch].
 // Returns false (and does nothing) for a kernel wider than the SIMD version handles.
