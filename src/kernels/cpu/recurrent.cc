@@ -117,6 +117,35 @@ HWY_INLINE void Scale(float* y, float s, int64_t n) {
   for (; i < n; ++i) y[i] *= s;
 }
 
+// y[e] = init_scale·init[e] + Σ_m coef[m]·rows[m·stride + e] for e < len (init may be null, or
+// y itself). Blocks of kVecs vectors stay in registers across all m, so y is stored once.
+HWY_INLINE void CombineRows(float* y, const float* init, float init_scale, const float* rows, int64_t stride,
+                            const float* coef, int64_t count, int64_t len) {
+  const DF df;
+  const int64_t N = int64_t(hn::Lanes(df));
+  int64_t e = 0;
+  auto block = [&](auto nv_tag) {
+    constexpr int nv = decltype(nv_tag)::value;
+    hn::Vec<DF> acc[nv];
+    for (int j = 0; j < nv; ++j)
+      acc[j] = init ? hn::Mul(hn::Set(df, init_scale), hn::LoadU(df, init + e + j * N)) : hn::Zero(df);
+    for (int64_t m = 0; m < count; ++m) {
+      const auto cm = hn::Set(df, coef[m]);
+      const float* r = rows + m * stride + e;
+      for (int j = 0; j < nv; ++j) acc[j] = hn::MulAdd(cm, hn::LoadU(df, r + j * N), acc[j]);
+    }
+    for (int j = 0; j < nv; ++j) hn::StoreU(acc[j], df, y + e + j * N);
+    e += nv * N;
+  };
+  while (e + kVecs * N <= len) block(std::integral_constant<int, kVecs>());
+  while (e + N <= len) block(std::integral_constant<int, 1>());
+  for (; e < len; ++e) {
+    float t = init ? init_scale * init[e] : 0.0f;
+    for (int64_t m = 0; m < count; ++m) t += coef[m] * rows[m * stride + e];
+    y[e] = t;
+  }
+}
+
 void DeltaChunkImpl(const DeltaChunk& c) {
   const int64_t n = c.n, dk = c.dk, dv = c.dv;
   auto K = [&](int64_t t) { return c.k + t * c.qk_stride; };
@@ -124,42 +153,40 @@ void DeltaChunkImpl(const DeltaChunk& c) {
   auto G = [&](int64_t t) { return c.g[t * c.gb_stride]; };
   auto Bt = [&](int64_t t) { return c.beta[t * c.gb_stride]; };
   float* cum = c.scratch;
-  float* A = cum + n;        // [n, n] strictly lower: β_i k_i·k_j e^{cum_i - cum_j}
+  float* A = cum + n;        // [n, n] strictly lower: -β_i k_i·k_j e^{cum_i - cum_j}
   float* W = A + n * n;      // [n, dv]
   float* U = W + n * dv;     // [n, dk]
   float* vnew = U + n * dk;  // [n, dv]
+  float* coef = vnew + n * dv;  // max(n, dk)
   float acc = 0;
   for (int64_t t = 0; t < n; ++t) cum[t] = (acc += G(t));
+  // Forward substitution: W_i = β_i v_i − Σ_{j<i} A_ij W_j, U_i = β_i e^{cum_i} k_i − Σ_{j<i} A_ij U_j.
   for (int64_t i = 0; i < n; ++i) {
     const float bi = Bt(i);
-    for (int64_t j = 0; j < i; ++j) A[i * n + j] = bi * DotD(K(i), K(j), dk) * std::exp(cum[i] - cum[j]);
-    const float* vi = c.v + i * c.v_stride;
-    const float ei = std::exp(cum[i]);
-    for (int64_t e = 0; e < dv; ++e) W[i * dv + e] = bi * vi[e];
-    for (int64_t e = 0; e < dk; ++e) U[i * dk + e] = bi * K(i)[e] * ei;
-    for (int64_t j = 0; j < i; ++j) {
-      Axpy(W + i * dv, W + j * dv, -A[i * n + j], dv);
-      Axpy(U + i * dk, U + j * dk, -A[i * n + j], dk);
-    }
+    float* Ai = A + i * n;
+    for (int64_t j = 0; j < i; ++j) Ai[j] = -(bi * DotD(K(i), K(j), dk) * std::exp(cum[i] - cum[j]));
+    CombineRows(W + i * dv, c.v + i * c.v_stride, bi, W, dv, Ai, i, dv);
+    CombineRows(U + i * dk, K(i), bi * std::exp(cum[i]), U, dk, Ai, i, dk);
   }
+  // vnew_i = W_i − Σ_d U_id S_d
   for (int64_t i = 0; i < n; ++i) {
-    float* vn = vnew + i * dv;
-    std::copy_n(W + i * dv, dv, vn);
-    for (int64_t d = 0; d < dk; ++d) Axpy(vn, c.S + d * dv, -U[i * dk + d], dv);
+    for (int64_t d = 0; d < dk; ++d) coef[d] = -U[i * dk + d];
+    CombineRows(vnew + i * dv, W + i * dv, 1.0f, c.S, dv, coef, dk, dv);
   }
+  // o_i = e^{cum_i} Σ_d q_id S_d + Σ_{j<=i} (q_i·k_j) e^{cum_i − cum_j} vnew_j
   for (int64_t i = 0; i < n; ++i) {
     float* o = c.out + i * c.out_stride;
-    std::fill_n(o, dv, 0.0f);
-    for (int64_t d = 0; d < dk; ++d) Axpy(o, c.S + d * dv, Q(i)[d], dv);
-    Scale(o, std::exp(cum[i]), dv);
-    for (int64_t j = 0; j <= i; ++j) Axpy(o, vnew + j * dv, DotD(Q(i), K(j), dk) * std::exp(cum[i] - cum[j]), dv);
+    CombineRows(o, nullptr, 0.0f, c.S, dv, Q(i), dk, dv);
+    for (int64_t j = 0; j <= i; ++j) coef[j] = DotD(Q(i), K(j), dk) * std::exp(cum[i] - cum[j]);
+    CombineRows(o, o, std::exp(cum[i]), vnew, dv, coef, i + 1, dv);
   }
+  // S_d = e^{cum_last} S_d + Σ_j e^{cum_last − cum_j} k_jd vnew_j
   const float last = n > 0 ? cum[n - 1] : 0.0f;
   const float el = std::exp(last);
+  for (int64_t j = 0; j < n; ++j) cum[j] = std::exp(last - cum[j]);
   for (int64_t d = 0; d < dk; ++d) {
-    float* Sd = c.S + d * dv;
-    Scale(Sd, el, dv);
-    for (int64_t j = 0; j < n; ++j) Axpy(Sd, vnew + j * dv, std::exp(last - cum[j]) * K(j)[d], dv);
+    for (int64_t j = 0; j < n; ++j) coef[j] = cum[j] * K(j)[d];
+    CombineRows(c.S + d * dv, c.S + d * dv, el, vnew, dv, coef, n, dv);
   }
 }
 
