@@ -235,15 +235,32 @@ void QuantizeRow8(const float* x, int64_t K, int bits, int64_t group, int8_t* xq
   thread_local std::vector<int8_t> q;
   dx.resize(size_t(K / group));
   q.resize(size_t(K));
+  const DF df;
+  const DI di;
+  const hn::Rebind<int8_t, DI> d8;
+  const int64_t NF = int64_t(hn::Lanes(df));
   for (int64_t g = 0; g < K / group; ++g) {
-    float mx = 0;
-    for (int64_t k = 0; k < group; ++k) mx = std::max(mx, std::fabs(x[g * group + k]));
+    const float* xg = x + g * group;
+    int64_t k = 0;
+    auto vmx = hn::Zero(df);
+    for (; k + NF <= group; k += NF) vmx = hn::Max(vmx, hn::Abs(hn::LoadU(df, xg + k)));
+    float mx = hn::GetLane(hn::MaxOfLanes(df, vmx));
+    for (; k < group; ++k) mx = std::max(mx, std::fabs(xg[k]));
     const float inv = mx > 0 ? 127.0f / mx : 0.0f;
     dx[size_t(g)] = mx / 127.0f;
-    int32_t sum = 0;
-    for (int64_t k = 0; k < group; ++k) {
-      const int8_t v = int8_t(std::lrintf(std::clamp(x[g * group + k] * inv, -127.0f, 127.0f)));
-      q[size_t(g * group + k)] = v;
+    int8_t* qg = q.data() + g * group;
+    const auto vinv = hn::Set(df, inv);
+    auto vsum = hn::Zero(di);
+    for (k = 0; k + NF <= group; k += NF) {
+      // |x·inv| <= 127 by construction, so the int32 -> int8 demotion never saturates.
+      const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, xg + k), vinv));
+      vsum = hn::Add(vsum, qi);
+      hn::StoreU(hn::DemoteTo(d8, qi), d8, qg + k);
+    }
+    int32_t sum = hn::GetLane(hn::SumOfLanes(di, vsum));
+    for (; k < group; ++k) {
+      const int8_t v = int8_t(std::lrintf(std::clamp(xg[k] * inv, -127.0f, 127.0f)));
+      qg[k] = v;
       sum += v;
     }
     xsum[g] = float(sum) * dx[size_t(g)];
