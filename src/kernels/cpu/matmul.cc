@@ -139,253 +139,6 @@ HWY_INLINE void FloatRows(const Matrix& m, const float* const* x, int64_t o, flo
   }
 }
 
-#if HWY_TARGET == HWY_SCALAR
-// One lane per vector: no int8 dot products; fast mode falls back to the exact path.
-constexpr bool kHasInt8 = false;
-inline int64_t block_codes8(int) { return 1; }
-void QuantizeRow8(const float*, int64_t, int, int64_t, int8_t*, float*, float*) {}
-template <int rt>
-HWY_INLINE void Range8(const Matrix&, const int8_t* const*, const float* const*, const float* const*,
-                       int64_t, int64_t, float* const*, const float*, int64_t) {}
-#else
-constexpr bool kHasInt8 = true;
-// ---- Fast mode: int8 activations, u8 x s8 integer dot products ----
-// The weight codes are unsigned (0..2^bits-1) and the activations are quantized to int8 per weight
-// group, which is exactly the operand shape of vpmaddubsw (SSSE3/AVX2/AVX-512BW) and vpdpbusd
-// (AVX-512 VNNI). Integer sums are exact, so every target computes the same int32 per lane; only
-// the float accumulation order differs between targets.
-using D8 = hn::CappedTag<uint8_t, 64>;
-using DI8 = hn::RebindToSigned<D8>;
-using DU16 = hn::Repartition<uint16_t, D8>;
-using D32 = hn::Repartition<int32_t, D8>;
-using DF32 = hn::Rebind<float, D32>;
-using V8 = hn::Vec<D8>;
-using VI8 = hn::Vec<DI8>;
-using V32 = hn::Vec<D32>;
-
-#if HWY_TARGET == HWY_AVX3_DL
-// vpdpbusd. Highway 1.0.3's AVX3_DL target string names "avxvnni" rather than "avx512vnni", so the
-// intrinsic does not compile inside it; the instruction itself is safe (the target is only
-// dispatched on CPUs with AVX-512 VNNI).
-HWY_INLINE __m512i Dpbusd(__m512i acc, __m512i q, __m512i x) {
-  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(q), "v"(x));
-  return acc;
-}
-#endif
-
-// acc[l] += sum over the 4 bytes of lane l of q0*x0 + q1*x1. Requires q0, q1 <= 15 (the paired
-// 16-bit partial sums stay below 2*2*15*127 = 7620, far from saturation).
-HWY_INLINE V32 DotPair(V32 acc, V8 q0, VI8 x0, V8 q1, VI8 x1) {
-#if HWY_TARGET == HWY_AVX3_DL
-  return V32{Dpbusd(Dpbusd(acc.raw, q0.raw, x0.raw), q1.raw, x1.raw)};
-#elif HWY_TARGET == HWY_AVX3
-  const __m512i p = _mm512_add_epi16(_mm512_maddubs_epi16(q0.raw, x0.raw), _mm512_maddubs_epi16(q1.raw, x1.raw));
-  return V32{_mm512_add_epi32(acc.raw, _mm512_madd_epi16(p, _mm512_set1_epi16(1)))};
-#elif HWY_TARGET == HWY_AVX2
-  const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(q0.raw, x0.raw), _mm256_maddubs_epi16(q1.raw, x1.raw));
-  return V32{_mm256_add_epi32(acc.raw, _mm256_madd_epi16(p, _mm256_set1_epi16(1)))};
-#elif HWY_TARGET == HWY_SSE4 || HWY_TARGET == HWY_SSSE3
-  const __m128i p = _mm_add_epi16(_mm_maddubs_epi16(q0.raw, x0.raw), _mm_maddubs_epi16(q1.raw, x1.raw));
-  return V32{_mm_add_epi32(acc.raw, _mm_madd_epi16(p, _mm_set1_epi16(1)))};
-#else
-  const D8 d8;
-  const DI8 di8;
-  const D32 d32;
-  HWY_ALIGN uint8_t a0[64], a1[64];
-  HWY_ALIGN int8_t b0[64], b1[64];
-  HWY_ALIGN int32_t s[16];
-  hn::Store(q0, d8, a0);
-  hn::Store(q1, d8, a1);
-  hn::Store(x0, di8, b0);
-  hn::Store(x1, di8, b1);
-  hn::Store(acc, d32, s);
-  for (size_t l = 0; l < hn::Lanes(d32); ++l)
-    for (size_t i = 4 * l; i < 4 * l + 4; ++i) s[l] += int32_t(a0[i]) * b0[i] + int32_t(a1[i]) * b1[i];
-  return hn::Load(d32, s);
-#endif
-}
-
-// acc[l] += sum over the 4 bytes of lane l of q*x for full 8-bit codes (q <= 255). Without VNNI
-// the codes are split into nibbles so the 16-bit pair sums cannot saturate.
-HWY_INLINE V32 DotWide(V32 acc, V8 q, VI8 x) {
-#if HWY_TARGET == HWY_AVX3_DL
-  return V32{Dpbusd(acc.raw, q.raw, x.raw)};
-#else
-  const D8 d8;
-  const DU16 du16;
-  const auto lo = hn::And(q, hn::Set(d8, 15));
-  const auto hi = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(du16, q))), hn::Set(d8, 15));
-  const V32 z = hn::Zero(D32());
-  return hn::Add(acc, hn::Add(DotPair(z, lo, x, hn::Zero(d8), hn::BitCast(DI8(), hn::Zero(d8))),
-                              hn::ShiftLeft<4>(DotPair(z, hi, x, hn::Zero(d8), hn::BitCast(DI8(), hn::Zero(d8))))));
-#endif
-}
-
-// Codes per block: one vector of weight bytes.
-inline int64_t block_codes8(int bits) { return int64_t(hn::Lanes(D8())) * (8 / bits); }
-
-// Quantizes one activation row per weight group (scale max|x|/127, round to nearest) and lays it
-// out like the weight bytes: per block of V*per codes starting at c0, for j < per, V bytes
-// x[c0 + per*i + j]. xdx[blk*N32 + l] = the scale of int32 lane l's group; xsum[g] = the group sum
-// of the *quantized* activations (the bias term b*sum(x) must see the same activations as s*sum(q*x),
-// or the large, opposite-signed terms stop cancelling).
-void QuantizeRow8(const float* x, int64_t K, int bits, int64_t group, int8_t* xq, float* xdx, float* xsum) {
-  const int64_t V = int64_t(hn::Lanes(D8())), per = 8 / bits, B = V * per, N32 = V / 4;
-  thread_local std::vector<float> dx;
-  thread_local std::vector<int8_t> q;
-  dx.resize(size_t(K / group));
-  q.resize(size_t(K));
-  const DF df;
-  const DI di;
-  const hn::Rebind<int8_t, DI> d8;
-  const int64_t NF = int64_t(hn::Lanes(df));
-  for (int64_t g = 0; g < K / group; ++g) {
-    const float* xg = x + g * group;
-    int64_t k = 0;
-    auto vmx = hn::Zero(df);
-    for (; k + NF <= group; k += NF) vmx = hn::Max(vmx, hn::Abs(hn::LoadU(df, xg + k)));
-    float mx = hn::GetLane(hn::MaxOfLanes(df, vmx));
-    for (; k < group; ++k) mx = std::max(mx, std::fabs(xg[k]));
-    const float inv = mx > 0 ? 127.0f / mx : 0.0f;
-    dx[size_t(g)] = mx / 127.0f;
-    int8_t* qg = q.data() + g * group;
-    const auto vinv = hn::Set(df, inv);
-    auto vsum = hn::Zero(di);
-    for (k = 0; k + NF <= group; k += NF) {
-      // |x·inv| <= 127 by construction, so the int32 -> int8 demotion never saturates.
-      const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, xg + k), vinv));
-      vsum = hn::Add(vsum, qi);
-      hn::StoreU(hn::DemoteTo(d8, qi), d8, qg + k);
-    }
-    int32_t sum = hn::GetLane(hn::SumOfLanes(di, vsum));
-    for (; k < group; ++k) {
-      const int8_t v = int8_t(std::lrintf(std::clamp(xg[k] * inv, -127.0f, 127.0f)));
-      qg[k] = v;
-      sum += v;
-    }
-    xsum[g] = float(sum) * dx[size_t(g)];
-  }
-  for (int64_t c0 = 0, blk = 0; c0 < K; c0 += B, ++blk) {
-    for (int64_t j = 0; j < per; ++j)
-      for (int64_t i = 0; i < V; ++i) xq[c0 + j * V + i] = q[size_t(c0 + per * i + j)];
-    for (int64_t l = 0; l < N32; ++l) xdx[blk * N32 + l] = dx[size_t((c0 + 4 * per * l) / group)];
-  }
-}
-
-// Σ a[i]·b[i] over n floats (the bias term of a row: Σ_g bias[g]·xsum[g]).
-HWY_INLINE float DotF(const float* a, const float* b, int64_t n) {
-  const DF df;
-  const int64_t N = int64_t(hn::Lanes(df));
-  auto acc = hn::Zero(df);
-  int64_t i = 0;
-  for (; i + N <= n; i += N) acc = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc);
-  float t = hn::GetLane(hn::SumOfLanes(df, acc));
-  for (; i < n; ++i) t += a[i] * b[i];
-  return t;
-}
-
-using Idx32 = decltype(hn::SetTableIndices(DF32(), static_cast<const int32_t*>(nullptr)));
-
-// ot output rows (o..o+ot-1) against rt activation rows. Every (output, activation) pair runs the
-// same operation sequence whatever ot and rt are (blocks in order, one int32 sum per block, one
-// float FMA per block, the bias folded in before the final lane sum), so tiling never changes bits.
-// sf: the f32 scales of row o; row o+i's are at sf + i*sstride, its biases `stride` further on.
-template <int kBits, int rt, int ot>
-HWY_INLINE void AffineTile8(const Matrix& m, const int8_t* const* xq, const float* const* xdx,
-                            const float* const* xsum, int64_t o, float* const* y, const float* sf,
-                            int64_t sstride, int64_t stride, const Idx32& idx) {
-  const D8 d8;
-  const DI8 di8;
-  const DU16 du16;
-  const D32 d32;
-  const DF32 df;
-  constexpr int kPer = 8 / kBits;
-  const int64_t V = int64_t(hn::Lanes(d8)), N32 = V / 4, B = V * kPer, K = m.cols, G = m.group;
-  const int64_t row_bytes = K * kBits / 8;
-  const uint8_t* row0 = static_cast<const uint8_t*>(m.data) + o * row_bytes;
-  const auto mask = hn::Set(d8, uint8_t((1u << (kBits % 8)) - 1u));  // unused for 8-bit
-  const bool bcast = B <= G;
-  hn::Vec<DF32> acc[ot][rt];
-  for (int i = 0; i < ot; ++i)
-    for (int r = 0; r < rt; ++r) acc[i][r] = hn::Zero(df);
-  for (int64_t b = 0, blk = 0; b < K; b += B, ++blk) {
-    V32 isum[ot][rt];
-    for (int i = 0; i < ot; ++i) {
-      // The next tile's rows, one tile ahead (decode streams every weight once; the hardware
-      // prefetcher alone leaves part of the bandwidth unused).
-      __builtin_prefetch(row0 + (i + 4 * ot) * row_bytes + b / kPer);
-      const auto w = hn::LoadU(d8, row0 + i * row_bytes + b / kPer);
-      for (int r = 0; r < rt; ++r) isum[i][r] = hn::Zero(d32);
-      if constexpr (kBits == 8) {
-        for (int r = 0; r < rt; ++r) isum[i][r] = DotWide(isum[i][r], w, hn::LoadU(di8, xq[r] + b));
-      } else if constexpr (kBits == 4) {
-        const auto lo = hn::And(w, mask);
-        const auto hi = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(du16, w))), mask);
-        for (int r = 0; r < rt; ++r)
-          isum[i][r] = DotPair(isum[i][r], lo, hn::LoadU(di8, xq[r] + b), hi, hn::LoadU(di8, xq[r] + b + V));
-      } else {
-        const auto q0 = hn::And(w, mask);
-        const auto q1 = hn::And(hn::BitCast(d8, hn::ShiftRight<2>(hn::BitCast(du16, w))), mask);
-        const auto q2 = hn::And(hn::BitCast(d8, hn::ShiftRight<4>(hn::BitCast(du16, w))), mask);
-        const auto q3 = hn::And(hn::BitCast(d8, hn::ShiftRight<6>(hn::BitCast(du16, w))), mask);
-        for (int r = 0; r < rt; ++r) {
-          isum[i][r] = DotPair(isum[i][r], q0, hn::LoadU(di8, xq[r] + b), q1, hn::LoadU(di8, xq[r] + b + V));
-          isum[i][r] = DotPair(isum[i][r], q2, hn::LoadU(di8, xq[r] + b + 2 * V), q3, hn::LoadU(di8, xq[r] + b + 3 * V));
-        }
-      }
-    }
-    for (int r = 0; r < rt; ++r) {
-      const auto dxv = hn::LoadU(df, xdx[r] + blk * N32);
-      for (int i = 0; i < ot; ++i) {
-        const float* si = sf + i * sstride;
-        const auto s = bcast ? hn::Set(df, si[b / G]) : hn::TableLookupLanes(hn::LoadU(df, si + b / G), idx);
-        acc[i][r] = hn::MulAdd(hn::ConvertTo(df, isum[i][r]), hn::Mul(s, dxv), acc[i][r]);
-      }
-    }
-  }
-  const int64_t groups = K / G, N = int64_t(hn::Lanes(df));
-  for (int i = 0; i < ot; ++i) {
-    const float* bi = sf + i * sstride + stride;
-    for (int r = 0; r < rt; ++r) {
-      auto a = acc[i][r];
-      int64_t g = 0;
-      for (; g + N <= groups; g += N) a = hn::MulAdd(hn::LoadU(df, bi + g), hn::LoadU(df, xsum[r] + g), a);
-      float t = hn::GetLane(hn::SumOfLanes(df, a));
-      for (; g < groups; ++g) t += bi[g] * xsum[r][g];
-      y[r][o + i] = t;
-    }
-  }
-}
-
-// Output rows [ob, oe) against rt activation rows, in tiles of several output rows when few
-// activation rows share the weights (decode), so fixed per-row costs are shared.
-template <int kBits, int rt>
-HWY_INLINE void AffineRange8(const Matrix& m, const int8_t* const* xq, const float* const* xdx,
-                             const float* const* xsum, int64_t ob, int64_t oe, float* const* y,
-                             const float* sb, int64_t stride) {
-  constexpr int ot = rt == 1 ? 4 : rt <= 3 ? 2 : 1;
-  const DF32 df;
-  HWY_ALIGN int32_t lane_group[16] = {};
-  for (int64_t l = 0; l < int64_t(hn::Lanes(df)); ++l) lane_group[l] = int32_t((4 * (8 / kBits) * l) / m.group);
-  const auto idx = hn::SetTableIndices(df, lane_group);
-  int64_t o = ob;
-  for (; o + ot <= oe; o += ot)
-    AffineTile8<kBits, rt, ot>(m, xq, xdx, xsum, o, y, sb + (o - ob) * 2 * stride, 2 * stride, stride, idx);
-  for (; o < oe; ++o)
-    AffineTile8<kBits, rt, 1>(m, xq, xdx, xsum, o, y, sb + (o - ob) * 2 * stride, 2 * stride, stride, idx);
-}
-
-template <int rt>
-HWY_INLINE void Range8(const Matrix& m, const int8_t* const* xq, const float* const* xdx,
-                       const float* const* xsum, int64_t ob, int64_t oe, float* const* y,
-                       const float* sb, int64_t stride) {
-  if (m.bits == 4) AffineRange8<4, rt>(m, xq, xdx, xsum, ob, oe, y, sb, stride);
-  else if (m.bits == 8) AffineRange8<8, rt>(m, xq, xdx, xsum, ob, oe, y, sb, stride);
-  else AffineRange8<2, rt>(m, xq, xdx, xsum, ob, oe, y, sb, stride);
-}
-
-#endif  // HWY_TARGET != HWY_SCALAR
-
 // n scale/bias values starting at element i0 of a bf16/f16/f32 array, as f32.
 HWY_INLINE void ConvertRow(const void* p, core::DType t, int64_t i0, int64_t n, float* out) {
   const DF df;
@@ -408,6 +161,334 @@ HWY_INLINE void ConvertRow(const void* p, core::DType t, int64_t i0, int64_t n, 
   }
 }
 
+// ---- Fast mode: int8 activations, u8 x s8 integer dot products ----
+// The weight codes are unsigned (0..2^bits-1) and the activations are quantized to int8 per weight
+// group, the operand shape of vpmaddubsw (AVX2/AVX-512BW) and vpdpbusd (AVX-512 VNNI). For output
+// row o and activation row t, over the groups g in order:
+//   isum = Σ_{k∈g} q[o,k]·xq[t,k]                       (exact int32)
+//   acc  = fma(float(isum), s[o,g]·dx[t,g], acc);  acc = fma(b[o,g], xsum[t,g], acc)
+// The SIMD kernels put one output row per lane (a tile of N rows, its 32-bit words transposed in
+// registers) and perform exactly these float operations, as does the scalar loop for tail rows and
+// other targets: results are identical whatever the target, thread count or batch.
+//
+// Activation layout: weight word jj (C = 32/bits codes) meets 4·per bytes of xq (per = 8/bits):
+// for m < per, the 4 bytes x[C·jj + b·per + m], b < 4 (the codes bits [m·bits, (m+1)·bits) of the
+// word's 4 bytes).
+void QuantizeRow8(const float* x, int64_t K, int bits, int64_t group, int8_t* xq, float* dx, float* xsum) {
+  const int64_t per = 8 / bits, C = 4 * per;
+  thread_local std::vector<int8_t> q;
+  q.resize(size_t(K));
+  const DF df;
+  const DI di;
+  const hn::Rebind<int8_t, DI> d8;
+  const int64_t NF = int64_t(hn::Lanes(df));
+  for (int64_t g = 0; g < K / group; ++g) {
+    const float* xg = x + g * group;
+    int64_t k = 0;
+    auto vmx = hn::Zero(df);
+    for (; k + NF <= group; k += NF) vmx = hn::Max(vmx, hn::Abs(hn::LoadU(df, xg + k)));
+    float mx = hn::GetLane(hn::MaxOfLanes(df, vmx));
+    for (; k < group; ++k) mx = std::max(mx, std::fabs(xg[k]));
+    const float inv = mx > 0 ? 127.0f / mx : 0.0f;
+    dx[g] = mx / 127.0f;
+    int8_t* qg = q.data() + g * group;
+    const auto vinv = hn::Set(df, inv);
+    auto vsum = hn::Zero(di);
+    for (k = 0; k + NF <= group; k += NF) {
+      // |x·inv| <= 127 by construction, so the int32 -> int8 demotion never saturates.
+      const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, xg + k), vinv));
+      vsum = hn::Add(vsum, qi);
+      hn::StoreU(hn::DemoteTo(d8, qi), d8, qg + k);
+    }
+    int32_t sum = hn::GetLane(hn::SumOfLanes(di, vsum));
+    for (; k < group; ++k) {
+      const int8_t v = int8_t(std::lrintf(std::clamp(xg[k] * inv, -127.0f, 127.0f)));
+      qg[k] = v;
+      sum += v;
+    }
+    xsum[g] = float(sum) * dx[g];
+  }
+  for (int64_t jj = 0; jj < K / C; ++jj)
+    for (int64_t m = 0; m < per; ++m)
+      for (int64_t b = 0; b < 4; ++b) xq[jj * C + m * 4 + b] = q[size_t(C * jj + b * per + m)];
+}
+
+// One output row, scalar (tail rows, and targets without a tile kernel).
+template <int kBits>
+void RowScalar8(const Matrix& m, const int8_t* xq, const float* dx, const float* xsum, int64_t o,
+                const float* s_row, const float* b_row, float* y) {
+  constexpr int per = 8 / kBits, C = 32 / kBits;
+  constexpr uint32_t mask = kBits == 8 ? 0xFFu : (1u << kBits) - 1u;
+  const int64_t K = m.cols, DG = m.group / C, words = K / C;
+  const uint8_t* row = static_cast<const uint8_t*>(m.data) + o * (K * kBits / 8);
+  float acc = 0;
+  int32_t isum = 0;
+  for (int64_t jj = 0; jj < words; ++jj) {
+    const uint8_t* w = row + jj * 4;
+    const int8_t* xw = xq + jj * C;
+    for (int mm = 0; mm < per; ++mm)
+      for (int b = 0; b < 4; ++b) isum += int32_t((uint32_t(w[b]) >> (kBits * mm)) & mask) * xw[mm * 4 + b];
+    if ((jj + 1) % DG == 0) {
+      const int64_t g = jj / DG;
+      acc = std::fma(float(isum), s_row[g] * dx[g], acc);
+      acc = std::fma(b_row[g], xsum[g], acc);
+      isum = 0;
+    }
+  }
+  *y = acc;
+}
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr int kTileRows = 16;  // output rows per tile: one per int32 lane
+constexpr int kTileT = 8;      // activation rows per pass
+using VI = __m512i;
+using VFl = __m512;
+HWY_INLINE VI LoadI(const void* p) { return _mm512_loadu_si512(p); }
+HWY_INLINE VI Bcast(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+HWY_INLINE VI AndI(VI a, uint8_t mask) { return _mm512_and_si512(a, _mm512_set1_epi8(char(mask))); }
+template <int k>
+HWY_INLINE VI Srl(VI a) { return _mm512_srli_epi32(a, k); }
+HWY_INLINE VI ZeroI() { return _mm512_setzero_si512(); }
+HWY_INLINE VFl ZeroF() { return _mm512_setzero_ps(); }
+HWY_INLINE VFl LoadF(const float* p) { return _mm512_loadu_ps(p); }
+HWY_INLINE void StoreF(float* p, VFl v) { _mm512_storeu_ps(p, v); }
+HWY_INLINE VFl CvtF(VI v) { return _mm512_cvtepi32_ps(v); }
+HWY_INLINE VFl MulF(VFl a, VFl b) { return _mm512_mul_ps(a, b); }
+HWY_INLINE VFl FmaF(VFl a, VFl b, VFl c) { return _mm512_fmadd_ps(a, b, c); }
+HWY_INLINE VFl SetF(float v) { return _mm512_set1_ps(v); }
+#if HWY_TARGET == HWY_AVX3_DL
+// vpdpbusd. Highway 1.0.3's AVX3_DL target string names "avxvnni" rather than "avx512vnni", so the
+// intrinsic does not compile inside it; the instruction itself is safe (the target is only
+// dispatched on CPUs with AVX-512 VNNI).
+HWY_INLINE VI Dpbusd(VI acc, VI q, VI x) {
+  asm("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(q), "v"(x));
+  return acc;
+}
+// acc += Σ over each lane's 4 bytes of q0·x0 + q1·x1 (q unsigned, x signed).
+HWY_INLINE VI DotPair(VI acc, VI q0, VI x0, VI q1, VI x1) { return Dpbusd(Dpbusd(acc, q0, x0), q1, x1); }
+// The same for full 8-bit codes.
+HWY_INLINE VI DotWide(VI acc, VI q, VI x) { return Dpbusd(acc, q, x); }
+#else
+// vpmaddubsw pairs saturate at 16 bits: with q <= 15 two pairs sum to at most 2·2·15·127 = 7620.
+HWY_INLINE VI DotPair(VI acc, VI q0, VI x0, VI q1, VI x1) {
+  const VI p = _mm512_add_epi16(_mm512_maddubs_epi16(q0, x0), _mm512_maddubs_epi16(q1, x1));
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+}
+// 8-bit codes go in nibbles so the 16-bit pairs cannot saturate: q = 16·hi + lo.
+HWY_INLINE VI DotWide(VI acc, VI q, VI x) {
+  const VI lo = AndI(q, 15), hi = AndI(Srl<4>(q), 15);
+  acc = _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(lo, x), _mm512_set1_epi16(1)));
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(_mm512_maddubs_epi16(hi, x), _mm512_set1_epi16(16)));
+}
+#endif
+// 16 rows of 16 words (row l at p + l·stride) transposed: out + 16·j holds word j of every row.
+HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, uint32_t* out) {
+  VI r[16], a[16], b[16];
+  for (int l = 0; l < 16; ++l) r[l] = LoadI(p + l * stride);
+  for (int i = 0; i < 8; ++i) {
+    a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    b[4 * i + 0] = _mm512_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 1] = _mm512_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 2] = _mm512_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+    b[4 * i + 3] = _mm512_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+  }
+  // b[4i+m], 128-bit block k: word 4k+m of rows 4i..4i+3.
+  for (int mm = 0; mm < 4; ++mm) {
+    const VI d0 = _mm512_shuffle_i32x4(b[mm], b[4 + mm], 0x44), d1 = _mm512_shuffle_i32x4(b[mm], b[4 + mm], 0xEE);
+    const VI e0 = _mm512_shuffle_i32x4(b[8 + mm], b[12 + mm], 0x44), e1 = _mm512_shuffle_i32x4(b[8 + mm], b[12 + mm], 0xEE);
+    _mm512_storeu_si512(out + 16 * (0 + mm), _mm512_shuffle_i32x4(d0, e0, 0x88));
+    _mm512_storeu_si512(out + 16 * (4 + mm), _mm512_shuffle_i32x4(d0, e0, 0xDD));
+    _mm512_storeu_si512(out + 16 * (8 + mm), _mm512_shuffle_i32x4(d1, e1, 0x88));
+    _mm512_storeu_si512(out + 16 * (12 + mm), _mm512_shuffle_i32x4(d1, e1, 0xDD));
+  }
+}
+#elif HWY_TARGET == HWY_AVX2
+constexpr int kTileRows = 8;
+constexpr int kTileT = 4;
+using VI = __m256i;
+using VFl = __m256;
+HWY_INLINE VI LoadI(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+HWY_INLINE VI Bcast(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+HWY_INLINE VI AndI(VI a, uint8_t mask) { return _mm256_and_si256(a, _mm256_set1_epi8(char(mask))); }
+template <int k>
+HWY_INLINE VI Srl(VI a) { return _mm256_srli_epi32(a, k); }
+HWY_INLINE VI ZeroI() { return _mm256_setzero_si256(); }
+HWY_INLINE VFl ZeroF() { return _mm256_setzero_ps(); }
+HWY_INLINE VFl LoadF(const float* p) { return _mm256_loadu_ps(p); }
+HWY_INLINE void StoreF(float* p, VFl v) { _mm256_storeu_ps(p, v); }
+HWY_INLINE VFl CvtF(VI v) { return _mm256_cvtepi32_ps(v); }
+HWY_INLINE VFl MulF(VFl a, VFl b) { return _mm256_mul_ps(a, b); }
+HWY_INLINE VFl FmaF(VFl a, VFl b, VFl c) { return _mm256_fmadd_ps(a, b, c); }
+HWY_INLINE VFl SetF(float v) { return _mm256_set1_ps(v); }
+HWY_INLINE VI DotPair(VI acc, VI q0, VI x0, VI q1, VI x1) {
+  const VI p = _mm256_add_epi16(_mm256_maddubs_epi16(q0, x0), _mm256_maddubs_epi16(q1, x1));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+}
+HWY_INLINE VI DotWide(VI acc, VI q, VI x) {
+  const VI lo = AndI(q, 15), hi = AndI(Srl<4>(q), 15);
+  acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x), _mm256_set1_epi16(1)));
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x), _mm256_set1_epi16(16)));
+}
+HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, uint32_t* out) {
+  VI r[8], a[8], b[8];
+  for (int l = 0; l < 8; ++l) r[l] = LoadI(p + l * stride);
+  for (int i = 0; i < 4; ++i) {
+    a[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    a[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    b[4 * i + 0] = _mm256_unpacklo_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 1] = _mm256_unpackhi_epi64(a[4 * i], a[4 * i + 2]);
+    b[4 * i + 2] = _mm256_unpacklo_epi64(a[4 * i + 1], a[4 * i + 3]);
+    b[4 * i + 3] = _mm256_unpackhi_epi64(a[4 * i + 1], a[4 * i + 3]);
+  }
+  for (int mm = 0; mm < 4; ++mm) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8 * mm), _mm256_permute2x128_si256(b[mm], b[4 + mm], 0x20));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 8 * (4 + mm)), _mm256_permute2x128_si256(b[mm], b[4 + mm], 0x31));
+  }
+}
+#else
+constexpr int kTileRows = 0;  // no tile kernel: every row takes the scalar loop
+constexpr int kTileT = 1;
+#endif
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
+// Output rows o..o+kTileRows-1 against rt activation rows. sT/bT: scales/biases as [group][row].
+template <int kBits, int rt>
+HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* const* dx, const float* const* xsum,
+                      int64_t o, const float* sT, const float* bT, float* const* y) {
+  constexpr int N = kTileRows, C = 32 / kBits;
+  const int64_t K = m.cols, DG = m.group / C, words = K / C, row_bytes = K * kBits / 8;
+  const uint8_t* base = static_cast<const uint8_t*>(m.data) + o * row_bytes;
+  VI isum[rt];
+  VFl acc[rt];
+  for (int r = 0; r < rt; ++r) {
+    isum[r] = ZeroI();
+    acc[r] = ZeroF();
+  }
+  alignas(64) uint32_t tw[N * N];
+  for (int64_t j0 = 0; j0 < words; j0 += N) {
+    TransposeTile(base + j0 * 4, row_bytes, tw);
+    for (int l = 0; l < N; ++l) __builtin_prefetch(base + l * row_bytes + j0 * 4 + 4 * 64);
+    for (int j = 0; j < N; ++j) {
+      const int64_t jj = j0 + j;
+      const VI w = LoadI(tw + j * N);
+      if constexpr (kBits == 8) {
+        for (int r = 0; r < rt; ++r) isum[r] = DotWide(isum[r], w, Bcast(xq[r] + jj * C));
+      } else if constexpr (kBits == 4) {
+        const VI lo = AndI(w, 0x0F), hi = AndI(Srl<4>(w), 0x0F);
+        for (int r = 0; r < rt; ++r)
+          isum[r] = DotPair(isum[r], lo, Bcast(xq[r] + jj * C), hi, Bcast(xq[r] + jj * C + 4));
+      } else {
+        const VI q0 = AndI(w, 3), q1 = AndI(Srl<2>(w), 3), q2 = AndI(Srl<4>(w), 3), q3 = AndI(Srl<6>(w), 3);
+        for (int r = 0; r < rt; ++r) {
+          const int8_t* xw = xq[r] + jj * C;
+          isum[r] = DotPair(isum[r], q0, Bcast(xw), q1, Bcast(xw + 4));
+          isum[r] = DotPair(isum[r], q2, Bcast(xw + 8), q3, Bcast(xw + 12));
+        }
+      }
+      if ((jj + 1) % DG == 0) {
+        const int64_t g = jj / DG;
+        const VFl s = LoadF(sT + g * N), b = LoadF(bT + g * N);
+        for (int r = 0; r < rt; ++r) {
+          acc[r] = FmaF(CvtF(isum[r]), MulF(s, SetF(dx[r][g])), acc[r]);
+          acc[r] = FmaF(b, SetF(xsum[r][g]), acc[r]);
+          isum[r] = ZeroI();
+        }
+      }
+    }
+  }
+  for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
+}
+
+template <int kBits>
+HWY_INLINE void TileRows8(const Matrix& m, const int8_t* const* xq, const float* const* dx,
+                          const float* const* xsum, int64_t rt, int64_t o, const float* sT, const float* bT,
+                          float* const* y) {
+  switch (rt) {
+    case 1: Tile8<kBits, 1>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 2: Tile8<kBits, 2>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 3: Tile8<kBits, 3>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 4: Tile8<kBits, 4>(m, xq, dx, xsum, o, sT, bT, y); break;
+#if HWY_TARGET != HWY_AVX2
+    case 5: Tile8<kBits, 5>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 6: Tile8<kBits, 6>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 7: Tile8<kBits, 7>(m, xq, dx, xsum, o, sT, bT, y); break;
+    default: Tile8<kBits, 8>(m, xq, dx, xsum, o, sT, bT, y); break;
+#else
+    default: Tile8<kBits, 4>(m, xq, dx, xsum, o, sT, bT, y); break;
+#endif
+  }
+}
+#endif
+
+// Output rows [o0, o1) against activation rows [t0, t1) in fast mode. Rows in whole tiles of
+// kTileRows (tiles start at multiples of kTileRows: the thread split is in multiples of 16) take
+// the tile kernel, the others the scalar loop; both compute the same bits.
+template <int kBits>
+void Range8(const Matrix& m, const int8_t* xq, const float* dx, const float* xsum, int64_t t0, int64_t t1,
+            int64_t o0, int64_t o1, float* y) {
+  const int64_t K = m.cols, M = m.rows, groups = K / m.group;
+  thread_local std::vector<float> sbuf;
+  const int64_t NT = kTileRows > 0 ? kTileRows : 1;
+  sbuf.resize(size_t(4 * NT * (groups + 16)));
+  float* srow = sbuf.data();                 // [NT][groups] row-major
+  float* brow = srow + NT * (groups + 16);
+  auto convert = [&](int64_t o, float* s, float* b) {
+    ConvertRow(m.scales, m.sb_type, o * groups, groups, s);
+    if (m.biases) ConvertRow(m.biases, m.sb_type, o * groups, groups, b);
+    else std::fill_n(b, groups, 0.0f);
+  };
+  int64_t o = o0;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
+  constexpr int N = kTileRows;
+  float* sT = brow + NT * (groups + 16);  // [groups][N]
+  float* bT = sT + NT * (groups + 16);
+  if ((K / (32 / kBits)) % N == 0) {
+    for (; o + N <= o1 && o + N <= M; o += N) {
+      for (int l = 0; l < N; ++l) convert(o + l, srow + l * groups, brow + l * groups);
+      for (int64_t g = 0; g < groups; ++g)
+        for (int l = 0; l < N; ++l) {
+          sT[g * N + l] = srow[l * groups + g];
+          bT[g * N + l] = brow[l * groups + g];
+        }
+      for (int64_t t = t0; t < t1; t += kTileT) {
+        const int64_t rt = std::min<int64_t>(kTileT, t1 - t);
+        const int8_t* xr[kTileT];
+        const float* dr[kTileT];
+        const float* sr[kTileT];
+        float* yr[kTileT];
+        for (int r = 0; r < rt; ++r) {
+          xr[r] = xq + (t + r) * K;
+          dr[r] = dx + (t + r) * groups;
+          sr[r] = xsum + (t + r) * groups;
+          yr[r] = y + (t + r) * M;
+        }
+        TileRows8<kBits>(m, xr, dr, sr, rt, o, sT, bT, yr);
+      }
+    }
+  }
+#endif
+  for (; o < o1; ++o) {
+    convert(o, srow, brow);
+    for (int64_t t = t0; t < t1; ++t)
+      RowScalar8<kBits>(m, xq + t * K, dx + t * groups, xsum + t * groups, o, srow, brow, y + t * M + o);
+  }
+}
+
+
+
 // rt rows of activations against output row o, with the row count fixed at compile time so the
 // accumulators stay in registers.
 template <int rt>
@@ -426,25 +507,23 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
   const int64_t K = m.cols, M = m.rows;
   const bool affine = m.type == WeightType::kAffine;
   const bool fast_bits = affine && (m.bits == 2 || m.bits == 4 || m.bits == 8) && K % block_codes(m.bits) == 0;
-  const bool int8 = kHasInt8 && ctx.int8_activations && affine && (m.bits == 2 || m.bits == 4 || m.bits == 8) &&
-                    K % block_codes8(m.bits) == 0 && m.group % (4 * (8 / m.bits)) == 0 &&
-                    K % m.group == 0;
+  const bool int8 = ctx.int8_activations && affine && (m.bits == 2 || m.bits == 4 || m.bits == 8) &&
+                    m.group % (32 / m.bits) == 0 && K % m.group == 0;
   // Prepare activations once: permuted copies (exact affine path), quantized copies (fast mode)
   // and per-group sums, row by row (in parallel for prompts: this is serial work otherwise).
   if (affine) {
     const int64_t groups = K / m.group;
-    const int64_t lanes = K / 4 / (8 / m.bits);
     sc.xsum.resize(size_t(n * groups));
     if (int8) {
       sc.xq.resize(size_t(n * K));
-      sc.xdx.resize(size_t(n * lanes));
+      sc.xdx.resize(size_t(n * groups));
     } else if (fast_bits) {
       sc.xp.resize(size_t(n * K));
     }
     auto prep = [&](size_t t0, size_t t1, int) {
       for (int64_t t = int64_t(t0); t < int64_t(t1); ++t) {
         if (int8) {
-          QuantizeRow8(x + t * K, K, m.bits, m.group, sc.xq.data() + t * K, sc.xdx.data() + t * lanes,
+          QuantizeRow8(x + t * K, K, m.bits, m.group, sc.xq.data() + t * K, sc.xdx.data() + t * groups,
                        sc.xsum.data() + t * groups);
           continue;
         }
@@ -461,6 +540,16 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
   }
   const float* xs = fast_bits ? sc.xp.data() : x;
   auto body = [&](size_t o0, size_t o1, int) {
+    if (int8) {
+      constexpr int64_t kTBlock8 = 64;  // activation rows per pass over a tile (their rows stay in L1/L2)
+      for (int64_t tb = 0; tb < n; tb += kTBlock8) {
+        const int64_t te = std::min(n, tb + kTBlock8);
+        if (m.bits == 4) Range8<4>(m, sc.xq.data(), sc.xdx.data(), sc.xsum.data(), tb, te, int64_t(o0), int64_t(o1), y);
+        else if (m.bits == 8) Range8<8>(m, sc.xq.data(), sc.xdx.data(), sc.xsum.data(), tb, te, int64_t(o0), int64_t(o1), y);
+        else Range8<2>(m, sc.xq.data(), sc.xdx.data(), sc.xsum.data(), tb, te, int64_t(o0), int64_t(o1), y);
+      }
+      return;
+    }
     const int64_t groups = affine ? K / m.group : 0;
     // Output rows go in blocks of kOBlock, each block against all row tiles of the activations:
     // the block's weights stay in cache while a tile of activations is reused across the block.
@@ -489,27 +578,6 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
           xr[r] = xs + (t0 + r) * K;
           xsr[r] = affine ? sc.xsum.data() + (t0 + r) * groups : nullptr;
           yr[r] = y + (t0 + r) * M;
-        }
-        if (int8) {
-          const int8_t* xq[kRowTile];
-          const float* xd[kRowTile];
-          const int64_t lanes = K / 4 / (8 / m.bits);
-          for (int r = 0; r < rt; ++r) {
-            xq[r] = sc.xq.data() + (t0 + r) * K;
-            xd[r] = sc.xdx.data() + (t0 + r) * lanes;
-          }
-          const float* sb = sb_buf.data();
-          switch (rt) {
-            case 1: Range8<1>(m, xq, xd, xsr, ob, oe, yr, sb, stride); break;
-            case 2: Range8<2>(m, xq, xd, xsr, ob, oe, yr, sb, stride); break;
-            case 3: Range8<3>(m, xq, xd, xsr, ob, oe, yr, sb, stride); break;
-            case 4: Range8<4>(m, xq, xd, xsr, ob, oe, yr, sb, stride); break;
-            case 5: Range8<5>(m, xq, xd, xsr, ob, oe, yr, sb, stride); break;
-            case 6: Range8<6>(m, xq, xd, xsr, ob, oe, yr, sb, stride); break;
-            case 7: Range8<7>(m, xq, xd, xsr, ob, oe, yr, sb, stride); break;
-            default: Range8<8>(m, xq, xd, xsr, ob, oe, yr, sb, stride); break;
-          }
-          continue;
         }
         for (int64_t o = ob; o < oe; ++o) {
           const float* sf = sb_buf.data() + (o - ob) * 2 * stride;
