@@ -218,6 +218,33 @@ void matmul_int8_mode() {
       }
 }
 
+// Fast mode performs the same integer sums and the same float operations per (row, group) on every
+// target (tile kernels with one output row per lane, scalar loop elsewhere), so its bits do not
+// depend on the machine.
+TEST(Ops, MatmulFastModeIsIdenticalOnEveryTarget) {
+  uint32_t seed = 500;
+  for (int bits : {2, 4, 8})
+    for (int group : {16, 64, 128}) {
+      const int64_t rows = 45, cols = 768, n = 11;
+      TestMatrix w = make_matrix(WeightType::kAffine, rows, cols, seed++, bits, group);
+      std::vector<float> x = randn(size_t(n * cols), seed++);
+      std::vector<float> first;
+      std::string first_target;
+      for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+        hwy::SetSupportedTargetsForTest(target);
+        std::vector<float> y(size_t(n * rows));
+        cpu.matmul({nullptr, true}, x.data(), n, w.m, y.data());
+        if (first.empty()) {
+          first = y;
+          first_target = hwy::TargetName(target);
+        } else {
+          EXPECT_EQ(y, first) << hwy::TargetName(target) << " vs " << first_target << ", bits " << bits << " group " << group;
+        }
+      }
+      hwy::SetSupportedTargetsForTest(0);
+    }
+}
+
 TEST(Ops, MatmulRowSliceAndZeroRows) {
   TestMatrix w = make_matrix(WeightType::kAffine, 12, 64, 5, 5, 32);
   Matrix s = w.m.row_slice(4, 5);
