@@ -15,63 +15,14 @@ HWY_BEFORE_NAMESPACE();
 namespace qwen35::kernels::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Up to 16 lanes (AVX-512). The activation permutation and the lane→group mapping depend on the
-// lane count, which is fixed per target, so results are reproducible on a given machine.
+// Up to 16 lanes (AVX-512). The float kernels' lane order depends on the lane count, which is fixed
+// per target, so results are reproducible on a given machine.
 using DF = hn::CappedTag<float, 16>;
 using DU = hn::RebindToUnsigned<DF>;
 using DI = hn::RebindToSigned<DF>;
 constexpr int64_t kRowTile = 8;
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
-
-// Codes per block for `bits`: N words x (32/bits) codes.
-inline int64_t block_codes(int bits) { return int64_t(hn::Lanes(DF())) * (32 / bits); }
-
-// xp[b*B + j*N + w] = x[b*B + w*per + j]: lane w of vector j meets code j of word w.
-void PermuteRow(const float* x, int64_t cols, int bits, float* xp) {
-  const int64_t N = int64_t(hn::Lanes(DF())), per = 32 / bits, B = N * per;
-  for (int64_t b = 0; b < cols; b += B)
-    for (int64_t j = 0; j < per; ++j)
-      for (int64_t w = 0; w < N; ++w) xp[b + j * N + w] = x[b + w * per + j];
-}
-
-template <int kBits, int rt>
-HWY_INLINE void AffineRows(const Matrix& m, const float* const* xp, const float* const* xsum,
-                           int64_t o, float* const* y, const float* sf,
-                           const float* bf, const float* /*unused*/) {
-  const DF df;
-  const DU du;
-  const DI di;
-  constexpr int kPer = 32 / kBits;
-  const int64_t N = int64_t(hn::Lanes(df)), B = N * kPer, K = m.cols, groups = K / m.group;
-  const uint32_t* row = static_cast<const uint32_t*>(m.data) + o * (K * kBits / 32);
-  const auto mask = hn::Set(du, (1u << kBits) - 1u);
-  hn::Vec<DF> acc[kRowTile];
-  for (int r = 0; r < rt; ++r) acc[r] = hn::Zero(df);
-  const bool bcast = B <= m.group;
-  // When a block spans several groups, lane w (codes w*kPer..) takes the scale of group
-  // (b + w*kPer) / group: a table lookup into the row's scales from the block's first group.
-  HWY_ALIGN int32_t lane_group[16];
-  for (int64_t w = 0; w < N; ++w) lane_group[w] = int32_t((w * kPer) / m.group);
-  const auto idx = hn::SetTableIndices(df, lane_group);
-  for (int64_t b = 0; b < K; b += B) {
-    __builtin_prefetch(row + 16 * (K * kBits / 32) + b / kPer);  // 16 rows ahead (see AffineTile8)
-    const auto words = hn::LoadU(du, row + b / kPer);
-    const auto s = bcast ? hn::Set(df, sf[b / m.group]) : hn::TableLookupLanes(hn::LoadU(df, sf + b / m.group), idx);
-    hn::Vec<DF> part[kRowTile];
-    for (int r = 0; r < rt; ++r) part[r] = hn::Zero(df);
-    for (int j = 0; j < kPer; ++j) {
-      const auto q = hn::ConvertTo(df, hn::BitCast(di, hn::And(hn::ShiftRightSame(words, j * kBits), mask)));
-      for (int r = 0; r < rt; ++r) part[r] = hn::MulAdd(q, hn::LoadU(df, xp[r] + b + j * N), part[r]);
-    }
-    for (int r = 0; r < rt; ++r) acc[r] = hn::MulAdd(s, part[r], acc[r]);
-  }
-  for (int r = 0; r < rt; ++r) {
-    float bias = 0;
-    for (int64_t g = 0; g < groups; ++g) bias += bf[g] * xsum[r][g];
-    y[r][o] = hn::GetLane(hn::SumOfLanes(df, acc[r])) + bias;
-  }
-}
 
 // Any affine width: each group decoded into a stack buffer, then a SIMD dot per row.
 template <int rt>
@@ -238,6 +189,30 @@ void RowScalar8(const Matrix& m, const int8_t* xq, const float* dx, const float*
   *y = acc;
 }
 
+// Exact mode, one output row, scalar: per group, part = Σ fma(q, x) in code order, then
+// acc = fma(part, s, acc), acc = fma(b, xsum, acc). The float tile kernel performs the same operations.
+template <int kBits>
+void RowScalarF(const Matrix& m, const float* x, const float* xsum, int64_t o, const float* s_row,
+                const float* b_row, float* y) {
+  constexpr int C = 32 / kBits;
+  constexpr uint32_t mask = kBits == 8 ? 0xFFu : (1u << kBits) - 1u;
+  const int64_t K = m.cols, DG = m.group / C, words = K / C;
+  const uint8_t* row = static_cast<const uint8_t*>(m.data) + o * (K * kBits / 8);
+  float acc = 0, part = 0;
+  for (int64_t jj = 0; jj < words; ++jj) {
+    uint32_t w;
+    std::memcpy(&w, row + jj * 4, 4);
+    for (int i = 0; i < C; ++i) part = std::fma(float((w >> (kBits * i)) & mask), x[jj * C + i], part);
+    if ((jj + 1) % DG == 0) {
+      const int64_t g = jj / DG;
+      acc = std::fma(part, s_row[g], acc);
+      acc = std::fma(b_row[g], xsum[g], acc);
+      part = 0;
+    }
+  }
+  *y = acc;
+}
+
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 constexpr int kTileRows = 16;  // output rows per tile: one per int32 lane
 constexpr int kTileT = 8;      // activation rows per pass
@@ -252,6 +227,8 @@ HWY_INLINE VI Bcast(const int8_t* p) {
 HWY_INLINE VI AndI(VI a, uint8_t mask) { return _mm512_and_si512(a, _mm512_set1_epi8(char(mask))); }
 template <int k>
 HWY_INLINE VI Srl(VI a) { return _mm512_srli_epi32(a, k); }
+HWY_INLINE VI SrlVar(VI a, int k) { return _mm512_srl_epi32(a, _mm_cvtsi32_si128(k)); }
+HWY_INLINE VI And32(VI a, uint32_t mask) { return _mm512_and_si512(a, _mm512_set1_epi32(int32_t(mask))); }
 HWY_INLINE VI ZeroI() { return _mm512_setzero_si512(); }
 HWY_INLINE VFl ZeroF() { return _mm512_setzero_ps(); }
 HWY_INLINE VFl LoadF(const float* p) { return _mm512_loadu_ps(p); }
@@ -332,6 +309,8 @@ HWY_INLINE VI Bcast(const int8_t* p) {
 HWY_INLINE VI AndI(VI a, uint8_t mask) { return _mm256_and_si256(a, _mm256_set1_epi8(char(mask))); }
 template <int k>
 HWY_INLINE VI Srl(VI a) { return _mm256_srli_epi32(a, k); }
+HWY_INLINE VI SrlVar(VI a, int k) { return _mm256_srl_epi32(a, _mm_cvtsi32_si128(k)); }
+HWY_INLINE VI And32(VI a, uint32_t mask) { return _mm256_and_si256(a, _mm256_set1_epi32(int32_t(mask))); }
 HWY_INLINE VI ZeroI() { return _mm256_setzero_si256(); }
 HWY_INLINE VFl ZeroF() { return _mm256_setzero_ps(); }
 HWY_INLINE VFl LoadF(const float* p) { return _mm256_loadu_ps(p); }
@@ -445,17 +424,80 @@ HWY_INLINE void TileRows8(const Matrix& m, const int8_t* const* xq, const float*
 }
 #endif
 
-// Output rows [o0, o1) against activation rows [t0, t1) in fast mode. Rows in whole tiles of
-// kTileRows (tiles start at multiples of kTileRows: the thread split is in multiples of 16) take
-// the tile kernel, the others the scalar loop; both compute the same bits.
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
+// Exact mode: output rows o..o+kTileRows-1 (one per lane) against rt activation rows.
+template <int kBits, int rt>
+HWY_INLINE void TileF(const Matrix& m, const float* const* x, const float* const* xsum, int64_t o,
+                      const float* sT, const float* bT, float* const* y) {
+  constexpr int N = kTileRows, C = 32 / kBits;
+  constexpr uint32_t mask = kBits == 8 ? 0xFFu : (1u << kBits) - 1u;
+  const int64_t K = m.cols, DG = m.group / C, words = K / C, row_bytes = K * kBits / 8;
+  const uint8_t* base = static_cast<const uint8_t*>(m.data) + o * row_bytes;
+  VFl part[rt], acc[rt];
+  for (int r = 0; r < rt; ++r) part[r] = acc[r] = ZeroF();
+  VI tw[N];
+  for (int64_t j0 = 0; j0 < words; j0 += N) {
+    TransposeTile(base + j0 * 4, row_bytes, tw);
+    for (int l = 0; l < N; ++l) __builtin_prefetch(base + (N + l) * row_bytes + j0 * 4);
+    for (int j = 0; j < N; ++j) {
+      const int64_t jj = j0 + j;
+      for (int i = 0; i < C; ++i) {
+        const VFl q = CvtF(And32(SrlVar(tw[j], kBits * i), mask));
+        for (int r = 0; r < rt; ++r) part[r] = FmaF(q, SetF(x[r][jj * C + i]), part[r]);
+      }
+      if ((jj + 1) % DG == 0) {
+        const int64_t g = jj / DG;
+        const VFl sv = LoadF(sT + g * N), bv = LoadF(bT + g * N);
+        for (int r = 0; r < rt; ++r) {
+          acc[r] = FmaF(part[r], sv, acc[r]);
+          acc[r] = FmaF(bv, SetF(xsum[r][g]), acc[r]);
+          part[r] = ZeroF();
+        }
+      }
+    }
+  }
+  for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
+}
+
 template <int kBits>
-void Range8(const Matrix& m, const int8_t* xq, const float* dx, const float* xsum, int64_t t0, int64_t t1,
-            int64_t o0, int64_t o1, float* y) {
+HWY_INLINE void TileRowsF(const Matrix& m, const float* const* x, const float* const* xsum, int64_t rt,
+                          int64_t o, const float* sT, const float* bT, float* const* y) {
+  switch (rt) {
+    case 1: TileF<kBits, 1>(m, x, xsum, o, sT, bT, y); break;
+    case 2: TileF<kBits, 2>(m, x, xsum, o, sT, bT, y); break;
+    case 3: TileF<kBits, 3>(m, x, xsum, o, sT, bT, y); break;
+    case 4: TileF<kBits, 4>(m, x, xsum, o, sT, bT, y); break;
+#if HWY_TARGET != HWY_AVX2
+    case 5: TileF<kBits, 5>(m, x, xsum, o, sT, bT, y); break;
+    case 6: TileF<kBits, 6>(m, x, xsum, o, sT, bT, y); break;
+    case 7: TileF<kBits, 7>(m, x, xsum, o, sT, bT, y); break;
+    default: TileF<kBits, 8>(m, x, xsum, o, sT, bT, y); break;
+#else
+    default: TileF<kBits, 4>(m, x, xsum, o, sT, bT, y); break;
+#endif
+  }
+}
+#endif
+
+// The activations of one affine matmul call: exact mode reads x and the per-group sums; fast mode
+// the int8 rows, their per-group scales and the sums of the quantized values.
+struct AffineActs {
+  const float* x;
+  const int8_t* xq;
+  const float* dx;
+  const float* xsum;
+};
+
+// Output rows [o0, o1) against activation rows [t0, t1) of a 2/4/8-bit affine matrix. Rows in whole
+// tiles of kTileRows (tiles start at multiples of kTileRows: the thread split is in multiples of
+// 16) take the tile kernel, the others the scalar loop; both compute the same bits.
+template <int kBits, bool kInt8>
+void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, int64_t o0, int64_t o1, float* y) {
   const int64_t K = m.cols, M = m.rows, groups = K / m.group;
   thread_local std::vector<float> sbuf;
   const int64_t NT = kTileRows > 0 ? kTileRows : 1;
   sbuf.resize(size_t(4 * NT * (groups + 16)));
-  float* srow = sbuf.data();                 // [NT][groups] row-major
+  float* srow = sbuf.data();  // [NT][groups] row-major
   float* brow = srow + NT * (groups + 16);
   auto convert = [&](int64_t o, float* s, float* b) {
     ConvertRow(m.scales, m.sb_type, o * groups, groups, s);
@@ -465,6 +507,7 @@ void Range8(const Matrix& m, const int8_t* xq, const float* dx, const float* xsu
   int64_t o = o0;
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
   constexpr int N = kTileRows;
+  constexpr int64_t kT = kTileT;  // activation rows per kernel call
   float* sT = brow + NT * (groups + 16);  // [groups][N]
   float* bT = sT + NT * (groups + 16);
   if ((K / (32 / kBits)) % N == 0) {
@@ -483,27 +526,34 @@ void Range8(const Matrix& m, const int8_t* xq, const float* dx, const float* xsu
           sT[g * N + l] = srow[l * groups + g];
           bT[g * N + l] = brow[l * groups + g];
         }
-      for (int64_t t = t0; t < t1; t += kTileT) {
-        const int64_t rt = std::min<int64_t>(kTileT, t1 - t);
-        const int8_t* xr[kTileT];
-        const float* dr[kTileT];
-        const float* sr[kTileT];
-        float* yr[kTileT];
+      for (int64_t t = t0; t < t1; t += kT) {
+        const int64_t rt = std::min<int64_t>(kT, t1 - t);
+        const int8_t* xr[kT];
+        const float* xf[kT];
+        const float* dr[kT];
+        const float* sr[kT];
+        float* yr[kT];
         for (int r = 0; r < rt; ++r) {
-          xr[r] = xq + (t + r) * K;
-          dr[r] = dx + (t + r) * groups;
-          sr[r] = xsum + (t + r) * groups;
+          xr[r] = kInt8 ? a.xq + (t + r) * K : nullptr;
+          xf[r] = a.x + (t + r) * K;
+          dr[r] = kInt8 ? a.dx + (t + r) * groups : nullptr;
+          sr[r] = a.xsum + (t + r) * groups;
           yr[r] = y + (t + r) * M;
         }
-        TileRows8<kBits>(m, xr, dr, sr, rt, o, sT, bT, yr);
+        if constexpr (kInt8) TileRows8<kBits>(m, xr, dr, sr, rt, o, sT, bT, yr);
+        else TileRowsF<kBits>(m, xf, sr, rt, o, sT, bT, yr);
       }
     }
   }
 #endif
   for (; o < o1; ++o) {
     convert(o, srow, brow);
-    for (int64_t t = t0; t < t1; ++t)
-      RowScalar8<kBits>(m, xq + t * K, dx + t * groups, xsum + t * groups, o, srow, brow, y + t * M + o);
+    for (int64_t t = t0; t < t1; ++t) {
+      if constexpr (kInt8)
+        RowScalar8<kBits>(m, a.xq + t * K, a.dx + t * groups, a.xsum + t * groups, o, srow, brow, y + t * M + o);
+      else
+        RowScalarF<kBits>(m, a.x + t * K, a.xsum + t * groups, o, srow, brow, y + t * M + o);
+    }
   }
 }
 
@@ -512,33 +562,29 @@ void Range8(const Matrix& m, const int8_t* xq, const float* dx, const float* xsu
 // rt rows of activations against output row o, with the row count fixed at compile time so the
 // accumulators stay in registers.
 template <int rt>
-HWY_INLINE void Rows(const Matrix& m, bool affine, bool fast_bits, const float* const* x,
-                     const float* const* xsum, int64_t o, float* const* y, const float* sf,
-                     const float* bf, const float* lane_scales) {
+HWY_INLINE void Rows(const Matrix& m, bool affine, const float* const* x, const float* const* xsum, int64_t o,
+                     float* const* y, const float* sf, const float* bf) {
   if (!affine) FloatRows<rt>(m, x, o, y);
-  else if (!fast_bits) AffineGenericRows<rt>(m, x, xsum, o, y, sf, bf);
-  else if (m.bits == 4) AffineRows<4, rt>(m, x, xsum, o, y, sf, bf, lane_scales);
-  else if (m.bits == 8) AffineRows<8, rt>(m, x, xsum, o, y, sf, bf, lane_scales);
-  else AffineRows<2, rt>(m, x, xsum, o, y, sf, bf, lane_scales);
+  else AffineGenericRows<rt>(m, x, xsum, o, y, sf, bf);
 }
 
 void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, float* y,
                 MatmulScratch& sc) {
   const int64_t K = m.cols, M = m.rows;
   const bool affine = m.type == WeightType::kAffine;
-  const bool fast_bits = affine && (m.bits == 2 || m.bits == 4 || m.bits == 8) && K % block_codes(m.bits) == 0;
-  const bool int8 = ctx.int8_activations && affine && (m.bits == 2 || m.bits == 4 || m.bits == 8) &&
-                    m.group % (32 / m.bits) == 0 && K % m.group == 0;
-  // Prepare activations once: permuted copies (exact affine path), quantized copies (fast mode)
-  // and per-group sums, row by row (in parallel for prompts: this is serial work otherwise).
+  // 2/4/8-bit affine matrices take the tile kernels (exact, or fast with int8 activations); other
+  // widths and float weights the per-row kernels below.
+  const bool tiled = affine && (m.bits == 2 || m.bits == 4 || m.bits == 8) && m.group % (32 / m.bits) == 0 &&
+                     K % m.group == 0;
+  const bool int8 = tiled && ctx.int8_activations;
+  // Prepare activations once: quantized copies (fast mode) and per-group sums, row by row (in
+  // parallel for prompts: this is serial work otherwise).
   if (affine) {
     const int64_t groups = K / m.group;
     sc.xsum.resize(size_t(n * groups));
     if (int8) {
       sc.xq.resize(size_t(n * K));
       sc.xdx.resize(size_t(n * groups));
-    } else if (fast_bits) {
-      sc.xp.resize(size_t(n * K));
     }
     auto prep = [&](size_t t0, size_t t1, int) {
       for (int64_t t = int64_t(t0); t < int64_t(t1); ++t) {
@@ -552,21 +598,27 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
           for (int64_t j = 0; j < m.group; ++j) s += x[t * K + g * m.group + j];
           sc.xsum[size_t(t * groups + g)] = s;
         }
-        if (fast_bits) PermuteRow(x + t * K, K, m.bits, sc.xp.data() + t * K);
       }
     };
     if (ctx.pool != nullptr && n >= 4) ctx.pool->parallel_for(size_t(n), prep, 1);
     else prep(0, size_t(n), 0);
   }
-  const float* xs = fast_bits ? sc.xp.data() : x;
+  const float* xs = x;
   auto body = [&](size_t o0, size_t o1, int) {
-    if (int8) {
-      constexpr int64_t kTBlock8 = 64;  // activation rows per pass over a tile (their rows stay in L1/L2)
-      for (int64_t tb = 0; tb < n; tb += kTBlock8) {
-        const int64_t te = std::min(n, tb + kTBlock8);
-        if (m.bits == 4) Range8<4>(m, sc.xq.data(), sc.xdx.data(), sc.xsum.data(), tb, te, int64_t(o0), int64_t(o1), y);
-        else if (m.bits == 8) Range8<8>(m, sc.xq.data(), sc.xdx.data(), sc.xsum.data(), tb, te, int64_t(o0), int64_t(o1), y);
-        else Range8<2>(m, sc.xq.data(), sc.xdx.data(), sc.xsum.data(), tb, te, int64_t(o0), int64_t(o1), y);
+    if (tiled) {
+      const AffineActs acts{x, sc.xq.data(), sc.xdx.data(), sc.xsum.data()};
+      constexpr int64_t kTBlockA = 64;  // activation rows per pass over a tile (their rows stay in L1/L2)
+      for (int64_t tb = 0; tb < n; tb += kTBlockA) {
+        const int64_t te = std::min(n, tb + kTBlockA), a0 = int64_t(o0), a1 = int64_t(o1);
+        if (int8) {
+          if (m.bits == 4) RangeAffine<4, true>(m, acts, tb, te, a0, a1, y);
+          else if (m.bits == 8) RangeAffine<8, true>(m, acts, tb, te, a0, a1, y);
+          else RangeAffine<2, true>(m, acts, tb, te, a0, a1, y);
+        } else {
+          if (m.bits == 4) RangeAffine<4, false>(m, acts, tb, te, a0, a1, y);
+          else if (m.bits == 8) RangeAffine<8, false>(m, acts, tb, te, a0, a1, y);
+          else RangeAffine<2, false>(m, acts, tb, te, a0, a1, y);
+        }
       }
       return;
     }
@@ -603,14 +655,14 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
           const float* sf = sb_buf.data() + (o - ob) * 2 * stride;
           const float* bf = sf + stride;
           switch (rt) {
-            case 1: Rows<1>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
-            case 2: Rows<2>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
-            case 3: Rows<3>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
-            case 4: Rows<4>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
-            case 5: Rows<5>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
-            case 6: Rows<6>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
-            case 7: Rows<7>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
-            default: Rows<8>(m, affine, fast_bits, xr, xsr, o, yr, sf, bf, nullptr); break;
+            case 1: Rows<1>(m, affine, xr, xsr, o, yr, sf, bf); break;
+            case 2: Rows<2>(m, affine, xr, xsr, o, yr, sf, bf); break;
+            case 3: Rows<3>(m, affine, xr, xsr, o, yr, sf, bf); break;
+            case 4: Rows<4>(m, affine, xr, xsr, o, yr, sf, bf); break;
+            case 5: Rows<5>(m, affine, xr, xsr, o, yr, sf, bf); break;
+            case 6: Rows<6>(m, affine, xr, xsr, o, yr, sf, bf); break;
+            case 7: Rows<7>(m, affine, xr, xsr, o, yr, sf, bf); break;
+            default: Rows<8>(m, affine, xr, xsr, o, yr, sf, bf); break;
           }
         }
       }

@@ -1,11 +1,14 @@
 // SIMD matmul over stored weights (Highway dynamic dispatch): y[n, rows] = x[n, cols] · Wᵀ.
 //
 // One code path for every n, so a row's bits never depend on how many rows share the call
-// (DESIGN.md §6): each output is accumulated over k in a fixed lane/block order, rows are only
-// tiled for reuse of the decoded weights. MLX affine 2/4/8-bit weights are decoded in registers
-// (codes of one 32-bit word land in one lane; the activations are permuted to match once per
-// call); 3/5/6-bit groups are decoded into a small stack buffer. Biases enter through per-group
-// activation sums: Σ x(s·q + b) = s·Σ x q + b·Σ x.
+// (DESIGN.md §6): each output is accumulated over k in a fixed order, rows are only tiled for reuse
+// of the decoded weights. MLX affine 2/4/8-bit weights take tile kernels: 16 (AVX-512) or 8 (AVX2)
+// output rows, one per lane, their 32-bit words transposed in registers, so the per-group scale and
+// bias are applied once per group for all lanes and no horizontal sums remain; the exact mode
+// multiplies decoded codes by fp32 activations, the fast mode int8 activations with integer dot
+// products (vpdpbusd / vpmaddubsw). Tail rows and other targets run a scalar loop performing the
+// same float operations. 3/5/6-bit groups are decoded into a small stack buffer. Biases enter
+// through per-group activation sums: Σ x(s·q + b) = s·Σ x q + b·Σ x.
 #pragma once
 
 #include <cstdint>
@@ -17,12 +20,11 @@
 
 namespace qwen35::kernels::cpu {
 
-// Per-call activation preparation (permuted copies and group sums), reused across calls.
+// Per-call activation preparation (group sums, quantized copies), reused across calls.
 struct MatmulScratch {
-  std::vector<float> xp;    // permuted activations [n, cols]
   std::vector<float> xsum;  // [n, cols / group]
-  std::vector<int8_t> xq;   // fast mode: quantized, permuted activations [n, cols]
-  std::vector<float> xdx;   // fast mode: per int32 lane of each block, the activation scale
+  std::vector<int8_t> xq;   // fast mode: quantized activations in the kernels' byte order [n, cols]
+  std::vector<float> xdx;   // fast mode: the activation scale of each group [n, cols / group]
 };
 
 void matmul(const Context& ctx, const float* x, int64_t n, const Matrix& w, float* y,
