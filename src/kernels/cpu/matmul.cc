@@ -189,8 +189,9 @@ void RowScalar8(const Matrix& m, const int8_t* xq, const float* dx, const float*
   *y = acc;
 }
 
-// Exact mode, one output row, scalar: per group, part = Σ fma(q, x) in code order, then
-// acc = fma(part, s, acc), acc = fma(b, xsum, acc). The float tile kernel performs the same operations.
+// Exact mode, one output row, scalar: per group, two partial sums of fma(q, x) in code order (even
+// and odd words), then acc = fma(p0 + p1, s, acc), acc = fma(b, xsum, acc). The float tile kernel
+// performs the same operations.
 template <int kBits>
 void RowScalarF(const Matrix& m, const float* x, const float* xsum, int64_t o, const float* s_row,
                 const float* b_row, float* y) {
@@ -198,16 +199,17 @@ void RowScalarF(const Matrix& m, const float* x, const float* xsum, int64_t o, c
   constexpr uint32_t mask = kBits == 8 ? 0xFFu : (1u << kBits) - 1u;
   const int64_t K = m.cols, DG = m.group / C, words = K / C;
   const uint8_t* row = static_cast<const uint8_t*>(m.data) + o * (K * kBits / 8);
-  float acc = 0, part = 0;
+  float acc = 0, part[2] = {0, 0};  // even and odd words, as in TileF
   for (int64_t jj = 0; jj < words; ++jj) {
     uint32_t w;
     std::memcpy(&w, row + jj * 4, 4);
-    for (int i = 0; i < C; ++i) part = std::fma(float((w >> (kBits * i)) & mask), x[jj * C + i], part);
+    float& p = part[jj & 1];
+    for (int i = 0; i < C; ++i) p = std::fma(float((w >> (kBits * i)) & mask), x[jj * C + i], p);
     if ((jj + 1) % DG == 0) {
       const int64_t g = jj / DG;
-      acc = std::fma(part, s_row[g], acc);
+      acc = std::fma(part[0] + part[1], s_row[g], acc);
       acc = std::fma(b_row[g], xsum[g], acc);
-      part = 0;
+      part[0] = part[1] = 0;
     }
   }
   *y = acc;
@@ -215,7 +217,8 @@ void RowScalarF(const Matrix& m, const float* x, const float* xsum, int64_t o, c
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 constexpr int kTileRows = 16;  // output rows per tile: one per int32 lane
-constexpr int kTileT = 8;      // activation rows per pass
+constexpr int kTileT = 8;      // activation rows per pass (fast mode)
+constexpr int kTileTF = 8;     // activation rows per pass (exact mode)
 using VI = __m512i;
 using VFl = __m512;
 HWY_INLINE VI LoadI(const void* p) { return _mm512_loadu_si512(p); }
@@ -237,6 +240,8 @@ HWY_INLINE VFl CvtF(VI v) { return _mm512_cvtepi32_ps(v); }
 HWY_INLINE VFl MulF(VFl a, VFl b) { return _mm512_mul_ps(a, b); }
 HWY_INLINE VFl FmaF(VFl a, VFl b, VFl c) { return _mm512_fmadd_ps(a, b, c); }
 HWY_INLINE VFl SetF(float v) { return _mm512_set1_ps(v); }
+HWY_INLINE VI AddI(VI a, VI b) { return _mm512_add_epi32(a, b); }
+HWY_INLINE VFl AddF(VFl a, VFl b) { return _mm512_add_ps(a, b); }
 #if HWY_TARGET == HWY_AVX3_DL
 // vpdpbusd. Highway 1.0.3's AVX3_DL target string names "avxvnni" rather than "avx512vnni", so the
 // intrinsic does not compile inside it; the instruction itself is safe (the target is only
@@ -298,6 +303,7 @@ HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, VI* out) {
 #elif HWY_TARGET == HWY_AVX2
 constexpr int kTileRows = 8;
 constexpr int kTileT = 4;
+constexpr int kTileTF = 4;
 using VI = __m256i;
 using VFl = __m256;
 HWY_INLINE VI LoadI(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
@@ -319,6 +325,8 @@ HWY_INLINE VFl CvtF(VI v) { return _mm256_cvtepi32_ps(v); }
 HWY_INLINE VFl MulF(VFl a, VFl b) { return _mm256_mul_ps(a, b); }
 HWY_INLINE VFl FmaF(VFl a, VFl b, VFl c) { return _mm256_fmadd_ps(a, b, c); }
 HWY_INLINE VFl SetF(float v) { return _mm256_set1_ps(v); }
+HWY_INLINE VI AddI(VI a, VI b) { return _mm256_add_epi32(a, b); }
+HWY_INLINE VFl AddF(VFl a, VFl b) { return _mm256_add_ps(a, b); }
 HWY_INLINE VI DotPair(VI acc, VI q0, const int8_t* x0p, VI q1, const int8_t* x1p) {
   const VI x0 = Bcast(x0p), x1 = Bcast(x1p);
   const VI p = _mm256_add_epi16(_mm256_maddubs_epi16(q0, x0), _mm256_maddubs_epi16(q1, x1));
@@ -351,6 +359,7 @@ HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, VI* out) {
 #else
 constexpr int kTileRows = 0;  // no tile kernel: every row takes the scalar loop
 constexpr int kTileT = 1;
+constexpr int kTileTF = 1;
 #endif
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
@@ -361,10 +370,14 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
   constexpr int N = kTileRows, C = 32 / kBits;
   const int64_t K = m.cols, DG = m.group / C, words = K / C, row_bytes = K * kBits / 8;
   const uint8_t* base = static_cast<const uint8_t*>(m.data) + o * row_bytes;
-  VI isum[rt];
+  // With few activation rows, words alternate between two integer accumulators (even, odd word) so
+  // consecutive dot products do not wait on each other; integer sums are exact, so this changes no
+  // bits. With more rows the rows' chains are independent already and registers are scarce.
+  constexpr int kChains = rt <= 2 ? 2 : 1;
+  VI isum[2][rt];
   VFl acc[rt];
   for (int r = 0; r < rt; ++r) {
-    isum[r] = ZeroI();
+    isum[0][r] = isum[1][r] = ZeroI();
     acc[r] = ZeroF();
   }
   VI tw[N];
@@ -372,33 +385,36 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
     TransposeTile(base + j0 * 4, row_bytes, tw);
     // The same words of the next tile's rows: one tile ahead, decode reaches ~90% of the bandwidth.
     for (int l = 0; l < N; ++l) __builtin_prefetch(base + (N + l) * row_bytes + j0 * 4);
-    for (int j = 0; j < N; ++j) {
-      const int64_t jj = j0 + j;
-      const VI w = tw[j];
-      if constexpr (kBits == 8) {
-        for (int r = 0; r < rt; ++r) isum[r] = DotWide(isum[r], w, xq[r] + jj * C);
-      } else if constexpr (kBits == 4) {
-        const VI lo = AndI(w, 0x0F), hi = AndI(Srl<4>(w), 0x0F);
-        for (int r = 0; r < rt; ++r)
-          isum[r] = DotPair(isum[r], lo, xq[r] + jj * C, hi, xq[r] + jj * C + 4);
-      } else {
-        const VI q0 = AndI(w, 3), q1 = AndI(Srl<2>(w), 3), q2 = AndI(Srl<4>(w), 3), q3 = AndI(Srl<6>(w), 3);
-        for (int r = 0; r < rt; ++r) {
-          const int8_t* xw = xq[r] + jj * C;
-          isum[r] = DotPair(isum[r], q0, xw, q1, xw + 4);
-          isum[r] = DotPair(isum[r], q2, xw + 8, q3, xw + 12);
+    for (int j = 0; j < N; j += 2)
+      for (int cc = 0; cc < 2; ++cc) {
+        const int c = cc % kChains;
+        const int64_t jj = j0 + j + cc;
+        const VI w = tw[j + cc];
+        if constexpr (kBits == 8) {
+          for (int r = 0; r < rt; ++r) isum[c][r] = DotWide(isum[c][r], w, xq[r] + jj * C);
+        } else if constexpr (kBits == 4) {
+          const VI lo = AndI(w, 0x0F), hi = AndI(Srl<4>(w), 0x0F);
+          for (int r = 0; r < rt; ++r)
+            isum[c][r] = DotPair(isum[c][r], lo, xq[r] + jj * C, hi, xq[r] + jj * C + 4);
+        } else {
+          const VI q0 = AndI(w, 3), q1 = AndI(Srl<2>(w), 3), q2 = AndI(Srl<4>(w), 3), q3 = AndI(Srl<6>(w), 3);
+          for (int r = 0; r < rt; ++r) {
+            const int8_t* xw = xq[r] + jj * C;
+            isum[c][r] = DotPair(isum[c][r], q0, xw, q1, xw + 4);
+            isum[c][r] = DotPair(isum[c][r], q2, xw + 8, q3, xw + 12);
+          }
+        }
+        if ((jj + 1) % DG == 0) {
+          const int64_t g = jj / DG;
+          const VFl s = LoadF(sT + g * N), b = LoadF(bT + g * N);
+          for (int r = 0; r < rt; ++r) {
+            const VI total = kChains == 2 ? AddI(isum[0][r], isum[1][r]) : isum[0][r];
+            acc[r] = FmaF(CvtF(total), MulF(s, SetF(dx[r][g])), acc[r]);
+            acc[r] = FmaF(b, SetF(xsum[r][g]), acc[r]);
+            isum[0][r] = isum[1][r] = ZeroI();
+          }
         }
       }
-      if ((jj + 1) % DG == 0) {
-        const int64_t g = jj / DG;
-        const VFl s = LoadF(sT + g * N), b = LoadF(bT + g * N);
-        for (int r = 0; r < rt; ++r) {
-          acc[r] = FmaF(CvtF(isum[r]), MulF(s, SetF(dx[r][g])), acc[r]);
-          acc[r] = FmaF(b, SetF(xsum[r][g]), acc[r]);
-          isum[r] = ZeroI();
-        }
-      }
-    }
   }
   for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
 }
@@ -433,28 +449,38 @@ HWY_INLINE void TileF(const Matrix& m, const float* const* x, const float* const
   constexpr uint32_t mask = kBits == 8 ? 0xFFu : (1u << kBits) - 1u;
   const int64_t K = m.cols, DG = m.group / C, words = K / C, row_bytes = K * kBits / 8;
   const uint8_t* base = static_cast<const uint8_t*>(m.data) + o * row_bytes;
-  VFl part[rt], acc[rt];
-  for (int r = 0; r < rt; ++r) part[r] = acc[r] = ZeroF();
+  // Even and odd words accumulate into separate partial sums (two independent FMA chains), added at
+  // the end of each group; RowScalarF does the same.
+  VFl part[2][rt], acc[rt];
+  for (int r = 0; r < rt; ++r) part[0][r] = part[1][r] = acc[r] = ZeroF();
   VI tw[N];
   for (int64_t j0 = 0; j0 < words; j0 += N) {
     TransposeTile(base + j0 * 4, row_bytes, tw);
     for (int l = 0; l < N; ++l) __builtin_prefetch(base + (N + l) * row_bytes + j0 * 4);
-    for (int j = 0; j < N; ++j) {
-      const int64_t jj = j0 + j;
-      for (int i = 0; i < C; ++i) {
-        const VFl q = CvtF(And32(SrlVar(tw[j], kBits * i), mask));
-        for (int r = 0; r < rt; ++r) part[r] = FmaF(q, SetF(x[r][jj * C + i]), part[r]);
-      }
-      if ((jj + 1) % DG == 0) {
-        const int64_t g = jj / DG;
-        const VFl sv = LoadF(sT + g * N), bv = LoadF(bT + g * N);
-        for (int r = 0; r < rt; ++r) {
-          acc[r] = FmaF(part[r], sv, acc[r]);
-          acc[r] = FmaF(bv, SetF(xsum[r][g]), acc[r]);
-          part[r] = ZeroF();
+    for (int j = 0; j < N; j += 2)
+      for (int c = 0; c < 2; ++c) {
+        const int64_t jj = j0 + j + c;
+        // Code i < C-1 stays in place (q·2^(bits·i), exact in fp32 and below 2^31) and meets the
+        // activation pre-scaled by 2^-(bits·i) (ScaleForTiles): the products, and so the FMAs, equal
+        // q·x exactly, one shift fewer per code. The top code is shifted down.
+        for (int i = 0; i < C - 1; ++i) {
+          const VFl q = CvtF(And32(tw[j + c], mask << (kBits * i)));
+          for (int r = 0; r < rt; ++r) part[c][r] = FmaF(q, SetF(x[r][jj * C + i]), part[c][r]);
+        }
+        {
+          const VFl q = CvtF(Srl<32 - kBits>(tw[j + c]));
+          for (int r = 0; r < rt; ++r) part[c][r] = FmaF(q, SetF(x[r][jj * C + C - 1]), part[c][r]);
+        }
+        if ((jj + 1) % DG == 0) {
+          const int64_t g = jj / DG;
+          const VFl sv = LoadF(sT + g * N), bv = LoadF(bT + g * N);
+          for (int r = 0; r < rt; ++r) {
+            acc[r] = FmaF(AddF(part[0][r], part[1][r]), sv, acc[r]);
+            acc[r] = FmaF(bv, SetF(xsum[r][g]), acc[r]);
+            part[0][r] = part[1][r] = ZeroF();
+          }
         }
       }
-    }
   }
   for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
 }
@@ -479,10 +505,20 @@ HWY_INLINE void TileRowsF(const Matrix& m, const float* const* x, const float* c
 }
 #endif
 
+// x[k]·2^-(bits·(k mod C)) for the exact tile kernels (powers of two: exact for any activation
+// above 1e-29).
+void ScaleForTiles(const float* x, int64_t K, int bits, float* out) {
+  const int C = 32 / bits;
+  float f[16];
+  for (int i = 0; i < C; ++i) f[i] = i == C - 1 ? 1.0f : std::ldexp(1.0f, -bits * i);
+  for (int64_t k = 0; k < K; ++k) out[k] = x[k] * f[k % C];
+}
+
 // The activations of one affine matmul call: exact mode reads x and the per-group sums; fast mode
 // the int8 rows, their per-group scales and the sums of the quantized values.
 struct AffineActs {
   const float* x;
+  const float* xs;  // x scaled for the exact tile kernels (ScaleForTiles)
   const int8_t* xq;
   const float* dx;
   const float* xsum;
@@ -507,7 +543,7 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
   int64_t o = o0;
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
   constexpr int N = kTileRows;
-  constexpr int64_t kT = kTileT;  // activation rows per kernel call
+  constexpr int64_t kT = kInt8 ? kTileT : kTileTF;  // activation rows per kernel call
   float* sT = brow + NT * (groups + 16);  // [groups][N]
   float* bT = sT + NT * (groups + 16);
   if ((K / (32 / kBits)) % N == 0) {
@@ -535,7 +571,7 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
         float* yr[kT];
         for (int r = 0; r < rt; ++r) {
           xr[r] = kInt8 ? a.xq + (t + r) * K : nullptr;
-          xf[r] = a.x + (t + r) * K;
+          xf[r] = kInt8 ? nullptr : a.xs + (t + r) * K;
           dr[r] = kInt8 ? a.dx + (t + r) * groups : nullptr;
           sr[r] = a.xsum + (t + r) * groups;
           yr[r] = y + (t + r) * M;
@@ -585,6 +621,8 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
     if (int8) {
       sc.xq.resize(size_t(n * K));
       sc.xdx.resize(size_t(n * groups));
+    } else if (tiled) {
+      sc.xs.resize(size_t(n * K));
     }
     auto prep = [&](size_t t0, size_t t1, int) {
       for (int64_t t = int64_t(t0); t < int64_t(t1); ++t) {
@@ -598,6 +636,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
           for (int64_t j = 0; j < m.group; ++j) s += x[t * K + g * m.group + j];
           sc.xsum[size_t(t * groups + g)] = s;
         }
+        if (tiled) ScaleForTiles(x + t * K, K, m.bits, sc.xs.data() + t * K);
       }
     };
     if (ctx.pool != nullptr && n >= 4) ctx.pool->parallel_for(size_t(n), prep, 1);
@@ -606,7 +645,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
   const float* xs = x;
   auto body = [&](size_t o0, size_t o1, int) {
     if (tiled) {
-      const AffineActs acts{x, sc.xq.data(), sc.xdx.data(), sc.xsum.data()};
+      const AffineActs acts{x, sc.xs.data(), sc.xq.data(), sc.xdx.data(), sc.xsum.data()};
       constexpr int64_t kTBlockA = 64;  // activation rows per pass over a tile (their rows stay in L1/L2)
       for (int64_t tb = 0; tb < n; tb += kTBlockA) {
         const int64_t te = std::min(n, tb + kTBlockA), a0 = int64_t(o0), a1 = int64_t(o1);

@@ -23,6 +23,7 @@ namespace qwen35::kernels::cpu {
 // Per-call activation preparation (group sums, quantized copies), reused across calls.
 struct MatmulScratch {
   std::vector<float> xsum;  // [n, cols / group]
+  std::vector<float> xs;    // exact mode: activations pre-scaled for the tile kernels [n, cols]
   std::vector<int8_t> xq;   // fast mode: quantized activations in the kernels' byte order [n, cols]
   std::vector<float> xdx;   // fast mode: the activation scale of each group [n, cols / group]
 };
