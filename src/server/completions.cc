@@ -5,8 +5,10 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <functional>
 
 #include "server/choice.h"
+#include "server/peer.h"
 #include "server/server.h"
 #include "tokenizer/utf8.h"
 
@@ -188,16 +190,29 @@ bool stream_job(Job& job, httplib::DataSink& sink) {
   return true;
 }
 
-// Waits for every choice and builds the single JSON response.
-std::optional<ApiError> collect_job(Job& job, Json* out) {
+// Waits for every choice and builds the single JSON response. `client_gone` is checked while
+// waiting: a client that hung up has its choices cancelled (slots freed at the next step).
+std::optional<ApiError> collect_job(Job& job, const std::function<bool()>& client_gone, Json* out) {
   const auto& tok = *job.ctx->mi.tok;
   Json choices = Json::array();
   for (auto& c : job.choices) {
     Delta acc;
     std::vector<ToolCall> calls;
+    auto next_check = std::chrono::steady_clock::now();
     while (!c->done()) {
+      if (std::chrono::steady_clock::now() >= next_check) {  // every 50 ms, busy or not
+        next_check += std::chrono::milliseconds(50);
+        if (client_gone()) {
+          for (auto& other : job.choices) other->cancel();
+          ApiError e;
+          e.status = 499;
+          e.type = "client_closed_request";
+          e.message = "the client closed the connection";
+          return e;
+        }
+      }
       Delta d;
-      if (!c->poll(std::chrono::milliseconds(200), &d)) continue;
+      if (!c->poll(std::chrono::milliseconds(50), &d)) continue;
       acc.text += d.text;
       acc.reasoning += d.reasoning;
       for (auto& x : d.calls) calls.push_back(std::move(x));
@@ -308,7 +323,8 @@ void handle_generate(Context& ctx, bool chat, const httplib::Request& req, httpl
 
   if (!job->req.stream) {
     Json out;
-    if (auto e = collect_job(*job, &out)) return fail(*e);
+    const int fd = find_connection(req.remote_addr, req.remote_port, req.local_port);
+    if (auto e = collect_job(*job, [fd] { return peer_closed(fd); }, &out)) return fail(*e);
     job->observe();
     ctx.metrics.count_request(job->endpoint, 200);
     res.set_content(dump(out), "application/json");

@@ -1,7 +1,11 @@
 // qwen35 serve end to end on a synthetic tiny checkpoint: every endpoint, OpenAI response shapes,
 // SSE framing, errors (400 with an error object, and the server stays healthy), 429 when the
 // queue is full, a client that hangs up mid-stream, and SIGTERM.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "server_process.h"
 
@@ -258,6 +262,45 @@ TEST_F(ServerTest, DisconnectFreesTheSlot) {
   }
   EXPECT_EQ(used, 0);
   EXPECT_EQ(s().get("/health").first, 200);
+}
+
+// A non-streaming request whose client hangs up is cancelled too (its slot freed, counted as
+// cancelled), not run to its max_tokens.
+TEST(ServerDisconnect, NonStreamingRequestIsCancelled) {
+  TempDir d;
+  auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + d.file("m"));
+  ASSERT_EQ(r.exit_code, 0);
+  ServerProcess srv(d.file("m"), {"--parallel", "2", "--ctx", "8192"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(srv.port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string body =
+      Json{{"prompt", "go"}, {"max_tokens", 8000}, {"ignore_eos", true}}.dump();
+  const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                           "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n";
+  const std::string msg = head + body;
+  ASSERT_EQ(write(fd, msg.data(), msg.size()), ssize_t(msg.size()));
+  double used = 0;
+  for (int i = 0; i < 400 && used != 1; ++i) {
+    used = srv.metric("qwen35_slots_used");
+    if (used != 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(used, 1) << "the request never started";
+  const double cancelled = srv.metric("qwen35_engine_cancelled_total");
+  close(fd);
+  for (int i = 0; i < 200 && used != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    used = srv.metric("qwen35_slots_used");
+  }
+  EXPECT_EQ(used, 0) << "the slot was not freed";
+  EXPECT_EQ(srv.metric("qwen35_engine_cancelled_total"), cancelled + 1);
+  EXPECT_EQ(srv.get("/health").first, 200);
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
 }
 
 TEST(ServerAdmission, QueueFullGives429AndApiKey) {
