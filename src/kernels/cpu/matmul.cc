@@ -508,10 +508,30 @@ HWY_INLINE void TileRowsF(const Matrix& m, const float* const* x, const float* c
 // x[k]·2^-(bits·(k mod C)) for the exact tile kernels (powers of two: exact for any activation
 // above 1e-29).
 void ScaleForTiles(const float* x, int64_t K, int bits, float* out) {
-  const int C = 32 / bits;
-  float f[16];
-  for (int i = 0; i < C; ++i) f[i] = i == C - 1 ? 1.0f : std::ldexp(1.0f, -bits * i);
-  for (int64_t k = 0; k < K; ++k) out[k] = x[k] * f[k % C];
+  const int C = 32 / bits;  // 4, 8 or 16: divides 16, so the factors repeat every 16 floats
+  HWY_ALIGN float f[16];
+  for (int i = 0; i < 16; ++i) f[i] = i % C == C - 1 ? 1.0f : std::ldexp(1.0f, -bits * (i % C));
+  const DF df;
+  const int64_t N = int64_t(hn::Lanes(df));
+  int64_t k = 0;
+  if (16 % N == 0)
+    for (; k + N <= K; k += N) hn::StoreU(hn::Mul(hn::LoadU(df, x + k), hn::Load(df, f + k % 16)), df, out + k);
+  for (; k < K; ++k) out[k] = x[k] * f[k % 16];
+}
+
+// Per-group sums of one activation row (exact mode's bias term).
+void GroupSums(const float* x, int64_t K, int64_t group, float* out) {
+  const DF df;
+  const int64_t N = int64_t(hn::Lanes(df));
+  for (int64_t g = 0; g < K / group; ++g) {
+    const float* xg = x + g * group;
+    auto acc = hn::Zero(df);
+    int64_t j = 0;
+    for (; j + N <= group; j += N) acc = hn::Add(acc, hn::LoadU(df, xg + j));
+    float t = hn::GetLane(hn::SumOfLanes(df, acc));
+    for (; j < group; ++j) t += xg[j];
+    out[g] = t;
+  }
 }
 
 // The activations of one affine matmul call: exact mode reads x and the per-group sums; fast mode
@@ -631,11 +651,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
                        sc.xsum.data() + t * groups);
           continue;
         }
-        for (int64_t g = 0; g < groups; ++g) {
-          float s = 0;
-          for (int64_t j = 0; j < m.group; ++j) s += x[t * K + g * m.group + j];
-          sc.xsum[size_t(t * groups + g)] = s;
-        }
+        GroupSums(x + t * K, K, m.group, sc.xsum.data() + t * groups);
         if (tiled) ScaleForTiles(x + t * K, K, m.bits, sc.xs.data() + t * K);
       }
     };
