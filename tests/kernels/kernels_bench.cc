@@ -1,0 +1,166 @@
+// Micro-benchmarks of the hot CPU kernels (Google Benchmark; not part of the test suite: speed is
+// measured, never asserted). One thread, on the SIMD target the dispatcher picks. Shapes are the
+// 0.8B geometry's. Matmuls report the weight bytes streamed (bytes_per_second) and GFLOP/s.
+//   build/tests/kernels/kernels_bench [--benchmark_filter=Matmul]
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/recurrent.h"
+#include "kernels/ops.h"
+
+namespace {
+
+using namespace qwen35::kernels;
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, scale);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+// An MLX affine matrix with random codes and unit bf16 scales/biases.
+struct AffineMatrix {
+  std::vector<uint32_t> words;
+  std::vector<uint16_t> scales, biases;
+  Matrix m;
+  AffineMatrix(int64_t rows, int64_t cols, int bits) {
+    std::mt19937 g(1);
+    words.resize(size_t(rows * cols * bits / 32));
+    for (auto& w : words) w = g();
+    scales.assign(size_t(rows * cols / 64), 0x3c00);
+    biases.assign(scales.size(), 0xbc00);
+    m.type = WeightType::kAffine;
+    m.rows = rows;
+    m.cols = cols;
+    m.bits = bits;
+    m.group = 64;
+    m.data = words.data();
+    m.scales = scales.data();
+    m.biases = biases.data();
+    m.sb_type = qwen35::core::DType::kBF16;
+  }
+};
+
+// args: rows, cols, bits, activation rows n, fast (0/1)
+void BM_MatmulAffine(benchmark::State& st) {
+  const int64_t rows = st.range(0), cols = st.range(1), n = st.range(3);
+  const int bits = int(st.range(2));
+  AffineMatrix w(rows, cols, bits);
+  std::vector<float> x = random_floats(size_t(n * cols), 2), y(size_t(n * rows));
+  cpu::MatmulScratch s;
+  Context ctx;
+  ctx.int8_activations = st.range(4) != 0;
+  for (auto _ : st) {
+    cpu::matmul(ctx, x.data(), n, w.m, y.data(), s);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(w.m.bytes()));
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(rows * cols * n) * double(st.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+  st.SetLabel(cpu::simd_target() + (ctx.int8_activations ? " fast" : " exact"));
+}
+BENCHMARK(BM_MatmulAffine)
+    ->ArgNames({"rows", "cols", "bits", "n", "fast"})
+    ->Args({3584, 1024, 4, 1, 0})
+    ->Args({3584, 1024, 4, 1, 1})
+    ->Args({248320, 1024, 4, 1, 1})
+    ->Args({3584, 1024, 4, 8, 0})
+    ->Args({3584, 1024, 4, 8, 1})
+    ->Args({3584, 1024, 4, 64, 0})
+    ->Args({3584, 1024, 4, 64, 1})
+    ->Args({1024, 3584, 4, 64, 1})
+    ->Args({3584, 1024, 8, 1, 0})
+    ->Args({3584, 1024, 8, 1, 1})
+    ->Args({3584, 1024, 8, 64, 1})
+    ->Args({3584, 1024, 2, 64, 1});
+
+void BM_MatmulBF16(benchmark::State& st) {
+  const int64_t rows = st.range(0), cols = st.range(1), n = st.range(2);
+  std::vector<uint16_t> wdata(size_t(rows * cols), 0x3c00);
+  Matrix m;
+  m.type = WeightType::kBF16;
+  m.rows = rows;
+  m.cols = cols;
+  m.data = wdata.data();
+  std::vector<float> x = random_floats(size_t(n * cols), 3), y(size_t(n * rows));
+  cpu::MatmulScratch s;
+  for (auto _ : st) {
+    cpu::matmul({}, x.data(), n, m, y.data(), s);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(m.bytes()));
+  st.counters["GFLOP/s"] = benchmark::Counter(2.0 * double(rows * cols * n) * double(st.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_MatmulBF16)->ArgNames({"rows", "cols", "n"})->Args({3584, 1024, 1})->Args({3584, 1024, 64});
+
+// One token of the recurrent delta rule for one 128x128 head (state read and written once).
+void BM_DeltaStep(benchmark::State& st) {
+  const int64_t dk = 128, dv = 128;
+  std::vector<float> S = random_floats(size_t(dk * dv), 4, 0.1f), k = random_floats(size_t(dk), 5),
+                     q = random_floats(size_t(dk), 6), v = random_floats(size_t(dv), 7);
+  std::vector<float> o(static_cast<size_t>(dv));
+  for (auto _ : st) {
+    cpu::delta_step(S.data(), k.data(), q.data(), v.data(), 0.99f, 0.5f, dk, dv, o.data());
+    benchmark::DoNotOptimize(o.data());
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * dk * dv * 4 * 2);  // state in and out
+}
+BENCHMARK(BM_DeltaStep);
+
+// A 64-token chunk of the chunked delta rule for one 128x128 head.
+void BM_DeltaChunk(benchmark::State& st) {
+  const int64_t n = 64, dk = 128, dv = 128;
+  std::vector<float> S = random_floats(size_t(dk * dv), 8, 0.1f), qk = random_floats(size_t(2 * n * dk), 9, 0.09f),
+                     g = random_floats(size_t(n), 10, 0.01f), beta(size_t(n), 0.5f),
+                     v = random_floats(size_t(n * dv), 11), out(size_t(n * dv)),
+                     scratch(size_t(n + n * n + 2 * n * dv + n * dk + std::max(n, dk)));
+  for (auto& x : g) x = -std::abs(x);
+  for (auto _ : st) {
+    cpu::delta_chunk({n, dk, dv, qk.data(), qk.data() + n * dk, dk, g.data(), beta.data(), 1, v.data(), dv,
+                      S.data(), out.data(), dv, scratch.data()});
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.counters["tokens/s"] = benchmark::Counter(double(n) * double(st.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_DeltaChunk);
+
+// Causal conv1d + SiLU over the 0.8B's 6144 GDN channels, kernel 4; args: rows n.
+void BM_Conv1dSilu(benchmark::State& st) {
+  const int64_t ch = 6144, kernel = 4, n = st.range(0);
+  std::vector<float> x = random_floats(size_t(n * ch), 12), w = random_floats(size_t(ch * kernel), 13),
+                     state(size_t((kernel - 1) * ch)), out(size_t(n * ch));
+  for (auto _ : st) {
+    cpu::conv1d_silu_channels(x.data(), n, ch, w.data(), kernel, state.data(), out.data(), 0, ch);
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * n * ch * 4 * 2);
+}
+BENCHMARK(BM_Conv1dSilu)->Arg(1)->Arg(64);
+
+// One query row attending over `pos` cached positions (head_dim 256, the 0.8B's).
+void BM_Attend(benchmark::State& st) {
+  const int64_t hd = 256, pos = st.range(0);
+  std::vector<float> q = random_floats(size_t(hd), 14, 0.06f), k = random_floats(size_t(pos * hd), 15),
+                     v = random_floats(size_t(pos * hd), 16);
+  std::vector<float> s(static_cast<size_t>(pos)), o(static_cast<size_t>(hd));
+  for (auto _ : st) {
+    cpu::attend(q.data(), k.data(), v.data(), hd, pos, hd, 0.0625f, s.data(), o.data());
+    benchmark::DoNotOptimize(o.data());
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * pos * hd * 4 * 2);
+}
+BENCHMARK(BM_Attend)->Arg(512)->Arg(4096);
+
+}  // namespace
+
+BENCHMARK_MAIN();
