@@ -277,9 +277,8 @@ HWY_INLINE VI DotWide(VI acc, VI q, const int8_t* xp) {
 }
 #endif
 // 16 rows of 16 words (row l at p + l·stride) transposed: out[j] holds word j of every row.
-HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, VI* out) {
-  VI r[16], a[16], b[16];
-  for (int l = 0; l < 16; ++l) r[l] = LoadI(p + l * stride);
+HWY_INLINE void TransposeRegs(const VI* r, VI* out) {
+  VI a[16], b[16];
   for (int i = 0; i < 8; ++i) {
     a[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
     a[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
@@ -299,6 +298,15 @@ HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, VI* out) {
     out[8 + mm] = _mm512_shuffle_i32x4(d1, e1, 0x88);
     out[12 + mm] = _mm512_shuffle_i32x4(d1, e1, 0xDD);
   }
+}
+HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, VI* out) {
+  VI r[16];
+  for (int l = 0; l < 16; ++l) r[l] = LoadI(p + l * stride);
+  TransposeRegs(r, out);
+}
+// 16 bf16 values as the bits of 16 floats.
+HWY_INLINE VI LoadBf16(const uint16_t* p) {
+  return _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16);
 }
 #elif HWY_TARGET == HWY_AVX2
 constexpr int kTileRows = 8;
@@ -338,9 +346,8 @@ HWY_INLINE VI DotWide(VI acc, VI q, const int8_t* xp) {
   acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x), _mm256_set1_epi16(1)));
   return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x), _mm256_set1_epi16(16)));
 }
-HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, VI* out) {
-  VI r[8], a[8], b[8];
-  for (int l = 0; l < 8; ++l) r[l] = LoadI(p + l * stride);
+HWY_INLINE void TransposeRegs(const VI* r, VI* out) {
+  VI a[8], b[8];
   for (int i = 0; i < 4; ++i) {
     a[2 * i] = _mm256_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
     a[2 * i + 1] = _mm256_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
@@ -355,6 +362,15 @@ HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, VI* out) {
     out[mm] = _mm256_permute2x128_si256(b[mm], b[4 + mm], 0x20);
     out[4 + mm] = _mm256_permute2x128_si256(b[mm], b[4 + mm], 0x31);
   }
+}
+HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, VI* out) {
+  VI r[8];
+  for (int l = 0; l < 8; ++l) r[l] = LoadI(p + l * stride);
+  TransposeRegs(r, out);
+}
+// 8 bf16 values as the bits of 8 floats.
+HWY_INLINE VI LoadBf16(const uint16_t* p) {
+  return _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16);
 }
 #else
 constexpr int kTileRows = 0;  // no tile kernel: every row takes the scalar loop
@@ -567,21 +583,38 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
   float* sT = brow + NT * (groups + 16);  // [groups][N]
   float* bT = sT + NT * (groups + 16);
   if ((K / (32 / kBits)) % N == 0) {
+    // The tile's scales and biases as [group][row] f32. bf16 (the MLX default) is widened straight
+    // into the registers of the transpose; other types go through a row-major buffer.
+    const bool bf16_direct = m.sb_type == core::DType::kBF16 && m.biases != nullptr && groups % N == 0;
     for (; o + N <= o1 && o + N <= M; o += N) {
-      for (int l = 0; l < N; ++l) convert(o + l, srow + l * groups, brow + l * groups);
       int64_t g = 0;
-      for (; g + N <= groups; g += N) {  // N groups of N rows at a time, transposed in registers
-        VI t[N];
-        TransposeTile(reinterpret_cast<const uint8_t*>(srow + g), groups * 4, t);
-        for (int j = 0; j < N; ++j) std::memcpy(sT + (g + j) * N, &t[j], N * 4);
-        TransposeTile(reinterpret_cast<const uint8_t*>(brow + g), groups * 4, t);
-        for (int j = 0; j < N; ++j) std::memcpy(bT + (g + j) * N, &t[j], N * 4);
-      }
-      for (; g < groups; ++g)
-        for (int l = 0; l < N; ++l) {
-          sT[g * N + l] = srow[l * groups + g];
-          bT[g * N + l] = brow[l * groups + g];
+      if (bf16_direct) {
+        const uint16_t* sp = static_cast<const uint16_t*>(m.scales) + o * groups;
+        const uint16_t* bp = static_cast<const uint16_t*>(m.biases) + o * groups;
+        for (; g < groups; g += N) {
+          VI r[N], t[N];
+          for (int l = 0; l < N; ++l) r[l] = LoadBf16(sp + l * groups + g);
+          TransposeRegs(r, t);
+          for (int j = 0; j < N; ++j) std::memcpy(sT + (g + j) * N, &t[j], N * 4);
+          for (int l = 0; l < N; ++l) r[l] = LoadBf16(bp + l * groups + g);
+          TransposeRegs(r, t);
+          for (int j = 0; j < N; ++j) std::memcpy(bT + (g + j) * N, &t[j], N * 4);
         }
+      } else {
+        for (int l = 0; l < N; ++l) convert(o + l, srow + l * groups, brow + l * groups);
+        for (; g + N <= groups; g += N) {  // N groups of N rows at a time, transposed in registers
+          VI t[N];
+          TransposeTile(reinterpret_cast<const uint8_t*>(srow + g), groups * 4, t);
+          for (int j = 0; j < N; ++j) std::memcpy(sT + (g + j) * N, &t[j], N * 4);
+          TransposeTile(reinterpret_cast<const uint8_t*>(brow + g), groups * 4, t);
+          for (int j = 0; j < N; ++j) std::memcpy(bT + (g + j) * N, &t[j], N * 4);
+        }
+        for (; g < groups; ++g)
+          for (int l = 0; l < N; ++l) {
+            sT[g * N + l] = srow[l * groups + g];
+            bT[g * N + l] = brow[l * groups + g];
+          }
+      }
       for (int64_t t = t0; t < t1; t += kT) {
         const int64_t rt = std::min<int64_t>(kT, t1 - t);
         const int8_t* xr[kT];
