@@ -215,6 +215,20 @@ void RowScalarF(const Matrix& m, const float* x, const float* xsum, int64_t o, c
   *y = acc;
 }
 
+// bf16 weights, one output row, scalar: two partial sums (even and odd 32-bit words, i.e. element
+// pairs), each fma(w, x) in element order, added at the end. TileBF performs the same operations.
+void RowScalarBF(const Matrix& m, const float* x, int64_t o, float* y) {
+  const int64_t K = m.cols;
+  const uint16_t* row = static_cast<const uint16_t*>(m.data) + o * K;
+  float part[2] = {0, 0};
+  for (int64_t jj = 0; jj < K / 2; ++jj) {
+    float& p = part[jj & 1];
+    p = std::fma(core::bf16_to_f32(row[2 * jj]), x[2 * jj], p);
+    p = std::fma(core::bf16_to_f32(row[2 * jj + 1]), x[2 * jj + 1], p);
+  }
+  *y = part[0] + part[1];
+}
+
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 constexpr int kTileRows = 16;  // output rows per tile: one per int32 lane
 constexpr int kTileT = 8;      // activation rows per pass (fast mode)
@@ -241,6 +255,9 @@ HWY_INLINE VFl MulF(VFl a, VFl b) { return _mm512_mul_ps(a, b); }
 HWY_INLINE VFl FmaF(VFl a, VFl b, VFl c) { return _mm512_fmadd_ps(a, b, c); }
 HWY_INLINE VFl SetF(float v) { return _mm512_set1_ps(v); }
 HWY_INLINE VI AddI(VI a, VI b) { return _mm512_add_epi32(a, b); }
+template <int k>
+HWY_INLINE VI ShlI(VI a) { return _mm512_slli_epi32(a, k); }
+HWY_INLINE VFl AsF(VI a) { return _mm512_castsi512_ps(a); }
 HWY_INLINE VFl AddF(VFl a, VFl b) { return _mm512_add_ps(a, b); }
 #if HWY_TARGET == HWY_AVX3_DL
 // vpdpbusd. Highway 1.0.3's AVX3_DL target string names "avxvnni" rather than "avx512vnni", so the
@@ -334,6 +351,9 @@ HWY_INLINE VFl MulF(VFl a, VFl b) { return _mm256_mul_ps(a, b); }
 HWY_INLINE VFl FmaF(VFl a, VFl b, VFl c) { return _mm256_fmadd_ps(a, b, c); }
 HWY_INLINE VFl SetF(float v) { return _mm256_set1_ps(v); }
 HWY_INLINE VI AddI(VI a, VI b) { return _mm256_add_epi32(a, b); }
+template <int k>
+HWY_INLINE VI ShlI(VI a) { return _mm256_slli_epi32(a, k); }
+HWY_INLINE VFl AsF(VI a) { return _mm256_castsi256_ps(a); }
 HWY_INLINE VFl AddF(VFl a, VFl b) { return _mm256_add_ps(a, b); }
 HWY_INLINE VI DotPair(VI acc, VI q0, const int8_t* x0p, VI q1, const int8_t* x1p) {
   const VI x0 = Bcast(x0p), x1 = Bcast(x1p);
@@ -521,6 +541,75 @@ HWY_INLINE void TileRowsF(const Matrix& m, const float* const* x, const float* c
 }
 #endif
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
+// bf16 weights: output rows o..o+kTileRows-1 (one per lane) against rt activation rows.
+template <int rt>
+HWY_INLINE void TileBF(const Matrix& m, const float* const* x, int64_t o, float* const* y) {
+  constexpr int N = kTileRows;
+  const int64_t K = m.cols, words = K / 2, row_bytes = K * 2;
+  const uint8_t* base = static_cast<const uint8_t*>(m.data) + o * row_bytes;
+  VFl part[2][rt];
+  for (int r = 0; r < rt; ++r) part[0][r] = part[1][r] = ZeroF();
+  VI tw[N];
+  for (int64_t j0 = 0; j0 < words; j0 += N) {
+    TransposeTile(base + j0 * 4, row_bytes, tw);
+    for (int l = 0; l < N; ++l) __builtin_prefetch(base + (N + l) * row_bytes + j0 * 4);
+    for (int j = 0; j < N; j += 2)
+      for (int c = 0; c < 2; ++c) {
+        const int64_t jj = j0 + j + c;
+        const VFl lo = AsF(ShlI<16>(tw[j + c])), hi = AsF(And32(tw[j + c], 0xFFFF0000u));
+        for (int r = 0; r < rt; ++r) {
+          part[c][r] = FmaF(lo, SetF(x[r][2 * jj]), part[c][r]);
+          part[c][r] = FmaF(hi, SetF(x[r][2 * jj + 1]), part[c][r]);
+        }
+      }
+  }
+  for (int r = 0; r < rt; ++r) StoreF(y[r] + o, AddF(part[0][r], part[1][r]));
+}
+
+HWY_INLINE void TileRowsBF(const Matrix& m, const float* const* x, int64_t rt, int64_t o, float* const* y) {
+  switch (rt) {
+    case 1: TileBF<1>(m, x, o, y); break;
+    case 2: TileBF<2>(m, x, o, y); break;
+    case 3: TileBF<3>(m, x, o, y); break;
+    case 4: TileBF<4>(m, x, o, y); break;
+#if HWY_TARGET != HWY_AVX2
+    case 5: TileBF<5>(m, x, o, y); break;
+    case 6: TileBF<6>(m, x, o, y); break;
+    case 7: TileBF<7>(m, x, o, y); break;
+    default: TileBF<8>(m, x, o, y); break;
+#else
+    default: TileBF<4>(m, x, o, y); break;
+#endif
+  }
+}
+#endif
+
+// Output rows [o0, o1) of a bf16 matrix against activation rows [t0, t1): whole tiles (starting
+// at multiples of kTileRows) in the tile kernel, the rest in the scalar loop, the same bits.
+void RangeBF16(const Matrix& m, const float* x, int64_t t0, int64_t t1, int64_t o0, int64_t o1, float* y) {
+  const int64_t K = m.cols, M = m.rows;
+  int64_t o = o0;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
+  constexpr int N = kTileRows;
+  if ((K / 2) % N == 0) {
+    for (; o + N <= o1 && o + N <= M; o += N)
+      for (int64_t t = t0; t < t1; t += kTileTF) {
+        const int64_t rt = std::min<int64_t>(kTileTF, t1 - t);
+        const float* xr[kTileTF];
+        float* yr[kTileTF];
+        for (int r = 0; r < rt; ++r) {
+          xr[r] = x + (t + r) * K;
+          yr[r] = y + (t + r) * M;
+        }
+        TileRowsBF(m, xr, rt, o, yr);
+      }
+  }
+#endif
+  for (; o < o1; ++o)
+    for (int64_t t = t0; t < t1; ++t) RowScalarBF(m, x + t * K, o, y + t * M + o);
+}
+
 // x[k]·2^-(bits·(k mod C)) for the exact tile kernels (powers of two: exact for any activation
 // above 1e-29).
 void ScaleForTiles(const float* x, int64_t K, int bits, float* out) {
@@ -692,7 +781,14 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
     else prep(0, size_t(n), 0);
   }
   const float* xs = x;
+  const bool bf16_tiled = m.type == WeightType::kBF16 && K % 2 == 0;
   auto body = [&](size_t o0, size_t o1, int) {
+    if (bf16_tiled) {
+      constexpr int64_t kTBlockB = 64;
+      for (int64_t tb = 0; tb < n; tb += kTBlockB)
+        RangeBF16(m, x, tb, std::min(n, tb + kTBlockB), int64_t(o0), int64_t(o1), y);
+      return;
+    }
     if (tiled) {
       const AffineActs acts{x, sc.xs.data(), sc.xq.data(), sc.xdx.data(), sc.xsum.data()};
       constexpr int64_t kTBlockA = 64;  // activation rows per pass over a tile (their rows stay in L1/L2)
