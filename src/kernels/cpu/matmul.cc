@@ -174,13 +174,15 @@ void RowScalar8(const Matrix& m, const int8_t* xq, const float* dx, const float*
   const uint8_t* row = static_cast<const uint8_t*>(m.data) + o * (K * kBits / 8);
   float acc = 0;
   int32_t isum = 0;
+  int64_t left = DG, g_next = 0;
   for (int64_t jj = 0; jj < words; ++jj) {
     const uint8_t* w = row + jj * 4;
     const int8_t* xw = xq + jj * C;
     for (int mm = 0; mm < per; ++mm)
       for (int b = 0; b < 4; ++b) isum += int32_t((uint32_t(w[b]) >> (kBits * mm)) & mask) * xw[mm * 4 + b];
-    if ((jj + 1) % DG == 0) {
-      const int64_t g = jj / DG;
+    if (--left == 0) {
+      const int64_t g = g_next++;
+      left = DG;
       acc = std::fma(float(isum), s_row[g] * dx[g], acc);
       acc = std::fma(b_row[g], xsum[g], acc);
       isum = 0;
@@ -200,13 +202,15 @@ void RowScalarF(const Matrix& m, const float* x, const float* xsum, int64_t o, c
   const int64_t K = m.cols, DG = m.group / C, words = K / C;
   const uint8_t* row = static_cast<const uint8_t*>(m.data) + o * (K * kBits / 8);
   float acc = 0, part[2] = {0, 0};  // even and odd words, as in TileF
+  int64_t left = DG, g_next = 0;
   for (int64_t jj = 0; jj < words; ++jj) {
     uint32_t w;
     std::memcpy(&w, row + jj * 4, 4);
     float& p = part[jj & 1];
     for (int i = 0; i < C; ++i) p = std::fma(float((w >> (kBits * i)) & mask), x[jj * C + i], p);
-    if ((jj + 1) % DG == 0) {
-      const int64_t g = jj / DG;
+    if (--left == 0) {
+      const int64_t g = g_next++;
+      left = DG;
       acc = std::fma(part[0] + part[1], s_row[g], acc);
       acc = std::fma(b_row[g], xsum[g], acc);
       part[0] = part[1] = 0;
@@ -416,6 +420,7 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
     isum[0][r] = isum[1][r] = ZeroI();
     acc[r] = ZeroF();
   }
+  int64_t left = DG, g_next = 0;
   VI tw[N];
   for (int64_t j0 = 0; j0 < words; j0 += N) {
     TransposeTile(base + j0 * 4, row_bytes, tw);
@@ -440,8 +445,9 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
             isum[c][r] = DotPair(isum[c][r], q2, xw + 8, q3, xw + 12);
           }
         }
-        if ((jj + 1) % DG == 0) {
-          const int64_t g = jj / DG;
+        if (--left == 0) {  // the word closes group g (a countdown: no division per word)
+          const int64_t g = g_next++;
+          left = DG;
           const VFl s = LoadF(sT + g * N), b = LoadF(bT + g * N);
           for (int r = 0; r < rt; ++r) {
             const VI total = kChains == 2 ? AddI(isum[0][r], isum[1][r]) : isum[0][r];
@@ -489,6 +495,7 @@ HWY_INLINE void TileF(const Matrix& m, const float* const* x, const float* const
   // the end of each group; RowScalarF does the same.
   VFl part[2][rt], acc[rt];
   for (int r = 0; r < rt; ++r) part[0][r] = part[1][r] = acc[r] = ZeroF();
+  int64_t left = DG, g_next = 0;
   VI tw[N];
   for (int64_t j0 = 0; j0 < words; j0 += N) {
     TransposeTile(base + j0 * 4, row_bytes, tw);
@@ -507,8 +514,9 @@ HWY_INLINE void TileF(const Matrix& m, const float* const* x, const float* const
           const VFl q = CvtF(Srl<32 - kBits>(tw[j + c]));
           for (int r = 0; r < rt; ++r) part[c][r] = FmaF(q, SetF(x[r][jj * C + C - 1]), part[c][r]);
         }
-        if ((jj + 1) % DG == 0) {
-          const int64_t g = jj / DG;
+        if (--left == 0) {  // the word closes group g (a countdown: no division per word)
+          const int64_t g = g_next++;
+          left = DG;
           const VFl sv = LoadF(sT + g * N), bv = LoadF(bT + g * N);
           for (int r = 0; r < rt; ++r) {
             acc[r] = FmaF(AddF(part[0][r], part[1][r]), sv, acc[r]);
