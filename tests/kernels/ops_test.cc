@@ -287,7 +287,8 @@ TEST(Ops, NormsAndSwiglu) {
   }
 }
 
-TEST(Ops, AttentionWithCacheMatchesReference) {
+// Long enough (251 positions) for several 64-key blocks of the online softmax; on every target.
+void attention_checks() {
   core::ThreadPool pool(3);
   for (auto [nh, nkv, hd, rd] : {std::tuple{4, 2, 256, 64}, std::tuple{6, 3, 64, 32}, std::tuple{2, 1, 32, 2}}) {
     Ops::AttentionParams p{nh, nkv, hd, rd, 1e7f, 1e-6f, nullptr, nullptr};
@@ -296,10 +297,10 @@ TEST(Ops, AttentionWithCacheMatchesReference) {
     for (auto& v : kn) v += 1;
     p.q_norm = qn.data();
     p.k_norm = kn.data();
-    const int64_t cap = 40;
+    const int64_t cap = 260;
     std::vector<float> kc1(size_t(cap * nkv * hd)), vc1(kc1.size()), kc2(kc1.size()), vc2(kc1.size());
     int64_t pos = 0;
-    for (int64_t n : {5, 1, 13, 1}) {
+    for (int64_t n : {5, 1, 13, 1, 130, 1, 100}) {
       auto qg = randn(size_t(n * nh * 2 * hd), uint32_t(10 + pos)), k = randn(size_t(n * nkv * hd), uint32_t(20 + pos)),
            v = randn(size_t(n * nkv * hd), uint32_t(30 + pos));
       std::vector<float> o1(size_t(n * nh * hd)), o2(o1.size());
@@ -362,6 +363,15 @@ void delta_checks() {
       EXPECT_EQ(s1, s[3]);
     }
   }
+}
+
+TEST(Ops, AttentionWithCacheMatchesReferenceOnEveryTarget) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    attention_checks();
+  }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 // The SIMD conv and recurrent delta step on every compiled target this CPU supports.

@@ -127,7 +127,7 @@ class CpuOps final : public Ops {
         const float* gate = q_in + hd;
         rms_norm_row(q_in, hd, p.q_norm, p.eps, q);
         apply_rope(q, p.rotary_dim, p.rope_theta, pos);
-        float* s = scratch(1, size_t(cache.capacity)).data();  // sized once per context
+        float* s = scratch(1, 64).data();  // one block of scores (online softmax)
         float* o = out + (t * nh + h) * hd;
         cpu::attend(q, cache.k + kh * hd, cache.v + kh * hd, nkv * hd, pos + 1, hd, scale, s, o);
         for (int64_t i = 0; i < hd; ++i) o[i] *= sigmoid(gate[i]);

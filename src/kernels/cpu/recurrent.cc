@@ -190,17 +190,34 @@ void DeltaChunkImpl(const DeltaChunk& c) {
   }
 }
 
+// Online softmax over blocks of keys: a block's scores, then the running maximum, sum and output
+// rescaled only when the maximum grows. One pass over the cache, scratch for one block.
 void AttendImpl(const float* q, const float* k, const float* v, int64_t stride, int64_t n_pos, int64_t hd,
                 float scale, float* s, float* o) {
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < n_pos; ++j) {
-    s[j] = Dot(q, k + j * stride, hd) * scale;
-    mx = std::max(mx, s[j]);
-  }
-  float sum = 0;
-  for (int64_t j = 0; j < n_pos; ++j) sum += (s[j] = std::exp(s[j] - mx));
+  constexpr int64_t kBlock = 64;
+  float mx = -INFINITY, sum = 0;
   std::fill_n(o, hd, 0.0f);
-  for (int64_t j = 0; j < n_pos; ++j) Axpy(o, v + j * stride, s[j], hd);
+  for (int64_t j0 = 0; j0 < n_pos; j0 += kBlock) {
+    const int64_t jn = std::min(kBlock, n_pos - j0);
+    float bmx = -INFINITY;
+    for (int64_t j = 0; j < jn; ++j) {
+      s[j] = Dot(q, k + (j0 + j) * stride, hd) * scale;
+      bmx = std::max(bmx, s[j]);
+    }
+    if (bmx > mx) {
+      if (sum > 0) {
+        const float f = std::exp(mx - bmx);
+        sum *= f;
+        Scale(o, f, hd);
+      }
+      mx = bmx;
+    }
+    for (int64_t j = 0; j < jn; ++j) {
+      const float p = std::exp(s[j] - mx);
+      sum += p;
+      Axpy(o, v + (j0 + j) * stride, p, hd);
+    }
+  }
   Scale(o, 1.0f / sum, hd);
 }
 

@@ -34,7 +34,8 @@ struct DeltaChunk {
 void delta_chunk(const DeltaChunk& c);
 
 // Causal attention of one query row over cache positions 0..n_pos-1 (keys and values at
-// k + j*stride, v + j*stride): o[hd] = softmax_j(q·k_j · scale) v_j. s: n_pos floats of scratch.
+// k + j*stride, v + j*stride): o[hd] = softmax_j(q·k_j · scale) v_j, by an online softmax over
+// blocks of 64 keys (one pass over the cache). s: 64 floats of scratch.
 void attend(const float* q, const float* k, const float* v, int64_t stride, int64_t n_pos, int64_t hd,
             float scale, float* s, float* o);
 
