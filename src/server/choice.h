@@ -40,6 +40,8 @@ class ChoiceRunner {
   bool done() const { return done_; }
   void cancel();
   int index() const { return index_; }
+  // Which prompt of a batched completions request this choice continues (0 otherwise).
+  int prompt = 0;
   int64_t generated() const { return generated_; }
   const std::string& error() const { return error_; }
   int n_calls() const { return n_calls_; }

@@ -34,8 +34,21 @@ struct Job {
     for (const auto& c : choices) n += c->generated();
     return n;
   }
+  // Prompt tokens, each prompt of a batch counted once.
+  int64_t prompt_tokens() const {
+    if (req.batch.empty()) return int64_t(req.prompt.size());
+    int64_t n = 0;
+    for (const auto& b : req.batch) n += int64_t(b.ids.size());
+    return n;
+  }
+  const std::vector<int32_t>& ids_of(const ChoiceRunner& c) const {
+    return req.batch.empty() ? req.prompt : req.batch[size_t(c.prompt)].ids;
+  }
+  const std::string& text_of(const ChoiceRunner& c) const {
+    return req.batch.empty() ? req.prompt_text : req.batch[size_t(c.prompt)].text;
+  }
   Json usage() const {
-    const int64_t p = int64_t(req.prompt.size()), c = completion_tokens();
+    const int64_t p = prompt_tokens(), c = completion_tokens();
     return Json{{"prompt_tokens", p}, {"completion_tokens", c}, {"total_tokens", p + c}};
   }
   // Latency histograms and token counters, once per request.
@@ -43,7 +56,7 @@ struct Job {
     if (observed) return;
     observed = true;
     auto& m = ctx->metrics;
-    m.add_tokens(int64_t(req.prompt.size()), completion_tokens());
+    m.add_tokens(prompt_tokens(), completion_tokens());
     for (const auto& c : choices) {
       const auto& t = c->token_times;
       if (t.empty()) continue;
@@ -60,9 +73,11 @@ struct Job {
 
 std::optional<ApiError> submit_all(Job& job) {
   auto& engine = *job.ctx->engine;
-  for (int i = 0; i < job.req.n; ++i) {
+  const int n_prompts = job.req.batch.empty() ? 1 : int(job.req.batch.size());
+  for (int k = 0; k < n_prompts * job.req.n; ++k) {
+    const int pi = k / job.req.n, i = k % job.req.n;  // prompt, choice of that prompt
     runtime::GenerationRequest g;
-    g.prompt = job.req.prompt;
+    g.prompt = job.req.batch.empty() ? job.req.prompt : job.req.batch[size_t(pi)].ids;
     g.sampling = job.req.sampling;
     if (g.sampling.seed && i > 0) *g.sampling.seed += uint64_t(i);
     g.max_tokens = job.req.max_tokens;
@@ -86,7 +101,8 @@ std::optional<ApiError> submit_all(Job& job) {
       }
       return e;
     }
-    job.choices.push_back(std::make_unique<ChoiceRunner>(i, job.req, *job.ctx->mi.tok, stream));
+    job.choices.push_back(std::make_unique<ChoiceRunner>(k, job.req, *job.ctx->mi.tok, stream));
+    job.choices.back()->prompt = pi;
   }
   return std::nullopt;
 }
@@ -143,12 +159,12 @@ bool stream_job(Job& job, httplib::DataSink& sink) {
       ch["delta"] = {{"role", "assistant"}, {"content", ""}};
       ch["logprobs"] = nullptr;
     } else {
-      ch["text"] = job.req.echo ? job.req.prompt_text : "";
+      ch["text"] = job.req.echo ? job.text_of(*c) : "";
       ch["logprobs"] = nullptr;
     }
     ch["finish_reason"] = nullptr;
     chunk["choices"] = Json::array({ch});
-    if (job.req.return_token_ids) chunk["prompt_token_ids"] = job.req.prompt;
+    if (job.req.return_token_ids) chunk["prompt_token_ids"] = job.ids_of(*c);
     if (!write_event(sink, dump(chunk))) return false;
   }
   std::vector<int> call_index(job.choices.size(), 0);
@@ -254,12 +270,12 @@ std::optional<ApiError> collect_job(Job& job, const std::function<bool()>& clien
         ch["logprobs"] = nullptr;
       }
     } else {
-      const std::string prefix = job.req.echo ? job.req.prompt_text : "";
+      const std::string prefix = job.req.echo ? job.text_of(*c) : "";
       ch["text"] = prefix + acc.text;
       if (want_lp && job.req.prompt_logprobs >= 0) {
         // Echo: the prompt tokens first (the first has no logprob), then the completion.
         std::vector<runtime::SampleResult> all(1);
-        all[0].token = job.req.prompt[0];
+        all[0].token = job.ids_of(*c)[0];
         all[0].logprob = std::nanf("");
         for (const auto& x : c->prompt_samples) all.push_back(x);
         for (const auto& x : acc.samples) all.push_back(x);
@@ -280,7 +296,15 @@ std::optional<ApiError> collect_job(Job& job, const std::function<bool()>& clien
   *out = job.base(job.req.chat ? "chat.completion" : "text_completion");
   (*out)["choices"] = std::move(choices);
   (*out)["usage"] = job.usage();
-  if (job.req.return_token_ids) (*out)["prompt_token_ids"] = job.req.prompt;
+  if (job.req.return_token_ids) {
+    if (job.req.batch.size() > 1) {
+      Json all = Json::array();
+      for (const auto& b : job.req.batch) all.push_back(b.ids);
+      (*out)["prompt_token_ids"] = std::move(all);
+    } else {
+      (*out)["prompt_token_ids"] = job.req.prompt;
+    }
+  }
   return std::nullopt;
 }
 

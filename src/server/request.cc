@@ -294,29 +294,47 @@ std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo&
   TRY(parse_common(b, mi, r));
   const Json* p = field(b, "prompt");
   if (!p) return bad("prompt", "'prompt' is required");
-  if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) p = &(*p)[0];
-  if (p->is_string()) {
-    r->prompt_text = p->get<std::string>();
-    auto ids = mi.tok->encode(r->prompt_text);
-    if (!ids.ok()) return bad("prompt", ids.message());
-    r->prompt = std::move(*ids);
-  } else if (p->is_array() && !p->empty() && (*p)[0].is_number()) {
-    for (const auto& x : *p) {
-      if (!x.is_number_integer()) return bad("prompt", "a token-id prompt must hold integers");
-      const int64_t id = x.get<int64_t>();
-      if (id < 0 || !mi.tok->is_valid_id(int32_t(id)) || id > INT32_MAX)
-        return bad("prompt", "token id " + std::to_string(id) + " is out of range");
-      r->prompt.push_back(int32_t(id));
+  // One prompt: a string or a list of token ids. A batch: a list of those (strings or id lists).
+  auto one = [&](const Json& q, CompletionRequest::Prompt* out) -> std::optional<ApiError> {
+    if (q.is_string()) {
+      out->text = q.get<std::string>();
+      auto ids = mi.tok->encode(out->text);
+      if (!ids.ok()) return bad("prompt", ids.message());
+      out->ids = std::move(*ids);
+    } else if (q.is_array() && !q.empty() && q[0].is_number()) {
+      for (const auto& x : q) {
+        if (!x.is_number_integer()) return bad("prompt", "a token-id prompt must hold integers");
+        const int64_t id = x.get<int64_t>();
+        if (id < 0 || id > INT32_MAX || !mi.tok->is_valid_id(int32_t(id)))
+          return bad("prompt", "token id " + std::to_string(id) + " is out of range");
+        out->ids.push_back(int32_t(id));
+      }
+      out->text = mi.tok->decode(out->ids);
+    } else {
+      return bad("prompt", "'prompt' must be a string, a list of token ids, or a list of either");
     }
-    r->prompt_text = mi.tok->decode(r->prompt);
-  } else if (p->is_array()) {
-    return bad("prompt",
-               "'prompt' must be a string, a list of one string, or a list of token ids"
-               " (batched prompts are not supported)");
+    if (out->ids.empty()) return bad("prompt", "the prompt is empty");
+    return std::nullopt;
+  };
+  constexpr size_t kMaxBatch = 64;
+  if (p->is_array() && !p->empty() && (p->front().is_string() || p->front().is_array())) {
+    if (p->size() > kMaxBatch)
+      return bad("prompt", "at most " + std::to_string(kMaxBatch) + " prompts per request");
+    if (int64_t(p->size()) * r->n > 256) return bad("n", "prompts x n must be at most 256");
+    for (const auto& q : *p) {
+      if (q.is_array() && !q.empty() && !q[0].is_number())
+        return bad("prompt", "a batched prompt must be a string or a list of token ids");
+      r->batch.emplace_back();
+      TRY(one(q, &r->batch.back()));
+    }
+  } else if (p->is_array() && p->empty()) {
+    return bad("prompt", "the prompt is empty");
   } else {
-    return bad("prompt", "'prompt' must be a string or a list of token ids");
+    r->batch.emplace_back();
+    TRY(one(*p, &r->batch.back()));
   }
-  if (r->prompt.empty()) return bad("prompt", "the prompt is empty");
+  r->prompt = r->batch[0].ids;
+  r->prompt_text = r->batch[0].text;
   int64_t lp = -1;
   TRY(get_int(b, "logprobs", &lp, 0, 20));
   r->sampling.logprobs = int32_t(lp);

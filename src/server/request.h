@@ -44,6 +44,13 @@ struct CompletionRequest {
   int n = 1;
   std::vector<int32_t> prompt;
   std::string prompt_text;           // completions: for echo
+  // Completions with a batch of prompts (a list of strings or of token-id lists): every prompt,
+  // the first also in prompt/prompt_text. Choice index = prompt index * n + i, as in OpenAI/vLLM.
+  struct Prompt {
+    std::vector<int32_t> ids;
+    std::string text;
+  };
+  std::vector<Prompt> batch;
   runtime::SamplingParams sampling;  // logprobs = top alternatives (-1: no logprobs)
   int64_t max_tokens = -1;
   std::vector<std::string> stops;

@@ -3,6 +3,8 @@
 // queue is full, a client that hangs up mid-stream, and SIGTERM.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+
+#include <set>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -121,6 +123,48 @@ TEST_F(ServerTest, CompletionLengthStopEchoAndN) {
   ASSERT_EQ(st2, 200);
   EXPECT_EQ(r2["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(r2["choices"][0]["text"], gen.substr(0, gen.find(stop)));
+}
+
+// A batch of prompts (strings or token-id lists): choice index = prompt * n + i, each choice as
+// if its prompt came alone, prompt tokens counted once per prompt.
+TEST_F(ServerTest, BatchedPrompts) {
+  const Json req = {{"prompt", {"Hello there", "World"}}, {"n", 2}, {"max_tokens", 4}, {"temperature", 0},
+                    {"return_token_ids", true}, {"echo", true}};
+  auto [st, r] = s().post("/v1/completions", req);
+  ASSERT_EQ(st, 200) << r.dump();
+  ASSERT_EQ(r["choices"].size(), 4u);
+  int64_t prompt_tokens = 0;
+  for (int pi = 0; pi < 2; ++pi) {
+    const std::string text = pi == 0 ? "Hello there" : "World";
+    auto [st1, solo] = s().post("/v1/completions", Json{{"prompt", text}, {"max_tokens", 4}, {"temperature", 0},
+                                                        {"return_token_ids", true}, {"echo", true}});
+    ASSERT_EQ(st1, 200);
+    prompt_tokens += solo["usage"]["prompt_tokens"].get<int64_t>();
+    EXPECT_EQ(r["prompt_token_ids"][pi], solo["prompt_token_ids"]);
+    for (int i = 0; i < 2; ++i) {
+      const Json& c = r["choices"][pi * 2 + i];
+      EXPECT_EQ(c["index"], pi * 2 + i);
+      EXPECT_EQ(c["text"], solo["choices"][0]["text"]) << "prompt " << pi << " choice " << i;
+      EXPECT_EQ(c["token_ids"], solo["choices"][0]["token_ids"]);
+    }
+  }
+  EXPECT_EQ(r["usage"]["prompt_tokens"], prompt_tokens);
+  EXPECT_EQ(r["usage"]["completion_tokens"], 16);
+  // Token-id lists, streamed: every index appears.
+  auto events = s().stream("/v1/completions", Json{{"prompt", Json::array({Json::array({1, 2, 3}), Json::array({4, 5})})},
+                                                   {"max_tokens", 2}, {"stream", true}});
+  std::set<int> seen;
+  for (const auto& e : events) {
+    if (e == "[DONE]") continue;
+    const Json chunk = Json::parse(e);
+    for (const auto& c : chunk["choices"]) seen.insert(c["index"].get<int>());
+  }
+  EXPECT_EQ(seen, (std::set<int>{0, 1}));
+  // Malformed batches.
+  for (const Json& bad : {Json::array({Json::array()}), Json::array({"a", 5}), Json::array({Json::array({"x"})})}) {
+    auto [st2, e] = s().post("/v1/completions", Json{{"prompt", bad}, {"max_tokens", 2}});
+    EXPECT_EQ(st2, 400) << bad.dump();
+  }
 }
 
 TEST_F(ServerTest, EchoWithPromptLogprobs) {
