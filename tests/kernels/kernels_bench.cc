@@ -123,7 +123,7 @@ void BM_DeltaChunk(benchmark::State& st) {
   std::vector<float> S = random_floats(size_t(dk * dv), 8, 0.1f), qk = random_floats(size_t(2 * n * dk), 9, 0.09f),
                      g = random_floats(size_t(n), 10, 0.01f), beta(size_t(n), 0.5f),
                      v = random_floats(size_t(n * dv), 11), out(size_t(n * dv)),
-                     scratch(size_t(n + n * n + 2 * n * dv + n * dk + std::max(n, dk)));
+                     scratch(size_t(2 * n + n * n + 2 * n * dv + n * dk + std::max(n, dk)));
   for (auto& x : g) x = -std::abs(x);
   for (auto _ : st) {
     cpu::delta_chunk({n, dk, dv, qk.data(), qk.data() + n * dk, dk, g.data(), beta.data(), 1, v.data(), dv,

@@ -244,7 +244,7 @@ class CpuOps final : public Ops {
   // The n rows as one chunk of the UT-transform form (kernels/cpu/recurrent.cc).
   static void delta_chunk(const Head& x) {
     const int64_t n = x.n;
-    std::vector<float>& buf = scratch(1, size_t(n + n * n + 2 * n * x.dv + n * x.dk + std::max(n, x.dk)));
+    std::vector<float>& buf = scratch(1, size_t(2 * n + n * n + 2 * n * x.dv + n * x.dk + std::max(n, x.dk)));
     cpu::delta_chunk({n, x.dk, x.dv, x.Q(0), x.K(0), x.nk * x.dk, x.g + x.h, x.beta + x.h, x.nv, x.v, x.ch, x.S,
                       x.out, x.nv * x.dv, buf.data()});
   }

@@ -146,6 +146,16 @@ HWY_INLINE void CombineRows(float* y, const float* init, float init_scale, const
   }
 }
 
+// out[j] = e^(a - b[j]) for j < n, in SIMD (Highway's Exp, a few ulp).
+HWY_INLINE void ExpDiff(float a, const float* b, int64_t n, float* out) {
+  const DF df;
+  const int64_t N = int64_t(hn::Lanes(df));
+  const auto va = hn::Set(df, a);
+  int64_t j = 0;
+  for (; j + N <= n; j += N) hn::StoreU(hn::Exp(df, hn::Sub(va, hn::LoadU(df, b + j))), df, out + j);
+  for (; j < n; ++j) out[j] = std::exp(a - b[j]);
+}
+
 void DeltaChunkImpl(const DeltaChunk& c) {
   const int64_t n = c.n, dk = c.dk, dv = c.dv;
   auto K = [&](int64_t t) { return c.k + t * c.qk_stride; };
@@ -157,14 +167,16 @@ void DeltaChunkImpl(const DeltaChunk& c) {
   float* W = A + n * n;      // [n, dv]
   float* U = W + n * dv;     // [n, dk]
   float* vnew = U + n * dk;  // [n, dv]
-  float* coef = vnew + n * dv;  // max(n, dk)
+  float* coef = vnew + n * dv;                // max(n, dk)
+  float* ex = coef + std::max(n, dk);         // [n]: e^(cum_i - cum_j) for one row i
   float acc = 0;
   for (int64_t t = 0; t < n; ++t) cum[t] = (acc += G(t));
   // Forward substitution: W_i = β_i v_i − Σ_{j<i} A_ij W_j, U_i = β_i e^{cum_i} k_i − Σ_{j<i} A_ij U_j.
   for (int64_t i = 0; i < n; ++i) {
     const float bi = Bt(i);
     float* Ai = A + i * n;
-    for (int64_t j = 0; j < i; ++j) Ai[j] = -(bi * DotD(K(i), K(j), dk) * std::exp(cum[i] - cum[j]));
+    ExpDiff(cum[i], cum, i, ex);
+    for (int64_t j = 0; j < i; ++j) Ai[j] = -(bi * DotD(K(i), K(j), dk) * ex[j]);
     CombineRows(W + i * dv, c.v + i * c.v_stride, bi, W, dv, Ai, i, dv);
     CombineRows(U + i * dk, K(i), bi * std::exp(cum[i]), U, dk, Ai, i, dk);
   }
@@ -177,13 +189,14 @@ void DeltaChunkImpl(const DeltaChunk& c) {
   for (int64_t i = 0; i < n; ++i) {
     float* o = c.out + i * c.out_stride;
     CombineRows(o, nullptr, 0.0f, c.S, dv, Q(i), dk, dv);
-    for (int64_t j = 0; j <= i; ++j) coef[j] = DotD(Q(i), K(j), dk) * std::exp(cum[i] - cum[j]);
+    ExpDiff(cum[i], cum, i + 1, ex);
+    for (int64_t j = 0; j <= i; ++j) coef[j] = DotD(Q(i), K(j), dk) * ex[j];
     CombineRows(o, o, std::exp(cum[i]), vnew, dv, coef, i + 1, dv);
   }
   // S_d = e^{cum_last} S_d + Σ_j e^{cum_last − cum_j} k_jd vnew_j
   const float last = n > 0 ? cum[n - 1] : 0.0f;
   const float el = std::exp(last);
-  for (int64_t j = 0; j < n; ++j) cum[j] = std::exp(last - cum[j]);
+  ExpDiff(last, cum, n, cum);  // in place: each element read before it is written
   for (int64_t d = 0; d < dk; ++d) {
     for (int64_t j = 0; j < n; ++j) coef[j] = cum[j] * K(j)[d];
     CombineRows(c.S + d * dv, c.S + d * dv, el, vnew, dv, coef, n, dv);
@@ -212,10 +225,17 @@ void AttendImpl(const float* q, const float* k, const float* v, int64_t stride, 
       }
       mx = bmx;
     }
+    {  // s[j] = e^(s[j] - mx) for the block, in SIMD
+      const DF df;
+      const int64_t N = int64_t(hn::Lanes(df));
+      const auto vmx = hn::Set(df, mx);
+      int64_t j = 0;
+      for (; j + N <= jn; j += N) hn::StoreU(hn::Exp(df, hn::Sub(hn::LoadU(df, s + j), vmx)), df, s + j);
+      for (; j < jn; ++j) s[j] = std::exp(s[j] - mx);
+    }
     for (int64_t j = 0; j < jn; ++j) {
-      const float p = std::exp(s[j] - mx);
-      sum += p;
-      Axpy(o, v + (j0 + j) * stride, p, hd);
+      sum += s[j];
+      Axpy(o, v + (j0 + j) * stride, s[j], hd);
     }
   }
   Scale(o, 1.0f / sum, hd);

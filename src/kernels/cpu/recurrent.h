@@ -17,7 +17,7 @@ void delta_step(float* S, const float* k, const float* q, const float* v, float 
 
 // The n rows (n <= 64) of one value head as one chunk of the UT-transform form. Row t of q, k
 // starts at q + t*qk_stride (k likewise), g and beta at t*gb_stride, v at t*v_stride, the output
-// at out + t*out_stride. scratch: n + n*n + 2*n*dv + n*dk + max(n, dk) floats.
+// at out + t*out_stride. scratch: 2*n + n*n + 2*n*dv + n*dk + max(n, dk) floats.
 struct DeltaChunk {
   int64_t n, dk, dv;
   const float *q, *k;
