@@ -1,5 +1,6 @@
 #include "cli/model_loader.h"
 
+#include "kernels/cpu/matmul.h"
 #include "kernels/ops.h"
 
 namespace qwen35::cli {
@@ -15,6 +16,8 @@ core::Result<LoadedModel> load_model(const LoadOptions& o) {
   else if (o.backend == "ref") ops = &kernels::ref_ops();
   else return core::error("unknown --backend '" + o.backend + "' (cpu, ref)");
   if (o.threads < 0) return core::error("--threads must be >= 0");
+  if (!o.isa.empty() && !kernels::cpu::limit_simd(o.isa))
+    return core::error("--isa '" + o.isa + "' is not a SIMD target this build and CPU run (the default picks the best; e.g. AVX2, SSE4)");
   QWEN35_ASSIGN_OR_RETURN(auto weights, model::load_weights(o.model_dir, mode));
   LoadedModel lm;
   lm.pool = std::make_unique<core::ThreadPool>(o.threads);

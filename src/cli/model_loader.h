@@ -17,6 +17,7 @@ struct LoadOptions {
   std::string backend = "cpu";     // cpu | ref
   std::string load_mode = "mmap";  // mmap | populate | anon
   bool fast = false;               // int8 activations for MLX 2/4/8-bit matmuls
+  std::string isa;                 // empty: the best SIMD target; else cap dispatch at this one
 };
 
 struct LoadedModel {

@@ -5,6 +5,7 @@
 #include "hwy/highway.h"
 // Once per target:
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 
@@ -879,6 +880,23 @@ void matmul(const Context& ctx, const float* x, int64_t n, const Matrix& w, floa
 }
 
 std::string simd_target() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }
+
+bool limit_simd(const std::string& name) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    std::string t = hwy::TargetName(target);
+    std::string want = name;
+    for (auto& c : t) c = char(std::tolower(static_cast<unsigned char>(c)));
+    for (auto& c : want) c = char(std::tolower(static_cast<unsigned char>(c)));
+    if (t != want) continue;
+    // This target and every lower one (higher bits are better targets in Highway's encoding).
+    int64_t mask = 0;
+    for (int64_t other : hwy::SupportedAndGeneratedTargets())
+      if (other >= target) mask |= other;
+    hwy::SetSupportedTargetsForTest(mask);
+    return true;
+  }
+  return false;
+}
 
 }  // namespace qwen35::kernels::cpu
 #endif

@@ -34,4 +34,9 @@ void matmul(const Context& ctx, const float* x, int64_t n, const Matrix& w, floa
 // The SIMD target the dispatcher picked (e.g. "AVX2"), for logs and tests.
 std::string simd_target();
 
+// Restricts run-time dispatch, for the whole process, to the named target or below (e.g. "AVX2"
+// on an AVX-512 machine, to measure what AVX2-only CPUs get). False (and no change) when the name
+// is unknown, not compiled or not supported by this CPU.
+bool limit_simd(const std::string& name);
+
 }  // namespace qwen35::kernels::cpu
