@@ -254,6 +254,19 @@ bool Conv1dSiluImpl(const float* x, int64_t n, int64_t ch, const float* w, int64
   int64_t c = c0;
   for (; c + N <= c1; c += N) {
     hn::Vec<DF> wj[kMaxKernel];
+#if HWY_TARGET != HWY_SCALAR
+    if (kernel == 4) {  // Qwen3.5's width: deinterleave the 4N contiguous weights (no gathers)
+      const float* wc = w + c * 4;
+      const auto a0 = hn::LoadU(df, wc), a1 = hn::LoadU(df, wc + N), a2 = hn::LoadU(df, wc + 2 * N),
+                 a3 = hn::LoadU(df, wc + 3 * N);
+      const auto e01 = hn::ConcatEven(df, a1, a0), o01 = hn::ConcatOdd(df, a1, a0);
+      const auto e23 = hn::ConcatEven(df, a3, a2), o23 = hn::ConcatOdd(df, a3, a2);
+      wj[0] = hn::ConcatEven(df, e23, e01);
+      wj[2] = hn::ConcatOdd(df, e23, e01);
+      wj[1] = hn::ConcatEven(df, o23, o01);
+      wj[3] = hn::ConcatOdd(df, o23, o01);
+    } else
+#endif
     for (int64_t j = 0; j < kernel; ++j)  // tap j of channels c..c+N-1: stride `kernel` in w
       wj[j] = hn::GatherIndex(df, w + c * kernel + j, hn::Mul(hn::Iota(di, 0), hn::Set(di, int32_t(kernel))));
     for (int64_t t = 0; t < n; ++t) {
