@@ -139,6 +139,13 @@ TEST(Cli, BenchJsonFields) {
   auto sse4 = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -p 8 -n 2 -r 1 --isa sse4 --json");
   ASSERT_EQ(sse4.exit_code, 0) << sse4.err;
   EXPECT_EQ(nlohmann::json::parse(sse4.out)["isa"], "SSE4");
+  // -b decodes several sequences together.
+  auto batched = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -p 0 -n 4 -b 3 -r 1 --json");
+  ASSERT_EQ(batched.exit_code, 0) << batched.err;
+  const auto bj = nlohmann::json::parse(batched.out);
+  EXPECT_EQ(bj["batch"], 3);
+  EXPECT_GT(bj["tg_tok_s"].get<double>(), 0);
+  EXPECT_NE(testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -b 0").exit_code, 0);
   auto nosuch = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt --isa nosuch");
   EXPECT_NE(nosuch.exit_code, 0);
   EXPECT_NE(nosuch.err.find("--isa"), std::string::npos) << nosuch.err;
