@@ -789,7 +789,6 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
     if (ctx.pool != nullptr && n >= 4) ctx.pool->parallel_for(size_t(n), prep, 1);
     else prep(0, size_t(n), 0);
   }
-  const float* xs = x;
   const bool bf16_tiled = m.type == WeightType::kBF16 && K % 2 == 0;
   auto body = [&](size_t o0, size_t o1, int) {
     if (bf16_tiled) {
@@ -840,7 +839,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
         const float* xsr[kRowTile];
         float* yr[kRowTile];
         for (int r = 0; r < rt; ++r) {
-          xr[r] = xs + (t0 + r) * K;
+          xr[r] = x + (t0 + r) * K;
           xsr[r] = affine ? sc.xsum.data() + (t0 + r) * groups : nullptr;
           yr[r] = y + (t0 + r) * M;
         }
