@@ -68,6 +68,12 @@ class Ops {
   // y[n, W.rows] = x[n, W.cols] · Wᵀ
   virtual void matmul(const Context& ctx, const float* x, int64_t n, const Matrix& w,
                       float* y) const = 0;
+  // ys[i] = x · ws[i]ᵀ for `count` matrices that read the same activations (q/k/v, gate/up, ...).
+  // Bit for bit what `count` matmul calls give; a backend may share their preparation and threads.
+  virtual void matmul_many(const Context& ctx, const float* x, int64_t n, const Matrix* const* ws,
+                           float* const* ys, int count) const {
+    for (int i = 0; i < count; ++i) matmul(ctx, x, n, *ws[i], ys[i]);
+  }
   // out[n, E.cols] = rows `tokens` of the embedding table E (dequantized).
   virtual void embed(const Context& ctx, const Matrix& table, const int32_t* tokens, int64_t n,
                      float* out) const = 0;

@@ -101,10 +101,11 @@ void Model::deltanet_layer(int64_t l, const std::vector<Span>& spans, const floa
   float* bb = buf(4, size_t(n * nv));
   float* aa = buf(5, size_t(n * nv));
   float* o = buf(6, size_t(n * nv * dv));
-  ops_.matmul(ctx_, h, n, g.in_proj_qkv, qkv);
-  ops_.matmul(ctx_, h, n, g.in_proj_z, z);
-  ops_.matmul(ctx_, h, n, g.in_proj_b, bb);
-  ops_.matmul(ctx_, h, n, g.in_proj_a, aa);
+  {
+    const kernels::Matrix* ws[] = {&g.in_proj_qkv, &g.in_proj_z, &g.in_proj_b, &g.in_proj_a};
+    float* ys[] = {qkv, z, bb, aa};
+    ops_.matmul_many(ctx_, h, n, ws, ys, 4);
+  }
   const kernels::Ops::DeltaParams dp{c.n_k_heads, nv, c.d_k, dv, g.a_log.data(), g.dt_bias.data()};
   for (const Span& sp : spans) {
     ops_.conv1d_silu(ctx_, qkv + sp.row0 * C, sp.n, C, g.conv.data(), c.conv_kernel,
@@ -130,9 +131,11 @@ void Model::attention_layer(int64_t l, const std::vector<Span>& spans, const flo
   float* k = buf(2, size_t(n * nkv * hd));
   float* v = buf(3, size_t(n * nkv * hd));
   float* o = buf(6, size_t(n * nh * hd));
-  ops_.matmul(ctx_, h, n, a.q_proj, qg);
-  ops_.matmul(ctx_, h, n, a.k_proj, k);
-  ops_.matmul(ctx_, h, n, a.v_proj, v);
+  {
+    const kernels::Matrix* ws[] = {&a.q_proj, &a.k_proj, &a.v_proj};
+    float* ys[] = {qg, k, v};
+    ops_.matmul_many(ctx_, h, n, ws, ys, 3);
+  }
   const kernels::Ops::AttentionParams ap{nh, nkv, hd, c.rotary_dim, float(c.rope_theta), float(c.eps),
                                          a.q_norm.data(), a.k_norm.data()};
   for (const Span& sp : spans) {
@@ -150,8 +153,11 @@ void Model::mlp_layer(int64_t l, const float* h, int64_t n) {
   float* g = buf(1, size_t(n * I));
   float* u = buf(2, size_t(n * I));
   float* act = buf(3, size_t(n * I));
-  ops_.matmul(ctx_, h, n, m.gate_proj, g);
-  ops_.matmul(ctx_, h, n, m.up_proj, u);
+  {
+    const kernels::Matrix* ws[] = {&m.gate_proj, &m.up_proj};
+    float* ys[] = {g, u};
+    ops_.matmul_many(ctx_, h, n, ws, ys, 2);
+  }
   ops_.swiglu(ctx_, g, u, n, I, I, act);
   ops_.matmul(ctx_, act, n, m.down_proj, buf(7, size_t(n * c.hidden)));
 }
@@ -208,8 +214,11 @@ void Model::moe_layer(int64_t l, const float* h, int64_t n) {
     float* su = buf(4, size_t(n * Is));
     float* sa = buf(5, size_t(n * Is));
     float* so = buf(9, size_t(n * H));
-    ops_.matmul(ctx_, h, n, m.shared.gate_proj, sg);
-    ops_.matmul(ctx_, h, n, m.shared.up_proj, su);
+    {
+      const kernels::Matrix* ws[] = {&m.shared.gate_proj, &m.shared.up_proj};
+      float* ys[] = {sg, su};
+      ops_.matmul_many(ctx_, h, n, ws, ys, 2);
+    }
     ops_.swiglu(ctx_, sg, su, n, Is, Is, sa);
     ops_.matmul(ctx_, sa, n, m.shared.down_proj, so);
     float* gate = buf(2, size_t(n));

@@ -245,6 +245,42 @@ TEST(Ops, MatmulFastModeIsIdenticalOnEveryTarget) {
     }
 }
 
+// matmul_many (q/k/v, gate/up, ...) gives the bits of separate matmul calls, shared or not, in
+// both modes, with threads.
+TEST(Ops, MatmulManyEqualsSeparateCalls) {
+  core::ThreadPool pool(3);
+  uint32_t seed = 700;
+  struct Case {
+    std::vector<std::tuple<int64_t, int, int>> mats;  // rows, bits, group
+  };
+  const std::vector<Case> cases = {
+      {{{64, 4, 64}, {32, 4, 64}, {16, 4, 64}, {16, 4, 64}}},  // shared: one pass
+      {{{48, 8, 32}, {80, 8, 32}}},                           // shared, 8-bit
+      {{{40, 4, 64}, {16, 4, 64}}},                           // rows not a multiple of 16: separate
+      {{{32, 4, 64}, {32, 8, 64}}},                           // different widths: separate
+      {{{32, 5, 32}, {32, 4, 32}}}};                          // a 5-bit matrix: separate
+  for (const auto& c : cases)
+    for (bool fast : {false, true})
+      for (int64_t n : {1, 5}) {
+        const int64_t cols = 256;
+        std::vector<TestMatrix> ms;
+        for (auto [rows, bits, group] : c.mats) ms.push_back(make_matrix(WeightType::kAffine, rows, cols, seed++, bits, group));
+        std::vector<float> x = randn(size_t(n * cols), seed++);
+        std::vector<std::vector<float>> sep(ms.size()), many(ms.size());
+        std::vector<const Matrix*> ws;
+        std::vector<float*> ys;
+        for (size_t i = 0; i < ms.size(); ++i) {
+          sep[i].resize(size_t(n * ms[i].m.rows));
+          many[i].resize(sep[i].size());
+          cpu.matmul({&pool, fast}, x.data(), n, ms[i].m, sep[i].data());
+          ws.push_back(&ms[i].m);
+          ys.push_back(many[i].data());
+        }
+        cpu.matmul_many({&pool, fast}, x.data(), n, ws.data(), ys.data(), int(ws.size()));
+        for (size_t i = 0; i < ms.size(); ++i) EXPECT_EQ(many[i], sep[i]) << "matrix " << i << " fast " << fast;
+      }
+}
+
 TEST(Ops, MatmulRowSliceAndZeroRows) {
   TestMatrix w = make_matrix(WeightType::kAffine, 12, 64, 5, 5, 32);
   Matrix s = w.m.row_slice(4, 5);

@@ -69,6 +69,11 @@ class CpuOps final : public Ops {
               float* y) const override {
     cpu::matmul(ctx, x, n, w, y, matmul_scratch_);
   }
+  void matmul_many(const Context& ctx, const float* x, int64_t n, const Matrix* const* ws, float* const* ys,
+                   int count) const override {
+    cpu::matmul_many(ctx, x, n, ws, ys, count, matmul_scratch_);
+  }
+
 
   void embed(const Context& ctx, const Matrix& e, const int32_t* tokens, int64_t n,
              float* out) const override {

@@ -755,40 +755,68 @@ HWY_INLINE void Rows(const Matrix& m, bool affine, const float* const* x, const 
   else AffineGenericRows<rt>(m, x, xsum, o, y, sf, bf);
 }
 
+// Whether a matrix takes the affine tile kernels.
+bool Tiled(const Matrix& m) {
+  return m.type == WeightType::kAffine && (m.bits == 2 || m.bits == 4 || m.bits == 8) &&
+         m.group % (32 / m.bits) == 0 && m.cols % m.group == 0;
+}
+
+// Prepares the activations of an affine matmul once: quantized copies (fast mode) or pre-scaled
+// ones (exact tiles), and per-group sums, row by row (in parallel for prompts: this is serial work
+// otherwise).
+void PrepAffine(const Context& ctx, const float* x, int64_t n, const Matrix& m, bool tiled, bool int8,
+                MatmulScratch& sc) {
+  const int64_t K = m.cols, groups = K / m.group;
+  sc.xsum.resize(size_t(n * groups));
+  if (int8) {
+    sc.xq.resize(size_t(n * K));
+    sc.xdx.resize(size_t(n * groups));
+  } else if (tiled) {
+    sc.xs.resize(size_t(n * K));
+  }
+  auto prep = [&](size_t t0, size_t t1, int) {
+    for (int64_t t = int64_t(t0); t < int64_t(t1); ++t) {
+      if (int8) {
+        QuantizeRow8(x + t * K, K, m.bits, m.group, sc.xq.data() + t * K, sc.xdx.data() + t * groups,
+                     sc.xsum.data() + t * groups);
+        continue;
+      }
+      GroupSums(x + t * K, K, m.group, sc.xsum.data() + t * groups);
+      if (tiled) ScaleForTiles(x + t * K, K, m.bits, sc.xs.data() + t * K);
+    }
+  };
+  if (ctx.pool != nullptr && n >= 4) ctx.pool->parallel_for(size_t(n), prep, 1);
+  else prep(0, size_t(n), 0);
+}
+
+// Output rows [o0, o1) of a tiled affine matrix (prepared by PrepAffine) against all n rows.
+void TiledRows(const Matrix& m, const float* x, int64_t n, bool int8, const MatmulScratch& sc, int64_t o0,
+               int64_t o1, float* y) {
+  const AffineActs acts{x, sc.xs.data(), sc.xq.data(), sc.xdx.data(), sc.xsum.data()};
+  constexpr int64_t kTBlockA = 64;  // activation rows per pass over a tile (their rows stay in L1/L2)
+  for (int64_t tb = 0; tb < n; tb += kTBlockA) {
+    const int64_t te = std::min(n, tb + kTBlockA);
+    if (int8) {
+      if (m.bits == 4) RangeAffine<4, true>(m, acts, tb, te, o0, o1, y);
+      else if (m.bits == 8) RangeAffine<8, true>(m, acts, tb, te, o0, o1, y);
+      else RangeAffine<2, true>(m, acts, tb, te, o0, o1, y);
+    } else {
+      if (m.bits == 4) RangeAffine<4, false>(m, acts, tb, te, o0, o1, y);
+      else if (m.bits == 8) RangeAffine<8, false>(m, acts, tb, te, o0, o1, y);
+      else RangeAffine<2, false>(m, acts, tb, te, o0, o1, y);
+    }
+  }
+}
+
 void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, float* y,
                 MatmulScratch& sc) {
   const int64_t K = m.cols, M = m.rows;
   const bool affine = m.type == WeightType::kAffine;
   // 2/4/8-bit affine matrices take the tile kernels (exact, or fast with int8 activations); other
   // widths and float weights the per-row kernels below.
-  const bool tiled = affine && (m.bits == 2 || m.bits == 4 || m.bits == 8) && m.group % (32 / m.bits) == 0 &&
-                     K % m.group == 0;
+  const bool tiled = Tiled(m);
   const bool int8 = tiled && ctx.int8_activations;
-  // Prepare activations once: quantized copies (fast mode) and per-group sums, row by row (in
-  // parallel for prompts: this is serial work otherwise).
-  if (affine) {
-    const int64_t groups = K / m.group;
-    sc.xsum.resize(size_t(n * groups));
-    if (int8) {
-      sc.xq.resize(size_t(n * K));
-      sc.xdx.resize(size_t(n * groups));
-    } else if (tiled) {
-      sc.xs.resize(size_t(n * K));
-    }
-    auto prep = [&](size_t t0, size_t t1, int) {
-      for (int64_t t = int64_t(t0); t < int64_t(t1); ++t) {
-        if (int8) {
-          QuantizeRow8(x + t * K, K, m.bits, m.group, sc.xq.data() + t * K, sc.xdx.data() + t * groups,
-                       sc.xsum.data() + t * groups);
-          continue;
-        }
-        GroupSums(x + t * K, K, m.group, sc.xsum.data() + t * groups);
-        if (tiled) ScaleForTiles(x + t * K, K, m.bits, sc.xs.data() + t * K);
-      }
-    };
-    if (ctx.pool != nullptr && n >= 4) ctx.pool->parallel_for(size_t(n), prep, 1);
-    else prep(0, size_t(n), 0);
-  }
+  if (affine) PrepAffine(ctx, x, n, m, tiled, int8, sc);
   const bool bf16_tiled = m.type == WeightType::kBF16 && K % 2 == 0;
   auto body = [&](size_t o0, size_t o1, int) {
     if (bf16_tiled) {
@@ -798,20 +826,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
       return;
     }
     if (tiled) {
-      const AffineActs acts{x, sc.xs.data(), sc.xq.data(), sc.xdx.data(), sc.xsum.data()};
-      constexpr int64_t kTBlockA = 64;  // activation rows per pass over a tile (their rows stay in L1/L2)
-      for (int64_t tb = 0; tb < n; tb += kTBlockA) {
-        const int64_t te = std::min(n, tb + kTBlockA), a0 = int64_t(o0), a1 = int64_t(o1);
-        if (int8) {
-          if (m.bits == 4) RangeAffine<4, true>(m, acts, tb, te, a0, a1, y);
-          else if (m.bits == 8) RangeAffine<8, true>(m, acts, tb, te, a0, a1, y);
-          else RangeAffine<2, true>(m, acts, tb, te, a0, a1, y);
-        } else {
-          if (m.bits == 4) RangeAffine<4, false>(m, acts, tb, te, a0, a1, y);
-          else if (m.bits == 8) RangeAffine<8, false>(m, acts, tb, te, a0, a1, y);
-          else RangeAffine<2, false>(m, acts, tb, te, a0, a1, y);
-        }
-      }
+      TiledRows(m, x, n, int8, sc, int64_t(o0), int64_t(o1), y);
       return;
     }
     const int64_t groups = affine ? K / m.group : 0;
@@ -864,18 +879,56 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
   else ctx.pool->parallel_for(size_t(M), body, 16);
 }
 
+void MatmulManyImpl(const Context& ctx, const float* x, int64_t n, const Matrix* const* ws, float* const* ys,
+                    int count, MatmulScratch& sc) {
+  const Matrix& m0 = *ws[0];
+  bool shared = count > 1 && Tiled(m0);
+  for (int i = 0; i < count && shared; ++i) {
+    const Matrix& m = *ws[i];
+    shared = Tiled(m) && m.bits == m0.bits && m.group == m0.group && m.cols == m0.cols &&
+             m.sb_type == m0.sb_type && m.rows % 16 == 0;
+  }
+  if (!shared) {
+    for (int i = 0; i < count; ++i) MatmulImpl(ctx, x, n, *ws[i], ys[i], sc);
+    return;
+  }
+  const bool int8 = ctx.int8_activations;
+  PrepAffine(ctx, x, n, m0, true, int8, sc);
+  // One pass over the concatenated rows; every matrix starts at a multiple of 16, so its tiles and
+  // the thread split fall where they would in a call of its own.
+  int64_t total = 0;
+  for (int i = 0; i < count; ++i) total += ws[i]->rows;
+  auto body = [&](size_t g0, size_t g1, int) {
+    int64_t off = 0;
+    for (int i = 0; i < count; ++i) {
+      const int64_t M = ws[i]->rows, a = std::max(int64_t(g0), off), b = std::min(int64_t(g1), off + M);
+      if (a < b) TiledRows(*ws[i], x, n, int8, sc, a - off, b - off, ys[i]);
+      off += M;
+    }
+  };
+  if (ctx.pool == nullptr) body(0, size_t(total), 0);
+  else ctx.pool->parallel_for(size_t(total), body, 16);
+}
+
 }  // namespace qwen35::kernels::cpu::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 namespace qwen35::kernels::cpu {
 HWY_EXPORT(MatmulImpl);
+HWY_EXPORT(MatmulManyImpl);
 HWY_EXPORT(TargetName);
 
 void matmul(const Context& ctx, const float* x, int64_t n, const Matrix& w, float* y,
             MatmulScratch& scratch) {
   if (n == 0 || w.rows == 0) return;
   HWY_DYNAMIC_DISPATCH(MatmulImpl)(ctx, x, n, w, y, scratch);
+}
+
+void matmul_many(const Context& ctx, const float* x, int64_t n, const Matrix* const* ws, float* const* ys,
+                 int count, MatmulScratch& scratch) {
+  if (n == 0 || count <= 0) return;
+  HWY_DYNAMIC_DISPATCH(MatmulManyImpl)(ctx, x, n, ws, ys, count, scratch);
 }
 
 std::string simd_target() { return HWY_DYNAMIC_DISPATCH(TargetName)(); }

@@ -31,6 +31,13 @@ struct MatmulScratch {
 void matmul(const Context& ctx, const float* x, int64_t n, const Matrix& w, float* y,
             MatmulScratch& scratch);
 
+// Several matrices on the same activations: when they share their tile kernel (2/4/8-bit affine of
+// one width, group, column count and scale type, rows in multiples of 16), the activations are
+// prepared once and one parallel pass covers all their rows; otherwise one matmul each. The same
+// bits either way.
+void matmul_many(const Context& ctx, const float* x, int64_t n, const Matrix* const* ws, float* const* ys,
+                 int count, MatmulScratch& scratch);
+
 // The SIMD target the dispatcher picked (e.g. "AVX2"), for logs and tests.
 std::string simd_target();
 
