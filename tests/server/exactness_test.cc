@@ -4,7 +4,10 @@
 // steps while other requests decode.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include "server_process.h"
 
@@ -60,15 +63,21 @@ std::vector<Json> requests(bool seeded) {
   return out;
 }
 
-class ExactnessTest : public ::testing::TestWithParam<bool> {};
+// (seeded, fast): the fast mode (int8 activations, on an MLX 4-bit checkpoint) keeps the
+// equality too.
+class ExactnessTest : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
 
 TEST_P(ExactnessTest, ConcurrentEqualsSolo) {
+  const auto [seeded, fast] = GetParam();
   TempDir d;
-  auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + d.file("m"));
+  auto r = testing::run_qwen35("synth --preset tiny --quiet" + std::string(fast ? " --format mlx --bits 4" : "") +
+                               " --out " + d.file("m"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  ServerProcess srv(d.file("m"), {"--parallel", "8", "--ctx", "512", "--step-tokens", "96"});
+  std::vector<std::string> flags = {"--parallel", "8", "--ctx", "512", "--step-tokens", "96"};
+  if (fast) flags.push_back("--fast");
+  ServerProcess srv(d.file("m"), flags);
   ASSERT_TRUE(srv.ready()) << srv.log();
-  const auto reqs = requests(GetParam());
+  const auto reqs = requests(seeded);
   std::vector<Outcome> solo, together(reqs.size());
   for (const auto& q : reqs) {
     solo.push_back(run(srv, q));
@@ -96,8 +105,11 @@ TEST_P(ExactnessTest, ConcurrentEqualsSolo) {
   EXPECT_EQ(srv.stop(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(GreedyAndSeeded, ExactnessTest, ::testing::Values(false, true),
-                         [](const auto& info) { return info.param ? "seeded" : "greedy"; });
+INSTANTIATE_TEST_SUITE_P(GreedyAndSeeded, ExactnessTest, ::testing::Combine(::testing::Bool(), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "seeded" : "greedy") +
+                                  (std::get<1>(info.param) ? "_fast" : "_exact");
+                         });
 
 }  // namespace
 }  // namespace qwen35
