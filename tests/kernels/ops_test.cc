@@ -112,18 +112,27 @@ TEST(Matrix, AffineCodesStraddleWords) {
 void matmul_every_weight_type();
 void matmul_int8_mode();
 
+// Runs fn(target name) with dispatch pinned to each SIMD target this build compiled and this CPU
+// supports (AVX-512, AVX2, SSE4, ...), then restores the default.
+template <typename F>
+void on_every_target(F fn) {
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    SCOPED_TRACE(hwy::TargetName(target));
+    fn(std::string(hwy::TargetName(target)));
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
 // Every SIMD target this build compiled and this CPU supports (AVX2, AVX-512, SSE4, ...).
 TEST(Ops, MatmulEveryWeightTypeMatchesReferenceOnEveryTarget) {
   std::vector<std::string> seen;
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
+  on_every_target([&](const std::string& name) {
     seen.push_back(cpu::simd_target());
-    EXPECT_EQ(seen.back(), hwy::TargetName(target));
-    SCOPED_TRACE(seen.back());
+    EXPECT_EQ(seen.back(), name);
     matmul_every_weight_type();
     matmul_int8_mode();
-  }
-  hwy::SetSupportedTargetsForTest(0);
+  });
   EXPECT_GE(seen.size(), 2u);  // at least the best target and a baseline
   std::string all;
   for (const auto& t : seen) all += t + " ";
@@ -230,18 +239,16 @@ TEST(Ops, MatmulFastModeIsIdenticalOnEveryTarget) {
       std::vector<float> x = randn(size_t(n * cols), seed++);
       std::vector<float> first;
       std::string first_target;
-      for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-        hwy::SetSupportedTargetsForTest(target);
+      on_every_target([&](const std::string& name) {
         std::vector<float> y(size_t(n * rows));
         cpu.matmul({nullptr, true}, x.data(), n, w.m, y.data());
         if (first.empty()) {
           first = y;
-          first_target = hwy::TargetName(target);
+          first_target = name;
         } else {
-          EXPECT_EQ(y, first) << hwy::TargetName(target) << " vs " << first_target << ", bits " << bits << " group " << group;
+          EXPECT_EQ(y, first) << name << " vs " << first_target << ", bits " << bits << " group " << group;
         }
-      }
-      hwy::SetSupportedTargetsForTest(0);
+      });
     }
 }
 
@@ -402,31 +409,16 @@ void delta_checks() {
 }
 
 TEST(Ops, AttentionWithCacheMatchesReferenceOnEveryTarget) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    attention_checks();
-  }
-  hwy::SetSupportedTargetsForTest(0);
+  on_every_target([](const std::string&) { attention_checks(); });
 }
 
 // The SIMD conv and recurrent delta step on every compiled target this CPU supports.
 TEST(Ops, ConvMatchesReferenceAndCarriesStateOnEveryTarget) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    conv_checks();
-  }
-  hwy::SetSupportedTargetsForTest(0);
+  on_every_target([](const std::string&) { conv_checks(); });
 }
 
 TEST(Ops, GatedDeltaRecurrentAndChunkedFormsOnEveryTarget) {
-  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
-    hwy::SetSupportedTargetsForTest(target);
-    SCOPED_TRACE(hwy::TargetName(target));
-    delta_checks();
-  }
-  hwy::SetSupportedTargetsForTest(0);
+  on_every_target([](const std::string&) { delta_checks(); });
 }
 
 TEST(Ops, RouterTopK) {
