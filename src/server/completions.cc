@@ -36,16 +36,15 @@ struct Job {
   }
   // Prompt tokens, each prompt of a batch counted once.
   int64_t prompt_tokens() const {
-    if (req.batch.empty()) return int64_t(req.prompt.size());
     int64_t n = 0;
     for (const auto& b : req.batch) n += int64_t(b.ids.size());
     return n;
   }
   const std::vector<int32_t>& ids_of(const ChoiceRunner& c) const {
-    return req.batch.empty() ? req.prompt : req.batch[size_t(c.prompt)].ids;
+    return req.batch[size_t(c.prompt)].ids;
   }
   const std::string& text_of(const ChoiceRunner& c) const {
-    return req.batch.empty() ? req.prompt_text : req.batch[size_t(c.prompt)].text;
+    return req.batch[size_t(c.prompt)].text;
   }
   Json usage() const {
     const int64_t p = prompt_tokens(), c = completion_tokens();
@@ -73,11 +72,11 @@ struct Job {
 
 std::optional<ApiError> submit_all(Job& job) {
   auto& engine = *job.ctx->engine;
-  const int n_prompts = job.req.batch.empty() ? 1 : int(job.req.batch.size());
+  const int n_prompts = int(job.req.batch.size());
   for (int k = 0; k < n_prompts * job.req.n; ++k) {
     const int pi = k / job.req.n, i = k % job.req.n;  // prompt, choice of that prompt
     runtime::GenerationRequest g;
-    g.prompt = job.req.batch.empty() ? job.req.prompt : job.req.batch[size_t(pi)].ids;
+    g.prompt = job.req.batch[size_t(pi)].ids;
     g.sampling = job.req.sampling;
     if (g.sampling.seed && i > 0) *g.sampling.seed += uint64_t(i);
     g.max_tokens = job.req.max_tokens;
@@ -302,7 +301,7 @@ std::optional<ApiError> collect_job(Job& job, const std::function<bool()>& clien
       for (const auto& b : job.req.batch) all.push_back(b.ids);
       (*out)["prompt_token_ids"] = std::move(all);
     } else {
-      (*out)["prompt_token_ids"] = job.req.prompt;
+      (*out)["prompt_token_ids"] = job.req.batch[0].ids;
     }
   }
   return std::nullopt;

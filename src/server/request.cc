@@ -285,7 +285,7 @@ std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
   r->in_reasoning = end >= 7 && text.compare(end - 7, 7, "<think>") == 0;
   auto ids = mi.tok->encode(text);
   if (!ids.ok()) return bad("messages", ids.message());
-  r->prompt = std::move(*ids);
+  r->batch = {{std::move(*ids), ""}};
   return std::nullopt;
 }
 
@@ -333,8 +333,6 @@ std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo&
     r->batch.emplace_back();
     TRY(one(*p, &r->batch.back()));
   }
-  r->prompt = r->batch[0].ids;
-  r->prompt_text = r->batch[0].text;
   int64_t lp = -1;
   TRY(get_int(b, "logprobs", &lp, 0, 20));
   r->sampling.logprobs = int32_t(lp);

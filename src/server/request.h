@@ -42,13 +42,11 @@ struct CompletionRequest {
   std::string model;
   bool stream = false, include_usage = false;
   int n = 1;
-  std::vector<int32_t> prompt;
-  std::string prompt_text;           // completions: for echo
-  // Completions with a batch of prompts (a list of strings or of token-id lists): every prompt,
-  // the first also in prompt/prompt_text. Choice index = prompt index * n + i, as in OpenAI/vLLM.
+  // The prompts: one for chat and for most completions; completions may send a batch (a list of
+  // strings or of token-id lists). Choice index = prompt index * n + i, as in OpenAI/vLLM.
   struct Prompt {
     std::vector<int32_t> ids;
-    std::string text;
+    std::string text;  // completions: for echo
   };
   std::vector<Prompt> batch;
   runtime::SamplingParams sampling;  // logprobs = top alternatives (-1: no logprobs)
