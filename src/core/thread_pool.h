@@ -4,8 +4,8 @@
 // item, so results never depend on the thread count.
 //
 // Waking a sleeping thread costs tens of microseconds, and a decode step makes hundreds of calls,
-// so idle workers first spin on an atomic generation counter for a while (kSpin, 300 µs) and only then
-// sleep on the condition variable; the caller spins (then yields) for the workers to finish.
+// so idle workers first spin on an atomic generation counter for a while (kSpin, 300 µs) and only
+// then sleep on the condition variable; the caller spins (then yields) for the workers to finish.
 //
 // Thread-safety: one caller at a time (the engine thread). Not reentrant.
 #pragma once

@@ -1,7 +1,7 @@
 // Threaded CPU kernels. Work is split over independent outputs (matrix rows, tokens, heads,
 // channels); every reduction runs inside one work item in a fixed order, so results do not depend
-// on the batch size or the thread count (DESIGN.md §6). SIMD-specific kernels (Highway) replace
-// the portable inner loops here one by one; each keeps this version as its fallback.
+// on the batch size or the thread count (DESIGN.md §6). The SIMD kernels (Highway, run-time
+// dispatch) live in matmul.cc and recurrent.cc; every op's scalar twin is in kernels/ref.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -29,11 +29,6 @@ inline float dot(const float* a, const float* b, int64_t n) {
 }
 
 inline float sum_squares(const float* a, int64_t n) { return dot(a, a, n); }
-
-// y += s * x
-inline void axpy(float* y, const float* x, float s, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += s * x[i];
-}
 
 void rms_norm_row(const float* x, int64_t dim, const float* w, float eps, float* out) {
   const float inv = 1.0f / std::sqrt(sum_squares(x, dim) / float(dim) + eps);
