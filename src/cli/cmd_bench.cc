@@ -3,6 +3,7 @@
 // streamed per generated token, the achieved GB/s, the machine's memory read bandwidth measured in
 // the same process, time to first token and peak RSS. Medians (and min/max) over the repetitions;
 // a hash of the prompt's last logits so backends, modes and builds can be compared.
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,6 +12,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <numeric>
 #include <vector>
 
@@ -49,10 +52,17 @@ uint64_t fnv1a(const float* p, size_t n) {
   return h;
 }
 
-// Read bandwidth (GB/s): every thread sums its share of a buffer far larger than the caches.
+// Read bandwidth (GB/s): every thread sums its share of a buffer far larger than the caches. The
+// buffer sits on huge pages where the kernel offers them, as the weights do (--load anon), so the
+// probe measures what the machine can stream rather than its page walks.
 double measure_bandwidth(core::ThreadPool& pool) {
   const size_t n = size_t(512) << 20 >> 3;  // 512 MiB of uint64
-  std::vector<uint64_t> buf(n);
+  constexpr size_t kHuge = size_t(2) << 20;
+  void* raw = nullptr;
+  if (posix_memalign(&raw, kHuge, n * 8) != 0) return 0;
+  std::unique_ptr<void, decltype(&std::free)> owner(raw, &std::free);
+  madvise(raw, n * 8, MADV_HUGEPAGE);
+  auto* buf = static_cast<uint64_t*>(raw);
   pool.parallel_for(n, [&](size_t b, size_t e, int) {
     for (size_t i = b; i < e; ++i) buf[i] = i;
   }, 1 << 16);
@@ -115,7 +125,7 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("-t,--threads", lo.threads, "threads (0 = all cores)");
   app.add_option("-r,--repetitions", reps, "repetitions (medians are reported)");
   app.add_option("-b,--batch", batch, "sequences decoding together in the tg test (aggregate tokens/s)");
-  app.add_option("--load", lo.load_mode, "weight loading: mmap, populate or anon");
+  app.add_option("--load", lo.load_mode, kLoadModeHelp);
   app.add_option("--isa", lo.isa, "cap run-time SIMD dispatch at this target (e.g. AVX2, SSE4) to measure older CPUs");
   app.add_flag("--fast", lo.fast, "int8 activations for MLX 2/4/8-bit matmuls (faster; not bit-identical to the exact mode)");
   app.add_flag("--json", json, "one JSON object on stdout");

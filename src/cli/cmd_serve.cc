@@ -56,7 +56,7 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--http-threads", so.http_threads, "HTTP worker threads (0: slots + queue + 16)");
   app.add_option("--served-model-name", name, "model name in the API (default: the folder name)");
   app.add_option("-t,--threads", lo.threads, "compute threads (0 = all cores)");
-  app.add_option("--load", lo.load_mode, "weight loading: mmap, populate or anon");
+  app.add_option("--load", lo.load_mode, kLoadModeHelp);
   app.add_flag("--fast", lo.fast, "int8 activations for MLX 2/4/8-bit matmuls (faster; not bit-identical to the exact mode; concurrent == solo still holds within the mode)");
   try {
     app.parse(argc, argv);

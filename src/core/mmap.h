@@ -13,7 +13,8 @@ namespace qwen35::core {
 enum class LoadMode {
   kMmap,          // lazy file-backed mapping
   kMmapPopulate,  // file-backed, pre-faulted (MAP_POPULATE) and advised WILLNEED
-  kAnonymous,     // read into anonymous memory (immune to page-cache reclaim)
+  kAnonymous,     // read into anonymous memory on huge pages (immune to page-cache reclaim);
+                  // a file larger than the available memory is mapped as kMmap instead
 };
 
 class MappedFile {
