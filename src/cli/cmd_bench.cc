@@ -136,7 +136,6 @@ int cmd_bench(int argc, char** argv) {
   }
   if (n_prompt < 0 || n_gen < 0 || reps < 1 || batch < 1 || batch > 256)
     return fail("bench", "-p, -n must be >= 0, -r >= 1 and -b in 1..256");
-  if (lo.load_mode == "mmap") lo.load_mode = "populate";  // cold mmapped pages make decode erratic
   const double bw = measure_bandwidth_in_child(lo.threads > 0 ? lo.threads : core::ThreadPool::hardware_threads());
   auto lm = load_model(lo);
   if (!lm.ok()) return fail("bench", lm.message());
