@@ -22,7 +22,7 @@ void synth_usage(FILE* f) {
     presets += p;
   }
   std::fprintf(f,
-               "usage: qwen35 synth --preset %s [--format hf|mlx] [--bits 4|8]\n"
+               "usage: qwen35 synth --preset %s [--format hf|mlx] [--bits 2|3|4|5|6|8]\n"
                "                    [--group-size 64] [--seed N] [--quiet] --out DIR\n"
                "Writes a random-weight checkpoint (config, tokenizer, safetensors) to DIR.\n"
                "  --format      hf: bf16, HF names (default); mlx: MLX affine-quantized\n"

@@ -5,6 +5,7 @@
 #include "hwy/highway.h"
 // Once per target:
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -25,6 +26,140 @@ constexpr int64_t kRowTile = 8;
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
+// kBytes little-endian bytes at p as an integer, in power-of-two loads combined in registers (a
+// memcpy of 3, 5 or 6 bytes into a uint64_t goes through the stack and stalls the next load).
+template <int kBytes>
+HWY_INLINE uint64_t LoadLE(const uint8_t* p) {
+  if constexpr (kBytes >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
+  } else if constexpr (kBytes >= 4) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v | (LoadLE<kBytes - 4>(p + 4) << 32);
+  } else if constexpr (kBytes >= 2) {
+    uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v | (LoadLE<kBytes - 2>(p + 2) << 16);
+  } else if constexpr (kBytes == 1) {
+    return p[0];
+  } else {
+    return 0;
+  }
+}
+
+// Codes [c0, c0 + n) of an affine row as floats, for c0 and n multiples of 8: eight codes fill
+// kBits bytes of MLX's little-endian bit stream, so each run of eight starts on a byte boundary.
+#if HWY_TARGET == HWY_AVX3_DL
+// 64 codes of kBits < 8 from the 8·kBits bytes at p, as bytes: vpermb hands each 64-bit lane the
+// kBits bytes of its eight codes, vpmultishiftqb pulls the eight bitfields out of the lane, the
+// mask keeps kBits of each. A masked load: nothing past the 8·kBits bytes is read.
+template <int kBits>
+HWY_INLINE __m512i Codes64(const uint8_t* p) {
+  static constexpr auto kIdx = [] {
+    std::array<uint8_t, 64> a{};
+    for (int i = 0; i < 8; ++i)
+      for (int k = 0; k < 8; ++k) a[size_t(8 * i + k)] = uint8_t(std::min(i * kBits + k, 63));
+    return a;
+  }();
+  static constexpr auto kShift = [] {
+    std::array<uint8_t, 64> a{};
+    for (int i = 0; i < 8; ++i)
+      for (int k = 0; k < 8; ++k) a[size_t(8 * i + k)] = uint8_t(k * kBits);
+    return a;
+  }();
+  const __mmask64 bytes = (uint64_t(1) << (8 * kBits)) - 1;
+  const __m512i lanes = _mm512_permutexvar_epi8(_mm512_loadu_si512(kIdx.data()), _mm512_maskz_loadu_epi8(bytes, p));
+  return _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_loadu_si512(kShift.data()), lanes),
+                          _mm512_set1_epi8(char((1 << kBits) - 1)));
+}
+// Byte lanes 16k..16k+15 of codes as floats.
+template <int k>
+HWY_INLINE __m512 CodesF(__m512i codes) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(codes, k)));
+}
+#endif
+
+// Codes [c0, c0 + n) of an affine row as floats, for c0 and n multiples of 8: eight codes fill
+// kBits bytes of MLX's little-endian bit stream, so each run of eight starts on a byte boundary.
+template <int kBits>
+HWY_INLINE void UnpackCodes(const uint32_t* row, int64_t c0, int64_t n, float* q) {
+  const uint8_t* p = reinterpret_cast<const uint8_t*>(row) + c0 / 8 * kBits;
+  int64_t j = 0;
+#if HWY_TARGET == HWY_AVX3_DL
+  if constexpr (kBits < 8)
+    for (; j + 64 <= n; j += 64, p += 8 * kBits) {
+      const __m512i codes = Codes64<kBits>(p);
+      _mm512_storeu_ps(q + j, CodesF<0>(codes));
+      _mm512_storeu_ps(q + j + 16, CodesF<1>(codes));
+      _mm512_storeu_ps(q + j + 32, CodesF<2>(codes));
+      _mm512_storeu_ps(q + j + 48, CodesF<3>(codes));
+    }
+#endif
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
+  // Eight codes per step: their kBits bytes shifted by each code's offset in 64-bit lanes, the
+  // low 32 bits of the eight lanes gathered in order, masked and converted.
+  const __m256i sh_lo = _mm256_setr_epi64x(0, kBits, 2 * kBits, 3 * kBits);
+  const __m256i sh_hi = _mm256_setr_epi64x(4 * kBits, 5 * kBits, 6 * kBits, 7 * kBits);
+  const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256i cmask = _mm256_set1_epi32((1 << kBits) - 1);
+  for (; j < n; j += 8, p += kBits) {
+    const __m256i w = _mm256_set1_epi64x(int64_t(LoadLE<kBits>(p)));
+    const __m256i lo = _mm256_srlv_epi64(w, sh_lo), hi = _mm256_slli_epi64(_mm256_srlv_epi64(w, sh_hi), 32);
+    const __m256i codes = _mm256_permutevar8x32_epi32(_mm256_blend_epi32(lo, hi, 0xAA), order);
+    _mm256_storeu_ps(q + j, _mm256_cvtepi32_ps(_mm256_and_si256(codes, cmask)));
+  }
+#endif
+  for (; j < n; j += 8, p += kBits) {
+    const uint64_t v = LoadLE<kBits>(p);
+    for (int k = 0; k < 8; ++k) q[j + k] = float((v >> (k * kBits)) & ((1u << kBits) - 1u));
+  }
+}
+
+#if HWY_TARGET == HWY_AVX3_DL
+// Groups [g, g + 4) of one row (G a multiple of 64) against one activation row, codes kept in
+// registers: each group's partial sum is one FMA chain over its 16-float chunks in order, and acc
+// takes the groups in order, exactly as AffineGenericRows does (the same bits, ~2x faster).
+template <int kBits>
+HWY_INLINE __m512 Groups4(const uint8_t* row, const float* x, int64_t g, int64_t G, const float* sf,
+                          __m512 acc) {
+  __m512 part[4];
+  for (int i = 0; i < 4; ++i) {
+    part[i] = _mm512_setzero_ps();
+    __builtin_prefetch(row + (g + i) * G * kBits / 8 + (16 << 10));
+  }
+  for (int64_t c = 0; c < G; c += 64)
+    for (int i = 0; i < 4; ++i) {
+      const int64_t k0 = (g + i) * G + c;
+      const __m512i codes = Codes64<kBits>(row + k0 / 8 * kBits);
+      part[i] = _mm512_fmadd_ps(CodesF<0>(codes), _mm512_loadu_ps(x + k0), part[i]);
+      part[i] = _mm512_fmadd_ps(CodesF<1>(codes), _mm512_loadu_ps(x + k0 + 16), part[i]);
+      part[i] = _mm512_fmadd_ps(CodesF<2>(codes), _mm512_loadu_ps(x + k0 + 32), part[i]);
+      part[i] = _mm512_fmadd_ps(CodesF<3>(codes), _mm512_loadu_ps(x + k0 + 48), part[i]);
+    }
+  for (int i = 0; i < 4; ++i) acc = _mm512_fmadd_ps(_mm512_set1_ps(sf[g + i]), part[i], acc);
+  return acc;
+}
+#endif
+
+HWY_INLINE void UnpackGroup(const Matrix& m, const uint32_t* row, int64_t c0, float* q) {
+  const int64_t G = m.group;
+  if (G % 8 == 0 && c0 % 8 == 0) {
+    switch (m.bits) {
+      case 2: return UnpackCodes<2>(row, c0, G, q);
+      case 3: return UnpackCodes<3>(row, c0, G, q);
+      case 4: return UnpackCodes<4>(row, c0, G, q);
+      case 5: return UnpackCodes<5>(row, c0, G, q);
+      case 6: return UnpackCodes<6>(row, c0, G, q);
+      case 7: return UnpackCodes<7>(row, c0, G, q);
+      case 8: return UnpackCodes<8>(row, c0, G, q);
+      default: break;
+    }
+  }
+  for (int64_t j = 0; j < G; ++j) q[j] = float(affine_code(row, c0 + j, m.bits));
+}
+
 // Any affine width: each group decoded into a stack buffer, then a SIMD dot per row.
 template <int rt>
 HWY_INLINE void AffineGenericRows(const Matrix& m, const float* const* x, const float* const* xsum,
@@ -37,8 +172,46 @@ HWY_INLINE void AffineGenericRows(const Matrix& m, const float* const* x, const 
   hn::Vec<DF> acc[kRowTile];
   float tail[kRowTile] = {};
   for (int r = 0; r < rt; ++r) acc[r] = hn::Zero(df);
-  for (int64_t g = 0; g < K / G; ++g) {
-    for (int64_t j = 0; j < G; ++j) q[j] = float(affine_code(row, g * G + j, m.bits));
+  // Rows go one after another through memory: the stream is kept 16 KiB ahead (without it this
+  // loop waited on DRAM for half its time).
+  const uint8_t* ahead = reinterpret_cast<const uint8_t*>(row) + (16 << 10);
+  int64_t g = 0;
+  if constexpr (rt == 1) {
+    // One activation row (decode): four groups at once, so their partial sums are four
+    // independent FMA chains. Each chain runs in the order of a group alone and acc takes them in
+    // group order: the same bits as the loop below.
+#if HWY_TARGET == HWY_AVX3_DL
+    if (G % 64 == 0 && (m.bits == 3 || m.bits == 5 || m.bits == 6 || m.bits == 7)) {
+      const auto* rb = reinterpret_cast<const uint8_t*>(row);
+      __m512 a = acc[0].raw;
+      for (; g + 4 <= K / G; g += 4) {
+        switch (m.bits) {
+          case 3: a = Groups4<3>(rb, x[0], g, G, sf, a); break;
+          case 5: a = Groups4<5>(rb, x[0], g, G, sf, a); break;
+          case 6: a = Groups4<6>(rb, x[0], g, G, sf, a); break;
+          default: a = Groups4<7>(rb, x[0], g, G, sf, a); break;
+        }
+      }
+      acc[0] = hn::Vec<DF>{a};
+    }
+#endif
+    HWY_ALIGN float q4[4 * 128 + 16];
+    if (G % N == 0 && G <= 128)
+      for (; g + 4 <= K / G; g += 4) {
+        for (int i = 0; i < 4; ++i) {
+          __builtin_prefetch(ahead + ((g + i) * G * m.bits) / 8);
+          UnpackGroup(m, row, (g + i) * G, q4 + i * G);
+        }
+        hn::Vec<DF> part[4] = {hn::Zero(df), hn::Zero(df), hn::Zero(df), hn::Zero(df)};
+        for (int64_t j = 0; j < G; j += N)
+          for (int i = 0; i < 4; ++i)
+            part[i] = hn::MulAdd(hn::Load(df, q4 + i * G + j), hn::LoadU(df, x[0] + (g + i) * G + j), part[i]);
+        for (int i = 0; i < 4; ++i) acc[0] = hn::MulAdd(hn::Set(df, sf[g + i]), part[i], acc[0]);
+      }
+  }
+  for (; g < K / G; ++g) {
+    __builtin_prefetch(ahead + (g * G * m.bits) / 8);
+    UnpackGroup(m, row, g * G, q);
     const auto s = hn::Set(df, sf[g]);
     for (int r = 0; r < rt; ++r) {
       auto part = hn::Zero(df);
