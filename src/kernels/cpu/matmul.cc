@@ -577,22 +577,6 @@ constexpr int kTileTF = 1;
 #endif
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
-// The same words of the next tile's rows: one tile ahead, the stream of each row stays ahead.
-HWY_INLINE void PrefetchNextTileRows(const uint8_t* base, int64_t row_bytes, int64_t j0) {
-  for (int l = 0; l < kTileRows; ++l) __builtin_prefetch(base + (kTileRows + l) * row_bytes + j0 * 4);
-}
-// Also 16 KiB further along the tiles' bytes in address order (a tile's rows are contiguous, and a
-// step at word j0 consumes kTileRows·kTileRows·4 bytes of them). Token-interleaved A/B on the 0.8B
-// decode: +2-4 % for the int8 and bf16 tiles with one or two activation rows, whose loops are
-// light; with more rows (prefill) and in the exact fp32 tile the work is bound by arithmetic and
-// the extra instructions cost 2-4 %, so those keep only the row prefetch.
-HWY_INLINE void PrefetchTiles(const uint8_t* base, int64_t row_bytes, int64_t j0) {
-  PrefetchNextTileRows(base, row_bytes, j0);
-  constexpr int kStepBytes = kTileRows * kTileRows * 4;
-  const uint8_t* p = base + (16 << 10) + j0 * 4 * kTileRows;
-  for (int b = 0; b < kStepBytes; b += 64) __builtin_prefetch(p + b);
-}
-
 // Output rows o..o+kTileRows-1 against rt activation rows. sT/bT: scales/biases as [group][row].
 template <int kBits, int rt>
 HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* const* dx, const float* const* xsum,
@@ -614,8 +598,8 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
   VI tw[N];
   for (int64_t j0 = 0; j0 < words; j0 += N) {
     TransposeTile(base + j0 * 4, row_bytes, tw);
-    if constexpr (rt <= 2) PrefetchTiles(base, row_bytes, j0);  // memory-bound: more prefetch
-    else PrefetchNextTileRows(base, row_bytes, j0);
+    // The same words of the next tile's rows: one tile ahead, decode reaches ~90% of the bandwidth.
+    for (int l = 0; l < N; ++l) __builtin_prefetch(base + (N + l) * row_bytes + j0 * 4);
     for (int j = 0; j < N; j += 2)
       for (int cc = 0; cc < 2; ++cc) {
         const int c = cc % kChains;
@@ -689,7 +673,7 @@ HWY_INLINE void TileF(const Matrix& m, const float* const* x, const float* const
   VI tw[N];
   for (int64_t j0 = 0; j0 < words; j0 += N) {
     TransposeTile(base + j0 * 4, row_bytes, tw);
-    PrefetchNextTileRows(base, row_bytes, j0);
+    for (int l = 0; l < N; ++l) __builtin_prefetch(base + (N + l) * row_bytes + j0 * 4);
     for (int j = 0; j < N; j += 2)
       for (int c = 0; c < 2; ++c) {
         const int64_t jj = j0 + j + c;
@@ -751,8 +735,7 @@ HWY_INLINE void TileBF(const Matrix& m, const float* const* x, int64_t o, float*
   VI tw[N];
   for (int64_t j0 = 0; j0 < words; j0 += N) {
     TransposeTile(base + j0 * 4, row_bytes, tw);
-    if constexpr (rt <= 2) PrefetchTiles(base, row_bytes, j0);  // memory-bound: more prefetch
-    else PrefetchNextTileRows(base, row_bytes, j0);
+    for (int l = 0; l < N; ++l) __builtin_prefetch(base + (N + l) * row_bytes + j0 * 4);
     for (int j = 0; j < N; j += 2)
       for (int c = 0; c < 2; ++c) {
         const int64_t jj = j0 + j + c;
