@@ -115,13 +115,14 @@ double measure_bandwidth_in_child(int threads) {
 int cmd_bench(int argc, char** argv) {
   CLI::App app{"Prompt and generation throughput, with the memory bandwidth roofline", "qwen35 bench"};
   LoadOptions lo;
-  int64_t n_prompt = 512, n_gen = 128;
+  int64_t n_prompt = 512, n_gen = 128, depth = 0;
   int reps = 3;
   int64_t batch = 1;
   bool json = false;
   app.add_option("-m,--model", lo.model_dir, "checkpoint directory")->required();
   app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test; 0 skips)");
   app.add_option("-n,--n-gen", n_gen, "generated tokens (tg test; 0 skips)");
+  app.add_option("-d,--depth", depth, "tokens already in the context before each test (prefilled, not timed)");
   app.add_option("-t,--threads", lo.threads, "threads (0 = all cores)");
   app.add_option("-r,--repetitions", reps, "repetitions (medians are reported)");
   app.add_option("-b,--batch", batch, "sequences decoding together in the tg test (aggregate tokens/s)");
@@ -134,8 +135,8 @@ int cmd_bench(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
-  if (n_prompt < 0 || n_gen < 0 || reps < 1 || batch < 1 || batch > 256)
-    return fail("bench", "-p, -n must be >= 0, -r >= 1 and -b in 1..256");
+  if (n_prompt < 0 || n_gen < 0 || depth < 0 || reps < 1 || batch < 1 || batch > 256)
+    return fail("bench", "-p, -n, -d must be >= 0, -r >= 1 and -b in 1..256");
   const double bw = measure_bandwidth_in_child(lo.threads > 0 ? lo.threads : core::ThreadPool::hardware_threads());
   auto lm = load_model(lo);
   if (!lm.ok()) return fail("bench", lm.message());
@@ -144,16 +145,25 @@ int cmd_bench(int argc, char** argv) {
 
   std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
   for (int64_t i = 0; i < n_prompt; ++i) prompt[size_t(i)] = int32_t((i * 2654435761u) % uint64_t(V));
-  auto state = m.new_state(std::max<int64_t>(n_prompt, n_gen) + 1);
+  std::vector<int32_t> context(static_cast<size_t>(depth));
+  for (int64_t i = 0; i < depth; ++i) context[size_t(i)] = int32_t((i * 40503u + 7) % uint64_t(V));
+  auto state = m.new_state(depth + std::max<int64_t>(n_prompt, n_gen) + 1);
   std::vector<std::unique_ptr<model::SequenceState>> batch_states;
-  for (int64_t b = 1; b < batch; ++b) batch_states.push_back(m.new_state(n_gen + 1));
+  for (int64_t b = 1; b < batch; ++b) batch_states.push_back(m.new_state(depth + n_gen + 1));
   std::vector<float> logits;
+  // Empties a sequence and fills its context with the -d tokens (untimed).
+  auto start = [&](model::SequenceState* st) -> core::Status {
+    st->reset();
+    if (depth == 0) return core::Status();
+    model::SequenceRows rows{st, context, false};
+    return m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits);
+  };
   std::vector<double> pp, tg;
   uint64_t hash = 0;
   // One warm-up pass of each, then the measured repetitions.
   for (int r = 0; r <= reps; ++r) {
     if (n_prompt > 0) {
-      state->reset();
+      if (auto s = start(state.get()); !s.ok()) return fail("bench", s.message());
       auto t0 = Clock::now();
       model::SequenceRows rows{state.get(), prompt, false};
       if (auto s = m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits); !s.ok())
@@ -164,12 +174,10 @@ int cmd_bench(int argc, char** argv) {
     if (n_gen > 0) {
       // `batch` sequences decode together, one row each per step (batched decode, as the server
       // runs concurrent requests); tokens/s counts all of them.
-      state->reset();
       std::vector<model::SequenceState*> seqs = {state.get()};
-      for (auto& b : batch_states) {
-        b->reset();
-        seqs.push_back(b.get());
-      }
+      for (auto& b : batch_states) seqs.push_back(b.get());
+      for (auto* sq : seqs)
+        if (auto s = start(sq); !s.ok()) return fail("bench", s.message());
       std::vector<int32_t> toks(seqs.size());
       for (size_t b = 0; b < toks.size(); ++b) toks[b] = int32_t(1 + b);
       std::vector<model::SequenceRows> rows(seqs.size());
@@ -198,12 +206,12 @@ int cmd_bench(int argc, char** argv) {
   const char* mode = lo.fast ? "fast-int8" : "exact";
   if (json) {
     std::printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"mode\": \"%s\", \"n_prompt\": %lld, "
-                "\"n_gen\": %lld, \"batch\": %lld, \"repetitions\": %d, \"pp_tok_s\": %.3f, \"pp_tok_s_min\": %.3f, "
+                "\"n_gen\": %lld, \"n_depth\": %lld, \"batch\": %lld, \"repetitions\": %d, \"pp_tok_s\": %.3f, \"pp_tok_s_min\": %.3f, "
                 "\"pp_tok_s_max\": %.3f, \"tg_tok_s\": %.3f, \"tg_tok_s_min\": %.3f, \"tg_tok_s_max\": %.3f, "
                 "\"ttft_ms\": %.2f, \"weight_bytes_per_token\": %.0f, \"achieved_gbs\": %.3f, \"mem_bw_gbs\": %.3f, "
                 "\"tg_roofline_tok_s\": %.3f, \"tg_roofline_pct\": %.2f, \"peak_rss_mb\": %.1f, "
                 "\"weights_mb\": %.1f, \"logits_hash\": \"%016llx\"}\n",
-                lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, (long long)n_prompt, (long long)n_gen, (long long)batch, reps,
+                lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, (long long)n_prompt, (long long)n_gen, (long long)depth, (long long)batch, reps,
                 pps.median, pps.min, pps.max, tgs.median, tgs.min, tgs.max, ttft_ms, stream, achieved, bw, roofline,
                 roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (unsigned long long)hash);
     return 0;
@@ -211,6 +219,7 @@ int cmd_bench(int argc, char** argv) {
   std::printf("model: %s  threads: %d  isa: %s  mode: %s  backend: %s\n", lo.model_dir.c_str(), lm->pool->size(),
               isa.c_str(), mode, lo.backend.c_str());
   std::printf("memory read bandwidth: %.2f GB/s (measured)\n", bw);
+  if (depth > 0) std::printf("context depth: %lld tokens before each test\n", (long long)depth);
   if (n_prompt > 0)
     std::printf("pp%lld: %8.2f tok/s (min %.2f, max %.2f over %d)   time to first token: %.1f ms\n", (long long)n_prompt,
                 pps.median, pps.min, pps.max, reps, ttft_ms);

@@ -145,6 +145,14 @@ TEST(Cli, BenchJsonFields) {
   const auto bj = nlohmann::json::parse(batched.out);
   EXPECT_EQ(bj["batch"], 3);
   EXPECT_GT(bj["tg_tok_s"].get<double>(), 0);
+  // -d puts context before each test: the prompt's last logits then follow it (another hash).
+  auto deep = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -p 8 -n 2 -d 5 -r 1 --json");
+  ASSERT_EQ(deep.exit_code, 0) << deep.err;
+  const auto dj = nlohmann::json::parse(deep.out);
+  EXPECT_EQ(dj["n_depth"], 5);
+  EXPECT_GT(dj["tg_tok_s"].get<double>(), 0);
+  EXPECT_NE(dj["logits_hash"], j["logits_hash"]);
+  EXPECT_NE(testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -d -1").exit_code, 0);
   EXPECT_NE(testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -b 0").exit_code, 0);
   auto nosuch = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt --isa nosuch");
   EXPECT_NE(nosuch.exit_code, 0);

@@ -11,6 +11,7 @@
 #include "core/thread_pool.h"
 #include "hwy/targets.h"
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/recurrent.h"
 #include "kernels/matrix.h"
 #include "kernels/ops.h"
 
@@ -356,6 +357,29 @@ void attention_checks() {
   }
 }
 
+// Several queries over one cache together (attend_many: the heads sharing a key/value head, at
+// several positions) give each query the bits of attend alone.
+void attend_many_checks() {
+  for (int64_t hd : {256, 64, 40}) {
+    const int64_t stride = 3 * hd, len = 200;  // keys interleaved with two other heads' rows
+    auto k = randn(size_t(len * stride), 7), v = randn(size_t(len * stride), 8), q = randn(size_t(6 * hd), 9);
+    const int64_t n_pos[6] = {1, 64, 65, 130, 200, 3};
+    std::vector<float> many(size_t(6 * hd)), s(6 * 64), m(12);
+    const float* qp[6];
+    float* op[6];
+    for (int i = 0; i < 6; ++i) {
+      qp[i] = q.data() + i * hd;
+      op[i] = many.data() + i * hd;
+    }
+    cpu::attend_many(qp, n_pos, 6, k.data(), v.data(), stride, hd, 0.125f, s.data(), m.data(), op);
+    for (int i = 0; i < 6; ++i) {
+      std::vector<float> one(static_cast<size_t>(hd));
+      cpu::attend(qp[i], k.data(), v.data(), stride, n_pos[i], hd, 0.125f, s.data(), one.data());
+      for (int64_t d = 0; d < hd; ++d) ASSERT_EQ(one[size_t(d)], many[size_t(i * hd + d)]) << "query " << i;
+    }
+  }
+}
+
 void conv_checks() {
   core::ThreadPool pool(2);
   for (int64_t kernel : {1, 2, 4, 5, 9})
@@ -409,7 +433,10 @@ void delta_checks() {
 }
 
 TEST(Ops, AttentionWithCacheMatchesReferenceOnEveryTarget) {
-  on_every_target([](const std::string&) { attention_checks(); });
+  on_every_target([](const std::string&) {
+    attention_checks();
+    attend_many_checks();
+  });
 }
 
 // The SIMD conv and recurrent delta step on every compiled target this CPU supports.

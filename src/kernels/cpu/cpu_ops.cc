@@ -119,18 +119,45 @@ class CpuOps final : public Ops {
       }
     });
     const float scale = 1.0f / std::sqrt(float(hd));
-    run(ctx, size_t(n * nh), [&](size_t b, size_t e, int) {
-      float* q = scratch(0, size_t(hd)).data();
+    // A work item is kT consecutive positions of one key/value head: kT·rep queries that share
+    // every key/value block, read once for all of them. Items go out in a folded order (first,
+    // last, second, ...) so each thread's contiguous share mixes cheap early positions with costly
+    // late ones (causal). Each query's arithmetic does not depend on its item: the same bits.
+    constexpr int64_t kT = 4;
+    const int64_t items = (n + kT - 1) / kT * nkv;
+    run(ctx, size_t(items), [&](size_t b, size_t e, int) {
+      const int64_t nq_max = kT * rep;
+      float* qs = scratch(0, size_t(nq_max * hd)).data();
+      float* s = scratch(1, size_t(nq_max * 64)).data();
+      float* m = scratch(2, size_t(2 * nq_max)).data();
+      thread_local std::vector<const float*> qp;
+      thread_local std::vector<float*> op;
+      thread_local std::vector<int64_t> np;
+      qp.resize(size_t(nq_max));
+      op.resize(size_t(nq_max));
+      np.resize(size_t(nq_max));
       for (size_t it = b; it < e; ++it) {
-        const int64_t t = int64_t(it) / nh, h = int64_t(it) % nh, pos = pos0 + t, kh = h / rep;
-        const float* q_in = qg + (t * nh + h) * 2 * hd;
-        const float* gate = q_in + hd;
-        rms_norm_row(q_in, hd, p.q_norm, p.eps, q);
-        apply_rope(q, p.rotary_dim, p.rope_theta, pos);
-        float* s = scratch(1, 64).data();  // one block of scores (online softmax)
-        float* o = out + (t * nh + h) * hd;
-        cpu::attend(q, cache.k + kh * hd, cache.v + kh * hd, nkv * hd, pos + 1, hd, scale, s, o);
-        for (int64_t i = 0; i < hd; ++i) o[i] *= sigmoid(gate[i]);
+        const int64_t f = it % 2 == 0 ? int64_t(it / 2) : items - 1 - int64_t(it / 2);
+        const int64_t t0 = f / nkv * kT, kh = f % nkv, t1 = std::min(n, t0 + kT);
+        int nq = 0;
+        for (int64_t t = t0; t < t1; ++t)
+          for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {
+            float* q = qs + nq * hd;
+            rms_norm_row(qg + (t * nh + h) * 2 * hd, hd, p.q_norm, p.eps, q);
+            apply_rope(q, p.rotary_dim, p.rope_theta, pos0 + t);
+            qp[size_t(nq)] = q;
+            op[size_t(nq)] = out + (t * nh + h) * hd;
+            np[size_t(nq)] = pos0 + t + 1;
+          }
+        cpu::attend_many(qp.data(), np.data(), nq, cache.k + kh * hd, cache.v + kh * hd, nkv * hd, hd, scale, s, m,
+                         op.data());
+        nq = 0;
+        for (int64_t t = t0; t < t1; ++t)
+          for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {
+            const float* gate = qg + (t * nh + h) * 2 * hd + hd;
+            float* o = op[size_t(nq)];
+            for (int64_t i = 0; i < hd; ++i) o[i] *= sigmoid(gate[i]);
+          }
       }
     });
   }

@@ -205,40 +205,53 @@ void DeltaChunkImpl(const DeltaChunk& c) {
 
 // Online softmax over blocks of keys: a block's scores, then the running maximum, sum and output
 // rescaled only when the maximum grows. One pass over the cache, scratch for one block.
-void AttendImpl(const float* q, const float* k, const float* v, int64_t stride, int64_t n_pos, int64_t hd,
-                float scale, float* s, float* o) {
+// Online softmax over blocks of 64 keys, for nq queries that share the keys/values: the outer
+// loop walks the blocks, so each block is read from memory once and reused from cache by every
+// query that reaches it. Query i's operations, and their order, are those of a lone query.
+void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const float* k, const float* v,
+                    int64_t stride, int64_t hd, float scale, float* s_all, float* m_all, float* const* o) {
   constexpr int64_t kBlock = 64;
-  float mx = -INFINITY, sum = 0;
-  std::fill_n(o, hd, 0.0f);
-  for (int64_t j0 = 0; j0 < n_pos; j0 += kBlock) {
-    const int64_t jn = std::min(kBlock, n_pos - j0);
-    float bmx = -INFINITY;
-    for (int64_t j = 0; j < jn; ++j) {
-      s[j] = Dot(q, k + (j0 + j) * stride, hd) * scale;
-      bmx = std::max(bmx, s[j]);
-    }
-    if (bmx > mx) {
-      if (sum > 0) {
-        const float f = std::exp(mx - bmx);
-        sum *= f;
-        Scale(o, f, hd);
-      }
-      mx = bmx;
-    }
-    {  // s[j] = e^(s[j] - mx) for the block, in SIMD
-      const DF df;
-      const int64_t N = int64_t(hn::Lanes(df));
-      const auto vmx = hn::Set(df, mx);
-      int64_t j = 0;
-      for (; j + N <= jn; j += N) hn::StoreU(hn::Exp(df, hn::Sub(hn::LoadU(df, s + j), vmx)), df, s + j);
-      for (; j < jn; ++j) s[j] = std::exp(s[j] - mx);
-    }
-    for (int64_t j = 0; j < jn; ++j) {
-      sum += s[j];
-      Axpy(o, v + (j0 + j) * stride, s[j], hd);
-    }
+  float* mx = m_all;
+  float* sum = m_all + nq;
+  int64_t most = 0;
+  for (int i = 0; i < nq; ++i) {
+    mx[i] = -INFINITY;
+    sum[i] = 0;
+    std::fill_n(o[i], hd, 0.0f);
+    most = std::max(most, n_pos[i]);
   }
-  Scale(o, 1.0f / sum, hd);
+  for (int64_t j0 = 0; j0 < most; j0 += kBlock)
+    for (int i = 0; i < nq; ++i) {
+      if (j0 >= n_pos[i]) continue;
+      const int64_t jn = std::min(kBlock, n_pos[i] - j0);
+      float* s = s_all + i * kBlock;
+      float bmx = -INFINITY;
+      for (int64_t j = 0; j < jn; ++j) {
+        s[j] = Dot(q[i], k + (j0 + j) * stride, hd) * scale;
+        bmx = std::max(bmx, s[j]);
+      }
+      if (bmx > mx[i]) {
+        if (sum[i] > 0) {
+          const float f = std::exp(mx[i] - bmx);
+          sum[i] *= f;
+          Scale(o[i], f, hd);
+        }
+        mx[i] = bmx;
+      }
+      {  // s[j] = e^(s[j] - mx) for the block, in SIMD
+        const DF df;
+        const int64_t N = int64_t(hn::Lanes(df));
+        const auto vmx = hn::Set(df, mx[i]);
+        int64_t j = 0;
+        for (; j + N <= jn; j += N) hn::StoreU(hn::Exp(df, hn::Sub(hn::LoadU(df, s + j), vmx)), df, s + j);
+        for (; j < jn; ++j) s[j] = std::exp(s[j] - mx[i]);
+      }
+      for (int64_t j = 0; j < jn; ++j) {
+        sum[i] += s[j];
+        Axpy(o[i], v + (j0 + j) * stride, s[j], hd);
+      }
+    }
+  for (int i = 0; i < nq; ++i) Scale(o[i], 1.0f / sum[i], hd);
 }
 
 constexpr int64_t kMaxKernel = 8;
@@ -298,13 +311,19 @@ namespace qwen35::kernels::cpu {
 HWY_EXPORT(DeltaStepImpl);
 HWY_EXPORT(Conv1dSiluImpl);
 HWY_EXPORT(DeltaChunkImpl);
-HWY_EXPORT(AttendImpl);
+HWY_EXPORT(AttendManyImpl);
 
 void delta_chunk(const DeltaChunk& c) { HWY_DYNAMIC_DISPATCH(DeltaChunkImpl)(c); }
 
 void attend(const float* q, const float* k, const float* v, int64_t stride, int64_t n_pos, int64_t hd,
             float scale, float* s, float* o) {
-  HWY_DYNAMIC_DISPATCH(AttendImpl)(q, k, v, stride, n_pos, hd, scale, s, o);
+  float m[2];
+  HWY_DYNAMIC_DISPATCH(AttendManyImpl)(&q, &n_pos, 1, k, v, stride, hd, scale, s, m, &o);
+}
+
+void attend_many(const float* const* q, const int64_t* n_pos, int nq, const float* k, const float* v,
+                 int64_t stride, int64_t hd, float scale, float* s, float* m, float* const* o) {
+  HWY_DYNAMIC_DISPATCH(AttendManyImpl)(q, n_pos, nq, k, v, stride, hd, scale, s, m, o);
 }
 
 void delta_step(float* S, const float* k, const float* q, const float* v, float decay, float beta,

@@ -38,6 +38,12 @@ void delta_chunk(const DeltaChunk& c);
 // blocks of 64 keys (one pass over the cache). s: 64 floats of scratch.
 void attend(const float* q, const float* k, const float* v, int64_t stride, int64_t n_pos, int64_t hd,
             float scale, float* s, float* o);
+// The same for nq query rows against one cache (the query heads that share a key/value head, at
+// one or more positions): query i sees positions 0..n_pos[i]-1, and each 64-key block is read once
+// for all of them. Each query's arithmetic is attend's: o[i] gets the same bits as alone.
+// s: 64·nq floats of scratch, m: 2·nq floats.
+void attend_many(const float* const* q, const int64_t* n_pos, int nq, const float* k, const float* v,
+                 int64_t stride, int64_t hd, float scale, float* s, float* m, float* const* o);
 
 // Depthwise causal conv1d + SiLU on channels [c0, c1) of x [n, ch] with weights w [ch, kernel]
 // and the previous inputs in state [kernel-1, ch] (oldest first, updated). out [n, ch].
