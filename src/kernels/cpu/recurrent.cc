@@ -108,6 +108,33 @@ HWY_INLINE void Axpy(float* y, const float* x, float s, int64_t n) {
   for (; i < n; ++i) y[i] += s * x[i];
 }
 
+// y[0, kV·N) += Σ_j s[j]·x[j·stride + ·] over j < m, the kV vectors of y held in registers while
+// the rows stream past: per element the operations of Axpy row after row, in the same order.
+template <int kV>
+HWY_INLINE void SlabAxpy(float* y, const float* x, int64_t stride, const float* s, int64_t m) {
+  const DF df;
+  const int64_t N = int64_t(hn::Lanes(df));
+  hn::Vec<DF> acc[kV];
+  for (int c = 0; c < kV; ++c) acc[c] = hn::LoadU(df, y + c * N);
+  for (int64_t j = 0; j < m; ++j) {
+    const auto vs = hn::Set(df, s[j]);
+    const float* xj = x + j * stride;
+    for (int c = 0; c < kV; ++c) acc[c] = hn::MulAdd(vs, hn::LoadU(df, xj + c * N), acc[c]);
+  }
+  for (int c = 0; c < kV; ++c) hn::StoreU(acc[c], df, y + c * N);
+}
+
+// Axpy(y, x + j·stride, s[j], n) for j = 0..m-1, in slabs of y that fit in registers.
+HWY_INLINE void AxpyRows(float* y, const float* x, int64_t stride, const float* s, int64_t m, int64_t n) {
+  const int64_t N = int64_t(hn::Lanes(DF()));
+  int64_t i = 0;
+  for (; i + 16 * N <= n; i += 16 * N) SlabAxpy<16>(y + i, x + i, stride, s, m);
+  for (; i + 4 * N <= n; i += 4 * N) SlabAxpy<4>(y + i, x + i, stride, s, m);
+  for (; i + N <= n; i += N) SlabAxpy<1>(y + i, x + i, stride, s, m);
+  for (; i < n; ++i)
+    for (int64_t j = 0; j < m; ++j) y[i] += s[j] * x[j * stride + i];
+}
+
 // y *= s
 HWY_INLINE void Scale(float* y, float s, int64_t n) {
   const DF df;
@@ -246,10 +273,8 @@ void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const f
         for (; j + N <= jn; j += N) hn::StoreU(hn::Exp(df, hn::Sub(hn::LoadU(df, s + j), vmx)), df, s + j);
         for (; j < jn; ++j) s[j] = std::exp(s[j] - mx[i]);
       }
-      for (int64_t j = 0; j < jn; ++j) {
-        sum[i] += s[j];
-        Axpy(o[i], v + (j0 + j) * stride, s[j], hd);
-      }
+      for (int64_t j = 0; j < jn; ++j) sum[i] += s[j];
+      AxpyRows(o[i], v + j0 * stride, stride, s, jn, hd);
     }
   for (int i = 0; i < nq; ++i) Scale(o[i], 1.0f / sum[i], hd);
 }
