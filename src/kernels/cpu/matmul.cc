@@ -213,12 +213,18 @@ HWY_INLINE void AffineGenericRows(const Matrix& m, const float* const* x, const 
     __builtin_prefetch(ahead + (g * G * m.bits) / 8);
     UnpackGroup(m, row, g * G, q);
     const auto s = hn::Set(df, sf[g]);
+    // Each chunk of codes is loaded once for all rt rows; each row's partial sum is still one FMA
+    // chain over the chunks in order.
+    hn::Vec<DF> part[kRowTile];
+    for (int r = 0; r < rt; ++r) part[r] = hn::Zero(df);
+    int64_t j = 0;
+    for (; j + N <= G; j += N) {
+      const auto qv = hn::Load(df, q + j);
+      for (int r = 0; r < rt; ++r) part[r] = hn::MulAdd(qv, hn::LoadU(df, x[r] + g * G + j), part[r]);
+    }
     for (int r = 0; r < rt; ++r) {
-      auto part = hn::Zero(df);
-      int64_t j = 0;
-      for (; j + N <= G; j += N) part = hn::MulAdd(hn::Load(df, q + j), hn::LoadU(df, x[r] + g * G + j), part);
-      acc[r] = hn::MulAdd(s, part, acc[r]);
-      for (; j < G; ++j) tail[r] += sf[g] * q[j] * x[r][g * G + j];
+      acc[r] = hn::MulAdd(s, part[r], acc[r]);
+      for (int64_t jt = j; jt < G; ++jt) tail[r] += sf[g] * q[jt] * x[r][g * G + jt];
     }
   }
   for (int r = 0; r < rt; ++r) {
