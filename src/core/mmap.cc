@@ -51,9 +51,14 @@ Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path, Lo
     ::close(fd);
     return f;
   }
-  if (mode == LoadMode::kAnonymous && f->size_ > available_memory()) {
-    QWEN35_LOG_WARN("'%s' (%zu MB) is larger than the available memory; mapping it from the file instead of copying it",
-                    path.c_str(), f->size_ >> 20);
+  // The copy must leave room for the rest (other shards, caches, activations): with less than an
+  // eighth of its size plus 512 MiB to spare, the file is mapped instead, where the kernel can
+  // drop and re-read its pages under pressure rather than fail.
+  const size_t avail = available_memory();
+  if (mode == LoadMode::kAnonymous && f->size_ + f->size_ / 8 + (size_t(512) << 20) > avail) {
+    QWEN35_LOG_WARN("'%s' (%zu MB) does not fit the available memory (%zu MB) with room to spare; mapping it from "
+                    "the file instead of copying it",
+                    path.c_str(), f->size_ >> 20, avail >> 20);
     mode = LoadMode::kMmap;
   }
   if (mode == LoadMode::kAnonymous) {

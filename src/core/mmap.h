@@ -14,7 +14,8 @@ enum class LoadMode {
   kMmap,          // lazy file-backed mapping
   kMmapPopulate,  // file-backed, pre-faulted (MAP_POPULATE) and advised WILLNEED
   kAnonymous,     // read into anonymous memory on huge pages (immune to page-cache reclaim);
-                  // a file larger than the available memory is mapped as kMmap instead
+                  // a file that does not fit the available memory with room to spare is
+                  // mapped as kMmap instead
 };
 
 class MappedFile {
