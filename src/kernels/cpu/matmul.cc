@@ -49,8 +49,6 @@ HWY_INLINE uint64_t LoadLE(const uint8_t* p) {
   }
 }
 
-// Codes [c0, c0 + n) of an affine row as floats, for c0 and n multiples of 8: eight codes fill
-// kBits bytes of MLX's little-endian bit stream, so each run of eight starts on a byte boundary.
 #if HWY_TARGET == HWY_AVX3_DL
 // 64 codes of kBits < 8 from the 8·kBits bytes at p, as bytes: vpermb hands each 64-bit lane the
 // kBits bytes of its eight codes, vpmultishiftqb pulls the eight bitfields out of the lane, the
@@ -500,11 +498,6 @@ HWY_INLINE void TransposeRegs(const VI* r, VI* out) {
     out[12 + mm] = _mm512_shuffle_i32x4(d1, e1, 0xDD);
   }
 }
-HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, VI* out) {
-  VI r[16];
-  for (int l = 0; l < 16; ++l) r[l] = LoadI(p + l * stride);
-  TransposeRegs(r, out);
-}
 // 16 bf16 values as the bits of 16 floats.
 HWY_INLINE VI LoadBf16(const uint16_t* p) {
   return _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))), 16);
@@ -567,11 +560,6 @@ HWY_INLINE void TransposeRegs(const VI* r, VI* out) {
     out[4 + mm] = _mm256_permute2x128_si256(b[mm], b[4 + mm], 0x31);
   }
 }
-HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, VI* out) {
-  VI r[8];
-  for (int l = 0; l < 8; ++l) r[l] = LoadI(p + l * stride);
-  TransposeRegs(r, out);
-}
 // 8 bf16 values as the bits of 8 floats.
 HWY_INLINE VI LoadBf16(const uint16_t* p) {
   return _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))), 16);
@@ -583,6 +571,14 @@ constexpr int kTileTF = 1;
 #endif
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
+// kTileRows rows of kTileRows words (row l at p + l·stride) transposed: out[j] holds word j of
+// every row.
+HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, VI* out) {
+  VI r[kTileRows];
+  for (int l = 0; l < kTileRows; ++l) r[l] = LoadI(p + l * stride);
+  TransposeRegs(r, out);
+}
+
 // Output rows o..o+kTileRows-1 against rt activation rows. sT/bT: scales/biases as [group][row].
 template <int kBits, int rt>
 HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* const* dx, const float* const* xsum,

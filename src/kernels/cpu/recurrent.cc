@@ -98,18 +98,8 @@ HWY_INLINE float DotD(const float* a, const float* b, int64_t n) {
   return float(t);
 }
 
-// y += s·x
-HWY_INLINE void Axpy(float* y, const float* x, float s, int64_t n) {
-  const DF df;
-  const int64_t N = int64_t(hn::Lanes(df));
-  const auto vs = hn::Set(df, s);
-  int64_t i = 0;
-  for (; i + N <= n; i += N) hn::StoreU(hn::MulAdd(vs, hn::LoadU(df, x + i), hn::LoadU(df, y + i)), df, y + i);
-  for (; i < n; ++i) y[i] += s * x[i];
-}
-
-// y[0, kV·N) += Σ_j s[j]·x[j·stride + ·] over j < m, the kV vectors of y held in registers while
-// the rows stream past: per element the operations of Axpy row after row, in the same order.
+// y[0, kV·N) += s[j]·x[j·stride + ·] for j = 0..m-1 in turn, the kV vectors of y held in
+// registers while the rows stream past (per element: one FMA per row, in row order).
 template <int kV>
 HWY_INLINE void SlabAxpy(float* y, const float* x, int64_t stride, const float* s, int64_t m) {
   const DF df;
@@ -124,7 +114,7 @@ HWY_INLINE void SlabAxpy(float* y, const float* x, int64_t stride, const float* 
   for (int c = 0; c < kV; ++c) hn::StoreU(acc[c], df, y + c * N);
 }
 
-// Axpy(y, x + j·stride, s[j], n) for j = 0..m-1, in slabs of y that fit in registers.
+// y[0, n) += s[j]·x[j·stride + ·] for j = 0..m-1 in turn, in slabs of y that fit in registers.
 HWY_INLINE void AxpyRows(float* y, const float* x, int64_t stride, const float* s, int64_t m, int64_t n) {
   const int64_t N = int64_t(hn::Lanes(DF()));
   int64_t i = 0;
@@ -230,11 +220,10 @@ void DeltaChunkImpl(const DeltaChunk& c) {
   }
 }
 
-// Online softmax over blocks of keys: a block's scores, then the running maximum, sum and output
-// rescaled only when the maximum grows. One pass over the cache, scratch for one block.
-// Online softmax over blocks of 64 keys, for nq queries that share the keys/values: the outer
-// loop walks the blocks, so each block is read from memory once and reused from cache by every
-// query that reaches it. Query i's operations, and their order, are those of a lone query.
+// Online softmax over blocks of 64 keys (a block's scores, then the running maximum, sum and
+// output rescaled only when the maximum grows), for nq queries that share the keys/values: the
+// outer loop walks the blocks, so each block is read from memory once and reused from cache by
+// every query that reaches it. Query i's operations, and their order, are those of a lone query.
 void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const float* k, const float* v,
                     int64_t stride, int64_t hd, float scale, float* s_all, float* m_all, float* const* o) {
   constexpr int64_t kBlock = 64;
