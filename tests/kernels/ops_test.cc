@@ -189,10 +189,11 @@ void matmul_every_weight_type() {
 void matmul_int8_mode() {
   core::ThreadPool pool(3);
   uint32_t seed = 100;
-  for (int bits : {2, 4, 8})
+  for (int bits : {2, 3, 4, 5, 6, 8})
     for (int group : {32, 64, 128})
       for (int64_t n : {1, 3, 9}) {
-        const int64_t rows = 37, cols = 512;
+        // 3/5/6-bit: 1024 columns take their int8 tile (whole blocks), 512 only for 6-bit.
+        const int64_t rows = 37, cols = bits == 3 || bits == 5 ? 1024 : 512;
         TestMatrix w = make_matrix(WeightType::kAffine, rows, cols, seed++, bits, group);
         std::vector<float> x = randn(size_t(n * cols), seed++);
         std::vector<float> yr(size_t(n * rows)), yf(yr.size()), yf1(yr.size());
@@ -233,9 +234,9 @@ void matmul_int8_mode() {
 // depend on the machine.
 TEST(Ops, MatmulFastModeIsIdenticalOnEveryTarget) {
   uint32_t seed = 500;
-  for (int bits : {2, 4, 8})
+  for (int bits : {2, 3, 4, 5, 6, 8})
     for (int group : {16, 64, 128}) {
-      const int64_t rows = 45, cols = 768, n = 11;
+      const int64_t rows = 45, cols = bits == 3 || bits == 5 ? 1536 : 768, n = 11;
       TestMatrix w = make_matrix(WeightType::kAffine, rows, cols, seed++, bits, group);
       std::vector<float> x = randn(size_t(n * cols), seed++);
       std::vector<float> first;
@@ -266,7 +267,8 @@ TEST(Ops, MatmulManyEqualsSeparateCalls) {
       {{{48, 8, 32}, {80, 8, 32}}},                           // shared, 8-bit
       {{{40, 4, 64}, {16, 4, 64}}},                           // rows not a multiple of 16: separate
       {{{32, 4, 64}, {32, 8, 64}}},                           // different widths: separate
-      {{{32, 5, 32}, {32, 4, 32}}}};                          // a 5-bit matrix: separate
+      {{{32, 5, 32}, {32, 4, 32}}},                           // a 5-bit matrix: separate
+      {{{32, 6, 64}, {48, 6, 64}}}};                          // 6-bit: shared in fast mode
   for (const auto& c : cases)
     for (bool fast : {false, true})
       for (int64_t n : {1, 5}) {

@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/matrix.h"
@@ -302,9 +303,9 @@ HWY_INLINE void ConvertRow(const void* p, core::DType t, int64_t i0, int64_t n, 
 //
 // Activation layout: weight word jj (C = 32/bits codes) meets 4·per bytes of xq (per = 8/bits):
 // for m < per, the 4 bytes x[C·jj + b·per + m], b < 4 (the codes bits [m·bits, (m+1)·bits) of the
-// word's 4 bytes).
+// word's 4 bytes). Odd widths (3, 5, 6), whose codes run across words, keep the natural order.
 void QuantizeRow8(const float* x, int64_t K, int bits, int64_t group, int8_t* xq, float* dx, float* xsum) {
-  const int64_t per = 8 / bits, C = 4 * per;
+  const int64_t per = (bits == 2 || bits == 4 || bits == 8) ? 8 / bits : 1, C = 4 * per;
   thread_local std::vector<int8_t> q;
   q.resize(size_t(K));
   const DF df;
@@ -346,8 +347,25 @@ void QuantizeRow8(const float* x, int64_t K, int bits, int64_t group, int8_t* xq
 template <int kBits>
 void RowScalar8(const Matrix& m, const int8_t* xq, const float* dx, const float* xsum, int64_t o,
                 const float* s_row, const float* b_row, float* y) {
-  constexpr int per = 8 / kBits, C = 32 / kBits;
   constexpr uint32_t mask = kBits == 8 ? 0xFFu : (1u << kBits) - 1u;
+  if constexpr (kBits == 3 || kBits == 5 || kBits == 6) {
+    // Odd widths: runs of eight codes fill kBits bytes; activations in natural order.
+    const int64_t K = m.cols, G = m.group;
+    const uint8_t* row = static_cast<const uint8_t*>(m.data) + o * (K * kBits / 8);
+    float acc = 0;
+    for (int64_t g = 0; g < K / G; ++g) {
+      int32_t isum = 0;
+      for (int64_t c = g * G; c < (g + 1) * G; c += 8) {
+        const uint64_t v = LoadLE<kBits>(row + c / 8 * kBits);
+        for (int k = 0; k < 8; ++k) isum += int32_t((v >> (k * kBits)) & mask) * xq[c + k];
+      }
+      acc = std::fma(float(isum), s_row[g] * dx[g], acc);
+      acc = std::fma(b_row[g], xsum[g], acc);
+    }
+    *y = acc;
+    return;
+  }
+  constexpr int per = 8 / kBits, C = 32 / kBits;
   const int64_t K = m.cols, DG = m.group / C, words = K / C;
   const uint8_t* row = static_cast<const uint8_t*>(m.data) + o * (K * kBits / 8);
   float acc = 0;
@@ -441,6 +459,26 @@ template <int k>
 HWY_INLINE VI ShlI(VI a) { return _mm512_slli_epi32(a, k); }
 HWY_INLINE VFl AsF(VI a) { return _mm512_castsi512_ps(a); }
 HWY_INLINE VFl AddF(VFl a, VFl b) { return _mm512_add_ps(a, b); }
+HWY_INLINE VI OrI(VI a, VI b) { return _mm512_or_si512(a, b); }
+#if HWY_TARGET == HWY_AVX3_DL
+// The 32 bits at bit s of each lane's pair (hi:lo), 0 <= s < 32 (vpshrdvd).
+HWY_INLINE VI Funnel(VI lo, VI hi, int s) { return _mm512_shrdv_epi32(lo, hi, _mm512_set1_epi32(s)); }
+// The four kBits-bit fields at the bottom of each lane as its four bytes (vpmultishiftqb).
+template <int kBits>
+HWY_INLINE VI Spread(VI v) {
+  constexpr uint64_t kCtl = [] {
+    uint64_t c = 0;
+    for (int j = 0; j < 8; ++j) c |= uint64_t(32 * (j / 4) + kBits * (j % 4)) << (8 * j);
+    return c;
+  }();
+  return _mm512_and_si512(_mm512_multishift_epi64_epi8(_mm512_set1_epi64(int64_t(kCtl)), v),
+                          _mm512_set1_epi8(char((1 << kBits) - 1)));
+}
+#else
+HWY_INLINE VI Funnel(VI lo, VI hi, int s) {
+  return _mm512_or_si512(_mm512_srl_epi32(lo, _mm_cvtsi32_si128(s)), _mm512_sll_epi32(hi, _mm_cvtsi32_si128(32 - s)));
+}
+#endif
 #if HWY_TARGET == HWY_AVX3_DL
 // vpdpbusd. Highway 1.0.3's AVX3_DL target string names "avxvnni" rather than "avx512vnni", so the
 // intrinsic does not compile inside it; the instruction itself is safe (the target is only
@@ -461,7 +499,8 @@ HWY_INLINE VI DotPair(VI acc, VI q0, const int8_t* x0, VI q1, const int8_t* x1) 
 // The same for full 8-bit codes.
 HWY_INLINE VI DotWide(VI acc, VI q, const int8_t* x) { return DpbusdB(acc, q, x); }
 #else
-// vpmaddubsw pairs saturate at 16 bits: with q <= 15 two pairs sum to at most 2·2·15·127 = 7620.
+// vpmaddubsw pairs saturate at 16 bits: with q <= 63 (6-bit codes) two pairs sum to at most
+// 2·2·63·127 = 32004 < 32767.
 HWY_INLINE VI DotPair(VI acc, VI q0, const int8_t* x0p, VI q1, const int8_t* x1p) {
   const VI x0 = Bcast(x0p), x1 = Bcast(x1p);
   const VI p = _mm512_add_epi16(_mm512_maddubs_epi16(q0, x0), _mm512_maddubs_epi16(q1, x1));
@@ -532,6 +571,10 @@ template <int k>
 HWY_INLINE VI ShlI(VI a) { return _mm256_slli_epi32(a, k); }
 HWY_INLINE VFl AsF(VI a) { return _mm256_castsi256_ps(a); }
 HWY_INLINE VFl AddF(VFl a, VFl b) { return _mm256_add_ps(a, b); }
+HWY_INLINE VI OrI(VI a, VI b) { return _mm256_or_si256(a, b); }
+HWY_INLINE VI Funnel(VI lo, VI hi, int s) {
+  return _mm256_or_si256(_mm256_srl_epi32(lo, _mm_cvtsi32_si128(s)), _mm256_sll_epi32(hi, _mm_cvtsi32_si128(32 - s)));
+}
 HWY_INLINE VI DotPair(VI acc, VI q0, const int8_t* x0p, VI q1, const int8_t* x1p) {
   const VI x0 = Bcast(x0p), x1 = Bcast(x1p);
   const VI p = _mm256_add_epi16(_mm256_maddubs_epi16(q0, x0), _mm256_maddubs_epi16(q1, x1));
@@ -637,22 +680,98 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
   for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
 }
 
+
+// Odd widths (3, 5, 6): MLX packs a row's codes as one little-endian bit stream, so a 32-bit word
+// holds a fraction of a code run. Each lane (output row) takes four codes at a time: the 32 bits
+// from bit 4·kBits·q of the stream (a funnel shift of two neighbouring transposed words), their
+// four fields spread into four bytes. Words go in blocks of lcm(16, kBits) (a whole number of
+// 16-word tiles and of 32-code runs); activations are quantized in natural order.
+template <int kBits>
+HWY_INLINE VI SpreadCodes(VI v) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return Spread<kBits>(v);
+#else
+  constexpr uint32_t mask = (1u << kBits) - 1u;
+  VI r = And32(v, mask);
+  r = OrI(r, And32(ShlI<8 - kBits>(v), mask << 8));
+  r = OrI(r, And32(ShlI<16 - 2 * kBits>(v), mask << 16));
+  return OrI(r, And32(ShlI<24 - 3 * kBits>(v), mask << 24));
+#endif
+}
+
+template <int kBits, int rt>
+HWY_INLINE void Tile8Odd(const Matrix& m, const int8_t* const* xq, const float* const* dx, const float* const* xsum,
+                         int64_t o, const float* sT, const float* bT, float* const* y) {
+  constexpr int N = kTileRows, BW = std::lcm(16, kBits), BP = BW * 32 / kBits / 8;  // words, 8-code pairs
+  const int64_t K = m.cols, row_bytes = K * kBits / 8, words = row_bytes / 4, GP = m.group / 8;
+  const uint8_t* base = static_cast<const uint8_t*>(m.data) + o * row_bytes;
+  constexpr int kChains = rt <= 2 ? 2 : 1;  // as in Tile8
+  VI isum[2][rt];
+  VFl acc[rt];
+  for (int r = 0; r < rt; ++r) {
+    isum[0][r] = isum[1][r] = ZeroI();
+    acc[r] = ZeroF();
+  }
+  int64_t left = GP, g_next = 0;
+  VI tw[BW + 1];
+  tw[BW] = ZeroI();  // read (and shifted out) by the block's last funnel
+  for (int64_t w0 = 0; w0 < words; w0 += BW) {
+    for (int t = 0; t < BW; t += N) {
+      TransposeTile(base + (w0 + t) * 4, row_bytes, tw + t);
+      for (int l = 0; l < N; ++l) __builtin_prefetch(base + (N + l) * row_bytes + (w0 + t) * 4);
+    }
+    const int64_t c0 = w0 * 32 / kBits;
+    for (int p = 0; p < BP; ++p) {
+      VI q[2];
+      for (int h = 0; h < 2; ++h) {
+        const int bit = (2 * p + h) * 4 * kBits;
+        q[h] = SpreadCodes<kBits>(Funnel(tw[bit / 32], tw[bit / 32 + 1], bit % 32));
+      }
+      const int c = p % kChains;
+      const int8_t* xc = nullptr;
+      for (int r = 0; r < rt; ++r) {
+        xc = xq[r] + c0 + 8 * p;
+        isum[c][r] = DotPair(isum[c][r], q[0], xc, q[1], xc + 4);
+      }
+      if (--left == 0) {
+        const int64_t g = g_next++;
+        left = GP;
+        const VFl s = LoadF(sT + g * N), b = LoadF(bT + g * N);
+        for (int r = 0; r < rt; ++r) {
+          const VI total = kChains == 2 ? AddI(isum[0][r], isum[1][r]) : isum[0][r];
+          acc[r] = FmaF(CvtF(total), MulF(s, SetF(dx[r][g])), acc[r]);
+          acc[r] = FmaF(b, SetF(xsum[r][g]), acc[r]);
+          isum[0][r] = isum[1][r] = ZeroI();
+        }
+      }
+    }
+  }
+  for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
+}
+
+template <int kBits, int rt>
+HWY_INLINE void Tile8Sel(const Matrix& m, const int8_t* const* xq, const float* const* dx, const float* const* xsum,
+                         int64_t o, const float* sT, const float* bT, float* const* y) {
+  if constexpr (kBits == 3 || kBits == 5 || kBits == 6) Tile8Odd<kBits, rt>(m, xq, dx, xsum, o, sT, bT, y);
+  else Tile8<kBits, rt>(m, xq, dx, xsum, o, sT, bT, y);
+}
+
 template <int kBits>
 HWY_INLINE void TileRows8(const Matrix& m, const int8_t* const* xq, const float* const* dx,
                           const float* const* xsum, int64_t rt, int64_t o, const float* sT, const float* bT,
                           float* const* y) {
   switch (rt) {
-    case 1: Tile8<kBits, 1>(m, xq, dx, xsum, o, sT, bT, y); break;
-    case 2: Tile8<kBits, 2>(m, xq, dx, xsum, o, sT, bT, y); break;
-    case 3: Tile8<kBits, 3>(m, xq, dx, xsum, o, sT, bT, y); break;
-    case 4: Tile8<kBits, 4>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 1: Tile8Sel<kBits, 1>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 2: Tile8Sel<kBits, 2>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 3: Tile8Sel<kBits, 3>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 4: Tile8Sel<kBits, 4>(m, xq, dx, xsum, o, sT, bT, y); break;
 #if HWY_TARGET != HWY_AVX2
-    case 5: Tile8<kBits, 5>(m, xq, dx, xsum, o, sT, bT, y); break;
-    case 6: Tile8<kBits, 6>(m, xq, dx, xsum, o, sT, bT, y); break;
-    case 7: Tile8<kBits, 7>(m, xq, dx, xsum, o, sT, bT, y); break;
-    default: Tile8<kBits, 8>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 5: Tile8Sel<kBits, 5>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 6: Tile8Sel<kBits, 6>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 7: Tile8Sel<kBits, 7>(m, xq, dx, xsum, o, sT, bT, y); break;
+    default: Tile8Sel<kBits, 8>(m, xq, dx, xsum, o, sT, bT, y); break;
 #else
-    default: Tile8<kBits, 4>(m, xq, dx, xsum, o, sT, bT, y); break;
+    default: Tile8Sel<kBits, 4>(m, xq, dx, xsum, o, sT, bT, y); break;
 #endif
   }
 }
@@ -855,7 +974,8 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
   constexpr int64_t kT = kInt8 ? kTileT : kTileTF;  // activation rows per kernel call
   float* sT = brow + NT * (groups + 16);  // [groups][N]
   float* bT = sT + NT * (groups + 16);
-  if ((K / (32 / kBits)) % N == 0) {
+  constexpr bool kOdd = kBits == 3 || kBits == 5 || kBits == 6;
+  if (kOdd ? (K * kBits / 32) % std::lcm(16, kBits) == 0 : (K / (32 / kBits)) % N == 0) {
     // The tile's scales and biases as [group][row] f32. bf16 (the MLX default) is widened straight
     // into the registers of the transpose; other types go through a row-major buffer.
     const bool bf16_direct = m.sb_type == core::DType::kBF16 && m.biases != nullptr && groups % N == 0;
@@ -903,7 +1023,7 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
           yr[r] = y + (t + r) * M;
         }
         if constexpr (kInt8) TileRows8<kBits>(m, xr, dr, sr, rt, o, sT, bT, yr);
-        else TileRowsF<kBits>(m, xf, sr, rt, o, sT, bT, yr);
+        else if constexpr (!kOdd) TileRowsF<kBits>(m, xf, sr, rt, o, sT, bT, yr);
       }
     }
   }
@@ -913,7 +1033,7 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
     for (int64_t t = t0; t < t1; ++t) {
       if constexpr (kInt8)
         RowScalar8<kBits>(m, a.xq + t * K, a.dx + t * groups, a.xsum + t * groups, o, srow, brow, y + t * M + o);
-      else
+      else if constexpr (kBits != 3 && kBits != 5 && kBits != 6)
         RowScalarF<kBits>(m, a.x + t * K, a.xsum + t * groups, o, srow, brow, y + t * M + o);
     }
   }
@@ -934,6 +1054,14 @@ HWY_INLINE void Rows(const Matrix& m, bool affine, const float* const* x, const 
 bool Tiled(const Matrix& m) {
   return m.type == WeightType::kAffine && (m.bits == 2 || m.bits == 4 || m.bits == 8) &&
          m.group % (32 / m.bits) == 0 && m.cols % m.group == 0;
+}
+
+// Whether a 3/5/6-bit matrix takes the int8 kernels in fast mode (otherwise it runs exact in both
+// modes): groups of whole 8-code runs, rows of whole blocks of the odd-width tile. Decided from
+// the shape alone, so every target makes the same choice and fast mode keeps its bits.
+bool FastOdd(const Matrix& m) {
+  return m.type == WeightType::kAffine && (m.bits == 3 || m.bits == 5 || m.bits == 6) && m.group % 8 == 0 &&
+         m.cols % m.group == 0 && (m.cols * m.bits) % 32 == 0 && (m.cols * m.bits / 32) % std::lcm(16, m.bits) == 0;
 }
 
 // Prepares the activations of an affine matmul once: quantized copies (fast mode) or pre-scaled
@@ -972,9 +1100,14 @@ void TiledRows(const Matrix& m, const float* x, int64_t n, bool int8, const Matm
   for (int64_t tb = 0; tb < n; tb += kTBlockA) {
     const int64_t te = std::min(n, tb + kTBlockA);
     if (int8) {
-      if (m.bits == 4) RangeAffine<4, true>(m, acts, tb, te, o0, o1, y);
-      else if (m.bits == 8) RangeAffine<8, true>(m, acts, tb, te, o0, o1, y);
-      else RangeAffine<2, true>(m, acts, tb, te, o0, o1, y);
+      switch (m.bits) {
+        case 4: RangeAffine<4, true>(m, acts, tb, te, o0, o1, y); break;
+        case 8: RangeAffine<8, true>(m, acts, tb, te, o0, o1, y); break;
+        case 2: RangeAffine<2, true>(m, acts, tb, te, o0, o1, y); break;
+        case 3: RangeAffine<3, true>(m, acts, tb, te, o0, o1, y); break;
+        case 5: RangeAffine<5, true>(m, acts, tb, te, o0, o1, y); break;
+        default: RangeAffine<6, true>(m, acts, tb, te, o0, o1, y); break;
+      }
     } else {
       if (m.bits == 4) RangeAffine<4, false>(m, acts, tb, te, o0, o1, y);
       else if (m.bits == 8) RangeAffine<8, false>(m, acts, tb, te, o0, o1, y);
@@ -990,7 +1123,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
   // 2/4/8-bit affine matrices take the tile kernels (exact, or fast with int8 activations); other
   // widths and float weights the per-row kernels below.
   const bool tiled = Tiled(m);
-  const bool int8 = tiled && ctx.int8_activations;
+  const bool int8 = ctx.int8_activations && (tiled || FastOdd(m));
   if (affine) PrepAffine(ctx, x, n, m, tiled, int8, sc);
   const bool bf16_tiled = m.type == WeightType::kBF16 && K % 2 == 0;
   auto body = [&](size_t o0, size_t o1, int) {
@@ -1000,7 +1133,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
         RangeBF16(m, x, tb, std::min(n, tb + kTBlockB), int64_t(o0), int64_t(o1), y);
       return;
     }
-    if (tiled) {
+    if (tiled || int8) {
       TiledRows(m, x, n, int8, sc, int64_t(o0), int64_t(o1), y);
       return;
     }
@@ -1057,17 +1190,18 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
 void MatmulManyImpl(const Context& ctx, const float* x, int64_t n, const Matrix* const* ws, float* const* ys,
                     int count, MatmulScratch& sc) {
   const Matrix& m0 = *ws[0];
-  bool shared = count > 1 && Tiled(m0);
+  const bool int8 = ctx.int8_activations;
+  auto fits = [&](const Matrix& m) { return Tiled(m) || (int8 && FastOdd(m)); };
+  bool shared = count > 1 && fits(m0);
   for (int i = 0; i < count && shared; ++i) {
     const Matrix& m = *ws[i];
-    shared = Tiled(m) && m.bits == m0.bits && m.group == m0.group && m.cols == m0.cols &&
+    shared = fits(m) && m.bits == m0.bits && m.group == m0.group && m.cols == m0.cols &&
              m.sb_type == m0.sb_type && m.rows % 16 == 0;
   }
   if (!shared) {
     for (int i = 0; i < count; ++i) MatmulImpl(ctx, x, n, *ws[i], ys[i], sc);
     return;
   }
-  const bool int8 = ctx.int8_activations;
   PrepAffine(ctx, x, n, m0, true, int8, sc);
   // One pass over the concatenated rows; every matrix starts at a multiple of 16, so its tiles and
   // the thread split fall where they would in a call of its own.
