@@ -128,7 +128,7 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("-b,--batch", batch, "sequences decoding together in the tg test (aggregate tokens/s)");
   app.add_option("--load", lo.load_mode, kLoadModeHelp);
   app.add_option("--isa", lo.isa, "cap run-time SIMD dispatch at this target (e.g. AVX2, SSE4) to measure older CPUs");
-  app.add_flag("--fast", lo.fast, "int8 activations for MLX 2/4/8-bit matmuls (faster; not bit-identical to the exact mode)");
+  app.add_flag("--fast", lo.fast, "int8 activations for MLX-quantized matmuls (faster; not bit-identical to the exact mode)");
   app.add_flag("--json", json, "one JSON object on stdout");
   try {
     app.parse(argc, argv);

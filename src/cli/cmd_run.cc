@@ -87,7 +87,7 @@ int cmd_run(int argc, char** argv) {
   app.add_option("--stop", f.stops, "stop string (repeatable)");
   app.add_option("-t,--threads", f.lo.threads, "threads (0 = all cores)");
   app.add_option("--load", f.lo.load_mode, kLoadModeHelp);
-  app.add_flag("--fast", f.lo.fast, "int8 activations for MLX 2/4/8-bit matmuls (faster; not bit-identical to the exact mode)");
+  app.add_flag("--fast", f.lo.fast, "int8 activations for MLX-quantized matmuls (faster; not bit-identical to the exact mode)");
   app.add_flag("-q,--quiet", f.quiet, "no progress bar, banner or closing line");
   try {
     app.parse(argc, argv);

@@ -44,7 +44,7 @@ float matrix_at(const Matrix& m, int64_t r, int64_t c);
 // Everything a kernel may need besides its operands.
 struct Context {
   core::ThreadPool* pool = nullptr;  // nullptr: single-threaded
-  // Fast mode: activations of MLX 2/4/8-bit matmuls are quantized to int8 per weight group
+  // Fast mode: activations of MLX-quantized matmuls (2-6 and 8 bits) are quantized to int8 per weight group
   // (scale max|x|/127, as llama.cpp does for its Q8 activations) and multiplied in integers
   // (u8 x s8 dot products). Deterministic and batch-invariant like the exact mode, but not
   // bit-identical to it; its error against the reference is measured in the tests. The scalar

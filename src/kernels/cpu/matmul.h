@@ -7,8 +7,10 @@
 // bias are applied once per group for all lanes and no horizontal sums remain; the exact mode
 // multiplies decoded codes by fp32 activations, the fast mode int8 activations with integer dot
 // products (vpdpbusd / vpmaddubsw). Tail rows and other targets run a scalar loop performing the
-// same float operations. 3/5/6-bit groups are decoded into a small stack buffer. Biases enter
-// through per-group activation sums: Σ x(s·q + b) = s·Σ x q + b·Σ x.
+// same float operations. In the exact mode 3/5/6-bit groups are decoded into a small stack buffer;
+// in the fast mode they take int8 tiles too (four codes per lane funnel-shifted out of the bit
+// stream) when a row is whole blocks of lcm(16, bits) words. Biases enter through per-group
+// activation sums: Σ x(s·q + b) = s·Σ x q + b·Σ x.
 #pragma once
 
 #include <cstdint>
@@ -31,8 +33,8 @@ struct MatmulScratch {
 void matmul(const Context& ctx, const float* x, int64_t n, const Matrix& w, float* y,
             MatmulScratch& scratch);
 
-// Several matrices on the same activations: when they share their tile kernel (2/4/8-bit affine of
-// one width, group, column count and scale type, rows in multiples of 16), the activations are
+// Several matrices on the same activations: when they share their tile kernel (2/4/8-bit affine, or
+// 3/5/6-bit in the fast mode, of one width, group, column count and scale type, rows in multiples of 16), the activations are
 // prepared once and one parallel pass covers all their rows; otherwise one matmul each. The same
 // bits either way.
 void matmul_many(const Context& ctx, const float* x, int64_t n, const Matrix* const* ws, float* const* ys,
