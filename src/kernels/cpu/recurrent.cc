@@ -163,6 +163,65 @@ HWY_INLINE void CombineRows(float* y, const float* init, float init_scale, const
   }
 }
 
+// CombineRows for R outputs over the same rows: y_r[e] = init_scale[r]·init[r][e] +
+// Σ_m coef[r][m]·rows[m·stride + e]. Each loaded row serves all R outputs (a register tile of R
+// rows by kNV vectors); every element gets CombineRows' operations in its order, so the same bits.
+template <int R>
+HWY_INLINE void CombineRowsR(float* const* y, const float* const* init, const float* init_scale, const float* rows,
+                             int64_t stride, const float* const* coef, int64_t count, int64_t len) {
+  const DF df;
+  const int64_t N = int64_t(hn::Lanes(df));
+  constexpr int kNV = HWY_MAX_BYTES >= 64 ? 4 : 2;
+  int64_t e = 0;
+  auto block = [&](auto nv_tag) {
+    constexpr int nv = decltype(nv_tag)::value;
+    hn::Vec<DF> acc[R][nv];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < nv; ++j)
+        acc[r][j] = init[r] ? hn::Mul(hn::Set(df, init_scale[r]), hn::LoadU(df, init[r] + e + j * N)) : hn::Zero(df);
+    for (int64_t m = 0; m < count; ++m) {
+      const float* rm = rows + m * stride + e;
+      hn::Vec<DF> x[nv];
+      for (int j = 0; j < nv; ++j) x[j] = hn::LoadU(df, rm + j * N);
+      for (int r = 0; r < R; ++r) {
+        const auto cm = hn::Set(df, coef[r][m]);
+        for (int j = 0; j < nv; ++j) acc[r][j] = hn::MulAdd(cm, x[j], acc[r][j]);
+      }
+    }
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < nv; ++j) hn::StoreU(acc[r][j], df, y[r] + e + j * N);
+    e += nv * N;
+  };
+  while (e + kNV * N <= len) block(std::integral_constant<int, kNV>());
+  while (e + N <= len) block(std::integral_constant<int, 1>());
+  if (e < len)  // the scalar tail, as CombineRows computes it
+    for (int r = 0; r < R; ++r)
+      CombineRows(y[r] + e, init[r] ? init[r] + e : nullptr, init_scale[r], rows + e, stride, coef[r], count, len - e);
+}
+
+// Rows i of y = init_scale·init_i + coef_i · rows (coef_i = coef + i·coef_stride, init likewise),
+// four at a time. Null init: zero.
+HWY_INLINE void CombineRowsMany(int64_t n, float* y, int64_t y_stride, const float* init, int64_t init_stride,
+                                float init_scale, const float* rows, int64_t stride, const float* coef,
+                                int64_t coef_stride, int64_t count, int64_t len) {
+  const float sc[4] = {init_scale, init_scale, init_scale, init_scale};
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    float* yr[4];
+    const float* ir[4];
+    const float* cr[4];
+    for (int r = 0; r < 4; ++r) {
+      yr[r] = y + (i + r) * y_stride;
+      ir[r] = init ? init + (i + r) * init_stride : nullptr;
+      cr[r] = coef + (i + r) * coef_stride;
+    }
+    CombineRowsR<4>(yr, ir, sc, rows, stride, cr, count, len);
+  }
+  for (; i < n; ++i)
+    CombineRows(y + i * y_stride, init ? init + i * init_stride : nullptr, init_scale, rows, stride,
+                coef + i * coef_stride, count, len);
+}
+
 // out[j] = e^(a - b[j]) for j < n, in SIMD (Highway's Exp, a few ulp).
 HWY_INLINE void ExpDiff(float a, const float* b, int64_t n, float* out) {
   const DF df;
@@ -197,15 +256,13 @@ void DeltaChunkImpl(const DeltaChunk& c) {
     CombineRows(W + i * dv, c.v + i * c.v_stride, bi, W, dv, Ai, i, dv);
     CombineRows(U + i * dk, K(i), bi * std::exp(cum[i]), U, dk, Ai, i, dk);
   }
-  // vnew_i = W_i − Σ_d U_id S_d
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t d = 0; d < dk; ++d) coef[d] = -U[i * dk + d];
-    CombineRows(vnew + i * dv, W + i * dv, 1.0f, c.S, dv, coef, dk, dv);
-  }
+  // vnew_i = W_i − Σ_d U_id S_d (U negated in place: it is not needed any more)
+  for (int64_t e = 0; e < n * dk; ++e) U[e] = -U[e];
+  CombineRowsMany(n, vnew, dv, W, dv, 1.0f, c.S, dv, U, dk, dk, dv);
   // o_i = e^{cum_i} Σ_d q_id S_d + Σ_{j<=i} (q_i·k_j) e^{cum_i − cum_j} vnew_j
+  CombineRowsMany(n, c.out, c.out_stride, nullptr, 0, 0.0f, c.S, dv, c.q, c.qk_stride, dk, dv);
   for (int64_t i = 0; i < n; ++i) {
     float* o = c.out + i * c.out_stride;
-    CombineRows(o, nullptr, 0.0f, c.S, dv, Q(i), dk, dv);
     ExpDiff(cum[i], cum, i + 1, ex);
     for (int64_t j = 0; j <= i; ++j) coef[j] = DotD(Q(i), K(j), dk) * ex[j];
     CombineRows(o, o, std::exp(cum[i]), vnew, dv, coef, i + 1, dv);
@@ -214,10 +271,10 @@ void DeltaChunkImpl(const DeltaChunk& c) {
   const float last = n > 0 ? cum[n - 1] : 0.0f;
   const float el = std::exp(last);
   ExpDiff(last, cum, n, cum);  // in place: each element read before it is written
-  for (int64_t d = 0; d < dk; ++d) {
-    for (int64_t j = 0; j < n; ++j) coef[j] = cum[j] * K(j)[d];
-    CombineRows(c.S + d * dv, c.S + d * dv, el, vnew, dv, coef, n, dv);
-  }
+  // Row d's coefficients cum_j·k_jd, [dk][n], go where W and U were (n·(dv + dk) floats, free now).
+  for (int64_t d = 0; d < dk; ++d)
+    for (int64_t j = 0; j < n; ++j) W[d * n + j] = cum[j] * K(j)[d];
+  CombineRowsMany(dk, c.S, dv, c.S, dv, el, vnew, dv, W, n, n, dv);
 }
 
 // Online softmax over blocks of 64 keys (a block's scores, then the running maximum, sum and
