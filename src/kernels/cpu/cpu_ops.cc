@@ -91,7 +91,7 @@ class CpuOps final : public Ops {
         float* r = x + int64_t(t) * dim;
         const float* zr = z + int64_t(t) * dim;
         rms_norm_row(r, dim, w, eps, r);
-        for (int64_t i = 0; i < dim; ++i) r[i] *= silu(zr[i]);
+        cpu::mul_silu(r, zr, dim);
       }
     }, 4);
   }
@@ -100,8 +100,7 @@ class CpuOps final : public Ops {
               int64_t in_stride, float* out) const override {
     run(ctx, size_t(n), [&](size_t b, size_t e, int) {
       for (size_t t = b; t < e; ++t)
-        for (int64_t i = 0; i < dim; ++i)
-          out[int64_t(t) * dim + i] = silu(gate[int64_t(t) * in_stride + i]) * up[int64_t(t) * in_stride + i];
+        cpu::silu_mul(gate + int64_t(t) * in_stride, up + int64_t(t) * in_stride, dim, out + int64_t(t) * dim);
     }, 4);
   }
 

@@ -325,6 +325,30 @@ void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const f
   for (int i = 0; i < nq; ++i) Scale(o[i], 1.0f / sum[i], hd);
 }
 
+// silu(a) = a / (1 + e^-a), in SIMD (Highway's Exp, a few ulp); std::exp for the tail.
+template <typename V>
+HWY_INLINE V SiluV(V a) {
+  const DF df;
+  return hn::Div(a, hn::Add(hn::Set(df, 1.0f), hn::Exp(df, hn::Neg(a))));
+}
+HWY_INLINE float SiluS(float a) { return a / (1.0f + std::exp(-a)); }
+
+void SiluMulImpl(const float* g, const float* u, int64_t n, float* out) {
+  const DF df;
+  const int64_t N = int64_t(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(SiluV(hn::LoadU(df, g + i)), hn::LoadU(df, u + i)), df, out + i);
+  for (; i < n; ++i) out[i] = SiluS(g[i]) * u[i];
+}
+
+void MulSiluImpl(float* x, const float* z, int64_t n) {
+  const DF df;
+  const int64_t N = int64_t(hn::Lanes(df));
+  int64_t i = 0;
+  for (; i + N <= n; i += N) hn::StoreU(hn::Mul(hn::LoadU(df, x + i), SiluV(hn::LoadU(df, z + i))), df, x + i);
+  for (; i < n; ++i) x[i] *= SiluS(z[i]);
+}
+
 constexpr int64_t kMaxKernel = 8;
 
 bool Conv1dSiluImpl(const float* x, int64_t n, int64_t ch, const float* w, int64_t kernel, float* state,
@@ -356,9 +380,7 @@ bool Conv1dSiluImpl(const float* x, int64_t n, int64_t ch, const float* w, int64
     for (int64_t t = 0; t < n; ++t) {
       auto acc = hn::Zero(df);
       for (int64_t j = 0; j < kernel; ++j) acc = hn::MulAdd(wj[j], hn::LoadU(df, src(t + j, c)), acc);
-      // silu(a) = a / (1 + e^-a)
-      const auto e = hn::Exp(df, hn::Neg(acc));
-      hn::StoreU(hn::Div(acc, hn::Add(hn::Set(df, 1.0f), e)), df, out + t * ch + c);
+      hn::StoreU(SiluV(acc), df, out + t * ch + c);
     }
     // New state: the last km1 inputs (ascending rows read only rows not yet overwritten).
     for (int64_t r = 0; r < km1; ++r) hn::StoreU(hn::LoadU(df, src(n + r, c)), df, state + r * ch + c);
@@ -383,6 +405,11 @@ HWY_EXPORT(DeltaStepImpl);
 HWY_EXPORT(Conv1dSiluImpl);
 HWY_EXPORT(DeltaChunkImpl);
 HWY_EXPORT(AttendManyImpl);
+HWY_EXPORT(SiluMulImpl);
+HWY_EXPORT(MulSiluImpl);
+
+void silu_mul(const float* g, const float* u, int64_t n, float* out) { HWY_DYNAMIC_DISPATCH(SiluMulImpl)(g, u, n, out); }
+void mul_silu(float* x, const float* z, int64_t n) { HWY_DYNAMIC_DISPATCH(MulSiluImpl)(x, z, n); }
 
 void delta_chunk(const DeltaChunk& c) { HWY_DYNAMIC_DISPATCH(DeltaChunkImpl)(c); }
 

@@ -51,4 +51,9 @@ void attend_many(const float* const* q, const int64_t* n_pos, int nq, const floa
 bool conv1d_silu_channels(const float* x, int64_t n, int64_t ch, const float* w, int64_t kernel,
                           float* state, float* out, int64_t c0, int64_t c1);
 
+// Elementwise SiLU gates in SIMD (Highway's Exp, a few ulp from std::exp):
+// out[i] = silu(g[i])·u[i] (SwiGLU), and x[i] *= silu(z[i]) (the GDN output gate).
+void silu_mul(const float* g, const float* u, int64_t n, float* out);
+void mul_silu(float* x, const float* z, int64_t n);
+
 }  // namespace qwen35::kernels::cpu
