@@ -63,20 +63,48 @@ void DeltaStepImpl(float* S, const float* k, const float* q, const float* v, flo
   }
 }
 
-// Σ a[i]·b[i] (vector partial sums, then lanes, then the scalar tail).
-HWY_INLINE float Dot(const float* a, const float* b, int64_t n) {
+// Attention scores of up to kQ queries against keys [0, jn) of a block (key j at k + j·stride):
+// s[i][j] = (q_i·k_j)·scale. Every (query, key) sum is the same sequence whatever the blocking:
+// one vector accumulator over the head's chunks in order, its lanes summed (ReduceSum), then the
+// scalar tail. A register tile of the queries by kK keys loads each key chunk once for all of
+// them (the 64-key block, 64 KiB at head_dim 256, does not fit in L1).
+template <int kQ>
+HWY_INLINE void Scores(const float* const* q, const float* k, int64_t stride, int64_t hd, float scale, int64_t jn,
+                       float* const* s) {
   const DF df;
-  const int64_t N = int64_t(hn::Lanes(df));
-  auto acc0 = hn::Zero(df), acc1 = hn::Zero(df);
-  int64_t i = 0;
-  for (; i + 2 * N <= n; i += 2 * N) {
-    acc0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
-    acc1 = hn::MulAdd(hn::LoadU(df, a + i + N), hn::LoadU(df, b + i + N), acc1);
+  const int64_t N = int64_t(hn::Lanes(df)), hv = hd / N * N;
+  constexpr int kK = kQ == 1 ? 8 : HWY_MAX_BYTES >= 64 ? 4 : 2;  // enough independent chains
+  auto finish = [&](const hn::Vec<DF>& acc, int i, int64_t j) {
+    float t = hn::GetLane(hn::SumOfLanes(df, acc));
+    const float* kj = k + j * stride;
+    for (int64_t c = hv; c < hd; ++c) t += q[i][c] * kj[c];
+    s[i][j] = t * scale;
+  };
+  int64_t j = 0;
+  for (; j + kK <= jn; j += kK) {
+    hn::Vec<DF> acc[kQ][kK];
+    for (int i = 0; i < kQ; ++i)
+      for (int kk = 0; kk < kK; ++kk) acc[i][kk] = hn::Zero(df);
+    for (int64_t c = 0; c < hv; c += N) {
+      hn::Vec<DF> kv[kK];
+      for (int kk = 0; kk < kK; ++kk) kv[kk] = hn::LoadU(df, k + (j + kk) * stride + c);
+      for (int i = 0; i < kQ; ++i) {
+        const auto qv = hn::LoadU(df, q[i] + c);
+        for (int kk = 0; kk < kK; ++kk) acc[i][kk] = hn::MulAdd(qv, kv[kk], acc[i][kk]);
+      }
+    }
+    for (int i = 0; i < kQ; ++i)
+      for (int kk = 0; kk < kK; ++kk) finish(acc[i][kk], i, j + kk);
   }
-  for (; i + N <= n; i += N) acc0 = hn::MulAdd(hn::LoadU(df, a + i), hn::LoadU(df, b + i), acc0);
-  float t = hn::GetLane(hn::SumOfLanes(df, hn::Add(acc0, acc1)));
-  for (; i < n; ++i) t += a[i] * b[i];
-  return t;
+  for (; j < jn; ++j) {
+    hn::Vec<DF> acc[kQ];
+    for (int i = 0; i < kQ; ++i) acc[i] = hn::Zero(df);
+    for (int64_t c = 0; c < hv; c += N) {
+      const auto kv = hn::LoadU(df, k + j * stride + c);
+      for (int i = 0; i < kQ; ++i) acc[i] = hn::MulAdd(hn::LoadU(df, q[i] + c), kv, acc[i]);
+    }
+    for (int i = 0; i < kQ; ++i) finish(acc[i], i, j);
+  }
 }
 
 // Σ a[i]·b[i] accumulated in double. The chunked delta rule's key/query dot products feed
@@ -123,6 +151,34 @@ HWY_INLINE void AxpyRows(float* y, const float* x, int64_t stride, const float* 
   for (; i + N <= n; i += N) SlabAxpy<1>(y + i, x + i, stride, s, m);
   for (; i < n; ++i)
     for (int64_t j = 0; j < m; ++j) y[i] += s[j] * x[j * stride + i];
+}
+
+// For kQ outputs at once: y_i[0, n) += s_i[j]·x[j·stride + ·] for j = 0..m-1 in turn, slabs of
+// four vectors per output in registers, so each loaded row serves all kQ outputs. Per element
+// the operations of AxpyRows (one FMA per row, in row order): the same bits.
+template <int kQ>
+HWY_INLINE void AxpyRowsQ(float* const* y, const float* x, int64_t stride, const float* const* s, int64_t m, int64_t n) {
+  const DF df;
+  const int64_t N = int64_t(hn::Lanes(df));
+  constexpr int kV = HWY_MAX_BYTES >= 64 ? 4 : 2;
+  int64_t i = 0;
+  for (; i + kV * N <= n; i += kV * N) {
+    hn::Vec<DF> acc[kQ][kV];
+    for (int qq = 0; qq < kQ; ++qq)
+      for (int c = 0; c < kV; ++c) acc[qq][c] = hn::LoadU(df, y[qq] + i + c * N);
+    for (int64_t j = 0; j < m; ++j) {
+      hn::Vec<DF> xv[kV];
+      for (int c = 0; c < kV; ++c) xv[c] = hn::LoadU(df, x + j * stride + i + c * N);
+      for (int qq = 0; qq < kQ; ++qq) {
+        const auto vs = hn::Set(df, s[qq][j]);
+        for (int c = 0; c < kV; ++c) acc[qq][c] = hn::MulAdd(vs, xv[c], acc[qq][c]);
+      }
+    }
+    for (int qq = 0; qq < kQ; ++qq)
+      for (int c = 0; c < kV; ++c) hn::StoreU(acc[qq][c], df, y[qq] + i + c * N);
+  }
+  if (i < n)
+    for (int qq = 0; qq < kQ; ++qq) AxpyRows(y[qq] + i, x + i, stride, s[qq], m, n - i);
 }
 
 // y *= s
@@ -293,16 +349,47 @@ void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const f
     std::fill_n(o[i], hd, 0.0f);
     most = std::max(most, n_pos[i]);
   }
-  for (int64_t j0 = 0; j0 < most; j0 += kBlock)
+  // Each block: the scores of every query that reaches it (four queries at a time), each query's
+  // online-softmax update, then the values for four queries at a time over the keys they all
+  // see, and each query's remaining keys alone (per element still one FMA per key, in order).
+  for (int64_t j0 = 0; j0 < most; j0 += kBlock) {
+    auto jn_of = [&](int i) { return std::min(kBlock, n_pos[i] - j0); };
+    // fn(act, g) for the queries that reach this block, in groups of up to four.
+    auto groups = [&](auto fn) {
+      int act[4], g = 0;
+      for (int i = 0; i < nq; ++i) {
+        if (j0 >= n_pos[i]) continue;
+        act[g++] = i;
+        if (g == 4) {
+          fn(act, g);
+          g = 0;
+        }
+      }
+      if (g > 0) fn(act, g);
+    };
+    groups([&](const int* act, int g) {
+      const float* qg[4];
+      float* sg[4];
+      int64_t jn = 0;
+      for (int a = 0; a < g; ++a) {
+        qg[a] = q[act[a]];
+        sg[a] = s_all + act[a] * kBlock;
+        jn = std::max(jn, jn_of(act[a]));
+      }
+      const float* kb = k + j0 * stride;
+      switch (g) {
+        case 1: Scores<1>(qg, kb, stride, hd, scale, jn, sg); break;
+        case 2: Scores<2>(qg, kb, stride, hd, scale, jn, sg); break;
+        case 3: Scores<3>(qg, kb, stride, hd, scale, jn, sg); break;
+        default: Scores<4>(qg, kb, stride, hd, scale, jn, sg); break;
+      }
+    });
     for (int i = 0; i < nq; ++i) {
       if (j0 >= n_pos[i]) continue;
-      const int64_t jn = std::min(kBlock, n_pos[i] - j0);
+      const int64_t jn = jn_of(i);
       float* s = s_all + i * kBlock;
       float bmx = -INFINITY;
-      for (int64_t j = 0; j < jn; ++j) {
-        s[j] = Dot(q[i], k + (j0 + j) * stride, hd) * scale;
-        bmx = std::max(bmx, s[j]);
-      }
+      for (int64_t j = 0; j < jn; ++j) bmx = std::max(bmx, s[j]);
       if (bmx > mx[i]) {
         if (sum[i] > 0) {
           const float f = std::exp(mx[i] - bmx);
@@ -320,8 +407,29 @@ void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const f
         for (; j < jn; ++j) s[j] = std::exp(s[j] - mx[i]);
       }
       for (int64_t j = 0; j < jn; ++j) sum[i] += s[j];
-      AxpyRows(o[i], v + j0 * stride, stride, s, jn, hd);
     }
+    groups([&](const int* act, int g) {
+      float* og[4];
+      const float* sg[4];
+      int64_t jmin = kBlock;
+      for (int a = 0; a < g; ++a) {
+        og[a] = o[act[a]];
+        sg[a] = s_all + act[a] * kBlock;
+        jmin = std::min(jmin, jn_of(act[a]));
+      }
+      const float* vb = v + j0 * stride;
+      switch (g) {
+        case 1: AxpyRows(og[0], vb, stride, sg[0], jmin, hd); break;
+        case 2: AxpyRowsQ<2>(og, vb, stride, sg, jmin, hd); break;
+        case 3: AxpyRowsQ<3>(og, vb, stride, sg, jmin, hd); break;
+        default: AxpyRowsQ<4>(og, vb, stride, sg, jmin, hd); break;
+      }
+      for (int a = 0; a < g; ++a) {
+        const int64_t jn = jn_of(act[a]);
+        if (jn > jmin) AxpyRows(og[a], vb + jmin * stride, stride, sg[a] + jmin, jn - jmin, hd);
+      }
+    });
+  }
   for (int i = 0; i < nq; ++i) Scale(o[i], 1.0f / sum[i], hd);
 }
 
