@@ -388,8 +388,14 @@ void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const f
       if (j0 >= n_pos[i]) continue;
       const int64_t jn = jn_of(i);
       float* s = s_all + i * kBlock;
-      float bmx = -INFINITY;
-      for (int64_t j = 0; j < jn; ++j) bmx = std::max(bmx, s[j]);
+      const DF df;
+      const int64_t N = int64_t(hn::Lanes(df)), jv = jn / N * N;
+      // The block's maximum and, after the rescale, e^(s - max) and its sum, in SIMD (lanes
+      // summed once per block; the tail after them).
+      auto vmax = hn::Set(df, -INFINITY);
+      for (int64_t j = 0; j < jv; j += N) vmax = hn::Max(vmax, hn::LoadU(df, s + j));
+      float bmx = hn::GetLane(hn::MaxOfLanes(df, vmax));
+      for (int64_t j = jv; j < jn; ++j) bmx = std::max(bmx, s[j]);
       if (bmx > mx[i]) {
         if (sum[i] > 0) {
           const float f = std::exp(mx[i] - bmx);
@@ -398,15 +404,16 @@ void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const f
         }
         mx[i] = bmx;
       }
-      {  // s[j] = e^(s[j] - mx) for the block, in SIMD
-        const DF df;
-        const int64_t N = int64_t(hn::Lanes(df));
-        const auto vmx = hn::Set(df, mx[i]);
-        int64_t j = 0;
-        for (; j + N <= jn; j += N) hn::StoreU(hn::Exp(df, hn::Sub(hn::LoadU(df, s + j), vmx)), df, s + j);
-        for (; j < jn; ++j) s[j] = std::exp(s[j] - mx[i]);
+      const auto vmx = hn::Set(df, mx[i]);
+      auto vsum = hn::Zero(df);
+      for (int64_t j = 0; j < jv; j += N) {
+        const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, s + j), vmx));
+        hn::StoreU(e, df, s + j);
+        vsum = hn::Add(vsum, e);
       }
-      for (int64_t j = 0; j < jn; ++j) sum[i] += s[j];
+      float bsum = hn::GetLane(hn::SumOfLanes(df, vsum));
+      for (int64_t j = jv; j < jn; ++j) bsum += (s[j] = std::exp(s[j] - mx[i]));
+      sum[i] += bsum;
     }
     groups([&](const int* act, int g) {
       float* og[4];
