@@ -338,7 +338,25 @@ void QuantizeRow8(const float* x, int64_t K, int bits, int64_t group, int8_t* xq
     }
     xsum[g] = float(sum) * dx[g];
   }
-  for (int64_t jj = 0; jj < K / C; ++jj)
+  if (per == 1) {
+    std::memcpy(xq, q.data(), size_t(K));
+    return;
+  }
+  int64_t k0 = 0;
+#if HWY_TARGET != HWY_SCALAR
+  // The reorder moves bytes within runs of C (8 or 16) bytes: sixteen at a time, one byte shuffle.
+  const hn::Full128<uint8_t> d16;
+  HWY_ALIGN uint8_t idx[16];
+  for (int64_t i = 0; i < 16; ++i) {
+    const int64_t r = i % C;
+    idx[i] = uint8_t(i / C * C + (r % 4) * per + r / 4);
+  }
+  const auto vidx = hn::Load(d16, idx);
+  const auto* qb = reinterpret_cast<const uint8_t*>(q.data());
+  auto* xb = reinterpret_cast<uint8_t*>(xq);
+  for (; k0 + 16 <= K; k0 += 16) hn::StoreU(hn::TableLookupBytes(hn::LoadU(d16, qb + k0), vidx), d16, xb + k0);
+#endif
+  for (int64_t jj = k0 / C; jj < K / C; ++jj)
     for (int64_t m = 0; m < per; ++m)
       for (int64_t b = 0; b < 4; ++b) xq[jj * C + m * 4 + b] = q[size_t(C * jj + b * per + m)];
 }
