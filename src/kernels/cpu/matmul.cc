@@ -640,6 +640,21 @@ HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, VI* out) {
   TransposeRegs(r, out);
 }
 
+// The end of group g in the fast tile kernels, per activation row: acc += float(isum)·(s·dx), then
+// acc += b·xsum (RowScalar8's operations, one output row per lane); the integer sums restart.
+template <int rt, int kChains>
+HWY_INLINE void CloseGroup8(VI (&isum)[2][rt], VFl (&acc)[rt], const float* sT, const float* bT,
+                            const float* const* dx, const float* const* xsum, int64_t g) {
+  constexpr int N = kTileRows;
+  const VFl s = LoadF(sT + g * N), b = LoadF(bT + g * N);
+  for (int r = 0; r < rt; ++r) {
+    const VI total = kChains == 2 ? AddI(isum[0][r], isum[1][r]) : isum[0][r];
+    acc[r] = FmaF(CvtF(total), MulF(s, SetF(dx[r][g])), acc[r]);
+    acc[r] = FmaF(b, SetF(xsum[r][g]), acc[r]);
+    isum[0][r] = isum[1][r] = ZeroI();
+  }
+}
+
 // Output rows o..o+kTileRows-1 against rt activation rows. sT/bT: scales/biases as [group][row].
 template <int kBits, int rt>
 HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* const* dx, const float* const* xsum,
@@ -683,15 +698,8 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
           }
         }
         if (--left == 0) {  // the word closes group g (a countdown: no division per word)
-          const int64_t g = g_next++;
           left = DG;
-          const VFl s = LoadF(sT + g * N), b = LoadF(bT + g * N);
-          for (int r = 0; r < rt; ++r) {
-            const VI total = kChains == 2 ? AddI(isum[0][r], isum[1][r]) : isum[0][r];
-            acc[r] = FmaF(CvtF(total), MulF(s, SetF(dx[r][g])), acc[r]);
-            acc[r] = FmaF(b, SetF(xsum[r][g]), acc[r]);
-            isum[0][r] = isum[1][r] = ZeroI();
-          }
+          CloseGroup8<rt, kChains>(isum, acc, sT, bT, dx, xsum, g_next++);
         }
       }
   }
@@ -745,21 +753,13 @@ HWY_INLINE void Tile8Odd(const Matrix& m, const int8_t* const* xq, const float* 
         q[h] = SpreadCodes<kBits>(Funnel(tw[bit / 32], tw[bit / 32 + 1], bit % 32));
       }
       const int c = p % kChains;
-      const int8_t* xc = nullptr;
       for (int r = 0; r < rt; ++r) {
-        xc = xq[r] + c0 + 8 * p;
+        const int8_t* xc = xq[r] + c0 + 8 * p;
         isum[c][r] = DotPair(isum[c][r], q[0], xc, q[1], xc + 4);
       }
       if (--left == 0) {
-        const int64_t g = g_next++;
         left = GP;
-        const VFl s = LoadF(sT + g * N), b = LoadF(bT + g * N);
-        for (int r = 0; r < rt; ++r) {
-          const VI total = kChains == 2 ? AddI(isum[0][r], isum[1][r]) : isum[0][r];
-          acc[r] = FmaF(CvtF(total), MulF(s, SetF(dx[r][g])), acc[r]);
-          acc[r] = FmaF(b, SetF(xsum[r][g]), acc[r]);
-          isum[0][r] = isum[1][r] = ZeroI();
-        }
+        CloseGroup8<rt, kChains>(isum, acc, sT, bT, dx, xsum, g_next++);
       }
     }
   }
