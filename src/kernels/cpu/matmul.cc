@@ -27,6 +27,10 @@ constexpr int64_t kRowTile = 8;
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 
+// MLX widths whose codes run across 32-bit words; the fast mode reads them in blocks of
+// lcm(16, bits) words (a whole number of 16-word tiles and of 32-code runs).
+constexpr bool OddWidth(int bits) { return bits == 3 || bits == 5 || bits == 6; }
+
 // kBytes little-endian bytes at p as an integer, in power-of-two loads combined in registers (a
 // memcpy of 3, 5 or 6 bytes into a uint64_t goes through the stack and stalls the next load).
 template <int kBytes>
@@ -305,7 +309,7 @@ HWY_INLINE void ConvertRow(const void* p, core::DType t, int64_t i0, int64_t n, 
 // for m < per, the 4 bytes x[C·jj + b·per + m], b < 4 (the codes bits [m·bits, (m+1)·bits) of the
 // word's 4 bytes). Odd widths (3, 5, 6), whose codes run across words, keep the natural order.
 void QuantizeRow8(const float* x, int64_t K, int bits, int64_t group, int8_t* xq, float* dx, float* xsum) {
-  const int64_t per = (bits == 2 || bits == 4 || bits == 8) ? 8 / bits : 1, C = 4 * per;
+  const int64_t per = OddWidth(bits) ? 1 : 8 / bits, C = 4 * per;
   thread_local std::vector<int8_t> q;
   q.resize(size_t(K));
   const DF df;
@@ -366,7 +370,7 @@ template <int kBits>
 void RowScalar8(const Matrix& m, const int8_t* xq, const float* dx, const float* xsum, int64_t o,
                 const float* s_row, const float* b_row, float* y) {
   constexpr uint32_t mask = kBits == 8 ? 0xFFu : (1u << kBits) - 1u;
-  if constexpr (kBits == 3 || kBits == 5 || kBits == 6) {
+  if constexpr (OddWidth(kBits)) {
     // Odd widths: runs of eight codes fill kBits bytes; activations in natural order.
     const int64_t K = m.cols, G = m.group;
     const uint8_t* row = static_cast<const uint8_t*>(m.data) + o * (K * kBits / 8);
@@ -769,7 +773,7 @@ HWY_INLINE void Tile8Odd(const Matrix& m, const int8_t* const* xq, const float* 
 template <int kBits, int rt>
 HWY_INLINE void Tile8Sel(const Matrix& m, const int8_t* const* xq, const float* const* dx, const float* const* xsum,
                          int64_t o, const float* sT, const float* bT, float* const* y) {
-  if constexpr (kBits == 3 || kBits == 5 || kBits == 6) Tile8Odd<kBits, rt>(m, xq, dx, xsum, o, sT, bT, y);
+  if constexpr (OddWidth(kBits)) Tile8Odd<kBits, rt>(m, xq, dx, xsum, o, sT, bT, y);
   else Tile8<kBits, rt>(m, xq, dx, xsum, o, sT, bT, y);
 }
 
@@ -991,7 +995,7 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
   constexpr int64_t kT = kInt8 ? kTileT : kTileTF;  // activation rows per kernel call
   float* sT = brow + NT * (groups + 16);  // [groups][N]
   float* bT = sT + NT * (groups + 16);
-  constexpr bool kOdd = kBits == 3 || kBits == 5 || kBits == 6;
+  constexpr bool kOdd = OddWidth(kBits);
   if (kOdd ? (K * kBits / 32) % std::lcm(16, kBits) == 0 : (K / (32 / kBits)) % N == 0) {
     // The tile's scales and biases as [group][row] f32. bf16 (the MLX default) is widened straight
     // into the registers of the transpose; other types go through a row-major buffer.
@@ -1061,7 +1065,7 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
     for (int64_t t = t0; t < t1; ++t) {
       if constexpr (kInt8)
         RowScalar8<kBits>(m, a.xq + t * K, a.dx + t * groups, a.xsum + t * groups, o, srow, brow, y + t * M + o);
-      else if constexpr (kBits != 3 && kBits != 5 && kBits != 6)
+      else if constexpr (!OddWidth(kBits))
         RowScalarF<kBits>(m, a.x + t * K, a.xsum + t * groups, o, srow, brow, y + t * M + o);
     }
   }
@@ -1088,7 +1092,7 @@ bool Tiled(const Matrix& m) {
 // modes): groups of whole 8-code runs, rows of whole blocks of the odd-width tile. Decided from
 // the shape alone, so every target makes the same choice and fast mode keeps its bits.
 bool FastOdd(const Matrix& m) {
-  return m.type == WeightType::kAffine && (m.bits == 3 || m.bits == 5 || m.bits == 6) && m.group % 8 == 0 &&
+  return m.type == WeightType::kAffine && OddWidth(m.bits) && m.group % 8 == 0 &&
          m.cols % m.group == 0 && (m.cols * m.bits) % 32 == 0 && (m.cols * m.bits / 32) % std::lcm(16, m.bits) == 0;
 }
 
@@ -1148,8 +1152,9 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
                 MatmulScratch& sc) {
   const int64_t K = m.cols, M = m.rows;
   const bool affine = m.type == WeightType::kAffine;
-  // 2/4/8-bit affine matrices take the tile kernels (exact, or fast with int8 activations); other
-  // widths and float weights the per-row kernels below.
+  // 2/4/8-bit affine matrices take the tile kernels (exact, or fast with int8 activations), and so
+  // do 3/5/6-bit ones in the fast mode (FastOdd); other widths, the exact mode of 3/5/6/7-bit and
+  // float weights the per-row kernels below.
   const bool tiled = Tiled(m);
   const bool int8 = ctx.int8_activations && (tiled || FastOdd(m));
   if (affine) PrepAffine(ctx, x, n, m, tiled, int8, sc);

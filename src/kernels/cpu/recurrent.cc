@@ -65,7 +65,7 @@ void DeltaStepImpl(float* S, const float* k, const float* q, const float* v, flo
 
 // Attention scores of up to kQ queries against keys [0, jn) of a block (key j at k + j·stride):
 // s[i][j] = (q_i·k_j)·scale. Every (query, key) sum is the same sequence whatever the blocking:
-// one vector accumulator over the head's chunks in order, its lanes summed (ReduceSum), then the
+// one vector accumulator over the head's chunks in order, its lanes summed (SumOfLanes), then the
 // scalar tail. A register tile of the queries by kK keys loads each key chunk once for all of
 // them (the 64-key block, 64 KiB at head_dim 256, does not fit in L1).
 template <int kQ>
