@@ -41,6 +41,26 @@ struct Matrix {
 // Dequantizes element (r, c) (slow; for tests and the scalar reference).
 float matrix_at(const Matrix& m, int64_t r, int64_t c);
 
+class Ops;
+
+// Scratch memory of one caller: activations prepared for matmuls, per-thread buffers. Kernels
+// hold no state of their own; what they reuse between calls lives here, so callers with their own
+// workspaces and thread pools (a main model and a draft head, say) may run at the same time.
+// A workspace is made by a backend (Ops::new_workspace), is used only with that backend, and
+// serves one call at a time. It grows on first use and is then reused (no allocation in steady
+// state).
+class Workspace {
+ public:
+  explicit Workspace(const Ops* owner) : owner_(owner) {}
+  virtual ~Workspace() = default;
+  Workspace(const Workspace&) = delete;
+  Workspace& operator=(const Workspace&) = delete;
+  const Ops* owner() const { return owner_; }
+
+ private:
+  const Ops* owner_;
+};
+
 // Everything a kernel may need besides its operands.
 struct Context {
   core::ThreadPool* pool = nullptr;  // nullptr: single-threaded
@@ -50,6 +70,9 @@ struct Context {
   // bit-identical to it; its error against the reference is measured in the tests. The scalar
   // reference ignores it.
   bool int8_activations = false;
+  // The caller's scratch (from the same backend's new_workspace()); nullptr: each call makes a
+  // temporary one (tests, one-off calls).
+  Workspace* workspace = nullptr;
 };
 
 // A key/value cache of one full-attention layer of one sequence:
@@ -64,6 +87,8 @@ class Ops {
  public:
   virtual ~Ops() = default;
   virtual const char* name() const = 0;
+  // A workspace for Context::workspace, one per concurrent caller.
+  virtual std::unique_ptr<Workspace> new_workspace() const = 0;
 
   // y[n, W.rows] = x[n, W.cols] · Wᵀ
   virtual void matmul(const Context& ctx, const float* x, int64_t n, const Matrix& w,
@@ -86,6 +111,15 @@ class Ops {
   // out[i] = silu(gate[i]) · up[i]; gate and up are rows of width `dim` with strides.
   virtual void swiglu(const Context& ctx, const float* gate, const float* up, int64_t n,
                       int64_t dim, int64_t in_stride, float* out) const = 0;
+
+  // y[t, :] += s[t] · x[t, :] over rows x, y [n, dim] (s == nullptr: y += x). The residual add
+  // and the gated shared expert.
+  virtual void add_rows(const Context& ctx, const float* x, const float* s, int64_t n, int64_t dim,
+                        float* y) const = 0;
+  // The MoE expert combine: y[t, :] = Σ_j weight[t, j] · expert_out[t, j, :] for j = 0..k-1 in
+  // order, from zero; expert_out [n, k, dim], weight [n, k], y [n, dim].
+  virtual void moe_combine(const Context& ctx, const float* expert_out, const float* weight,
+                           int64_t n, int64_t k, int64_t dim, float* y) const = 0;
 
   // Full attention of one sequence, in place on the query/gate projection:
   //   qg [n, n_heads, 2*head_dim] (query | gate per head), k [n, n_kv, hd], v [n, n_kv, hd].
@@ -125,7 +159,7 @@ class Ops {
 
   // MoE router: softmax over logits [n, n_experts] in fp32, top-k (ties to the lower index),
   // renormalised. idx [n, k], weight [n, k].
-  virtual void router_topk(const float* logits, int64_t n, int64_t n_experts, int64_t k,
+  virtual void router_topk(const Context& ctx, const float* logits, int64_t n, int64_t n_experts, int64_t k,
                            bool renormalize, int32_t* idx, float* weight) const = 0;
 };
 

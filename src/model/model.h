@@ -6,7 +6,10 @@
 // kDeltaChunk): a piece of more than one row runs the chunked (UT) form, a single row the
 // recurrent form. So a batch of sequences gives each sequence the bits it gets alone.
 //
-// Thread-safety: one caller at a time (the engine thread).
+// The math of every op is in kernels/ref/ref_ops.cc (the scalar reference); this file composes
+// them. Thread-safety: one caller at a time per Model. Models with their own thread pools (or none)
+// may run forward passes at the same time: the kernels keep no state, each Model owns its
+// workspace and activations.
 #pragma once
 
 #include <memory>
@@ -16,6 +19,7 @@
 #include "core/result.h"
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
+#include "model/activations.h"
 #include "model/state.h"
 #include "model/weights.h"
 
@@ -49,24 +53,24 @@ class Model {
   core::Status forward(std::span<const SequenceRows> batch, std::vector<float>* logits);
 
  private:
+  // The rows [row0, row0 + n) of the call that belong to one sequence, starting at position pos0.
   struct Span {
     SequenceState* state;
     int64_t row0, n, pos0;
   };
-  void deltanet_layer(int64_t layer, const std::vector<Span>& spans, const float* h, int64_t n);
-  void attention_layer(int64_t layer, const std::vector<Span>& spans, const float* h, int64_t n);
-  void mlp_layer(int64_t layer, const float* h, int64_t n);
-  void moe_layer(int64_t layer, const float* h, int64_t n);
-  float* buf(int i, size_t n);
+  core::Status validate(std::span<const SequenceRows> batch, int64_t* n_tokens, int64_t* n_logit_rows);
+  // Token mixers and MLPs: read in [n, hidden], write out [n, hidden].
+  void deltanet_layer(int64_t layer, const float* in, int64_t n, float* out);
+  void attention_layer(int64_t layer, const float* in, int64_t n, float* out);
+  void mlp_layer(int64_t layer, const float* in, int64_t n, float* out);
+  void moe_layer(int64_t layer, const float* in, int64_t n, float* out);
 
   std::unique_ptr<ModelWeights> w_;
   const kernels::Ops& ops_;
+  std::unique_ptr<kernels::Workspace> workspace_;  // the kernels' scratch, this model's alone
   kernels::Context ctx_;
-  std::vector<std::vector<float>> ws_;  // reusable workspace buffers
-  std::vector<int32_t> tokens_, idx_;
-  std::vector<float> x_, probs_;
-  std::vector<int64_t> slots_;
-  std::vector<Span> spans_;
+  Activations act_;
+  std::vector<Span> spans_;  // of the current call
 };
 
 }  // namespace qwen35::model

@@ -333,6 +333,46 @@ TEST(Ops, NormsAndSwiglu) {
   }
 }
 
+// Elementwise float ops in the same order as the reference: the same bits.
+TEST(Ops, AddRowsAndMoeCombine) {
+  core::ThreadPool pool(2);
+  for (int64_t dim : {1, 7, 16, 17, 1000}) {
+    for (int64_t n : {1, 5}) {
+      auto x = randn(size_t(n * dim), 11), y0 = randn(size_t(n * dim), 12), s = randn(size_t(n), 13);
+      for (const float* scale : {static_cast<const float*>(nullptr), static_cast<const float*>(s.data())}) {
+        std::vector<float> a = y0, b = y0;
+        ref.add_rows({}, x.data(), scale, n, dim, a.data());
+        cpu.add_rows({&pool}, x.data(), scale, n, dim, b.data());
+        EXPECT_EQ(a, b) << "add_rows dim " << dim;
+        if (!scale) { EXPECT_EQ(a[0], y0[0] + x[0]); }
+      }
+      const int64_t k = 3;
+      auto eo = randn(size_t(n * k * dim), 14), w = randn(size_t(n * k), 15);
+      std::vector<float> a(size_t(n * dim), 7.0f), b(a.size(), -7.0f);  // overwritten, not added to
+      ref.moe_combine({}, eo.data(), w.data(), n, k, dim, a.data());
+      cpu.moe_combine({&pool}, eo.data(), w.data(), n, k, dim, b.data());
+      EXPECT_EQ(a, b) << "moe_combine dim " << dim;
+      EXPECT_EQ(a[0], ((0.0f + w[0] * eo[0]) + w[1] * eo[size_t(dim)]) + w[2] * eo[size_t(2 * dim)]);
+    }
+  }
+}
+
+// A workspace serves only the backend that made it; every op works without one too.
+TEST(Ops, WorkspaceBelongsToItsBackend) {
+  auto ws = cpu.new_workspace();
+  EXPECT_EQ(ws->owner(), &cpu);
+  auto x = randn(64, 1);
+  TestMatrix w = make_matrix(WeightType::kAffine, 32, 64, 3, 4, 32);
+  std::vector<float> with(32), without(32);
+  Context c{nullptr, false, ws.get()};
+  cpu.matmul(c, x.data(), 1, w.m, with.data());
+  cpu.matmul({}, x.data(), 1, w.m, without.data());
+  EXPECT_EQ(with, without);
+  auto other = ref.new_workspace();
+  Context wrong{nullptr, false, other.get()};
+  EXPECT_DEATH(cpu.matmul(wrong, x.data(), 1, w.m, with.data()), "");
+}
+
 // Long enough (251 positions) for several 64-key blocks of the online softmax; on every target.
 void attention_checks() {
   core::ThreadPool pool(3);
@@ -456,8 +496,8 @@ TEST(Ops, RouterTopK) {
   l[0] = l[1] = 5.0f;  // a tie: the lower index first
   std::vector<int32_t> i1(size_t(n * k)), i2(i1.size());
   std::vector<float> w1(i1.size()), w2(i1.size());
-  ref.router_topk(l.data(), n, ne, k, true, i1.data(), w1.data());
-  cpu.router_topk(l.data(), n, ne, k, true, i2.data(), w2.data());
+  ref.router_topk(Context{}, l.data(), n, ne, k, true, i1.data(), w1.data());
+  cpu.router_topk(Context{}, l.data(), n, ne, k, true, i2.data(), w2.data());
   EXPECT_EQ(i1, i2);
   EXPECT_EQ(i1[0], 0);
   EXPECT_EQ(i1[1], 1);

@@ -11,6 +11,7 @@
 #include "core/check.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/recurrent.h"
+#include "kernels/cpu/workspace.h"
 #include "kernels/matrix.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
@@ -48,27 +49,23 @@ void run(const Context& ctx, size_t n, const core::ThreadPool::RangeFn& fn, size
   ctx.pool->parallel_for(n, fn, grain);
 }
 
-// Per-thread scratch that grows and is then reused (no allocation in steady state).
-std::vector<float>& scratch(int slot, size_t n) {
-  thread_local std::vector<float> bufs[4];
-  auto& b = bufs[slot];
-  if (b.size() < n) b.resize(n);
-  return b;
-}
-
 class CpuOps final : public Ops {
  public:
   const char* name() const override { return "cpu"; }
+  std::unique_ptr<Workspace> new_workspace() const override {
+    return std::make_unique<cpu::CpuWorkspace>(this);
+  }
 
   void matmul(const Context& ctx, const float* x, int64_t n, const Matrix& w,
               float* y) const override {
-    cpu::matmul(ctx, x, n, w, y, matmul_scratch_);
+    std::unique_ptr<cpu::CpuWorkspace> temp;
+    cpu::matmul(ctx, x, n, w, y, cpu::workspace_of(ctx, this, temp).matmul);
   }
   void matmul_many(const Context& ctx, const float* x, int64_t n, const Matrix* const* ws, float* const* ys,
                    int count) const override {
-    cpu::matmul_many(ctx, x, n, ws, ys, count, matmul_scratch_);
+    std::unique_ptr<cpu::CpuWorkspace> temp;
+    cpu::matmul_many(ctx, x, n, ws, ys, count, cpu::workspace_of(ctx, this, temp).matmul);
   }
-
 
   void embed(const Context& ctx, const Matrix& e, const int32_t* tokens, int64_t n,
              float* out) const override {
@@ -104,6 +101,37 @@ class CpuOps final : public Ops {
     }, 4);
   }
 
+  void add_rows(const Context& ctx, const float* x, const float* s, int64_t n, int64_t dim,
+                float* y) const override {
+    run(ctx, size_t(n), [&](size_t b, size_t e, int) {
+      for (int64_t t = int64_t(b); t < int64_t(e); ++t) {
+        const float* xr = x + t * dim;
+        float* yr = y + t * dim;
+        if (s == nullptr) {
+          for (int64_t i = 0; i < dim; ++i) yr[i] += xr[i];
+        } else {
+          const float st = s[t];
+          for (int64_t i = 0; i < dim; ++i) yr[i] += st * xr[i];
+        }
+      }
+    }, 4);
+  }
+
+  void moe_combine(const Context& ctx, const float* eo, const float* weight, int64_t n, int64_t k,
+                   int64_t dim, float* y) const override {
+    run(ctx, size_t(n), [&](size_t b, size_t e, int) {
+      for (int64_t t = int64_t(b); t < int64_t(e); ++t) {
+        float* yr = y + t * dim;
+        std::fill_n(yr, dim, 0.0f);
+        for (int64_t j = 0; j < k; ++j) {
+          const float w = weight[t * k + j];
+          const float* er = eo + (t * k + j) * dim;
+          for (int64_t i = 0; i < dim; ++i) yr[i] += w * er[i];
+        }
+      }
+    }, 4);
+  }
+
   void attention(const Context& ctx, const AttentionParams& p, const float* qg, const float* k,
                  const float* v, int64_t n, int64_t pos0, KvView cache, float* out) const override {
     const int64_t hd = p.head_dim, nkv = p.n_kv_heads, nh = p.n_heads, rep = nh / nkv;
@@ -117,6 +145,8 @@ class CpuOps final : public Ops {
         std::memcpy(cache.v + ((pos0 + t) * nkv + h) * hd, v + (t * nkv + h) * hd, size_t(hd) * 4);
       }
     });
+    std::unique_ptr<cpu::CpuWorkspace> temp;
+    cpu::ThreadScratch* threads = cpu::workspace_of(ctx, this, temp).threads(ctx);
     const float scale = 1.0f / std::sqrt(float(hd));
     // A work item is kT consecutive positions of one key/value head: kT·rep queries that share
     // every key/value block, read once for all of them. Items go out in a folded order (first,
@@ -124,17 +154,15 @@ class CpuOps final : public Ops {
     // late ones (causal). Each query's arithmetic does not depend on its item: the same bits.
     constexpr int64_t kT = 4;
     const int64_t items = (n + kT - 1) / kT * nkv;
-    run(ctx, size_t(items), [&](size_t b, size_t e, int) {
-      const int64_t nq_max = kT * rep;
-      float* qs = scratch(0, size_t(nq_max * hd)).data();
-      float* s = scratch(1, size_t(nq_max * 64)).data();
-      float* m = scratch(2, size_t(2 * nq_max)).data();
-      thread_local std::vector<const float*> qp;
-      thread_local std::vector<float*> op;
-      thread_local std::vector<int64_t> np;
-      qp.resize(size_t(nq_max));
-      op.resize(size_t(nq_max));
-      np.resize(size_t(nq_max));
+    run(ctx, size_t(items), [&](size_t b, size_t e, int tid) {
+      const size_t nq_max = size_t(kT * rep);
+      cpu::ThreadScratch& ts = threads[tid];
+      float* qs = cpu::grow(ts.queries, nq_max * size_t(hd));
+      float* s = cpu::grow(ts.scores, nq_max * 64);
+      float* m = cpu::grow(ts.softmax_stats, 2 * nq_max);
+      const float** qp = cpu::grow(ts.query_rows, nq_max);
+      float** op = cpu::grow(ts.out_rows, nq_max);
+      int64_t* np = cpu::grow(ts.n_pos, nq_max);
       for (size_t it = b; it < e; ++it) {
         const int64_t f = it % 2 == 0 ? int64_t(it / 2) : items - 1 - int64_t(it / 2);
         const int64_t t0 = f / nkv * kT, kh = f % nkv, t1 = std::min(n, t0 + kT);
@@ -144,17 +172,17 @@ class CpuOps final : public Ops {
             float* q = qs + nq * hd;
             rms_norm_row(qg + (t * nh + h) * 2 * hd, hd, p.q_norm, p.eps, q);
             apply_rope(q, p.rotary_dim, p.rope_theta, pos0 + t);
-            qp[size_t(nq)] = q;
-            op[size_t(nq)] = out + (t * nh + h) * hd;
-            np[size_t(nq)] = pos0 + t + 1;
+            qp[nq] = q;
+            op[nq] = out + (t * nh + h) * hd;
+            np[nq] = pos0 + t + 1;
           }
-        cpu::attend_many(qp.data(), np.data(), nq, cache.k + kh * hd, cache.v + kh * hd, nkv * hd, hd, scale, s, m,
-                         op.data());
+        cpu::attend_many(qp, np, nq, cache.k + kh * hd, cache.v + kh * hd, nkv * hd, hd, scale, s, m,
+                         op);
         nq = 0;
         for (int64_t t = t0; t < t1; ++t)
           for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {
             const float* gate = qg + (t * nh + h) * 2 * hd + hd;
-            float* o = op[size_t(nq)];
+            float* o = op[nq];
             for (int64_t i = 0; i < hd; ++i) o[i] *= sigmoid(gate[i]);
           }
       }
@@ -164,9 +192,11 @@ class CpuOps final : public Ops {
   void conv1d_silu(const Context& ctx, const float* x, int64_t n, int64_t ch, const float* w,
                    int64_t kernel, float* state, float* out) const override {
     const int64_t km1 = kernel - 1;
-    run(ctx, size_t(ch), [&](size_t c0, size_t c1, int) {
+    std::unique_ptr<cpu::CpuWorkspace> temp;
+    cpu::ThreadScratch* threads = cpu::workspace_of(ctx, this, temp).threads(ctx);
+    run(ctx, size_t(ch), [&](size_t c0, size_t c1, int tid) {
       if (cpu::conv1d_silu_channels(x, n, ch, w, kernel, state, out, int64_t(c0), int64_t(c1))) return;
-      float* win = scratch(0, size_t(km1 + n)).data();
+      float* win = cpu::grow(threads[tid].conv_window, size_t(km1 + n));
       for (size_t cc = c0; cc < c1; ++cc) {
         const int64_t c = int64_t(cc);
         for (int64_t r = 0; r < km1; ++r) win[r] = state[r * ch + c];
@@ -188,10 +218,11 @@ class CpuOps final : public Ops {
     const int64_t nk = p.n_k_heads, nv = p.n_v_heads, dk = p.d_k, dv = p.d_v, rep = nv / nk;
     const int64_t ch = 2 * nk * dk + nv * dv;
     const float qscale = 1.0f / std::sqrt(float(dk));
+    std::unique_ptr<cpu::CpuWorkspace> temp;
+    cpu::CpuWorkspace& ws = cpu::workspace_of(ctx, this, temp);
+    cpu::ThreadScratch* threads = ws.threads(ctx);
     // Normalised q, k per key head and g, β per value head: [n, nk, dk] x2, [n, nv] x2.
-    std::vector<float>& prep = prep_;
-    prep.resize(size_t(2 * n * nk * dk + 2 * n * nv));
-    float* q = prep.data();
+    float* q = cpu::grow(ws.delta_prep, size_t(2 * n * nk * dk + 2 * n * nv));
     float* k = q + n * nk * dk;
     float* g = k + n * nk * dk;
     float* beta = g + n * nv;
@@ -212,23 +243,23 @@ class CpuOps final : public Ops {
         }
       }
     });
-    run(ctx, size_t(nv), [&](size_t h0, size_t h1, int) {
+    run(ctx, size_t(nv), [&](size_t h0, size_t h1, int tid) {
       for (size_t hh = h0; hh < h1; ++hh) {
         const int64_t h = int64_t(hh), kh = h / rep;
         Head hd{n, nk, nv, dk, dv, ch, h, kh, q, k, g, beta, qkv + 2 * nk * dk + h * dv,
                 state + h * dk * dv, out + h * dv};
-        if (chunked) delta_chunk(hd);
+        if (chunked) delta_chunk(hd, threads[tid].delta_chunk);
         else delta_recurrent(hd);
       }
     });
   }
 
-  void router_topk(const float* logits, int64_t n, int64_t ne, int64_t k, bool renorm,
-                   int32_t* idx, float* weight) const override {
-    float* pr = scratch(0, size_t(ne)).data();
-    thread_local std::vector<int32_t> order_buf;
-    if (order_buf.size() < size_t(ne)) order_buf.resize(size_t(ne));
-    int32_t* order = order_buf.data();
+  void router_topk(const Context& ctx, const float* logits, int64_t n, int64_t ne, int64_t k,
+                   bool renorm, int32_t* idx, float* weight) const override {
+    std::unique_ptr<cpu::CpuWorkspace> temp;
+    cpu::CpuWorkspace& ws = cpu::workspace_of(ctx, this, temp);
+    float* pr = cpu::grow(ws.router_probs, size_t(ne));
+    int32_t* order = cpu::grow(ws.router_order, size_t(ne));
     for (int64_t t = 0; t < n; ++t) {
       const float* l = logits + t * ne;
       const float mx = *std::max_element(l, l + ne);
@@ -268,16 +299,12 @@ class CpuOps final : public Ops {
   }
 
   // The n rows as one chunk of the UT-transform form (kernels/cpu/recurrent.cc).
-  static void delta_chunk(const Head& x) {
+  static void delta_chunk(const Head& x, std::vector<float>& scratch) {
     const int64_t n = x.n;
-    std::vector<float>& buf = scratch(1, size_t(2 * n + n * n + 2 * n * x.dv + n * x.dk + std::max(n, x.dk)));
+    float* buf = cpu::grow(scratch, size_t(2 * n + n * n + 2 * n * x.dv + n * x.dk + std::max(n, x.dk)));
     cpu::delta_chunk({n, x.dk, x.dv, x.Q(0), x.K(0), x.nk * x.dk, x.g + x.h, x.beta + x.h, x.nv, x.v, x.ch, x.S,
-                      x.out, x.nv * x.dv, buf.data()});
+                      x.out, x.nv * x.dv, buf});
   }
-
-  // Scratch for the q/k/g/β preparation; the engine thread is the only caller.
-  mutable std::vector<float> prep_;
-  mutable cpu::MatmulScratch matmul_scratch_;
 };
 
 }  // namespace

@@ -1159,7 +1159,9 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
   const bool int8 = ctx.int8_activations && (tiled || FastOdd(m));
   if (affine) PrepAffine(ctx, x, n, m, tiled, int8, sc);
   const bool bf16_tiled = m.type == WeightType::kBF16 && K % 2 == 0;
-  auto body = [&](size_t o0, size_t o1, int) {
+  const size_t n_threads = ctx.pool ? size_t(ctx.pool->size()) : 1;
+  if (sc.row_scales.size() < n_threads) sc.row_scales.resize(n_threads);
+  auto body = [&](size_t o0, size_t o1, int tid) {
     if (bf16_tiled) {
       constexpr int64_t kTBlockB = 64;
       for (int64_t tb = 0; tb < n; tb += kTBlockB)
@@ -1176,7 +1178,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
     // Row scales/biases as f32, padded so a full-vector load from any group stays in bounds.
     constexpr int64_t kOBlock = 64;
     const int64_t stride = groups + 16;
-    thread_local std::vector<float> sb_buf;
+    std::vector<float>& sb_buf = sc.row_scales[size_t(tid)];
     if (sb_buf.size() < size_t(2 * kOBlock * stride)) sb_buf.assign(size_t(2 * kOBlock * stride), 0.0f);
     constexpr int64_t kTBlock = 64;  // activation rows per pass (their tiles stay in L2)
     for (int64_t tb = 0; tb < n; tb += kTBlock)

@@ -28,6 +28,8 @@ struct MatmulScratch {
   std::vector<float> xs;    // exact mode: activations pre-scaled for the tile kernels [n, cols]
   std::vector<int8_t> xq;   // fast mode: quantized activations in the kernels' byte order [n, cols]
   std::vector<float> xdx;   // fast mode: the activation scale of each group [n, cols / group]
+  // Per pool thread: the scales and biases of a block of output rows as f32 (per-row kernels).
+  std::vector<std::vector<float>> row_scales;
 };
 
 void matmul(const Context& ctx, const float* x, int64_t n, const Matrix& w, float* y,

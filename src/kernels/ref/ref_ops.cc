@@ -30,6 +30,7 @@ void rms_norm_row(const float* x, int64_t dim, const float* w, float eps, float*
 class RefOps final : public Ops {
  public:
   const char* name() const override { return "ref"; }
+  std::unique_ptr<Workspace> new_workspace() const override { return std::make_unique<Workspace>(this); }
 
   void matmul(const Context&, const float* x, int64_t n, const Matrix& w, float* y) const override {
     for (int64_t t = 0; t < n; ++t)
@@ -64,6 +65,22 @@ class RefOps final : public Ops {
     for (int64_t t = 0; t < n; ++t)
       for (int64_t i = 0; i < dim; ++i)
         out[t * dim + i] = silu(gate[t * in_stride + i]) * up[t * in_stride + i];
+  }
+
+  void add_rows(const Context&, const float* x, const float* s, int64_t n, int64_t dim,
+                float* y) const override {
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t i = 0; i < dim; ++i) y[t * dim + i] += s ? s[t] * x[t * dim + i] : x[t * dim + i];
+  }
+
+  void moe_combine(const Context&, const float* eo, const float* weight, int64_t n, int64_t k,
+                   int64_t dim, float* y) const override {
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t i = 0; i < dim; ++i) {
+        float acc = 0.0f;
+        for (int64_t j = 0; j < k; ++j) acc += weight[t * k + j] * eo[(t * k + j) * dim + i];
+        y[t * dim + i] = acc;
+      }
   }
 
   void attention(const Context&, const AttentionParams& p, const float* qg, const float* k,
@@ -216,7 +233,7 @@ class RefOps final : public Ops {
     }
   }
 
-  void router_topk(const float* logits, int64_t n, int64_t ne, int64_t k, bool renorm,
+  void router_topk(const Context&, const float* logits, int64_t n, int64_t ne, int64_t k, bool renorm,
                    int32_t* idx, float* weight) const override {
     std::vector<double> pr(static_cast<size_t>(ne));
     std::vector<int32_t> order(static_cast<size_t>(ne));
