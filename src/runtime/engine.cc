@@ -24,6 +24,23 @@ void RequestStream::push(StreamEvent ev) {
   cv_.notify_one();
 }
 
+RequestTiming RequestStream::timing() const {
+  std::lock_guard lk(mu_);
+  return timing_;
+}
+
+void RequestStream::set_admitted(RequestTiming::Clock::time_point t, int64_t reused) {
+  std::lock_guard lk(mu_);
+  timing_.admitted = t;
+  timing_.prompt_reused = reused;
+}
+
+void RequestStream::set_prompt_read(RequestTiming::Clock::time_point t) {
+  std::lock_guard lk(mu_);
+  timing_.prompt_read = t;
+  timing_.prompt_done = true;
+}
+
 namespace {
 
 // The log-softmax of `logits` at `token`, and the `top` most likely tokens (ties: lower id).
@@ -62,6 +79,7 @@ struct Engine::Active {
   int64_t generated = 0;    // tokens sampled and sent
   int32_t next_token = -1;  // sampled, not yet fed
   uint64_t order = 0;       // admission order: older prompts prefill first
+  std::vector<int32_t> fed;  // keep_state only: every token the state holds, in order
 };
 
 Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), opts_(opts) {
@@ -69,6 +87,7 @@ Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), 
   opts_.step_tokens = std::max<int64_t>(opts_.step_tokens, model::kDeltaChunk);
   for (int i = 0; i < opts_.parallel; ++i) states_.push_back(model_.new_state(opts_.ctx));
   slots_.resize(size_t(opts_.parallel));
+  kept_.resize(size_t(opts_.parallel));
   stats_.slots = opts_.parallel;
   stats_.kv_tokens_total = int64_t(opts_.parallel) * opts_.ctx;
   for (const auto& st : states_)
@@ -179,19 +198,15 @@ bool Engine::admit_locked() {
     if (s && s->stream->cancelled()) {
       finish(*s, "cancelled");
       ++stats_.cancelled;
-      s.reset();
+      release(i, true);
     }
     if (!s && !queue_.empty()) {
       auto a = std::make_unique<Active>();
       a->req = std::move(queue_.front().req);
       a->stream = std::move(queue_.front().stream);
       queue_.pop_front();
-      a->state = states_[i].get();
-      a->state->reset();
-      a->sampler = std::make_unique<Sampler>(a->req.sampling, model_.config().vocab);
-      a->sampler->add_prompt(a->req.prompt);
       a->order = next_order_++;
-      s = std::move(a);
+      start(i, std::move(a));
     }
   }
   int64_t busy = 0, used = 0;
@@ -205,6 +220,39 @@ bool Engine::admit_locked() {
   stats_.kv_tokens_used = used;
   stats_.queued = int64_t(queue_.size());
   return busy > 0 || !queue_.empty();
+}
+
+// Puts request `a` into free slot i: resumes from the slot's kept state when the request asks
+// for it and its prompt strictly extends that state's tokens, else starts from a reset state.
+void Engine::start(size_t i, std::unique_ptr<Active> a) {
+  a->state = states_[i].get();
+  std::vector<int32_t>& kept = kept_[i];
+  const auto& prompt = a->req.prompt;
+  const bool resume = a->req.keep_state && !kept.empty() && kept.size() < prompt.size() &&
+                      std::equal(kept.begin(), kept.end(), prompt.begin());
+  if (resume) {
+    QWEN35_CHECK(a->state->pos() == int64_t(kept.size()));
+    a->prefilled = int64_t(kept.size());
+    a->fed = std::move(kept);
+  } else {
+    a->state->reset();
+  }
+  kept.clear();
+  a->sampler = std::make_unique<Sampler>(a->req.sampling, model_.config().vocab);
+  a->sampler->add_prompt(prompt);
+  a->stream->set_admitted(RequestTiming::Clock::now(), a->prefilled);
+  slots_[i] = std::move(a);
+}
+
+// Frees slot i after its request finished. With `keep` (no error) a keep_state request leaves
+// its state and token list behind for the next flagged request.
+void Engine::release(size_t i, bool keep) {
+  Active& a = *slots_[i];
+  if (keep && a.req.keep_state) {
+    QWEN35_CHECK(a.state->pos() == int64_t(a.fed.size()));
+    kept_[i] = std::move(a.fed);
+  }
+  slots_[i].reset();
 }
 
 void Engine::loop() {
@@ -280,6 +328,10 @@ bool Engine::advance(size_t r, const core::Status& st, StepCounts* c) {
   const int64_t vocab = model_.config().vocab;
   const int64_t n_rows = int64_t(rows_[r].tokens.size());
   const float* last = logits_.data() + row_logits_[r] * size_t(vocab);
+  if (a.req.keep_state) {  // what this row fed: a prompt chunk or the last sampled token
+    const auto& t = rows_[r].tokens;
+    a.fed.insert(a.fed.end(), t.begin(), t.end());
+  }
   if (a.prefilled < n) {
     if (rows_[r].all_logits) {  // prompt logprobs: row j predicts prompt token start + j + 1
       StreamEvent ev;
@@ -294,6 +346,11 @@ bool Engine::advance(size_t r, const core::Status& st, StepCounts* c) {
     a.prefilled += n_rows;
     c->prompt += n_rows;
     if (a.prefilled < n) return false;
+    a.stream->set_prompt_read(RequestTiming::Clock::now());
+    if (a.req.max_tokens == 0) {
+      finish(a, "length");
+      return true;
+    }
   }
   SampleResult s = a.sampler->sample(last);
   const auto& eos = a.req.eos_ids;
@@ -322,7 +379,7 @@ void Engine::step() {
   StepCounts c;
   for (size_t r = 0; r < rows_.size(); ++r) {
     if (advance(r, st, &c)) {
-      slots_[size_t(row_slot_[r])].reset();  // the slot is free for the next step's admission
+      release(size_t(row_slot_[r]), st.ok());  // the slot is free for the next step's admission
       ++c.done;
     }
   }

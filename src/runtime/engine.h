@@ -11,6 +11,20 @@
 // chunk starts. So a request's rows are computed the same way whatever else runs, and its tokens
 // and logprobs are bit-identical to a solo run (the model's kernels are batch invariant).
 //
+// Kept state (GenerationRequest::keep_state, off by default; the server never sets it): lets a
+// terminal chat continue a conversation without recomputing it. Invariants:
+//   - kept_[i] is empty unless slot i's last request had keep_state and ended without an error;
+//     then states_[i] holds exactly the tokens kept_[i] lists (prompt and generated tokens
+//     actually fed, in order; a request's last sampled token is never fed, so it is not listed),
+//     and states_[i]->pos() == kept_[i].size().
+//   - Admission to slot i resumes from kept_[i] only when the request has keep_state and its
+//     prompt strictly extends kept_[i]; only the rest is prefilled. Anything else resets the
+//     state. Either way kept_[i] is cleared: the admitted request owns the state.
+// A resumed request computes its earlier generated tokens the way decoding did (one row each),
+// not the way a fresh prefill would, so it continues the conversation's own state rather than
+// reproducing a fresh run's bits; the exactness guarantees above concern requests without the
+// flag, which never see kept state. A prefix cache of grid-aligned snapshots can replace this.
+//
 // Thread-safety: submit(), stats() and shutdown() may be called from any thread. A RequestStream
 // is shared by the engine thread (producer) and one consumer thread.
 #pragma once
@@ -42,9 +56,21 @@ struct EngineOptions {
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // non-empty
   SamplingParams sampling;
-  int64_t max_tokens = -1;       // -1: until end of sequence or the context is full
+  int64_t max_tokens = -1;       // -1: until end of sequence or the context is full; 0: read
+                                 // the prompt only ("length", nothing sampled)
   std::vector<int32_t> eos_ids;  // a sampled id in this list ends the request ("stop")
   int32_t prompt_logprobs = -1;  // >= 0: log-probabilities of the prompt tokens (+ N top ones)
+  bool keep_state = false;       // resume from / leave behind the slot's kept state (see above)
+};
+
+// When a request's phases happened, for a closing line or metrics. Set by the engine thread;
+// complete once the kDone event has been received.
+struct RequestTiming {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point admitted;     // took a slot: prefill starts
+  Clock::time_point prompt_read;  // the forward call that read the last prompt token returned
+  bool prompt_done = false;       // prompt_read is set (false when cancelled during prefill)
+  int64_t prompt_reused = 0;      // prompt tokens resumed from kept state, not computed
 };
 
 // One event of a request's result stream.
@@ -66,15 +92,19 @@ class RequestStream {
   void cancel() { cancelled_.store(true); }
   bool cancelled() const { return cancelled_.load(); }
   int64_t prompt_tokens() const { return prompt_tokens_; }
+  RequestTiming timing() const;
 
   // Engine side.
   void push(StreamEvent ev);
+  void set_admitted(RequestTiming::Clock::time_point t, int64_t reused);
+  void set_prompt_read(RequestTiming::Clock::time_point t);
   explicit RequestStream(int64_t prompt_tokens) : prompt_tokens_(prompt_tokens) {}
 
  private:
-  std::mutex mu_;
+  mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<StreamEvent> events_;
+  RequestTiming timing_;
   std::atomic<bool> cancelled_{false};
   int64_t prompt_tokens_;
 };
@@ -117,11 +147,14 @@ class Engine {
   bool advance(size_t r, const core::Status& st, StepCounts* c);
   void step();
   void finish(Active& a, const std::string& reason, const std::string& error = "");
+  void start(size_t i, std::unique_ptr<Active> a);
+  void release(size_t i, bool keep);
 
   model::Model& model_;
   EngineOptions opts_;
   std::vector<std::unique_ptr<model::SequenceState>> states_;
   std::vector<std::unique_ptr<Active>> slots_;  // null: free
+  std::vector<std::vector<int32_t>> kept_;      // per slot: tokens of the kept state (see above)
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
