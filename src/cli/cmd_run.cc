@@ -3,6 +3,11 @@
 // model's chat template). Without -p: an interactive chat with history (/reset, /exit; Ctrl-C
 // stops the current answer, Ctrl-D leaves). Text streams to stdout; the closing line with
 // prompt and generation speed goes to stderr.
+//
+// Generation runs on a one-slot runtime::Engine, the server's engine; this file keeps the
+// terminal side: rendering, tokenizing, showing text (cli/turn.h, cli/answer_printer.h),
+// Ctrl-C and the closing line. The chat resumes the engine's kept state (keep_state), so a turn
+// whose rendered prompt extends what the state holds computes only the new tokens.
 #include <signal.h>
 #include <unistd.h>
 
@@ -11,15 +16,19 @@
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
+#include "cli/answer_printer.h"
 #include "cli/commands.h"
-#include "cli/generation.h"
 #include "cli/model_loader.h"
+#include "cli/turn.h"
 #include "formats/hf_config.h"
 #include "tokenizer/chat_template.h"
 
 namespace qwen35::cli {
 namespace {
+
+using Json = nlohmann::ordered_json;
 
 std::atomic<bool> g_interrupt{false};
 void on_sigint(int) { g_interrupt.store(true); }
@@ -32,7 +41,7 @@ void progress_bar(size_t done, size_t total) {
   std::fflush(stderr);
 }
 
-void print_stats(const GenerationStats& s) {
+void print_stats(const TurnStats& s) {
   std::fprintf(stderr, "\n[prompt: %lld tokens, %.1f tok/s | generation: %lld tokens, %.1f tok/s | %s]\n",
                (long long)s.prompt_tokens, s.prompt_seconds > 0 ? double(s.prompt_tokens) / s.prompt_seconds : 0.0,
                (long long)s.generated_tokens,
@@ -40,10 +49,15 @@ void print_stats(const GenerationStats& s) {
                s.finish_reason.c_str());
 }
 
+void emit(const std::string& s) {
+  std::fwrite(s.data(), 1, s.size(), stdout);
+  std::fflush(stdout);
+}
+
 struct Flags {
   LoadOptions lo;
   std::string prompt, system;
-  bool chat = false, no_think = false, quiet = false;
+  bool chat = false, no_think = false, hide_reasoning = false, quiet = false;
   int64_t max_tokens = -1, ctx = 4096;
   std::optional<float> temperature, top_p, min_p, presence, frequency, repetition;
   std::optional<int32_t> top_k;
@@ -51,28 +65,14 @@ struct Flags {
   std::vector<std::string> stops;
 };
 
-runtime::SamplingParams sampling_params(const Flags& f, const formats::GenerationConfig& g) {
-  runtime::SamplingParams p = runtime::sampling_defaults(g);
-  if (f.temperature) p.temperature = *f.temperature;
-  if (f.top_k) p.top_k = *f.top_k;
-  if (f.top_p) p.top_p = *f.top_p;
-  if (f.min_p) p.min_p = *f.min_p;
-  if (f.presence) p.presence_penalty = *f.presence;
-  if (f.frequency) p.frequency_penalty = *f.frequency;
-  if (f.repetition) p.repetition_penalty = *f.repetition;
-  p.seed = f.seed;
-  return p;
-}
-
-}  // namespace
-
-int cmd_run(int argc, char** argv) {
-  CLI::App app{"Generate text: a completion of -p PROMPT, or an interactive chat", "qwen35 run"};
-  Flags f;
+void add_flags(CLI::App& app, Flags& f) {
   app.add_option("-m,--model", f.lo.model_dir, "checkpoint directory (with tokenizer files)")->required();
   app.add_option("-p,--prompt", f.prompt, "prompt (without it: interactive chat)");
   app.add_flag("--chat", f.chat, "apply the chat template to -p (a single user turn)");
   app.add_flag("--no-think", f.no_think, "chat template with enable_thinking=false");
+  app.add_flag("--hide-reasoning", f.hide_reasoning,
+               "chat: leave the model's reasoning (<think> … </think>) out of the output; otherwise "
+               "it is shown faint on a terminal, tagged <think> … </think> in a pipe or file");
   app.add_option("--system", f.system, "system message for chat");
   app.add_option("-n,--max-tokens", f.max_tokens, "maximum tokens to generate (default: until the end or the context)");
   app.add_option("-c,--ctx", f.ctx, "context size in tokens");
@@ -89,13 +89,146 @@ int cmd_run(int argc, char** argv) {
   app.add_option("--load", f.lo.load_mode, kLoadModeHelp);
   app.add_flag("--fast", f.lo.fast, "int8 activations for MLX-quantized matmuls (faster; not bit-identical to the exact mode)");
   app.add_flag("-q,--quiet", f.quiet, "no progress bar, banner or closing line");
+}
+
+runtime::SamplingParams sampling_params(const Flags& f, const formats::GenerationConfig& g) {
+  runtime::SamplingParams p = runtime::sampling_defaults(g);
+  if (f.temperature) p.temperature = *f.temperature;
+  if (f.top_k) p.top_k = *f.top_k;
+  if (f.top_p) p.top_p = *f.top_p;
+  if (f.min_p) p.min_p = *f.min_p;
+  if (f.presence) p.presence_penalty = *f.presence;
+  if (f.frequency) p.frequency_penalty = *f.frequency;
+  if (f.repetition) p.repetition_penalty = *f.repetition;
+  p.seed = f.seed;
+  return p;
+}
+
+// Every id that ends a turn: the generation config's, the model config's, the tokenizer's, and
+// <|im_end|> in chat.
+std::vector<int32_t> eos_ids(const formats::GenerationConfig& g, const model::ModelConfig& c,
+                             const tokenizer::Tokenizer& tok, bool chat) {
+  std::vector<int32_t> eos(g.eos_token_ids.begin(), g.eos_token_ids.end());
+  for (int64_t e : c.eos_token_ids) eos.push_back(int32_t(e));
+  if (tok.eos_id() >= 0) eos.push_back(tok.eos_id());
+  if (chat) {
+    const int32_t im_end = tok.token_to_id("<|im_end|>");
+    if (im_end >= 0) eos.push_back(im_end);
+  }
+  return eos;
+}
+
+// Qwen3.5's generation prompt opens <think> unless thinking is off: the answer starts inside.
+bool opens_reasoning(const std::string& text) {
+  size_t end = text.size();
+  while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == ' ')) --end;
+  return end >= 7 && text.compare(end - 7, 7, "<think>") == 0;
+}
+
+// One `qwen35 run`: the engine, the chat history and how answers are shown.
+struct Session {
+  const Flags& f;
+  const tokenizer::Tokenizer& tok;
+  std::optional<tokenizer::ChatTemplate> tmpl;  // set for --chat and the interactive chat
+  runtime::Engine& engine;
+  runtime::GenerationRequest base;  // sampling, max_tokens, eos ids, keep_state
+  ReasoningDisplay display = ReasoningDisplay::kTagged;
+  bool indicator = false;  // "thinking…" on stderr while reasoning is hidden
+  Json kwargs = Json::object();
+  Json messages = Json::array();
+
+  void reset_history() {
+    messages = Json::array();
+    if (!f.system.empty()) messages.push_back({{"role", "system"}, {"content", f.system}});
+  }
+
+  // The prompt of the next turn: the raw text, or the history plus `user` rendered (the user
+  // message stays in the history). *in_reasoning: the rendered prompt opened <think>.
+  core::Result<std::vector<int32_t>> prompt(const std::string& user, bool* in_reasoning) {
+    *in_reasoning = false;
+    if (!tmpl) return tok.encode(user);
+    messages.push_back({{"role", "user"}, {"content", user}});
+    auto text = tmpl->render(messages, nullptr, true, kwargs);
+    if (!text.ok()) return core::error(text.message());
+    *in_reasoning = opens_reasoning(*text);
+    return tok.encode(*text);
+  }
+
+  // One turn: prompt, generate, show; in chat the answer joins the history as the server's
+  // parser splits it (content + reasoning_content), even when Ctrl-C cut it short.
+  int turn(const std::string& user, bool interactive) {
+    bool in_reasoning = false;
+    const size_t n_messages = messages.size();
+    auto ids = prompt(user, &in_reasoning);
+    std::optional<AnswerPrinter> printer;
+    if (tmpl) printer.emplace(in_reasoning, display, indicator);
+    core::Result<TurnStats> st = core::error("");
+    if (ids.ok()) {
+      runtime::GenerationRequest req = base;
+      req.prompt = std::move(*ids);
+      g_interrupt.store(false);
+      st = run_turn(engine, std::move(req), tok, f.stops, g_interrupt, [&](const std::string& s) {
+        if (printer) printer->push(s);
+        else emit(s);
+      });
+      if (printer) printer->finish();
+    }
+    if (!ids.ok() || !st.ok()) {
+      while (messages.size() > n_messages) messages.erase(messages.size() - 1);
+      return fail("run", ids.ok() ? st.message() : ids.message());
+    }
+    if (tmpl)
+      messages.push_back({{"role", "assistant"},
+                          {"content", printer->content()},
+                          {"reasoning_content", printer->reasoning()}});
+    if (!f.quiet) print_stats(*st);
+    else if (!interactive) std::fputc('\n', stdout);
+    return 0;
+  }
+
+  void repl() {
+    if (!f.quiet)
+      std::fprintf(stderr, "qwen35 chat: /reset clears the history, /exit or Ctrl-D leaves, Ctrl-C stops an answer\n");
+    std::string line;
+    for (;;) {
+      std::fputs("> ", stdout);
+      std::fflush(stdout);
+      g_interrupt.store(false);
+      if (!std::getline(std::cin, line)) {
+        if (std::cin.eof()) break;  // Ctrl-D
+        std::cin.clear();           // Ctrl-C at the prompt: a fresh line
+        std::fputc('\n', stdout);
+        continue;
+      }
+      if (line == "/exit" || line == "/quit") break;
+      if (line == "/reset") {
+        reset_history();  // the next turn's prompt no longer extends the kept state: it resets
+        std::fputs("(history cleared)\n", stdout);
+        continue;
+      }
+      if (line.empty()) continue;
+      turn(line, true);
+    }
+    std::fputc('\n', stdout);
+  }
+};
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  CLI::App app{"Generate text: a completion of -p PROMPT, or an interactive chat", "qwen35 run"};
+  Flags f;
+  add_flags(app, f);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   const bool interactive = app.count("--prompt") == 0;
+  const bool chat = f.chat || interactive;
   if (f.ctx < 2) return fail("run", "--ctx must be at least 2");
+  if (f.hide_reasoning && !chat)
+    return fail("run", "--hide-reasoning needs a chat (--chat, or no -p for the interactive chat)");
   auto tok = tokenizer::Tokenizer::load(f.lo.model_dir);
   if (!tok.ok()) return fail("run", tok.message());
   auto gen_cfg = formats::load_generation_config(f.lo.model_dir);
@@ -103,7 +236,7 @@ int cmd_run(int argc, char** argv) {
   const runtime::SamplingParams sp = sampling_params(f, *gen_cfg);
   if (auto s = sp.validate(); !s.ok()) return fail("run", s.message());
   std::optional<tokenizer::ChatTemplate> tmpl;
-  if (f.chat || interactive) {
+  if (chat) {
     auto t = tokenizer::load_chat_template(f.lo.model_dir);
     if (!t.ok()) return fail("run", t.message());
     tmpl = std::move(*t);
@@ -114,96 +247,28 @@ int cmd_run(int argc, char** argv) {
   const bool tty = isatty(STDERR_FILENO) && !f.quiet;
   m.weights().store.prefault(tty ? progress_bar : std::function<void(size_t, size_t)>());
 
-  std::vector<int32_t> eos(gen_cfg->eos_token_ids.begin(), gen_cfg->eos_token_ids.end());
-  for (int64_t e : m.config().eos_token_ids) eos.push_back(int32_t(e));
-  if (tok->eos_id() >= 0) eos.push_back(tok->eos_id());
-  if (tmpl) {
-    const int32_t im_end = tok->token_to_id("<|im_end|>");
-    if (im_end >= 0) eos.push_back(im_end);
-  }
   struct sigaction sa {};
   sa.sa_handler = on_sigint;
   sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: Ctrl-C also interrupts a pending read
 
-  Generation gen(m, *tok, f.ctx);
-  nlohmann::ordered_json kwargs = nlohmann::ordered_json::object();
-  if (f.no_think) kwargs["enable_thinking"] = false;
-  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  if (!f.system.empty()) messages.push_back({{"role", "system"}, {"content", f.system}});
-  auto emit = [](const std::string& s) {
-    std::fwrite(s.data(), 1, s.size(), stdout);
-    std::fflush(stdout);
-  };
-
-  // One turn: render (chat) or take the raw prompt, feed what the state lacks, generate.
-  auto turn = [&](const std::string& user, std::string* answer) -> int {
-    std::vector<int32_t> ids;
-    if (tmpl) {
-      messages.push_back({{"role", "user"}, {"content", user}});
-      auto text = tmpl->render(messages, nullptr, true, kwargs);
-      if (!text.ok()) {
-        messages.erase(messages.size() - 1);
-        return fail("run", text.message());
-      }
-      auto r = tok->encode(*text);
-      if (!r.ok()) return fail("run", r.message());
-      ids = std::move(*r);
-    } else {
-      auto r = tok->encode(user);
-      if (!r.ok()) return fail("run", r.message());
-      ids = std::move(*r);
-    }
-    // Reuse the state when what it holds is a prefix of the new prompt; else start over.
-    const auto& h = gen.history();
-    std::span<const int32_t> fresh(ids);
-    if (!h.empty() && h.size() < ids.size() && std::equal(h.begin(), h.end(), ids.begin())) {
-      fresh = fresh.subspan(h.size());
-    } else {
-      gen.reset();
-    }
-    g_interrupt.store(false);
-    std::string out;
-    auto st = gen.run(fresh, sp, eos, f.stops, f.max_tokens, &g_interrupt, [&](const std::string& s) {
-      out += s;
-      emit(s);
-    });
-    if (!st.ok()) {
-      if (tmpl) messages.erase(messages.size() - 1);
-      return fail("run", st.message());
-    }
-    if (answer) *answer = out;
-    if (tmpl) messages.push_back({{"role", "assistant"}, {"content", out}});
-    if (!f.quiet) print_stats(*st);
-    else if (!interactive) std::fputc('\n', stdout);
-    return 0;
-  };
-
-  if (!interactive) return turn(f.prompt, nullptr);
-  if (!f.quiet)
-    std::fprintf(stderr, "qwen35 chat: /reset clears the history, /exit or Ctrl-D leaves, Ctrl-C stops an answer\n");
-  std::string line;
-  for (;;) {
-    std::fputs("> ", stdout);
-    std::fflush(stdout);
-    g_interrupt.store(false);
-    if (!std::getline(std::cin, line)) {
-      if (std::cin.eof()) break;  // Ctrl-D
-      std::cin.clear();           // Ctrl-C at the prompt: a fresh line
-      std::fputc('\n', stdout);
-      continue;
-    }
-    if (line == "/exit" || line == "/quit") break;
-    if (line == "/reset") {
-      messages = nlohmann::ordered_json::array();
-      if (!f.system.empty()) messages.push_back({{"role", "system"}, {"content", f.system}});
-      gen.reset();
-      std::fputs("(history cleared)\n", stdout);
-      continue;
-    }
-    if (line.empty()) continue;
-    turn(line, nullptr);
-  }
-  std::fputc('\n', stdout);
+  runtime::EngineOptions eo;
+  eo.parallel = 1;
+  eo.ctx = f.ctx;
+  eo.step_tokens = 512;  // prefill pieces of a long prompt; the workspace stays bounded
+  runtime::Engine engine(m, eo);
+  Session s{f, *tok, std::move(tmpl), engine, {}};
+  s.base.sampling = sp;
+  s.base.max_tokens = f.max_tokens < 0 ? -1 : f.max_tokens;
+  s.base.eos_ids = eos_ids(*gen_cfg, m.config(), *tok, chat);
+  s.base.keep_state = interactive;
+  s.display = f.hide_reasoning               ? ReasoningDisplay::kHidden
+              : isatty(STDOUT_FILENO) != 0 ? ReasoningDisplay::kDim
+                                           : ReasoningDisplay::kTagged;
+  s.indicator = tty;
+  if (f.no_think) s.kwargs["enable_thinking"] = false;
+  s.reset_history();
+  if (!interactive) return s.turn(f.prompt, false);
+  s.repl();
   return 0;
 }
 
