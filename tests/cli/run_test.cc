@@ -101,5 +101,32 @@ TEST_F(RunTest, ReplThroughTmux) {
   EXPECT_TRUE(std::system(("test -f " + done).c_str()) == 0) << "Ctrl-D did not leave the chat";
 }
 
+// Ctrl-C stops an answer (the closing line says "interrupted") and the chat goes on.
+TEST_F(RunTest, CtrlCStopsAnAnswerInTheRepl) {
+  if (std::system("command -v tmux >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux not installed";
+  TempDir d;
+  const std::string tmux = "tmux -S " + d.file("sock") + " ";
+  // A context this large takes the tiny model many seconds to fill: only Ctrl-C ends the answer.
+  const std::string cmd = std::string(QWEN35_BINARY) + " run -m " + model() + " --ctx 60000 --seed 2";
+  ASSERT_EQ(std::system((tmux + "new-session -d -s repl -x 200 -y 50 '" + cmd + "'").c_str()), 0);
+  auto send = [&](const std::string& keys) {
+    std::system((tmux + "send-keys -t repl " + keys).c_str());
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  send("'first question' Enter");
+  send("C-c");
+  send("'second question' Enter");
+  send("C-c");
+  const std::string cap = d.file("cap");
+  std::system((tmux + "capture-pane -t repl -p -S -200 > " + cap).c_str());
+  const std::string screen = testing::read_file(cap);
+  std::system((tmux + "kill-server 2>/dev/null").c_str());
+  size_t n = 0;
+  for (size_t p = screen.find("| interrupted]"); p != std::string::npos; p = screen.find("| interrupted]", p + 1)) ++n;
+  EXPECT_EQ(n, 2u) << screen;
+  EXPECT_NE(screen.find("> second question"), std::string::npos) << screen;
+}
+
 }  // namespace
 }  // namespace qwen35
