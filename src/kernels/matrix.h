@@ -33,8 +33,4 @@ inline int64_t affine_row_words(const Matrix& m) { return m.cols * m.bits / 32; 
 // Dequantizes row r of m into out[m.cols].
 void decode_row(const Matrix& m, int64_t r, float* out);
 
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
-inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
-
 }  // namespace qwen35::kernels

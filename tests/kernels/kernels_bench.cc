@@ -12,7 +12,10 @@
 #include <vector>
 
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/recurrent.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/conv1d.h"
+#include "kernels/cpu/delta_rule.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/ops.h"
 
 namespace {

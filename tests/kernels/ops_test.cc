@@ -11,7 +11,10 @@
 #include "core/thread_pool.h"
 #include "hwy/targets.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/recurrent.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/conv1d.h"
+#include "kernels/cpu/delta_rule.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/matrix.h"
 #include "kernels/ops.h"
 

@@ -1,7 +1,8 @@
 // Threaded CPU kernels. Work is split over independent outputs (matrix rows, tokens, heads,
 // channels); every reduction runs inside one work item in a fixed order, so results do not depend
 // on the batch size or the thread count (DESIGN.md §6). The SIMD kernels (Highway, run-time
-// dispatch) live in matmul.cc and recurrent.cc; every op's scalar twin is in kernels/ref.
+// dispatch) live beside this file, one concept each (matmul.cc dispatches the matmul kernels;
+// attention.cc, delta_rule.cc, conv1d.cc, elementwise.cc); every op's scalar twin is in kernels/ref.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -10,8 +11,12 @@
 
 #include "core/check.h"
 #include "kernels/cpu/matmul.h"
-#include "kernels/cpu/recurrent.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/conv1d.h"
+#include "kernels/cpu/delta_rule.h"
+#include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/workspace.h"
+#include "kernels/math.h"
 #include "kernels/matrix.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
@@ -148,14 +153,14 @@ class CpuOps final : public Ops {
     std::unique_ptr<cpu::CpuWorkspace> temp;
     cpu::ThreadScratch* threads = cpu::workspace_of(ctx, this, temp).threads(ctx);
     const float scale = 1.0f / std::sqrt(float(hd));
-    // A work item is kT consecutive positions of one key/value head: kT·rep queries that share
+    // A work item is kPositionsPerItem consecutive positions of one key/value head: kPositionsPerItem·rep queries that share
     // every key/value block, read once for all of them. Items go out in a folded order (first,
     // last, second, ...) so each thread's contiguous share mixes cheap early positions with costly
     // late ones (causal). Each query's arithmetic does not depend on its item: the same bits.
-    constexpr int64_t kT = 4;
-    const int64_t items = (n + kT - 1) / kT * nkv;
+    constexpr int64_t kPositionsPerItem = 4;
+    const int64_t items = (n + kPositionsPerItem - 1) / kPositionsPerItem * nkv;
     run(ctx, size_t(items), [&](size_t b, size_t e, int tid) {
-      const size_t nq_max = size_t(kT * rep);
+      const size_t nq_max = size_t(kPositionsPerItem * rep);
       cpu::ThreadScratch& ts = threads[tid];
       float* qs = cpu::grow(ts.queries, nq_max * size_t(hd));
       float* s = cpu::grow(ts.scores, nq_max * 64);
@@ -165,7 +170,7 @@ class CpuOps final : public Ops {
       int64_t* np = cpu::grow(ts.n_pos, nq_max);
       for (size_t it = b; it < e; ++it) {
         const int64_t f = it % 2 == 0 ? int64_t(it / 2) : items - 1 - int64_t(it / 2);
-        const int64_t t0 = f / nkv * kT, kh = f % nkv, t1 = std::min(n, t0 + kT);
+        const int64_t t0 = f / nkv * kPositionsPerItem, kh = f % nkv, t1 = std::min(n, t0 + kPositionsPerItem);
         int nq = 0;
         for (int64_t t = t0; t < t1; ++t)
           for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {
@@ -191,24 +196,9 @@ class CpuOps final : public Ops {
 
   void conv1d_silu(const Context& ctx, const float* x, int64_t n, int64_t ch, const float* w,
                    int64_t kernel, float* state, float* out) const override {
-    const int64_t km1 = kernel - 1;
-    std::unique_ptr<cpu::CpuWorkspace> temp;
-    cpu::ThreadScratch* threads = cpu::workspace_of(ctx, this, temp).threads(ctx);
-    run(ctx, size_t(ch), [&](size_t c0, size_t c1, int tid) {
-      if (cpu::conv1d_silu_channels(x, n, ch, w, kernel, state, out, int64_t(c0), int64_t(c1))) return;
-      float* win = cpu::grow(threads[tid].conv_window, size_t(km1 + n));
-      for (size_t cc = c0; cc < c1; ++cc) {
-        const int64_t c = int64_t(cc);
-        for (int64_t r = 0; r < km1; ++r) win[r] = state[r * ch + c];
-        for (int64_t t = 0; t < n; ++t) win[km1 + t] = x[t * ch + c];
-        const float* wc = w + c * kernel;
-        for (int64_t t = 0; t < n; ++t) {
-          float acc = 0;
-          for (int64_t j = 0; j < kernel; ++j) acc += wc[j] * win[t + j];
-          out[t * ch + c] = silu(acc);
-        }
-        for (int64_t r = 0; r < km1; ++r) state[r * ch + c] = win[n + r];
-      }
+    QWEN35_CHECK(kernel >= 1);
+    run(ctx, size_t(ch), [&](size_t c0, size_t c1, int) {
+      cpu::conv1d_silu_channels(x, n, ch, w, kernel, state, out, int64_t(c0), int64_t(c1));
     }, 64);
   }
 

@@ -31,8 +31,7 @@ struct ThreadScratch {
   std::vector<const float*> query_rows;
   std::vector<float*> out_rows;
   std::vector<int64_t> n_pos;
-  std::vector<float> conv_window;  // the portable conv1d: [kernel - 1 + n_tokens] of one channel
-  std::vector<float> delta_chunk;  // cpu::delta_chunk's scratch (recurrent.h)
+  std::vector<float> delta_chunk;  // cpu::delta_chunk's scratch (delta_rule.h)
 };
 
 class CpuWorkspace final : public Workspace {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/math.h"
 #include "kernels/matrix.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"

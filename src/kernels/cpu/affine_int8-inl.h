@@ -1,0 +1,300 @@
+// MLX affine weights in the fast mode: activations quantized to int8 per weight group and
+// multiplied with the unsigned codes in integers.
+//
+// Part of the matmul kernels: included once per SIMD target by matmul.cc (Highway foreach_target),
+// after the files it builds on (see the include order there).
+#if defined(QWEN35_KERNELS_CPU_AFFINE_INT8_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef QWEN35_KERNELS_CPU_AFFINE_INT8_INL_H_
+#undef QWEN35_KERNELS_CPU_AFFINE_INT8_INL_H_
+#else
+#define QWEN35_KERNELS_CPU_AFFINE_INT8_INL_H_
+#endif
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <numeric>
+#include <cstdint>
+#include <cstring>
+
+#include "hwy/highway.h"
+#include "kernels/matrix.h"
+#include "kernels/ops.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace qwen35::kernels::cpu::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// ---- Fast mode: int8 activations, u8 x s8 integer dot products ----
+// The weight codes are unsigned (0..2^bits-1) and the activations are quantized to int8 per weight
+// group, the operand shape of vpmaddubsw (AVX2/AVX-512BW) and vpdpbusd (AVX-512 VNNI). For output
+// row o and activation row t, over the groups g in order:
+//   isum = Σ_{k∈g} q[o,k]·xq[t,k]                       (exact int32)
+//   acc  = fma(float(isum), s[o,g]·dx[t,g], acc);  acc = fma(b[o,g], xsum[t,g], acc)
+// The SIMD kernels put one output row per lane (a tile of N rows, its 32-bit words transposed in
+// registers) and perform exactly these float operations, as does the scalar loop for tail rows and
+// other targets: results are identical whatever the target, thread count or batch.
+//
+// Activation layout: weight word jj (C = 32/bits codes) meets 4·per bytes of xq (per = 8/bits):
+// for m < per, the 4 bytes x[C·jj + b·per + m], b < 4 (the codes bits [m·bits, (m+1)·bits) of the
+// word's 4 bytes). Odd widths (3, 5, 6), whose codes run across words, keep the natural order.
+void QuantizeRow8(const float* x, int64_t K, int bits, int64_t group, int8_t* xq, float* dx, float* xsum) {
+  const int64_t per = OddWidth(bits) ? 1 : 8 / bits, C = 4 * per;
+  thread_local std::vector<int8_t> q;
+  q.resize(size_t(K));
+  const DF df;
+  const DI di;
+  const hn::Rebind<int8_t, DI> d8;
+  const int64_t NF = int64_t(hn::Lanes(df));
+  for (int64_t g = 0; g < K / group; ++g) {
+    const float* xg = x + g * group;
+    int64_t k = 0;
+    auto vmx = hn::Zero(df);
+    for (; k + NF <= group; k += NF) vmx = hn::Max(vmx, hn::Abs(hn::LoadU(df, xg + k)));
+    float mx = hn::GetLane(hn::MaxOfLanes(df, vmx));
+    for (; k < group; ++k) mx = std::max(mx, std::fabs(xg[k]));
+    const float inv = mx > 0 ? 127.0f / mx : 0.0f;
+    dx[g] = mx / 127.0f;
+    int8_t* qg = q.data() + g * group;
+    const auto vinv = hn::Set(df, inv);
+    auto vsum = hn::Zero(di);
+    for (k = 0; k + NF <= group; k += NF) {
+      // |x·inv| <= 127 by construction, so the int32 -> int8 demotion never saturates.
+      const auto qi = hn::NearestInt(hn::Mul(hn::LoadU(df, xg + k), vinv));
+      vsum = hn::Add(vsum, qi);
+      hn::StoreU(hn::DemoteTo(d8, qi), d8, qg + k);
+    }
+    int32_t sum = hn::GetLane(hn::SumOfLanes(di, vsum));
+    for (; k < group; ++k) {
+      const int8_t v = int8_t(std::lrintf(std::clamp(xg[k] * inv, -127.0f, 127.0f)));
+      qg[k] = v;
+      sum += v;
+    }
+    xsum[g] = float(sum) * dx[g];
+  }
+  if (per == 1) {
+    std::memcpy(xq, q.data(), size_t(K));
+    return;
+  }
+  int64_t k0 = 0;
+#if HWY_TARGET != HWY_SCALAR
+  // The reorder moves bytes within runs of C (8 or 16) bytes: sixteen at a time, one byte shuffle.
+  const hn::Full128<uint8_t> d16;
+  HWY_ALIGN uint8_t idx[16];
+  for (int64_t i = 0; i < 16; ++i) {
+    const int64_t r = i % C;
+    idx[i] = uint8_t(i / C * C + (r % 4) * per + r / 4);
+  }
+  const auto vidx = hn::Load(d16, idx);
+  const auto* qb = reinterpret_cast<const uint8_t*>(q.data());
+  auto* xb = reinterpret_cast<uint8_t*>(xq);
+  for (; k0 + 16 <= K; k0 += 16) hn::StoreU(hn::TableLookupBytes(hn::LoadU(d16, qb + k0), vidx), d16, xb + k0);
+#endif
+  for (int64_t jj = k0 / C; jj < K / C; ++jj)
+    for (int64_t m = 0; m < per; ++m)
+      for (int64_t b = 0; b < 4; ++b) xq[jj * C + m * 4 + b] = q[size_t(C * jj + b * per + m)];
+}
+
+// One output row, scalar (tail rows, and targets without a tile kernel).
+template <int kBits>
+void RowScalar8(const Matrix& m, const int8_t* xq, const float* dx, const float* xsum, int64_t o,
+                const float* s_row, const float* b_row, float* y) {
+  constexpr uint32_t mask = kBits == 8 ? 0xFFu : (1u << kBits) - 1u;
+  if constexpr (OddWidth(kBits)) {
+    // Odd widths: runs of eight codes fill kBits bytes; activations in natural order.
+    const int64_t K = m.cols, G = m.group;
+    const uint8_t* row = static_cast<const uint8_t*>(m.data) + o * (K * kBits / 8);
+    float acc = 0;
+    for (int64_t g = 0; g < K / G; ++g) {
+      int32_t isum = 0;
+      for (int64_t c = g * G; c < (g + 1) * G; c += 8) {
+        const uint64_t v = LoadLE<kBits>(row + c / 8 * kBits);
+        for (int k = 0; k < 8; ++k) isum += int32_t((v >> (k * kBits)) & mask) * xq[c + k];
+      }
+      acc = std::fma(float(isum), s_row[g] * dx[g], acc);
+      acc = std::fma(b_row[g], xsum[g], acc);
+    }
+    *y = acc;
+    return;
+  }
+  constexpr int per = 8 / kBits, C = 32 / kBits;
+  const int64_t K = m.cols, DG = m.group / C, words = K / C;
+  const uint8_t* row = static_cast<const uint8_t*>(m.data) + o * (K * kBits / 8);
+  float acc = 0;
+  int32_t isum = 0;
+  int64_t left = DG, g_next = 0;
+  for (int64_t jj = 0; jj < words; ++jj) {
+    const uint8_t* w = row + jj * 4;
+    const int8_t* xw = xq + jj * C;
+    for (int mm = 0; mm < per; ++mm)
+      for (int b = 0; b < 4; ++b) isum += int32_t((uint32_t(w[b]) >> (kBits * mm)) & mask) * xw[mm * 4 + b];
+    if (--left == 0) {
+      const int64_t g = g_next++;
+      left = DG;
+      acc = std::fma(float(isum), s_row[g] * dx[g], acc);
+      acc = std::fma(b_row[g], xsum[g], acc);
+      isum = 0;
+    }
+  }
+  *y = acc;
+}
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
+// The end of group g in the fast tile kernels, per activation row: acc += float(isum)·(s·dx), then
+// acc += b·xsum (RowScalar8's operations, one output row per lane); the integer sums restart.
+template <int rt, int kChains>
+HWY_INLINE void CloseGroup8(VI (&isum)[2][rt], VFl (&acc)[rt], const float* sT, const float* bT,
+                            const float* const* dx, const float* const* xsum, int64_t g) {
+  constexpr int N = kTileRows;
+  const VFl s = LoadF(sT + g * N), b = LoadF(bT + g * N);
+  for (int r = 0; r < rt; ++r) {
+    const VI total = kChains == 2 ? AddI(isum[0][r], isum[1][r]) : isum[0][r];
+    acc[r] = FmaF(CvtF(total), MulF(s, SetF(dx[r][g])), acc[r]);
+    acc[r] = FmaF(b, SetF(xsum[r][g]), acc[r]);
+    isum[0][r] = isum[1][r] = ZeroI();
+  }
+}
+
+// Output rows o..o+kTileRows-1 against rt activation rows. sT/bT: scales/biases as [group][row].
+template <int kBits, int rt>
+HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* const* dx, const float* const* xsum,
+                      int64_t o, const float* sT, const float* bT, float* const* y) {
+  constexpr int N = kTileRows, C = 32 / kBits;
+  const int64_t K = m.cols, DG = m.group / C, words = K / C, row_bytes = K * kBits / 8;
+  const uint8_t* base = static_cast<const uint8_t*>(m.data) + o * row_bytes;
+  // With few activation rows, words alternate between two integer accumulators (even, odd word) so
+  // consecutive dot products do not wait on each other; integer sums are exact, so this changes no
+  // bits. With more rows the rows' chains are independent already and registers are scarce.
+  constexpr int kChains = rt <= 2 ? 2 : 1;
+  VI isum[2][rt];
+  VFl acc[rt];
+  for (int r = 0; r < rt; ++r) {
+    isum[0][r] = isum[1][r] = ZeroI();
+    acc[r] = ZeroF();
+  }
+  int64_t left = DG, g_next = 0;
+  VI tw[N];
+  for (int64_t j0 = 0; j0 < words; j0 += N) {
+    TransposeTile(base + j0 * 4, row_bytes, tw);
+    // The same words of the next tile's rows, one tile ahead: decode is bound by this stream.
+    for (int l = 0; l < N; ++l) __builtin_prefetch(base + (N + l) * row_bytes + j0 * 4);
+    for (int j = 0; j < N; j += 2)
+      for (int cc = 0; cc < 2; ++cc) {
+        const int c = cc % kChains;
+        const int64_t jj = j0 + j + cc;
+        const VI w = tw[j + cc];
+        if constexpr (kBits == 8) {
+          for (int r = 0; r < rt; ++r) isum[c][r] = DotWide(isum[c][r], w, xq[r] + jj * C);
+        } else if constexpr (kBits == 4) {
+          const VI lo = AndI(w, 0x0F), hi = AndI(Srl<4>(w), 0x0F);
+          for (int r = 0; r < rt; ++r)
+            isum[c][r] = DotPair(isum[c][r], lo, xq[r] + jj * C, hi, xq[r] + jj * C + 4);
+        } else {
+          const VI q0 = AndI(w, 3), q1 = AndI(Srl<2>(w), 3), q2 = AndI(Srl<4>(w), 3), q3 = AndI(Srl<6>(w), 3);
+          for (int r = 0; r < rt; ++r) {
+            const int8_t* xw = xq[r] + jj * C;
+            isum[c][r] = DotPair(isum[c][r], q0, xw, q1, xw + 4);
+            isum[c][r] = DotPair(isum[c][r], q2, xw + 8, q3, xw + 12);
+          }
+        }
+        if (--left == 0) {  // the word closes group g (a countdown: no division per word)
+          left = DG;
+          CloseGroup8<rt, kChains>(isum, acc, sT, bT, dx, xsum, g_next++);
+        }
+      }
+  }
+  for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
+}
+
+// Odd widths (3, 5, 6): MLX packs a row's codes as one little-endian bit stream, so a 32-bit word
+// holds a fraction of a code run. Each lane (output row) takes four codes at a time: the 32 bits
+// from bit 4·kBits·q of the stream (a funnel shift of two neighbouring transposed words), their
+// four fields spread into four bytes. Words go in blocks of lcm(16, kBits) (a whole number of
+// 16-word tiles and of 32-code runs); activations are quantized in natural order.
+template <int kBits>
+HWY_INLINE VI SpreadCodes(VI v) {
+#if HWY_TARGET == HWY_AVX3_DL
+  return Spread<kBits>(v);
+#else
+  constexpr uint32_t mask = (1u << kBits) - 1u;
+  VI r = And32(v, mask);
+  r = OrI(r, And32(ShlI<8 - kBits>(v), mask << 8));
+  r = OrI(r, And32(ShlI<16 - 2 * kBits>(v), mask << 16));
+  return OrI(r, And32(ShlI<24 - 3 * kBits>(v), mask << 24));
+#endif
+}
+
+template <int kBits, int rt>
+HWY_INLINE void Tile8Odd(const Matrix& m, const int8_t* const* xq, const float* const* dx, const float* const* xsum,
+                         int64_t o, const float* sT, const float* bT, float* const* y) {
+  constexpr int N = kTileRows, BW = std::lcm(16, kBits), BP = BW * 32 / kBits / 8;  // words, 8-code pairs
+  const int64_t K = m.cols, row_bytes = K * kBits / 8, words = row_bytes / 4, GP = m.group / 8;
+  const uint8_t* base = static_cast<const uint8_t*>(m.data) + o * row_bytes;
+  constexpr int kChains = rt <= 2 ? 2 : 1;  // as in Tile8
+  VI isum[2][rt];
+  VFl acc[rt];
+  for (int r = 0; r < rt; ++r) {
+    isum[0][r] = isum[1][r] = ZeroI();
+    acc[r] = ZeroF();
+  }
+  int64_t left = GP, g_next = 0;
+  VI tw[BW + 1];
+  tw[BW] = ZeroI();  // read (and shifted out) by the block's last funnel
+  for (int64_t w0 = 0; w0 < words; w0 += BW) {
+    for (int t = 0; t < BW; t += N) {
+      TransposeTile(base + (w0 + t) * 4, row_bytes, tw + t);
+      for (int l = 0; l < N; ++l) __builtin_prefetch(base + (N + l) * row_bytes + (w0 + t) * 4);
+    }
+    const int64_t c0 = w0 * 32 / kBits;
+    for (int p = 0; p < BP; ++p) {
+      VI q[2];
+      for (int h = 0; h < 2; ++h) {
+        const int bit = (2 * p + h) * 4 * kBits;
+        q[h] = SpreadCodes<kBits>(Funnel(tw[bit / 32], tw[bit / 32 + 1], bit % 32));
+      }
+      const int c = p % kChains;
+      for (int r = 0; r < rt; ++r) {
+        const int8_t* xc = xq[r] + c0 + 8 * p;
+        isum[c][r] = DotPair(isum[c][r], q[0], xc, q[1], xc + 4);
+      }
+      if (--left == 0) {
+        left = GP;
+        CloseGroup8<rt, kChains>(isum, acc, sT, bT, dx, xsum, g_next++);
+      }
+    }
+  }
+  for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
+}
+
+template <int kBits, int rt>
+HWY_INLINE void Tile8Sel(const Matrix& m, const int8_t* const* xq, const float* const* dx, const float* const* xsum,
+                         int64_t o, const float* sT, const float* bT, float* const* y) {
+  if constexpr (OddWidth(kBits)) Tile8Odd<kBits, rt>(m, xq, dx, xsum, o, sT, bT, y);
+  else Tile8<kBits, rt>(m, xq, dx, xsum, o, sT, bT, y);
+}
+
+template <int kBits>
+HWY_INLINE void TileRows8(const Matrix& m, const int8_t* const* xq, const float* const* dx,
+                          const float* const* xsum, int64_t rt, int64_t o, const float* sT, const float* bT,
+                          float* const* y) {
+  switch (rt) {
+    case 1: Tile8Sel<kBits, 1>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 2: Tile8Sel<kBits, 2>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 3: Tile8Sel<kBits, 3>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 4: Tile8Sel<kBits, 4>(m, xq, dx, xsum, o, sT, bT, y); break;
+#if HWY_TARGET != HWY_AVX2
+    case 5: Tile8Sel<kBits, 5>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 6: Tile8Sel<kBits, 6>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 7: Tile8Sel<kBits, 7>(m, xq, dx, xsum, o, sT, bT, y); break;
+    default: Tile8Sel<kBits, 8>(m, xq, dx, xsum, o, sT, bT, y); break;
+#else
+    default: Tile8Sel<kBits, 4>(m, xq, dx, xsum, o, sT, bT, y); break;
+#endif
+  }
+}
+#endif
+
+}  // namespace qwen35::kernels::cpu::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // QWEN35_KERNELS_CPU_AFFINE_INT8_INL_H_
