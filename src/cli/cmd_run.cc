@@ -23,7 +23,7 @@
 #include "cli/model_loader.h"
 #include "cli/turn.h"
 #include "formats/hf_config.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace qwen35::cli {
 namespace {
@@ -235,9 +235,9 @@ int cmd_run(int argc, char** argv) {
   if (!gen_cfg.ok()) return fail("run", gen_cfg.message());
   const runtime::SamplingParams sp = sampling_params(f, *gen_cfg);
   if (auto s = sp.validate(); !s.ok()) return fail("run", s.message());
-  std::optional<tokenizer::ChatTemplate> tmpl;
+  std::optional<tmpl::ChatTemplate> tmpl;
   if (chat) {
-    auto t = tokenizer::load_chat_template(f.lo.model_dir);
+    auto t = tmpl::load_chat_template(f.lo.model_dir);
     if (!t.ok()) return fail("run", t.message());
     tmpl = std::move(*t);
   }

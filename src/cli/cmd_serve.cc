@@ -17,7 +17,7 @@
 #include "formats/hf_config.h"
 #include "runtime/engine.h"
 #include "server/server.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace qwen35::cli {
 namespace {
@@ -97,8 +97,8 @@ int cmd_serve(int argc, char** argv) {
   if (!tok.ok()) return finish(fail("serve", tok.message()));
   auto gen_cfg = formats::load_generation_config(lo.model_dir);
   if (!gen_cfg.ok()) return finish(fail("serve", gen_cfg.message()));
-  std::optional<tokenizer::ChatTemplate> tmpl;
-  if (auto t = tokenizer::load_chat_template(lo.model_dir); t.ok())
+  std::optional<tmpl::ChatTemplate> tmpl;
+  if (auto t = tmpl::load_chat_template(lo.model_dir); t.ok())
     tmpl = std::move(*t);
   else
     std::fprintf(stderr, "qwen35 serve: no chat template (%s); /v1/chat/completions is off\n",

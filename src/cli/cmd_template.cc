@@ -11,7 +11,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace qwen35::cli {
 
@@ -40,7 +40,7 @@ std::string dump(const Json& j) {
 }
 
 // One case object per line: {messages, tools?, add_generation_prompt?, kwargs?}.
-Json render_case(const tokenizer::ChatTemplate& tmpl, const std::string& line) {
+Json render_case(const tmpl::ChatTemplate& tmpl, const std::string& line) {
   const Json c = Json::parse(line, nullptr, false);
   if (c.is_discarded() || !c.is_object()) return Json{{"error", "line is not a JSON object"}};
   const Json messages = c.value("messages", Json::array());
@@ -80,7 +80,7 @@ int cmd_template(int argc, char** argv) {
   if (messages_path.empty() == jsonl_path.empty())
     return fail(cmd, "give exactly one of --messages FILE or --jsonl FILE");
 
-  auto tmpl = tokenizer::load_chat_template(dir);
+  auto tmpl = tmpl::load_chat_template(dir);
   if (!tmpl.ok()) return fail(cmd, tmpl.message());
 
   if (!jsonl_path.empty()) {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "runtime/sampler.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qwen35::server {
@@ -29,7 +29,7 @@ Json error_body(const ApiError& e);
 // What request parsing needs from the server.
 struct ModelInfo {
   const tokenizer::Tokenizer* tok = nullptr;
-  const tokenizer::ChatTemplate* tmpl = nullptr;  // null: the checkpoint has no chat template
+  const tmpl::ChatTemplate* tmpl = nullptr;  // null: the checkpoint has no chat template
   runtime::SamplingParams defaults;               // from generation_config.json
   std::vector<int32_t> eos_ids;
   std::string name;  // served model name

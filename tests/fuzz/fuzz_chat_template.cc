@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string in(reinterpret_cast<const char*>(data), size);
@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (messages.is_discarded())
     messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", "hi"}},
                                               {{"role", "assistant"}, {"content", "<think>x</think>yo"}}});
-  auto t = qwen35::tokenizer::ChatTemplate::parse(source);
+  auto t = qwen35::tmpl::ChatTemplate::parse(source);
   if (!t.ok()) {
     if (t.message().empty()) std::abort();
     return 0;

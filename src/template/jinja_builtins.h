@@ -5,9 +5,9 @@
 #include <string>
 #include <string_view>
 
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 class Interpreter;
 
@@ -44,4 +44,4 @@ BoundArgs bind_args(const std::string& what, CallArgs args,
 // Python iteration: list items, dict keys, str characters; Undefined iterates as empty.
 std::vector<Value> iterate(const Value& v);
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

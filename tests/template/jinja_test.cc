@@ -6,7 +6,7 @@
 
 #include "test_util.h"
 
-namespace qwen35::tokenizer {
+namespace qwen35::tmpl {
 namespace {
 
 using testing_util::out;
@@ -194,4 +194,4 @@ TEST(Jinja, TypeErrors) {
 }
 
 }  // namespace
-}  // namespace qwen35::tokenizer
+}  // namespace qwen35::tmpl

@@ -13,9 +13,9 @@
 #include <string>
 
 #include "core/result.h"
-#include "tokenizer/jinja_interp.h"
+#include "template/jinja_interp.h"
 
-namespace qwen35::tokenizer {
+namespace qwen35::tmpl {
 
 class ChatTemplate {
  public:
@@ -51,4 +51,4 @@ class ChatTemplate {
 // tokenizer_config.json become default variables.
 core::Result<ChatTemplate> load_chat_template(const std::string& dir);
 
-}  // namespace qwen35::tokenizer
+}  // namespace qwen35::tmpl

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
-namespace qwen35::tokenizer {
+namespace qwen35::tmpl {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -65,4 +65,4 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CasesTest, ::testing::ValuesIn(load_cases()),
 TEST(CasesFile, HasAll57Cases) { EXPECT_EQ(load_cases().size(), 57u); }
 
 }  // namespace
-}  // namespace qwen35::tokenizer
+}  // namespace qwen35::tmpl

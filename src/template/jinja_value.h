@@ -16,7 +16,7 @@
 #include <variant>
 #include <vector>
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 class TemplateError : public std::exception {
  public:
@@ -179,4 +179,4 @@ struct JsonOptions {
 // json.dumps(v) as transformers' tojson filter calls it.
 std::string to_json(const Value& v, const JsonOptions& opts);
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

@@ -1,10 +1,10 @@
 // Expression parsing: jinja2's grammar and operator precedence.
 #include <algorithm>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_parser_impl.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_parser_impl.h"
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 // ---- expressions ----
 ExprPtr Parser::parse_expression(bool with_condexpr) {
@@ -400,4 +400,4 @@ ExprPtr Parser::parse_test(ExprPtr obj) {
   return done(std::move(n));
 }
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

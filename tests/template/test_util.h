@@ -4,9 +4,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
-namespace qwen35::tokenizer::testing_util {
+namespace qwen35::tmpl::testing_util {
 
 inline core::Result<std::string> render(const std::string& src, const std::string& kwargs = "{}",
                                         const jinja::Limits* limits = nullptr) {
@@ -23,4 +23,4 @@ inline std::string out(const std::string& src, const std::string& kwargs = "{}")
   return r.ok() ? r.value() : "ERROR: " + r.message();
 }
 
-}  // namespace qwen35::tokenizer::testing_util
+}  // namespace qwen35::tmpl::testing_util

@@ -1,13 +1,13 @@
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 #include <fstream>
 #include <sstream>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_interp.h"
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_interp.h"
+#include "template/jinja_parser.h"
 
-namespace qwen35::tokenizer {
+namespace qwen35::tmpl {
 
 struct ChatTemplate::Program {
   jinja::Body body;
@@ -142,4 +142,4 @@ core::Result<ChatTemplate> load_chat_template(const std::string& dir) {
   return t;
 }
 
-}  // namespace qwen35::tokenizer
+}  // namespace qwen35::tmpl

@@ -1,11 +1,11 @@
-#include "tokenizer/jinja_interp.h"
+#include "template/jinja_interp.h"
 
 #include <algorithm>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_pystr.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_pystr.h"
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 namespace {
 
@@ -449,4 +449,4 @@ Value Interpreter::eval_compare(const Expr& e, const FramePtr& frame) {
   return Value::boolean(true);
 }
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

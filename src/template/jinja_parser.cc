@@ -1,12 +1,12 @@
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_parser.h"
 
 #include <algorithm>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_parser_impl.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_lexer.h"
+#include "template/jinja_parser_impl.h"
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 Body Parser::subparse(const std::vector<std::string>& end_tokens) {
   Body body;
@@ -251,4 +251,4 @@ Body parse_template(std::string_view source) {
   return body;
 }
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

@@ -9,9 +9,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tokenizer/jinja_ast.h"
+#include "template/jinja_ast.h"
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 // Work bounds: a template that loops or recurses without end, or builds huge strings, fails with
 // a TemplateError instead of hanging or exhausting memory.
@@ -89,4 +89,4 @@ class Interpreter {
 // Python binary operators: + - * / // % ** on Values.
 Value binary_op(Interpreter& in, const std::string& op, const Value& a, const Value& b);
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

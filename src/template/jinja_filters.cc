@@ -4,11 +4,11 @@
 #include <cstdlib>
 #include <unordered_map>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_interp.h"
-#include "tokenizer/jinja_pystr.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_interp.h"
+#include "template/jinja_pystr.h"
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 namespace {
 
@@ -526,4 +526,4 @@ Value apply_filter(Interpreter& in, const std::string& name, const Value& v, Cal
   return it->second(in, v, std::move(args));
 }
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 struct Expr;
 struct Stmt;
@@ -84,4 +84,4 @@ struct Stmt {
   std::vector<ExprPtr> defaults;  // kMacro/kCallBlock: for the last defaults.size() params
 };
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

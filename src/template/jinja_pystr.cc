@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_pystr.h"
+#include "template/jinja_pystr.h"
 
 #include <utf8proc.h>
 
@@ -7,9 +7,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 namespace {
 
@@ -492,4 +492,4 @@ std::string html_escape(std::string_view s) {
   return out;
 }
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

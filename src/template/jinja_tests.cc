@@ -1,11 +1,11 @@
 // Tests (`x is name`), as jinja2.tests defines them.
 #include <unordered_map>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_interp.h"
-#include "tokenizer/jinja_pystr.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_interp.h"
+#include "template/jinja_pystr.h"
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 namespace {
 
@@ -127,4 +127,4 @@ bool apply_test(Interpreter& in, const std::string& name, const Value& v, CallAr
   return it->second(in, v, std::move(args));
 }
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <ctime>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_interp.h"
-#include "tokenizer/jinja_pystr.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_interp.h"
+#include "template/jinja_pystr.h"
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 namespace {
 
@@ -403,4 +403,4 @@ void add_globals(Dict& globals) {
   add("strftime_now", g_strftime_now);
 }
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

@@ -1,14 +1,14 @@
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_lexer.h"
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 
-#include "tokenizer/jinja_pystr.h"
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_pystr.h"
+#include "template/jinja_value.h"
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 namespace {
 
@@ -503,4 +503,4 @@ std::string describe(const Token& t) {
   }
 }
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

@@ -6,7 +6,7 @@
 
 #include "test_util.h"
 
-namespace qwen35::tokenizer {
+namespace qwen35::tmpl {
 namespace {
 
 using testing_util::out;
@@ -123,4 +123,4 @@ TEST(JinjaLimits, DeepJsonInputIsRefused) {
 }
 
 }  // namespace
-}  // namespace qwen35::tokenizer
+}  // namespace qwen35::tmpl

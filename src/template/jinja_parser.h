@@ -3,11 +3,11 @@
 
 #include <string_view>
 
-#include "tokenizer/jinja_ast.h"
+#include "template/jinja_ast.h"
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 // Throws TemplateError naming the line and the construct.
 Body parse_template(std::string_view source);
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

@@ -1,11 +1,11 @@
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "tokenizer/jinja_pystr.h"
+#include "template/jinja_pystr.h"
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 namespace {
 
@@ -396,4 +396,4 @@ std::string to_json(const Value& v, const JsonOptions& opts) {
   return out;
 }
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
-namespace qwen35::tokenizer {
+namespace qwen35::tmpl {
 namespace {
 
 namespace fs = std::filesystem;
@@ -78,4 +78,4 @@ TEST_F(LoadTest, Errors) {
 }
 
 }  // namespace
-}  // namespace qwen35::tokenizer
+}  // namespace qwen35::tmpl

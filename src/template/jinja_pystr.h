@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 std::u32string decode_utf8(std::string_view s);
 void append_utf8(std::string& out, char32_t c);
@@ -46,4 +46,4 @@ std::string json_quote(std::string_view s, bool ensure_ascii);
 // markupsafe.escape.
 std::string html_escape(std::string_view s);
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_ast.h"
+#include "template/jinja_lexer.h"
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 // Bounds the nesting of expressions and statements: deeper templates are refused rather than
 // risking the stack in the parser or the interpreter.
@@ -156,4 +156,4 @@ class Parser {
   int loop_depth_ = 0;
 };
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

@@ -7,11 +7,11 @@
 #include <optional>
 #include <string_view>
 
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_interp.h"
-#include "tokenizer/jinja_pystr.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_interp.h"
+#include "template/jinja_pystr.h"
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 namespace {
 
@@ -310,4 +310,4 @@ Value Interpreter::eval_slice(const Expr& e, const FramePtr& frame) {
   return Value::list(std::move(out), obj.is_tuple());
 }
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja

@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-namespace qwen35::tokenizer::jinja {
+namespace qwen35::tmpl::jinja {
 
 enum class TokType {
   kData,
@@ -39,4 +39,4 @@ std::vector<Token> lex_template(std::string_view source);
 // For messages: "'end of statement block'", "'name'", ...
 std::string describe(const Token& t);
 
-}  // namespace qwen35::tokenizer::jinja
+}  // namespace qwen35::tmpl::jinja
