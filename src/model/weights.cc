@@ -12,6 +12,7 @@ using core::Result;
 using core::Status;
 using formats::TensorView;
 using kernels::WeightType;
+using namespace names;  // module names: kQProj, kMlp, ...
 
 namespace {
 
@@ -47,7 +48,7 @@ class Binder {
 
   // A linear layer's weight [out, in] (".weight" appended), quantized or not.
   Result<Matrix> linear(const std::string& module, int64_t out, int64_t in) {
-    return stacked(module + ".weight", module, 1, out, in);
+    return stacked(module + kWeight, module, 1, out, in);
   }
 
   // `experts` stacked matrices [experts, out, in] as one Matrix of experts*out rows.
@@ -62,7 +63,7 @@ class Binder {
       s.insert(s.end(), tail);
       return s;
     };
-    const TensorView* scales = find(module + ".scales");
+    const TensorView* scales = find(module + kScales);
     bool unquantized_override = false;
     const formats::QuantSpec* spec = nullptr;
     if (cfg_.quantization) spec = cfg_.quantization->lookup(module, &unquantized_override);
@@ -96,9 +97,9 @@ class Binder {
     if (w->shape != with_lead({out, in * q.bits / 32}))
       return error("[weights] tensor '" + key + "': expected shape " +
                    formats::shape_to_string(with_lead({out, in * q.bits / 32})) + what + ", found " + w->shape_str());
-    const TensorView* biases = find(module + ".biases");
+    const TensorView* biases = find(module + kBiases);
     for (const TensorView* t : {scales, biases}) {
-      const std::string name = t == scales ? module + ".scales" : module + ".biases";
+      const std::string name = module + (t == scales ? kScales : kBiases);
       if (t == nullptr) return missing(name, formats::shape_to_string(with_lead({out, in / q.group_size})));
       if (!is_float(t->dtype))
         return error("[weights] tensor '" + name + "': dtype " + std::string(core::dtype_name(t->dtype)) + ", expected a float type");
@@ -153,12 +154,12 @@ class Binder {
 Status bind_attention(Binder& b, const ModelConfig& c, const std::string& p, float norm_offset,
                       AttentionWeights* w) {
   const int64_t H = c.hidden, nh = c.n_heads, nkv = c.n_kv_heads, hd = c.head_dim;
-  QWEN35_ASSIGN_OR_RETURN(w->q_proj, b.linear(p + "q_proj", 2 * nh * hd, H));
-  QWEN35_ASSIGN_OR_RETURN(w->k_proj, b.linear(p + "k_proj", nkv * hd, H));
-  QWEN35_ASSIGN_OR_RETURN(w->v_proj, b.linear(p + "v_proj", nkv * hd, H));
-  QWEN35_ASSIGN_OR_RETURN(w->o_proj, b.linear(p + "o_proj", H, nh * hd));
-  QWEN35_ASSIGN_OR_RETURN(w->q_norm, b.vec(p + "q_norm.weight", hd, norm_offset));
-  QWEN35_ASSIGN_OR_RETURN(w->k_norm, b.vec(p + "k_norm.weight", hd, norm_offset));
+  QWEN35_ASSIGN_OR_RETURN(w->q_proj, b.linear(p + kQProj, 2 * nh * hd, H));
+  QWEN35_ASSIGN_OR_RETURN(w->k_proj, b.linear(p + kKProj, nkv * hd, H));
+  QWEN35_ASSIGN_OR_RETURN(w->v_proj, b.linear(p + kVProj, nkv * hd, H));
+  QWEN35_ASSIGN_OR_RETURN(w->o_proj, b.linear(p + kOProj, H, nh * hd));
+  QWEN35_ASSIGN_OR_RETURN(w->q_norm, b.vec(p + kQNorm + kWeight, hd, norm_offset));
+  QWEN35_ASSIGN_OR_RETURN(w->k_norm, b.vec(p + kKNorm + kWeight, hd, norm_offset));
   return Status();
 }
 
@@ -187,66 +188,130 @@ Result<std::vector<float>> conv_weight(Binder& b, const std::string& key, int64_
 
 Status bind_deltanet(Binder& b, const ModelConfig& c, const std::string& p, DeltaNetWeights* w) {
   const int64_t H = c.hidden, nv = c.n_v_heads, dv = c.d_v, C = c.conv_channels();
-  QWEN35_ASSIGN_OR_RETURN(w->in_proj_qkv, b.linear(p + "in_proj_qkv", C, H));
-  QWEN35_ASSIGN_OR_RETURN(w->in_proj_z, b.linear(p + "in_proj_z", nv * dv, H));
-  QWEN35_ASSIGN_OR_RETURN(w->in_proj_b, b.linear(p + "in_proj_b", nv, H));
-  QWEN35_ASSIGN_OR_RETURN(w->in_proj_a, b.linear(p + "in_proj_a", nv, H));
-  QWEN35_ASSIGN_OR_RETURN(w->out_proj, b.linear(p + "out_proj", H, nv * dv));
-  QWEN35_ASSIGN_OR_RETURN(w->conv, conv_weight(b, p + "conv1d.weight", C, c.conv_kernel));
-  QWEN35_ASSIGN_OR_RETURN(w->a_log, b.vec(p + "A_log", nv));
-  QWEN35_ASSIGN_OR_RETURN(w->dt_bias, b.vec(p + "dt_bias", nv));
-  QWEN35_ASSIGN_OR_RETURN(w->norm, b.vec(p + "norm.weight", dv));  // plain weight in both dialects
+  QWEN35_ASSIGN_OR_RETURN(w->in_proj_qkv, b.linear(p + kInProjQkv, C, H));
+  QWEN35_ASSIGN_OR_RETURN(w->in_proj_z, b.linear(p + kInProjZ, nv * dv, H));
+  QWEN35_ASSIGN_OR_RETURN(w->in_proj_b, b.linear(p + kInProjB, nv, H));
+  QWEN35_ASSIGN_OR_RETURN(w->in_proj_a, b.linear(p + kInProjA, nv, H));
+  QWEN35_ASSIGN_OR_RETURN(w->out_proj, b.linear(p + kOutProj, H, nv * dv));
+  QWEN35_ASSIGN_OR_RETURN(w->conv, conv_weight(b, p + kConv1d + kWeight, C, c.conv_kernel));
+  QWEN35_ASSIGN_OR_RETURN(w->a_log, b.vec(p + kALog, nv));
+  QWEN35_ASSIGN_OR_RETURN(w->dt_bias, b.vec(p + kDtBias, nv));
+  // Plain weight in both dialects.
+  QWEN35_ASSIGN_OR_RETURN(w->norm, b.vec(p + kGatedNorm + kWeight, dv));
   return Status();
 }
 
 Status bind_mlp(Binder& b, const std::string& p, int64_t H, int64_t I, MlpWeights* w) {
-  QWEN35_ASSIGN_OR_RETURN(w->gate_proj, b.linear(p + "gate_proj", I, H));
-  QWEN35_ASSIGN_OR_RETURN(w->up_proj, b.linear(p + "up_proj", I, H));
-  QWEN35_ASSIGN_OR_RETURN(w->down_proj, b.linear(p + "down_proj", H, I));
+  QWEN35_ASSIGN_OR_RETURN(w->gate_proj, b.linear(p + kGateProj, I, H));
+  QWEN35_ASSIGN_OR_RETURN(w->up_proj, b.linear(p + kUpProj, I, H));
+  QWEN35_ASSIGN_OR_RETURN(w->down_proj, b.linear(p + kDownProj, H, I));
+  return Status();
+}
+
+// HF fuses the routed experts: gate_up [E, 2I, H] (gate rows first) and down [E, H, I].
+Status bind_fused_experts(Binder& b, const std::string& p, int64_t E, int64_t H, int64_t I,
+                          MoeWeights* w) {
+  const std::string gate_up = p + kHfExpertsGateUp, down = p + kHfExpertsDown;
+  b.set_3d(true);
+  auto gu = b.stacked(gate_up, gate_up, E, 2 * I, H);
+  auto dn = gu.ok() ? b.stacked(down, down, E, H, I) : gu;
+  b.set_3d(false);
+  if (!gu.ok()) return gu.status();
+  if (!dn.ok()) return dn.status();
+  for (int64_t e = 0; e < E; ++e) {
+    w->experts[e].gate_proj = gu->row_slice(e * 2 * I, I);
+    w->experts[e].up_proj = gu->row_slice(e * 2 * I + I, I);
+    w->experts[e].down_proj = dn->row_slice(e * H, H);
+  }
+  return Status();
+}
+
+// MLX SwitchGLU: switch_mlp.{gate,up,down}_proj modules of stacked [E, out, in] weights.
+Status bind_switch_mlp(Binder& b, const std::string& p, int64_t E, int64_t H, int64_t I,
+                       MoeWeights* w) {
+  const std::string sp = p + kMlxSwitchMlp;
+  auto stacked = [&](const char* module, int64_t out, int64_t in) {
+    return b.stacked(sp + module + kWeight, sp + module, E, out, in);
+  };
+  b.set_3d(true);
+  auto rg = stacked(kGateProj, I, H);
+  auto ru = rg.ok() ? stacked(kUpProj, I, H) : rg;
+  auto rd = ru.ok() ? stacked(kDownProj, H, I) : ru;
+  b.set_3d(false);
+  if (!rd.ok()) return rd.status();
+  for (int64_t e = 0; e < E; ++e) {
+    w->experts[e].gate_proj = rg->row_slice(e * I, I);
+    w->experts[e].up_proj = ru->row_slice(e * I, I);
+    w->experts[e].down_proj = rd->row_slice(e * H, H);
+  }
   return Status();
 }
 
 Status bind_moe(Binder& b, const ModelConfig& c, const std::string& p, MoeWeights* w) {
   const int64_t H = c.hidden, E = c.n_experts, I = c.moe_intermediate;
-  QWEN35_ASSIGN_OR_RETURN(w->router, b.linear(p + "gate", E, H));
+  QWEN35_ASSIGN_OR_RETURN(w->router, b.linear(p + kRouter, E, H));
   w->experts.resize(size_t(E));
-  if (b.find(p + "experts.gate_up_proj") != nullptr) {  // HF fused [E, 2I, H], gate rows first
-    b.set_3d(true);
-    auto gu = b.stacked(p + "experts.gate_up_proj", p + "experts.gate_up_proj", E, 2 * I, H);
-    auto dn = gu.ok() ? b.stacked(p + "experts.down_proj", p + "experts.down_proj", E, H, I) : gu;
-    b.set_3d(false);
-    if (!gu.ok()) return gu.status();
-    if (!dn.ok()) return dn.status();
-    for (int64_t e = 0; e < E; ++e) {
-      w->experts[e].gate_proj = gu->row_slice(e * 2 * I, I);
-      w->experts[e].up_proj = gu->row_slice(e * 2 * I + I, I);
-      w->experts[e].down_proj = dn->row_slice(e * H, H);
-    }
-  } else if (b.find(p + "switch_mlp.gate_proj.weight") != nullptr) {  // MLX SwitchGLU
-    b.set_3d(true);
-    Matrix g, u, d;
-    auto rg = b.stacked(p + "switch_mlp.gate_proj.weight", p + "switch_mlp.gate_proj", E, I, H);
-    auto ru = rg.ok() ? b.stacked(p + "switch_mlp.up_proj.weight", p + "switch_mlp.up_proj", E, I, H) : rg;
-    auto rd = ru.ok() ? b.stacked(p + "switch_mlp.down_proj.weight", p + "switch_mlp.down_proj", E, H, I) : ru;
-    b.set_3d(false);
-    if (!rd.ok()) return rd.status();
-    for (int64_t e = 0; e < E; ++e) {
-      w->experts[e].gate_proj = rg->row_slice(e * I, I);
-      w->experts[e].up_proj = ru->row_slice(e * I, I);
-      w->experts[e].down_proj = rd->row_slice(e * H, H);
-    }
+  if (b.find(p + kHfExpertsGateUp) != nullptr) {
+    QWEN35_RETURN_IF_ERROR(bind_fused_experts(b, p, E, H, I, w));
+  } else if (b.find(p + kMlxSwitchMlp + kGateProj + kWeight) != nullptr) {
+    QWEN35_RETURN_IF_ERROR(bind_switch_mlp(b, p, E, H, I, w));
   } else {
-    return b.missing(p + "experts.gate_up_proj", "HF fused experts or MLX switch_mlp.* tensors");
+    return b.missing(p + kHfExpertsGateUp, "HF fused experts or MLX switch_mlp.* tensors");
   }
   if (c.shared_intermediate > 0) {
     w->has_shared = true;
-    QWEN35_RETURN_IF_ERROR(bind_mlp(b, p + "shared_expert.", H, c.shared_intermediate, &w->shared));
-    if (b.find(p + "shared_expert_gate.weight") != nullptr) {
+    QWEN35_RETURN_IF_ERROR(bind_mlp(b, p + kSharedExpert, H, c.shared_intermediate, &w->shared));
+    if (b.find(p + kSharedExpertGate + kWeight) != nullptr) {
       w->has_shared_gate = true;
-      QWEN35_ASSIGN_OR_RETURN(w->shared_gate, b.linear(p + "shared_expert_gate", 1, H));
+      QWEN35_ASSIGN_OR_RETURN(w->shared_gate, b.linear(p + kSharedExpertGate, 1, H));
     }
   }
   return Status();
+}
+
+// The text model's prefix: the first under which an embedding table exists.
+Result<std::string> find_prefix(const formats::TensorStore& store) {
+  for (const char* p : {kHfNames.prefix, kMlxNames.prefix, kTextOnlyPrefix, kBarePrefix})
+    if (store.find(std::string(p) + kEmbed + kWeight) != nullptr) return std::string(p);
+  auto quoted = [](const char* p) { return std::string("'") + p + kEmbed + kWeight + "'"; };
+  return error("[weights] no embedding table: expected " + quoted(kHfNames.prefix) + " (HF), " +
+               quoted(kMlxNames.prefix) + " (MLX) or " + quoted(kTextOnlyPrefix));
+}
+
+// The dialect from the conv1d layout ([C,1,K] HF, [C,K,1] MLX), else from the prefix.
+Dialect detect_dialect(const formats::TensorStore& store, const ModelConfig& c,
+                       const std::string& prefix) {
+  Dialect d = prefix == kMlxNames.prefix ? Dialect::kMlx : Dialect::kHf;
+  for (size_t i = 0; i < c.layers.size(); ++i)
+    if (c.layers[i] == LayerKind::kLinearAttention) {
+      const TensorView* t =
+          store.find(layer(prefix, int64_t(i)) + kLinearAttn + kConv1d + kWeight);
+      if (t != nullptr && t->shape.size() == 3)
+        d = (t->shape[1] == 1 && t->shape[2] != 1) ? Dialect::kHf : Dialect::kMlx;
+      break;
+    }
+  return d;
+}
+
+// The untied output head's module, or "" when the checkpoint has none.
+std::string find_head(const formats::TensorStore& store, const std::string& prefix) {
+  for (const std::string& k : {std::string(kHfNames.lm_head), std::string(kMlxNames.lm_head),
+                               prefix + kHfNames.lm_head})
+    if (store.find(k + kWeight) != nullptr) return k;
+  return "";
+}
+
+Status bind_layer(Binder& b, const ModelConfig& c, const std::string& lp, LayerKind kind,
+                  float norm_offset, LayerWeights* L) {
+  L->kind = kind;
+  QWEN35_ASSIGN_OR_RETURN(L->input_norm, b.vec(lp + kInputNorm + kWeight, c.hidden, norm_offset));
+  QWEN35_ASSIGN_OR_RETURN(L->post_norm, b.vec(lp + kPostNorm + kWeight, c.hidden, norm_offset));
+  if (kind == LayerKind::kFullAttention)
+    QWEN35_RETURN_IF_ERROR(bind_attention(b, c, lp + kSelfAttn, norm_offset, &L->attn));
+  else
+    QWEN35_RETURN_IF_ERROR(bind_deltanet(b, c, lp + kLinearAttn, &L->gdn));
+  if (c.moe) return bind_moe(b, c, lp + kMlp, &L->moe);
+  return bind_mlp(b, lp + kMlp, c.hidden, c.intermediate, &L->mlp);
 }
 
 }  // namespace
@@ -259,35 +324,14 @@ Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir, core:
   mw->config = cfg;
   const auto& store = mw->store;
   const ModelConfig& c = mw->config;
-
-  for (const char* p : {"model.language_model.", "language_model.model.", "model.", ""})
-    if (store.find(std::string(p) + "embed_tokens.weight") != nullptr) {
-      mw->prefix = p;
-      break;
-    }
-  if (store.find(mw->prefix + "embed_tokens.weight") == nullptr)
-    return error("[weights] no embedding table: expected 'model.language_model.embed_tokens.weight' (HF), "
-                 "'language_model.model.embed_tokens.weight' (MLX) or 'model.embed_tokens.weight'");
-  // Dialect from the conv1d layout ([C,1,K] HF, [C,K,1] MLX), else from the names.
-  mw->dialect = mw->prefix == "language_model.model." ? Dialect::kMlx : Dialect::kHf;
-  for (size_t i = 0; i < c.layers.size(); ++i)
-    if (c.layers[i] == LayerKind::kLinearAttention) {
-      const TensorView* t = store.find(mw->prefix + "layers." + std::to_string(i) + ".linear_attn.conv1d.weight");
-      if (t != nullptr && t->shape.size() == 3)
-        mw->dialect = (t->shape[1] == 1 && t->shape[2] != 1) ? Dialect::kHf : Dialect::kMlx;
-      break;
-    }
+  QWEN35_ASSIGN_OR_RETURN(mw->prefix, find_prefix(store));
+  mw->dialect = detect_dialect(store, c, mw->prefix);
   const float norm_offset = mw->dialect == Dialect::kHf ? 1.0f : 0.0f;
 
   Binder b(store, c, mw->prefix);
   const std::string& P = mw->prefix;
-  QWEN35_ASSIGN_OR_RETURN(mw->embed, b.linear(P + "embed_tokens", c.vocab, c.hidden));
-  std::string head_key;
-  for (const std::string& k : {std::string("lm_head"), std::string("language_model.lm_head"), P + "lm_head"})
-    if (store.find(k + ".weight") != nullptr) {
-      head_key = k;
-      break;
-    }
+  QWEN35_ASSIGN_OR_RETURN(mw->embed, b.linear(P + kEmbed, c.vocab, c.hidden));
+  const std::string head_key = find_head(store, P);
   mw->tied = c.tie_word_embeddings.value_or(head_key.empty());
   if (!mw->tied && head_key.empty()) {
     QWEN35_LOG_WARN("config says tie_word_embeddings=false but there is no lm_head tensor: using the embedding");
@@ -298,21 +342,11 @@ Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir, core:
   } else {
     QWEN35_ASSIGN_OR_RETURN(mw->head, b.linear(head_key, c.vocab, c.hidden));
   }
-  QWEN35_ASSIGN_OR_RETURN(mw->final_norm, b.vec(P + "norm.weight", c.hidden, norm_offset));
+  QWEN35_ASSIGN_OR_RETURN(mw->final_norm, b.vec(P + kFinalNorm + kWeight, c.hidden, norm_offset));
   mw->layers.resize(c.layers.size());
-  for (size_t i = 0; i < c.layers.size(); ++i) {
-    LayerWeights& L = mw->layers[i];
-    const std::string lp = P + "layers." + std::to_string(i) + ".";
-    L.kind = c.layers[i];
-    QWEN35_ASSIGN_OR_RETURN(L.input_norm, b.vec(lp + "input_layernorm.weight", c.hidden, norm_offset));
-    QWEN35_ASSIGN_OR_RETURN(L.post_norm, b.vec(lp + "post_attention_layernorm.weight", c.hidden, norm_offset));
-    if (L.kind == LayerKind::kFullAttention)
-      QWEN35_RETURN_IF_ERROR(bind_attention(b, c, lp + "self_attn.", norm_offset, &L.attn));
-    else
-      QWEN35_RETURN_IF_ERROR(bind_deltanet(b, c, lp + "linear_attn.", &L.gdn));
-    if (c.moe) QWEN35_RETURN_IF_ERROR(bind_moe(b, c, lp + "mlp.", &L.moe));
-    else QWEN35_RETURN_IF_ERROR(bind_mlp(b, lp + "mlp.", c.hidden, c.intermediate, &L.mlp));
-  }
+  for (size_t i = 0; i < c.layers.size(); ++i)
+    QWEN35_RETURN_IF_ERROR(
+        bind_layer(b, c, layer(P, int64_t(i)), c.layers[i], norm_offset, &mw->layers[i]));
   mw->weight_bytes = b.bytes();
   mw->n_params = b.params();
   // Bytes one decoded token reads: everything but the embedding table (one row is read) and, for
@@ -324,7 +358,7 @@ Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir, core:
   mw->stream_bytes = b.bytes() - embed_bytes - expert_bytes;
   if (c.moe) mw->stream_bytes += size_t(double(expert_bytes) * double(c.top_k) / double(c.n_experts));
   for (const auto& [name, _] : store.all())
-    if (name.rfind("mtp.", 0) == 0) {
+    if (name.rfind(kMtp, 0) == 0) {
       mw->has_mtp = true;
       break;
     }

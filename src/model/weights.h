@@ -1,5 +1,6 @@
 // Tensor registry and weight binding: finds every tensor the forward pass needs in either naming
-// dialect (HF `model.language_model.*`, MLX `language_model.model.*`, text-only `model.*`), checks
+// dialect (model/tensor_names.h: HF `model.language_model.*`, MLX `language_model.model.*`,
+// text-only `model.*`), checks
 // presence, dtype and shape (quantized shapes included) before any compute, and exposes them as
 // kernel views over the mapped files. Small vectors (norms, conv taps, A_log, dt_bias) are
 // converted to fp32 once; matrices stay in their stored type.
@@ -14,6 +15,7 @@
 #include "formats/safetensors.h"
 #include "kernels/ops.h"
 #include "model/config.h"
+#include "model/tensor_names.h"
 
 namespace qwen35::model {
 
@@ -51,8 +53,6 @@ struct LayerWeights {
   MlpWeights mlp;
   MoeWeights moe;
 };
-
-enum class Dialect { kHf, kMlx };
 
 struct ModelWeights {
   ModelConfig config;

@@ -33,18 +33,18 @@ TEST(SynthPlan, RealGeometries) {
         Case{"9b", 9.2, false}, Case{"27b", 27.0, false}, Case{"35b-a3b", 35.0, false}}) {
     auto g = find_preset(c.preset);
     ASSERT_TRUE(g.ok()) << g.message();
-    const TensorPlan hf = build_tensor_plan(*g, {Layout::kHf, 4, 64});
+    const TensorPlan hf = build_tensor_plan(*g, {Dialect::kHf, 4, 64});
     const double params = double(plan_params_bf16(hf)) / 1e9;
     EXPECT_NEAR(params, c.params_b, 0.12 * c.params_b) << c.preset;
     EXPECT_EQ(find(hf, "lm_head.weight") == nullptr, c.tied) << c.preset;
     const TensorSpec* e = find(hf, "model.language_model.embed_tokens.weight");
     ASSERT_NE(e, nullptr);
-    EXPECT_EQ(e->shape, (std::vector<int64_t>{248320, g->hidden}));
-    const TensorPlan mlx = build_tensor_plan(*g, {Layout::kMlx, 4, 64});
+    EXPECT_EQ(e->shape, (std::vector<int64_t>{248320, g->config.hidden}));
+    const TensorPlan mlx = build_tensor_plan(*g, {Dialect::kMlx, 4, 64});
     const TensorSpec* w = find(mlx, "language_model.model.embed_tokens.weight");
     ASSERT_NE(w, nullptr);
     EXPECT_EQ(w->dtype, core::DType::kU32);
-    EXPECT_EQ(w->shape, (std::vector<int64_t>{248320, g->hidden / 8}));
+    EXPECT_EQ(w->shape, (std::vector<int64_t>{248320, g->config.hidden / 8}));
     EXPECT_EQ(find(mlx, "language_model.lm_head.weight") == nullptr, c.tied) << c.preset;
     for (const TensorSpec& t : hf.tensors) EXPECT_NE(t.dtype, core::DType::kU32) << t.name;
   }
@@ -53,8 +53,8 @@ TEST(SynthPlan, RealGeometries) {
 TEST(SynthPlan, MoeOverridesOnlyInMlx) {
   auto g = find_preset("35b-a3b");
   ASSERT_TRUE(g.ok());
-  EXPECT_TRUE(build_tensor_plan(*g, {Layout::kHf, 4, 64}).quant_overrides.empty());
-  const TensorPlan mlx = build_tensor_plan(*g, {Layout::kMlx, 4, 64});
+  EXPECT_TRUE(build_tensor_plan(*g, {Dialect::kHf, 4, 64}).quant_overrides.empty());
+  const TensorPlan mlx = build_tensor_plan(*g, {Dialect::kMlx, 4, 64});
   EXPECT_EQ(mlx.quant_overrides.size(), 80u);  // router + shared gate per layer
   const TensorSpec* sw =
       find(mlx, "language_model.model.layers.39.mlp.switch_mlp.down_proj.weight");

@@ -9,17 +9,18 @@ namespace qwen35::tools {
 using json = nlohmann::json;  // sorted keys, like the fixtures' text_config
 
 namespace {
-constexpr int64_t kMaxPositions = 262144;
-}
 
-std::string make_config_json(const Geometry& g, const PlanOptions& opts, const TensorPlan& plan) {
-  const int64_t eos = added_token_id(g.bpe_vocab, "<|endoftext|>");
+// Presets always say whether the embedding is tied.
+bool tied(const model::ModelConfig& c) { return c.tie_word_embeddings.value_or(true); }
+
+json text_config(const model::ModelConfig& c, const TensorPlan& plan) {
   json layer_types = json::array();
-  for (int64_t i = 0; i < g.layers; ++i)
-    layer_types.push_back(g.is_full_attention(i) ? "full_attention" : "linear_attention");
-  const double partial = 0.25;
+  for (model::LayerKind k : c.layers)
+    layer_types.push_back(k == model::LayerKind::kFullAttention ? "full_attention"
+                                                               : "linear_attention");
+  const double partial = double(c.rotary_dim) / double(c.head_dim);
   // M-RoPE sections over the rotary half-dim (11/11/10 for rotary dim 64).
-  const int64_t half = int64_t(double(g.head_dim) * partial) / 2;
+  const int64_t half = c.rotary_dim / 2;
   const int64_t s0 = (half * 11 + 16) / 32;
   json text = {
       {"attention_bias", false},
@@ -27,51 +28,59 @@ std::string make_config_json(const Geometry& g, const PlanOptions& opts, const T
       {"attn_output_gate", true},
       {"bos_token_id", nullptr},
       {"dtype", "bfloat16"},
-      {"eos_token_id", eos},
-      {"full_attention_interval", g.full_interval},
-      {"head_dim", g.head_dim},
+      {"eos_token_id", c.eos_token_ids.front()},
+      {"full_attention_interval", kFullAttentionInterval},
+      {"head_dim", c.head_dim},
       {"hidden_act", "silu"},
-      {"hidden_size", g.hidden},
+      {"hidden_size", c.hidden},
       {"initializer_range", 0.02},
       {"layer_types", layer_types},
-      {"linear_conv_kernel_dim", g.conv_kernel},
-      {"linear_key_head_dim", g.lin_k_dim},
-      {"linear_num_key_heads", g.lin_k_heads},
-      {"linear_num_value_heads", g.lin_v_heads},
-      {"linear_value_head_dim", g.lin_v_dim},
+      {"linear_conv_kernel_dim", c.conv_kernel},
+      {"linear_key_head_dim", c.d_k},
+      {"linear_num_key_heads", c.n_k_heads},
+      {"linear_num_value_heads", c.n_v_heads},
+      {"linear_value_head_dim", c.d_v},
       {"mamba_ssm_dtype", "float32"},
-      {"max_position_embeddings", kMaxPositions},
-      {"model_type", g.moe() ? "qwen3_5_moe_text" : "qwen3_5_text"},
-      {"mtp_num_hidden_layers", plan.has_mtp ? 1 : 0},
+      {"max_position_embeddings", c.max_position},
+      {"model_type", c.model_type + "_text"},
+      {"mtp_num_hidden_layers", plan.has_mtp ? c.mtp_layers : 0},
       {"mtp_use_dedicated_embeddings", false},
-      {"num_attention_heads", g.heads},
-      {"num_hidden_layers", g.layers},
-      {"num_key_value_heads", g.kv_heads},
+      {"num_attention_heads", c.n_heads},
+      {"num_hidden_layers", c.n_layers},
+      {"num_key_value_heads", c.n_kv_heads},
       {"pad_token_id", nullptr},
       {"partial_rotary_factor", partial},
-      {"rms_norm_eps", 1e-6},
+      {"rms_norm_eps", c.eps},
       {"rope_parameters",
        {{"mrope_interleaved", true},
         {"mrope_section", {s0, s0, half - 2 * s0}},
         {"partial_rotary_factor", partial},
-        {"rope_theta", 10000000.0},
+        {"rope_theta", c.rope_theta},
         {"rope_type", "default"}}},
-      {"tie_word_embeddings", g.tied},
+      {"tie_word_embeddings", tied(c)},
       {"use_cache", true},
-      {"vocab_size", g.vocab_rows},
+      {"vocab_size", c.vocab},
   };
-  if (g.moe()) {
-    text["moe_intermediate_size"] = g.moe_intermediate;
-    text["num_experts"] = g.experts;
-    text["num_experts_per_tok"] = g.top_k;
-    text["shared_expert_intermediate_size"] = g.shared_intermediate;
+  if (c.moe) {
+    text["moe_intermediate_size"] = c.moe_intermediate;
+    text["num_experts"] = c.n_experts;
+    text["num_experts_per_tok"] = c.top_k;
+    text["shared_expert_intermediate_size"] = c.shared_intermediate;
     text["output_router_logits"] = false;
     text["router_aux_loss_coef"] = 0.001;
   } else {
-    text["intermediate_size"] = g.intermediate;
+    text["intermediate_size"] = c.intermediate;
     text["mlp_only_layers"] = json::array();
   }
-  const char* root_type = g.moe() ? "qwen3_5_moe" : "qwen3_5";
+  return text;
+}
+
+}  // namespace
+
+std::string make_config_json(const Preset& preset, const PlanOptions& opts, const TensorPlan& plan) {
+  const model::ModelConfig& c = preset.config;
+  const int64_t bpe = preset.bpe_vocab;
+  const std::string& root_type = c.model_type;
   // No vision weights are written; the vision_config is a small placeholder (as in the fixtures).
   json vision = {{"deepstack_visual_indexes", json::array()},
                  {"depth", 1},
@@ -82,24 +91,24 @@ std::string make_config_json(const Geometry& g, const PlanOptions& opts, const T
                  {"model_type", root_type},
                  {"num_heads", 2},
                  {"num_position_embeddings", 16},
-                 {"out_hidden_size", g.hidden},
+                 {"out_hidden_size", c.hidden},
                  {"patch_size", 16},
                  {"spatial_merge_size", 2},
                  {"temporal_patch_size", 2}};
   json root = {
       {"architectures",
-       {g.moe() ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"}},
-      {"image_token_id", added_token_id(g.bpe_vocab, "<|image_pad|>")},
+       {c.moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"}},
+      {"image_token_id", added_token_id(bpe, "<|image_pad|>")},
       {"model_type", root_type},
-      {"text_config", text},
-      {"tie_word_embeddings", g.tied},
+      {"text_config", text_config(c, plan)},
+      {"tie_word_embeddings", tied(c)},
       {"transformers_version", "5.0.0"},
-      {"video_token_id", added_token_id(g.bpe_vocab, "<|video_pad|>")},
+      {"video_token_id", added_token_id(bpe, "<|video_pad|>")},
       {"vision_config", vision},
-      {"vision_end_token_id", added_token_id(g.bpe_vocab, "<|vision_end|>")},
-      {"vision_start_token_id", added_token_id(g.bpe_vocab, "<|vision_start|>")},
+      {"vision_end_token_id", added_token_id(bpe, "<|vision_end|>")},
+      {"vision_start_token_id", added_token_id(bpe, "<|vision_start|>")},
   };
-  if (opts.layout == Layout::kMlx) {
+  if (opts.dialect == Dialect::kMlx) {
     json q = {{"group_size", opts.group_size}, {"bits", opts.bits}, {"mode", "affine"}};
     for (const auto& [module, ov] : plan.quant_overrides)
       q[module] = {{"group_size", ov.group_size}, {"bits", ov.bits}};
@@ -109,9 +118,9 @@ std::string make_config_json(const Geometry& g, const PlanOptions& opts, const T
   return root.dump(2) + "\n";
 }
 
-std::string make_generation_config_json(const Geometry& g) {
-  const int64_t eot = added_token_id(g.bpe_vocab, "<|endoftext|>");
-  const int64_t im_end = added_token_id(g.bpe_vocab, "<|im_end|>");
+std::string make_generation_config_json(const Preset& preset) {
+  const int64_t eot = added_token_id(preset.bpe_vocab, "<|endoftext|>");
+  const int64_t im_end = added_token_id(preset.bpe_vocab, "<|im_end|>");
   json j = {{"bos_token_id", eot},
             {"do_sample", true},
             {"eos_token_id", {im_end, eot}},

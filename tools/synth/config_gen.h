@@ -9,7 +9,7 @@
 
 namespace qwen35::tools {
 
-std::string make_config_json(const Geometry& g, const PlanOptions& opts, const TensorPlan& plan);
-std::string make_generation_config_json(const Geometry& g);
+std::string make_config_json(const Preset& preset, const PlanOptions& opts, const TensorPlan& plan);
+std::string make_generation_config_json(const Preset& preset);
 
 }  // namespace qwen35::tools

@@ -1,78 +1,96 @@
 #include "tools/synth/presets.h"
 
+#include "tools/synth/tokenizer_gen.h"
+
 namespace qwen35::tools {
 
 namespace {
 
-// Real geometries. Shared: vocab 248320 rows, BPE 248044 + 33 added tokens (248044..248076).
-Geometry real(const char* name, int64_t hidden, int64_t layers, int64_t intermediate, int64_t heads,
-              int64_t kv_heads, int64_t lin_k, int64_t lin_v, bool tied) {
-  Geometry g;
-  g.name = name;
-  g.hidden = hidden;
-  g.layers = layers;
-  g.intermediate = intermediate;
-  g.heads = heads;
-  g.kv_heads = kv_heads;
-  g.lin_k_heads = lin_k;
-  g.lin_v_heads = lin_v;
-  g.tied = tied;
-  g.bpe_vocab = 248044;
-  g.vocab_rows = 248320;
-  return g;
+using model::LayerKind;
+using model::ModelConfig;
+
+// A dense Qwen3.5 text model; what every size shares (head dims, rotary dims, RoPE, context,
+// layer pattern, one MTP layer) is set here, the rest by the caller.
+ModelConfig dense(int64_t hidden, int64_t n_layers, int64_t intermediate, int64_t n_heads,
+                  int64_t n_kv_heads, int64_t n_k_heads, int64_t n_v_heads, bool tied,
+                  int64_t vocab) {
+  ModelConfig c;
+  c.model_type = "qwen3_5";
+  c.hidden = hidden;
+  c.n_layers = n_layers;
+  c.intermediate = intermediate;
+  c.vocab = vocab;
+  c.eps = 1e-6;
+  c.n_heads = n_heads;
+  c.n_kv_heads = n_kv_heads;
+  c.head_dim = 256;
+  c.rotary_dim = 64;  // partial_rotary_factor 0.25
+  c.rope_theta = 1e7;
+  c.max_position = 262144;
+  c.n_k_heads = n_k_heads;
+  c.n_v_heads = n_v_heads;
+  c.d_k = 128;
+  c.d_v = 128;
+  c.conv_kernel = 4;
+  for (int64_t i = 0; i < n_layers; ++i)
+    c.layers.push_back((i + 1) % kFullAttentionInterval == 0 ? LayerKind::kFullAttention
+                                                             : LayerKind::kLinearAttention);
+  c.tie_word_embeddings = tied;
+  c.mtp_layers = 1;
+  return c;
+}
+
+// The same model with its dense MLP replaced by routed experts and a shared expert.
+ModelConfig with_moe(ModelConfig c, int64_t n_experts, int64_t top_k, int64_t moe_intermediate,
+                     int64_t shared_intermediate) {
+  c.model_type = "qwen3_5_moe";
+  c.moe = true;
+  c.intermediate = 0;
+  c.n_experts = n_experts;
+  c.top_k = top_k;
+  c.moe_intermediate = moe_intermediate;
+  c.shared_intermediate = shared_intermediate;
+  c.norm_topk = true;
+  return c;
+}
+
+// Real sizes: vocab 248320 rows, BPE 248044 + 33 added tokens (248044..248076), std 0.02 init.
+constexpr int64_t kRealVocab = 248320;
+Preset real(const char* name, ModelConfig c) {
+  c.eos_token_ids = {added_token_id(248044, "<|endoftext|>")};
+  return Preset{name, std::move(c), 248044, /*fan_in_init=*/false};
 }
 
 // The gen_tiny default geometry with a small synthetic tokenizer: BPE vocabulary 4000 (256 byte
 // symbols + 3744 merges), added tokens at 4000..4032, vocab rows rounded up to 4096 (multiple of
-// 64).
-Geometry tiny(const char* name) {
-  Geometry g;
-  g.name = name;
-  g.hidden = 128;
-  g.layers = 8;
-  g.intermediate = 256;
-  g.heads = 4;
-  g.kv_heads = 2;
-  g.lin_k_heads = 2;
-  g.lin_v_heads = 4;
-  g.tied = true;
-  g.bpe_vocab = 4000;
-  g.vocab_rows = 4096;
-  g.fan_in_init = true;
-  return g;
+// 64), fan-in scaled init.
+constexpr int64_t kTinyVocab = 4096;
+Preset tiny(const char* name, ModelConfig c) {
+  c.eos_token_ids = {added_token_id(4000, "<|endoftext|>")};
+  return Preset{name, std::move(c), 4000, /*fan_in_init=*/true};
 }
 
-std::vector<Geometry> all_presets() {
-  std::vector<Geometry> v;
-  v.push_back(tiny("tiny"));
-  Geometry tm = tiny("tiny-moe");
-  tm.intermediate = 0;
-  tm.experts = 8;
-  tm.top_k = 2;
-  tm.moe_intermediate = 128;
-  tm.shared_intermediate = 128;
-  tm.tied = false;
-  v.push_back(tm);
-  v.push_back(real("0.8b", 1024, 24, 3584, 8, 2, 16, 16, true));
+std::vector<Preset> all_presets() {
+  std::vector<Preset> v;
+  v.push_back(tiny("tiny", dense(128, 8, 256, 4, 2, 2, 4, true, kTinyVocab)));
+  v.push_back(tiny("tiny-moe",
+                   with_moe(dense(128, 8, 0, 4, 2, 2, 4, false, kTinyVocab), 8, 2, 128, 128)));
+  v.push_back(real("0.8b", dense(1024, 24, 3584, 8, 2, 16, 16, true, kRealVocab)));
   // 2B: the linear-attention head counts were not found in public sources; 16/16 as in 0.8B.
-  v.push_back(real("2b", 2048, 24, 6144, 8, 2, 16, 16, true));
-  v.push_back(real("4b", 2560, 32, 9216, 16, 4, 16, 32, true));
-  v.push_back(real("9b", 4096, 32, 12288, 16, 4, 16, 32, false));
-  v.push_back(real("27b", 5120, 64, 17408, 24, 4, 16, 48, false));
-  Geometry moe = real("35b-a3b", 2048, 40, 0, 16, 2, 16, 32, false);
-  moe.experts = 256;
-  moe.top_k = 8;
-  moe.moe_intermediate = 512;
-  moe.shared_intermediate = 512;
-  v.push_back(moe);
+  v.push_back(real("2b", dense(2048, 24, 6144, 8, 2, 16, 16, true, kRealVocab)));
+  v.push_back(real("4b", dense(2560, 32, 9216, 16, 4, 16, 32, true, kRealVocab)));
+  v.push_back(real("9b", dense(4096, 32, 12288, 16, 4, 16, 32, false, kRealVocab)));
+  v.push_back(real("27b", dense(5120, 64, 17408, 24, 4, 16, 48, false, kRealVocab)));
+  v.push_back(real("35b-a3b", with_moe(dense(2048, 40, 0, 16, 2, 16, 32, false, kRealVocab), 256,
+                                       8, 512, 512)));
   return v;
 }
 
 }  // namespace
 
-core::Result<Geometry> find_preset(const std::string& name) {
-  for (const Geometry& g : all_presets())
-    if (g.name == name) return g;
+core::Result<Preset> find_preset(const std::string& name) {
+  for (Preset& p : all_presets())
+    if (p.name == name) return std::move(p);
   std::string names;
   for (const std::string& n : preset_names()) {
     if (!names.empty()) names += '|';
@@ -83,7 +101,7 @@ core::Result<Geometry> find_preset(const std::string& name) {
 
 std::vector<std::string> preset_names() {
   std::vector<std::string> v;
-  for (const Geometry& g : all_presets()) v.push_back(g.name);
+  for (const Preset& p : all_presets()) v.push_back(p.name);
   return v;
 }
 

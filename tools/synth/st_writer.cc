@@ -138,7 +138,7 @@ uint64_t plan_bytes(const TensorPlan& plan) {
 }
 
 Result<ShardedOutput> write_checkpoint_tensors(const std::string& dir, const TensorPlan& plan,
-                                               Layout layout, uint64_t seed,
+                                               Dialect dialect, uint64_t seed,
                                                uint64_t max_shard_bytes, bool progress) {
   namespace fs = std::filesystem;
   ShardedOutput res;
@@ -162,12 +162,12 @@ Result<ShardedOutput> write_checkpoint_tensors(const std::string& dir, const Ten
     }
     char name[80];
     std::snprintf(name, sizeof(name),
-                  layout == Layout::kHf ? "model.safetensors-%05zu-of-%05zu.safetensors"
+                  dialect == Dialect::kHf ? "model.safetensors-%05zu-of-%05zu.safetensors"
                                         : "model-%05zu-of-%05zu.safetensors",
                   i + 1, n);
     res.files.push_back(name);
   }
-  const std::string format = layout == Layout::kHf ? "pt" : "mlx";
+  const std::string format = dialect == Dialect::kHf ? "pt" : "mlx";
   std::vector<uint8_t> buf(kChunkBytes);
   Progress bar(res.total_bytes, progress);
   for (size_t i = 0; i < n; ++i)

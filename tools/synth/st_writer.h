@@ -37,10 +37,10 @@ constexpr uint64_t kDefaultMaxShardBytes = uint64_t(4) << 30;
 
 // Writes plan.tensors into DIR as model.safetensors, or as shards plus
 // model.safetensors.index.json when the data exceeds max_shard_bytes. Shard names follow the
-// layout: HF "model.safetensors-0000i-of-0000N.safetensors", MLX
+// dialect: HF "model.safetensors-0000i-of-0000N.safetensors", MLX
 // "model-0000i-of-0000N.safetensors".
 core::Result<ShardedOutput> write_checkpoint_tensors(const std::string& dir, const TensorPlan& plan,
-                                                     Layout layout, uint64_t seed,
+                                                     Dialect dialect, uint64_t seed,
                                                      uint64_t max_shard_bytes, bool progress);
 
 // Total bytes of tensor data in the plan.

@@ -32,9 +32,9 @@ Status write_text(const fs::path& path, const std::string& text) {
 Status validate(const SynthOptions& o, PlanOptions* plan) {
   if (o.out_dir.empty()) return core::error("[synth] no output directory (--out)");
   if (o.format == "hf") {
-    plan->layout = Layout::kHf;
+    plan->dialect = Dialect::kHf;
   } else if (o.format == "mlx") {
-    plan->layout = Layout::kMlx;
+    plan->dialect = Dialect::kMlx;
   } else {
     return core::error("[synth] unknown format '" + o.format + "' (expected hf|mlx)");
   }
@@ -73,19 +73,20 @@ Status clean_dir(const fs::path& dir) {
 Result<SynthSummary> write_synthetic_checkpoint(const SynthOptions& opts) {
   PlanOptions popts;
   QWEN35_RETURN_IF_ERROR(validate(opts, &popts));
-  QWEN35_ASSIGN_OR_RETURN(const Geometry g, find_preset(opts.preset));
+  QWEN35_ASSIGN_OR_RETURN(const Preset preset, find_preset(opts.preset));
   const fs::path dir(opts.out_dir);
   QWEN35_RETURN_IF_ERROR(clean_dir(dir));
-  const TensorPlan plan = build_tensor_plan(g, popts);
-  QWEN35_RETURN_IF_ERROR(write_text(dir / "config.json", make_config_json(g, popts, plan)));
+  const TensorPlan plan = build_tensor_plan(preset, popts);
+  QWEN35_RETURN_IF_ERROR(write_text(dir / "config.json", make_config_json(preset, popts, plan)));
   QWEN35_RETURN_IF_ERROR(
-      write_text(dir / "generation_config.json", make_generation_config_json(g)));
-  QWEN35_RETURN_IF_ERROR(write_text(dir / "tokenizer.json", make_tokenizer_json(g.bpe_vocab)));
-  QWEN35_RETURN_IF_ERROR(
-      write_text(dir / "tokenizer_config.json", make_tokenizer_config_json(g.bpe_vocab, 262144)));
+      write_text(dir / "generation_config.json", make_generation_config_json(preset)));
+  QWEN35_RETURN_IF_ERROR(write_text(dir / "tokenizer.json", make_tokenizer_json(preset.bpe_vocab)));
+  QWEN35_RETURN_IF_ERROR(write_text(
+      dir / "tokenizer_config.json",
+      make_tokenizer_config_json(preset.bpe_vocab, preset.config.max_position)));
   QWEN35_ASSIGN_OR_RETURN(
       const ShardedOutput out,
-      write_checkpoint_tensors(dir.string(), plan, popts.layout, opts.seed,
+      write_checkpoint_tensors(dir.string(), plan, popts.dialect, opts.seed,
                                std::max<uint64_t>(opts.max_shard_bytes, 1), opts.progress));
   SynthSummary s;
   s.n_tensors = int64_t(plan.tensors.size());

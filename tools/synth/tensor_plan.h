@@ -9,11 +9,12 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "model/tensor_names.h"
 #include "tools/synth/presets.h"
 
 namespace qwen35::tools {
 
-enum class Layout { kHf, kMlx };
+using model::Dialect;
 
 enum class Init : uint8_t {
   kNormal,       // a + b * N(0, 1) (Irwin-Hall approximation, |z| <= 3.47)
@@ -49,12 +50,12 @@ struct TensorPlan {
 };
 
 struct PlanOptions {
-  Layout layout = Layout::kHf;
+  Dialect dialect = Dialect::kHf;
   int bits = 4;
   int group_size = 64;
 };
 
-TensorPlan build_tensor_plan(const Geometry& g, const PlanOptions& opts);
+TensorPlan build_tensor_plan(const Preset& preset, const PlanOptions& opts);
 
 // 64-bit FNV-1a: the per-tensor RNG stream id.
 uint64_t name_hash(const std::string& s);
