@@ -129,7 +129,7 @@ bool opens_reasoning(const std::string& text) {
 struct Session {
   const Flags& f;
   const tokenizer::Tokenizer& tok;
-  std::optional<tokenizer::ChatTemplate> tmpl;  // set for --chat and the interactive chat
+  std::optional<tmpl::ChatTemplate> tmpl;  // set for --chat and the interactive chat
   runtime::Engine& engine;
   runtime::GenerationRequest base;  // sampling, max_tokens, eos ids, keep_state
   ReasoningDisplay display = ReasoningDisplay::kTagged;

@@ -14,7 +14,7 @@
 #include "model/weights.h"
 #include "runtime/sampler.h"
 #include "test_util.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qwen35 {
@@ -86,7 +86,7 @@ class RunReferenceTest : public ::testing::Test {
   }
 
   static std::string render(const Json& messages, const Json& kwargs) {
-    auto t = tokenizer::load_chat_template(model_dir());
+    auto t = tmpl::load_chat_template(model_dir());
     EXPECT_TRUE(t.ok()) << t.message();
     auto text = t->render(messages, nullptr, true, kwargs);
     EXPECT_TRUE(text.ok()) << text.message();
