@@ -1,4 +1,4 @@
-// qwen35 template: renders the chat template of a model directory (DESIGN.md §7).
+// qwen35 template: renders the chat template of a model directory (docs/design.md §7).
 //   qwen35 template -m DIR --messages FILE.json [--tools FILE.json] [--no-generation-prompt]
 //                   [--kwargs '{"enable_thinking":false}']
 //   qwen35 template -m DIR --jsonl FILE   # one case per line -> {"rendered": ...} | {"error": ...}

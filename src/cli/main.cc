@@ -1,4 +1,4 @@
-// qwen35: the command-line entry point (DESIGN.md §7).
+// qwen35: the command-line entry point (docs/design.md §7).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

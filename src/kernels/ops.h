@@ -2,7 +2,7 @@
 // their stored type (f32, f16, bf16, MLX affine 2..8-bit) and are dequantized inside the kernels.
 //
 // Every op has a scalar twin in kernels/ref (the ground truth of the op tests) and a threaded
-// version in kernels/cpu. Batch invariance (DESIGN.md §6): a row's result never depends on how
+// version in kernels/cpu. Batch invariance (docs/design.md §6): a row's result never depends on how
 // many rows are in the call or on the thread count; reductions run in a fixed order per row.
 #pragma once
 

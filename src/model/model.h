@@ -1,7 +1,7 @@
 // The Qwen3.5 hybrid forward pass. One call takes rows from several sequences at different
 // positions (prefill chunks and decode tokens mixed) and returns logits for the rows asked for.
 //
-// Exactness (DESIGN.md §6): every row's arithmetic is independent of the other rows in the call.
+// Exactness (docs/design.md §6): every row's arithmetic is independent of the other rows in the call.
 // Gated DeltaNet rows of a sequence are cut on a grid fixed to absolute positions (multiples of
 // kDeltaChunk): a piece of more than one row runs the chunked (UT) form, a single row the
 // recurrent form. So a batch of sequences gives each sequence the bits it gets alone.

@@ -6,7 +6,7 @@
 // a per-step token budget. Requests join the batch (a free slot takes the oldest queued request)
 // and leave it (finished, cancelled) between steps.
 //
-// Exactness (DESIGN.md §6): a prompt is always cut at absolute multiples of model::kDeltaChunk
+// Exactness (docs/design.md §6): a prompt is always cut at absolute multiples of model::kDeltaChunk
 // (and at its own end); the budget decides how many grid chunks run in a step, never where a
 // chunk starts. So a request's rows are computed the same way whatever else runs, and its tokens
 // and logprobs are bit-identical to a solo run (the model's kernels are batch invariant).

@@ -1,4 +1,4 @@
-// concurrent == solo (DESIGN.md §6, issue 6): a request's tokens and logprobs are bit-identical
+// concurrent == solo (docs/design.md §6, issue 6): a request's tokens and logprobs are bit-identical
 // whether it runs alone or among 7 others of different lengths that arrive at different times,
 // for greedy and for seeded sampling. A small step budget makes long prompts prefill in several
 // steps while other requests decode.

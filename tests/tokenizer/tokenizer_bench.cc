@@ -1,4 +1,4 @@
-// Encode throughput of the tokenizer (not a test; see DESIGN.md §8: quote medians and ratios).
+// Encode throughput of the tokenizer (not a test; see docs/design.md §8: quote medians and ratios).
 //   tokenizer_bench DIR TEXT_FILE [ITERS]
 // Prints the first (cold merge cache) run and the median of ITERS warm runs, in MB/s of input.
 #include <algorithm>

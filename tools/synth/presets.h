@@ -1,5 +1,5 @@
-// The synthetic checkpoints: the real Qwen3.5 geometries (../shared/oracle/README.md, "Real
-// configs found") plus two tiny ones for tests.
+// The synthetic checkpoints: the real Qwen3.5 geometries (docs/design.md §5, "Real geometries")
+// plus two tiny ones for tests.
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,6 @@
 // Threaded CPU kernels. Work is split over independent outputs (matrix rows, tokens, heads,
 // channels); every reduction runs inside one work item in a fixed order, so results do not depend
-// on the batch size or the thread count (DESIGN.md §6). The SIMD kernels (Highway, run-time
+// on the batch size or the thread count (docs/design.md §6). The SIMD kernels (Highway, run-time
 // dispatch) live beside this file, one concept each (matmul.cc dispatches the matmul kernels;
 // attention.cc, delta_rule.cc, conv1d.cc, elementwise.cc); every op's scalar twin is in kernels/ref.
 #include <algorithm>

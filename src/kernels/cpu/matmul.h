@@ -1,7 +1,7 @@
 // SIMD matmul over stored weights (Highway dynamic dispatch): y[n, rows] = x[n, cols] · Wᵀ.
 //
 // One code path for every n, so a row's bits never depend on how many rows share the call
-// (DESIGN.md §6): each output is accumulated over k in a fixed order, rows are only tiled for reuse
+// (docs/design.md §6): each output is accumulated over k in a fixed order, rows are only tiled for reuse
 // of the decoded weights. MLX affine 2/4/8-bit weights take tile kernels: 16 (AVX-512) or 8 (AVX2)
 // output rows, one per lane, their 32-bit words transposed in registers, so the per-group scale and
 // bias are applied once per group for all lanes and no horizontal sums remain; the exact mode
