@@ -4,29 +4,8 @@
 // width takes the per-row kernel. Biases enter through per-group activation sums:
 // Σ x(s·q + b) = s·Σ x q + b·Σ x.
 //
-// Part of the matmul kernels: included once per SIMD target by matmul.cc (Highway foreach_target),
-// after the files it builds on (see the include order there).
-#if defined(QWEN35_KERNELS_CPU_AFFINE_EXACT_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef QWEN35_KERNELS_CPU_AFFINE_EXACT_INL_H_
-#undef QWEN35_KERNELS_CPU_AFFINE_EXACT_INL_H_
-#else
-#define QWEN35_KERNELS_CPU_AFFINE_EXACT_INL_H_
-#endif
-
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <numeric>
-#include <cstdint>
-#include <cstring>
-
-#include "hwy/highway.h"
-#include "kernels/matrix.h"
-#include "kernels/ops.h"
-
-HWY_BEFORE_NAMESPACE();
-namespace qwen35::kernels::cpu::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+// A part of matmul.cc: included there, once per SIMD target, inside its per-target namespace and
+// after the parts it builds on. It has no includes or guards of its own.
 
 #if HWY_TARGET == HWY_AVX3_DL
 // Groups [g, g + 4) of one row (G a multiple of 64) against one activation row, codes kept in
@@ -251,8 +230,3 @@ void GroupSums(const float* x, int64_t K, int64_t group, float* out) {
     out[g] = t;
   }
 }
-
-}  // namespace qwen35::kernels::cpu::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#endif  // QWEN35_KERNELS_CPU_AFFINE_EXACT_INL_H_

@@ -1,29 +1,8 @@
 // MLX affine weights in the fast mode: activations quantized to int8 per weight group and
 // multiplied with the unsigned codes in integers.
 //
-// Part of the matmul kernels: included once per SIMD target by matmul.cc (Highway foreach_target),
-// after the files it builds on (see the include order there).
-#if defined(QWEN35_KERNELS_CPU_AFFINE_INT8_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef QWEN35_KERNELS_CPU_AFFINE_INT8_INL_H_
-#undef QWEN35_KERNELS_CPU_AFFINE_INT8_INL_H_
-#else
-#define QWEN35_KERNELS_CPU_AFFINE_INT8_INL_H_
-#endif
-
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <numeric>
-#include <cstdint>
-#include <cstring>
-
-#include "hwy/highway.h"
-#include "kernels/matrix.h"
-#include "kernels/ops.h"
-
-HWY_BEFORE_NAMESPACE();
-namespace qwen35::kernels::cpu::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+// A part of matmul.cc: included there, once per SIMD target, inside its per-target namespace and
+// after the parts it builds on. It has no includes or guards of its own.
 
 // ---- Fast mode: int8 activations, u8 x s8 integer dot products ----
 // The weight codes are unsigned (0..2^bits-1) and the activations are quantized to int8 per weight
@@ -293,8 +272,3 @@ HWY_INLINE void TileRows8(const Matrix& m, const int8_t* const* xq, const float*
   }
 }
 #endif
-
-}  // namespace qwen35::kernels::cpu::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#endif  // QWEN35_KERNELS_CPU_AFFINE_INT8_INL_H_

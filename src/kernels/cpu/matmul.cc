@@ -1,4 +1,6 @@
-// Highway compiles this file once per SIMD target (foreach_target) and dispatches at run time.
+// The matmul dispatch: picks the kernel for a matrix (type, bits, group, shape) and splits its
+// output rows over the thread pool. Highway compiles this file, with its -inl.h parts, once per
+// SIMD target (foreach_target) and dispatches at run time.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/matmul.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
@@ -13,16 +15,18 @@
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/matrix.h"
-// The kernels, one concept a file, in dependency order:
-#include "kernels/cpu/vec_x86-inl.h"
-#include "kernels/cpu/mlx_codes-inl.h"
-#include "kernels/cpu/matmul_float-inl.h"
-#include "kernels/cpu/affine_exact-inl.h"
-#include "kernels/cpu/affine_int8-inl.h"
+#include "kernels/ops.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qwen35::kernels::cpu::HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+
+// The kernels, one concept a file, in dependency order (each builds on those above it).
+#include "kernels/cpu/vec_x86-inl.h"       // lane types and arithmetic of the tile kernels
+#include "kernels/cpu/mlx_codes-inl.h"     // MLX code unpacking, scales and biases as f32
+#include "kernels/cpu/matmul_float-inl.h"  // f32 / f16 / bf16 weights
+#include "kernels/cpu/affine_exact-inl.h"  // MLX affine, exact mode
+#include "kernels/cpu/affine_int8-inl.h"   // MLX affine, fast mode (int8 activations)
 
 const char* TargetName() { return hwy::TargetName(HWY_TARGET); }
 

@@ -1,29 +1,8 @@
 // Float weights (f32, f16, bf16): the per-row kernel along k, and bf16 tiles of kTileRows output
 // rows (one per lane) whose scalar twin performs the same operations.
 //
-// Part of the matmul kernels: included once per SIMD target by matmul.cc (Highway foreach_target),
-// after the files it builds on (see the include order there).
-#if defined(QWEN35_KERNELS_CPU_MATMUL_FLOAT_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef QWEN35_KERNELS_CPU_MATMUL_FLOAT_INL_H_
-#undef QWEN35_KERNELS_CPU_MATMUL_FLOAT_INL_H_
-#else
-#define QWEN35_KERNELS_CPU_MATMUL_FLOAT_INL_H_
-#endif
-
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <numeric>
-#include <cstdint>
-#include <cstring>
-
-#include "hwy/highway.h"
-#include "kernels/matrix.h"
-#include "kernels/ops.h"
-
-HWY_BEFORE_NAMESPACE();
-namespace qwen35::kernels::cpu::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+// A part of matmul.cc: included there, once per SIMD target, inside its per-target namespace and
+// after the parts it builds on. It has no includes or guards of its own.
 
 // Float weights (f32, f16, bf16) along k.
 template <int rt>
@@ -143,8 +122,3 @@ void RangeBF16(const Matrix& m, const float* x, int64_t t0, int64_t t1, int64_t 
   for (; o < o1; ++o)
     for (int64_t t = t0; t < t1; ++t) RowScalarBF(m, x + t * K, o, y + t * M + o);
 }
-
-}  // namespace qwen35::kernels::cpu::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#endif  // QWEN35_KERNELS_CPU_MATMUL_FLOAT_INL_H_

@@ -2,29 +2,8 @@
 // (3/5/6/7-bit codes cross 32-bit word boundaries). Unpacking to floats, and the per-row scales and
 // biases converted to f32.
 //
-// Part of the matmul kernels: included once per SIMD target by matmul.cc (Highway foreach_target),
-// after the files it builds on (see the include order there).
-#if defined(QWEN35_KERNELS_CPU_MLX_CODES_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef QWEN35_KERNELS_CPU_MLX_CODES_INL_H_
-#undef QWEN35_KERNELS_CPU_MLX_CODES_INL_H_
-#else
-#define QWEN35_KERNELS_CPU_MLX_CODES_INL_H_
-#endif
-
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <numeric>
-#include <cstdint>
-#include <cstring>
-
-#include "hwy/highway.h"
-#include "kernels/matrix.h"
-#include "kernels/ops.h"
-
-HWY_BEFORE_NAMESPACE();
-namespace qwen35::kernels::cpu::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+// A part of matmul.cc: included there, once per SIMD target, inside its per-target namespace and
+// after the parts it builds on. It has no includes or guards of its own.
 
 // MLX widths whose codes run across 32-bit words; the fast mode reads them in blocks of
 // lcm(16, bits) words (a whole number of 16-word tiles and of 32-code runs).
@@ -157,8 +136,3 @@ HWY_INLINE void ConvertRow(const void* p, core::DType t, int64_t i0, int64_t n, 
     std::memcpy(out, static_cast<const float*>(p) + i0, size_t(n) * 4);
   }
 }
-
-}  // namespace qwen35::kernels::cpu::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#endif  // QWEN35_KERNELS_CPU_MLX_CODES_INL_H_

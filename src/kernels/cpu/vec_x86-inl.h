@@ -3,29 +3,8 @@
 // AVX-512 (16 lanes) and AVX2 (8 lanes). Other targets have no tile kernels (kTileRows = 0) and
 // run the scalar loops, which perform the same float operations.
 //
-// Part of the matmul kernels: included once per SIMD target by matmul.cc (Highway foreach_target),
-// after the files it builds on (see the include order there).
-#if defined(QWEN35_KERNELS_CPU_VEC_X86_INL_H_) == defined(HWY_TARGET_TOGGLE)
-#ifdef QWEN35_KERNELS_CPU_VEC_X86_INL_H_
-#undef QWEN35_KERNELS_CPU_VEC_X86_INL_H_
-#else
-#define QWEN35_KERNELS_CPU_VEC_X86_INL_H_
-#endif
-
-#include <algorithm>
-#include <array>
-#include <cmath>
-#include <numeric>
-#include <cstdint>
-#include <cstring>
-
-#include "hwy/highway.h"
-#include "kernels/matrix.h"
-#include "kernels/ops.h"
-
-HWY_BEFORE_NAMESPACE();
-namespace qwen35::kernels::cpu::HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
+// A part of matmul.cc: included there, once per SIMD target, inside its per-target namespace and
+// after the parts it builds on. It has no includes or guards of its own.
 
 // Up to 16 lanes (AVX-512). The float kernels' lane order depends on the lane count, which is fixed
 // per target, so results are reproducible on a given machine.
@@ -194,8 +173,3 @@ HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, VI* out) {
   TransposeRegs(r, out);
 }
 #endif
-
-}  // namespace qwen35::kernels::cpu::HWY_NAMESPACE
-HWY_AFTER_NAMESPACE();
-
-#endif  // QWEN35_KERNELS_CPU_VEC_X86_INL_H_
