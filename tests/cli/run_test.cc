@@ -72,32 +72,51 @@ TEST_F(RunTest, Errors) {
 }
 
 // The interactive chat driven through tmux: two turns, /reset, Ctrl-D leaves.
+// `qwen35 run ARGS` in a detached tmux session, driven by keys as a user would.
+class TmuxRun {
+ public:
+  TmuxRun(TempDir& d, const std::string& run_cmd) : tmux_("tmux -S " + d.file("sock") + " "), cap_(d.file("cap")) {
+    started_ = std::system((tmux_ + "new-session -d -s repl -x 200 -y 50 '" + run_cmd + "'").c_str()) == 0;
+    pause();
+  }
+  ~TmuxRun() { std::system((tmux_ + "kill-server 2>/dev/null").c_str()); }
+  bool started() const { return started_; }
+  void send(const std::string& keys) {
+    std::system((tmux_ + "send-keys -t repl " + keys).c_str());
+    pause();
+  }
+  std::string screen() {
+    std::system((tmux_ + "capture-pane -t repl -p -S -200 > " + cap_).c_str());
+    return testing::read_file(cap_);
+  }
+
+ private:
+  static void pause() { std::this_thread::sleep_for(std::chrono::milliseconds(800)); }
+  std::string tmux_, cap_;
+  bool started_ = false;
+};
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = text.find(what); p != std::string::npos; p = text.find(what, p + 1)) ++n;
+  return n;
+}
+
 TEST_F(RunTest, ReplThroughTmux) {
   if (std::system("command -v tmux >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux not installed";
   TempDir d;
-  const std::string sock = d.file("sock"), done = d.file("done");
-  const std::string tmux = "tmux -S " + sock + " ";
-  const std::string cmd = std::string(QWEN35_BINARY) + " run -m " + model() + " -n 12 --seed 2; touch " + done;
-  ASSERT_EQ(std::system((tmux + "new-session -d -s repl -x 200 -y 50 '" + cmd + "'").c_str()), 0);
-  auto send = [&](const std::string& keys) {
-    std::system((tmux + "send-keys -t repl " + keys).c_str());
-    std::this_thread::sleep_for(std::chrono::milliseconds(800));
-  };
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
-  send("'first question' Enter");
-  send("'second question' Enter");
-  send("/reset Enter");
-  const std::string cap = d.file("cap");
-  std::system((tmux + "capture-pane -t repl -p > " + cap).c_str());
-  send("C-d");
-  const std::string screen = testing::read_file(cap);
-  std::system((tmux + "kill-server 2>/dev/null").c_str());
+  const std::string done = d.file("done");
+  TmuxRun t(d, std::string(QWEN35_BINARY) + " run -m " + model() + " -n 12 --seed 2; touch " + done);
+  ASSERT_TRUE(t.started());
+  t.send("'first question' Enter");
+  t.send("'second question' Enter");
+  t.send("/reset Enter");
+  const std::string screen = t.screen();
+  t.send("C-d");
   EXPECT_NE(screen.find("> first question"), std::string::npos) << screen;
   EXPECT_NE(screen.find("> second question"), std::string::npos) << screen;
   EXPECT_NE(screen.find("(history cleared)"), std::string::npos) << screen;
-  size_t stats = 0;
-  for (size_t p = screen.find("[prompt:"); p != std::string::npos; p = screen.find("[prompt:", p + 1)) ++stats;
-  EXPECT_EQ(stats, 2u) << screen;
+  EXPECT_EQ(count(screen, "[prompt:"), 2u) << screen;
   EXPECT_TRUE(std::system(("test -f " + done).c_str()) == 0) << "Ctrl-D did not leave the chat";
 }
 
@@ -105,26 +124,15 @@ TEST_F(RunTest, ReplThroughTmux) {
 TEST_F(RunTest, CtrlCStopsAnAnswerInTheRepl) {
   if (std::system("command -v tmux >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux not installed";
   TempDir d;
-  const std::string tmux = "tmux -S " + d.file("sock") + " ";
   // A context this large takes the tiny model many seconds to fill: only Ctrl-C ends the answer.
-  const std::string cmd = std::string(QWEN35_BINARY) + " run -m " + model() + " --ctx 60000 --seed 2";
-  ASSERT_EQ(std::system((tmux + "new-session -d -s repl -x 200 -y 50 '" + cmd + "'").c_str()), 0);
-  auto send = [&](const std::string& keys) {
-    std::system((tmux + "send-keys -t repl " + keys).c_str());
-    std::this_thread::sleep_for(std::chrono::milliseconds(800));
-  };
-  std::this_thread::sleep_for(std::chrono::milliseconds(800));
-  send("'first question' Enter");
-  send("C-c");
-  send("'second question' Enter");
-  send("C-c");
-  const std::string cap = d.file("cap");
-  std::system((tmux + "capture-pane -t repl -p -S -200 > " + cap).c_str());
-  const std::string screen = testing::read_file(cap);
-  std::system((tmux + "kill-server 2>/dev/null").c_str());
-  size_t n = 0;
-  for (size_t p = screen.find("| interrupted]"); p != std::string::npos; p = screen.find("| interrupted]", p + 1)) ++n;
-  EXPECT_EQ(n, 2u) << screen;
+  TmuxRun t(d, std::string(QWEN35_BINARY) + " run -m " + model() + " --ctx 60000 --seed 2");
+  ASSERT_TRUE(t.started());
+  t.send("'first question' Enter");
+  t.send("C-c");
+  t.send("'second question' Enter");
+  t.send("C-c");
+  const std::string screen = t.screen();
+  EXPECT_EQ(count(screen, "| interrupted]"), 2u) << screen;
   EXPECT_NE(screen.find("> second question"), std::string::npos) << screen;
 }
 
