@@ -151,8 +151,7 @@ HWY_INLINE void TileF(const Matrix& m, const float* const* x, const float* const
   int64_t left = DG, g_next = 0;
   VI tw[N];
   for (int64_t j0 = 0; j0 < words; j0 += N) {
-    TransposeTile(base + j0 * 4, row_bytes, tw);
-    for (int l = 0; l < N; ++l) __builtin_prefetch(base + (N + l) * row_bytes + j0 * 4);
+    TransposeTileAndPrefetchNext(base + j0 * 4, row_bytes, tw);
     for (int j = 0; j < N; j += 2)
       for (int c = 0; c < 2; ++c) {
         const int64_t jj = j0 + j + c;

@@ -154,9 +154,7 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
   int64_t left = DG, g_next = 0;
   VI tw[N];
   for (int64_t j0 = 0; j0 < words; j0 += N) {
-    TransposeTile(base + j0 * 4, row_bytes, tw);
-    // The same words of the next tile's rows, one tile ahead: decode is bound by this stream.
-    for (int l = 0; l < N; ++l) __builtin_prefetch(base + (N + l) * row_bytes + j0 * 4);
+    TransposeTileAndPrefetchNext(base + j0 * 4, row_bytes, tw);
     for (int j = 0; j < N; j += 2)
       for (int cc = 0; cc < 2; ++cc) {
         const int c = cc % kChains;
@@ -221,8 +219,7 @@ HWY_INLINE void Tile8Odd(const Matrix& m, const int8_t* const* xq, const float* 
   tw[BW] = ZeroI();  // read (and shifted out) by the block's last funnel
   for (int64_t w0 = 0; w0 < words; w0 += BW) {
     for (int t = 0; t < BW; t += N) {
-      TransposeTile(base + (w0 + t) * 4, row_bytes, tw + t);
-      for (int l = 0; l < N; ++l) __builtin_prefetch(base + (N + l) * row_bytes + (w0 + t) * 4);
+      TransposeTileAndPrefetchNext(base + (w0 + t) * 4, row_bytes, tw + t);
     }
     const int64_t c0 = w0 * 32 / kBits;
     for (int p = 0; p < BP; ++p) {

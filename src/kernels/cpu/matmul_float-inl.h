@@ -65,8 +65,7 @@ HWY_INLINE void TileBF(const Matrix& m, const float* const* x, int64_t o, float*
   for (int r = 0; r < rt; ++r) part[0][r] = part[1][r] = ZeroF();
   VI tw[N];
   for (int64_t j0 = 0; j0 < words; j0 += N) {
-    TransposeTile(base + j0 * 4, row_bytes, tw);
-    for (int l = 0; l < N; ++l) __builtin_prefetch(base + (N + l) * row_bytes + j0 * 4);
+    TransposeTileAndPrefetchNext(base + j0 * 4, row_bytes, tw);
     for (int j = 0; j < N; j += 2)
       for (int c = 0; c < 2; ++c) {
         const int64_t jj = j0 + j + c;
