@@ -75,12 +75,21 @@ struct Context {
   Workspace* workspace = nullptr;
 };
 
-// A key/value cache of one full-attention layer of one sequence:
-// k, v: [capacity, n_kv_heads, head_dim] fp32.
+// Positions per block of a key/value cache: the 64-position grid of docs/design.md §6.
+inline constexpr int64_t kKvBlock = 64;
+
+// The key/value cache of one full-attention layer of one sequence, as a table of blocks: block b
+// holds positions [b·kKvBlock, (b+1)·kKvBlock) as [kKvBlock, n_kv_heads, head_dim] fp32, for k and
+// v alike. Blocks need not be adjacent in memory (paged KV); positions within one are. Kernels
+// read the table in place, with the same bits wherever the blocks lie.
 struct KvView {
-  float* k = nullptr;
-  float* v = nullptr;
-  int64_t capacity = 0;
+  float* const* k_blocks = nullptr;  // [ceil(capacity / kKvBlock)]
+  float* const* v_blocks = nullptr;
+  int64_t capacity = 0;  // positions the table covers
+  int64_t row = 0;       // floats per position: n_kv_heads · head_dim
+
+  float* k_at(int64_t pos) const { return k_blocks[pos / kKvBlock] + (pos % kKvBlock) * row; }
+  float* v_at(int64_t pos) const { return v_blocks[pos / kKvBlock] + (pos % kKvBlock) * row; }
 };
 
 class Ops {

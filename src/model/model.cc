@@ -145,9 +145,8 @@ void Model::attention_layer(int64_t l, const float* in, int64_t n, float* out) {
   const kernels::Ops::AttentionParams ap{nh, nkv, hd, c.rotary_dim, float(c.rope_theta), float(c.eps),
                                          w.q_norm.data(), w.k_norm.data()};
   for (const Span& sp : spans_) {
-    kernels::KvView kv{sp.state->k_cache(l), sp.state->v_cache(l), sp.state->capacity()};
     ops_.attention(ctx_, ap, q_gate + sp.row0 * 2 * nh * hd, k + sp.row0 * nkv * hd, v + sp.row0 * nkv * hd,
-                   sp.n, sp.pos0, kv, o + sp.row0 * nh * hd);
+                   sp.n, sp.pos0, sp.state->kv(l), o + sp.row0 * nh * hd);
   }
   ops_.matmul(ctx_, o, n, w.o_proj, out);
 }

@@ -180,8 +180,9 @@ void BM_AttendMany(benchmark::State& st) {
     op[i] = o.data() + i * hd;
     n_pos[i] = pos - 3 + i / 4;
   }
+  const auto kb = cpu::contiguous_blocks(k.data(), pos, hd), vb = cpu::contiguous_blocks(v.data(), pos, hd);
   for (auto _ : st) {
-    cpu::attend_many(qp, n_pos, kQ, k.data(), v.data(), hd, hd, 0.0625f, s.data(), m.data(), op);
+    cpu::attend_many(qp, n_pos, kQ, {kb.data(), vb.data(), 0, hd}, hd, 0.0625f, s.data(), m.data(), op);
     benchmark::DoNotOptimize(o.data());
   }
   st.counters["query_keys/s"] =

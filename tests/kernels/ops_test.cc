@@ -376,7 +376,36 @@ TEST(Ops, WorkspaceBelongsToItsBackend) {
   EXPECT_DEATH(cpu.matmul(wrong, x.data(), 1, w.m, with.data()), "");
 }
 
-// Long enough (251 positions) for several 64-key blocks of the online softmax; on every target.
+// A key/value cache of `cap` positions as a block table; `scatter` lays the blocks out in reverse
+// order with a gap between them, as a paged pool might.
+struct TestKv {
+  TestKv(int64_t cap, int64_t row, bool scatter) : row_(row) {
+    const int64_t n = (cap + kKvBlock - 1) / kKvBlock, block = kKvBlock * row, span = block + (scatter ? 7 : 0);
+    k_.assign(size_t(n * span), 0.0f);
+    v_.assign(k_.size(), 0.0f);
+    for (int64_t b = 0; b < n; ++b) {
+      const int64_t at = (scatter ? n - 1 - b : b) * span;
+      kb_.push_back(k_.data() + at);
+      vb_.push_back(v_.data() + at);
+    }
+    view_ = {kb_.data(), vb_.data(), cap, row};
+  }
+  const KvView& view() const { return view_; }
+  std::vector<float> keys(int64_t n) const {  // positions [0, n) in order
+    std::vector<float> out;
+    for (int64_t p = 0; p < n; ++p) out.insert(out.end(), view_.k_at(p), view_.k_at(p) + row_);
+    return out;
+  }
+
+ private:
+  int64_t row_;
+  std::vector<float> k_, v_;
+  std::vector<float*> kb_, vb_;
+  KvView view_;
+};
+
+// Long enough (260 positions) for several 64-key blocks of the online softmax; on every target.
+// The CPU kernel reads a scattered block table with the bits of a contiguous one.
 void attention_checks() {
   core::ThreadPool pool(3);
   for (auto [nh, nkv, hd, rd] : {std::tuple{4, 2, 256, 64}, std::tuple{6, 3, 64, 32}, std::tuple{2, 1, 32, 2}}) {
@@ -387,16 +416,20 @@ void attention_checks() {
     p.q_norm = qn.data();
     p.k_norm = kn.data();
     const int64_t cap = 260;
-    std::vector<float> kc1(size_t(cap * nkv * hd)), vc1(kc1.size()), kc2(kc1.size()), vc2(kc1.size());
+    TestKv c_ref(cap, nkv * hd, false), c_cpu(cap, nkv * hd, false), c_scattered(cap, nkv * hd, true);
     int64_t pos = 0;
     for (int64_t n : {5, 1, 13, 1, 130, 1, 100}) {
       auto qg = randn(size_t(n * nh * 2 * hd), uint32_t(10 + pos)), k = randn(size_t(n * nkv * hd), uint32_t(20 + pos)),
            v = randn(size_t(n * nkv * hd), uint32_t(30 + pos));
-      std::vector<float> o1(size_t(n * nh * hd)), o2(o1.size());
-      ref.attention({}, p, qg.data(), k.data(), v.data(), n, pos, {kc1.data(), vc1.data(), cap}, o1.data());
-      cpu.attention({&pool}, p, qg.data(), k.data(), v.data(), n, pos, {kc2.data(), vc2.data(), cap}, o2.data());
+      std::vector<float> o1(size_t(n * nh * hd)), o2(o1.size()), o3(o1.size());
+      ref.attention({}, p, qg.data(), k.data(), v.data(), n, pos, c_ref.view(), o1.data());
+      cpu.attention({&pool}, p, qg.data(), k.data(), v.data(), n, pos, c_cpu.view(), o2.data());
+      cpu.attention({&pool}, p, qg.data(), k.data(), v.data(), n, pos, c_scattered.view(), o3.data());
       expect_close(o1.data(), o2.data(), o1.size(), 2e-5f, "attention");
-      expect_close(kc1.data(), kc2.data(), size_t((pos + n) * nkv * hd), 1e-5f, "k cache");
+      EXPECT_EQ(o2, o3) << "scattered blocks, position " << pos;
+      const auto k1 = c_ref.keys(pos + n), k2 = c_cpu.keys(pos + n);
+      expect_close(k1.data(), k2.data(), k1.size(), 1e-5f, "k cache");
+      EXPECT_EQ(k2, c_scattered.keys(pos + n));
       pos += n;
     }
   }
@@ -416,7 +449,8 @@ void attend_many_checks() {
       qp[i] = q.data() + i * hd;
       op[i] = many.data() + i * hd;
     }
-    cpu::attend_many(qp, n_pos, 6, k.data(), v.data(), stride, hd, 0.125f, s.data(), m.data(), op);
+    const auto kb = cpu::contiguous_blocks(k.data(), len, stride), vb = cpu::contiguous_blocks(v.data(), len, stride);
+    cpu::attend_many(qp, n_pos, 6, {kb.data(), vb.data(), 0, stride}, hd, 0.125f, s.data(), m.data(), op);
     for (int i = 0; i < 6; ++i) {
       std::vector<float> one(static_cast<size_t>(hd));
       cpu::attend(qp[i], k.data(), v.data(), stride, n_pos[i], hd, 0.125f, s.data(), one.data());

@@ -11,7 +11,10 @@
 #include <algorithm>
 #include <cmath>
 
+#include <vector>
+
 #include "kernels/cpu/attention.h"
+#include "kernels/ops.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace qwen35::kernels::cpu::HWY_NAMESPACE {
@@ -131,9 +134,10 @@ HWY_INLINE void Scale(float* y, float s, int64_t n) {
 // output rescaled only when the maximum grows), for nq queries that share the keys/values: the
 // outer loop walks the blocks, so each block is read from memory once and reused from cache by
 // every query that reaches it. Query i's operations, and their order, are those of a lone query.
-void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const float* k, const float* v,
-                    int64_t stride, int64_t hd, float scale, float* s_all, float* m_all, float* const* o) {
-  constexpr int64_t kBlock = 64;
+void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const KvHead& kv, int64_t hd,
+                    float scale, float* s_all, float* m_all, float* const* o) {
+  constexpr int64_t kBlock = kKvBlock;  // the softmax's key blocks are the cache's blocks
+  const int64_t stride = kv.stride;
   float* mx = m_all;
   float* sum = m_all + nq;
   int64_t most = 0;
@@ -170,7 +174,7 @@ void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const f
         sg[a] = s_all + act[a] * kBlock;
         jn = std::max(jn, jn_of(act[a]));
       }
-      const float* kb = k + j0 * stride;
+      const float* kb = kv.k_blocks[j0 / kBlock] + kv.offset;
       switch (g) {
         case 1: Scores<1>(qg, kb, stride, hd, scale, jn, sg); break;
         case 2: Scores<2>(qg, kb, stride, hd, scale, jn, sg); break;
@@ -218,7 +222,7 @@ void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const f
         sg[a] = s_all + act[a] * kBlock;
         jmin = std::min(jmin, jn_of(act[a]));
       }
-      const float* vb = v + j0 * stride;
+      const float* vb = kv.v_blocks[j0 / kBlock] + kv.offset;
       switch (g) {
         case 1: AxpyRows(og[0], vb, stride, sg[0], jmin, hd); break;
         case 2: AxpyRowsQ<2>(og, vb, stride, sg, jmin, hd); break;
@@ -241,15 +245,22 @@ HWY_AFTER_NAMESPACE();
 namespace qwen35::kernels::cpu {
 HWY_EXPORT(AttendManyImpl);
 
-void attend(const float* q, const float* k, const float* v, int64_t stride, int64_t n_pos, int64_t hd,
-            float scale, float* s, float* o) {
-  float m[2];
-  HWY_DYNAMIC_DISPATCH(AttendManyImpl)(&q, &n_pos, 1, k, v, stride, hd, scale, s, m, &o);
+std::vector<const float*> contiguous_blocks(const float* base, int64_t n_pos, int64_t stride) {
+  std::vector<const float*> blocks;
+  for (int64_t j0 = 0; j0 < n_pos; j0 += kKvBlock) blocks.push_back(base + j0 * stride);
+  return blocks;
 }
 
-void attend_many(const float* const* q, const int64_t* n_pos, int nq, const float* k, const float* v,
-                 int64_t stride, int64_t hd, float scale, float* s, float* m, float* const* o) {
-  HWY_DYNAMIC_DISPATCH(AttendManyImpl)(q, n_pos, nq, k, v, stride, hd, scale, s, m, o);
+void attend(const float* q, const float* k, const float* v, int64_t stride, int64_t n_pos, int64_t hd,
+            float scale, float* s, float* o) {
+  const std::vector<const float*> kb = contiguous_blocks(k, n_pos, stride), vb = contiguous_blocks(v, n_pos, stride);
+  float m[2];
+  HWY_DYNAMIC_DISPATCH(AttendManyImpl)(&q, &n_pos, 1, KvHead{kb.data(), vb.data(), 0, stride}, hd, scale, s, m, &o);
+}
+
+void attend_many(const float* const* q, const int64_t* n_pos, int nq, const KvHead& kv, int64_t hd,
+                 float scale, float* s, float* m, float* const* o) {
+  HWY_DYNAMIC_DISPATCH(AttendManyImpl)(q, n_pos, nq, kv, hd, scale, s, m, o);
 }
 }  // namespace qwen35::kernels::cpu
 #endif

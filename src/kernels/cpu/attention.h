@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace qwen35::kernels::cpu {
 
@@ -11,11 +12,23 @@ namespace qwen35::kernels::cpu {
 // blocks of 64 keys (one pass over the cache). s: 64 floats of scratch.
 void attend(const float* q, const float* k, const float* v, int64_t stride, int64_t n_pos, int64_t hd,
             float scale, float* s, float* o);
-// The same for nq query rows against one cache (the query heads that share a key/value head, at
-// one or more positions): query i sees positions 0..n_pos[i]-1, and each 64-key block is read once
-// for all of them. Each query's arithmetic is attend's: o[i] gets the same bits as alone.
-// s: 64·nq floats of scratch, m: 2·nq floats.
-void attend_many(const float* const* q, const int64_t* n_pos, int nq, const float* k, const float* v,
-                 int64_t stride, int64_t hd, float scale, float* s, float* m, float* const* o);
+// One key/value head of a block table (kernels/ops.h, KvView): key j of the head is at
+// k_blocks[j / kKvBlock] + offset + (j % kKvBlock)·stride, its value likewise.
+struct KvHead {
+  const float* const* k_blocks;
+  const float* const* v_blocks;
+  int64_t offset;  // the head's first float within a position's row
+  int64_t stride;  // floats per position
+};
+
+// The block table of a contiguous cache of n_pos positions (position j at base + j·stride).
+std::vector<const float*> contiguous_blocks(const float* base, int64_t n_pos, int64_t stride);
+
+// The same for nq query rows against one cache head (the query heads that share a key/value
+// head, at one or more positions): query i sees positions 0..n_pos[i]-1, and each 64-key block is
+// read once for all of them. Each query's arithmetic is attend's: o[i] gets the same bits as
+// alone, wherever the blocks lie. s: 64·nq floats of scratch, m: 2·nq floats.
+void attend_many(const float* const* q, const int64_t* n_pos, int nq, const KvHead& kv, int64_t hd,
+                 float scale, float* s, float* m, float* const* o);
 
 }  // namespace qwen35::kernels::cpu

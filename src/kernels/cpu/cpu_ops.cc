@@ -140,14 +140,14 @@ class CpuOps final : public Ops {
   void attention(const Context& ctx, const AttentionParams& p, const float* qg, const float* k,
                  const float* v, int64_t n, int64_t pos0, KvView cache, float* out) const override {
     const int64_t hd = p.head_dim, nkv = p.n_kv_heads, nh = p.n_heads, rep = nh / nkv;
-    QWEN35_CHECK(pos0 + n <= cache.capacity);
+    QWEN35_CHECK(pos0 + n <= cache.capacity && cache.row == nkv * hd);
     run(ctx, size_t(n * nkv), [&](size_t b, size_t e, int) {
       for (size_t it = b; it < e; ++it) {
         const int64_t t = int64_t(it) / nkv, h = int64_t(it) % nkv;
-        float* kc = cache.k + ((pos0 + t) * nkv + h) * hd;
+        float* kc = cache.k_at(pos0 + t) + h * hd;
         rms_norm_row(k + (t * nkv + h) * hd, hd, p.k_norm, p.eps, kc);
         apply_rope(kc, p.rotary_dim, p.rope_theta, pos0 + t);
-        std::memcpy(cache.v + ((pos0 + t) * nkv + h) * hd, v + (t * nkv + h) * hd, size_t(hd) * 4);
+        std::memcpy(cache.v_at(pos0 + t) + h * hd, v + (t * nkv + h) * hd, size_t(hd) * 4);
       }
     });
     std::unique_ptr<cpu::CpuWorkspace> temp;
@@ -181,8 +181,7 @@ class CpuOps final : public Ops {
             op[nq] = out + (t * nh + h) * hd;
             np[nq] = pos0 + t + 1;
           }
-        cpu::attend_many(qp, np, nq, cache.k + kh * hd, cache.v + kh * hd, nkv * hd, hd, scale, s, m,
-                         op);
+        cpu::attend_many(qp, np, nq, {cache.k_blocks, cache.v_blocks, kh * hd, nkv * hd}, hd, scale, s, m, op);
         nq = 0;
         for (int64_t t = t0; t < t1; ++t)
           for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {

@@ -87,14 +87,14 @@ class RefOps final : public Ops {
   void attention(const Context&, const AttentionParams& p, const float* qg, const float* k,
                  const float* v, int64_t n, int64_t pos0, KvView cache, float* out) const override {
     const int64_t hd = p.head_dim, nkv = p.n_kv_heads, nh = p.n_heads, rep = nh / nkv;
-    QWEN35_CHECK(pos0 + n <= cache.capacity);
+    QWEN35_CHECK(pos0 + n <= cache.capacity && cache.row == nkv * hd);
     std::vector<float> tmp(static_cast<size_t>(hd));
     for (int64_t t = 0; t < n; ++t)
       for (int64_t h = 0; h < nkv; ++h) {
-        float* kc = cache.k + ((pos0 + t) * nkv + h) * hd;
+        float* kc = cache.k_at(pos0 + t) + h * hd;
         rms_norm_row(k + (t * nkv + h) * hd, hd, p.k_norm, p.eps, kc);
         apply_rope(kc, p.rotary_dim, p.rope_theta, pos0 + t);
-        std::copy_n(v + (t * nkv + h) * hd, hd, cache.v + ((pos0 + t) * nkv + h) * hd);
+        std::copy_n(v + (t * nkv + h) * hd, hd, cache.v_at(pos0 + t) + h * hd);
       }
     const double scale = 1.0 / std::sqrt(double(hd));
     for (int64_t t = 0; t < n; ++t) {
@@ -108,7 +108,7 @@ class RefOps final : public Ops {
         std::vector<double> s(static_cast<size_t>(pos + 1));
         double mx = -INFINITY;
         for (int64_t j = 0; j <= pos; ++j) {
-          const float* kj = cache.k + (j * nkv + kh) * hd;
+          const float* kj = cache.k_at(j) + kh * hd;
           double d = 0;
           for (int64_t i = 0; i < hd; ++i) d += double(tmp[i]) * kj[i];
           s[j] = d * scale;
@@ -119,7 +119,7 @@ class RefOps final : public Ops {
         float* o = out + (t * nh + h) * hd;
         for (int64_t i = 0; i < hd; ++i) {
           double acc = 0;
-          for (int64_t j = 0; j <= pos; ++j) acc += s[j] * cache.v[(j * nkv + kh) * hd + i];
+          for (int64_t j = 0; j <= pos; ++j) acc += s[j] * cache.v_at(j)[kh * hd + i];
           o[i] = float(acc / sum) * sigmoid(gate[i]);
         }
       }
