@@ -2,6 +2,7 @@
 
 #include <fstream>
 #include <sstream>
+#include <vector>
 
 #include "template/jinja_builtins.h"
 #include "template/jinja_interp.h"
@@ -57,6 +58,20 @@ nlohmann::ordered_json special_token_vars(const nlohmann::ordered_json& config) 
   return vars;
 }
 
+// Values in `j` (containers and scalars), counted without recursion: the input may nest deeply.
+uint64_t count_values(const nlohmann::ordered_json& j) {
+  uint64_t n = 0;
+  std::vector<const nlohmann::ordered_json*> todo = {&j};
+  while (!todo.empty()) {
+    const nlohmann::ordered_json* v = todo.back();
+    todo.pop_back();
+    ++n;
+    if (v->is_structured())
+      for (const auto& x : *v) todo.push_back(&x);
+  }
+  return n;
+}
+
 }  // namespace
 
 core::Result<ChatTemplate> ChatTemplate::parse(std::string source) {
@@ -77,7 +92,9 @@ core::Result<ChatTemplate> ChatTemplate::parse(std::string source) {
 core::Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
                                                const nlohmann::ordered_json& tools,
                                                bool add_generation_prompt,
-                                               const nlohmann::ordered_json& extra_kwargs) const {
+                                               const nlohmann::ordered_json& extra_kwargs,
+                                               bool* over_limit) const {
+  if (over_limit) *over_limit = false;
   if (!program_) return core::error("[chat_template] render of an empty template");
   if (!extra_kwargs.is_null() && !extra_kwargs.is_object())
     return core::error("[chat_template] template kwargs must be a JSON object");
@@ -94,9 +111,13 @@ core::Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& mes
     root->vars["add_generation_prompt"] = jinja::Value::boolean(add_generation_prompt);
     if (extra_kwargs.is_object())
       for (const auto& [k, v] : extra_kwargs.items()) root->vars[k] = jinja::from_json(v);
-    jinja::Interpreter interp{limits_};
+    jinja::Limits limits = limits_;  // the step bound grows with the input (jinja::Limits)
+    limits.max_steps += limits.steps_per_input_value *
+                        (count_values(messages) + count_values(tools) + count_values(extra_kwargs));
+    jinja::Interpreter interp{limits};
     return interp.render(program_->body, root);
   } catch (const jinja::TemplateError& e) {
+    if (over_limit) *over_limit = e.over_limit();
     return template_error(e);
   } catch (const std::exception& e) {
     return core::error(std::string("[chat_template] internal error: ") + e.what());

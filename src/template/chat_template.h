@@ -25,9 +25,12 @@ class ChatTemplate {
   // messages: the conversation (normally a list of {role, content, ...}); tools: null or a list
   // of tool schemas; extra_kwargs: an object of further template variables (enable_thinking,
   // add_vision_id, ...) or null. A variable that is absent is undefined to the template.
+  // On failure *over_limit (when given) tells whether a work bound (set_limits) stopped the
+  // render, as opposed to the template rejecting its input or an unsupported construct.
   core::Result<std::string> render(const nlohmann::ordered_json& messages,
                                    const nlohmann::ordered_json& tools, bool add_generation_prompt,
-                                   const nlohmann::ordered_json& extra_kwargs) const;
+                                   const nlohmann::ordered_json& extra_kwargs,
+                                   bool* over_limit = nullptr) const;
 
   // Variables every render sees unless extra_kwargs overrides them (transformers passes the
   // tokenizer's named special tokens: eos_token, pad_token, ...). Must be an object.

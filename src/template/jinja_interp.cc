@@ -70,21 +70,22 @@ std::string Interpreter::render(const Body& body, const FramePtr& root) {
 
 void Interpreter::check_string(size_t bytes) const {
   if (bytes > limits_.max_output_bytes)
-    throw TemplateError("string of " + std::to_string(bytes) + " bytes exceeds the limit of " +
-                        std::to_string(limits_.max_output_bytes));
+    throw TemplateError::limit("string of " + std::to_string(bytes) +
+                               " bytes exceeds the limit of " +
+                               std::to_string(limits_.max_output_bytes));
 }
 
 void Interpreter::check_list(size_t items) const {
   if (items > limits_.max_list_items)
-    throw TemplateError("list of " + std::to_string(items) + " items exceeds the limit of " +
-                        std::to_string(limits_.max_list_items));
+    throw TemplateError::limit("list of " + std::to_string(items) + " items exceeds the limit of " +
+                               std::to_string(limits_.max_list_items));
 }
 
 void Interpreter::charge(size_t bytes) {
   charged_ += bytes;
   if (charged_ > limits_.max_total_bytes)
-    throw TemplateError("template built more than " + std::to_string(limits_.max_total_bytes) +
-                        " bytes of values");
+    throw TemplateError::limit("template built more than " +
+                               std::to_string(limits_.max_total_bytes) + " bytes of values");
 }
 
 // Bounds the C++ recursion of the evaluator (nested statements, expressions and macro calls).
@@ -93,7 +94,7 @@ class DepthGuard {
   explicit DepthGuard(Interpreter* in) : in_(in) {
     if (++in_->eval_depth_ > in_->limits_.max_eval_depth) {
       --in_->eval_depth_;
-      throw TemplateError("template evaluation nested too deeply");
+      throw TemplateError::limit("template evaluation nested too deeply");
     }
   }
   ~DepthGuard() { --in_->eval_depth_; }
@@ -106,8 +107,8 @@ class DepthGuard {
 
 void Interpreter::step() {
   if (++steps_ > limits_.max_steps)
-    throw TemplateError("template exceeded " + std::to_string(limits_.max_steps) +
-                        " steps (endless loop?)");
+    throw TemplateError::limit("template exceeded " + std::to_string(limits_.max_steps) +
+                               " steps (endless loop?)");
 }
 
 void Interpreter::emit(std::string_view s) {
@@ -254,8 +255,8 @@ Value Interpreter::call_macro(const Stmt& def, const FramePtr& closure, CallArgs
     throw TemplateError("TypeError: macro '" + name + "' takes not more than " +
                         std::to_string(def.params.size()) + " argument(s)");
   if (call_depth_ >= limits_.max_call_depth)
-    throw TemplateError("maximum macro call depth (" + std::to_string(limits_.max_call_depth) +
-                        ") exceeded");
+    throw TemplateError::limit("maximum macro call depth (" +
+                               std::to_string(limits_.max_call_depth) + ") exceeded");
   auto f = std::make_shared<Frame>(Frame{{}, closure});
   for (auto& [key, value] : args.kw) {
     const bool known =

@@ -17,7 +17,12 @@ namespace qwen35::tmpl::jinja {
 // a TemplateError instead of hanging or exhausting memory.
 struct Limits {
   size_t max_output_bytes = size_t{64} << 20;  // also bounds every string value
-  uint64_t max_steps = 5'000'000;              // statements executed + loop iterations
+  // Statements executed + loop iterations. A render of ChatTemplate may take max_steps plus
+  // steps_per_input_value for each JSON value of its input (messages, tools, kwargs): the real
+  // Qwen templates take ~3 steps per value (~25 per message), so a conversation of any size
+  // renders, while a template that loops on a small input stops after ~0.2 s, not seconds.
+  uint64_t max_steps = 200'000;
+  uint64_t steps_per_input_value = 16;
   int max_call_depth = 64;                     // nested macro calls
   size_t max_list_items = 1'000'000;
   size_t max_total_bytes = size_t{1} << 30;  // all strings and lists built during one render

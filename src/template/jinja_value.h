@@ -28,10 +28,19 @@ class TemplateError : public std::exception {
   void set_line_if_unset(int line) {
     if (line_ == 0) line_ = line;
   }
+  // A work bound of jinja::Limits was hit (steps, sizes, depth): the template ran away, which
+  // callers may report differently from a template that rejected its input.
+  bool over_limit() const { return over_limit_; }
+  static TemplateError limit(std::string message) {
+    TemplateError e(std::move(message));
+    e.over_limit_ = true;
+    return e;
+  }
 
  private:
   std::string message_;
   int line_;
+  bool over_limit_ = false;
 };
 
 class Value;

@@ -64,5 +64,37 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, CasesTest, ::testing::ValuesIn(load_cases()),
 
 TEST(CasesFile, HasAll57Cases) { EXPECT_EQ(load_cases().size(), 57u); }
 
+// The step bound (jinja::Limits) is tight for a template that loops, but grows with the input:
+// the real templates render a conversation of 22,000 messages with tool calls and tools (far
+// more than fits any context) with the default limits, and a raise_exception is not a limit.
+TEST(CasesFile, LongConversationsWithToolsRenderUnderTheDefaultLimits) {
+  for (const char* name : {"qwen35", "qwen3"}) {
+    Json best;
+    for (const Json& c : load_cases())
+      if (c["template"] == name && c["tools"].is_array() && c["expected"].is_string() &&
+          (best.is_null() || c["messages"].size() > best["messages"].size()))
+        best = c;
+    ASSERT_FALSE(best.is_null()) << name;
+    Json messages = Json::array();
+    while (messages.size() < 22000)
+      for (const auto& m : best["messages"])
+        if (messages.empty() || m["role"] != "system") messages.push_back(m);  // system first only
+    bool over = true;
+    auto r = template_named(name).render(messages, best["tools"], true, best["kwargs"], &over);
+    ASSERT_TRUE(r.ok()) << name << ": " << r.message();
+    EXPECT_FALSE(over);
+    EXPECT_GT(r->size(), 22000u * 20);
+  }
+  for (const Json& c : load_cases()) {
+    if (c["expected"].is_string()) continue;
+    bool over = true;
+    auto r = template_named(c["template"].get<std::string>())
+                 .render(c["messages"], c["tools"], c["add_generation_prompt"].get<bool>(),
+                         c["kwargs"], &over);
+    EXPECT_FALSE(r.ok());
+    EXPECT_FALSE(over) << c["name"] << ": a template's own error is not a work limit";
+  }
+}
+
 }  // namespace
 }  // namespace qwen35::tmpl

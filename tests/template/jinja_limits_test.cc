@@ -2,6 +2,7 @@
 // never a crash, never a hang.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
 
 #include "test_util.h"
@@ -57,6 +58,31 @@ TEST(JinjaLimits, EndlessLoopStops) {
       "{}", &limits);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.message().find("steps"), std::string::npos) << r.message();
+}
+
+// With the default limits an endless loop stops well under a second (it took 4.5 s with the
+// old bound of 5M steps), reports that a work limit stopped it, and names the steps.
+TEST(JinjaLimits, EndlessLoopStopsFastWithTheDefaults) {
+  auto t = ChatTemplate::parse(
+      "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}");
+  ASSERT_TRUE(t.ok()) << t.message();
+  const auto messages = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "hi"}])");
+  bool over = false;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = t->render(messages, nullptr, true, nullptr, &over);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_FALSE(r.ok());
+  EXPECT_TRUE(over);
+  EXPECT_NE(r.message().find("steps"), std::string::npos) << r.message();
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+  EXPECT_LT(s, 1.0);
+#endif
+  (void)s;
+  over = true;
+  auto bad = ChatTemplate::parse("{{ raise_exception('no') }}");
+  ASSERT_TRUE(bad.ok());
+  EXPECT_FALSE(bad->render(messages, nullptr, true, nullptr, &over).ok());
+  EXPECT_FALSE(over);
 }
 
 TEST(JinjaLimits, DeepRecursionStops) {
