@@ -97,56 +97,82 @@ Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), 
 
 Engine::~Engine() { shutdown(false); }
 
-std::shared_ptr<RequestStream> Engine::submit(GenerationRequest req, SubmitError* err,
-                                              std::string* message) {
-  *err = SubmitError::kNone;
+bool Engine::validate(const GenerationRequest& req, std::string* message) const {
   const int64_t n = int64_t(req.prompt.size());
   if (n == 0) {
-    *err = SubmitError::kInvalid;
     *message = "the prompt is empty";
-    return nullptr;
+    return false;
   }
   if (n >= opts_.ctx) {
-    *err = SubmitError::kInvalid;
     *message = "the prompt has " + std::to_string(n) + " tokens, more than the context of " +
                std::to_string(opts_.ctx) + " tokens allows (at most " +
                std::to_string(opts_.ctx - 1) + ")";
-    return nullptr;
+    return false;
   }
   const int64_t vocab = model_.config().vocab;
   for (int32_t t : req.prompt) {
     if (t < 0 || t >= vocab) {
-      *err = SubmitError::kInvalid;
       *message =
           "token id " + std::to_string(t) + " is out of range [0, " + std::to_string(vocab) + ")";
-      return nullptr;
+      return false;
     }
   }
   if (auto s = req.sampling.validate(); !s.ok()) {
-    *err = SubmitError::kInvalid;
     *message = s.message();
-    return nullptr;
+    return false;
   }
-  auto stream = std::make_shared<RequestStream>(n);
+  return true;
+}
+
+std::shared_ptr<RequestStream> Engine::submit(GenerationRequest req, SubmitError* err,
+                                              std::string* message) {
+  std::vector<GenerationRequest> one;
+  one.push_back(std::move(req));
+  auto streams = submit_group(std::move(one), err, message);
+  return streams.empty() ? nullptr : std::move(streams[0]);
+}
+
+std::vector<std::shared_ptr<RequestStream>> Engine::submit_group(
+    std::vector<GenerationRequest> reqs, SubmitError* err, std::string* message) {
+  *err = SubmitError::kNone;
+  const int64_t k = int64_t(reqs.size());
+  if (k > capacity()) {  // even an idle engine refuses it: retrying cannot help
+    *err = SubmitError::kInvalid;
+    *message = "the request needs " + std::to_string(k) + " sequences at once, more than the " +
+               std::to_string(capacity()) + " this server can hold (" +
+               std::to_string(opts_.parallel) + " running + " + std::to_string(opts_.max_queue) +
+               " waiting)";
+    return {};
+  }
+  for (const auto& r : reqs) {
+    if (!validate(r, message)) {
+      *err = SubmitError::kInvalid;
+      return {};
+    }
+  }
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (const auto& r : reqs) streams.push_back(std::make_shared<RequestStream>(r.prompt.size()));
   {
     std::lock_guard lk(mu_);
     if (!accepting_) {
       *err = SubmitError::kShuttingDown;
       *message = "the server is shutting down";
-      return nullptr;
+      return {};
     }
+    // Free slots count as queue places: the engine thread admits from the queue into them.
     const int64_t free_slots = stats_.slots - stats_.slots_busy;
-    if (int64_t(queue_.size()) >= opts_.max_queue + free_slots) {
+    if (int64_t(queue_.size()) + k > opts_.max_queue + free_slots) {
       *err = SubmitError::kQueueFull;
       *message = "the request queue is full (" + std::to_string(opts_.max_queue) +
                  " waiting); retry later";
-      return nullptr;
+      return {};
     }
-    queue_.push_back(Pending{std::move(req), stream});
+    for (size_t i = 0; i < reqs.size(); ++i)
+      queue_.push_back(Pending{std::move(reqs[i]), streams[i]});
     stats_.queued = int64_t(queue_.size());
   }
   cv_.notify_one();
-  return stream;
+  return streams;
 }
 
 EngineStats Engine::stats() const {
@@ -173,6 +199,16 @@ void Engine::finish(Active& a, const std::string& reason, const std::string& err
   ev.finish_reason = reason;
   ev.error = error;
   a.stream->push(std::move(ev));
+}
+
+// finish() for the requests a step ends: the event waits in done_ until the step has updated
+// the gauges.
+void Engine::finish_after_step(Active& a, const std::string& reason, const std::string& error) {
+  StreamEvent ev;
+  ev.kind = StreamEvent::kDone;
+  ev.finish_reason = reason;
+  ev.error = error;
+  done_.emplace_back(a.stream, std::move(ev));
 }
 
 // Moves queued requests into free slots, drops cancelled ones. Returns whether any work is left.
@@ -209,6 +245,13 @@ bool Engine::admit_locked() {
       start(i, std::move(a));
     }
   }
+  refresh_gauges_locked();
+  return stats_.running > 0 || !queue_.empty();
+}
+
+// The gauges (slots, KV positions, queue) from the current slots; called after every change so
+// that they fall back to idle when the last request ends (issue 14).
+void Engine::refresh_gauges_locked() {
   int64_t busy = 0, used = 0;
   for (auto& s : slots_) {
     if (!s) continue;
@@ -219,7 +262,6 @@ bool Engine::admit_locked() {
   stats_.running = busy;
   stats_.kv_tokens_used = used;
   stats_.queued = int64_t(queue_.size());
-  return busy > 0 || !queue_.empty();
 }
 
 // Puts request `a` into free slot i: resumes from the slot's kept state when the request asks
@@ -321,7 +363,7 @@ void Engine::schedule() {
 bool Engine::advance(size_t r, const core::Status& st, StepCounts* c) {
   Active& a = *slots_[size_t(row_slot_[r])];
   if (!st.ok()) {
-    finish(a, "error", st.message());
+    finish_after_step(a, "error", st.message());
     return true;
   }
   const int64_t n = int64_t(a.req.prompt.size());
@@ -348,14 +390,14 @@ bool Engine::advance(size_t r, const core::Status& st, StepCounts* c) {
     if (a.prefilled < n) return false;
     a.stream->set_prompt_read(RequestTiming::Clock::now());
     if (a.req.max_tokens == 0) {
-      finish(a, "length");
+      finish_after_step(a, "length");
       return true;
     }
   }
   SampleResult s = a.sampler->sample(last);
   const auto& eos = a.req.eos_ids;
   if (std::find(eos.begin(), eos.end(), s.token) != eos.end()) {
-    finish(a, "stop");
+    finish_after_step(a, "stop");
     return true;
   }
   a.next_token = s.token;
@@ -366,7 +408,7 @@ bool Engine::advance(size_t r, const core::Status& st, StepCounts* c) {
   a.stream->push(std::move(ev));
   if ((a.req.max_tokens >= 0 && a.generated >= a.req.max_tokens) ||
       a.state->pos() + 1 > a.state->capacity()) {
-    finish(a, "length");
+    finish_after_step(a, "length");
     return true;
   }
   return false;
@@ -383,14 +425,16 @@ void Engine::step() {
       ++c.done;
     }
   }
-  std::lock_guard lk(mu_);
-  ++stats_.steps;
-  stats_.prompt_tokens += c.prompt;
-  stats_.generated_tokens += c.generated;
-  stats_.finished += c.done;
-  int64_t busy = 0;
-  for (auto& sl : slots_) busy += sl ? 1 : 0;
-  stats_.running = stats_.slots_busy = busy;
+  {
+    std::lock_guard lk(mu_);
+    ++stats_.steps;
+    stats_.prompt_tokens += c.prompt;
+    stats_.generated_tokens += c.generated;
+    stats_.finished += c.done;
+    refresh_gauges_locked();
+  }
+  for (auto& [stream, ev] : done_) stream->push(std::move(ev));
+  done_.clear();
 }
 
 }  // namespace qwen35::runtime

@@ -128,6 +128,14 @@ class Engine {
   // Queues a request. On failure returns null and sets *err (and *message).
   std::shared_ptr<RequestStream> submit(GenerationRequest req, SubmitError* err,
                                         std::string* message);
+  // Queues a group (the choices of one API request) all or nothing: every request is validated
+  // first, and the group is refused whole when it does not fit. kInvalid when it can never fit
+  // (more requests than slots + queue places, a prompt over the context), kQueueFull when it
+  // does not fit now. Returns one stream per request, or none on failure.
+  std::vector<std::shared_ptr<RequestStream>> submit_group(std::vector<GenerationRequest> reqs,
+                                                           SubmitError* err, std::string* message);
+  // The most requests the engine holds at once: running (--parallel) + waiting (--max-queue).
+  int64_t capacity() const { return int64_t(opts_.parallel) + opts_.max_queue; }
 
   EngineStats stats() const;
   const EngineOptions& options() const { return opts_; }
@@ -142,11 +150,14 @@ class Engine {
     int64_t prompt = 0, generated = 0, done = 0;
   };
   void loop();
+  bool validate(const GenerationRequest& req, std::string* message) const;
   bool admit_locked();
+  void refresh_gauges_locked();
   void schedule();
   bool advance(size_t r, const core::Status& st, StepCounts* c);
   void step();
   void finish(Active& a, const std::string& reason, const std::string& error = "");
+  void finish_after_step(Active& a, const std::string& reason, const std::string& error = "");
   void start(size_t i, std::unique_ptr<Active> a);
   void release(size_t i, bool keep);
 
@@ -173,6 +184,9 @@ class Engine {
   std::vector<size_t> row_logits_;  // first logits row of each batch row
   std::vector<float> logits_;
   std::vector<int32_t> order_;  // scratch of prompt-logprob ranking
+  // kDone events of a step, pushed after the gauges are updated: a client that has its answer
+  // and then reads stats() sees its slot and KV released.
+  std::vector<std::pair<std::shared_ptr<RequestStream>, StreamEvent>> done_;
   std::thread thread_;
 };
 

@@ -149,6 +149,54 @@ TEST_F(EngineTest, Admission) {
   EXPECT_TRUE(fb == "cancelled" || fb == "length") << fb;
 }
 
+// A group (the choices of one API request) is queued all or nothing: one larger than slots +
+// queue places can never run (kInvalid, with the numbers), one that does not fit now is
+// kQueueFull and leaves nothing queued, and a bad prompt anywhere in it refuses it whole.
+TEST_F(EngineTest, GroupAdmission) {
+  Engine engine(*model_, EngineOptions{2, 4096, 3, 64});  // runs long: admission is not racy
+  EXPECT_EQ(engine.capacity(), 5);
+  SubmitError err;
+  std::string msg;
+  GenerationRequest g = make(0, false);
+  g.max_tokens = -1;
+  EXPECT_TRUE(engine.submit_group(std::vector<GenerationRequest>(6, g), &err, &msg).empty());
+  EXPECT_EQ(err, SubmitError::kInvalid);
+  for (const char* want : {"6", "5", "2 running", "3 waiting"})
+    EXPECT_NE(msg.find(want), std::string::npos) << msg;
+  std::vector<GenerationRequest> mixed(2, g);
+  mixed.push_back(g);
+  mixed.back().prompt.assign(5000, 7);  // over the context
+  EXPECT_TRUE(engine.submit_group(mixed, &err, &msg).empty());
+  EXPECT_EQ(err, SubmitError::kInvalid);
+  EXPECT_EQ(engine.stats().queued + engine.stats().running, 0);
+  auto held = engine.submit_group(std::vector<GenerationRequest>(4, g), &err, &msg);
+  ASSERT_EQ(held.size(), 4u) << msg;
+  EXPECT_TRUE(engine.submit_group(std::vector<GenerationRequest>(2, g), &err, &msg).empty());
+  EXPECT_EQ(err, SubmitError::kQueueFull);
+  auto last = engine.submit_group(std::vector<GenerationRequest>(1, g), &err, &msg);
+  EXPECT_EQ(last.size(), 1u) << msg;
+  engine.shutdown(false);
+}
+
+// The gauges go back to idle when the last request ends, and already when its stream closes:
+// kv_tokens_used used to keep the value of the last step's start.
+TEST_F(EngineTest, GaugesReturnToIdle) {
+  Engine engine(*model_, EngineOptions{2, 256, 4, 64});
+  SubmitError err;
+  std::string msg;
+  auto a = engine.submit(make(1, false), &err, &msg);
+  auto b = engine.submit(make(2, true), &err, &msg);
+  ASSERT_TRUE(a && b) << msg;
+  EXPECT_EQ(drain(*a).finish, "length");
+  EXPECT_EQ(drain(*b).finish, "length");
+  const EngineStats st = engine.stats();
+  EXPECT_EQ(st.kv_tokens_used, 0);
+  EXPECT_EQ(st.running, 0);
+  EXPECT_EQ(st.slots_busy, 0);
+  EXPECT_EQ(st.queued, 0);
+  EXPECT_EQ(st.finished, 2);
+}
+
 // The plain loop keep_state must reproduce, on the model directly: feed `feed` in one forward call,
 // then sample n tokens, feeding each but the last one row at a time.
 std::vector<SampleResult> plain_loop(model::Model& m, model::SequenceState* st,
