@@ -1,0 +1,30 @@
+#include "server/auth.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+
+namespace qwen35::server {
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  const size_t n = std::max(a.size(), b.size());
+  // Both sizes go into the accumulated difference rather than an early return; every index up
+  // to the longer length is visited (a byte past the end of the shorter reads as 0).
+  uint64_t diff = uint64_t(a.size() ^ b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= uint64_t(x ^ y);
+  }
+  // Keeps the compiler from turning the loop back into an early exit.
+  volatile uint64_t sink = diff;
+  return sink == 0;
+}
+
+bool bearer_matches(std::string_view header, std::string_view key) {
+  std::string want = "Bearer ";
+  want.append(key);
+  return constant_time_equal(header, want);
+}
+
+}  // namespace qwen35::server

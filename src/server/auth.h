@@ -1,0 +1,16 @@
+// Bearer-key authentication, compared in constant time so that the response time does not tell
+// an attacker how many leading bytes of a guess were right.
+#pragma once
+
+#include <string_view>
+
+namespace qwen35::server {
+
+// Equal contents and lengths. The time depends only on the two lengths, never on where the
+// bytes first differ; a length mismatch still reads every byte of the longer string.
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+// `header` (the Authorization header's value) is exactly "Bearer " + key.
+bool bearer_matches(std::string_view header, std::string_view key);
+
+}  // namespace qwen35::server
