@@ -53,6 +53,9 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--api-key", so.api_key, "require 'Authorization: Bearer KEY'");
   app.add_option("--max-body", so.max_body_bytes,
                  "largest request body in bytes (more get HTTP 413)");
+  int max_json_depth = server::kDefaultMaxJsonDepth;
+  app.add_option("--max-json-depth", max_json_depth,
+                 "deepest JSON nesting a request may use (deeper get HTTP 400)");
   app.add_option("--http-threads", so.http_threads, "HTTP worker threads (0: slots + queue + 16)");
   app.add_option("--served-model-name", name, "model name in the API (default: the folder name)");
   app.add_option("-t,--threads", lo.threads, "compute threads (0 = all cores)");
@@ -66,6 +69,7 @@ int cmd_serve(int argc, char** argv) {
   if (eo.parallel < 1) return fail("serve", "--parallel must be at least 1");
   if (eo.ctx < 2) return fail("serve", "--ctx must be at least 2");
   if (eo.max_queue < 0) return fail("serve", "--max-queue must be >= 0");
+  if (max_json_depth < 1) return fail("serve", "--max-json-depth must be at least 1");
 
   // Signals go to one waiting thread; every other thread (httplib, engine, pool) blocks them.
   sigset_t sigs;
@@ -122,6 +126,7 @@ int cmd_serve(int argc, char** argv) {
   mi.name = name.empty() ? model_name(lo.model_dir) : name;
   mi.path = lo.model_dir;
   mi.ctx = eo.ctx;
+  mi.max_json_depth = max_json_depth;
 
   {
     // Slot memory is allocated up front: check it against the budget before allocating it all.

@@ -70,9 +70,13 @@ struct Job {
   }
 };
 
+// Queues every choice at once (Engine::submit_group: all or nothing). A request that can never
+// be served (more choices than the engine holds, a prompt over the context) is a 400 that says
+// why; only a queue that is full now is a retryable 429 (with Retry-After).
 std::optional<ApiError> submit_all(Job& job) {
   auto& engine = *job.ctx->engine;
   const int n_prompts = int(job.req.batch.size());
+  std::vector<runtime::GenerationRequest> group;
   for (int k = 0; k < n_prompts * job.req.n; ++k) {
     const int pi = k / job.req.n, i = k % job.req.n;  // prompt, choice of that prompt
     runtime::GenerationRequest g;
@@ -82,26 +86,34 @@ std::optional<ApiError> submit_all(Job& job) {
     g.max_tokens = job.req.max_tokens;
     g.eos_ids = job.req.eos_ids;
     g.prompt_logprobs = job.req.stream ? -1 : job.req.prompt_logprobs;
-    runtime::SubmitError err;
-    std::string msg;
-    auto stream = engine.submit(std::move(g), &err, &msg);
-    if (!stream) {
-      job.choices.clear();  // cancels the choices already queued
-      ApiError e;
-      e.message = msg;
-      if (err == runtime::SubmitError::kQueueFull) {
-        e.status = 429;
-        e.type = "rate_limit_error";
-      } else if (err == runtime::SubmitError::kShuttingDown) {
-        e.status = 503;
-        e.type = "service_unavailable";
-      } else {
-        e.param = job.req.chat ? "messages" : "prompt";
-      }
-      return e;
+    group.push_back(std::move(g));
+  }
+  const int64_t wanted = int64_t(group.size());
+  runtime::SubmitError err;
+  std::string msg;
+  auto streams = engine.submit_group(std::move(group), &err, &msg);
+  if (streams.empty()) {
+    ApiError e;
+    e.message = msg;
+    if (err == runtime::SubmitError::kQueueFull) {
+      e.status = 429;
+      e.type = "rate_limit_error";
+      e.retry_after_s = 1;  // a slot frees within a few decode steps of the running requests
+    } else if (err == runtime::SubmitError::kShuttingDown) {
+      e.status = 503;
+      e.type = "service_unavailable";
+    } else if (wanted > engine.capacity()) {
+      e.param = "n";
+      e.message += n_prompts > 1 ? "; lower 'n' or send fewer prompts" : "; lower 'n'";
+    } else {
+      e.param = job.req.chat ? "messages" : "prompt";
     }
-    job.choices.push_back(std::make_unique<ChoiceRunner>(k, job.req, *job.ctx->mi.tok, stream));
-    job.choices.back()->prompt = pi;
+    return e;
+  }
+  for (int k = 0; k < int(streams.size()); ++k) {
+    job.choices.push_back(
+        std::make_unique<ChoiceRunner>(k, job.req, *job.ctx->mi.tok, streams[size_t(k)]));
+    job.choices.back()->prompt = k / job.req.n;
   }
   return std::nullopt;
 }
@@ -313,6 +325,7 @@ std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_hand
 
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
+  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
   res.set_content(dump(error_body(e)), "application/json");
 }
 
@@ -332,11 +345,8 @@ void handle_generate(Context& ctx, bool chat, const httplib::Request& req, httpl
     e.message = "the server is shutting down";
     return fail(e);
   }
-  if (tokenizer::utf8_valid_prefix(req.body) != req.body.size())
-    return fail(ApiError{400, "the request body is not valid UTF-8", "", "invalid_request_error"});
-  const Json body = Json::parse(req.body, nullptr, false);
-  if (body.is_discarded())
-    return fail(ApiError{400, "the request body is not valid JSON", "", "invalid_request_error"});
+  Json body;
+  if (auto e = parse_request_body(req.body, ctx.mi, &body)) return fail(*e);
   auto err = chat ? parse_chat_request(body, ctx.mi, &job->req)
                   : parse_completion_request(body, ctx.mi, &job->req);
   if (err) return fail(*err);

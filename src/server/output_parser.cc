@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "server/json_limits.h"
+
 namespace qwen35::server {
 namespace {
 
@@ -47,7 +49,8 @@ ToolCall parse_tool_call(std::string_view body, const nlohmann::ordered_json& to
   ToolCall call;
   const std::string_view t = trim(body);
   if (!t.empty() && t.front() == '{') {  // the JSON form {"name": ..., "arguments": {...}}
-    auto j = nlohmann::ordered_json::parse(t, nullptr, false);
+    // Model output, but copied into the response like client JSON: the same depth bound.
+    auto j = parse_json(t, kDefaultMaxJsonDepth);
     if (j.is_object()) {
       if (j.contains("name") && j["name"].is_string()) call.name = j["name"].get<std::string>();
       if (j.contains("arguments") && j["arguments"].is_object()) call.arguments = j["arguments"];
@@ -79,7 +82,7 @@ ToolCall parse_tool_call(std::string_view body, const nlohmann::ordered_json& to
     const std::string type = param_type(tools, call.name, arg);
     nlohmann::ordered_json v = std::string(value);
     if (type != "string" && !type.empty()) {
-      auto parsed = nlohmann::ordered_json::parse(value, nullptr, false);
+      auto parsed = parse_json(value, kDefaultMaxJsonDepth);
       if (!parsed.is_discarded()) v = std::move(parsed);
     }
     call.arguments[arg] = std::move(v);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "tokenizer/utf8.h"
+
 namespace qwen35::server {
 namespace {
 
@@ -65,6 +67,70 @@ std::optional<ApiError> get_int(const Json& b, const char* name, int64_t* v, int
     if (auto _e = (expr)) return _e; \
   } while (0)
 
+// An object {"type": T, ...}.
+bool has_type(const Json& f, const char* t) {
+  if (!f.is_object()) return false;
+  auto it = f.find("type");
+  return it != f.end() && it->is_string() && it->get<std::string>() == t;
+}
+
+ApiError not_supported(const std::string& name, const std::string& why) {
+  return bad(name, "'" + name + "' is not supported yet" + (why.empty() ? "" : ": " + why));
+}
+
+// OpenAI request fields this server does not implement. Silently ignoring one would hand the
+// client an answer it did not ask for (text instead of JSON, no bias, no forced tool call), so
+// each is refused with a 400 that names it, unless it is absent, null, or the value that means
+// "nothing special". Decisions (issue 14):
+//   response_format      {"type": "text"} only    json_object / json_schema need grammar masks
+//   logit_bias           {} only                  the sampler has no per-token bias
+//   tool_choice (chat)   "auto" or "none"         "required" / a named function need
+//                                                 constrained decoding
+//   parallel_tool_calls  true only                nothing stops the model emitting several calls
+//   functions, function_call (chat)               deprecated; use "tools"
+//   audio, prediction, web_search_options (chat)  no audio out, no predicted outputs, no search
+//   modalities           ["text"] only
+//   reasoning_effort, verbosity (chat)            use chat_template_kwargs.enable_thinking
+//   suffix (completions) "" only                  no fill-in-the-middle
+//   best_of (completions) 1 or n                  no server-side ranking of candidates
+// Accepted and ignored, as they do not change the output: user, metadata, store,
+// service_tier, prompt_cache_key, safety_identifier. Unknown fields are ignored as vLLM does
+// (clients send vendor extensions); the vLLM extensions we implement are parsed normally.
+std::optional<ApiError> refuse_unsupported(const Json& b, bool chat, int n) {
+  if (const Json* f = field(b, "response_format"); f && !has_type(*f, "text"))
+    return not_supported("response_format",
+                         "only {\"type\": \"text\"} (structured outputs "
+                         "need grammar-constrained decoding)");
+  if (const Json* f = field(b, "logit_bias"); f && !(f->is_object() && f->empty()))
+    return not_supported("logit_bias", "");
+  if (const Json* f = field(b, "parallel_tool_calls"); f && !(f->is_boolean() && f->get<bool>()))
+    return not_supported("parallel_tool_calls", "only true");
+  if (const Json* f = field(b, "modalities");
+      f && !(f->is_array() && f->size() == 1 && (*f)[0] == "text"))
+    return not_supported("modalities", "only [\"text\"]");
+  if (chat) {
+    if (const Json* f = field(b, "tool_choice");
+        f && !(f->is_string() && (*f == "auto" || *f == "none")))
+      return not_supported("tool_choice",
+                           "only \"auto\" or \"none\" (forcing a tool call needs "
+                           "constrained decoding)");
+    for (const char* name : {"functions", "function_call"})
+      if (field(b, name)) return not_supported(name, "deprecated by OpenAI; use 'tools'");
+    for (const char* name : {"audio", "prediction", "web_search_options"})
+      if (field(b, name)) return not_supported(name, "");
+    for (const char* name : {"reasoning_effort", "verbosity"})
+      if (field(b, name))
+        return not_supported(name, "use chat_template_kwargs: {\"enable_thinking\": false}");
+  } else {
+    if (const Json* f = field(b, "suffix"); f && !(f->is_string() && f->get<std::string>().empty()))
+      return not_supported("suffix", "no fill-in-the-middle");
+    if (const Json* f = field(b, "best_of");
+        f && !(f->is_number_integer() && (f->get<int64_t>() == 1 || f->get<int64_t>() == n)))
+      return not_supported("best_of", "only 1 or equal to 'n'");
+  }
+  return std::nullopt;
+}
+
 // Fields shared by both endpoints: sampling, lengths, stop, n, stream, debugging extras.
 std::optional<ApiError> parse_common(const Json& b, const ModelInfo& mi, CompletionRequest* r) {
   if (!b.is_object()) return bad("", "the request body must be a JSON object");
@@ -121,6 +187,7 @@ std::optional<ApiError> parse_common(const Json& b, const ModelInfo& mi, Complet
   TRY(get_bool(b, "return_token_ids", &r->return_token_ids));
   TRY(get_bool(b, "skip_special_tokens", &r->skip_special));
   if (auto st = s.validate(); !st.ok()) return bad("", st.message());
+  TRY(refuse_unsupported(b, r->chat, r->n));
   return std::nullopt;
 }
 
@@ -145,7 +212,7 @@ std::optional<ApiError> flatten_content(Json* content, size_t i) {
   return std::nullopt;
 }
 
-std::optional<ApiError> normalize_messages(const Json& b, Json* messages) {
+std::optional<ApiError> normalize_messages(const Json& b, int max_depth, Json* messages) {
   const Json* m = field(b, "messages");
   if (!m) return bad("messages", "'messages' is required");
   if (!m->is_array()) return bad("messages", "'messages' must be an array");
@@ -183,8 +250,15 @@ std::optional<ApiError> normalize_messages(const Json& b, Json* messages) {
           return bad(where + ".tool_calls", "each tool call needs a 'function' object");
         Json& f = c["function"];
         // OpenAI sends arguments as a JSON string; the template iterates them as a mapping.
+        // The string is client JSON like the body, so it gets the same depth bound.
         if (f.contains("arguments") && f["arguments"].is_string()) {
-          auto parsed = Json::parse(f["arguments"].get<std::string>(), nullptr, false);
+          JsonStatus st;
+          auto parsed = parse_json(f["arguments"].get<std::string>(), max_depth, &st);
+          if (st == JsonStatus::kTooDeep)
+            return bad(where + ".tool_calls",
+                       "tool call arguments nest JSON deeper than the "
+                       "limit of " +
+                           std::to_string(max_depth) + " levels");
           f["arguments"] = parsed.is_object() ? parsed : Json::object();
         }
       }
@@ -198,7 +272,7 @@ std::optional<ApiError> render_impl(const Json& b, const ModelInfo& mi, bool use
                                     std::string* text) {
   if (!mi.tmpl) return bad("messages", "the model has no chat template; use /v1/completions");
   Json messages;
-  TRY(normalize_messages(b, &messages));
+  TRY(normalize_messages(b, mi.max_json_depth, &messages));
   Json tools = nullptr;
   if (use_tools) {
     if (const Json* t = field(b, "tools")) {
@@ -215,14 +289,31 @@ std::optional<ApiError> render_impl(const Json& b, const ModelInfo& mi, bool use
   if (const Json* k = field(b, "chat_template_kwargs")) {
     if (!k->is_object())
       return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    // The template variables the server fills from validated fields: a kwarg of the same name
+    // would replace them (issue 14: image parts smuggled in through "messages").
+    for (const char* key : {"messages", "tools", "documents", "add_generation_prompt"})
+      if (k->contains(key))
+        return bad("chat_template_kwargs",
+                   std::string("'chat_template_kwargs' must not set '") + key +
+                       "': the server sets it from the request's validated fields");
     kwargs = *k;
   }
   bool add_gen = true;
   TRY(get_bool(b, "add_generation_prompt", &add_gen));
-  auto r = mi.tmpl->render(messages, tools, add_gen, kwargs);
-  if (!r.ok()) return bad("messages", "chat template: " + r.message());
-  *text = std::move(*r);
-  return std::nullopt;
+  bool over_limit = false;
+  auto r = mi.tmpl->render(messages, tools, add_gen, kwargs, &over_limit);
+  if (r.ok()) {
+    *text = std::move(*r);
+    return std::nullopt;
+  }
+  if (!over_limit) return bad("messages", "chat template: " + r.message());
+  // A template that runs past its work bounds (an endless loop, a runaway string) is the
+  // server's template misbehaving, not a malformed request: 500, as for any server fault.
+  ApiError e;
+  e.status = 500;
+  e.type = "server_error";
+  e.message = "the chat template failed: " + r.message();
+  return e;
 }
 
 }  // namespace
@@ -232,6 +323,46 @@ Json error_body(const ApiError& e) {
   err["param"] = e.param.empty() ? Json(nullptr) : Json(e.param);
   err["code"] = e.status;
   return Json{{"error", err}};
+}
+
+std::optional<ApiError> parse_request_body(std::string_view body, const ModelInfo& mi, Json* out) {
+  if (tokenizer::utf8_valid_prefix(body) != body.size())
+    return bad("", "the request body is not valid UTF-8");
+  JsonStatus st;
+  *out = parse_json(body, mi.max_json_depth, &st);
+  if (st == JsonStatus::kTooDeep)
+    return bad("", "the request body nests JSON deeper than the limit of " +
+                       std::to_string(mi.max_json_depth) + " levels");
+  if (st != JsonStatus::kOk || !out->is_object())
+    return bad("", "the request body is not a valid JSON object");
+  return std::nullopt;
+}
+
+std::optional<ApiError> get_token_id(const Json& x, const tokenizer::Tokenizer& tok,
+                                     const char* param, int32_t* out) {
+  if (!x.is_number_integer())
+    return bad(param, std::string("'") + param + "' must hold integer token ids");
+  // Compare as 64 bits first: cut to 32 bits, -4294967291 would become the valid id 5.
+  const bool fits = x.is_number_unsigned() ? x.get<uint64_t>() <= uint64_t(INT32_MAX)
+                                           : x.get<int64_t>() >= 0 && x.get<int64_t>() <= INT32_MAX;
+  if (!fits || !tok.is_valid_id(int32_t(x.get<int64_t>())))
+    return bad(param, "token id " + x.dump() + " is out of range [0, " +
+                          std::to_string(tok.vocab_size()) + ")");
+  *out = int32_t(x.get<int64_t>());
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_detokenize(const Json& b, const ModelInfo& mi,
+                                         std::vector<int32_t>* ids) {
+  TRY(check_model(b, mi));
+  const Json* t = field(b, "tokens");
+  if (!t || !t->is_array()) return bad("tokens", "'tokens' (a list of token ids) is required");
+  for (const auto& x : *t) {
+    int32_t id = 0;
+    TRY(get_token_id(x, *mi.tok, "tokens", &id));
+    ids->push_back(id);
+  }
+  return std::nullopt;
 }
 
 std::optional<ApiError> check_model(const Json& b, const ModelInfo& mi) {
@@ -303,11 +434,9 @@ std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo&
       out->ids = std::move(*ids);
     } else if (q.is_array() && !q.empty() && q[0].is_number()) {
       for (const auto& x : q) {
-        if (!x.is_number_integer()) return bad("prompt", "a token-id prompt must hold integers");
-        const int64_t id = x.get<int64_t>();
-        if (id < 0 || id > INT32_MAX || !mi.tok->is_valid_id(int32_t(id)))
-          return bad("prompt", "token id " + std::to_string(id) + " is out of range");
-        out->ids.push_back(int32_t(id));
+        int32_t id = 0;
+        TRY(get_token_id(x, *mi.tok, "prompt", &id));
+        out->ids.push_back(id);
       }
       out->text = mi.tok->decode(out->ids);
     } else {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/sampler.h"
+#include "server/json_limits.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -21,6 +22,7 @@ struct ApiError {
   std::string message;
   std::string param;  // the offending field, "" when none
   std::string type = "invalid_request_error";
+  int retry_after_s = 0;  // > 0: the transport sends "Retry-After: N" (429, 503)
 };
 
 // Error object as OpenAI clients expect: {"error": {"message", "type", "param", "code"}}.
@@ -35,7 +37,20 @@ struct ModelInfo {
   std::string name;  // served model name
   std::string path;  // also accepted as the model name
   int64_t ctx = 0;
+  int max_json_depth = kDefaultMaxJsonDepth;  // nesting bound of request bodies (json_limits.h)
 };
+
+// Reads a request body: valid UTF-8, JSON nested at most mi.max_json_depth deep (checked while
+// parsing), an object. Every endpoint that takes JSON goes through here.
+std::optional<ApiError> parse_request_body(std::string_view body, const ModelInfo& mi, Json* out);
+
+// A token id from a request: an integer, range-checked as a 64-bit value before it is narrowed.
+std::optional<ApiError> get_token_id(const Json& x, const tokenizer::Tokenizer& tok,
+                                     const char* param, int32_t* out);
+
+// /detokenize: {"tokens": [id, ...]} -> ids (each checked by get_token_id).
+std::optional<ApiError> parse_detokenize(const Json& body, const ModelInfo& mi,
+                                         std::vector<int32_t>* ids);
 
 struct CompletionRequest {
   bool chat = false;

@@ -11,7 +11,7 @@
 
 #include <ctime>
 
-#include "tokenizer/utf8.h"
+#include "server/auth.h"
 
 namespace qwen35::server {
 namespace {
@@ -24,17 +24,11 @@ ApiError unavailable(const std::string& why) {
   return e;
 }
 
-// Parses a JSON object body; on failure answers 400 and returns false.
-bool parse_body(const httplib::Request& req, httplib::Response& res, Json* out) {
-  if (tokenizer::utf8_valid_prefix(req.body) != req.body.size()) {
-    send_error(res,
-               ApiError{400, "the request body is not valid UTF-8", "", "invalid_request_error"});
-    return false;
-  }
-  *out = Json::parse(req.body, nullptr, false);
-  if (out->is_discarded() || !out->is_object()) {
-    send_error(res, ApiError{400, "the request body is not a valid JSON object", "",
-                             "invalid_request_error"});
+// Parses a JSON object body (request.h: UTF-8, depth bound); on failure answers 400.
+bool parse_body(const Context& ctx, const httplib::Request& req, httplib::Response& res,
+                Json* out) {
+  if (auto e = parse_request_body(req.body, ctx.mi, out)) {
+    send_error(res, *e);
     return false;
   }
   return true;
@@ -126,8 +120,7 @@ void Server::stop() {
 
 bool Server::authorized(const httplib::Request& req, httplib::Response& res) {
   if (opts_.api_key.empty() || req.path == "/health") return true;
-  const std::string want = "Bearer " + opts_.api_key;
-  if (req.get_header_value("Authorization") == want) return true;
+  if (bearer_matches(req.get_header_value("Authorization"), opts_.api_key)) return true;
   send_error(res, ApiError{401, "missing or wrong API key (Authorization: Bearer KEY)", "",
                            "authentication_error"});
   return false;
@@ -196,7 +189,7 @@ void Server::routes() {
   });
   h.Post("/tokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
     Json b;
-    if (!ensure_ready(ctx, res) || !parse_body(req, res, &b)) return;
+    if (!ensure_ready(ctx, res) || !parse_body(ctx, req, res, &b)) return;
     if (auto e = check_model(b, ctx.mi)) return send_error(res, *e);
     std::string text;
     if (b.contains("messages")) {
@@ -215,24 +208,14 @@ void Server::routes() {
   });
   h.Post("/detokenize", [&ctx](const httplib::Request& req, httplib::Response& res) {
     Json b;
-    if (!ensure_ready(ctx, res) || !parse_body(req, res, &b)) return;
-    if (auto e = check_model(b, ctx.mi)) return send_error(res, *e);
-    if (!b.contains("tokens") || !b["tokens"].is_array())
-      return send_error(res, ApiError{400, "'tokens' (a list of token ids) is required", "tokens",
-                                      "invalid_request_error"});
+    if (!ensure_ready(ctx, res) || !parse_body(ctx, req, res, &b)) return;
     std::vector<int32_t> ids;
-    for (const auto& x : b["tokens"]) {
-      if (!x.is_number_integer() || !ctx.mi.tok->is_valid_id(int32_t(x.get<int64_t>())) ||
-          x.get<int64_t>() > INT32_MAX)
-        return send_error(res, ApiError{400, "'tokens' must hold valid token ids", "tokens",
-                                        "invalid_request_error"});
-      ids.push_back(int32_t(x.get<int64_t>()));
-    }
+    if (auto e = parse_detokenize(b, ctx.mi, &ids)) return send_error(res, *e);
     res.set_content(dump(Json{{"prompt", ctx.mi.tok->decode(ids)}}), "application/json");
   });
   h.Post("/apply-template", [&ctx](const httplib::Request& req, httplib::Response& res) {
     Json b;
-    if (!ensure_ready(ctx, res) || !parse_body(req, res, &b)) return;
+    if (!ensure_ready(ctx, res) || !parse_body(ctx, req, res, &b)) return;
     std::string text;
     if (auto e = render_messages(b, ctx.mi, &text)) return send_error(res, *e);
     res.set_content(dump(Json{{"prompt", text}}), "application/json");
