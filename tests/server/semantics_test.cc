@@ -276,7 +276,7 @@ TEST(SemanticsAdmission, NeverServableIs400AndRunawayTemplateIs500) {
 
   const auto t0 = std::chrono::steady_clock::now();
   auto [ts, tr] = srv.post("/v1/chat/completions", Json{{"messages", kMsgs}});
-  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  [[maybe_unused]] const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_EQ(ts, 500) << tr;
   EXPECT_EQ(tr["error"]["type"], "server_error") << tr;
   EXPECT_NE(tr["error"]["message"].get<std::string>().find("steps"), std::string::npos) << tr;
