@@ -3,8 +3,6 @@
 // requests/s, generated tokens/s, time to first token and inter-token latency (p50/p99) and
 // errors. Requests use /v1/completions with ignore_eos so each generates exactly T tokens;
 // --disconnect K makes the first K requests hang up after their first tokens.
-#include <httplib.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -15,6 +13,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "server/http_client.h"
 
 namespace qwen35::cli {
 namespace {
@@ -40,20 +39,14 @@ double pct(std::vector<double> v, double p) {
 Sample one_request(const std::string& host, int port, const std::string& key, const Json& body,
                    bool disconnect) {
   Sample s;
-  httplib::Client cli(host, port);
-  cli.set_read_timeout(300, 0);
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.body = body.dump();
-  req.set_header("Content-Type", "application/json");
-  if (!key.empty()) req.set_header("Authorization", "Bearer " + key);
+  server::HttpClient cli(host, port, 300);
+  if (!key.empty()) cli.set_bearer_token(key);
   const auto t0 = Clock::now();
   auto last = t0;
   std::string buf;
   bool saw_done = false;
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    buf.append(data, n);
+  auto on_data = [&](std::string_view data) {
+    buf.append(data);
     size_t e;
     while ((e = buf.find("\n\n")) != std::string::npos) {
       const std::string ev = buf.substr(0, e);
@@ -91,14 +84,13 @@ Sample one_request(const std::string& host, int port, const std::string& key, co
     }
     return true;
   };
-  httplib::Response res;
-  httplib::Error err = httplib::Error::Success;
-  const bool sent = cli.send(req, res, err);
+  const server::ClientResponse res = cli.send("POST", "/v1/completions", body.dump(), on_data);
+  const bool sent = bool(res);
   s.total = std::chrono::duration<double>(Clock::now() - t0).count();
   if (s.disconnected) return s;
   if (!s.error.empty()) return s;
-  if (!sent)
-    s.error = "HTTP error: " + httplib::to_string(err);
+  if (!sent || !res.error.empty())
+    s.error = "HTTP error: " + res.error;
   else if (res.status != 200)
     s.error = "HTTP " + std::to_string(res.status) + ": " + res.body;
   else if (!saw_done)

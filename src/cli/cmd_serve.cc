@@ -1,9 +1,11 @@
 // qwen35 serve -m DIR [--host 127.0.0.1] [--port 8080] [--parallel N] [--ctx N] ...
 // An OpenAI-compatible HTTP server. It listens first (/health says 503 while the model loads),
 // then loads the model and starts the engine. SIGINT/SIGTERM: stop accepting, cancel in-flight
-// requests, exit 0.
+// requests (streams end with finish_reason "abort" and [DONE]), drop whatever is left after
+// --shutdown-grace, exit 0.
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -52,11 +54,25 @@ int cmd_serve(int argc, char** argv) {
                  "memory for the sequence slots in MiB (0: no limit); too small is an error");
   app.add_option("--api-key", so.api_key, "require 'Authorization: Bearer KEY'");
   app.add_option("--max-body", so.max_body_bytes,
-                 "largest request body in bytes (more get HTTP 413)");
+                 "largest request body in bytes, any transfer encoding (more get HTTP 413)");
   int max_json_depth = server::kDefaultMaxJsonDepth;
   app.add_option("--max-json-depth", max_json_depth,
                  "deepest JSON nesting a request may use (deeper get HTTP 400)");
-  app.add_option("--http-threads", so.http_threads, "HTTP worker threads (0: slots + queue + 16)");
+  app.add_option("--max-header", so.max_header_bytes,
+                 "largest request head (request line + headers) in bytes (more get HTTP 431)");
+  app.add_option("--read-timeout", so.read_timeout_s,
+                 "seconds a whole request may take to arrive (slow or idle clients are closed)");
+  app.add_option("--write-timeout", so.write_timeout_s,
+                 "seconds one write may take (a client that stops reading is dropped)");
+  app.add_option("--max-connections", so.max_connections,
+                 "open connections in all (more are refused at accept)");
+  app.add_option("--max-connections-per-client", so.max_connections_per_client,
+                 "open connections from one client address");
+  app.add_option("--io-threads", so.io_threads, "threads of the HTTP event loop (all connections)");
+  app.add_option("--http-threads", so.http_threads,
+                 "worker threads that parse, render templates and tokenize (0: 4)");
+  app.add_option("--shutdown-grace", so.shutdown_grace_s,
+                 "seconds in-flight answers get on SIGTERM before connections are dropped");
   app.add_option("--served-model-name", name, "model name in the API (default: the folder name)");
   app.add_option("-t,--threads", lo.threads, "compute threads (0 = all cores)");
   app.add_option("--load", lo.load_mode, kLoadModeHelp);
@@ -70,8 +86,19 @@ int cmd_serve(int argc, char** argv) {
   if (eo.ctx < 2) return fail("serve", "--ctx must be at least 2");
   if (eo.max_queue < 0) return fail("serve", "--max-queue must be >= 0");
   if (max_json_depth < 1) return fail("serve", "--max-json-depth must be at least 1");
+  if (so.io_threads < 1 || so.http_threads < 0)
+    return fail("serve", "--io-threads must be >= 1 and --http-threads >= 0");
+  if (!(so.read_timeout_s > 0) || !(so.write_timeout_s > 0) || so.shutdown_grace_s < 0)
+    return fail("serve", "--read-timeout and --write-timeout must be > 0, --shutdown-grace >= 0");
+  if (so.max_connections < 1 || so.max_connections_per_client < 1)
+    return fail("serve", "--max-connections and --max-connections-per-client must be >= 1");
+  // Each connection is a descriptor: raise the soft limit as far as allowed.
+  if (rlimit rl{}; getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &rl);
+  }
 
-  // Signals go to one waiting thread; every other thread (httplib, engine, pool) blocks them.
+  // Signals go to one waiting thread; every other thread (HTTP, engine, pool) blocks them.
   sigset_t sigs;
   sigemptyset(&sigs);
   sigaddset(&sigs, SIGINT);
@@ -90,7 +117,7 @@ int cmd_serve(int argc, char** argv) {
     return code;
   };
 
-  server::Server srv(so, eo.parallel + eo.max_queue + 16);
+  server::Server srv(so);
   auto port = srv.bind();
   if (!port.ok()) return finish(fail("serve", port.message()));
   srv.start();
@@ -152,9 +179,9 @@ int cmd_serve(int argc, char** argv) {
   while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
 
   std::fprintf(stderr, "qwen35 serve: shutting down\n");
-  srv.begin_shutdown();
-  engine.shutdown(/*drain=*/false);  // in-flight requests end as cancelled
-  srv.stop();
+  srv.begin_shutdown();              // no new connections or requests; idle ones close
+  engine.shutdown(/*drain=*/false);  // in-flight requests end as cancelled ("abort")
+  srv.stop();                        // their answers get --shutdown-grace, then all is dropped
   return finish(0);
 }
 

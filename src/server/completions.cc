@@ -1,14 +1,16 @@
 // POST /v1/chat/completions and /v1/completions: parse, submit one engine request per choice,
 // then answer with one JSON body or an SSE stream (`data: {chunk}` ... `data: [DONE]`).
-#include <httplib.h>
-
+//
+// The answer is produced without a thread per request: a driver on the connection's strand
+// drains whatever the engine has produced (non-blocking polls of the RequestStreams), writes it,
+// and waits on a short timer when there is nothing new. A client that hangs up (the Responder's
+// posted read or a write fails) has its choices cancelled at the next tick.
 #include <chrono>
 #include <cmath>
 #include <ctime>
 #include <functional>
 
 #include "server/choice.h"
-#include "server/peer.h"
 #include "server/server.h"
 #include "tokenizer/utf8.h"
 
@@ -28,6 +30,19 @@ struct Job {
   Clock::time_point t0;
   const char* endpoint = "";
   bool observed = false;
+  // Streaming: the opening chunks are out; the tool-call counter of each choice.
+  bool opened = false;
+  std::vector<int> call_index;
+  // Non-streaming: what each choice has produced so far.
+  std::vector<Delta> acc;
+  std::vector<std::vector<ToolCall>> calls;
+  int idle_ticks = 0;
+
+  // The driver's next wait: short after progress, a few ms when the engine is busy elsewhere.
+  std::chrono::milliseconds next_delay(bool progress) {
+    idle_ticks = progress ? 0 : std::min(idle_ticks + 1, 2);
+    return std::chrono::milliseconds(1 << idle_ticks);
+  }
 
   int64_t completion_tokens() const {
     int64_t n = 0;
@@ -154,98 +169,108 @@ Json chunk_choice(const Job& job, const ChoiceRunner& c, const Delta& d, int* ca
   return ch;
 }
 
-bool write_event(httplib::DataSink& sink, const std::string& data) {
-  const std::string ev = "data: " + data + "\n\n";
-  return sink.write(ev.data(), ev.size());
+void append_event(std::string* out, const std::string& data) {
+  *out += "data: ";
+  *out += data;
+  *out += "\n\n";
 }
 
-// The SSE loop: runs inside httplib's content provider until every choice is done.
-bool stream_job(Job& job, httplib::DataSink& sink) {
+enum class Pump { kMore, kDone, kFailed };
+
+// One step of the SSE answer: appends to *out the events of everything the engine has produced
+// so far (the opening chunks first), without waiting. kDone once the usage chunk and [DONE] are
+// in *out; kFailed after an error event.
+Pump stream_pump(Job& job, std::string* out) {
   const char* object = job.req.chat ? "chat.completion.chunk" : "text_completion";
-  // Opening chunks: the role (chat), the echoed prompt (completions), prompt ids when asked.
-  for (const auto& c : job.choices) {
-    Json chunk = job.base(object);
-    Json ch = {{"index", c->index()}};
-    if (job.req.chat) {
-      ch["delta"] = {{"role", "assistant"}, {"content", ""}};
-      ch["logprobs"] = nullptr;
-    } else {
-      ch["text"] = job.req.echo ? job.text_of(*c) : "";
-      ch["logprobs"] = nullptr;
+  if (!job.opened) {
+    job.opened = true;
+    job.call_index.assign(job.choices.size(), 0);
+    // Opening chunks: the role (chat), the echoed prompt (completions), prompt ids when asked.
+    for (const auto& c : job.choices) {
+      Json chunk = job.base(object);
+      Json ch = {{"index", c->index()}};
+      if (job.req.chat) {
+        ch["delta"] = {{"role", "assistant"}, {"content", ""}};
+        ch["logprobs"] = nullptr;
+      } else {
+        ch["text"] = job.req.echo ? job.text_of(*c) : "";
+        ch["logprobs"] = nullptr;
+      }
+      ch["finish_reason"] = nullptr;
+      chunk["choices"] = Json::array({ch});
+      if (job.req.return_token_ids) chunk["prompt_token_ids"] = job.ids_of(*c);
+      append_event(out, dump(chunk));
     }
-    ch["finish_reason"] = nullptr;
-    chunk["choices"] = Json::array({ch});
-    if (job.req.return_token_ids) chunk["prompt_token_ids"] = job.ids_of(*c);
-    if (!write_event(sink, dump(chunk))) return false;
   }
-  std::vector<int> call_index(job.choices.size(), 0);
-  const auto wait = std::chrono::milliseconds(job.choices.size() == 1 ? 100 : 5);
-  for (;;) {
-    bool all_done = true;
-    for (auto& c : job.choices) {
-      if (c->done()) continue;
-      all_done = false;
+  bool all_done = true;
+  for (auto& c : job.choices) {
+    for (int k = 0; k < 256 && !c->done(); ++k) {  // bounded: other choices get their turn
       Delta d;
-      if (!c->poll(wait, &d)) continue;
+      if (!c->poll(std::chrono::milliseconds(0), &d)) break;
       if (!c->error().empty()) {
         ApiError e;
         e.status = 500;
         e.type = "server_error";
         e.message = c->error();
-        write_event(sink, dump(error_body(e)));
-        return false;
+        append_event(out, dump(error_body(e)));
+        return Pump::kFailed;
       }
       const bool show =
           !d.text.empty() || !d.reasoning.empty() || !d.calls.empty() || !d.finish_reason.empty() ||
           (!d.samples.empty() && (job.req.sampling.logprobs >= 0 || job.req.return_token_ids));
       if (!show) continue;
       Json chunk = job.base(object);
-      chunk["choices"] = Json::array({chunk_choice(job, *c, d, &call_index[size_t(c->index())])});
-      if (!write_event(sink, dump(chunk))) return false;
+      chunk["choices"] =
+          Json::array({chunk_choice(job, *c, d, &job.call_index[size_t(c->index())])});
+      append_event(out, dump(chunk));
     }
-    if (all_done) break;
+    if (!c->done()) all_done = false;
   }
+  if (!all_done) return Pump::kMore;
   if (job.req.include_usage) {
     Json chunk = job.base(object);
     chunk["choices"] = Json::array();
     chunk["usage"] = job.usage();
-    if (!write_event(sink, dump(chunk))) return false;
+    append_event(out, dump(chunk));
   }
-  const std::string done = "data: [DONE]\n\n";
-  if (!sink.write(done.data(), done.size())) return false;
-  sink.done();
-  return true;
+  *out += "data: [DONE]\n\n";
+  return Pump::kDone;
 }
 
-// Waits for every choice and builds the single JSON response. `client_gone` is checked while
-// waiting: a client that hung up has its choices cancelled (slots freed at the next step).
-std::optional<ApiError> collect_job(Job& job, const std::function<bool()>& client_gone, Json* out) {
-  const auto& tok = *job.ctx->mi.tok;
-  Json choices = Json::array();
-  for (auto& c : job.choices) {
-    Delta acc;
-    std::vector<ToolCall> calls;
-    auto next_check = std::chrono::steady_clock::now();
-    while (!c->done()) {
-      if (std::chrono::steady_clock::now() >= next_check) {  // every 50 ms, busy or not
-        next_check += std::chrono::milliseconds(50);
-        if (client_gone()) {
-          for (auto& other : job.choices) other->cancel();
-          ApiError e;
-          e.status = 499;
-          e.type = "client_closed_request";
-          e.message = "the client closed the connection";
-          return e;
-        }
-      }
+// One step of a non-streaming answer: accumulates what the engine has produced, without waiting.
+// True once every choice is done. Sets *progress when anything came.
+bool collect_pump(Job& job, bool* progress) {
+  if (job.acc.size() != job.choices.size()) {
+    job.acc.assign(job.choices.size(), Delta{});
+    job.calls.assign(job.choices.size(), {});
+  }
+  bool all_done = true;
+  for (size_t i = 0; i < job.choices.size(); ++i) {
+    auto& c = job.choices[i];
+    Delta& acc = job.acc[i];
+    for (int k = 0; k < 256 && !c->done(); ++k) {
       Delta d;
-      if (!c->poll(std::chrono::milliseconds(50), &d)) continue;
+      if (!c->poll(std::chrono::milliseconds(0), &d)) break;
+      *progress = true;
       acc.text += d.text;
       acc.reasoning += d.reasoning;
-      for (auto& x : d.calls) calls.push_back(std::move(x));
+      for (auto& x : d.calls) job.calls[i].push_back(std::move(x));
       for (auto& s : d.samples) acc.samples.push_back(std::move(s));
       if (!d.finish_reason.empty()) acc.finish_reason = d.finish_reason;
     }
+    if (!c->done()) all_done = false;
+  }
+  return all_done;
+}
+
+// Builds the single JSON response once collect_pump() says every choice is done.
+std::optional<ApiError> collect_finish(Job& job, Json* out) {
+  const auto& tok = *job.ctx->mi.tok;
+  Json choices = Json::array();
+  for (size_t ci = 0; ci < job.choices.size(); ++ci) {
+    auto& c = job.choices[ci];
+    const Delta& acc = job.acc[ci];
+    const std::vector<ToolCall>& calls = job.calls[ci];
     if (!c->error().empty()) {
       ApiError e;
       e.status = 500;
@@ -319,24 +344,63 @@ std::optional<ApiError> collect_job(Job& job, const std::function<bool()>& clien
   return std::nullopt;
 }
 
+void finish_job(Job& job, int status) {
+  for (auto& c : job.choices) c->cancel();  // frees the slots of a client that left
+  job.observe();
+  job.ctx->metrics.count_request(job.endpoint, status);
+}
+
+// The SSE driver, on the connection's strand: write what there is, then come back.
+void drive_stream(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
+  if (r->closed()) return finish_job(*job, 499);
+  std::string out;
+  const Pump st = stream_pump(*job, &out);
+  if (out.empty()) {  // nothing new (kDone always leaves [DONE] in out)
+    r->after(job->next_delay(false), [job, r] { drive_stream(job, r); });
+    return;
+  }
+  job->next_delay(true);
+  r->write(std::move(out), [job, r, st](bool ok) {
+    if (!ok) return finish_job(*job, 499);
+    if (st == Pump::kMore) return drive_stream(job, r);
+    r->end_stream();
+    finish_job(*job, st == Pump::kDone ? 200 : 500);
+  });
+}
+
+// The non-streaming driver, on the connection's strand.
+void drive_collect(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
+  if (r->closed()) return finish_job(*job, 499);  // the client hung up: cancelled
+  bool progress = false;
+  if (!collect_pump(*job, &progress)) {
+    r->after(job->next_delay(progress), [job, r] { drive_collect(job, r); });
+    return;
+  }
+  Json out;
+  if (auto e = collect_finish(*job, &out)) {
+    job->ctx->metrics.count_request(job->endpoint, e->status);
+    return r->send(error_response(*e));
+  }
+  job->observe();
+  job->ctx->metrics.count_request(job->endpoint, 200);
+  HttpResponse res;
+  res.set_content(dump(out), "application/json");
+  r->send(std::move(res));
+}
+
 }  // namespace
 
 std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
-void send_error(httplib::Response& res, const ApiError& e) {
-  res.status = e.status;
-  if (e.retry_after_s > 0) res.set_header("Retry-After", std::to_string(e.retry_after_s));
-  res.set_content(dump(error_body(e)), "application/json");
-}
-
-void handle_generate(Context& ctx, bool chat, const httplib::Request& req, httplib::Response& res) {
+void handle_generate(Context& ctx, bool chat, const HttpRequest& req,
+                     std::shared_ptr<Responder> r) {
   auto job = std::make_shared<Job>();
   job->ctx = &ctx;
   job->t0 = Clock::now();
   job->endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
   auto fail = [&](const ApiError& e) {
     ctx.metrics.count_request(job->endpoint, e.status);
-    send_error(res, e);
+    r->send(error_response(e));
   };
   if (ctx.shutting_down.load()) {
     ApiError e;
@@ -355,29 +419,14 @@ void handle_generate(Context& ctx, bool chat, const httplib::Request& req, httpl
   if (auto e = submit_all(*job)) return fail(*e);
 
   if (!job->req.stream) {
-    Json out;
-    const int fd = find_connection(req.remote_addr, req.remote_port, req.local_port);
-    if (auto e = collect_job(*job, [fd] { return peer_closed(fd); }, &out)) return fail(*e);
-    job->observe();
-    ctx.metrics.count_request(job->endpoint, 200);
-    res.set_content(dump(out), "application/json");
+    r->after(std::chrono::milliseconds(0), [job, r] { drive_collect(job, r); });
     return;
   }
-  res.set_header("Cache-Control", "no-cache");
-  res.set_header("X-Accel-Buffering", "no");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [job](size_t, httplib::DataSink& sink) {
-        const bool ok = stream_job(*job, sink);
-        if (!ok)
-          for (auto& c : job->choices) c->cancel();  // the client left: free the slots
-        return ok;
-      },
-      [job](bool success) {
-        for (auto& c : job->choices) c->cancel();
-        job->observe();
-        job->ctx->metrics.count_request(job->endpoint, success ? 200 : 499);
-      });
+  HttpResponse head;
+  head.content_type = "text/event-stream";
+  head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  r->start_stream(std::move(head));
+  r->after(std::chrono::milliseconds(0), [job, r] { drive_stream(job, r); });
 }
 
 }  // namespace qwen35::server

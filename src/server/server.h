@@ -1,9 +1,12 @@
-// The OpenAI-compatible HTTP server (cpp-httplib): routes, authentication, request limits, and
-// the bridge from HTTP threads to the engine. The server listens before the model is loaded
-// (/health answers 503 until set_ready) so clients and tests can watch it come up.
+// The OpenAI-compatible HTTP server: routes, authentication, and the bridge from the HTTP layer
+// (server/http_server.h, Boost.Beast) to the engine. The server listens before the model is
+// loaded (/health answers 503 until set_ready) so clients and tests can watch it come up.
 //
-// Thread-safety: httplib runs handlers on its own thread pool; they only read the immutable
-// ModelInfo, submit to the engine (thread-safe) and drain their own result streams.
+// Thread-safety: GET routes (/health, /v1/models, /metrics) answer on an I/O thread, so they
+// answer while the engine and the workers are busy. POST routes parse, render templates and
+// tokenize on a small worker pool, then submit to the engine (thread-safe); the engine's output
+// is drained on the connection's strand by timers (completions.cc), never by a thread per
+// request. Handlers only read the immutable ModelInfo.
 #pragma once
 
 #include <atomic>
@@ -13,14 +16,14 @@
 
 #include "core/result.h"
 #include "runtime/engine.h"
+#include "server/http.h"
+#include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/request.h"
 
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
+namespace boost::asio {
+class thread_pool;
+}  // namespace boost::asio
 
 namespace qwen35::server {
 
@@ -28,8 +31,15 @@ struct ServerOptions {
   std::string host = "127.0.0.1";
   int port = 8080;                   // 0: any free port
   std::string api_key;               // non-empty: "Authorization: Bearer KEY" required
-  size_t max_body_bytes = 8u << 20;  // larger bodies get 413
-  int http_threads = 0;              // 0: sized from the engine's slots and queue
+  size_t max_body_bytes = 8u << 20;  // larger bodies get 413, whatever the transfer encoding
+  size_t max_header_bytes = 16u << 10;  // larger request heads get 431
+  int io_threads = 2;                // threads running the event loop (all connections)
+  int http_threads = 0;              // workers that parse, render and tokenize (0: 4)
+  double read_timeout_s = 30;        // a whole request (head and body) must arrive within this
+  double write_timeout_s = 30;       // each write; a client that stops reading is dropped
+  int max_connections = 4096;        // open connections in all; more are refused at accept
+  int max_connections_per_client = 1024;  // from one client address
+  double shutdown_grace_s = 1;       // SIGTERM: time in-flight answers get to finish
 };
 
 // What the generation handlers share; owned by the Server, outlives every response.
@@ -42,30 +52,35 @@ struct Context {
 
 class Server {
  public:
-  Server(ServerOptions opts, int http_threads);
+  explicit Server(ServerOptions opts);
   ~Server();
 
   core::Result<int> bind();  // returns the bound port
   void start();              // accept loop on a thread of its own
   void set_ready(ModelInfo mi, runtime::Engine* engine);
-  void begin_shutdown();  // generation requests now get 503
-  void stop();            // closes the listener and joins the accept loop
+  // Generation requests now get 503; the listener and idle connections close.
+  void begin_shutdown();
+  // Gives in-flight answers up to shutdown_grace_s, then closes everything and joins the threads.
+  void stop();
 
  private:
-  core::Result<int> bind_port();
-  void routes();
-  bool authorized(const httplib::Request& req, httplib::Response& res);
+  void dispatch(HttpRequest req, std::shared_ptr<Responder> r);
+  void route_post(const HttpRequest& req, Responder& r);
+  bool authorized(const HttpRequest& req) const;
 
   ServerOptions opts_;
-  std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<Context> ctx_;
-  std::thread thread_;
+  std::unique_ptr<boost::asio::thread_pool> workers_;
+  std::unique_ptr<HttpServer> http_;
+  bool stopped_ = false;
 };
 
-// Handlers of POST /v1/chat/completions (chat = true) and /v1/completions.
-void handle_generate(Context& ctx, bool chat, const httplib::Request& req, httplib::Response& res);
-// Sends an OpenAI-style error.
-void send_error(httplib::Response& res, const ApiError& e);
+// Handlers of POST /v1/chat/completions (chat = true) and /v1/completions: they answer through
+// `r`, later (the engine's output is drained asynchronously on the connection's strand).
+void handle_generate(Context& ctx, bool chat, const HttpRequest& req,
+                     std::shared_ptr<Responder> r);
+// An OpenAI-style error response.
+HttpResponse error_response(const ApiError& e);
 // JSON text that never throws on invalid UTF-8 (replaced by U+FFFD).
 std::string dump(const Json& j);
 

@@ -1,7 +1,6 @@
 // Starts `qwen35 serve` on a free port as a child process and talks to it over HTTP.
 #pragma once
 
-#include <httplib.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "server/http_client.h"
 #include "test_util.h"
 
 namespace qwen35::testing {
@@ -46,8 +46,8 @@ class ServerProcess {
       if (port_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
     for (int i = 0; i < 1000 && port_ != 0; ++i) {
-      auto r = client().Get("/health");
-      if (r && r->status == 200) {
+      auto r = client().get("/health");
+      if (r.status == 200) {
         ready_ = true;
         break;
       }
@@ -60,11 +60,7 @@ class ServerProcess {
   int port() const { return port_; }
   std::string log() const { return read_file(log_); }
 
-  httplib::Client client() const {
-    httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(120, 0);
-    return c;
-  }
+  server::HttpClient client() const { return server::HttpClient("127.0.0.1", port_, 120); }
 
   // SIGTERM, then the exit code (-1 when it did not exit by itself within 20 s).
   int stop() {
@@ -88,36 +84,27 @@ class ServerProcess {
 
   // POST a JSON body; returns status and parsed body (null when not JSON).
   std::pair<int, Json> post(const std::string& path, const std::string& body) const {
-    auto r = client().Post(path.c_str(), body, "application/json");
+    auto r = client().post(path, body);
     if (!r) return {-1, nullptr};
-    return {r->status, Json::parse(r->body, nullptr, false)};
+    return {r.status, Json::parse(r.body, nullptr, false)};
   }
   std::pair<int, Json> post(const std::string& path, const Json& body) const {
     return post(path, body.dump());
   }
   std::pair<int, std::string> get(const std::string& path) const {
-    auto r = client().Get(path.c_str());
+    auto r = client().get(path);
     if (!r) return {-1, ""};
-    return {r->status, r->body};
+    return {r.status, r.body};
   }
 
   // A streamed POST: the `data:` payloads in order.
   std::vector<std::string> stream(const std::string& path, const Json& body,
                                   std::string* raw = nullptr) const {
     std::string all;
-    auto c = client();
-    httplib::Request req;
-    req.method = "POST";
-    req.path = path;
-    req.body = body.dump();
-    req.set_header("Content-Type", "application/json");
-    req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
-      all.append(d, n);
+    client().send("POST", path, body.dump(), [&](std::string_view d) {
+      all.append(d);
       return true;
-    };
-    httplib::Response res;
-    httplib::Error err;
-    c.send(req, res, err);
+    });
     if (raw) *raw = all;
     std::vector<std::string> out;
     size_t p = 0, e;

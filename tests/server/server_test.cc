@@ -285,18 +285,11 @@ TEST_F(ServerTest, MalformedRequestsGet400) {
 
 TEST_F(ServerTest, DisconnectFreesTheSlot) {
   for (int k = 0; k < 3; ++k) {
-    auto c = s().client();
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.body =
-        Json{{"prompt", "go"}, {"max_tokens", 200}, {"ignore_eos", true}, {"stream", true}}.dump();
-    req.set_header("Content-Type", "application/json");
     int chunks = 0;
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++chunks < 3; };
-    httplib::Response res;
-    httplib::Error err;
-    c.send(req, res, err);
+    s().client().send(
+        "POST", "/v1/completions",
+        Json{{"prompt", "go"}, {"max_tokens", 200}, {"ignore_eos", true}, {"stream", true}}.dump(),
+        [&](std::string_view) { return ++chunks < 3; });
   }
   double used = -1;
   for (int i = 0; i < 200; ++i) {
@@ -355,41 +348,32 @@ TEST(ServerAdmission, QueueFullGives429AndApiKey) {
                                   "--max-body", "4096"});
   ASSERT_TRUE(srv.ready()) << srv.log();
   auto c = srv.client();
-  EXPECT_EQ(c.Get("/v1/models")->status, 401);
-  c.set_bearer_token_auth("sekret");
-  EXPECT_EQ(c.Get("/v1/models")->status, 200);
-  auto big = c.Post("/v1/completions", Json{{"prompt", std::string(5000, 'a')}}.dump(),
-                    "application/json");
-  ASSERT_TRUE(big);
-  EXPECT_EQ(big->status, 413);
+  EXPECT_EQ(c.get("/v1/models").status, 401);
+  c.set_bearer_token("sekret");
+  EXPECT_EQ(c.get("/v1/models").status, 200);
+  auto big = c.post("/v1/completions", Json{{"prompt", std::string(5000, 'a')}}.dump());
+  ASSERT_TRUE(big) << big.error;
+  EXPECT_EQ(big.status, 413);
   // One long stream holds the only slot; a second request is refused with 429.
   std::atomic<bool> started{false}, release{false};
   std::thread t([&] {
     auto c2 = srv.client();
-    c2.set_bearer_token_auth("sekret");
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.body =
-        Json{{"prompt", "go"}, {"max_tokens", 100000}, {"ignore_eos", true}, {"stream", true}}
-            .dump();
-    req.set_header("Content-Type", "application/json");
+    c2.set_bearer_token("sekret");
     int chunks = 0;
-    req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
-      if (++chunks == 3) started = true;
-      return !release.load();  // holds the slot until the second request has been answered
-    };
-    httplib::Response res;
-    httplib::Error err;
-    c2.send(req, res, err);
+    c2.send("POST", "/v1/completions",
+            Json{{"prompt", "go"}, {"max_tokens", 100000}, {"ignore_eos", true}, {"stream", true}}
+                .dump(),
+            [&](std::string_view) {
+              if (++chunks == 3) started = true;
+              return !release.load();  // holds the slot until the second request is answered
+            });
   });
   while (!started) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  auto res = c.Post("/v1/completions", Json{{"prompt", "x"}, {"max_tokens", 2}}.dump(),
-                    "application/json");
+  auto res = c.post("/v1/completions", Json{{"prompt", "x"}, {"max_tokens", 2}}.dump());
   release = true;
   t.join();
-  ASSERT_TRUE(res);
-  EXPECT_EQ(res->status, 429) << res->body;
+  ASSERT_TRUE(res) << res.error;
+  EXPECT_EQ(res.status, 429) << res.body;
   EXPECT_EQ(srv.stop(), 0) << srv.log();
 }
 
@@ -410,22 +394,15 @@ TEST(ServerShutdown, SigtermCancelsInFlightAndExitsZero) {
   std::string raw;
   std::atomic<int> chunks{0};
   std::thread t([&] {
-    auto c = srv.client();
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.body =
+    srv.client().send(
+        "POST", "/v1/completions",
         Json{{"prompt", "go"}, {"max_tokens", 100000}, {"ignore_eos", true}, {"stream", true}}
-            .dump();
-    req.set_header("Content-Type", "application/json");
-    req.content_receiver = [&](const char* p, size_t n, uint64_t, uint64_t) {
-      raw.append(p, n);
-      ++chunks;
-      return true;
-    };
-    httplib::Response res;
-    httplib::Error err;
-    c.send(req, res, err);
+            .dump(),
+        [&](std::string_view p) {
+          raw.append(p);
+          ++chunks;
+          return true;
+        });
   });
   while (chunks < 5) std::this_thread::sleep_for(std::chrono::milliseconds(5));
   EXPECT_EQ(srv.stop(), 0) << srv.log();

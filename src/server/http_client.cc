@@ -1,0 +1,124 @@
+#include "server/http_client.h"
+
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <limits>
+#include <optional>
+
+namespace qwen35::server {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+namespace {
+std::string str(beast::string_view s) { return std::string(s.data(), s.size()); }
+}  // namespace
+
+std::string ClientResponse::header(std::string_view name) const {
+  for (const auto& [k, v] : headers)
+    if (beast::iequals(k, beast::string_view(name.data(), name.size()))) return v;
+  return "";
+}
+
+void HttpClient::set_header(std::string name, std::string value) {
+  for (auto& [k, v] : headers_)
+    if (beast::iequals(k, name)) {
+      v = std::move(value);
+      return;
+    }
+  headers_.emplace_back(std::move(name), std::move(value));
+}
+
+ClientResponse HttpClient::post(const std::string& path, const std::string& body,
+                                const std::string& content_type) {
+  return send("POST", path, body, nullptr, content_type);
+}
+
+// Each step is an asynchronous operation run to completion on a private io_context, so that
+// beast::tcp_stream's deadline applies (blocking Asio calls have none).
+ClientResponse HttpClient::send(const std::string& method, const std::string& path,
+                                const std::string& body,
+                                const std::function<bool(std::string_view)>& on_data,
+                                const std::string& content_type) {
+  ClientResponse out;
+  net::io_context ioc;
+  beast::tcp_stream stream(ioc);
+  const auto deadline = std::chrono::milliseconds(int64_t(timeout_s_ * 1000));
+  beast::error_code ec;
+  auto run = [&] {
+    ioc.restart();
+    ioc.run();
+  };
+  tcp::resolver resolver(ioc);
+  const auto eps = resolver.resolve(host_, std::to_string(port_), ec);
+  if (ec) {
+    out.error = "resolve: " + ec.message();
+    return out;
+  }
+  stream.expires_after(deadline);
+  stream.async_connect(eps, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
+  run();
+  if (ec) {
+    out.error = "connect: " + ec.message();
+    return out;
+  }
+  http::request<http::string_body> req{http::string_to_verb(method), path, 11};
+  req.set(http::field::host, host_ + ":" + std::to_string(port_));
+  for (const auto& [k, v] : headers_) req.set(k, v);
+  if (!body.empty() || method == "POST") {
+    req.set(http::field::content_type, content_type);
+    req.body() = body;
+  }
+  req.keep_alive(false);
+  req.prepare_payload();
+  stream.expires_after(deadline);
+  http::async_write(stream, req, [&](beast::error_code e, size_t) { ec = e; });
+  run();
+  if (ec) {
+    out.error = "write: " + ec.message();
+    return out;
+  }
+  beast::flat_buffer buf;
+  http::response_parser<http::string_body> p;
+  p.body_limit(std::numeric_limits<std::uint64_t>::max());
+  bool aborted = false;
+  std::function<size_t(uint64_t, beast::string_view, beast::error_code&)> on_chunk =
+      [&](uint64_t, beast::string_view piece, beast::error_code& e) -> size_t {
+    if (!on_data(std::string_view(piece.data(), piece.size()))) {
+      aborted = true;
+      e = net::error::operation_aborted;
+    }
+    return piece.size();
+  };
+  if (on_data) p.on_chunk_body(on_chunk);
+  stream.expires_after(deadline);
+  while (!p.is_done()) {
+    http::async_read_some(stream, buf, p, [&](beast::error_code e, size_t) { ec = e; });
+    run();
+    if (ec) break;
+  }
+  if (p.is_header_done()) {
+    out.status = int(p.get().result_int());
+    for (const auto& f : p.get()) out.headers.emplace_back(str(f.name_string()), str(f.value()));
+  }
+  if (aborted) {
+    out.error = "aborted by the callback";
+    return out;
+  }
+  if (ec) {
+    out.error = "read: " + ec.message();
+    if (!p.is_done()) out.status = -1;
+    return out;
+  }
+  out.body = std::move(p.get().body());
+  if (on_data && !p.chunked() && !out.body.empty()) {
+    if (!on_data(out.body)) out.error = "aborted by the callback";
+  }
+  return out;
+}
+
+}  // namespace qwen35::server

@@ -1,0 +1,465 @@
+#include "server/http_server.h"
+
+#include <sys/socket.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+
+namespace qwen35::server {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+namespace {
+std::string str(beast::string_view s) { return std::string(s.data(), s.size()); }
+}  // namespace
+
+std::string HttpRequest::header(std::string_view name) const {
+  for (const auto& [k, v] : headers)
+    if (beast::iequals(k, beast::string_view(name.data(), name.size()))) return v;
+  return "";
+}
+
+namespace {
+class Session;
+constexpr size_t kPipelineKeep = 64u << 10;  // pipelined bytes kept while answering
+}  // namespace
+
+// State shared by the listener and every connection; connections hold it by shared_ptr, so it
+// outlives them whatever the order of destruction.
+struct Shared {
+  HttpLimits limits;
+  HttpHandler handler;
+  HttpErrorPage error_page;
+  std::atomic<int> open{0}, in_flight{0};
+  std::atomic<bool> draining{false};
+  std::mutex mu;  // guards per_client and sessions
+  std::unordered_map<std::string, int> per_client;
+  std::map<Session*, std::weak_ptr<Session>> sessions;
+};
+
+struct HttpServer::Impl {
+  std::shared_ptr<Shared> shared = std::make_shared<Shared>();
+  std::unique_ptr<net::io_context> ioc = std::make_unique<net::io_context>();
+  std::optional<tcp::acceptor> acceptor;
+  std::vector<std::thread> threads;
+  int io_threads = 2;
+  bool stopped = false;
+  void accept();
+  void on_accept(beast::error_code ec, tcp::socket s);
+  void close_sessions(bool all);
+};
+
+namespace {
+
+std::string status_line(int status) {
+  const auto reason = http::obsolete_reason(http::int_to_status(unsigned(status)));
+  return "HTTP/1.1 " + std::to_string(status) + " " + str(reason) + "\r\n";
+}
+
+class Session : public Responder, public std::enable_shared_from_this<Session> {
+ public:
+  Session(tcp::socket s, std::shared_ptr<Shared> sh, std::string addr)
+      : stream_(std::move(s)), sh_(std::move(sh)), addr_(std::move(addr)) {}
+  ~Session() override {
+    if (exchange_open_) --sh_->in_flight;
+    --sh_->open;
+    std::lock_guard lk(sh_->mu);
+    if (--sh_->per_client[addr_] <= 0) sh_->per_client.erase(addr_);
+    sh_->sessions.erase(this);
+  }
+
+  void start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read_request(); });
+  }
+  // From stop_accepting()/stop(): closes an idle connection (or any, when `all`).
+  void drop(bool all) {
+    net::post(stream_.get_executor(), [self = shared_from_this(), all] {
+      if (all || !self->exchange_open_) self->close();
+    });
+  }
+
+  // Responder.
+  void send(HttpResponse res) override {
+    net::post(stream_.get_executor(),
+              [self = shared_from_this(), res = std::move(res)]() mutable {
+                self->do_send(std::move(res));
+              });
+  }
+  void start_stream(HttpResponse head) override {
+    net::post(stream_.get_executor(), [self = shared_from_this(), head = std::move(head)] {
+      if (self->responded_) return;
+      self->responded_ = true;
+      self->keep_alive_ = self->keep_alive_ && !self->sh_->draining.load();
+      std::string h = status_line(head.status) + "Content-Type: " + head.content_type + "\r\n";
+      for (const auto& [k, v] : head.headers) h += k + ": " + v + "\r\n";
+      h += "Transfer-Encoding: chunked\r\n";
+      h += self->keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
+      self->queue_write(std::move(h), nullptr);
+    });
+  }
+  void write(std::string data, std::function<void(bool)> done) override {
+    net::post(stream_.get_executor(), [self = shared_from_this(), data = std::move(data),
+                                       done = std::move(done)]() mutable {
+      if (data.empty()) {  // an empty chunk would end the body
+        if (done) done(!self->closed_);
+        return;
+      }
+      char hex[20];
+      std::snprintf(hex, sizeof hex, "%zx\r\n", data.size());
+      self->queue_write(hex + std::move(data) + "\r\n", std::move(done));
+    });
+  }
+  void end_stream() override {
+    net::post(stream_.get_executor(), [self = shared_from_this()] {
+      self->queue_write("0\r\n\r\n", [self](bool) { self->end_exchange(); });
+    });
+  }
+  void after(std::chrono::milliseconds delay, std::function<void()> fn) override {
+    auto t = std::make_shared<net::steady_timer>(stream_.get_executor(), delay);
+    t->async_wait([self = shared_from_this(), t, fn = std::move(fn)](beast::error_code) { fn(); });
+  }
+  bool closed() const override { return closed_.load(); }
+
+ private:
+  void read_request() {
+    if (sh_->draining.load()) return close();
+    parser_.emplace();
+    parser_->header_limit(uint32_t(std::min<size_t>(sh_->limits.max_header_bytes, UINT32_MAX)));
+    parser_->body_limit(sh_->limits.max_body_bytes);
+    // The deadline of the whole request: set once, every read of this request shares it.
+    stream_.expires_after(sh_->limits.read_timeout);
+    http::async_read_header(stream_, buf_, *parser_,
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              self->on_header(ec);
+                            });
+  }
+
+  void on_header(beast::error_code ec) {
+    if (ec) return on_read_error(ec);
+    if (beast::iequals(parser_->get()[http::field::expect], "100-continue") &&
+        !parser_->is_done()) {
+      static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      net::async_write(stream_, net::buffer(kContinue),
+                       [self = shared_from_this()](beast::error_code ec, size_t) {
+                         if (ec) return self->close();
+                         self->read_body();
+                       });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
+    if (parser_->is_done()) return on_request();
+    http::async_read(stream_, buf_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec) return self->on_read_error(ec);
+                       self->on_request();
+                     });
+  }
+
+  void on_read_error(beast::error_code ec) {
+    if (ec == http::error::body_limit) return fail(413, "the request body is too large");
+    if (ec == http::error::header_limit) return fail(431, "the request header is too large");
+    if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
+        ec != http::error::end_of_stream && ec != http::error::partial_message)
+      return fail(400, "malformed HTTP request (" + ec.message() + ")");
+    close();  // end of stream, reset, deadline passed (slow or idle client), or shut down
+  }
+
+  // Answers a request that cannot be read on, then closes without resetting the connection
+  // under the client's feet (a reset can destroy the answer before the client reads it).
+  void fail(int status, const std::string& message) {
+    keep_alive_ = false;
+    exchange_open_ = true;
+    ++sh_->in_flight;
+    responded_ = false;
+    lingering_ = true;
+    do_send(sh_->error_page(status, message));
+  }
+
+  void on_request() {
+    auto msg = parser_->release();
+    HttpRequest req;
+    req.method = str(msg.method_string());
+    const std::string target = str(msg.target());
+    req.path = target.substr(0, target.find('?'));
+    req.remote_addr = addr_;
+    for (const auto& f : msg) req.headers.emplace_back(str(f.name_string()), str(f.value()));
+    req.body = std::move(msg.body());
+    keep_alive_ = msg.keep_alive();
+    responded_ = false;
+    exchange_open_ = true;
+    ++sh_->in_flight;
+    watch();
+    try {
+      sh_->handler(std::move(req), shared_from_this());
+    } catch (const std::exception& e) {
+      do_send(sh_->error_page(500, e.what()));
+    }
+  }
+
+  // One read kept posted while the answer is produced: it fails at once when the client hangs
+  // up. Pipelined bytes go to buf_ for the next request.
+  void watch() {
+    if (watching_ || closed_ || buf_.size() >= kPipelineKeep) return;
+    watching_ = true;
+    stream_.expires_never();  // no write is pending here: both deadlines are off until a write
+    stream_.async_read_some(buf_.prepare(4096),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->on_watch(ec, n);
+                            });
+  }
+
+  void on_watch(beast::error_code ec, size_t n) {
+    watching_ = false;
+    buf_.commit(n);
+    if (ec && ec != net::error::operation_aborted) return close();  // the client is gone
+    if (exchange_open_) return watch();
+    if (!closed_) read_request();  // the answer is out: cancelled to read the next request
+  }
+
+  void do_send(HttpResponse res) {
+    if (responded_ || closed_) return;
+    responded_ = true;
+    auto msg = std::make_shared<http::response<http::string_body>>();
+    msg->result(unsigned(res.status));
+    msg->version(11);
+    msg->set(http::field::content_type, res.content_type);
+    for (const auto& [k, v] : res.headers) msg->set(k, v);
+    msg->body() = std::move(res.body);
+    msg->keep_alive(keep_alive_ && !sh_->draining.load());
+    keep_alive_ = msg->keep_alive();
+    msg->prepare_payload();
+    stream_.expires_after(sh_->limits.write_timeout);
+    http::async_write(stream_, *msg, [self = shared_from_this(), msg](beast::error_code ec, size_t) {
+      if (ec) self->close();
+      self->end_exchange();
+    });
+  }
+
+  void queue_write(std::string bytes, std::function<void(bool)> done) {
+    if (closed_) {
+      if (done) net::post(stream_.get_executor(), [done] { done(false); });
+      return;
+    }
+    out_.push_back({std::move(bytes), std::move(done)});
+    if (out_.size() == 1) write_front();
+  }
+
+  void write_front() {
+    stream_.expires_after(sh_->limits.write_timeout);  // only the write deadline: a read is pending
+    net::async_write(stream_, net::buffer(out_.front().bytes),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       auto done = std::move(self->out_.front().done);
+                       self->out_.pop_front();
+                       if (ec) self->close();
+                       if (done) done(!ec);
+                       if (self->closed_) {
+                         while (!self->out_.empty()) {
+                           auto d = std::move(self->out_.front().done);
+                           self->out_.pop_front();
+                           if (d) d(false);
+                         }
+                       } else if (!self->out_.empty()) {
+                         self->write_front();
+                       }
+                     });
+  }
+
+  void end_exchange() {
+    if (!exchange_open_) return;
+    exchange_open_ = false;
+    --sh_->in_flight;
+    if (closed_) return;
+    if (lingering_) return linger();
+    if (!keep_alive_ || sh_->draining.load()) return close();
+    if (watching_)
+      stream_.socket().cancel();  // on_watch reads the next request
+    else
+      read_request();
+  }
+
+  void linger() {
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    if (watching_) return;  // the posted read discards until the client closes
+    stream_.expires_after(std::chrono::seconds(1));
+    discard_ = std::make_shared<std::array<char, 4096>>();
+    stream_.async_read_some(net::buffer(*discard_),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->lingered_ += n;
+                              if (ec || self->lingered_ > (1u << 20)) return self->close();
+                              self->lingering_ = true;
+                              self->linger();
+                            });
+  }
+
+  void close() {
+    closed_ = true;
+    if (!stream_.socket().is_open()) return;
+    beast::error_code ec;
+    stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
+    stream_.close();
+  }
+
+  struct Out {
+    std::string bytes;
+    std::function<void(bool)> done;
+  };
+  beast::tcp_stream stream_;
+  std::shared_ptr<Shared> sh_;
+  std::string addr_;
+  beast::flat_buffer buf_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  std::deque<Out> out_;
+  std::shared_ptr<std::array<char, 4096>> discard_;
+  size_t lingered_ = 0;
+  bool keep_alive_ = false, responded_ = false, exchange_open_ = false, watching_ = false;
+  bool lingering_ = false;
+  std::atomic<bool> closed_{false};
+};
+
+}  // namespace
+
+void HttpServer::Impl::accept() {
+  acceptor->async_accept(net::make_strand(*ioc), [this](beast::error_code ec, tcp::socket s) {
+    on_accept(ec, std::move(s));
+  });
+}
+
+void HttpServer::Impl::on_accept(beast::error_code ec, tcp::socket s) {
+  if (!acceptor->is_open() || shared->draining.load()) return;
+  if (ec) {  // out of descriptors, or the client gave up: try again shortly
+    auto t = std::make_shared<net::steady_timer>(acceptor->get_executor(),
+                                                 std::chrono::milliseconds(20));
+    t->async_wait([this, t](beast::error_code) { accept(); });
+    return;
+  }
+  beast::error_code aec;
+  const auto ep = s.remote_endpoint(aec);
+  std::string addr = aec ? std::string("?") : ep.address().to_string();
+  bool refuse = false;
+  {
+    std::lock_guard lk(shared->mu);
+    int& n = shared->per_client[addr];
+    if (shared->open.load() >= shared->limits.max_connections ||
+        n >= shared->limits.max_connections_per_client) {
+      refuse = true;
+      if (n == 0) shared->per_client.erase(addr);
+    } else {
+      ++n;
+      ++shared->open;
+    }
+  }
+  if (refuse) {
+    // Cheap: one non-blocking send of a 503, then close; nothing is read.
+    const HttpResponse r = shared->error_page(503, "too many connections");
+    const std::string msg = status_line(503) + "Content-Type: " + r.content_type +
+                            "\r\nContent-Length: " + std::to_string(r.body.size()) +
+                            "\r\nConnection: close\r\n\r\n" + r.body;
+    (void)::send(s.native_handle(), msg.data(), msg.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    s.close(aec);
+  } else {
+    auto session = std::make_shared<Session>(std::move(s), shared, addr);
+    {
+      std::lock_guard lk(shared->mu);
+      shared->sessions[session.get()] = session;
+    }
+    session->start();
+  }
+  accept();
+}
+
+void HttpServer::Impl::close_sessions(bool all) {
+  std::vector<std::shared_ptr<Session>> live;
+  {
+    std::lock_guard lk(shared->mu);
+    for (auto& [p, w] : shared->sessions)
+      if (auto s = w.lock()) live.push_back(std::move(s));
+  }
+  for (auto& s : live) s->drop(all);
+}
+
+HttpServer::HttpServer(HttpLimits limits, HttpHandler handler, HttpErrorPage error_page,
+                       int io_threads)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->shared->limits = limits;
+  impl_->shared->handler = std::move(handler);
+  impl_->shared->error_page = std::move(error_page);
+  impl_->io_threads = std::max(1, io_threads);
+}
+
+HttpServer::~HttpServer() { stop(std::chrono::milliseconds(0)); }
+
+core::Result<int> HttpServer::bind(const std::string& host, int port) {
+  beast::error_code ec;
+  tcp::endpoint ep;
+  if (const auto addr = net::ip::make_address(host, ec); !ec) {
+    ep = tcp::endpoint(addr, uint16_t(port));
+  } else {  // a host name
+    tcp::resolver resolver(*impl_->ioc);
+    const auto found = resolver.resolve(host, std::to_string(port), ec);
+    if (ec || found.empty()) return core::error("[server] cannot resolve host '" + host + "'");
+    ep = found.begin()->endpoint();
+  }
+  auto& a = impl_->acceptor.emplace(net::make_strand(*impl_->ioc));
+  a.open(ep.protocol(), ec);
+  if (!ec) a.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) a.bind(ep, ec);
+  if (!ec) a.listen(net::socket_base::max_listen_connections, ec);
+  if (ec) {
+    impl_->acceptor.reset();
+    return core::error("[server] cannot bind " + host + ":" + std::to_string(port) + " (" +
+                       ec.message() + ")");
+  }
+  return int(a.local_endpoint().port());
+}
+
+void HttpServer::start() {
+  if (!impl_->acceptor) return;
+  impl_->accept();
+  for (int i = 0; i < impl_->io_threads; ++i)
+    impl_->threads.emplace_back([ioc = impl_->ioc.get()] { ioc->run(); });
+}
+
+void HttpServer::stop_accepting() {
+  if (impl_->shared->draining.exchange(true)) return;
+  if (impl_->acceptor)
+    net::post(impl_->acceptor->get_executor(), [impl = impl_.get()] {
+      beast::error_code ec;
+      impl->acceptor->close(ec);
+    });
+  impl_->close_sessions(false);
+}
+
+int HttpServer::in_flight() const { return impl_->shared->in_flight.load(); }
+
+void HttpServer::stop(std::chrono::milliseconds grace) {
+  if (impl_->stopped) return;
+  impl_->stopped = true;
+  stop_accepting();
+  const auto until = std::chrono::steady_clock::now() + grace;
+  while (in_flight() > 0 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  impl_->close_sessions(true);
+  if (!impl_->threads.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  impl_->ioc->stop();
+  for (auto& t : impl_->threads) t.join();
+  impl_->threads.clear();
+  impl_->acceptor.reset();
+  impl_->ioc.reset();  // destroys the pending handlers and the connections they hold
+}
+
+}  // namespace qwen35::server
