@@ -58,6 +58,7 @@ class ServerProcess {
 
   bool ready() const { return ready_; }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string log() const { return read_file(log_); }
 
   server::HttpClient client() const { return server::HttpClient("127.0.0.1", port_, 120); }

@@ -1,0 +1,306 @@
+// The HTTP layer under hostile and slow traffic (issue 14), against a live server on loopback:
+// chunked oversize bodies, bad Content-Lengths, slowloris, clients that stop reading, connection
+// limits, keep-alive and pipelining, and SIGTERM while slow clients hold connections. Every test
+// is bounded in time by the server's own deadlines, set short here.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+
+#include "server_process.h"
+
+namespace qwen35 {
+namespace {
+
+using testing::Json;
+using testing::ServerProcess;
+using testing::TempDir;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// A raw loopback TCP connection: what real clients cannot be made to do.
+class Raw {
+ public:
+  explicit Raw(int port, int rcvbuf = 0) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    if (rcvbuf > 0) setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &rcvbuf, sizeof rcvbuf);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(uint16_t(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ok_ = connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~Raw() { close(fd_); }
+  bool ok() const { return ok_; }
+  bool send_all(const std::string& s) {
+    size_t off = 0;
+    while (off < s.size()) {
+      const ssize_t n = ::send(fd_, s.data() + off, s.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      off += size_t(n);
+    }
+    return true;
+  }
+  // Reads what arrives within `seconds` (until the peer closes); *closed says whether it did.
+  std::string read_for(double seconds, bool* closed = nullptr, size_t want = SIZE_MAX) {
+    std::string out;
+    const auto t0 = Clock::now();
+    if (closed) *closed = false;
+    while (since(t0) < seconds && out.size() < want) {
+      pollfd p{fd_, POLLIN, 0};
+      const int ms = int((seconds - since(t0)) * 1000) + 1;
+      if (poll(&p, 1, ms) <= 0) break;
+      char buf[65536];
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n <= 0) {
+        if (closed) *closed = true;
+        break;
+      }
+      out.append(buf, size_t(n));
+    }
+    return out;
+  }
+  // Non-blocking: whatever has arrived.
+  std::string peek() {
+    char buf[4096];
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, MSG_DONTWAIT);
+    return n > 0 ? std::string(buf, size_t(n)) : std::string();
+  }
+  int fd() const { return fd_; }
+
+ private:
+  int fd_ = -1;
+  bool ok_ = false;
+};
+
+int64_t status_kib(pid_t pid, const std::string& key) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind(key + ":", 0) == 0) return std::stoll(line.substr(key.size() + 1));
+  return -1;
+}
+
+class HostileTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new TempDir();
+    auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + dir_->file("m"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+  }
+  static void TearDownTestSuite() { delete dir_; }
+  static std::string model() { return dir_->file("m"); }
+  static TempDir* dir_;
+};
+TempDir* HostileTest::dir_ = nullptr;
+
+// The body limit holds for chunked bodies: 413 as soon as the limit is passed, memory bounded.
+TEST_F(HostileTest, ChunkedOversizeBodyGets413WithBoundedMemory) {
+  ServerProcess srv(model(), {"--max-body", "1048576"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  const int64_t peak0 = status_kib(srv.pid(), "VmHWM");
+  Raw c(srv.port());
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c.send_all(
+      "POST /tokenize HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+      "Content-Type: application/json\r\n\r\n"));
+  const std::string chunk = "10000\r\n" + std::string(0x10000, 'a') + "\r\n";
+  std::string got;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < 1600 && got.empty(); ++i) {  // up to 100 MiB
+    if (!c.send_all(chunk)) break;
+    got = c.peek();
+  }
+  got += c.read_for(2, nullptr, 12);
+  EXPECT_EQ(got.rfind("HTTP/1.1 413", 0), 0u) << got;
+  EXPECT_LT(since(t0), 5.0);
+  const int64_t peak1 = status_kib(srv.pid(), "VmHWM");
+  EXPECT_LT(peak1 - peak0, 64 * 1024) << "peak RSS grew by " << (peak1 - peak0) << " KiB";
+  EXPECT_EQ(srv.get("/health").first, 200);
+}
+
+// A Content-Length that is negative or past 2^64 is refused at once, not waited on.
+TEST_F(HostileTest, BadContentLengthIsRefusedAtOnce) {
+  ServerProcess srv(model(), {});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  for (const char* len : {"-5", "18446744073709551616", "12abc"}) {
+    Raw c(srv.port());
+    ASSERT_TRUE(c.ok());
+    const auto t0 = Clock::now();
+    ASSERT_TRUE(c.send_all(std::string("POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: ") +
+                           len + "\r\n\r\n"));
+    bool closed = false;
+    const std::string got = c.read_for(3, &closed);
+    EXPECT_EQ(got.rfind("HTTP/1.1 400", 0), 0u) << len << ": " << got;
+    EXPECT_LT(since(t0), 1.0) << len;
+  }
+  // A declared length over the limit is a 413 before any body byte is sent.
+  Raw c(srv.port());
+  ASSERT_TRUE(c.send_all("POST /tokenize HTTP/1.1\r\nHost: x\r\nContent-Length: 999999999999\r\n\r\n"));
+  EXPECT_EQ(c.read_for(3).rfind("HTTP/1.1 413", 0), 0u);
+  // An oversize head is a 431.
+  Raw h(srv.port());
+  ASSERT_TRUE(h.send_all("GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + std::string(40000, 'b') +
+                         "\r\n\r\n"));
+  EXPECT_EQ(h.read_for(3).rfind("HTTP/1.1 431", 0), 0u);
+}
+
+// Slowloris: 300 connections sending a byte a second. /health and a short completion still
+// answer in under a second, and the slow connections are closed at the read deadline, which
+// their trickle does not push back.
+TEST_F(HostileTest, SlowlorisDoesNotStopService) {
+  ServerProcess srv(model(), {"--parallel", "4", "--max-queue", "8", "--read-timeout", "3"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  std::vector<std::unique_ptr<Raw>> slow;
+  for (int i = 0; i < 300; ++i) {
+    slow.push_back(std::make_unique<Raw>(srv.port()));
+    ASSERT_TRUE(slow.back()->ok()) << i;
+  }
+  const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n";
+  const auto t0 = Clock::now();
+  size_t sent = 0;
+  double worst_health = 0, worst_completion = 0;
+  while (since(t0) < 2.5) {
+    for (auto& s : slow) s->send_all(head.substr(sent % head.size(), 1));
+    ++sent;
+    auto t = Clock::now();
+    EXPECT_EQ(srv.get("/health").first, 200);
+    worst_health = std::max(worst_health, since(t));
+    t = Clock::now();
+    auto [st, r] = srv.post("/v1/completions", Json{{"prompt", "hi"}, {"max_tokens", 4}});
+    EXPECT_EQ(st, 200) << r;
+    worst_completion = std::max(worst_completion, since(t));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  EXPECT_LT(worst_health, 1.0);
+  EXPECT_LT(worst_completion, 1.0);
+  // Keep trickling: the deadline of the whole request (3 s) closes them all anyway.
+  int closed_n = 0;
+  for (int round = 0; round < 6 && closed_n < 300; ++round) {
+    for (auto& s : slow) s->send_all(head.substr(sent % head.size(), 1));
+    ++sent;
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    closed_n = 0;
+    for (auto& s : slow) {
+      bool closed = false;
+      s->read_for(0.001, &closed);
+      closed_n += closed;
+    }
+  }
+  EXPECT_EQ(closed_n, 300) << "slow connections outlived the read deadline";
+  EXPECT_LT(since(t0), 7.0);
+  EXPECT_EQ(srv.get("/health").first, 200);
+}
+
+// A client that stops reading its stream is dropped by the write deadline: its slot is freed
+// and its request counted as cancelled, long before its max_tokens.
+TEST_F(HostileTest, ClientThatStopsReadingIsDropped) {
+  ServerProcess srv(model(), {"--parallel", "1", "--ctx", "16384", "--write-timeout", "1"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  Raw c(srv.port(), 2048);
+  ASSERT_TRUE(c.ok());
+  const std::string body = Json{{"prompt", "go"},
+                                {"max_tokens", 16000},
+                                {"ignore_eos", true},
+                                {"stream", true},
+                                {"logprobs", 20},
+                                {"return_token_ids", true}}
+                               .dump();
+  ASSERT_TRUE(c.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                         std::to_string(body.size()) + "\r\n\r\n" + body));
+  const auto t0 = Clock::now();
+  double used = 0;
+  for (int i = 0; i < 400 && used != 1; ++i) {
+    used = srv.metric("qwen35_slots_used");
+    if (used != 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ASSERT_EQ(used, 1);
+  while (used != 0 && since(t0) < 60) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    used = srv.metric("qwen35_slots_used");
+  }
+  EXPECT_EQ(used, 0) << "the stalled client still holds its slot";
+  EXPECT_EQ(srv.metric("qwen35_engine_cancelled_total"), 1);
+  EXPECT_EQ(srv.get("/health").first, 200);
+}
+
+// Connections over the per-client cap are refused at once; the cap frees with the connections.
+TEST_F(HostileTest, ConnectionLimits) {
+  ServerProcess srv(model(), {"--max-connections-per-client", "4"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  std::vector<std::unique_ptr<Raw>> held;
+  for (int i = 0; i < 4; ++i) held.push_back(std::make_unique<Raw>(srv.port()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  Raw extra(srv.port());
+  bool closed = false;
+  const std::string got = extra.read_for(2, &closed);
+  EXPECT_TRUE(closed);
+  EXPECT_EQ(got.rfind("HTTP/1.1 503", 0), 0u) << got;
+  held.clear();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(srv.get("/health").first, 200);
+}
+
+// Keep-alive: two pipelined requests on one connection get two answers, in order.
+TEST_F(HostileTest, KeepAliveAndPipelining) {
+  ServerProcess srv(model(), {});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  Raw c(srv.port());
+  const std::string body = Json{{"prompt", "hi"}, {"max_tokens", 3}}.dump();
+  ASSERT_TRUE(c.send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                         std::to_string(body.size()) + "\r\n\r\n" + body +
+                         "GET /health HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::string got;
+  const auto t0 = Clock::now();
+  while (got.find("{\"status\":\"ok\"}") == std::string::npos && since(t0) < 5)
+    got += c.read_for(0.2);
+  const size_t first = got.find("HTTP/1.1 200"), second = got.find("HTTP/1.1 200", first + 1);
+  ASSERT_NE(second, std::string::npos) << got;
+  EXPECT_NE(got.find("text_completion"), std::string::npos);
+  EXPECT_LT(got.find("text_completion"), second);
+  EXPECT_NE(got.find("{\"status\":\"ok\"}"), std::string::npos);
+}
+
+// SIGTERM while slow, idle and stalled clients hold connections and a stream runs: the stream
+// ends with [DONE] and the process exits 0 within 2 s.
+TEST_F(HostileTest, SigtermUnderSlowClientsExitsWithinTwoSeconds) {
+  ServerProcess srv(model(), {"--parallel", "2"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  std::vector<std::unique_ptr<Raw>> slow;
+  for (int i = 0; i < 50; ++i) {
+    slow.push_back(std::make_unique<Raw>(srv.port()));
+    slow.back()->send_all("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Len");
+  }
+  Raw idle(srv.port());
+  Raw stalled(srv.port(), 2048);  // asks for a long stream and never reads it
+  const std::string body = Json{{"prompt", "go"},
+                                {"max_tokens", 100000},
+                                {"ignore_eos", true},
+                                {"stream", true},
+                                {"logprobs", 20}}
+                               .dump();
+  const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                          std::to_string(body.size()) + "\r\n\r\n" + body;
+  stalled.send_all(req);
+  Raw reader(srv.port());
+  reader.send_all(req);
+  std::string raw = reader.read_for(0.5);
+  ASSERT_NE(raw.find("data: "), std::string::npos) << raw;
+  const auto t0 = Clock::now();
+  kill(srv.pid(), SIGTERM);
+  bool closed = false;
+  while (!closed && since(t0) < 3) raw += reader.read_for(0.1, &closed);
+  EXPECT_NE(raw.find("data: [DONE]"), std::string::npos);
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+  EXPECT_LT(since(t0), 2.0);
+}
+
+}  // namespace
+}  // namespace qwen35
