@@ -3,6 +3,7 @@
 // requests/s, generated tokens/s, time to first token and inter-token latency (p50/p99) and
 // errors. Requests use /v1/completions with ignore_eos so each generates exactly T tokens;
 // --disconnect K makes the first K requests hang up after their first tokens.
+// --soak SECONDS instead runs mixed traffic for that long (cli/soak.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/soak.h"
 #include "server/http_client.h"
 
 namespace qwen35::cli {
@@ -108,6 +110,7 @@ int cmd_loadtest(int argc, char** argv) {
   int port = 8080, clients = 8, requests = 64, disconnect = 0;
   int64_t max_tokens = 32;
   bool json = false;
+  double soak_s = 0, max_drift_mb = 0;
   app.add_option("--host", host, "server address");
   app.add_option("--port", port, "server port");
   app.add_option("--api-key", key, "API key");
@@ -117,12 +120,34 @@ int cmd_loadtest(int argc, char** argv) {
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("--disconnect", disconnect, "the first K requests hang up after 2 tokens");
   app.add_flag("--json", json, "one JSON object instead of text");
+  app.add_option("--soak", soak_s,
+                 "run mixed traffic for SECONDS instead (streaming, non-streaming, chat, hang-ups, "
+                 "slow uploads and readers, bad requests, health probes); -c clients, "
+                 "--max-tokens per request");
+  app.add_option("--max-rss-drift-mb", max_drift_mb,
+                 "with --soak: fail when the server's RSS grows more than this from the warm-up "
+                 "to after the run");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
   if (clients < 1 || requests < 1) return fail("loadtest", "--clients and --requests must be >= 1");
+  if (soak_s < 0 || max_drift_mb < 0)
+    return fail("loadtest", "--soak and --max-rss-drift-mb must be >= 0");
+  if (soak_s > 0) {
+    SoakOptions so;
+    so.host = host;
+    so.port = port;
+    so.api_key = key;
+    so.prompt = prompt;
+    so.clients = clients;
+    so.seconds = soak_s;
+    so.max_tokens = max_tokens;
+    so.max_rss_drift_mb = max_drift_mb;
+    so.json = json;
+    return run_soak(so);
+  }
   Json body = {{"prompt", prompt},
                {"max_tokens", max_tokens},
                {"stream", true},

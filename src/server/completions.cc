@@ -390,8 +390,6 @@ void drive_collect(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
 
 }  // namespace
 
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
-
 void handle_generate(Context& ctx, bool chat, const HttpRequest& req,
                      std::shared_ptr<Responder> r) {
   auto job = std::make_shared<Job>();

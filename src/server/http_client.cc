@@ -3,9 +3,12 @@
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <optional>
+#include <sstream>
+#include <thread>
 
 namespace qwen35::server {
 
@@ -76,8 +79,20 @@ ClientResponse HttpClient::send(const std::string& method, const std::string& pa
   req.keep_alive(false);
   req.prepare_payload();
   stream.expires_after(deadline);
-  http::async_write(stream, req, [&](beast::error_code e, size_t) { ec = e; });
-  run();
+  if (piece_ == 0) {
+    http::async_write(stream, req, [&](beast::error_code e, size_t) { ec = e; });
+    run();
+  } else {
+    std::ostringstream os;
+    os << req;
+    const std::string bytes = os.str();
+    for (size_t off = 0; off < bytes.size() && !ec; off += piece_) {
+      if (off > 0) std::this_thread::sleep_for(gap_);
+      net::async_write(stream, net::buffer(bytes.data() + off, std::min(piece_, bytes.size() - off)),
+                       [&](beast::error_code e, size_t) { ec = e; });
+      run();
+    }
+  }
   if (ec) {
     out.error = "write: " + ec.message();
     return out;

@@ -3,6 +3,7 @@
 // arrive (chunked or not). Not thread-safe; use one per thread.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,12 @@ class HttpClient {
   void set_header(std::string name, std::string value);
   void set_bearer_token(const std::string& key) { set_header("Authorization", "Bearer " + key); }
   void set_timeout(double seconds) { timeout_s_ = seconds; }
+  // Sends each request `piece` bytes at a time with `gap` between pieces (a slow upload);
+  // piece 0: all at once.
+  void set_pacing(size_t piece, std::chrono::milliseconds gap) {
+    piece_ = piece;
+    gap_ = gap;
+  }
 
   ClientResponse get(const std::string& path) { return send("GET", path, "", nullptr); }
   ClientResponse post(const std::string& path, const std::string& body,
@@ -44,6 +51,8 @@ class HttpClient {
   int port_;
   double timeout_s_;
   std::vector<std::pair<std::string, std::string>> headers_;
+  size_t piece_ = 0;
+  std::chrono::milliseconds gap_{0};
 };
 
 }  // namespace qwen35::server

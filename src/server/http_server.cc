@@ -445,6 +445,7 @@ void HttpServer::stop_accepting() {
 }
 
 int HttpServer::in_flight() const { return impl_->shared->in_flight.load(); }
+int HttpServer::open_connections() const { return impl_->shared->open.load(); }
 
 void HttpServer::stop(std::chrono::milliseconds grace) {
   if (impl_->stopped) return;

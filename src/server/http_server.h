@@ -53,8 +53,9 @@ class HttpServer {
   // Closes the listener and every connection that is not answering a request; answered ones
   // close after their answer.
   void stop_accepting();
-  // Exchanges being answered now.
+  // Exchanges being answered now, and open connections.
   int in_flight() const;
+  int open_connections() const;
   // Waits up to `grace` for in-flight answers to finish, then drops every connection, joins the
   // I/O threads and destroys what is still pending (its handlers' state included).
   void stop(std::chrono::milliseconds grace);

@@ -1,5 +1,7 @@
 #include "server/metrics.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 
 namespace qwen35::server {
@@ -15,6 +17,16 @@ void gauge(std::string* out, const std::string& name, const std::string& help, d
            const char* type = "gauge") {
   *out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
   *out += name + " " + num(v) + "\n";
+}
+
+// The resident set size from /proc/self/statm (Linux), or -1.
+double resident_bytes() {
+  FILE* f = std::fopen("/proc/self/statm", "r");
+  if (!f) return -1;
+  long pages = 0, resident = 0;
+  const int n = std::fscanf(f, "%ld %ld", &pages, &resident);
+  std::fclose(f);
+  return n == 2 ? double(resident) * double(sysconf(_SC_PAGESIZE)) : -1;
 }
 
 }  // namespace
@@ -58,8 +70,12 @@ void Metrics::add_tokens(int64_t prompt, int64_t generated) {
   generated_tokens_ += generated;
 }
 
-std::string Metrics::render(const runtime::EngineStats* e) const {
+std::string Metrics::render(const runtime::EngineStats* e, int connections) const {
   std::string out;
+  if (connections >= 0)
+    gauge(&out, "qwen35_http_connections", "open HTTP connections", double(connections));
+  if (const double rss = resident_bytes(); rss >= 0)
+    gauge(&out, "process_resident_memory_bytes", "resident set size of the process", rss);
   out += "# HELP qwen35_requests_total HTTP requests by endpoint and status\n";
   out += "# TYPE qwen35_requests_total counter\n";
   {

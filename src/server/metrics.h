@@ -33,7 +33,8 @@ class Metrics {
   void count_request(const std::string& endpoint, int status);
   void add_tokens(int64_t prompt, int64_t generated);
   Histogram ttft, itl, e2e;
-  std::string render(const runtime::EngineStats* engine) const;
+  // `connections`: open HTTP connections (-1: not known).
+  std::string render(const runtime::EngineStats* engine, int connections = -1) const;
 
  private:
   mutable std::mutex mu_;

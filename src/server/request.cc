@@ -325,6 +325,16 @@ Json error_body(const ApiError& e) {
   return Json{{"error", err}};
 }
 
+HttpResponse error_response(const ApiError& e) {
+  HttpResponse res;
+  res.status = e.status;
+  if (e.retry_after_s > 0) res.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
+  res.set_content(dump(error_body(e)), "application/json");
+  return res;
+}
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
 std::optional<ApiError> parse_request_body(std::string_view body, const ModelInfo& mi, Json* out) {
   if (tokenizer::utf8_valid_prefix(body) != body.size())
     return bad("", "the request body is not valid UTF-8");

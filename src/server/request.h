@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "runtime/sampler.h"
+#include "server/http.h"
 #include "server/json_limits.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -27,6 +28,10 @@ struct ApiError {
 
 // Error object as OpenAI clients expect: {"error": {"message", "type", "param", "code"}}.
 Json error_body(const ApiError& e);
+// The HTTP answer of an error: error_body, with Retry-After when the error says when to retry.
+HttpResponse error_response(const ApiError& e);
+// JSON text that never throws on invalid UTF-8 (replaced by U+FFFD).
+std::string dump(const Json& j);
 
 // What request parsing needs from the server.
 struct ModelInfo {

@@ -17,15 +17,6 @@ ApiError unavailable(const std::string& why) {
   return e;
 }
 
-// Parses a JSON object body (request.h: UTF-8, depth bound); on failure answers 400.
-bool parse_body(const Context& ctx, const HttpRequest& req, Responder& r, Json* out) {
-  if (auto e = parse_request_body(req.body, ctx.mi, out)) {
-    r.send(error_response(*e));
-    return false;
-  }
-  return true;
-}
-
 HttpResponse json_response(const Json& j) {
   HttpResponse res;
   res.set_content(dump(j), "application/json");
@@ -46,14 +37,6 @@ std::chrono::milliseconds ms(double seconds) {
 }
 
 }  // namespace
-
-HttpResponse error_response(const ApiError& e) {
-  HttpResponse res;
-  res.status = e.status;
-  if (e.retry_after_s > 0) res.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
-  res.set_content(dump(error_body(e)), "application/json");
-  return res;
-}
 
 Server::Server(ServerOptions opts) : opts_(std::move(opts)), ctx_(std::make_unique<Context>()) {
   workers_ = std::make_unique<boost::asio::thread_pool>(
@@ -131,7 +114,7 @@ void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
       sp = &st;
     }
     HttpResponse res;
-    res.set_content(ctx.metrics.render(sp), "text/plain; version=0.0.4");
+    res.set_content(ctx.metrics.render(sp, http_->open_connections()), "text/plain; version=0.0.4");
     return r->send(std::move(res));
   }
   static const char* const kPosts[] = {"/v1/chat/completions", "/v1/completions", "/tokenize",
@@ -150,46 +133,11 @@ void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
       const bool chat = req.path == "/v1/chat/completions";
       if (!ctx_->ready.load()) return r->send(error_response(unavailable("the model is loading")));
       if (chat || req.path == "/v1/completions") return handle_generate(*ctx_, chat, req, r);
-      route_post(req, *r);
+      answer_utility(*ctx_, req, *r);
     } catch (const std::exception& ex) {
       r->send(error_response(ApiError{500, ex.what(), "", "server_error"}));
     }
   });
-}
-
-// On a worker thread.
-void Server::route_post(const HttpRequest& req, Responder& r) {
-  Context& ctx = *ctx_;
-  if (!ctx.ready.load()) return r.send(error_response(unavailable("the model is loading")));
-  auto send_error = [&r](const ApiError& e) { r.send(error_response(e)); };
-  Json b;
-  if (!parse_body(ctx, req, r, &b)) return;
-  if (req.path == "/tokenize") {
-    if (auto e = check_model(b, ctx.mi)) return send_error(*e);
-    std::string text;
-    if (b.contains("messages")) {
-      if (auto e = render_messages(b, ctx.mi, &text)) return send_error(*e);
-    } else if (b.contains("prompt") && b["prompt"].is_string()) {
-      text = b["prompt"];
-    } else {
-      return send_error(ApiError{400, "'prompt' (a string) or 'messages' is required", "prompt",
-                                 "invalid_request_error"});
-    }
-    auto ids = ctx.mi.tok->encode(text);
-    if (!ids.ok())
-      return send_error(ApiError{400, ids.message(), "prompt", "invalid_request_error"});
-    return r.send(json_response(
-        Json{{"count", ids->size()}, {"max_model_len", ctx.mi.ctx}, {"tokens", *ids}}));
-  }
-  if (req.path == "/detokenize") {
-    std::vector<int32_t> ids;
-    if (auto e = parse_detokenize(b, ctx.mi, &ids)) return send_error(*e);
-    return r.send(json_response(Json{{"prompt", ctx.mi.tok->decode(ids)}}));
-  }
-  // /apply-template
-  std::string text;
-  if (auto e = render_messages(b, ctx.mi, &text)) return send_error(*e);
-  r.send(json_response(Json{{"prompt", text}}));
 }
 
 }  // namespace qwen35::server

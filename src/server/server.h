@@ -65,7 +65,6 @@ class Server {
 
  private:
   void dispatch(HttpRequest req, std::shared_ptr<Responder> r);
-  void route_post(const HttpRequest& req, Responder& r);
   bool authorized(const HttpRequest& req) const;
 
   ServerOptions opts_;
@@ -79,9 +78,8 @@ class Server {
 // `r`, later (the engine's output is drained asynchronously on the connection's strand).
 void handle_generate(Context& ctx, bool chat, const HttpRequest& req,
                      std::shared_ptr<Responder> r);
-// An OpenAI-style error response.
-HttpResponse error_response(const ApiError& e);
-// JSON text that never throws on invalid UTF-8 (replaced by U+FFFD).
-std::string dump(const Json& j);
+// POST /tokenize, /detokenize and /apply-template (utility_routes.cc): they need the tokenizer
+// and template only, never the engine, and answer before returning.
+void answer_utility(const Context& ctx, const HttpRequest& req, Responder& r);
 
 }  // namespace qwen35::server

@@ -1,0 +1,49 @@
+// The routes that need only the tokenizer and the chat template: /tokenize, /detokenize,
+// /apply-template. Separate from server.cc so that they link without the engine (the HTTP fuzz
+// harness serves them).
+#include "server/server.h"
+
+namespace qwen35::server {
+namespace {
+
+HttpResponse json_response(const Json& j) {
+  HttpResponse res;
+  res.set_content(dump(j), "application/json");
+  return res;
+}
+
+}  // namespace
+
+void answer_utility(const Context& ctx, const HttpRequest& req, Responder& r) {
+  auto send_error = [&r](const ApiError& e) { r.send(error_response(e)); };
+  Json b;
+  if (auto e = parse_request_body(req.body, ctx.mi, &b)) return send_error(*e);
+  if (req.path == "/tokenize") {
+    if (auto e = check_model(b, ctx.mi)) return send_error(*e);
+    std::string text;
+    if (b.contains("messages")) {
+      if (auto e = render_messages(b, ctx.mi, &text)) return send_error(*e);
+    } else if (b.contains("prompt") && b["prompt"].is_string()) {
+      text = b["prompt"];
+    } else {
+      return send_error(ApiError{400, "'prompt' (a string) or 'messages' is required", "prompt",
+                                 "invalid_request_error"});
+    }
+    auto ids = ctx.mi.tok->encode(text);
+    if (!ids.ok())
+      return send_error(ApiError{400, ids.message(), "prompt", "invalid_request_error"});
+    return r.send(json_response(
+        Json{{"count", ids->size()}, {"max_model_len", ctx.mi.ctx}, {"tokens", *ids}}));
+  }
+  if (req.path == "/detokenize") {
+    std::vector<int32_t> ids;
+    if (auto e = parse_detokenize(b, ctx.mi, &ids)) return send_error(*e);
+    return r.send(json_response(Json{{"prompt", ctx.mi.tok->decode(ids)}}));
+  }
+  // /apply-template
+  std::string text;
+  if (auto e = render_messages(b, ctx.mi, &text)) return send_error(*e);
+  r.send(json_response(Json{{"prompt", text}}));
+}
+
+}  // namespace qwen35::server
