@@ -69,6 +69,8 @@ ClientResponse HttpClient::send(const std::string& method, const std::string& pa
     out.error = "connect: " + ec.message();
     return out;
   }
+  stream.socket().set_option(tcp::no_delay(true), ec);  // paced uploads are small writes
+  ec = {};
   http::request<http::string_body> req{http::string_to_verb(method), path, 11};
   req.set(http::field::host, host_ + ":" + std::to_string(port_));
   for (const auto& [k, v] : headers_) req.set(k, v);

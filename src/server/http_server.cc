@@ -372,6 +372,9 @@ void HttpServer::Impl::on_accept(beast::error_code ec, tcp::socket s) {
     (void)::send(s.native_handle(), msg.data(), msg.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     s.close(aec);
   } else {
+    // Answers and SSE chunks are small writes: Nagle's algorithm would hold each one back until
+    // the client acknowledges the last (up to its delayed-ACK time, tens of ms per token).
+    s.set_option(tcp::no_delay(true), aec);
     auto session = std::make_shared<Session>(std::move(s), shared, addr);
     {
       std::lock_guard lk(shared->mu);

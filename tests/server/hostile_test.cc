@@ -152,21 +152,22 @@ TEST_F(HostileTest, BadContentLengthIsRefusedAtOnce) {
   EXPECT_EQ(h.read_for(3).rfind("HTTP/1.1 431", 0), 0u);
 }
 
-// Slowloris: 300 connections sending a byte a second. /health and a short completion still
+// Slowloris: 500 connections sending a byte a second. /health and a short chat request still
 // answer in under a second, and the slow connections are closed at the read deadline, which
 // their trickle does not push back.
 TEST_F(HostileTest, SlowlorisDoesNotStopService) {
+  constexpr int kSlow = 500;
   ServerProcess srv(model(), {"--parallel", "4", "--max-queue", "8", "--read-timeout", "3"});
   ASSERT_TRUE(srv.ready()) << srv.log();
   std::vector<std::unique_ptr<Raw>> slow;
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < kSlow; ++i) {
     slow.push_back(std::make_unique<Raw>(srv.port()));
     ASSERT_TRUE(slow.back()->ok()) << i;
   }
   const std::string head = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n";
   const auto t0 = Clock::now();
   size_t sent = 0;
-  double worst_health = 0, worst_completion = 0;
+  double worst_health = 0, worst_chat = 0;
   while (since(t0) < 2.5) {
     for (auto& s : slow) s->send_all(head.substr(sent % head.size(), 1));
     ++sent;
@@ -174,16 +175,18 @@ TEST_F(HostileTest, SlowlorisDoesNotStopService) {
     EXPECT_EQ(srv.get("/health").first, 200);
     worst_health = std::max(worst_health, since(t));
     t = Clock::now();
-    auto [st, r] = srv.post("/v1/completions", Json{{"prompt", "hi"}, {"max_tokens", 4}});
+    auto [st, r] = srv.post("/v1/chat/completions",
+                            Json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                 {"max_tokens", 4}});
     EXPECT_EQ(st, 200) << r;
-    worst_completion = std::max(worst_completion, since(t));
+    worst_chat = std::max(worst_chat, since(t));
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   EXPECT_LT(worst_health, 1.0);
-  EXPECT_LT(worst_completion, 1.0);
+  EXPECT_LT(worst_chat, 1.0);
   // Keep trickling: the deadline of the whole request (3 s) closes them all anyway.
   int closed_n = 0;
-  for (int round = 0; round < 6 && closed_n < 300; ++round) {
+  for (int round = 0; round < 6 && closed_n < kSlow; ++round) {
     for (auto& s : slow) s->send_all(head.substr(sent % head.size(), 1));
     ++sent;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -194,7 +197,7 @@ TEST_F(HostileTest, SlowlorisDoesNotStopService) {
       closed_n += closed;
     }
   }
-  EXPECT_EQ(closed_n, 300) << "slow connections outlived the read deadline";
+  EXPECT_EQ(closed_n, kSlow) << "slow connections outlived the read deadline";
   EXPECT_LT(since(t0), 7.0);
   EXPECT_EQ(srv.get("/health").first, 200);
 }

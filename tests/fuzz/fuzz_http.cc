@@ -1,0 +1,175 @@
+// libFuzzer: raw bytes on a connection to the HTTP transport (server/http_server.h), answered by
+// the server's own request handling: the JSON body parse with its depth bound, the chat and
+// completion request parsers, /tokenize, /detokenize and /apply-template with the bundled
+// model's tokenizer and chat template. Generation itself is not run (a parsed request is
+// answered 200 with what was parsed), so each input costs milliseconds, not a forward.
+//
+// Per input: one loopback connection gets the bytes, its write side is shut, and everything the
+// server answers is read until it closes. The answers must be well-formed HTTP responses (as
+// Beast's response parser reads them) and none may be a 500: a handler exception is a bug.
+// Crashes, hangs (the read deadline is 2 s) and sanitizer reports are findings.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "server/http_server.h"
+#include "server/request.h"
+#include "server/server.h"
+
+namespace {
+
+using namespace qwen35;
+namespace http = boost::beast::http;
+
+struct Harness {
+  Harness() {
+    auto t = tokenizer::Tokenizer::load(QWEN35_FUZZ_MODEL_DIR);
+    auto c = tmpl::load_chat_template(QWEN35_FUZZ_MODEL_DIR);
+    if (!t.ok() || !c.ok()) std::abort();
+    tok = std::make_unique<tokenizer::Tokenizer>(std::move(*t));
+    chat = std::make_unique<tmpl::ChatTemplate>(std::move(*c));
+    ctx.mi.tok = tok.get();
+    ctx.mi.tmpl = chat.get();
+    ctx.mi.name = "fuzz";
+    ctx.mi.ctx = 4096;
+    ctx.mi.eos_ids = {tok->eos_id()};
+    ctx.ready.store(true);
+    server::HttpLimits lim;
+    lim.max_header_bytes = 4096;
+    lim.max_body_bytes = 16384;
+    lim.read_timeout = std::chrono::milliseconds(2000);
+    lim.write_timeout = std::chrono::milliseconds(2000);
+    http_ = std::make_unique<server::HttpServer>(
+        lim, [this](server::HttpRequest req, std::shared_ptr<server::Responder> r) {
+          handle(req, *r);
+        },
+        [](int status, const std::string& message) {
+          return server::error_response(server::ApiError{status, message, "", "invalid_request_error"});
+        },
+        1);
+    auto p = http_->bind("127.0.0.1", 0);
+    if (!p.ok()) std::abort();
+    port = *p;
+    http_->start();
+  }
+
+  // The routes of server.cc, without the engine.
+  void handle(const server::HttpRequest& req, server::Responder& r) {
+    if (req.method == "GET" && req.path == "/health") {
+      server::HttpResponse res;
+      res.set_content("{\"status\":\"ok\"}", "application/json");
+      return r.send(std::move(res));
+    }
+    const bool chat_path = req.path == "/v1/chat/completions";
+    if (req.method == "POST" && (chat_path || req.path == "/v1/completions")) {
+      server::Json body;
+      if (auto e = server::parse_request_body(req.body, ctx.mi, &body))
+        return r.send(server::error_response(*e));
+      server::CompletionRequest parsed;
+      auto e = chat_path ? server::parse_chat_request(body, ctx.mi, &parsed)
+                         : server::parse_completion_request(body, ctx.mi, &parsed);
+      if (e) return r.send(server::error_response(*e));
+      server::HttpResponse res;
+      res.set_content(server::dump(server::Json{{"prompts", parsed.batch.size()}, {"n", parsed.n}}),
+                      "application/json");
+      return r.send(std::move(res));
+    }
+    if (req.method == "POST" &&
+        (req.path == "/tokenize" || req.path == "/detokenize" || req.path == "/apply-template"))
+      return server::answer_utility(ctx, req, r);
+    r.send(server::error_response(server::ApiError{404, "no route", "", "not_found_error"}));
+  }
+
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::unique_ptr<tmpl::ChatTemplate> chat;
+  server::Context ctx;
+  std::unique_ptr<server::HttpServer> http_;
+  int port = 0;
+};
+
+Harness& harness() {
+  static Harness* h = new Harness();
+  return *h;
+}
+
+// Everything the server sends on one connection that gets `in`, until it closes.
+std::string exchange(int port, const uint8_t* data, size_t size) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    // Interrupted (libFuzzer's alarm): the connection goes on; wait until it is made.
+    if (errno != EINTR) std::abort();
+    pollfd p{fd, POLLOUT, 0};
+    while (poll(&p, 1, 5000) < 0 && errno == EINTR) {
+    }
+    int err = 0;
+    socklen_t len = sizeof err;
+    if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 || err != 0) std::abort();
+  }
+  std::string out;
+  size_t off = 0;
+  bool open = true;
+  char buf[65536];
+  // Write and read together: the server may answer (and close) before it has read everything.
+  while (true) {
+    pollfd p{fd, short(POLLIN | (off < size ? POLLOUT : 0)), 0};
+    const int ready = poll(&p, 1, 5000);
+    if (ready < 0 && errno == EINTR) continue;  // libFuzzer's -timeout alarm
+    if (ready <= 0) std::abort();  // nothing for 5 s, and the server's deadlines are 2 s: a hang
+    if (p.revents & POLLIN || p.revents & (POLLHUP | POLLERR)) {
+      const ssize_t n = recv(fd, buf, sizeof buf, 0);
+      if (n <= 0) break;
+      out.append(buf, size_t(n));
+    }
+    if (open && off < size && (p.revents & POLLOUT)) {
+      const ssize_t n = send(fd, data + off, size - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0 && errno != EAGAIN) open = false;
+      if (n > 0) off += size_t(n);
+    }
+    if (open && off >= size) {
+      shutdown(fd, SHUT_WR);
+      open = false;
+    }
+  }
+  close(fd);
+  return out;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  Harness& h = harness();
+  const std::string out = exchange(h.port, data, size);
+  // The server has closed the connection; wait until it has let go of it too, so that what the
+  // input allocated is freed within the input (libFuzzer's leak check counts per input).
+  for (int i = 0; h.http_->open_connections() > 0; ++i) {
+    if (i > 500000) std::abort();  // a connection that outlives its socket by seconds
+    std::this_thread::sleep_for(std::chrono::microseconds(10));
+  }
+  // The answers: a sequence of complete HTTP responses, none a 500.
+  boost::beast::error_code ec;
+  size_t off = 0;
+  while (off < out.size()) {
+    http::response_parser<http::string_body> p;
+    p.body_limit(1u << 24);
+    p.eager(true);
+    off += p.put(boost::asio::buffer(out.data() + off, out.size() - off), ec);
+    if (ec || !p.is_done()) std::abort();
+    if (p.get().result_int() == 500 || p.get().result_int() < 100) std::abort();
+  }
+  return 0;
+}
