@@ -51,7 +51,9 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--step-tokens", eo.step_tokens,
                  "token budget of one engine step (decode + prefill)");
   app.add_option("--mem-budget-mb", mem_budget_mb,
-                 "memory for the sequence slots in MiB (0: no limit); too small is an error");
+                 "memory for the slots' recurrent state and the shared KV pool in MiB (0: a "
+                 "pool for every slot at full context, resident only as used); a request whose "
+                 "prompt + max_tokens cannot fit gets HTTP 400, one that does not fit now waits");
   app.add_option("--api-key", so.api_key, "require 'Authorization: Bearer KEY'");
   app.add_option("--max-body", so.max_body_bytes,
                  "largest request body in bytes, any transfer encoding (more get HTTP 413)");
@@ -156,19 +158,33 @@ int cmd_serve(int argc, char** argv) {
   mi.max_json_depth = max_json_depth;
 
   {
-    // Slot memory is allocated up front: check it against the budget before allocating it all.
-    auto probe = m.new_state(eo.ctx);
-    const double per_slot = double(probe->kv_bytes() + probe->recurrent_bytes()) / (1 << 20);
-    std::fprintf(stderr, "qwen35 serve: %.1f MiB per slot, %.1f MiB for %d slots\n", per_slot,
-                 per_slot * eo.parallel, eo.parallel);
-    if (mem_budget_mb > 0 && per_slot * eo.parallel > mem_budget_mb) {
-      const int fits = int(mem_budget_mb / per_slot);
-      return finish(fail("serve", "--parallel " + std::to_string(eo.parallel) + " x --ctx " +
-                                      std::to_string(eo.ctx) + " needs " +
-                                      std::to_string(int64_t(per_slot * eo.parallel)) +
-                                      " MiB, over --mem-budget-mb; " + std::to_string(fits) +
-                                      " slots fit"));
+    // The recurrent state of every slot is allocated up front; the KV pool is reserved and
+    // becomes resident as blocks are first written. The budget bounds both.
+    const double mib = 1.0 / (1 << 20);
+    const double recurrent = double(m.new_state(1)->recurrent_bytes()) * eo.parallel;
+    const double block = double(model::KvPool(m.config(), 0).block_bytes());
+    const int64_t per_slot = (eo.ctx + kernels::kKvBlock - 1) / kernels::kKvBlock;
+    const int64_t full = per_slot * eo.parallel;
+    eo.kv_blocks = full;
+    if (mem_budget_mb > 0) {
+      const double room = mem_budget_mb * (1 << 20) - recurrent;
+      const int64_t fits = block > 0 ? int64_t(std::max(0.0, room) / block) : full;
+      if (fits < 1)
+        return finish(fail("serve", "--mem-budget-mb " + std::to_string(int64_t(mem_budget_mb)) +
+                                        " leaves no room for the KV cache: the recurrent state of " +
+                                        std::to_string(eo.parallel) + " slots takes " +
+                                        std::to_string(int64_t(recurrent * mib + 0.5)) + " MiB"));
+      eo.kv_blocks = std::min(full, fits);
     }
+    std::fprintf(stderr,
+                 "qwen35 serve: recurrent state %.1f MiB for %d slots; KV pool %lld positions "
+                 "(%.1f MiB when full, resident as used)\n",
+                 recurrent * mib, eo.parallel, (long long)(eo.kv_blocks * kernels::kKvBlock),
+                 double(eo.kv_blocks) * block * mib);
+    if (eo.kv_blocks < per_slot)
+      std::fprintf(stderr,
+                   "qwen35 serve: warning: the KV pool holds fewer positions than --ctx; "
+                   "longer requests get HTTP 400\n");
   }
   runtime::Engine engine(m, eo);
   srv.set_ready(std::move(mi), &engine);

@@ -27,7 +27,12 @@ std::unique_ptr<SequenceState> Model::new_state(int64_t capacity) const {
   return std::make_unique<SequenceState>(w_->config, capacity);
 }
 
-// Checks the whole batch before any state is touched; fills spans_.
+std::unique_ptr<SequenceState> Model::new_state(int64_t capacity, KvPool* pool) const {
+  return std::make_unique<SequenceState>(w_->config, capacity, pool);
+}
+
+// Checks the whole batch before any position or content of a state changes (it may take KV
+// blocks for the rows); fills spans_.
 Status Model::validate(std::span<const SequenceRows> batch, int64_t* n_tokens, int64_t* n_logit_rows) {
   const ModelConfig& c = w_->config;
   spans_.clear();
@@ -46,6 +51,9 @@ Status Model::validate(std::span<const SequenceRows> batch, int64_t* n_tokens, i
     if (r.state->pos() + len > r.state->capacity())
       return error("[forward] context full: " + std::to_string(r.state->pos()) + " + " + std::to_string(len) +
                    " tokens exceed the context size " + std::to_string(r.state->capacity()));
+    if (!r.state->reserve(r.state->pos() + len))
+      return error("[forward] the KV pool is out of blocks: sequence " + std::to_string(s) +
+                   " needs " + std::to_string(r.state->pos() + len) + " positions");
     spans_.push_back({r.state, n, len, r.state->pos()});
     n += len;
     n_logits += r.all_logits ? len : 1;

@@ -42,6 +42,8 @@ class Model {
   const ModelWeights& weights() const { return *w_; }
 
   std::unique_ptr<SequenceState> new_state(int64_t capacity) const;
+  // A state whose KV blocks come from `pool` as it grows (the pool outlives the state).
+  std::unique_ptr<SequenceState> new_state(int64_t capacity, KvPool* pool) const;
 
   // Fast mode: MLX-quantized matmuls take int8-quantized activations (kernels/ops.h). Off by
   // default (the exact mode).

@@ -2,42 +2,68 @@
 
 #include <algorithm>
 
+#include "core/check.h"
+
 namespace qwen35::model {
 
-SequenceState::SequenceState(const ModelConfig& c, int64_t capacity) : capacity_(capacity) {
+SequenceState::SequenceState(const ModelConfig& c, int64_t capacity)
+    : SequenceState(c, capacity, nullptr) {}
+
+SequenceState::SequenceState(const ModelConfig& c, int64_t capacity, KvPool* pool)
+    : capacity_(capacity), pool_(pool) {
   kv_row_ = c.n_kv_heads * c.head_dim;
   const int64_t n_blocks = (capacity + kernels::kKvBlock - 1) / kernels::kKvBlock;
-  const int64_t block = kernels::kKvBlock * kv_row_;  // floats per block
+  if (!pool_) {
+    own_pool_ = std::make_unique<KvPool>(c, n_blocks);
+    pool_ = own_pool_.get();
+  }
   for (auto kind : c.layers) {
     if (kind == LayerKind::kFullAttention) {
-      slot_.push_back(int64_t(kv_.size()));
-      std::vector<float>& kv = kv_.emplace_back(size_t(2 * n_blocks * block), 0.0f);
-      std::vector<float*>& kb = k_blocks_.emplace_back();
-      std::vector<float*>& vb = v_blocks_.emplace_back();
-      for (int64_t b = 0; b < n_blocks; ++b) {
-        kb.push_back(kv.data() + b * block);
-        vb.push_back(kv.data() + (n_blocks + b) * block);
-      }
+      slot_.push_back(int64_t(k_blocks_.size()));
+      k_blocks_.emplace_back().reserve(size_t(n_blocks));
+      v_blocks_.emplace_back().reserve(size_t(n_blocks));
     } else {
       slot_.push_back(int64_t(conv_.size()));
       conv_.emplace_back(size_t((c.conv_kernel - 1) * c.conv_channels()), 0.0f);
       delta_.emplace_back(size_t(c.n_v_heads * c.d_k * c.d_v), 0.0f);
     }
   }
+  QWEN35_CHECK(pool_->n_layers() == int64_t(k_blocks_.size()));
+  blocks_.reserve(size_t(n_blocks));
+  if (own_pool_) QWEN35_CHECK(reserve(capacity));
+}
+
+SequenceState::~SequenceState() { release_blocks(); }
+
+bool SequenceState::reserve(int64_t positions) {
+  positions = std::min(positions, capacity_);
+  while (blocks_held() * kernels::kKvBlock < positions) {
+    const int32_t b = pool_->allocate();
+    if (b < 0) return false;
+    blocks_.push_back(b);
+    for (size_t i = 0; i < k_blocks_.size(); ++i) {
+      k_blocks_[i].push_back(pool_->k(int64_t(i), b));
+      v_blocks_[i].push_back(pool_->v(int64_t(i), b));
+    }
+  }
+  return true;
+}
+
+void SequenceState::release_blocks() {
+  for (int32_t b : blocks_) pool_->release(b);
+  blocks_.clear();
+  for (auto& t : k_blocks_) t.clear();
+  for (auto& t : v_blocks_) t.clear();
 }
 
 void SequenceState::reset() {
   pos_ = 0;
-  // The KV cache needs no clearing: positions >= pos_ are never read.
+  if (!own_pool_) release_blocks();
   for (auto& v : conv_) std::fill(v.begin(), v.end(), 0.0f);
   for (auto& v : delta_) std::fill(v.begin(), v.end(), 0.0f);
 }
 
-size_t SequenceState::kv_bytes() const {
-  size_t n = 0;
-  for (const auto& v : kv_) n += v.size() * 4;
-  return n;
-}
+size_t SequenceState::kv_bytes() const { return size_t(blocks_held()) * pool_->block_bytes(); }
 
 size_t SequenceState::recurrent_bytes() const {
   size_t n = 0;

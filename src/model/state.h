@@ -1,45 +1,65 @@
 // Per-sequence state of the hybrid model: a KV cache for each full-attention layer and the conv +
-// recurrent state for each Gated DeltaNet layer, all fp32, allocated once at creation for a fixed
-// context capacity (no allocation while decoding). The KV cache is addressed through a table of
-// kernels::kKvBlock-position blocks (kernels::KvView); today a sequence's blocks are slices of
-// one array per layer.
+// recurrent state for each Gated DeltaNet layer, all fp32. The KV cache is a table of blocks of
+// kernels::kKvBlock positions (kernels::KvView) taken from a KvPool as the sequence grows; the
+// conv and recurrent state are allocated once at creation. A state made without a pool owns one
+// sized for its whole capacity, with every block taken up front (forward never runs out).
+//
+// Invariant: blocks cover at least positions [0, pos()); positions >= pos() are never read.
+// Thread-safety: one user at a time; states sharing a pool must be used by one thread.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/ops.h"
 #include "model/config.h"
+#include "model/kv_pool.h"
 
 namespace qwen35::model {
 
 class SequenceState {
  public:
-  SequenceState(const ModelConfig& c, int64_t capacity);
+  SequenceState(const ModelConfig& c, int64_t capacity);                 // a private pool
+  SequenceState(const ModelConfig& c, int64_t capacity, KvPool* pool);  // blocks on demand
+  ~SequenceState();
+  SequenceState(const SequenceState&) = delete;
+  SequenceState& operator=(const SequenceState&) = delete;
 
-  int64_t pos() const { return pos_; }          // tokens already consumed
+  int64_t pos() const { return pos_; }  // tokens already consumed
   int64_t capacity() const { return capacity_; }
+  // pos 0, recurrent state cleared; the blocks go back to a shared pool (a private pool's stay).
   void reset();
+  // Takes blocks until positions [0, positions) are covered; false when the pool runs out (the
+  // blocks taken so far are kept).
+  bool reserve(int64_t positions);
+  int64_t blocks_held() const { return int64_t(blocks_.size()); }
+  const std::vector<int32_t>& blocks() const { return blocks_; }
 
   // Layer-indexed accessors (the layer must be of the matching kind).
   kernels::KvView kv(int64_t layer) {
     const int64_t i = slot_[layer];
-    return {k_blocks_[i].data(), v_blocks_[i].data(), capacity_, kv_row_};
+    return {k_blocks_[size_t(i)].data(), v_blocks_[size_t(i)].data(),
+            blocks_held() * kernels::kKvBlock, kv_row_};
   }
-  float* conv_state(int64_t layer) { return conv_[slot_[layer]].data(); }
-  float* delta_state(int64_t layer) { return delta_[slot_[layer]].data(); }
+  float* conv_state(int64_t layer) { return conv_[size_t(slot_[layer])].data(); }
+  float* delta_state(int64_t layer) { return delta_[size_t(slot_[layer])].data(); }
 
-  size_t kv_bytes() const;
+  size_t kv_bytes() const;  // of the blocks held
   size_t recurrent_bytes() const;
 
  private:
   friend class Model;
+  void release_blocks();
+
   int64_t pos_ = 0;
   int64_t capacity_ = 0;
   int64_t kv_row_ = 0;  // floats per position: n_kv_heads · head_dim
-  std::vector<int64_t> slot_;  // layer -> index into kv_ or conv_/delta_
-  std::vector<std::vector<float>> kv_;     // [2, n_blocks · kKvBlock, n_kv_heads, head_dim]
-  std::vector<std::vector<float*>> k_blocks_, v_blocks_;  // [n_blocks] into kv_
+  std::unique_ptr<KvPool> own_pool_;
+  KvPool* pool_ = nullptr;
+  std::vector<int64_t> slot_;          // layer -> attention index, or index into conv_/delta_
+  std::vector<int32_t> blocks_;        // block ids, position order
+  std::vector<std::vector<float*>> k_blocks_, v_blocks_;  // [attention layer][block]
   std::vector<std::vector<float>> conv_;   // [kernel-1, channels]
   std::vector<std::vector<float>> delta_;  // [n_v_heads, d_k, d_v]
 };

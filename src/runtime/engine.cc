@@ -85,13 +85,18 @@ struct Engine::Active {
 Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), opts_(opts) {
   opts_.parallel = std::max(1, opts_.parallel);
   opts_.step_tokens = std::max<int64_t>(opts_.step_tokens, model::kDeltaChunk);
-  for (int i = 0; i < opts_.parallel; ++i) states_.push_back(model_.new_state(opts_.ctx));
+  const int64_t per_slot = (opts_.ctx + kernels::kKvBlock - 1) / kernels::kKvBlock;
+  if (opts_.kv_blocks <= 0) opts_.kv_blocks = per_slot * opts_.parallel;
+  pool_ = std::make_unique<model::KvPool>(model_.config(), opts_.kv_blocks);
+  for (int i = 0; i < opts_.parallel; ++i)
+    states_.push_back(model_.new_state(opts_.ctx, pool_.get()));
   slots_.resize(size_t(opts_.parallel));
   kept_.resize(size_t(opts_.parallel));
   stats_.slots = opts_.parallel;
-  stats_.kv_tokens_total = int64_t(opts_.parallel) * opts_.ctx;
-  for (const auto& st : states_)
-    stats_.state_bytes += int64_t(st->kv_bytes() + st->recurrent_bytes());
+  stats_.kv_blocks_total = pool_->n_blocks();
+  stats_.kv_tokens_total = pool_->n_blocks() * kernels::kKvBlock;
+  stats_.state_bytes = int64_t(pool_->block_bytes()) * pool_->n_blocks();
+  for (const auto& st : states_) stats_.state_bytes += int64_t(st->recurrent_bytes());
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -120,6 +125,40 @@ bool Engine::validate(const GenerationRequest& req, std::string* message) const 
   if (auto s = req.sampling.validate(); !s.ok()) {
     *message = s.message();
     return false;
+  }
+  if (const int64_t need = blocks_for(req); need > pool_->n_blocks()) {
+    const int64_t worst = std::min(opts_.ctx, n + (req.max_tokens < 0 ? opts_.ctx : req.max_tokens));
+    *message = "the request may need " + std::to_string(worst) + " KV positions (a " +
+               std::to_string(n) + "-token prompt + max_tokens), more than the " +
+               std::to_string(pool_->n_blocks() * kernels::kKvBlock) +
+               " the KV pool holds (--mem-budget-mb); lower max_tokens";
+    return false;
+  }
+  return true;
+}
+
+int64_t Engine::blocks_for(const GenerationRequest& r) const {
+  const int64_t n = int64_t(r.prompt.size());
+  const int64_t worst = std::min(opts_.ctx, n + (r.max_tokens < 0 ? opts_.ctx : r.max_tokens));
+  return (worst + kernels::kKvBlock - 1) / kernels::kKvBlock;
+}
+
+// Whether the pool can promise `r`, admitted into free slot i, its worst case now. The running
+// requests keep their promises; slot i's own kept state is resumed (within r's promise) or reset.
+// Other idle slots' kept states (keep_state) are dropped when only they stand in the way.
+bool Engine::fits_locked(const GenerationRequest& r, size_t i) {
+  int64_t promised = blocks_for(r), kept = 0;
+  for (size_t j = 0; j < slots_.size(); ++j) {
+    if (slots_[j]) promised += blocks_for(slots_[j]->req);
+    else if (j != i) kept += states_[j]->blocks_held();
+  }
+  if (promised > pool_->n_blocks()) return false;
+  if (promised + kept > pool_->n_blocks()) {
+    for (size_t j = 0; j < slots_.size(); ++j) {
+      if (slots_[j] || j == i) continue;
+      kept_[j].clear();
+      states_[j]->reset();
+    }
   }
   return true;
 }
@@ -236,7 +275,9 @@ bool Engine::admit_locked() {
       ++stats_.cancelled;
       release(i, true);
     }
-    if (!s && !queue_.empty()) {
+    // First come, first served: a request whose KV does not fit now waits, and so do those
+    // behind it.
+    if (!s && !queue_.empty() && fits_locked(queue_.front().req, i)) {
       auto a = std::make_unique<Active>();
       a->req = std::move(queue_.front().req);
       a->stream = std::move(queue_.front().stream);
@@ -261,6 +302,7 @@ void Engine::refresh_gauges_locked() {
   stats_.slots_busy = busy;
   stats_.running = busy;
   stats_.kv_tokens_used = used;
+  stats_.kv_blocks_used = pool_->used_blocks();
   stats_.queued = int64_t(queue_.size());
 }
 
@@ -293,6 +335,8 @@ void Engine::release(size_t i, bool keep) {
   if (keep && a.req.keep_state) {
     QWEN35_CHECK(a.state->pos() == int64_t(a.fed.size()));
     kept_[i] = std::move(a.fed);
+  } else {
+    a.state->reset();  // its KV blocks go back to the pool
   }
   slots_[i].reset();
 }

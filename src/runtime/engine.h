@@ -51,6 +51,11 @@ struct EngineOptions {
   int64_t ctx = 4096;         // tokens per slot (prompt + generated)
   int max_queue = 64;         // waiting requests beyond the running ones; more are refused
   int64_t step_tokens = 256;  // per-step row budget (decode rows + prefill rows), >= kDeltaChunk
+  // The KV pool, in blocks of kernels::kKvBlock positions shared by all slots (0: enough for
+  // every slot at full context). Its memory becomes resident as blocks are first written. A
+  // request is admitted when the blocks of its worst case, min(ctx, prompt + max_tokens), are
+  // not promised to running requests; one whose worst case exceeds the pool is refused.
+  int64_t kv_blocks = 0;
 };
 
 struct GenerationRequest {
@@ -113,7 +118,8 @@ class RequestStream {
 struct EngineStats {
   int64_t queued = 0, running = 0, slots = 0, slots_busy = 0;
   int64_t kv_tokens_used = 0, kv_tokens_total = 0;
-  int64_t state_bytes = 0;  // all slots: KV caches + conv + recurrent state
+  int64_t kv_blocks_used = 0, kv_blocks_total = 0;  // the KV pool
+  int64_t state_bytes = 0;  // conv + recurrent state of all slots, and the KV pool when full
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
   int64_t finished = 0, cancelled = 0;
 };
@@ -160,9 +166,12 @@ class Engine {
   void finish_after_step(Active& a, const std::string& reason, const std::string& error = "");
   void start(size_t i, std::unique_ptr<Active> a);
   void release(size_t i, bool keep);
+  int64_t blocks_for(const GenerationRequest& r) const;  // its worst case, in KV blocks
+  bool fits_locked(const GenerationRequest& r, size_t slot);
 
   model::Model& model_;
   EngineOptions opts_;
+  std::unique_ptr<model::KvPool> pool_;
   std::vector<std::unique_ptr<model::SequenceState>> states_;
   std::vector<std::unique_ptr<Active>> slots_;  // null: free
   std::vector<std::vector<int32_t>> kept_;      // per slot: tokens of the kept state (see above)

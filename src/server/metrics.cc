@@ -95,10 +95,13 @@ std::string Metrics::render(const runtime::EngineStats* e, int connections) cons
     gauge(&out, "qwen35_slots_used", "sequence slots in use", double(e->slots_busy));
     gauge(&out, "qwen35_kv_tokens_used", "KV positions held by running sequences",
           double(e->kv_tokens_used));
-    gauge(&out, "qwen35_kv_tokens_total", "KV positions allocated", double(e->kv_tokens_total));
+    gauge(&out, "qwen35_kv_tokens_total", "KV positions the pool holds", double(e->kv_tokens_total));
+    gauge(&out, "qwen35_kv_blocks_used", "KV pool blocks (64 positions each) held",
+          double(e->kv_blocks_used));
+    gauge(&out, "qwen35_kv_blocks_total", "KV pool blocks", double(e->kv_blocks_total));
     gauge(&out, "qwen35_kv_usage_ratio", "kv_tokens_used / kv_tokens_total",
           e->kv_tokens_total ? double(e->kv_tokens_used) / double(e->kv_tokens_total) : 0.0);
-    gauge(&out, "qwen35_state_bytes", "memory of all sequence slots (KV + recurrent state)",
+    gauge(&out, "qwen35_state_bytes", "recurrent state of all slots + the KV pool when full",
           double(e->state_bytes));
     gauge(&out, "qwen35_engine_steps_total", "forward steps", double(e->steps), "counter");
     gauge(&out, "qwen35_engine_cancelled_total", "requests cancelled", double(e->cancelled),
