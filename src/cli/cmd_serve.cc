@@ -169,11 +169,14 @@ int cmd_serve(int argc, char** argv) {
     if (mem_budget_mb > 0) {
       const double room = mem_budget_mb * (1 << 20) - recurrent;
       const int64_t fits = block > 0 ? int64_t(std::max(0.0, room) / block) : full;
-      if (fits < 1)
-        return finish(fail("serve", "--mem-budget-mb " + std::to_string(int64_t(mem_budget_mb)) +
-                                        " leaves no room for the KV cache: the recurrent state of " +
-                                        std::to_string(eo.parallel) + " slots takes " +
-                                        std::to_string(int64_t(recurrent * mib + 0.5)) + " MiB"));
+      if (fits < 1) {
+        char why[200];
+        std::snprintf(why, sizeof why,
+                      "--mem-budget-mb %g leaves no room for the KV cache: the recurrent state of "
+                      "%d slots takes %.1f MiB, and one KV block %.2f MiB",
+                      mem_budget_mb, eo.parallel, recurrent * mib, block * mib);
+        return finish(fail("serve", why));
+      }
       eo.kv_blocks = std::min(full, fits);
     }
     std::fprintf(stderr,

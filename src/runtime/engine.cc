@@ -126,20 +126,21 @@ bool Engine::validate(const GenerationRequest& req, std::string* message) const 
     *message = s.message();
     return false;
   }
-  if (const int64_t need = blocks_for(req); need > pool_->n_blocks()) {
-    const int64_t worst = std::min(opts_.ctx, n + (req.max_tokens < 0 ? opts_.ctx : req.max_tokens));
-    *message = "the request may need " + std::to_string(worst) + " KV positions (a " +
-               std::to_string(n) + "-token prompt + max_tokens), more than the " +
-               std::to_string(pool_->n_blocks() * kernels::kKvBlock) +
-               " the KV pool holds (--mem-budget-mb); lower max_tokens";
+  if (const int64_t held = pool_->n_blocks() * kernels::kKvBlock; n >= held) {
+    *message = "the prompt has " + std::to_string(n) + " tokens, more than the KV pool of " +
+               std::to_string(held) + " positions allows (--mem-budget-mb)";
     return false;
   }
   return true;
 }
 
+int64_t Engine::context() const {
+  return std::min(opts_.ctx, pool_->n_blocks() * kernels::kKvBlock);
+}
+
 int64_t Engine::blocks_for(const GenerationRequest& r) const {
   const int64_t n = int64_t(r.prompt.size());
-  const int64_t worst = std::min(opts_.ctx, n + (r.max_tokens < 0 ? opts_.ctx : r.max_tokens));
+  const int64_t worst = std::min(context(), r.max_tokens < 0 ? opts_.ctx : n + r.max_tokens);
   return (worst + kernels::kKvBlock - 1) / kernels::kKvBlock;
 }
 
@@ -451,7 +452,7 @@ bool Engine::advance(size_t r, const core::Status& st, StepCounts* c) {
   ev.sample = std::move(s);
   a.stream->push(std::move(ev));
   if ((a.req.max_tokens >= 0 && a.generated >= a.req.max_tokens) ||
-      a.state->pos() + 1 > a.state->capacity()) {
+      a.state->pos() + 1 > context()) {
     finish_after_step(a, "length");
     return true;
   }

@@ -53,8 +53,9 @@ struct EngineOptions {
   int64_t step_tokens = 256;  // per-step row budget (decode rows + prefill rows), >= kDeltaChunk
   // The KV pool, in blocks of kernels::kKvBlock positions shared by all slots (0: enough for
   // every slot at full context). Its memory becomes resident as blocks are first written. A
-  // request is admitted when the blocks of its worst case, min(ctx, prompt + max_tokens), are
-  // not promised to running requests; one whose worst case exceeds the pool is refused.
+  // request is admitted when the blocks of its worst case, min(context, prompt + max_tokens),
+  // are not promised to running requests; until then it waits. A pool smaller than ctx is the
+  // context limit of every request.
   int64_t kv_blocks = 0;
 };
 
@@ -166,6 +167,7 @@ class Engine {
   void finish_after_step(Active& a, const std::string& reason, const std::string& error = "");
   void start(size_t i, std::unique_ptr<Active> a);
   void release(size_t i, bool keep);
+  int64_t context() const;  // positions a sequence may reach: min(ctx, the pool)
   int64_t blocks_for(const GenerationRequest& r) const;  // its worst case, in KV blocks
   bool fits_locked(const GenerationRequest& r, size_t slot);
 

@@ -149,6 +149,51 @@ TEST_F(EngineTest, Admission) {
   EXPECT_TRUE(fb == "cancelled" || fb == "length") << fb;
 }
 
+// A KV pool smaller than the slots' worst case: requests wait for blocks instead of failing,
+// still get their solo bits, and a prompt the whole pool cannot hold is refused with the
+// numbers; with a pool smaller than the context, the pool is the context. The pool is empty
+// again afterwards.
+TEST_F(EngineTest, SmallKvPoolMakesRequestsWait) {
+  std::vector<Out> solo;
+  {
+    Engine engine(*model_, EngineOptions{1, 256, 8, 64});
+    SubmitError err;
+    std::string msg;
+    for (int i = 0; i < 6; ++i) {
+      auto s = engine.submit(make(i, true), &err, &msg);
+      ASSERT_TRUE(s) << msg;
+      solo.push_back(drain(*s));
+    }
+  }
+  EngineOptions o{4, 256, 8, 64};
+  o.kv_blocks = 3;  // 192 positions; make(2) alone needs all three
+  Engine engine(*model_, o);
+  EXPECT_EQ(engine.stats().kv_tokens_total, 192);
+  SubmitError err;
+  std::string msg;
+  std::vector<std::shared_ptr<RequestStream>> streams;
+  for (int i = 0; i < 6; ++i) {
+    streams.push_back(engine.submit(make(i, true), &err, &msg));
+    ASSERT_TRUE(streams.back()) << msg;
+  }
+  for (int i = 0; i < 6; ++i) expect_same(drain(*streams[size_t(i)]), solo[size_t(i)], i);
+  GenerationRequest open_ended = make(0, false);
+  open_ended.max_tokens = -1;  // the pool is its context: it ends at 192 positions
+  auto s = engine.submit(open_ended, &err, &msg);
+  ASSERT_TRUE(s) << msg;
+  const Out got = drain(*s);
+  EXPECT_EQ(got.finish, "length");
+  EXPECT_EQ(int64_t(got.samples.size()), 192 - 3 + 1);
+  GenerationRequest big = make(0, false);
+  big.prompt.assign(200, 5);  // within --ctx 256, over the pool
+  EXPECT_FALSE(engine.submit(big, &err, &msg));
+  EXPECT_EQ(err, SubmitError::kInvalid);
+  for (const char* want : {"200", "192", "KV pool"})
+    EXPECT_NE(msg.find(want), std::string::npos) << msg;
+  EXPECT_EQ(engine.stats().kv_blocks_used, 0);
+  EXPECT_EQ(engine.stats().kv_blocks_total, 3);
+}
+
 // A group (the choices of one API request) is queued all or nothing: one larger than slots +
 // queue places can never run (kInvalid, with the numbers), one that does not fit now is
 // kQueueFull and leaves nothing queued, and a bad prompt anywhere in it refuses it whole.
@@ -191,6 +236,7 @@ TEST_F(EngineTest, GaugesReturnToIdle) {
   EXPECT_EQ(drain(*b).finish, "length");
   const EngineStats st = engine.stats();
   EXPECT_EQ(st.kv_tokens_used, 0);
+  EXPECT_EQ(st.kv_blocks_used, 0);
   EXPECT_EQ(st.running, 0);
   EXPECT_EQ(st.slots_busy, 0);
   EXPECT_EQ(st.queued, 0);
