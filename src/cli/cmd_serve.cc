@@ -54,6 +54,15 @@ int cmd_serve(int argc, char** argv) {
                  "memory for the slots' recurrent state and the shared KV pool in MiB (0: a "
                  "pool for every slot at full context, resident only as used); a request whose "
                  "prompt + max_tokens cannot fit gets HTTP 400, one that does not fit now waits");
+  double cache_mb = 1024;
+  bool no_cache = false;
+  app.add_option("--cache-mb", cache_mb,
+                 "prefix cache: MiB of state snapshots and KV blocks kept for prompts that "
+                 "begin the same way (least recently used evicted)");
+  app.add_option("--cache-interval", eo.cache_interval,
+                 "prefix cache: tokens between snapshots within a long prompt (a multiple of 64; "
+                 "each prompt's last 64-token boundary is always one)");
+  app.add_flag("--no-prefix-cache", no_cache, "compute every prompt from its first token");
   app.add_option("--api-key", so.api_key, "require 'Authorization: Bearer KEY'");
   app.add_option("--max-body", so.max_body_bytes,
                  "largest request body in bytes, any transfer encoding (more get HTTP 413)");
@@ -189,6 +198,9 @@ int cmd_serve(int argc, char** argv) {
                    "qwen35 serve: warning: the KV pool holds fewer positions than --ctx; "
                    "longer requests get HTTP 400\n");
   }
+  if (cache_mb < 0 || eo.cache_interval < kernels::kKvBlock)
+    return finish(fail("serve", "--cache-mb must be >= 0 and --cache-interval >= 64"));
+  eo.cache_bytes = no_cache ? 0 : int64_t(cache_mb * (1 << 20));
   runtime::Engine engine(m, eo);
   srv.set_ready(std::move(mi), &engine);
   std::fprintf(stderr, "qwen35 serve: ready (model '%s', %d slots x %lld tokens)\n",

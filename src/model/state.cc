@@ -65,6 +65,36 @@ void SequenceState::reset() {
 
 size_t SequenceState::kv_bytes() const { return size_t(blocks_held()) * pool_->block_bytes(); }
 
+void SequenceState::save_recurrent(float* out) const {
+  for (const auto& v : conv_) out = std::copy(v.begin(), v.end(), out);
+  for (const auto& v : delta_) out = std::copy(v.begin(), v.end(), out);
+}
+
+void SequenceState::load_recurrent(const float* in) {
+  for (auto& v : conv_) {
+    std::copy(in, in + v.size(), v.begin());
+    in += v.size();
+  }
+  for (auto& v : delta_) {
+    std::copy(in, in + v.size(), v.begin());
+    in += v.size();
+  }
+}
+
+void SequenceState::adopt(std::span<const int32_t> blocks, int64_t pos) {
+  QWEN35_CHECK(pos_ == 0 && blocks_.empty() && !own_pool_);
+  QWEN35_CHECK(pos <= int64_t(blocks.size()) * kernels::kKvBlock && pos <= capacity_);
+  for (int32_t b : blocks) {
+    pool_->retain(b);
+    blocks_.push_back(b);
+    for (size_t i = 0; i < k_blocks_.size(); ++i) {
+      k_blocks_[i].push_back(pool_->k(int64_t(i), b));
+      v_blocks_[i].push_back(pool_->v(int64_t(i), b));
+    }
+  }
+  pos_ = pos;
+}
+
 size_t SequenceState::recurrent_bytes() const {
   size_t n = 0;
   for (const auto& v : conv_) n += v.size() * 4;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "kernels/ops.h"
@@ -47,6 +48,15 @@ class SequenceState {
 
   size_t kv_bytes() const;  // of the blocks held
   size_t recurrent_bytes() const;
+
+  // Snapshots (the prefix cache): the conv + recurrent state of every Gated DeltaNet layer as
+  // one array of recurrent_bytes() / 4 floats, and back.
+  void save_recurrent(float* out) const;
+  void load_recurrent(const float* in);
+  // On a state just reset (no position, no block): takes a reference to `blocks` (of this
+  // state's pool, covering [0, pos)) as its first blocks and stands at `pos`.
+  void adopt(std::span<const int32_t> blocks, int64_t pos);
+  KvPool* pool() const { return pool_; }
 
  private:
   friend class Model;

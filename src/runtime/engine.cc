@@ -76,6 +76,7 @@ struct Engine::Active {
   model::SequenceState* state = nullptr;
   std::unique_ptr<Sampler> sampler;
   int64_t prefilled = 0;    // prompt tokens consumed
+  int64_t resumed = 0;      // of which resumed, not computed
   int64_t generated = 0;    // tokens sampled and sent
   int32_t next_token = -1;  // sampled, not yet fed
   uint64_t order = 0;       // admission order: older prompts prefill first
@@ -90,6 +91,8 @@ Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), 
   pool_ = std::make_unique<model::KvPool>(model_.config(), opts_.kv_blocks);
   for (int i = 0; i < opts_.parallel; ++i)
     states_.push_back(model_.new_state(opts_.ctx, pool_.get()));
+  if (opts_.cache_bytes > 0) cache_ = std::make_unique<PrefixCache>(pool_.get(), size_t(opts_.cache_bytes));
+  opts_.cache_interval = std::max<int64_t>(kernels::kKvBlock, opts_.cache_interval / kernels::kKvBlock * kernels::kKvBlock);
   slots_.resize(size_t(opts_.parallel));
   kept_.resize(size_t(opts_.parallel));
   stats_.slots = opts_.parallel;
@@ -134,6 +137,19 @@ bool Engine::validate(const GenerationRequest& req, std::string* message) const 
   return true;
 }
 
+// The first position after `from` (default: what a has computed) where the prefix cache takes
+// a snapshot of a's prompt: each multiple of cache_interval, and the prompt's last grid boundary
+// (the longest prefix a request for the same prompt can resume from). -1: none, or no cache.
+int64_t Engine::snapshot_after(const Active& a, int64_t from) const {
+  if (!cache_) return -1;
+  if (from < 0) from = a.prefilled;
+  const int64_t n = int64_t(a.req.prompt.size());
+  const int64_t last = (n - 1) / kernels::kKvBlock * kernels::kKvBlock;
+  const int64_t step = (from / opts_.cache_interval + 1) * opts_.cache_interval;
+  if (step < last) return step;
+  return last > from ? last : -1;
+}
+
 int64_t Engine::context() const {
   return std::min(opts_.ctx, pool_->n_blocks() * kernels::kKvBlock);
 }
@@ -144,24 +160,38 @@ int64_t Engine::blocks_for(const GenerationRequest& r) const {
   return (worst + kernels::kKvBlock - 1) / kernels::kKvBlock;
 }
 
-// Whether the pool can promise `r`, admitted into free slot i, its worst case now. The running
-// requests keep their promises; slot i's own kept state is resumed (within r's promise) or reset.
-// Other idle slots' kept states (keep_state) are dropped when only they stand in the way.
+// Whether the pool can promise `r`, admitted into free slot i, its worst case now: the free
+// blocks must cover what every running request may still take, plus r's worst case. Slot i's
+// kept state is resumed (its blocks count for r) or dropped; other idle slots' kept states
+// (keep_state) and then prefix-cache entries are dropped when they stand in the way.
 bool Engine::fits_locked(const GenerationRequest& r, size_t i) {
-  int64_t promised = blocks_for(r), kept = 0;
-  for (size_t j = 0; j < slots_.size(); ++j) {
-    if (slots_[j]) promised += blocks_for(slots_[j]->req);
-    else if (j != i) kept += states_[j]->blocks_held();
+  std::vector<int32_t>& kept = kept_[i];
+  const auto& prompt = r.prompt;
+  const bool resume = r.keep_state && !kept.empty() && kept.size() < prompt.size() &&
+                      std::equal(kept.begin(), kept.end(), prompt.begin());
+  if (!kept.empty() && !resume) {
+    kept.clear();
+    states_[i]->reset();
   }
-  if (promised > pool_->n_blocks()) return false;
-  if (promised + kept > pool_->n_blocks()) {
+  int64_t promised = blocks_for(r);
+  for (const auto& s : slots_)
+    if (s) promised += blocks_for(s->req);
+  if (promised > pool_->n_blocks()) return false;  // even an empty pool could not promise it
+  auto deficit = [&] {
+    int64_t future = blocks_for(r) - (resume ? states_[i]->blocks_held() : 0);
+    for (const auto& s : slots_)
+      if (s) future += std::max<int64_t>(0, blocks_for(s->req) - s->state->blocks_held());
+    return future - pool_->free_blocks();
+  };
+  if (deficit() > 0) {
     for (size_t j = 0; j < slots_.size(); ++j) {
-      if (slots_[j] || j == i) continue;
+      if (slots_[j] || j == i || kept_[j].empty()) continue;
       kept_[j].clear();
       states_[j]->reset();
     }
   }
-  return true;
+  if (deficit() > 0 && cache_) cache_->free_blocks(pool_->free_blocks() + deficit());
+  return deficit() <= 0;
 }
 
 std::shared_ptr<RequestStream> Engine::submit(GenerationRequest req, SubmitError* err,
@@ -304,6 +334,7 @@ void Engine::refresh_gauges_locked() {
   stats_.running = busy;
   stats_.kv_tokens_used = used;
   stats_.kv_blocks_used = pool_->used_blocks();
+  if (cache_) stats_.cache = cache_->stats();
   stats_.queued = int64_t(queue_.size());
 }
 
@@ -321,7 +352,12 @@ void Engine::start(size_t i, std::unique_ptr<Active> a) {
     a->fed = std::move(kept);
   } else {
     a->state->reset();
+    if (cache_) {
+      a->prefilled = cache_->resume(prompt, a->state);
+      if (a->req.keep_state) a->fed.assign(prompt.begin(), prompt.begin() + a->prefilled);
+    }
   }
+  a->resumed = a->prefilled;
   kept.clear();
   a->sampler = std::make_unique<Sampler>(a->req.sampling, model_.config().vocab);
   a->sampler->add_prompt(prompt);
@@ -383,8 +419,9 @@ void Engine::schedule() {
   for (int i : prefilling) {
     Active& a = *slots_[size_t(i)];
     const int64_t n = int64_t(a.req.prompt.size()), start = a.prefilled;
+    const int64_t snap = snapshot_after(a);
     int64_t end = start;
-    while (end < n) {
+    while (end < n && !(end > start && end == snap)) {  // a row ends where a snapshot is due
       const int64_t next = std::min(n, (end / kGrid + 1) * kGrid);
       if (next - start > budget && !(first && end == start)) break;
       end = next;
@@ -432,6 +469,8 @@ bool Engine::advance(size_t r, const core::Status& st, StepCounts* c) {
     }
     a.prefilled += n_rows;
     c->prompt += n_rows;
+    if (cache_ && a.prefilled == snapshot_after(a, a.prefilled - 1))
+      cache_->insert(std::span<const int32_t>(a.req.prompt).first(size_t(a.prefilled)), *a.state);
     if (a.prefilled < n) return false;
     a.stream->set_prompt_read(RequestTiming::Clock::now());
     if (a.req.max_tokens == 0) {

@@ -42,6 +42,7 @@
 
 #include "core/result.h"
 #include "model/model.h"
+#include "runtime/prefix_cache.h"
 #include "runtime/sampler.h"
 
 namespace qwen35::runtime {
@@ -57,6 +58,11 @@ struct EngineOptions {
   // are not promised to running requests; until then it waits. A pool smaller than ctx is the
   // context limit of every request.
   int64_t kv_blocks = 0;
+  // The prefix cache (runtime/prefix_cache.h): its bound in bytes (0: off), and the interval
+  // of its snapshots within long prompts (a multiple of kernels::kKvBlock) besides each
+  // prompt's last grid boundary.
+  int64_t cache_bytes = 0;
+  int64_t cache_interval = 2048;
 };
 
 struct GenerationRequest {
@@ -76,7 +82,7 @@ struct RequestTiming {
   Clock::time_point admitted;     // took a slot: prefill starts
   Clock::time_point prompt_read;  // the forward call that read the last prompt token returned
   bool prompt_done = false;       // prompt_read is set (false when cancelled during prefill)
-  int64_t prompt_reused = 0;      // prompt tokens resumed from kept state, not computed
+  int64_t prompt_reused = 0;  // prompt tokens resumed (prefix cache, kept state), not computed
 };
 
 // One event of a request's result stream.
@@ -123,6 +129,7 @@ struct EngineStats {
   int64_t state_bytes = 0;  // conv + recurrent state of all slots, and the KV pool when full
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
   int64_t finished = 0, cancelled = 0;
+  PrefixCacheStats cache;
 };
 
 enum class SubmitError { kNone, kQueueFull, kInvalid, kShuttingDown };
@@ -168,12 +175,14 @@ class Engine {
   void start(size_t i, std::unique_ptr<Active> a);
   void release(size_t i, bool keep);
   int64_t context() const;  // positions a sequence may reach: min(ctx, the pool)
+  int64_t snapshot_after(const Active& a, int64_t from = -1) const;
   int64_t blocks_for(const GenerationRequest& r) const;  // its worst case, in KV blocks
   bool fits_locked(const GenerationRequest& r, size_t slot);
 
   model::Model& model_;
   EngineOptions opts_;
   std::unique_ptr<model::KvPool> pool_;
+  std::unique_ptr<PrefixCache> cache_;  // null: off
   std::vector<std::unique_ptr<model::SequenceState>> states_;
   std::vector<std::unique_ptr<Active>> slots_;  // null: free
   std::vector<std::vector<int32_t>> kept_;      // per slot: tokens of the kept state (see above)

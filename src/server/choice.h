@@ -45,6 +45,8 @@ class ChoiceRunner {
   int64_t generated() const { return generated_; }
   const std::string& error() const { return error_; }
   int n_calls() const { return n_calls_; }
+  // Prompt tokens resumed from the prefix cache (or kept state) instead of computed.
+  int64_t cached_tokens() const { return stream_->timing().prompt_reused; }
 
   // Prompt tokens 1.. with their log-probabilities (requests with prompt_logprobs).
   std::vector<runtime::SampleResult> prompt_samples;

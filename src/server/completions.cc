@@ -63,7 +63,14 @@ struct Job {
   }
   Json usage() const {
     const int64_t p = prompt_tokens(), c = completion_tokens();
-    return Json{{"prompt_tokens", p}, {"completion_tokens", c}, {"total_tokens", p + c}};
+    // Prompt tokens counted once per prompt (as prompt_tokens): its first choice's.
+    int64_t cached = 0;
+    for (const auto& ch : choices)
+      if (ch->index() % req.n == 0) cached += ch->cached_tokens();
+    return Json{{"prompt_tokens", p},
+                {"completion_tokens", c},
+                {"total_tokens", p + c},
+                {"prompt_tokens_details", {{"cached_tokens", cached}}}};
   }
   // Latency histograms and token counters, once per request.
   void observe() {

@@ -103,6 +103,20 @@ std::string Metrics::render(const runtime::EngineStats* e, int connections) cons
           e->kv_tokens_total ? double(e->kv_tokens_used) / double(e->kv_tokens_total) : 0.0);
     gauge(&out, "qwen35_state_bytes", "recurrent state of all slots + the KV pool when full",
           double(e->state_bytes));
+    const auto& pc = e->cache;
+    gauge(&out, "qwen35_prefix_cache_hits_total", "requests resumed from the prefix cache",
+          double(pc.hits), "counter");
+    gauge(&out, "qwen35_prefix_cache_misses_total", "requests the prefix cache had nothing for",
+          double(pc.misses), "counter");
+    gauge(&out, "qwen35_prefix_cache_hit_tokens_total", "prompt tokens resumed, not computed",
+          double(pc.hit_tokens), "counter");
+    gauge(&out, "qwen35_prefix_cache_evictions_total", "prefix cache entries evicted",
+          double(pc.evictions), "counter");
+    gauge(&out, "qwen35_prefix_cache_bytes", "prefix cache memory (snapshots + KV blocks)",
+          double(pc.bytes));
+    gauge(&out, "qwen35_prefix_cache_snapshots", "state snapshots held", double(pc.snapshots));
+    gauge(&out, "qwen35_prefix_cache_blocks", "KV blocks the prefix cache holds",
+          double(pc.blocks));
     gauge(&out, "qwen35_engine_steps_total", "forward steps", double(e->steps), "counter");
     gauge(&out, "qwen35_engine_cancelled_total", "requests cancelled", double(e->cancelled),
           "counter");

@@ -194,6 +194,70 @@ TEST_F(EngineTest, SmallKvPoolMakesRequestsWait) {
   EXPECT_EQ(engine.stats().kv_blocks_total, 3);
 }
 
+// The prefix cache: a prompt that extends or shares a cached grid prefix resumes from its
+// snapshot and gets the bits of a fresh run (greedy and seeded), the reused count is reported,
+// and a tiny cache that evicts keeps the bits too. The cache's blocks count in the pool and go
+// back when it is cleared by demand.
+TEST_F(EngineTest, PrefixCacheResumedEqualsFresh) {
+  auto prompt = [](int64_t n, int salt) {
+    std::vector<int32_t> p;
+    for (int64_t k = 0; k < n; ++k) p.push_back(int32_t((k * 31 + salt * 977 + 5) % 3000));
+    return p;
+  };
+  const std::vector<int32_t> base = prompt(300, 1);
+  std::vector<std::vector<int32_t>> prompts;
+  prompts.push_back(std::vector<int32_t>(base.begin(), base.begin() + 200));  // snapshot at 192
+  prompts.push_back(base);                                                    // resumes at 192
+  auto branch = std::vector<int32_t>(base.begin(), base.begin() + 130);      // snapshot at 128?
+  for (int32_t t : prompt(70, 2)) branch.push_back(t);
+  prompts.push_back(branch);
+  prompts.push_back(base);  // again: resumes at 256 (base's own last boundary)
+  for (bool seeded : {false, true}) {
+    for (int64_t cache_bytes : {int64_t(64) << 20, int64_t(3) << 20}) {  // roomy, then evicting
+      auto run = [&](int64_t bytes, std::vector<int64_t>* reused) {
+        EngineOptions o{2, 512, 8, 64};
+        o.cache_bytes = bytes;
+        o.cache_interval = 128;
+        Engine engine(*model_, o);
+        std::vector<Out> outs;
+        for (const auto& p : prompts) {
+          GenerationRequest g;
+          g.prompt = p;
+          g.max_tokens = 12;
+          g.sampling.temperature = seeded ? 0.9f : 0.0f;
+          g.sampling.seed = 7;
+          g.sampling.logprobs = 3;
+          SubmitError err;
+          std::string msg;
+          auto s = engine.submit(g, &err, &msg);
+          EXPECT_TRUE(s) << msg;
+          if (!s) return outs;
+          outs.push_back(drain(*s));
+          if (reused) reused->push_back(s->timing().prompt_reused);
+        }
+        const EngineStats st = engine.stats();
+        if (bytes > 0) {
+          EXPECT_GT(st.cache.hits, 0);
+          EXPECT_EQ(st.kv_blocks_used, st.cache.blocks);  // only the cache holds blocks now
+        }
+        return outs;
+      };
+      std::vector<int64_t> reused;
+      const auto fresh = run(0, nullptr);
+      const auto cached = run(cache_bytes, &reused);
+      ASSERT_EQ(fresh.size(), cached.size());
+      for (size_t i = 0; i < fresh.size(); ++i) expect_same(cached[i], fresh[i], int(i));
+      ASSERT_EQ(reused.size(), 4u);
+      EXPECT_EQ(reused[0], 0);
+      if (cache_bytes == (int64_t(64) << 20)) {
+        EXPECT_EQ(reused[1], 192);
+        EXPECT_EQ(reused[2], 128);  // the interval snapshot of the first prompt
+        EXPECT_EQ(reused[3], 256);
+      }
+    }
+  }
+}
+
 // A group (the choices of one API request) is queued all or nothing: one larger than slots +
 // queue places can never run (kInvalid, with the numbers), one that does not fit now is
 // kQueueFull and leaves nothing queued, and a bad prompt anywhere in it refuses it whole.

@@ -1,0 +1,154 @@
+#include "runtime/prefix_cache.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace qwen35::runtime {
+
+constexpr int64_t kBlock = kernels::kKvBlock;
+
+struct PrefixCache::Node {
+  Node* parent = nullptr;
+  std::vector<int32_t> key;  // the kBlock token ids of this node's positions
+  int32_t block = -1;        // their KV block (a pool reference); -1 at the root
+  int64_t depth = 0;         // positions [0, depth · kBlock)
+  std::vector<std::unique_ptr<Node>> children;
+  std::vector<float> snapshot;  // the recurrent state at depth · kBlock; empty: none
+  uint64_t used = 0;
+};
+
+PrefixCache::PrefixCache(model::KvPool* pool, size_t max_bytes)
+    : pool_(pool), max_bytes_(max_bytes), root_(std::make_unique<Node>()) {}
+
+PrefixCache::~PrefixCache() { clear(); }
+
+void PrefixCache::clear() {
+  while (evict_one()) {
+  }
+}
+
+PrefixCache::Node* PrefixCache::child(Node* n, std::span<const int32_t> key) const {
+  for (auto& c : n->children)
+    if (std::equal(c->key.begin(), c->key.end(), key.begin(), key.end())) return c.get();
+  return nullptr;
+}
+
+void PrefixCache::touch(Node* n) {
+  const uint64_t t = ++clock_;
+  for (; n; n = n->parent) n->used = t;
+}
+
+int64_t PrefixCache::resume(std::span<const int32_t> prompt, model::SequenceState* state) {
+  QWEN35_CHECK(state->pos() == 0 && state->blocks_held() == 0 && state->pool() == pool_);
+  const int64_t n = int64_t(prompt.size());
+  Node* best = nullptr;
+  Node* cur = root_.get();
+  // At least one prompt token is left to compute: its logits start the answer.
+  for (int64_t d = 1; d * kBlock <= n - 1; ++d) {
+    cur = child(cur, prompt.subspan(size_t((d - 1) * kBlock), size_t(kBlock)));
+    if (!cur) break;
+    if (!cur->snapshot.empty() && int64_t(cur->snapshot.size()) * 4 == int64_t(state->recurrent_bytes()))
+      best = cur;
+  }
+  if (!best) {
+    ++counts_.misses;
+    return 0;
+  }
+  std::vector<int32_t> blocks(size_t(best->depth));
+  for (Node* p = best; p != root_.get(); p = p->parent) blocks[size_t(p->depth - 1)] = p->block;
+  state->adopt(blocks, best->depth * kBlock);
+  state->load_recurrent(best->snapshot.data());
+  touch(best);
+  ++counts_.hits;
+  counts_.hit_tokens += best->depth * kBlock;
+  return best->depth * kBlock;
+}
+
+void PrefixCache::insert(std::span<const int32_t> tokens, const model::SequenceState& state) {
+  const int64_t p = state.pos();
+  if (p <= 0 || p % kBlock != 0 || int64_t(tokens.size()) < p || state.pool() != pool_) return;
+  const int64_t depth = p / kBlock;
+  const size_t snap = state.recurrent_bytes();
+  if (snap + size_t(depth) * pool_->block_bytes() > max_bytes_) return;
+  Node* cur = root_.get();
+  for (int64_t d = 1; d <= depth; ++d) {
+    const auto key = tokens.subspan(size_t((d - 1) * kBlock), size_t(kBlock));
+    Node* next = child(cur, key);
+    if (!next) {
+      auto node = std::make_unique<Node>();
+      node->parent = cur;
+      node->key.assign(key.begin(), key.end());
+      node->block = state.blocks()[size_t(d - 1)];
+      pool_->retain(node->block);
+      node->depth = d;
+      next = node.get();
+      cur->children.push_back(std::move(node));
+      ++n_nodes_;
+    }
+    cur = next;
+  }
+  if (cur->snapshot.empty()) {
+    cur->snapshot.resize(snap / 4);
+    state.save_recurrent(cur->snapshot.data());
+    snapshot_bytes_ += snap;
+    ++n_snapshots_;
+    ++counts_.inserts;
+  }
+  touch(cur);
+  while (bytes() > max_bytes_ && evict_one()) {
+  }
+}
+
+bool PrefixCache::free_blocks(int64_t blocks) {
+  while (pool_->free_blocks() < blocks)
+    if (!evict_one()) return false;
+  return true;
+}
+
+bool PrefixCache::evict_one() {
+  // The least recently used leaf (a leaf always holds a snapshot: see remove_leaf).
+  Node* victim = nullptr;
+  std::vector<Node*> stack = {root_.get()};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (n->children.empty() && n != root_.get() && (!victim || n->used < victim->used)) victim = n;
+    for (auto& c : n->children) stack.push_back(c.get());
+  }
+  if (!victim) return false;
+  remove_leaf(victim);
+  ++counts_.evictions;
+  return true;
+}
+
+// Removes leaf n, then its ancestors that are left as leaves without a snapshot.
+void PrefixCache::remove_leaf(Node* n) {
+  while (n != root_.get() && n->children.empty()) {
+    Node* parent = n->parent;
+    if (!n->snapshot.empty()) {
+      snapshot_bytes_ -= n->snapshot.size() * 4;
+      --n_snapshots_;
+    }
+    pool_->release(n->block);
+    --n_nodes_;
+    auto& sib = parent->children;
+    sib.erase(std::find_if(sib.begin(), sib.end(), [n](const auto& c) { return c.get() == n; }));
+    n = parent;
+    if (!n->snapshot.empty()) break;
+  }
+}
+
+size_t PrefixCache::bytes() const {
+  return snapshot_bytes_ + size_t(n_nodes_) * pool_->block_bytes();
+}
+
+PrefixCacheStats PrefixCache::stats() const {
+  PrefixCacheStats s = counts_;
+  s.snapshots = n_snapshots_;
+  s.blocks = n_nodes_;
+  s.bytes = int64_t(bytes());
+  return s;
+}
+
+}  // namespace qwen35::runtime

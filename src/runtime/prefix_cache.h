@@ -1,0 +1,75 @@
+// The prefix cache: sequence states at grid boundaries, kept so that a later prompt with the
+// same beginning resumes instead of recomputing it (issue 15). A hybrid model cannot resume from
+// KV rows alone: the Gated DeltaNet layers need their conv and recurrent state at the resume
+// point. So an entry is a snapshot of that state at a position p, a multiple of
+// kernels::kKvBlock, plus references to the KV blocks below p.
+//
+// Exactness (*resumed == fresh*): prompts are computed in chunks cut at absolute multiples of
+// kKvBlock, so the state after the first p tokens is the same bits whoever computes it. Entries
+// are only ever taken from prompt computation (never from decode, whose token-by-token
+// recurrence gives other bits), at positions on that grid.
+//
+// The tree: a radix tree whose edges are kKvBlock-token blocks of ids; node depth d stands for
+// positions [0, d·kKvBlock) and holds the KV block of its last kKvBlock positions (a pool
+// reference), and a snapshot when one was taken there. Prompts that share a prefix share its
+// nodes and blocks. Bounded by max_bytes (snapshots + blocks), evicting the least recently used
+// leaves; a running sequence holds its own block references, so eviction never breaks it.
+//
+// Thread-safety: none; the engine thread owns it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "model/kv_pool.h"
+#include "model/state.h"
+
+namespace qwen35::runtime {
+
+struct PrefixCacheStats {
+  int64_t hits = 0, misses = 0, hit_tokens = 0, evictions = 0, inserts = 0;
+  int64_t snapshots = 0, blocks = 0, bytes = 0;
+};
+
+class PrefixCache {
+ public:
+  PrefixCache(model::KvPool* pool, size_t max_bytes);
+  ~PrefixCache();  // gives every block reference back to the pool
+  PrefixCache(const PrefixCache&) = delete;
+  PrefixCache& operator=(const PrefixCache&) = delete;
+
+  // Resumes `state` (just reset, of the cache's pool) from the longest cached prefix of
+  // `prompt` that leaves at least one token to compute. Returns the positions resumed (0: a
+  // miss, nothing changed).
+  int64_t resume(std::span<const int32_t> prompt, model::SequenceState* state);
+  // Stores `state`, which stands at pos() = p, a multiple of kKvBlock, after computing
+  // tokens[0, p) from an empty state. Nothing when p is 0 or the entry alone exceeds the bound.
+  void insert(std::span<const int32_t> tokens, const model::SequenceState& state);
+  // Evicts least recently used entries until `blocks` pool blocks are free (or the cache is
+  // empty). Returns whether they are.
+  bool free_blocks(int64_t blocks);
+  void clear();
+
+  PrefixCacheStats stats() const;
+  size_t max_bytes() const { return max_bytes_; }
+
+ private:
+  struct Node;
+  Node* child(Node* n, std::span<const int32_t> key) const;
+  void touch(Node* n);
+  bool evict_one();  // the least recently used leaf; false when there is none
+  void remove_leaf(Node* n);
+  size_t bytes() const;
+
+  model::KvPool* pool_;
+  size_t max_bytes_;
+  std::unique_ptr<Node> root_;
+  uint64_t clock_ = 0;
+  int64_t n_nodes_ = 0, n_snapshots_ = 0;
+  size_t snapshot_bytes_ = 0;
+  PrefixCacheStats counts_;
+};
+
+}  // namespace qwen35::runtime

@@ -1,0 +1,95 @@
+// *resumed == fresh* over HTTP (issue 15): a 6-turn chat, thinking on and off, exact and fast,
+// gets the same bits (text, reasoning, logprobs) from a server with the prefix cache as from
+// one without, and from one whose tiny cache keeps evicting; later turns report cached prompt
+// tokens (usage.prompt_tokens_details.cached_tokens), and afterwards the only KV blocks held are
+// the cache's own.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "server_process.h"
+
+namespace qwen35 {
+namespace {
+
+using testing::Json;
+using testing::ServerProcess;
+
+// (thinking, fast)
+class PrefixCacheChat : public ::testing::TestWithParam<std::tuple<bool, bool>> {};
+
+TEST_P(PrefixCacheChat, SixTurnsResumedEqualsFresh) {
+  const auto [thinking, fast] = GetParam();
+  std::string model = std::string(QWEN35_SOURCE_DIR) + "/models/qwen35-tiny-kjv";
+  if (fast) model += "/mlx-4bit";
+  std::vector<std::string> common = {"--parallel", "2", "--ctx", "2048"};
+  if (fast) common.push_back("--fast");
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return extra;
+  };
+  ServerProcess off(model, with({"--no-prefix-cache"}));
+  ServerProcess on(model, with({"--cache-interval", "128"}));
+  ServerProcess tiny(model, with({"--cache-mb", "0.6", "--cache-interval", "64"}));
+  ASSERT_TRUE(off.ready() && on.ready() && tiny.ready()) << off.log() << on.log() << tiny.log();
+  const std::vector<std::string> users = {
+      "In the beginning God created the heaven and the earth. Tell me what happened next.",
+      "And what did he call the light?",
+      "Who was the first man, and where did he live?",
+      "Tell me about the serpent.",
+      "What happened to Cain and Abel?",
+      "Summarize all of this in one sentence."};
+  Json history = Json::array();
+  history.push_back({{"role", "system"},
+                     {"content", "You are a careful reader of the King James Bible. Answer in "
+                                 "its language, briefly, and cite the chapter when you can."}});
+  int64_t cached_total = 0;
+  for (size_t turn = 0; turn < users.size(); ++turn) {
+    history.push_back({{"role", "user"}, {"content", users[turn]}});
+    Json req = {{"messages", history},
+                {"max_tokens", 40},
+                {"temperature", 0.8},
+                {"seed", int(turn)},
+                {"logprobs", true},
+                {"top_logprobs", 2},
+                {"chat_template_kwargs", {{"enable_thinking", thinking}}}};
+    auto [s_off, r_off] = off.post("/v1/chat/completions", req);
+    auto [s_on, r_on] = on.post("/v1/chat/completions", req);
+    auto [s_tiny, r_tiny] = tiny.post("/v1/chat/completions", req);
+    ASSERT_EQ(s_off, 200) << r_off;
+    ASSERT_EQ(s_on, 200) << r_on;
+    ASSERT_EQ(s_tiny, 200) << r_tiny;
+    const Json& c = r_off["choices"][0];
+    EXPECT_EQ(r_on["choices"][0].dump(), c.dump()) << "turn " << turn;
+    EXPECT_EQ(r_tiny["choices"][0].dump(), c.dump()) << "turn " << turn;
+    EXPECT_EQ(r_on["usage"]["prompt_tokens"], r_off["usage"]["prompt_tokens"]);
+    EXPECT_EQ(r_off["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    const int64_t cached = r_on["usage"]["prompt_tokens_details"]["cached_tokens"];
+    EXPECT_EQ(cached % 64, 0);
+    EXPECT_LT(cached, r_on["usage"]["prompt_tokens"].get<int64_t>());
+    if (turn > 0) cached_total += cached;
+    // The client sends the answer back without its reasoning, as OpenAI clients do.
+    history.push_back({{"role", "assistant"}, {"content", c["message"].value("content", "")}});
+  }
+  EXPECT_GT(cached_total, 0) << "no turn resumed from the cache";
+  EXPECT_GT(on.metric("qwen35_prefix_cache_hits_total"), 0);
+  EXPECT_GT(tiny.metric("qwen35_prefix_cache_evictions_total"), 0);
+  for (ServerProcess* s : {&on, &tiny}) {
+    EXPECT_EQ(s->metric("qwen35_slots_used"), 0);
+    EXPECT_EQ(s->metric("qwen35_kv_blocks_used"), s->metric("qwen35_prefix_cache_blocks"));
+    EXPECT_LE(s->metric("qwen35_prefix_cache_bytes"), s == &tiny ? 0.6 * (1 << 20) : 1024 << 20);
+  }
+  EXPECT_EQ(off.metric("qwen35_kv_blocks_used"), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(ThinkingAndFast, PrefixCacheChat,
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) ? "thinking" : "no_thinking") +
+                                  (std::get<1>(info.param) ? "_fast" : "_exact");
+                         });
+
+}  // namespace
+}  // namespace qwen35
