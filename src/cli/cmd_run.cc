@@ -6,8 +6,9 @@
 //
 // Generation runs on a one-slot runtime::Engine, the server's engine; this file keeps the
 // terminal side: rendering, tokenizing, showing text (cli/turn.h, cli/answer_printer.h),
-// Ctrl-C and the closing line. The chat resumes the engine's kept state (keep_state), so a turn
-// whose rendered prompt extends what the state holds computes only the new tokens.
+// Ctrl-C and the closing line. The chat resumes each turn from the prefix cache (the previous
+// prompt's last 64-token boundary, bit-identical to a fresh run), or with --no-prefix-cache from
+// the engine's kept state (keep_state) when the rendered prompt extends what the state holds.
 #include <signal.h>
 #include <unistd.h>
 
@@ -58,7 +59,9 @@ struct Flags {
   LoadOptions lo;
   std::string prompt, system;
   bool chat = false, no_think = false, hide_reasoning = false, quiet = false;
+  bool no_cache = false;
   int64_t max_tokens = -1, ctx = 4096;
+  double cache_mb = 256;
   std::optional<float> temperature, top_p, min_p, presence, frequency, repetition;
   std::optional<int32_t> top_k;
   std::optional<uint64_t> seed;
@@ -76,6 +79,11 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--system", f.system, "system message for chat");
   app.add_option("-n,--max-tokens", f.max_tokens, "maximum tokens to generate (default: until the end or the context)");
   app.add_option("-c,--ctx", f.ctx, "context size in tokens");
+  app.add_option("--cache-mb", f.cache_mb,
+                 "chat: MiB of prefix cache, so a turn resumes from the last one's prompt");
+  app.add_flag("--no-prefix-cache", f.no_cache,
+               "chat: resume from the kept state instead (faster; not bit-identical to a fresh "
+               "run, the answer's state having been computed token by token)");
   app.add_option("--temperature", f.temperature, "sampling temperature (0 = greedy)");
   app.add_option("--top-k", f.top_k, "top-k (0 = off)");
   app.add_option("--top-p", f.top_p, "top-p");
@@ -255,12 +263,15 @@ int cmd_run(int argc, char** argv) {
   eo.parallel = 1;
   eo.ctx = f.ctx;
   eo.step_tokens = 512;  // prefill pieces of a long prompt; the workspace stays bounded
+  if (f.cache_mb < 0) return fail("run", "--cache-mb must be >= 0");
+  const bool cache = interactive && !f.no_cache && f.cache_mb > 0;
+  eo.cache_bytes = cache ? int64_t(f.cache_mb * (1 << 20)) : 0;
   runtime::Engine engine(m, eo);
   Session s{f, *tok, std::move(tmpl), engine, {}};
   s.base.sampling = sp;
   s.base.max_tokens = f.max_tokens < 0 ? -1 : f.max_tokens;
   s.base.eos_ids = eos_ids(*gen_cfg, m.config(), *tok, chat);
-  s.base.keep_state = interactive;
+  s.base.keep_state = interactive && !cache;
   s.display = f.hide_reasoning               ? ReasoningDisplay::kHidden
               : isatty(STDOUT_FILENO) != 0 ? ReasoningDisplay::kDim
                                            : ReasoningDisplay::kTagged;
