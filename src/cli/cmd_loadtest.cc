@@ -3,7 +3,8 @@
 // requests/s, generated tokens/s, time to first token and inter-token latency (p50/p99) and
 // errors. Requests use /v1/completions with ignore_eos so each generates exactly T tokens;
 // --disconnect K makes the first K requests hang up after their first tokens.
-// --soak SECONDS instead runs mixed traffic for that long (cli/soak.h).
+// --soak SECONDS instead runs mixed traffic for that long (cli/soak.h); --multi-turn runs
+// conversations that resend their history (cli/multiturn.h).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <atomic>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/multiturn.h"
 #include "cli/soak.h"
 #include "server/http_client.h"
 
@@ -124,6 +126,18 @@ int cmd_loadtest(int argc, char** argv) {
                  "run mixed traffic for SECONDS instead (streaming, non-streaming, chat, hang-ups, "
                  "slow uploads and readers, bad requests, health probes); -c clients, "
                  "--max-tokens per request");
+  MultiTurnOptions mt;
+  bool multi_turn = false;
+  app.add_flag("--multi-turn", multi_turn,
+               "run chat conversations instead: --conversations x --turns, sharing a system "
+               "prompt (and tools); reports TTFT and the prefix-cache share per turn");
+  app.add_option("--conversations", mt.conversations, "with --multi-turn: conversations in all");
+  app.add_option("--turns", mt.turns, "with --multi-turn: turns per conversation");
+  app.add_option("--system-tokens", mt.system_tokens,
+                 "with --multi-turn: length of the shared system prompt");
+  app.add_option("--tool-tokens", mt.tool_tokens,
+                 "with --multi-turn: length of the shared tool definitions (0: none)");
+  app.add_flag("--thinking", mt.thinking, "with --multi-turn: enable_thinking");
   app.add_option("--max-rss-drift-mb", max_drift_mb,
                  "with --soak: fail when the server's RSS grows more than this from the warm-up "
                  "to after the run");
@@ -135,6 +149,17 @@ int cmd_loadtest(int argc, char** argv) {
   if (clients < 1 || requests < 1) return fail("loadtest", "--clients and --requests must be >= 1");
   if (soak_s < 0 || max_drift_mb < 0)
     return fail("loadtest", "--soak and --max-rss-drift-mb must be >= 0");
+  if (multi_turn) {
+    if (mt.conversations < 1 || mt.turns < 1 || mt.system_tokens < 0 || mt.tool_tokens < 0)
+      return fail("loadtest", "--conversations and --turns must be >= 1, token lengths >= 0");
+    mt.host = host;
+    mt.port = port;
+    mt.api_key = key;
+    mt.clients = clients;
+    mt.max_tokens = max_tokens;
+    mt.json = json;
+    return run_multi_turn(mt);
+  }
   if (soak_s > 0) {
     SoakOptions so;
     so.host = host;

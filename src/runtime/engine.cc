@@ -145,9 +145,13 @@ int64_t Engine::snapshot_after(const Active& a, int64_t from) const {
   if (from < 0) from = a.prefilled;
   const int64_t n = int64_t(a.req.prompt.size());
   const int64_t last = (n - 1) / kernels::kKvBlock * kernels::kKvBlock;
-  const int64_t step = (from / opts_.cache_interval + 1) * opts_.cache_interval;
-  if (step < last) return step;
-  return last > from ? last : -1;
+  int64_t best = (from / opts_.cache_interval + 1) * opts_.cache_interval;
+  if (best >= last) best = last > from ? last : -1;
+  for (int64_t h : a.req.snapshot_hints) {
+    const int64_t p = std::min(h, last) / kernels::kKvBlock * kernels::kKvBlock;
+    if (p > from && (best < 0 || p < best)) best = p;
+  }
+  return best;
 }
 
 int64_t Engine::context() const {

@@ -73,6 +73,9 @@ struct GenerationRequest {
   std::vector<int32_t> eos_ids;  // a sampled id in this list ends the request ("stop")
   int32_t prompt_logprobs = -1;  // >= 0: log-probabilities of the prompt tokens (+ N top ones)
   bool keep_state = false;       // resume from / leave behind the slot's kept state (see above)
+  // Prompt positions worth a prefix-cache snapshot (at the 64-token boundary below each),
+  // besides the prompt's last boundary: where other prompts are likely to part from this one.
+  std::vector<int64_t> snapshot_hints;
 };
 
 // When a request's phases happened, for a closing line or metrics. Set by the engine thread;

@@ -108,6 +108,7 @@ std::optional<ApiError> submit_all(Job& job) {
     g.max_tokens = job.req.max_tokens;
     g.eos_ids = job.req.eos_ids;
     g.prompt_logprobs = job.req.stream ? -1 : job.req.prompt_logprobs;
+    g.snapshot_hints = job.req.snapshot_hints;
     group.push_back(std::move(g));
   }
   const int64_t wanted = int64_t(group.size());

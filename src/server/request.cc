@@ -395,6 +395,42 @@ std::optional<ApiError> render_messages(const Json& b, const ModelInfo& mi, std:
   return render_impl(b, mi, true, text);
 }
 
+namespace {
+
+// Where other conversations' prompts are likely to part from this one: after the leading
+// system messages and the tools, which agents and chat clients resend unchanged. The prefix
+// cache takes a snapshot at the last 64-token boundary below it. Empty when there is no such
+// part, or its rendering shares under 64 tokens with the prompt.
+std::vector<int64_t> shared_prefix_hint(const Json& b, const ModelInfo& mi, bool use_tools,
+                                        const std::vector<int32_t>& ids) {
+  const Json* msgs = field(b, "messages");
+  if (!msgs || !msgs->is_array()) return {};
+  Json head = Json::array();
+  for (const auto& m : *msgs) {
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) break;
+    const std::string role = m["role"];
+    if (role != "system" && role != "developer") break;
+    head.push_back(m);
+  }
+  if (head.empty() && !(use_tools && field(b, "tools"))) return {};
+  // Templates may insist on a user message (Qwen3.5's does): an empty one, which parts from any
+  // real one right after its role header.
+  Json part = b;
+  head.push_back({{"role", "user"}, {"content", ""}});
+  part["messages"] = head;
+  part["add_generation_prompt"] = false;
+  std::string text;
+  if (render_impl(part, mi, use_tools, &text)) return {};
+  auto head_ids = mi.tok->encode(text);
+  if (!head_ids.ok()) return {};
+  size_t n = 0;
+  while (n < head_ids->size() && n < ids.size() && (*head_ids)[n] == ids[n]) ++n;
+  if (n < 64) return {};
+  return {int64_t(n)};
+}
+
+}  // namespace
+
 std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
                                            CompletionRequest* r) {
   r->chat = true;
@@ -427,6 +463,7 @@ std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
   auto ids = mi.tok->encode(text);
   if (!ids.ok()) return bad("messages", ids.message());
   r->batch = {{std::move(*ids), ""}};
+  r->snapshot_hints = shared_prefix_hint(b, mi, use_tools, r->batch[0].ids);
   return std::nullopt;
 }
 

@@ -80,6 +80,9 @@ struct CompletionRequest {
   bool in_reasoning = false;  // the prompt opened <think>
   bool parse_reasoning = true, parse_tools = false;
   Json tools;  // the request's tools (for parameter types)
+  // Chat: prompt positions where other requests' prompts are likely to diverge (the end of the
+  // shared system part); the prefix cache snapshots below them.
+  std::vector<int64_t> snapshot_hints;
 };
 
 std::optional<ApiError> parse_chat_request(const Json& body, const ModelInfo& mi,

@@ -1,0 +1,203 @@
+#include "cli/multiturn.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "server/http_client.h"
+
+namespace qwen35::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
+}
+
+server::HttpClient client(const MultiTurnOptions& o) {
+  server::HttpClient c(o.host, o.port, 600);
+  if (!o.api_key.empty()) c.set_bearer_token(o.api_key);
+  return c;
+}
+
+// The server's token count of `text` (its /tokenize), or -1.
+int64_t count_tokens(const MultiTurnOptions& o, const std::string& text) {
+  auto r = client(o).post("/tokenize", Json{{"prompt", text}}.dump());
+  if (r.status != 200) return -1;
+  const Json j = Json::parse(r.body, nullptr, false);
+  return j.is_object() ? j.value("count", int64_t(-1)) : -1;
+}
+
+// Text of about `tokens` tokens (by the server's tokenizer): numbered sentences, so that no two
+// stretches of it are alike.
+std::string text_of(const MultiTurnOptions& o, int64_t tokens, const std::string& what) {
+  std::string text;
+  for (int i = 0; count_tokens(o, text) < tokens; ++i) {
+    const int64_t have = count_tokens(o, text);
+    if (have < 0) return text;
+    // Add sentences in batches sized by what is still missing (about 12 tokens each).
+    for (int64_t k = 0; k < std::max<int64_t>(1, (tokens - have) / 12); ++k, ++i)
+      text += what + " rule " + std::to_string(i) + ": answer plainly, cite the source of claim " +
+              std::to_string(i * 7 + 3) + ", and keep it short. ";
+  }
+  return text;
+}
+
+struct TurnSample {
+  bool ok = false;
+  std::string error;
+  double ttft = 0;
+  int64_t prompt_tokens = 0, cached_tokens = 0;
+  std::string content;
+};
+
+TurnSample chat_turn(const MultiTurnOptions& o, const Json& body) {
+  TurnSample t;
+  auto c = client(o);
+  const auto t0 = Clock::now();
+  std::string buf;
+  bool first = true, done = false;
+  auto on_data = [&](std::string_view d) {
+    buf.append(d);
+    for (size_t e; (e = buf.find("\n\n")) != std::string::npos; buf.erase(0, e + 2)) {
+      const std::string ev = buf.substr(0, e);
+      if (ev.rfind("data: ", 0) != 0) continue;
+      if (ev == "data: [DONE]") {
+        done = true;
+        continue;
+      }
+      const Json j = Json::parse(ev.substr(6), nullptr, false);
+      if (j.is_discarded() || j.contains("error")) {
+        t.error = "bad event: " + ev.substr(0, 200);
+        return false;
+      }
+      if (j.contains("usage") && j["usage"].is_object()) {
+        t.prompt_tokens = j["usage"].value("prompt_tokens", int64_t(0));
+        if (j["usage"].contains("prompt_tokens_details"))
+          t.cached_tokens = j["usage"]["prompt_tokens_details"].value("cached_tokens", int64_t(0));
+      }
+      for (const auto& ch : j.value("choices", Json::array())) {
+        const Json d = ch.value("delta", Json::object());
+        const std::string content = d.value("content", std::string());
+        if (first && (!content.empty() || d.contains("reasoning_content"))) {
+          t.ttft = std::chrono::duration<double>(Clock::now() - t0).count();
+          first = false;
+        }
+        t.content += content;
+      }
+    }
+    return true;
+  };
+  const auto res = c.send("POST", "/v1/chat/completions", body.dump(), on_data);
+  if (!t.error.empty()) return t;
+  if (res.status != 200 || !res.error.empty())
+    t.error = "HTTP " + std::to_string(res.status) + " " + res.error + res.body.substr(0, 200);
+  else if (!done)
+    t.error = "no [DONE]";
+  else
+    t.ok = true;
+  return t;
+}
+
+}  // namespace
+
+int run_multi_turn(const MultiTurnOptions& o) {
+  if (count_tokens(o, "hello") < 0) {
+    std::fprintf(stderr, "qwen35 loadtest: no /tokenize answer from %s:%d\n", o.host.c_str(), o.port);
+    return 1;
+  }
+  const std::string system = text_of(o, o.system_tokens, "House");
+  Json tools = Json::array();
+  if (o.tool_tokens > 0) {
+    const std::string desc = text_of(o, std::max<int64_t>(1, o.tool_tokens / 4), "Tool");
+    for (int k = 0; k < 4; ++k) {
+      Json params = {{"type", "object"},
+                     {"properties", {{"query", {{"type", "string"}}}}},
+                     {"required", Json::array({"query"})}};
+      Json fn = {{"name", "tool_" + std::to_string(k)}, {"description", desc}, {"parameters", params}};
+      tools.push_back({{"type", "function"}, {"function", fn}});
+    }
+  }
+  std::mutex mu;
+  std::vector<std::vector<TurnSample>> by_turn(size_t(o.turns));
+  std::atomic<int> next{0};
+  std::string first_error;
+  const auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < o.clients; ++c) {
+    threads.emplace_back([&] {
+      for (int conv = next.fetch_add(1); conv < o.conversations; conv = next.fetch_add(1)) {
+        Json messages = Json::array({{{"role", "system"}, {"content", system}}});
+        for (int turn = 0; turn < o.turns; ++turn) {
+          messages.push_back({{"role", "user"},
+                              {"content", "Conversation " + std::to_string(conv) + ", question " +
+                                              std::to_string(turn) +
+                                              ": what does the rule say about sources?"}});
+          Json body = {{"messages", messages},
+                       {"max_tokens", o.max_tokens},
+                       {"temperature", 0},
+                       {"stream", true},
+                       {"stream_options", {{"include_usage", true}}},
+                       {"chat_template_kwargs", {{"enable_thinking", o.thinking}}}};
+          if (!tools.empty()) body["tools"] = tools;
+          TurnSample s = chat_turn(o, body);
+          messages.push_back({{"role", "assistant"}, {"content", s.content}});
+          std::lock_guard lk(mu);
+          if (!s.ok && first_error.empty()) first_error = s.error;
+          by_turn[size_t(turn)].push_back(std::move(s));
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  int64_t errors = 0;
+  Json turns = Json::array();
+  for (int turn = 0; turn < o.turns; ++turn) {
+    std::vector<double> ttft;
+    int64_t prompt = 0, cached = 0, ok = 0;
+    for (const auto& s : by_turn[size_t(turn)]) {
+      if (!s.ok) {
+        ++errors;
+        continue;
+      }
+      ++ok;
+      ttft.push_back(s.ttft);
+      prompt += s.prompt_tokens;
+      cached += s.cached_tokens;
+    }
+    turns.push_back({{"turn", turn + 1},
+                     {"ok", ok},
+                     {"prompt_tokens_mean", ok ? double(prompt) / double(ok) : 0.0},
+                     {"cached_share", prompt ? double(cached) / double(prompt) : 0.0},
+                     {"ttft_p50_ms", pct(ttft, 0.5) * 1e3},
+                     {"ttft_p99_ms", pct(ttft, 0.99) * 1e3}});
+  }
+  Json r = {{"conversations", o.conversations}, {"turns", turns}, {"errors", errors},
+            {"seconds", wall}};
+  if (!first_error.empty()) r["first_error"] = first_error;
+  if (o.json) {
+    std::printf("%s\n", r.dump().c_str());
+  } else {
+    std::printf("multi-turn: %d conversations x %d turns, %d at once, %lld errors, %.1f s\n",
+                o.conversations, o.turns, o.clients, (long long)errors, wall);
+    for (const auto& t : turns)
+      std::printf("  turn %2d  prompt %7.0f tokens  cached %5.1f %%  TTFT p50 %8.1f ms  p99 %8.1f ms\n",
+                  t["turn"].get<int>(), t["prompt_tokens_mean"].get<double>(),
+                  100 * t["cached_share"].get<double>(), t["ttft_p50_ms"].get<double>(),
+                  t["ttft_p99_ms"].get<double>());
+    if (!first_error.empty()) std::printf("first error: %s\n", first_error.c_str());
+  }
+  return errors == 0 ? 0 : 1;
+}
+
+}  // namespace qwen35::cli
