@@ -37,18 +37,18 @@ int64_t count_tokens(const MultiTurnOptions& o, const std::string& text) {
   return j.is_object() ? j.value("count", int64_t(-1)) : -1;
 }
 
-// Text of about `tokens` tokens (by the server's tokenizer): numbered sentences, so that no two
-// stretches of it are alike.
+// Text of about `tokens` tokens (by the server's tokenizer, at most one sentence over):
+// numbered sentences, so that no two stretches of it are alike.
 std::string text_of(const MultiTurnOptions& o, int64_t tokens, const std::string& what) {
+  auto sentence = [&](int i) {
+    return what + " rule " + std::to_string(i) + ": answer plainly, cite the source of claim " +
+           std::to_string(i * 7 + 3) + ", and keep it short. ";
+  };
+  const int64_t per = std::max<int64_t>(1, count_tokens(o, sentence(0)));
   std::string text;
-  for (int i = 0; count_tokens(o, text) < tokens; ++i) {
-    const int64_t have = count_tokens(o, text);
-    if (have < 0) return text;
-    // Add sentences in batches sized by what is still missing (about 12 tokens each).
-    for (int64_t k = 0; k < std::max<int64_t>(1, (tokens - have) / 12); ++k, ++i)
-      text += what + " rule " + std::to_string(i) + ": answer plainly, cite the source of claim " +
-              std::to_string(i * 7 + 3) + ", and keep it short. ";
-  }
+  int i = 0;
+  for (int64_t have = 0; have >= 0 && have < tokens; have = count_tokens(o, text))
+    for (int64_t k = std::max<int64_t>(1, (tokens - have) / per); k > 0; --k) text += sentence(i++);
   return text;
 }
 
