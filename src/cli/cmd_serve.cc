@@ -63,6 +63,9 @@ int cmd_serve(int argc, char** argv) {
                  "prefix cache: tokens between snapshots within a long prompt (a multiple of 64; "
                  "each prompt's last 64-token boundary is always one)");
   app.add_flag("--no-prefix-cache", no_cache, "compute every prompt from its first token");
+  app.add_option("--cache-dir", eo.cache_dir,
+                 "prefix cache: load snapshots from DIR at start and save them there at exit "
+                 "(files of another checkpoint or mode, and damaged ones, are skipped)");
   app.add_option("--api-key", so.api_key, "require 'Authorization: Bearer KEY'");
   app.add_option("--max-body", so.max_body_bytes,
                  "largest request body in bytes, any transfer encoding (more get HTTP 413)");
@@ -201,7 +204,9 @@ int cmd_serve(int argc, char** argv) {
   if (cache_mb < 0 || eo.cache_interval < kernels::kKvBlock)
     return finish(fail("serve", "--cache-mb must be >= 0 and --cache-interval >= 64"));
   eo.cache_bytes = no_cache ? 0 : int64_t(cache_mb * (1 << 20));
+  if (!eo.cache_dir.empty()) eo.cache_fingerprint = checkpoint_fingerprint(lo);
   runtime::Engine engine(m, eo);
+  for (const auto& line : engine.cache_log()) std::fprintf(stderr, "qwen35 serve: %s\n", line.c_str());
   srv.set_ready(std::move(mi), &engine);
   std::fprintf(stderr, "qwen35 serve: ready (model '%s', %d slots x %lld tokens)\n",
                (name.empty() ? model_name(lo.model_dir) : name).c_str(), eo.parallel,
@@ -212,6 +217,8 @@ int cmd_serve(int argc, char** argv) {
   std::fprintf(stderr, "qwen35 serve: shutting down\n");
   srv.begin_shutdown();              // no new connections or requests; idle ones close
   engine.shutdown(/*drain=*/false);  // in-flight requests end as cancelled ("abort")
+  if (!eo.cache_dir.empty())
+    std::fprintf(stderr, "qwen35 serve: %s\n", engine.cache_log().back().c_str());
   srv.stop();                        // their answers get --shutdown-grace, then all is dropped
   return finish(0);
 }

@@ -1,5 +1,10 @@
 #include "cli/model_loader.h"
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
 #include "kernels/cpu/matmul.h"
 #include "kernels/ops.h"
 
@@ -24,6 +29,42 @@ core::Result<LoadedModel> load_model(const LoadOptions& o) {
   lm.model = std::make_unique<model::Model>(std::move(weights), *ops, lm.pool.get());
   lm.model->set_fast_activations(o.fast);
   return lm;
+}
+
+namespace {
+uint64_t fnv_bytes(const void* data, size_t n, uint64_t h) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+}  // namespace
+
+uint64_t checkpoint_fingerprint(const LoadOptions& o) {
+  namespace fs = std::filesystem;
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](const std::string& s) { h = fnv_bytes(s.data(), s.size(), h); };
+  mix(o.fast ? "fast" : "exact");
+  mix(o.backend == "ref" ? "scalar-reference" : kernels::cpu::simd_target());
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(o.model_dir, ec))
+    if (e.path().filename() == "config.json" || e.path().extension() == ".safetensors")
+      files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  std::vector<char> buf(1 << 20);
+  for (const auto& f : files) {
+    mix(f.filename().string());
+    const uintmax_t size = fs::file_size(f, ec);
+    mix(std::to_string(size));
+    std::ifstream in(f, std::ios::binary);
+    for (uintmax_t at : {uintmax_t(0), size > buf.size() ? size - buf.size() : uintmax_t(0)}) {
+      in.clear();
+      in.seekg(std::streamoff(at));
+      in.read(buf.data(), std::streamsize(buf.size()));
+      h = fnv_bytes(buf.data(), size_t(in.gcount()), h);
+    }
+  }
+  return h;
 }
 
 }  // namespace qwen35::cli

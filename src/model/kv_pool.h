@@ -37,6 +37,7 @@ class KvPool {
   int64_t used_blocks() const { return n_blocks_ - free_blocks(); }
   size_t block_bytes() const;  // K + V of one block in every attention layer
   int64_t n_layers() const { return int64_t(k_.size()); }
+  int64_t block_floats() const { return stride_; }  // K (or V) of one block in one layer
 
   float* k(int64_t attn_layer, int32_t block) const { return k_[size_t(attn_layer)] + block * stride_; }
   float* v(int64_t attn_layer, int32_t block) const { return v_[size_t(attn_layer)] + block * stride_; }

@@ -92,6 +92,14 @@ Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), 
   for (int i = 0; i < opts_.parallel; ++i)
     states_.push_back(model_.new_state(opts_.ctx, pool_.get()));
   if (opts_.cache_bytes > 0) cache_ = std::make_unique<PrefixCache>(pool_.get(), size_t(opts_.cache_bytes));
+  if (cache_ && !opts_.cache_dir.empty()) {
+    const int64_t n = cache_->load(opts_.cache_dir, opts_.cache_fingerprint,
+                                   int64_t(states_[0]->recurrent_bytes() / 4), &cache_log_);
+    cache_log_.push_back("loaded " + std::to_string(n) + " prefix-cache snapshots from " +
+                         opts_.cache_dir);
+    stats_.kv_blocks_used = pool_->used_blocks();
+    stats_.cache = cache_->stats();
+  }
   opts_.cache_interval = std::max<int64_t>(kernels::kKvBlock, opts_.cache_interval / kernels::kKvBlock * kernels::kKvBlock);
   slots_.resize(size_t(opts_.parallel));
   kept_.resize(size_t(opts_.parallel));
@@ -265,6 +273,19 @@ void Engine::shutdown(bool drain) {
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
+  if (cache_ && !opts_.cache_dir.empty() && !saved_) {
+    saved_ = true;
+    const auto st = cache_->save(opts_.cache_dir, opts_.cache_fingerprint);
+    std::lock_guard lk(mu_);
+    cache_log_.push_back(st.ok() ? "saved " + std::to_string(cache_->stats().snapshots) +
+                                       " prefix-cache snapshots to " + opts_.cache_dir
+                                 : st.message());
+  }
+}
+
+std::vector<std::string> Engine::cache_log() const {
+  std::lock_guard lk(mu_);
+  return cache_log_;
 }
 
 void Engine::finish(Active& a, const std::string& reason, const std::string& error) {

@@ -63,6 +63,10 @@ struct EngineOptions {
   // prompt's last grid boundary.
   int64_t cache_bytes = 0;
   int64_t cache_interval = 2048;
+  // Persistence: the cache is loaded from cache_dir at construction and saved there at
+  // shutdown, its files tagged with cache_fingerprint (the checkpoint and arithmetic mode).
+  std::string cache_dir{};
+  uint64_t cache_fingerprint = 0;
 };
 
 struct GenerationRequest {
@@ -156,6 +160,8 @@ class Engine {
 
   EngineStats stats() const;
   const EngineOptions& options() const { return opts_; }
+  // What loading and saving the prefix cache (cache_dir) had to say, a line each.
+  std::vector<std::string> cache_log() const;
 
   // Stops accepting requests; with `drain`, waits until running and queued requests finish,
   // else cancels them. Then stops the engine thread. Idempotent.
@@ -186,6 +192,8 @@ class Engine {
   EngineOptions opts_;
   std::unique_ptr<model::KvPool> pool_;
   std::unique_ptr<PrefixCache> cache_;  // null: off
+  std::vector<std::string> cache_log_;  // guarded by mu_
+  bool saved_ = false;
   std::vector<std::unique_ptr<model::SequenceState>> states_;
   std::vector<std::unique_ptr<Active>> slots_;  // null: free
   std::vector<std::vector<int32_t>> kept_;      // per slot: tokens of the kept state (see above)

@@ -8,15 +8,6 @@ namespace qwen35::runtime {
 
 constexpr int64_t kBlock = kernels::kKvBlock;
 
-struct PrefixCache::Node {
-  Node* parent = nullptr;
-  std::vector<int32_t> key;  // the kBlock token ids of this node's positions
-  int32_t block = -1;        // their KV block (a pool reference); -1 at the root
-  int64_t depth = 0;         // positions [0, depth · kBlock)
-  std::vector<std::unique_ptr<Node>> children;
-  std::vector<float> snapshot;  // the recurrent state at depth · kBlock; empty: none
-  uint64_t used = 0;
-};
 
 PrefixCache::PrefixCache(model::KvPool* pool, size_t max_bytes)
     : pool_(pool), max_bytes_(max_bytes), root_(std::make_unique<Node>()) {}
@@ -98,6 +89,44 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const model::SequenceS
   touch(cur);
   while (bytes() > max_bytes_ && evict_one()) {
   }
+}
+
+bool PrefixCache::insert_blocks(std::span<const int32_t> tokens, std::span<const int32_t> blocks,
+                                std::vector<float> snapshot) {
+  const int64_t depth = int64_t(blocks.size());
+  QWEN35_CHECK(int64_t(tokens.size()) == depth * kBlock && depth > 0);
+  if (snapshot.size() * 4 + size_t(depth) * pool_->block_bytes() > max_bytes_) {
+    for (int32_t b : blocks) pool_->release(b);
+    return false;
+  }
+  Node* cur = root_.get();
+  for (int64_t d = 1; d <= depth; ++d) {
+    const auto key = tokens.subspan(size_t((d - 1) * kBlock), size_t(kBlock));
+    const int32_t block = blocks[size_t(d - 1)];
+    if (Node* next = child(cur, key)) {
+      pool_->release(block);  // the tree already holds these positions
+      cur = next;
+      continue;
+    }
+    auto node = std::make_unique<Node>();
+    node->parent = cur;
+    node->key.assign(key.begin(), key.end());
+    node->block = block;
+    node->depth = d;
+    Node* next = node.get();
+    cur->children.push_back(std::move(node));
+    ++n_nodes_;
+    cur = next;
+  }
+  if (cur->snapshot.empty()) {
+    snapshot_bytes_ += snapshot.size() * 4;
+    cur->snapshot = std::move(snapshot);
+    ++n_snapshots_;
+  }
+  touch(cur);
+  while (bytes() > max_bytes_ && evict_one()) {
+  }
+  return true;
 }
 
 bool PrefixCache::free_blocks(int64_t blocks) {

@@ -21,7 +21,10 @@
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
+
+#include "core/result.h"
 
 #include "model/kv_pool.h"
 #include "model/state.h"
@@ -55,11 +58,32 @@ class PrefixCache {
   PrefixCacheStats stats() const;
   size_t max_bytes() const { return max_bytes_; }
 
+  // Persistence (serve --cache-dir): one file per snapshot, holding its tokens, the KV rows
+  // below it and the recurrent state, tagged with `fingerprint` (the checkpoint and the
+  // arithmetic mode that computed it, and naming the file) and a checksum. save() replaces the
+  // directory's files of that fingerprint; load() inserts every valid file whose fingerprint matches, as far as the pool and the
+  // bound allow, and skips the others with a line in *warnings each: a file is never trusted.
+  core::Status save(const std::string& dir, uint64_t fingerprint) const;
+  int64_t load(const std::string& dir, uint64_t fingerprint, int64_t recurrent_floats,
+               std::vector<std::string>* warnings);
+
  private:
-  struct Node;
+  struct Node {
+    Node* parent = nullptr;
+    std::vector<int32_t> key;  // the kKvBlock token ids of this node's positions
+    int32_t block = -1;        // their KV block (a pool reference); -1 at the root
+    int64_t depth = 0;         // positions [0, depth · kKvBlock)
+    std::vector<std::unique_ptr<Node>> children;
+    std::vector<float> snapshot;  // the recurrent state at depth · kKvBlock; empty: none
+    uint64_t used = 0;
+  };
   Node* child(Node* n, std::span<const int32_t> key) const;
   void touch(Node* n);
   bool evict_one();  // the least recently used leaf; false when there is none
+  // insert() for a loaded snapshot: the blocks are the file's (each with one reference, handed
+  // over); positions already in the tree keep their blocks and the file's go back.
+  bool insert_blocks(std::span<const int32_t> tokens, std::span<const int32_t> blocks,
+                     std::vector<float> snapshot);
   void remove_leaf(Node* n);
   size_t bytes() const;
 

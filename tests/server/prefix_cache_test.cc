@@ -84,6 +84,44 @@ TEST_P(PrefixCacheChat, SixTurnsResumedEqualsFresh) {
   EXPECT_EQ(off.metric("qwen35_kv_blocks_used"), 0);
 }
 
+// serve --cache-dir: a restarted server keeps its warm system prompt. The first server saves
+// its snapshots at SIGTERM; the second loads them, and a new conversation over the same system
+// prompt resumes from them with the bits of a server without the cache.
+TEST(PrefixCacheRestart, SavedSnapshotsSurviveARestart) {
+  const std::string model = std::string(QWEN35_SOURCE_DIR) + "/models/qwen35-tiny-kjv";
+  testing::TempDir d;
+  const std::string dir = d.file("cache");
+  std::string system;
+  for (int i = 0; i < 40; ++i) system += "Verse " + std::to_string(i) + ": and it was so. ";
+  auto chat = [&](const std::string& user) {
+    return Json{{"messages",
+                 {{{"role", "system"}, {"content", system}}, {{"role", "user"}, {"content", user}}}},
+                {"max_tokens", 12},
+                {"temperature", 0},
+                {"logprobs", true}};
+  };
+  {
+    ServerProcess first(model, {"--cache-dir", dir});
+    ASSERT_TRUE(first.ready()) << first.log();
+    auto [st, r] = first.post("/v1/chat/completions", chat("Who made the light?"));
+    ASSERT_EQ(st, 200) << r;
+    EXPECT_EQ(first.stop(), 0);
+    EXPECT_NE(first.log().find("saved "), std::string::npos) << first.log();
+  }
+  ServerProcess second(model, {"--cache-dir", dir});
+  ServerProcess plain(model, {"--no-prefix-cache"});
+  ASSERT_TRUE(second.ready() && plain.ready()) << second.log() << plain.log();
+  EXPECT_NE(second.log().find("loaded "), std::string::npos) << second.log();
+  EXPECT_EQ(second.log().find("loaded 0 "), std::string::npos) << second.log();
+  const Json req = chat("And what of the waters?");
+  auto [s2, r2] = second.post("/v1/chat/completions", req);
+  auto [s3, r3] = plain.post("/v1/chat/completions", req);
+  ASSERT_EQ(s2, 200) << r2;
+  ASSERT_EQ(s3, 200) << r3;
+  EXPECT_GT(r2["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0) << r2;
+  EXPECT_EQ(r2["choices"][0].dump(), r3["choices"][0].dump());
+}
+
 INSTANTIATE_TEST_SUITE_P(ThinkingAndFast, PrefixCacheChat,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool()),
                          [](const auto& info) {
