@@ -84,6 +84,90 @@ TEST_P(PrefixCacheChat, SixTurnsResumedEqualsFresh) {
   EXPECT_EQ(off.metric("qwen35_kv_blocks_used"), 0);
 }
 
+// Completions that share a long prefix and branch, greedy and seeded, one prompt, a batch of
+// prompts with n = 2, and streamed: the same bits from a server with the cache, one without, and
+// one whose tiny cache keeps evicting; the branches after the first resume from the shared part.
+class PrefixCacheBranches : public ::testing::TestWithParam<bool> {};
+
+TEST_P(PrefixCacheBranches, BranchesResumedEqualFresh) {
+  const bool fast = GetParam();
+  std::string model = std::string(QWEN35_SOURCE_DIR) + "/models/qwen35-tiny-kjv";
+  if (fast) model += "/mlx-4bit";
+  std::vector<std::string> common = {"--parallel", "4", "--ctx", "1024"};
+  if (fast) common.push_back("--fast");
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return extra;
+  };
+  ServerProcess off(model, with({"--no-prefix-cache"}));
+  ServerProcess on(model, with({"--cache-interval", "64"}));
+  ServerProcess tiny(model, with({"--cache-mb", "0.6", "--cache-interval", "64"}));
+  ASSERT_TRUE(off.ready() && on.ready() && tiny.ready()) << off.log() << on.log() << tiny.log();
+  std::string prefix;
+  for (int i = 1; i <= 30; ++i)
+    prefix += "And on the " + std::to_string(i) + " day the waters were gathered together. ";
+  const std::vector<std::string> ends = {"And God said,", "Then the earth", "And the evening",
+                                         "In those days", "And it came to pass"};
+  auto body = [&](Json prompt, double temperature, int seed, int n) {
+    return Json{{"prompt", std::move(prompt)}, {"max_tokens", 24},   {"temperature", temperature},
+                {"seed", seed},                {"n", n},             {"logprobs", 2},
+                {"return_token_ids", true}};
+  };
+  const std::vector<Json> reqs = {
+      body(prefix + ends[0], 0.0, 0, 1),
+      body(prefix + ends[1], 0.9, 7, 1),
+      body(Json::array({prefix + ends[2], prefix + ends[3]}), 0.9, 11, 2),
+      body(prefix + ends[0], 0.7, 3, 1),  // the first branch again: resumes past the fork
+  };
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    auto [s_off, r_off] = off.post("/v1/completions", reqs[i]);
+    auto [s_on, r_on] = on.post("/v1/completions", reqs[i]);
+    auto [s_tiny, r_tiny] = tiny.post("/v1/completions", reqs[i]);
+    ASSERT_EQ(s_off, 200) << r_off;
+    ASSERT_EQ(s_on, 200) << r_on;
+    ASSERT_EQ(s_tiny, 200) << r_tiny;
+    EXPECT_EQ(r_on["choices"].dump(), r_off["choices"].dump()) << "request " << i;
+    EXPECT_EQ(r_tiny["choices"].dump(), r_off["choices"].dump()) << "request " << i;
+    EXPECT_EQ(r_off["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+    const int64_t cached = r_on["usage"]["prompt_tokens_details"]["cached_tokens"];
+    if (i > 0) {
+      EXPECT_GE(cached, 64) << "request " << i << " did not resume: " << r_on["usage"];
+    }
+    EXPECT_EQ(cached % 64, 0);
+  }
+  // Streamed, with usage in the last chunk.
+  Json sreq = body(prefix + ends[4], 0.9, 5, 1);
+  sreq["stream"] = true;
+  sreq["stream_options"] = {{"include_usage", true}};
+  auto text_and_usage = [](const std::vector<std::string>& events) {
+    std::string text;
+    Json usage;
+    for (const auto& e : events) {
+      if (e == "[DONE]") continue;
+      const Json j = Json::parse(e);
+      for (const auto& c : j["choices"]) text += c.value("text", "");
+      if (j.contains("usage") && !j["usage"].is_null()) usage = j["usage"];
+    }
+    return std::make_pair(text, usage);
+  };
+  const auto [t_off, u_off] = text_and_usage(off.stream("/v1/completions", sreq));
+  const auto [t_on, u_on] = text_and_usage(on.stream("/v1/completions", sreq));
+  EXPECT_FALSE(t_off.empty());
+  EXPECT_EQ(t_on, t_off);
+  EXPECT_GE(u_on["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 64) << u_on;
+  EXPECT_GT(tiny.metric("qwen35_prefix_cache_evictions_total"), 0);
+  for (ServerProcess* s : {&on, &tiny}) {
+    EXPECT_EQ(s->metric("qwen35_slots_used"), 0);
+    EXPECT_EQ(s->metric("qwen35_kv_blocks_used"), s->metric("qwen35_prefix_cache_blocks"));
+    EXPECT_EQ(s->metric("qwen35_kv_blocks_free"),
+              s->metric("qwen35_kv_blocks_total") - s->metric("qwen35_kv_blocks_used"));
+  }
+  EXPECT_EQ(off.metric("qwen35_kv_blocks_used"), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(ExactAndFast, PrefixCacheBranches, ::testing::Bool(),
+                         [](const auto& info) { return std::string(info.param ? "fast" : "exact"); });
+
 // serve --cache-dir: a restarted server keeps its warm system prompt. The first server saves
 // its snapshots at SIGTERM; the second loads them, and a new conversation over the same system
 // prompt resumes from them with the bits of a server without the cache.
