@@ -270,7 +270,8 @@ int run_soak(const SoakOptions& o) {
   stop.store(true);
   monitor.join();
 
-  // Back to idle: every gauge of held work at zero, no connection left but the scrape's own.
+  // Back to idle: every gauge of held work at zero, no KV block held but the prefix cache's, no
+  // connection left but the scrape's own.
   bool idle = false;
   std::string m;
   for (int i = 0; i < 150 && !idle; ++i) {
@@ -278,6 +279,7 @@ int run_soak(const SoakOptions& o) {
     idle = soak.metric(m, "qwen35_slots_used") == 0 && soak.metric(m, "qwen35_queue_depth") == 0 &&
            soak.metric(m, "qwen35_running_sequences") == 0 &&
            soak.metric(m, "qwen35_kv_tokens_used") == 0 &&
+           soak.metric(m, "qwen35_kv_blocks_used") == soak.metric(m, "qwen35_prefix_cache_blocks") &&
            soak.metric(m, "qwen35_http_connections") <= 1;
     if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

@@ -418,7 +418,7 @@ namespace qwen35 {
 namespace {
 
 // The load tool against a live server: no errors, clients that hang up leave it healthy, and
-// /metrics is back to idle (no leaked slots) afterwards. A short version of issue 6's load run.
+// /metrics is back to idle (no leaked slot, KV block or snapshot) afterwards. A short version of issue 6's load run.
 TEST(ServerLoad, LoadtestLeavesTheServerIdle) {
   TempDir d;
   auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + d.file("m"));
@@ -444,6 +444,10 @@ TEST(ServerLoad, LoadtestLeavesTheServerIdle) {
   }
   EXPECT_EQ(used, 0);
   EXPECT_EQ(srv.metric("qwen35_queue_depth"), 0);
+  // The prefix cache is on (the default): the only KV blocks held are its snapshots' own.
+  EXPECT_EQ(srv.metric("qwen35_kv_tokens_used"), 0);
+  EXPECT_GE(srv.metric("qwen35_prefix_cache_snapshots"), 0);
+  EXPECT_EQ(srv.metric("qwen35_kv_blocks_used"), srv.metric("qwen35_prefix_cache_blocks"));
   EXPECT_EQ(srv.get("/health").first, 200);
   EXPECT_EQ(srv.stop(), 0) << srv.log();
 }
