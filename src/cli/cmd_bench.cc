@@ -1,4 +1,4 @@
-// qwen35 bench -m DIR [-p 512] [-n 128] [-t THREADS] [-r REPS] [--json]
+// qwen35 bench -m DIR [-p 512] [-n 128] [-t THREADS] [-r REPS] [--verify K] [--json]
 // Prompt processing (pp) and generation (tg) tokens/s like llama-bench, plus the bytes of weights
 // streamed per generated token, the achieved GB/s, the machine's memory read bandwidth measured in
 // the same process, time to first token and peak RSS. Medians (and min/max) over the repetitions;
@@ -117,7 +117,7 @@ int cmd_bench(int argc, char** argv) {
   LoadOptions lo;
   int64_t n_prompt = 512, n_gen = 128, depth = 0;
   int reps = 3;
-  int64_t batch = 1;
+  int64_t batch = 1, verify = 0;
   bool json = false;
   app.add_option("-m,--model", lo.model_dir, "checkpoint directory")->required();
   app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test; 0 skips)");
@@ -129,6 +129,9 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--load", lo.load_mode, kLoadModeHelp);
   app.add_option("--isa", lo.isa, "cap run-time SIMD dispatch at this target (e.g. AVX2, SSE4) to measure older CPUs");
   app.add_flag("--fast", lo.fast, "int8 activations for MLX-quantized matmuls (faster; not bit-identical to the exact mode)");
+  app.add_option("--verify", verify,
+                 "also time speculative verification: K drafted tokens + 1 verified per step "
+                 "(keeping all rows, and keeping one: the worst rollback), against one row");
   app.add_flag("--json", json, "one JSON object on stdout");
   try {
     app.parse(argc, argv);
@@ -137,6 +140,8 @@ int cmd_bench(int argc, char** argv) {
   }
   if (n_prompt < 0 || n_gen < 0 || depth < 0 || reps < 1 || batch < 1 || batch > 256)
     return fail("bench", "-p, -n, -d must be >= 0, -r >= 1 and -b in 1..256");
+  if (verify < 0 || verify >= model::kMaxVerifyRows)
+    return fail("bench", "--verify must be in 0.." + std::to_string(model::kMaxVerifyRows - 1));
   const double bw = measure_bandwidth_in_child(lo.threads > 0 ? lo.threads : core::ThreadPool::hardware_threads());
   auto lm = load_model(lo);
   if (!lm.ok()) return fail("bench", lm.message());
@@ -147,7 +152,7 @@ int cmd_bench(int argc, char** argv) {
   for (int64_t i = 0; i < n_prompt; ++i) prompt[size_t(i)] = int32_t((i * 2654435761u) % uint64_t(V));
   std::vector<int32_t> context(static_cast<size_t>(depth));
   for (int64_t i = 0; i < depth; ++i) context[size_t(i)] = int32_t((i * 40503u + 7) % uint64_t(V));
-  auto state = m.new_state(depth + std::max<int64_t>(n_prompt, n_gen) + 1);
+  auto state = m.new_state(depth + std::max<int64_t>(n_prompt, n_gen * (verify + 1)) + 1);
   std::vector<std::unique_ptr<model::SequenceState>> batch_states;
   for (int64_t b = 1; b < batch; ++b) batch_states.push_back(m.new_state(depth + n_gen + 1));
   std::vector<float> logits;
@@ -158,7 +163,7 @@ int cmd_bench(int argc, char** argv) {
     model::SequenceRows rows{st, context, false};
     return m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits);
   };
-  std::vector<double> pp, tg;
+  std::vector<double> pp, tg, vf_all, vf_one;  // vf: ms per verification step
   uint64_t hash = 0;
   // One warm-up pass of each, then the measured repetitions.
   for (int r = 0; r <= reps; ++r) {
@@ -192,12 +197,30 @@ int cmd_bench(int argc, char** argv) {
       }
       if (r > 0) tg.push_back(double(n_gen * int64_t(seqs.size())) / seconds_since(t0));
     }
+    if (n_gen > 0 && verify > 0) {
+      // n_gen verification steps of verify + 1 rows each, then a commit that keeps them all
+      // (no rollback) or one (the longest replay).
+      std::vector<int32_t> toks(size_t(verify + 1));
+      for (int keep_all = 1; keep_all >= 0; --keep_all) {
+        if (auto s = start(state.get()); !s.ok()) return fail("bench", s.message());
+        auto t0 = Clock::now();
+        for (int64_t i = 0; i < n_gen; ++i) {
+          for (size_t j = 0; j < toks.size(); ++j) toks[j] = int32_t((i * 31 + int64_t(j) * 7 + 1) % V);
+          model::SequenceRows rows{state.get(), toks, false, true};
+          if (auto s = m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits); !s.ok())
+            return fail("bench", s.message());
+          m.commit(state.get(), keep_all ? verify + 1 : 1);
+        }
+        if (r > 0) (keep_all ? vf_all : vf_one).push_back(seconds_since(t0) * 1e3 / double(n_gen));
+      }
+    }
   }
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   const double rss_mb = double(ru.ru_maxrss) / 1024.0;
   const double stream = double(m.weights().stream_bytes);
-  const Stats pps = stats(pp), tgs = stats(tg);
+  const Stats pps = stats(pp), tgs = stats(tg), vfa = stats(vf_all), vfo = stats(vf_one);
+  const double tg_ms = tgs.median > 0 ? 1e3 * double(batch) / tgs.median : 0;  // per step
   const double achieved = tgs.median * stream / 1e9;
   const double roofline = stream > 0 ? bw * 1e9 / stream : 0;
   const double roof_pct = roofline > 0 ? 100 * tgs.median / roofline : 0;
@@ -210,10 +233,12 @@ int cmd_bench(int argc, char** argv) {
                 "\"pp_tok_s_max\": %.3f, \"tg_tok_s\": %.3f, \"tg_tok_s_min\": %.3f, \"tg_tok_s_max\": %.3f, "
                 "\"ttft_ms\": %.2f, \"weight_bytes_per_token\": %.0f, \"achieved_gbs\": %.3f, \"mem_bw_gbs\": %.3f, "
                 "\"tg_roofline_tok_s\": %.3f, \"tg_roofline_pct\": %.2f, \"peak_rss_mb\": %.1f, "
-                "\"weights_mb\": %.1f, \"logits_hash\": \"%016llx\"}\n",
+                "\"weights_mb\": %.1f, \"verify_tokens\": %lld, \"verify_ms\": %.3f, "
+                "\"verify_rollback_ms\": %.3f, \"decode_step_ms\": %.3f, \"logits_hash\": \"%016llx\"}\n",
                 lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, (long long)n_prompt, (long long)n_gen, (long long)depth, (long long)batch, reps,
                 pps.median, pps.min, pps.max, tgs.median, tgs.min, tgs.max, ttft_ms, stream, achieved, bw, roofline,
-                roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (unsigned long long)hash);
+                roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (long long)verify,
+                vfa.median, vfo.median, tg_ms, (unsigned long long)hash);
     return 0;
   }
   std::printf("model: %s  threads: %d  isa: %s  mode: %s  backend: %s\n", lo.model_dir.c_str(), lm->pool->size(),
@@ -228,6 +253,11 @@ int cmd_bench(int argc, char** argv) {
                 (long long)n_gen, tgs.median, tgs.min, tgs.max, reps, stream / 1e6, achieved);
     std::printf("roofline: %.2f tok/s   fraction of roofline: %.1f%%\n", roofline, roof_pct);
   }
+  if (verify > 0 && tg_ms > 0)
+    std::printf("verify %lld+1 rows: %.2f ms per step (%.2fx one row), %.2f ms keeping one row "
+                "(%.2fx); one row: %.2f ms\n",
+                (long long)verify, vfa.median, vfa.median / tg_ms, vfo.median,
+                vfo.median / tg_ms, tg_ms);
   std::printf("peak RSS: %.1f MB (weights %.1f MB)\n", rss_mb, double(m.weights().weight_bytes) / 1e6);
   std::printf("logits hash: %016llx (FNV-1a of the prompt's last logits; compares backends and builds)\n",
               (unsigned long long)hash);

@@ -22,6 +22,7 @@
 #include "cli/answer_printer.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
+#include "cli/spec_flags.h"
 #include "cli/turn.h"
 #include "formats/hf_config.h"
 #include "template/chat_template.h"
@@ -66,6 +67,7 @@ struct Flags {
   std::optional<int32_t> top_k;
   std::optional<uint64_t> seed;
   std::vector<std::string> stops;
+  SpecFlags spec;
 };
 
 void add_flags(CLI::App& app, Flags& f) {
@@ -93,6 +95,7 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--repetition-penalty", f.repetition, "repetition penalty");
   app.add_option("--seed", f.seed, "random seed (same seed, same text)");
   app.add_option("--stop", f.stops, "stop string (repeatable)");
+  add_spec_flags(app, &f.spec);
   app.add_option("-t,--threads", f.lo.threads, "threads (0 = all cores)");
   app.add_option("--load", f.lo.load_mode, kLoadModeHelp);
   app.add_flag("--fast", f.lo.fast, "int8 activations for MLX-quantized matmuls (faster; not bit-identical to the exact mode)");
@@ -266,6 +269,8 @@ int cmd_run(int argc, char** argv) {
   if (f.cache_mb < 0) return fail("run", "--cache-mb must be >= 0");
   const bool cache = interactive && !f.no_cache && f.cache_mb > 0;
   eo.cache_bytes = cache ? int64_t(f.cache_mb * (1 << 20)) : 0;
+  if (const std::string why = resolve_spec(f.spec, m, &eo.spec); !why.empty())
+    return fail("run", why);
   runtime::Engine engine(m, eo);
   Session s{f, *tok, std::move(tmpl), engine, {}};
   s.base.sampling = sp;

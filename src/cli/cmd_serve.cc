@@ -16,6 +16,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_loader.h"
+#include "cli/spec_flags.h"
 #include "formats/hf_config.h"
 #include "runtime/engine.h"
 #include "server/server.h"
@@ -66,6 +67,8 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--cache-dir", eo.cache_dir,
                  "prefix cache: load snapshots from DIR at start and save them there at exit "
                  "(files of another checkpoint or mode, and damaged ones, are skipped)");
+  SpecFlags spec;
+  add_spec_flags(app, &spec);
   app.add_option("--api-key", so.api_key, "require 'Authorization: Bearer KEY'");
   app.add_option("--max-body", so.max_body_bytes,
                  "largest request body in bytes, any transfer encoding (more get HTTP 413)");
@@ -204,6 +207,8 @@ int cmd_serve(int argc, char** argv) {
   if (cache_mb < 0 || eo.cache_interval < kernels::kKvBlock)
     return finish(fail("serve", "--cache-mb must be >= 0 and --cache-interval >= 64"));
   eo.cache_bytes = no_cache ? 0 : int64_t(cache_mb * (1 << 20));
+  if (const std::string why = resolve_spec(spec, m, &eo.spec); !why.empty())
+    return finish(fail("serve", why));
   if (!eo.cache_dir.empty()) eo.cache_fingerprint = checkpoint_fingerprint(lo);
   runtime::Engine engine(m, eo);
   for (const auto& line : engine.cache_log()) std::fprintf(stderr, "qwen35 serve: %s\n", line.c_str());

@@ -13,6 +13,9 @@ inline uint64_t splitmix64(uint64_t* x) {
   return z ^ (z >> 31);
 }
 
+// splitmix64's output for state x (a well-mixed key of x).
+inline uint64_t splitmix64_of(uint64_t x) { return splitmix64(&x); }
+
 class Xoshiro256 {
  public:
   // The four state words are successive splitmix64 outputs from `seed`.

@@ -157,10 +157,14 @@ class Ops {
   // reads key head h / (nv/nk). state: [nv, dk, dv] fp32, updated. out [n, nv, dv].
   // `chunked` selects the UT-transform form over the whole call (n ≤ 64 rows, one chunk) instead
   // of the token-by-token recurrence.
+  // `state_in` (recurrent form only; null: none) is where the first row reads the state from:
+  // the result lands in `state` and `state_in` is left as it was, with the bits of the in-place
+  // run (speculative decoding verifies rows this way and keeps the state it started from).
   struct DeltaParams {
     int64_t n_k_heads, n_v_heads, d_k, d_v;
     const float* a_log;    // [nv]
     const float* dt_bias;  // [nv]
+    const float* state_in = nullptr;  // [nv, dk, dv]
   };
   virtual void gated_delta(const Context& ctx, const DeltaParams& p, const float* qkv,
                            const float* a, const float* b, int64_t n, bool chunked, float* state,

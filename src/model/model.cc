@@ -48,17 +48,25 @@ Status Model::validate(std::span<const SequenceRows> batch, int64_t* n_tokens, i
         return error("[forward] token id " + std::to_string(t) + " out of range (vocabulary size " +
                      std::to_string(c.vocab) + ")");
     const int64_t len = int64_t(r.tokens.size());
+    if (r.state->verify_pending())
+      return error("[forward] sequence " + std::to_string(s) +
+                   " has a verification pending: commit it first");
+    if (r.verify && len > kMaxVerifyRows)
+      return error("[forward] a verification takes at most " + std::to_string(kMaxVerifyRows) +
+                   " rows, got " + std::to_string(len));
     if (r.state->pos() + len > r.state->capacity())
       return error("[forward] context full: " + std::to_string(r.state->pos()) + " + " + std::to_string(len) +
                    " tokens exceed the context size " + std::to_string(r.state->capacity()));
     if (!r.state->reserve(r.state->pos() + len))
       return error("[forward] the KV pool is out of blocks: sequence " + std::to_string(s) +
                    " needs " + std::to_string(r.state->pos() + len) + " positions");
-    spans_.push_back({r.state, n, len, r.state->pos()});
+    spans_.push_back({r.state, n, len, r.state->pos(), r.verify});
     n += len;
-    n_logits += r.all_logits ? len : 1;
+    n_logits += r.all_logits || r.verify ? len : 1;
   }
   if (n == 0) return error("[forward] empty batch");
+  for (const Span& sp : spans_)
+    if (sp.verify) sp.state->prepare_verify(c);
   *n_tokens = n;
   *n_logit_rows = n_logits;
   return Status();
@@ -92,15 +100,49 @@ Status Model::forward(std::span<const SequenceRows> batch, std::vector<float>* l
   int64_t r = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
     const Span& sp = spans_[s];
-    const int64_t first = batch[s].all_logits ? sp.row0 : sp.row0 + sp.n - 1;
-    const int64_t cnt = batch[s].all_logits ? sp.n : 1;
+    const bool all = batch[s].all_logits || sp.verify;
+    const int64_t first = all ? sp.row0 : sp.row0 + sp.n - 1;
+    const int64_t cnt = all ? sp.n : 1;
     ops_.rms_norm(ctx_, x + first * H, cnt, H, w_->final_norm.data(), eps, normed + r * H);
     r += cnt;
   }
   logits->resize(size_t(n_logits * c.vocab));
   ops_.matmul(ctx_, normed, n_logits, w_->head, logits->data());
-  for (const Span& sp : spans_) sp.state->pos_ += sp.n;
+  for (const Span& sp : spans_) {
+    sp.state->pos_ += sp.n;
+    if (sp.verify) sp.state->verify_rows_ = sp.n;
+  }
   return Status();
+}
+
+void Model::commit(SequenceState* st, int64_t rows) {
+  const ModelConfig& c = w_->config;
+  const int64_t n = st->verify_rows_;
+  QWEN35_CHECK(n > 0 && rows >= 1 && rows <= n);
+  const int64_t C = c.conv_channels(), nv = c.n_v_heads;
+  for (int64_t l = 0; l < c.n_layers; ++l) {
+    if (w_->layers[size_t(l)].kind == LayerKind::kFullAttention) continue;
+    const size_t i = size_t(st->slot_[size_t(l)]);
+    SequenceState::VerifyRecord& v = st->verify_[i];
+    if (rows == n) {  // every row kept: the state after them is the one to keep
+      std::swap(st->delta_[i], v.after);
+      continue;
+    }
+    // Replay the kept rows from the state before them: the same kernels on the same inputs as
+    // the verification (and so as plain decoding), without the weight matmuls.
+    const DeltaNetWeights& g = w_->layers[size_t(l)].gdn;
+    std::copy(v.conv0.begin(), v.conv0.end(), st->conv_[i].begin());
+    float* conv = sized(act_.qkv_conv, rows * C);
+    float* o = sized(act_.delta_out, rows * nv * c.d_v);
+    ops_.conv1d_silu(ctx_, v.qkv.data(), rows, C, g.conv.data(), c.conv_kernel,
+                     st->conv_[i].data(), conv);
+    const kernels::Ops::DeltaParams dp{c.n_k_heads, nv, c.d_k, c.d_v, g.a_log.data(),
+                                       g.dt_bias.data()};
+    ops_.gated_delta(ctx_, dp, conv, v.a.data(), v.b.data(), rows, false, st->delta_[i].data(), o);
+  }
+  st->pos_ -= n - rows;
+  st->verify_rows_ = 0;
+  st->trim_blocks();
 }
 
 void Model::deltanet_layer(int64_t l, const float* in, int64_t n, float* out) {
@@ -121,6 +163,22 @@ void Model::deltanet_layer(int64_t l, const float* in, int64_t n, float* out) {
   }
   const kernels::Ops::DeltaParams dp{c.n_k_heads, nv, c.d_k, dv, g.a_log.data(), g.dt_bias.data()};
   for (const Span& sp : spans_) {
+    if (sp.verify) {  // rows as decode steps; what commit() needs is kept (state.h)
+      SequenceState::VerifyRecord& v = sp.state->verify_[size_t(sp.state->slot_[size_t(l)])];
+      const float* cs = sp.state->conv_state(l);
+      std::copy(cs, cs + v.conv0.size(), v.conv0.begin());
+      std::copy(qkv + sp.row0 * C, qkv + (sp.row0 + sp.n) * C, v.qkv.begin());
+      std::copy(decay_raw + sp.row0 * nv, decay_raw + (sp.row0 + sp.n) * nv, v.a.begin());
+      std::copy(beta_raw + sp.row0 * nv, beta_raw + (sp.row0 + sp.n) * nv, v.b.begin());
+      ops_.conv1d_silu(ctx_, qkv + sp.row0 * C, sp.n, C, g.conv.data(), c.conv_kernel,
+                       sp.state->conv_state(l), conv + sp.row0 * C);
+      kernels::Ops::DeltaParams vp = dp;
+      vp.state_in = sp.state->delta_state(l);
+      ops_.gated_delta(ctx_, vp, conv + sp.row0 * C, decay_raw + sp.row0 * nv,
+                       beta_raw + sp.row0 * nv, sp.n, false, v.after.data(),
+                       o + sp.row0 * nv * dv);
+      continue;
+    }
     ops_.conv1d_silu(ctx_, qkv + sp.row0 * C, sp.n, C, g.conv.data(), c.conv_kernel,
                      sp.state->conv_state(l), conv + sp.row0 * C);
     // Pieces on the absolute kDeltaChunk grid.

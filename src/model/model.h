@@ -32,6 +32,11 @@ struct SequenceRows {
   SequenceState* state = nullptr;
   std::span<const int32_t> tokens;
   bool all_logits = false;  // logits for every row (else only for the last row)
+  // Speculative verification: the rows (at most kMaxVerifyRows) are computed as that many
+  // one-token decode steps would compute them (the recurrent form of the delta rule row by
+  // row), with logits for every row, so each row has the bits of plain decoding. The state is
+  // left pending: commit() keeps the first rows and puts the state back to exactly there.
+  bool verify = false;
 };
 
 class Model {
@@ -54,11 +59,19 @@ class Model {
   // input (token id out of range, context full, empty rows).
   core::Status forward(std::span<const SequenceRows> batch, std::vector<float>* logits);
 
+  // Ends the pending verification of `state`: keeps its first `rows` rows (1 ≤ rows ≤ the rows
+  // verified), as if only those had been decoded, bit for bit. Keeping all of them costs nothing;
+  // fewer replays the recurrence of the kept rows from the saved conv inputs and projections
+  // (no weight matmul). The KV rows past the kept ones are dropped with the blocks they alone
+  // filled.
+  void commit(SequenceState* state, int64_t rows);
+
  private:
   // The rows [row0, row0 + n) of the call that belong to one sequence, starting at position pos0.
   struct Span {
     SequenceState* state;
     int64_t row0, n, pos0;
+    bool verify;
   };
   core::Status validate(std::span<const SequenceRows> batch, int64_t* n_tokens, int64_t* n_logit_rows);
   // Token mixers and MLPs: read in [n, hidden], write out [n, hidden].

@@ -56,8 +56,37 @@ void SequenceState::release_blocks() {
   for (auto& t : v_blocks_) t.clear();
 }
 
+void SequenceState::trim_blocks() {
+  if (own_pool_) return;  // a private pool's blocks stay with the state
+  const size_t keep = size_t((pos_ + kernels::kKvBlock - 1) / kernels::kKvBlock);
+  while (blocks_.size() > keep) {
+    pool_->release(blocks_.back());
+    blocks_.pop_back();
+    for (auto& t : k_blocks_) t.pop_back();
+    for (auto& t : v_blocks_) t.pop_back();
+  }
+}
+
+void SequenceState::prepare_verify(const ModelConfig& c) {
+  const int64_t rows = kMaxVerifyRows;
+  const size_t C = size_t(c.conv_channels()), nv = size_t(c.n_v_heads);
+  verify_.resize(conv_.size());
+  for (VerifyRecord& v : verify_) {
+    if (v.after.empty()) {
+      v.conv0.resize(size_t(c.conv_kernel - 1) * C);
+      v.after.resize(nv * size_t(c.d_k * c.d_v));
+    }
+    if (v.qkv.size() < size_t(rows) * C) {
+      v.qkv.resize(size_t(rows) * C);
+      v.a.resize(size_t(rows) * nv);
+      v.b.resize(size_t(rows) * nv);
+    }
+  }
+}
+
 void SequenceState::reset() {
   pos_ = 0;
+  verify_rows_ = 0;
   if (!own_pool_) release_blocks();
   for (auto& v : conv_) std::fill(v.begin(), v.end(), 0.0f);
   for (auto& v : delta_) std::fill(v.begin(), v.end(), 0.0f);
@@ -66,11 +95,13 @@ void SequenceState::reset() {
 size_t SequenceState::kv_bytes() const { return size_t(blocks_held()) * pool_->block_bytes(); }
 
 void SequenceState::save_recurrent(float* out) const {
+  QWEN35_CHECK(verify_rows_ == 0);
   for (const auto& v : conv_) out = std::copy(v.begin(), v.end(), out);
   for (const auto& v : delta_) out = std::copy(v.begin(), v.end(), out);
 }
 
 void SequenceState::load_recurrent(const float* in) {
+  QWEN35_CHECK(verify_rows_ == 0);
   for (auto& v : conv_) {
     std::copy(in, in + v.size(), v.begin());
     in += v.size();

@@ -19,6 +19,9 @@
 
 namespace qwen35::model {
 
+// The most rows one speculative verification takes (the drafted tokens + 1).
+inline constexpr int64_t kMaxVerifyRows = 16;
+
 class SequenceState {
  public:
   SequenceState(const ModelConfig& c, int64_t capacity);                 // a private pool
@@ -58,9 +61,28 @@ class SequenceState {
   void adopt(std::span<const int32_t> blocks, int64_t pos);
   KvPool* pool() const { return pool_; }
 
+  // Speculative verification (Model::forward with SequenceRows::verify, then Model::commit):
+  // between the two the state stands past every verified row, and Model::commit puts it back
+  // to exactly the rows kept. Nothing else may read or advance the state in between.
+  bool verify_pending() const { return verify_rows_ > 0; }
+  // Gives back the KV blocks wholly past pos() (after a commit that kept fewer rows).
+  void trim_blocks();
+
  private:
   friend class Model;
   void release_blocks();
+  // What Model::commit needs of one Gated DeltaNet layer to put the state back to any row of
+  // the pending verification. Allocated at the first verification, never per step.
+  struct VerifyRecord {
+    std::vector<float> conv0;  // the conv state before the rows [kernel-1, channels]
+    std::vector<float> qkv;    // the rows' conv inputs [rows, channels]
+    std::vector<float> a, b;   // the rows' raw decay and β projections [rows, n_v_heads]
+    std::vector<float> after;  // the recurrent state after every row [n_v_heads, d_k, d_v]
+  };
+  // Sizes the records for kMaxVerifyRows rows (once: later steps allocate nothing).
+  void prepare_verify(const ModelConfig& c);
+  std::vector<VerifyRecord> verify_;  // per Gated DeltaNet layer, as conv_ and delta_
+  int64_t verify_rows_ = 0;           // rows of the pending verification (0: none)
 
   int64_t pos_ = 0;
   int64_t capacity_ = 0;

@@ -81,6 +81,9 @@ struct Engine::Active {
   int32_t next_token = -1;  // sampled, not yet fed
   uint64_t order = 0;       // admission order: older prompts prefill first
   std::vector<int32_t> fed;  // keep_state only: every token the state holds, in order
+  SpecOptions spec;          // the request's speculative decoding
+  std::vector<int32_t> context;  // lookup only: the prediction, the prompt, every sampled token
+  std::vector<int32_t> verify;   // the rows of a verification: next_token, then the drafts
 };
 
 Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), opts_(opts) {
@@ -125,12 +128,26 @@ bool Engine::validate(const GenerationRequest& req, std::string* message) const 
                std::to_string(opts_.ctx - 1) + ")";
     return false;
   }
-  const int64_t vocab = model_.config().vocab;
-  for (int32_t t : req.prompt) {
-    if (t < 0 || t >= vocab) {
-      *message =
-          "token id " + std::to_string(t) + " is out of range [0, " + std::to_string(vocab) + ")";
+  if (const SpecOptions sp = req.spec.value_or(opts_.spec); sp.method != SpecMethod::kOff) {
+    if (sp.draft_tokens < 1 || sp.draft_tokens >= model::kMaxVerifyRows) {
+      *message = "draft_tokens must be in [1, " + std::to_string(model::kMaxVerifyRows - 1) +
+                 "], got " + std::to_string(sp.draft_tokens);
       return false;
+    }
+    if (sp.method == SpecMethod::kMtp) {
+      *message = "speculative method \"mtp\" is not available in this build; use \"lookup\"";
+      return false;
+    }
+  }
+  const int64_t vocab = model_.config().vocab;
+  // Drafted tokens are fed to the model too: a prediction's ids are checked as a prompt's.
+  for (const auto* ids : {&req.prompt, &req.prediction}) {
+    for (int32_t t : *ids) {
+      if (t < 0 || t >= vocab) {
+        *message = "token id " + std::to_string(t) + " is out of range [0, " +
+                   std::to_string(vocab) + ")";
+        return false;
+      }
     }
   }
   if (auto s = req.sampling.validate(); !s.ok()) {
@@ -384,6 +401,15 @@ void Engine::start(size_t i, std::unique_ptr<Active> a) {
   }
   a->resumed = a->prefilled;
   kept.clear();
+  a->spec = a->req.spec.value_or(opts_.spec);
+  if (a->spec.method == SpecMethod::kLookup) {
+    // The prediction first: a match in the prompt or the output, later in the context, wins.
+    const auto& pred = a->req.prediction;
+    a->context.reserve(pred.size() + prompt.size() + size_t(std::max<int64_t>(a->req.max_tokens, 0)));
+    a->context.assign(pred.begin(), pred.end());
+    a->context.insert(a->context.end(), prompt.begin(), prompt.end());
+  }
+  if (a->spec.method != SpecMethod::kOff) a->verify.reserve(size_t(model::kMaxVerifyRows));
   a->sampler = std::make_unique<Sampler>(a->req.sampling, model_.config().vocab);
   a->sampler->add_prompt(prompt);
   a->stream->set_admitted(RequestTiming::Clock::now(), a->prefilled);
@@ -427,6 +453,7 @@ void Engine::schedule() {
   row_slot_.clear();
   row_logits_.clear();
   std::vector<int> prefilling;
+  int64_t decode_rows = 0;
   for (size_t i = 0; i < slots_.size(); ++i) {
     Active* a = slots_[i].get();
     if (!a) continue;
@@ -434,12 +461,29 @@ void Engine::schedule() {
       prefilling.push_back(int(i));
       continue;
     }
-    rows_.push_back({a->state, std::span<const int32_t>(&a->next_token, 1), false});
     row_slot_.push_back(int(i));
+    if (a->spec.method == SpecMethod::kOff) {
+      rows_.push_back({a->state, std::span<const int32_t>(&a->next_token, 1), false});
+      ++decode_rows;
+      continue;
+    }
+    // Speculative: the sampled token and what the drafter proposes, no more than plain
+    // decoding could still emit (max_tokens, the context), verified as decode steps. A step
+    // with no draft goes the same way, as one verified row.
+    int64_t k = a->spec.draft_tokens;
+    if (a->req.max_tokens >= 0) k = std::min(k, a->req.max_tokens - a->generated - 1);
+    k = std::min(k, context() - a->state->pos() - 1);
+    a->verify.assign(1, a->next_token);
+    if (k > 0 && a->spec.method == SpecMethod::kLookup) {
+      lookup_draft(a->context, k, &draft_);
+      a->verify.insert(a->verify.end(), draft_.begin(), draft_.end());
+    }
+    rows_.push_back({a->state, a->verify, false, true});
+    decode_rows += int64_t(a->verify.size());
   }
   std::sort(prefilling.begin(), prefilling.end(),
             [&](int x, int y) { return slots_[size_t(x)]->order < slots_[size_t(y)]->order; });
-  int64_t budget = opts_.step_tokens - int64_t(rows_.size());
+  int64_t budget = opts_.step_tokens - decode_rows;
   bool first = true;
   for (int i : prefilling) {
     Active& a = *slots_[size_t(i)];
@@ -461,7 +505,7 @@ void Engine::schedule() {
   size_t off = 0;
   for (const auto& row : rows_) {
     row_logits_.push_back(off);
-    off += row.all_logits ? row.tokens.size() : 1;
+    off += row.all_logits || row.verify ? row.tokens.size() : 1;
   }
 }
 
@@ -473,6 +517,7 @@ bool Engine::advance(size_t r, const core::Status& st, StepCounts* c) {
     finish_after_step(a, "error", st.message());
     return true;
   }
+  if (rows_[r].verify) return advance_verified(r, c);
   const int64_t n = int64_t(a.req.prompt.size());
   const int64_t vocab = model_.config().vocab;
   const int64_t n_rows = int64_t(rows_[r].tokens.size());
@@ -503,7 +548,12 @@ bool Engine::advance(size_t r, const core::Status& st, StepCounts* c) {
       return true;
     }
   }
-  SampleResult s = a.sampler->sample(last);
+  return emit(a, a.sampler->sample(last), a.state->pos(), c);
+}
+
+// Sends token s, sampled after the state had consumed `fed` tokens; true when it ends the
+// request (an end-of-sequence id, max_tokens, or a full context).
+bool Engine::emit(Active& a, SampleResult s, int64_t fed, StepCounts* c) {
   const auto& eos = a.req.eos_ids;
   if (std::find(eos.begin(), eos.end(), s.token) != eos.end()) {
     finish_after_step(a, "stop");
@@ -512,15 +562,38 @@ bool Engine::advance(size_t r, const core::Status& st, StepCounts* c) {
   a.next_token = s.token;
   ++a.generated;
   ++c->generated;
+  if (a.spec.method == SpecMethod::kLookup) a.context.push_back(s.token);
   StreamEvent ev;
   ev.sample = std::move(s);
   a.stream->push(std::move(ev));
-  if ((a.req.max_tokens >= 0 && a.generated >= a.req.max_tokens) ||
-      a.state->pos() + 1 > context()) {
+  if ((a.req.max_tokens >= 0 && a.generated >= a.req.max_tokens) || fed + 1 > context()) {
     finish_after_step(a, "length");
     return true;
   }
   return false;
+}
+
+// A verification's rows: samples row j as plain decoding samples its position, and goes on to
+// row j+1 while the token drafted there is the one sampled. The state keeps the rows up to the
+// last one sampled, so it holds what plain decoding fed (docs/design.md §6, drafted == plain).
+bool Engine::advance_verified(size_t r, StepCounts* c) {
+  Active& a = *slots_[size_t(row_slot_[r])];
+  const std::span<const int32_t> t = rows_[r].tokens;
+  const int64_t n = int64_t(t.size()), pos0 = a.state->pos() - n;
+  const size_t vocab = size_t(model_.config().vocab);
+  int64_t kept = 0;
+  bool done = false;
+  while (kept < n && !done) {
+    const float* lg = logits_.data() + (row_logits_[r] + size_t(kept)) * vocab;
+    ++kept;
+    done = emit(a, a.sampler->sample(lg), pos0 + kept, c);
+    if (kept < n && a.next_token != t[size_t(kept)]) break;  // the draft there is rejected
+  }
+  c->drafted += n - 1;
+  c->accepted += kept - 1;
+  if (a.req.keep_state) a.fed.insert(a.fed.end(), t.begin(), t.begin() + kept);
+  model_.commit(a.state, kept);
+  return done;
 }
 
 void Engine::step() {
@@ -540,6 +613,8 @@ void Engine::step() {
     stats_.prompt_tokens += c.prompt;
     stats_.generated_tokens += c.generated;
     stats_.finished += c.done;
+    stats_.drafted_tokens += c.drafted;
+    stats_.accepted_tokens += c.accepted;
     refresh_gauges_locked();
   }
   for (auto& [stream, ev] : done_) stream->push(std::move(ev));

@@ -36,12 +36,14 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "core/result.h"
 #include "model/model.h"
+#include "runtime/drafter.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/sampler.h"
 
@@ -67,6 +69,8 @@ struct EngineOptions {
   // shutdown, its files tagged with cache_fingerprint (the checkpoint and arithmetic mode).
   std::string cache_dir{};
   uint64_t cache_fingerprint = 0;
+  // Speculative decoding for requests that do not choose (GenerationRequest::spec).
+  SpecOptions spec{};
 };
 
 struct GenerationRequest {
@@ -80,6 +84,10 @@ struct GenerationRequest {
   // Prompt positions worth a prefix-cache snapshot (at the 64-token boundary below each),
   // besides the prompt's last boundary: where other prompts are likely to part from this one.
   std::vector<int64_t> snapshot_hints;
+  std::optional<SpecOptions> spec;  // speculative decoding (unset: EngineOptions::spec)
+  // Tokens the output is expected to repeat (OpenAI's predicted outputs): prompt lookup drafts
+  // from them too. They change the speed only, never the output.
+  std::vector<int32_t> prediction;
 };
 
 // When a request's phases happened, for a closing line or metrics. Set by the engine thread;
@@ -136,6 +144,7 @@ struct EngineStats {
   int64_t state_bytes = 0;  // conv + recurrent state of all slots, and the KV pool when full
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
   int64_t finished = 0, cancelled = 0;
+  int64_t drafted_tokens = 0, accepted_tokens = 0;  // speculative decoding
   PrefixCacheStats cache;
 };
 
@@ -170,7 +179,7 @@ class Engine {
  private:
   struct Active;
   struct StepCounts {
-    int64_t prompt = 0, generated = 0, done = 0;
+    int64_t prompt = 0, generated = 0, done = 0, drafted = 0, accepted = 0;
   };
   void loop();
   bool validate(const GenerationRequest& req, std::string* message) const;
@@ -178,6 +187,8 @@ class Engine {
   void refresh_gauges_locked();
   void schedule();
   bool advance(size_t r, const core::Status& st, StepCounts* c);
+  bool advance_verified(size_t r, StepCounts* c);
+  bool emit(Active& a, SampleResult s, int64_t pos, StepCounts* c);
   void step();
   void finish(Active& a, const std::string& reason, const std::string& error = "");
   void finish_after_step(Active& a, const std::string& reason, const std::string& error = "");
@@ -215,6 +226,7 @@ class Engine {
   std::vector<size_t> row_logits_;  // first logits row of each batch row
   std::vector<float> logits_;
   std::vector<int32_t> order_;  // scratch of prompt-logprob ranking
+  std::vector<int32_t> draft_;  // scratch of drafted tokens
   // kDone events of a step, pushed after the gauges are updated: a client that has its answer
   // and then reads stats() sees its slot and KV released.
   std::vector<std::pair<std::shared_ptr<RequestStream>, StreamEvent>> done_;

@@ -35,7 +35,7 @@ SamplingParams sampling_defaults(const formats::GenerationConfig& g) {
 Sampler::Sampler(const SamplingParams& params, int64_t vocab)
     : p_(params),
       vocab_(vocab),
-      rng_(p_.seed ? *p_.seed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}()),
+      key_(p_.seed ? *p_.seed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}()),
       seen_(size_t(vocab), 0),
       work_(size_t(vocab)),
       order_(size_t(vocab)) {
@@ -113,7 +113,7 @@ SampleResult Sampler::sample(const float* logits) {
     }
     double mass = 0;
     for (int64_t i = 0; i < n; ++i) mass += pr[size_t(i)];
-    double u = rng_.uniform() * mass, c = 0;
+    double u = core::Xoshiro256(key_ ^ core::splitmix64_of(drawn_)).uniform() * mass, c = 0;
     chosen = order_[size_t(n - 1)];
     for (int64_t i = 0; i < n; ++i) {
       c += pr[size_t(i)];
@@ -127,6 +127,7 @@ SampleResult Sampler::sample(const float* logits) {
   if (p_.logprobs >= 0) res.logprob += logits[chosen];
   output_counts_[chosen]++;
   seen_[size_t(chosen)] = 1;
+  ++drawn_;
   return res;
 }
 

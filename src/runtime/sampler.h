@@ -6,7 +6,9 @@
 // id). Log-probabilities are those of the model's raw distribution (log_softmax of the logits
 // before any penalty or truncation), as vLLM reports by default.
 //
-// Determinism: a Sampler owns its RNG; the same seed and the same logits give the same tokens.
+// Determinism: the random draw for a request's p-th sampled token depends only on (seed, p): the
+// same seed and the same logits give the same tokens, and speculative decoding, which samples
+// the same positions in the same order whatever was drafted, draws what plain decoding draws.
 // Not thread-safe; one per sequence.
 #pragma once
 
@@ -66,7 +68,8 @@ class Sampler {
  private:
   SamplingParams p_;
   int64_t vocab_;
-  core::Xoshiro256 rng_;
+  uint64_t key_;        // the seed (drawn from the system when the request has none)
+  uint64_t drawn_ = 0;  // tokens sampled so far: the position of the next draw
   std::unordered_map<int32_t, int32_t> output_counts_;
   std::vector<uint8_t> seen_;    // prompt or output token (repetition penalty)
   std::vector<float> work_;      // [vocab] adjusted logits

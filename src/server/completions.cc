@@ -109,6 +109,11 @@ std::optional<ApiError> submit_all(Job& job) {
     g.eos_ids = job.req.eos_ids;
     g.prompt_logprobs = job.req.stream ? -1 : job.req.prompt_logprobs;
     g.snapshot_hints = job.req.snapshot_hints;
+    if (job.req.spec_method || job.req.spec_draft_tokens) {
+      g.spec = engine.options().spec;
+      if (job.req.spec_method) g.spec->method = *job.req.spec_method;
+      if (job.req.spec_draft_tokens) g.spec->draft_tokens = *job.req.spec_draft_tokens;
+    }
     group.push_back(std::move(g));
   }
   const int64_t wanted = int64_t(group.size());

@@ -119,6 +119,11 @@ std::string Metrics::render(const runtime::EngineStats* e, int connections) cons
     gauge(&out, "qwen35_prefix_cache_snapshots", "state snapshots held", double(pc.snapshots));
     gauge(&out, "qwen35_prefix_cache_blocks", "KV blocks the prefix cache holds",
           double(pc.blocks));
+    gauge(&out, "qwen35_spec_drafted_tokens_total", "tokens drafted for speculative decoding",
+          double(e->drafted_tokens), "counter");
+    gauge(&out, "qwen35_spec_accepted_tokens_total",
+          "drafted tokens verified as what plain decoding samples", double(e->accepted_tokens),
+          "counter");
     gauge(&out, "qwen35_engine_steps_total", "forward steps", double(e->steps), "counter");
     gauge(&out, "qwen35_engine_cancelled_total", "requests cancelled", double(e->cancelled),
           "counter");

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "model/state.h"
 #include "tokenizer/utf8.h"
 
 namespace qwen35::server {
@@ -96,6 +97,39 @@ ApiError not_supported(const std::string& name, const std::string& why) {
 // Accepted and ignored, as they do not change the output: user, metadata, store,
 // service_tier, prompt_cache_key, safety_identifier. Unknown fields are ignored as vLLM does
 // (clients send vendor extensions); the vLLM extensions we implement are parsed normally.
+// "speculative": "lookup" | "mtp" | "off", or {"method": ..., "draft_tokens": K} (either key
+// may be left out: the server's setting stands).
+std::optional<ApiError> parse_speculative(const Json& b, CompletionRequest* r) {
+  const Json* f = field(b, "speculative");
+  if (!f) return std::nullopt;
+  const char* what =
+      "'speculative' must be \"lookup\", \"mtp\", \"off\" or {\"method\": ..., "
+      "\"draft_tokens\": K}";
+  const Json* method = f->is_string() ? f : nullptr;
+  if (f->is_object()) {
+    for (const auto& [k, v] : f->items())
+      if (k != "method" && k != "draft_tokens") return bad("speculative." + k, what);
+    method = field(*f, "method");
+    if (const Json* k = field(*f, "draft_tokens")) {
+      if (!k->is_number_integer() || k->get<int64_t>() < 1 ||
+          k->get<int64_t>() >= model::kMaxVerifyRows)
+        return bad("speculative.draft_tokens",
+                   "'speculative.draft_tokens' must be an integer in [1, " +
+                       std::to_string(model::kMaxVerifyRows - 1) + "]");
+      r->spec_draft_tokens = int(k->get<int64_t>());
+    }
+  } else if (!method) {
+    return bad("speculative", what);
+  }
+  if (method) {
+    const auto m = method->is_string() ? runtime::parse_spec_method(method->get<std::string>())
+                                       : std::nullopt;
+    if (!m) return bad(f->is_string() ? "speculative" : "speculative.method", what);
+    r->spec_method = *m;
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> refuse_unsupported(const Json& b, bool chat, int n) {
   if (const Json* f = field(b, "response_format"); f && !has_type(*f, "text"))
     return not_supported("response_format",
@@ -186,6 +220,7 @@ std::optional<ApiError> parse_common(const Json& b, const ModelInfo& mi, Complet
   if (ignore_eos) r->eos_ids.clear();
   TRY(get_bool(b, "return_token_ids", &r->return_token_ids));
   TRY(get_bool(b, "skip_special_tokens", &r->skip_special));
+  TRY(parse_speculative(b, r));
   if (auto st = s.validate(); !st.ok()) return bad("", st.message());
   TRY(refuse_unsupported(b, r->chat, r->n));
   return std::nullopt;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/drafter.h"
 #include "runtime/sampler.h"
 #include "server/http.h"
 #include "server/json_limits.h"
@@ -83,6 +84,9 @@ struct CompletionRequest {
   // Chat: prompt positions where other requests' prompts are likely to diverge (the end of the
   // shared system part); the prefix cache snapshots below them.
   std::vector<int64_t> snapshot_hints;
+  // "speculative": the method and draft length this request asks for (unset: the server's).
+  std::optional<runtime::SpecMethod> spec_method;
+  std::optional<int> spec_draft_tokens;
 };
 
 std::optional<ApiError> parse_chat_request(const Json& body, const ModelInfo& mi,

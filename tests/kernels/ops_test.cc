@@ -507,6 +507,18 @@ void delta_checks() {
       cpu.gated_delta({}, p, qkv.data(), a.data(), b.data(), n, true, s1.data(), o1.data());
       EXPECT_EQ(o1, o[3]);
       EXPECT_EQ(s1, s[3]);
+      // Out of place (state_in, speculative verification): the bits of the in-place run, the
+      // starting state untouched, in both implementations.
+      Ops::DeltaParams po = p;
+      po.state_in = s0.data();
+      const std::vector<float> s0_copy = s0;
+      for (const Ops* ops : {&ref, &cpu}) {
+        std::vector<float> oo(o[1].size()), so(s0.size(), -7.0f);
+        ops->gated_delta({&pool}, po, qkv.data(), a.data(), b.data(), n, false, so.data(), oo.data());
+        EXPECT_EQ(oo, ops == &ref ? o[0] : o[1]);
+        EXPECT_EQ(so, ops == &ref ? s[0] : s[1]);
+        EXPECT_EQ(s0, s0_copy);
+      }
     }
   }
 }

@@ -88,6 +88,30 @@ TEST(Sampler, SameSeedSameTokens) {
   EXPECT_NE(ta, tc);
 }
 
+// The draw for position p depends only on (seed, p): whatever was sampled before, from whatever
+// logits, the same logits at p give the same token (speculative decoding relies on it).
+TEST(Sampler, DrawsArePositionKeyed) {
+  std::vector<float> l(1000), other(1000);
+  for (size_t i = 0; i < l.size(); ++i) {
+    l[i] = float(std::sin(double(i)) * 3);
+    other[i] = float(std::cos(double(i) * 0.37) * 5);
+  }
+  SamplingParams p;
+  p.seed = 9;
+  Sampler a(p, 1000), b(p, 1000);
+  std::vector<int32_t> ta, tb, early_a, early_b;
+  for (int i = 0; i < 10; ++i) {
+    early_a.push_back(a.sample(l.data()).token);
+    early_b.push_back(b.sample(other.data()).token);
+  }
+  EXPECT_NE(early_a, early_b);
+  for (int i = 0; i < 40; ++i) {
+    ta.push_back(a.sample(l.data()).token);
+    tb.push_back(b.sample(l.data()).token);
+  }
+  EXPECT_EQ(ta, tb);
+}
+
 TEST(Sampler, Penalties) {
   std::vector<float> l = {2.0f, 1.9f, -1.0f};
   SamplingParams p;

@@ -207,6 +207,7 @@ class CpuOps final : public Ops {
     const int64_t nk = p.n_k_heads, nv = p.n_v_heads, dk = p.d_k, dv = p.d_v, rep = nv / nk;
     const int64_t ch = 2 * nk * dk + nv * dv;
     const float qscale = 1.0f / std::sqrt(float(dk));
+    QWEN35_CHECK(!(chunked && p.state_in));
     std::unique_ptr<cpu::CpuWorkspace> temp;
     cpu::CpuWorkspace& ws = cpu::workspace_of(ctx, this, temp);
     cpu::ThreadScratch* threads = ws.threads(ctx);
@@ -237,6 +238,9 @@ class CpuOps final : public Ops {
         const int64_t h = int64_t(hh), kh = h / rep;
         Head hd{n, nk, nv, dk, dv, ch, h, kh, q, k, g, beta, qkv + 2 * nk * dk + h * dv,
                 state + h * dk * dv, out + h * dv};
+        // The head's starting state into place first: it stays in L2 for the recurrence.
+        if (p.state_in)
+          std::memcpy(hd.S, p.state_in + h * dk * dv, size_t(dk * dv) * sizeof(float));
         if (chunked) delta_chunk(hd, threads[tid].delta_chunk);
         else delta_recurrent(hd);
       }

@@ -163,6 +163,8 @@ class RefOps final : public Ops {
       }
     }
     auto V = [&](int64_t t, int64_t h) { return qkv + t * ch + 2 * nk * dk + h * dv; };
+    QWEN35_CHECK(!(chunked && p.state_in));
+    if (p.state_in) std::copy_n(p.state_in, nv * dk * dv, state);
     for (int64_t h = 0; h < nv; ++h) {
       const int64_t kh = h / rep;
       float* S = state + h * dk * dv;  // [dk, dv]
