@@ -44,11 +44,15 @@ void progress_bar(size_t done, size_t total) {
 }
 
 void print_stats(const TurnStats& s) {
-  std::fprintf(stderr, "\n[prompt: %lld tokens, %.1f tok/s | generation: %lld tokens, %.1f tok/s | %s]\n",
+  std::string spec;
+  if (s.drafted > 0)
+    spec = " | drafted " + std::to_string(s.drafted) + ", accepted " + std::to_string(s.accepted) +
+           " (" + std::to_string(100 * s.accepted / s.drafted) + "%)";
+  std::fprintf(stderr, "\n[prompt: %lld tokens, %.1f tok/s | generation: %lld tokens, %.1f tok/s%s | %s]\n",
                (long long)s.prompt_tokens, s.prompt_seconds > 0 ? double(s.prompt_tokens) / s.prompt_seconds : 0.0,
                (long long)s.generated_tokens,
                s.generation_seconds > 0 ? double(s.generated_tokens) / s.generation_seconds : 0.0,
-               s.finish_reason.c_str());
+               spec.c_str(), s.finish_reason.c_str());
 }
 
 void emit(const std::string& s) {

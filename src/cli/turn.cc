@@ -23,6 +23,7 @@ core::Result<TurnStats> run_turn(runtime::Engine& engine, runtime::GenerationReq
   const int64_t n_prompt = int64_t(req.prompt.size());
   runtime::SubmitError err;
   std::string message;
+  const runtime::EngineStats before = engine.stats();  // the engine runs this turn alone
   auto stream = engine.submit(std::move(req), &err, &message);
   if (!stream) return core::error(message);
   tokenizer::StreamDecoder dec(tok, /*skip_special=*/false);
@@ -64,6 +65,9 @@ core::Result<TurnStats> run_turn(runtime::Engine& engine, runtime::GenerationReq
     const std::string rest = stop.flush();
     if (!rest.empty()) emit(rest);
   }
+  const runtime::EngineStats after = engine.stats();
+  st.drafted = after.drafted_tokens - before.drafted_tokens;
+  st.accepted = after.accepted_tokens - before.accepted_tokens;
   const runtime::RequestTiming t = stream->timing();
   st.prompt_tokens = n_prompt - t.prompt_reused;
   if (t.prompt_done) {

@@ -22,6 +22,7 @@ struct TurnStats {
   int64_t generated_tokens = 0;  // tokens whose text was shown (or held back by a stop string)
   double generation_seconds = 0;
   std::string finish_reason;  // "stop", "length", "interrupted"
+  int64_t drafted = 0, accepted = 0;  // speculative decoding
 };
 
 // Submits `req`, streams its text to `emit` until it ends, then returns. Text after a stop string

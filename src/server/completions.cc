@@ -109,8 +109,13 @@ std::optional<ApiError> submit_all(Job& job) {
     g.eos_ids = job.req.eos_ids;
     g.prompt_logprobs = job.req.stream ? -1 : job.req.prompt_logprobs;
     g.snapshot_hints = job.req.snapshot_hints;
-    if (job.req.spec_method || job.req.spec_draft_tokens) {
+    // A prediction asks for prompt lookup unless the request or the server chose a method.
+    g.prediction = job.req.prediction;
+    const bool lookup_for_prediction = !g.prediction.empty() && !job.req.spec_method &&
+                                       engine.options().spec.method == runtime::SpecMethod::kOff;
+    if (job.req.spec_method || job.req.spec_draft_tokens || lookup_for_prediction) {
       g.spec = engine.options().spec;
+      if (lookup_for_prediction) g.spec->method = runtime::SpecMethod::kLookup;
       if (job.req.spec_method) g.spec->method = *job.req.spec_method;
       if (job.req.spec_draft_tokens) g.spec->draft_tokens = *job.req.spec_draft_tokens;
     }

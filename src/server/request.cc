@@ -89,7 +89,7 @@ ApiError not_supported(const std::string& name, const std::string& why) {
 //                                                 constrained decoding
 //   parallel_tool_calls  true only                nothing stops the model emitting several calls
 //   functions, function_call (chat)               deprecated; use "tools"
-//   audio, prediction, web_search_options (chat)  no audio out, no predicted outputs, no search
+//   audio, web_search_options (chat)              no audio out, no search
 //   modalities           ["text"] only
 //   reasoning_effort, verbosity (chat)            use chat_template_kwargs.enable_thinking
 //   suffix (completions) "" only                  no fill-in-the-middle
@@ -98,8 +98,33 @@ ApiError not_supported(const std::string& name, const std::string& why) {
 // service_tier, prompt_cache_key, safety_identifier. Unknown fields are ignored as vLLM does
 // (clients send vendor extensions); the vLLM extensions we implement are parsed normally.
 // "speculative": "lookup" | "mtp" | "off", or {"method": ..., "draft_tokens": K} (either key
-// may be left out: the server's setting stands).
-std::optional<ApiError> parse_speculative(const Json& b, CompletionRequest* r) {
+// may be left out: the server's setting stands). "prediction" (OpenAI's predicted outputs):
+// {"type": "content", "content": text or text parts}, tokens prompt lookup drafts from.
+std::optional<ApiError> parse_speculative(const Json& b, const ModelInfo& mi,
+                                          CompletionRequest* r) {
+  if (const Json* pr = field(b, "prediction")) {
+    const char* what =
+        "'prediction' must be {\"type\": \"content\", \"content\": a string or text parts}";
+    if (!pr->is_object() || !has_type(*pr, "content") || !field(*pr, "content"))
+      return bad("prediction", what);
+    Json content = *field(*pr, "content");
+    std::string text;
+    if (content.is_string()) {
+      text = content.get<std::string>();
+    } else if (content.is_array()) {
+      for (const auto& part : content) {
+        if (!part.is_object() || !has_type(part, "text") || !part.contains("text") ||
+            !part["text"].is_string())
+          return bad("prediction.content", what);
+        text += part["text"].get<std::string>();
+      }
+    } else {
+      return bad("prediction.content", what);
+    }
+    auto ids = mi.tok->encode(text);
+    if (!ids.ok()) return bad("prediction", ids.message());
+    r->prediction = std::move(*ids);
+  }
   const Json* f = field(b, "speculative");
   if (!f) return std::nullopt;
   const char* what =
@@ -150,7 +175,7 @@ std::optional<ApiError> refuse_unsupported(const Json& b, bool chat, int n) {
                            "constrained decoding)");
     for (const char* name : {"functions", "function_call"})
       if (field(b, name)) return not_supported(name, "deprecated by OpenAI; use 'tools'");
-    for (const char* name : {"audio", "prediction", "web_search_options"})
+    for (const char* name : {"audio", "web_search_options"})
       if (field(b, name)) return not_supported(name, "");
     for (const char* name : {"reasoning_effort", "verbosity"})
       if (field(b, name))
@@ -220,7 +245,7 @@ std::optional<ApiError> parse_common(const Json& b, const ModelInfo& mi, Complet
   if (ignore_eos) r->eos_ids.clear();
   TRY(get_bool(b, "return_token_ids", &r->return_token_ids));
   TRY(get_bool(b, "skip_special_tokens", &r->skip_special));
-  TRY(parse_speculative(b, r));
+  TRY(parse_speculative(b, mi, r));
   if (auto st = s.validate(); !st.ok()) return bad("", st.message());
   TRY(refuse_unsupported(b, r->chat, r->n));
   return std::nullopt;

@@ -87,6 +87,7 @@ struct CompletionRequest {
   // "speculative": the method and draft length this request asks for (unset: the server's).
   std::optional<runtime::SpecMethod> spec_method;
   std::optional<int> spec_draft_tokens;
+  std::vector<int32_t> prediction;  // "prediction": tokens the answer is expected to repeat
 };
 
 std::optional<ApiError> parse_chat_request(const Json& body, const ModelInfo& mi,

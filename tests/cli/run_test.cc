@@ -55,6 +55,36 @@ TEST_F(RunTest, ChatTemplateAndStopStrings) {
   EXPECT_EQ(cut.out.substr(0, cut.out.size() - 1), full.out.substr(0, full.out.find(stop)));
 }
 
+// run --spec lookup prints what plain decoding prints (the bundled model: it repeats the
+// verses of its prompt, so lookup's drafts are often accepted), greedy and seeded, K = 1..4, and
+// with a stop string; a bad --spec is an error that names the flag.
+TEST_F(RunTest, SpeculativePrintsWhatPlainPrints) {
+  const std::string kjv = std::string(QWEN35_SOURCE_DIR) + "/models/qwen35-tiny-kjv";
+  const std::string verse = "And God said, Let there be light: and there was light. ";
+  const std::string base = "run -m " + kjv + " -p '" + verse + verse + verse + "' -n 40 -q";
+  for (const std::string& sampling : {std::string(" --temperature 0"), std::string(" --seed 3")}) {
+    auto plain = run_qwen35(base + sampling);
+    ASSERT_EQ(plain.exit_code, 0) << plain.err;
+    ASSERT_GT(plain.out.size(), 20u);
+    for (int k = 1; k <= 4; ++k) {
+      auto spec = run_qwen35(base + sampling + " --spec lookup --draft-tokens " + std::to_string(k));
+      ASSERT_EQ(spec.exit_code, 0) << spec.err;
+      EXPECT_EQ(spec.out, plain.out) << sampling << " K=" << k;
+    }
+    const std::string stop = plain.out.substr(plain.out.size() / 2, 4);
+    auto a = run_qwen35(base + sampling + " --stop '" + stop + "'");
+    auto b = run_qwen35(base + sampling + " --stop '" + stop + "' --spec lookup --draft-tokens 4");
+    EXPECT_EQ(a.out, b.out);
+    EXPECT_LT(a.out.size(), plain.out.size());
+  }
+  auto bad = run_qwen35(base + " --spec ngram");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--spec must be lookup, mtp or off"), std::string::npos) << bad.err;
+  bad = run_qwen35(base + " --spec lookup --draft-tokens 99");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.err.find("--draft-tokens"), std::string::npos) << bad.err;
+}
+
 TEST_F(RunTest, Errors) {
   auto r = run_qwen35("run -m " + model() + " -p hi --top-p 0");
   EXPECT_NE(r.exit_code, 0);

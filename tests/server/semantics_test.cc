@@ -180,7 +180,6 @@ TEST_F(SemanticsTest, UnsupportedFieldsAreRefusedByName) {
       {chat, "function_call", "auto"},
       {chat, "audio", {{"voice", "alloy"}}},
       {chat, "modalities", {"text", "audio"}},
-      {chat, "prediction", {{"type", "content"}, {"content", "x"}}},
       {chat, "reasoning_effort", "low"},
       {cmpl, "suffix", "tail"},
       {cmpl, "best_of", 3},
@@ -203,6 +202,7 @@ TEST_F(SemanticsTest, UnsupportedFieldsAreRefusedByName) {
              {"tool_choice", "none"},
              {"parallel_tool_calls", true},
              {"modalities", {"text"}},
+             {"prediction", {{"type", "content"}, {"content", "In the beginning"}}},
              {"user", "u"},
              {"store", false},
              {"metadata", {{"k", "v"}}}};
