@@ -13,13 +13,18 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <numeric>
 #include <vector>
 
+#include "cli/bench_spec.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
+#include "cli/spec_flags.h"
 #include "kernels/cpu/matmul.h"
+#include "tokenizer/tokenizer.h"
 
 namespace qwen35::cli {
 namespace {
@@ -132,6 +137,16 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--verify", verify,
                  "also time speculative verification: K drafted tokens + 1 verified per step "
                  "(keeping all rows, and keeping one: the worst rollback), against one row");
+  std::string spec_method = "off", prompt_file;
+  int draft_tokens = 3;
+  app.add_option("--spec", spec_method,
+                 "instead of pp/tg: speculative decoding end to end (lookup), greedy, one stream: "
+                 "plain, speculative, and speculative with the plain answer as prediction; "
+                 "tok/s, acceptance by draft position, tokens checked equal to plain");
+  app.add_option("--draft-tokens", draft_tokens, "with --spec: tokens drafted per step");
+  app.add_option("--prompt-file", prompt_file,
+                 "with --spec: the prompt, a text file (tokenized with the checkpoint's tokenizer; "
+                 "default: -p synthetic token ids)");
   app.add_flag("--json", json, "one JSON object on stdout");
   try {
     app.parse(argc, argv);
@@ -150,6 +165,23 @@ int cmd_bench(int argc, char** argv) {
 
   std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
   for (int64_t i = 0; i < n_prompt; ++i) prompt[size_t(i)] = int32_t((i * 2654435761u) % uint64_t(V));
+  if (spec_method != "off") {
+    SpecFlags sf{spec_method, draft_tokens};
+    runtime::SpecOptions so;
+    if (const std::string why = resolve_spec(sf, m, &so); !why.empty()) return fail("bench", why);
+    if (!prompt_file.empty()) {
+      std::ifstream in(prompt_file, std::ios::binary);
+      if (!in) return fail("bench", "cannot read " + prompt_file);
+      const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      auto tok = tokenizer::Tokenizer::load(lo.model_dir);
+      if (!tok.ok()) return fail("bench", tok.message());
+      auto ids = tok->encode(text);
+      if (!ids.ok()) return fail("bench", ids.message());
+      prompt = std::move(*ids);
+    }
+    if (prompt.empty() || n_gen < 2) return fail("bench", "--spec needs a prompt and -n >= 2");
+    return bench_speculative(m, so, prompt, n_gen, json);
+  }
   std::vector<int32_t> context(static_cast<size_t>(depth));
   for (int64_t i = 0; i < depth; ++i) context[size_t(i)] = int32_t((i * 40503u + 7) % uint64_t(V));
   auto state = m.new_state(depth + std::max<int64_t>(n_prompt, n_gen * (verify + 1)) + 1);

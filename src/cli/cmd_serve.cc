@@ -172,11 +172,20 @@ int cmd_serve(int argc, char** argv) {
   mi.ctx = eo.ctx;
   mi.max_json_depth = max_json_depth;
 
+  if (const std::string why = resolve_spec(spec, m, &eo.spec); !why.empty())
+    return finish(fail("serve", why));
   {
     // The recurrent state of every slot is allocated up front; the KV pool is reserved and
-    // becomes resident as blocks are first written. The budget bounds both.
+    // becomes resident as blocks are first written. The budget bounds both. With --spec a
+    // slot's first verification adds its records (a second buffer of the state, the rows'
+    // inputs: model/state.h).
     const double mib = 1.0 / (1 << 20);
-    const double recurrent = double(m.new_state(1)->recurrent_bytes()) * eo.parallel;
+    const double recurrent =
+        double(m.new_state(1)->recurrent_bytes() +
+               (eo.spec.method == runtime::SpecMethod::kOff
+                    ? 0
+                    : model::SequenceState::verify_bytes(m.config()))) *
+        eo.parallel;
     const double block = double(model::KvPool(m.config(), 0).block_bytes());
     const int64_t per_slot = (eo.ctx + kernels::kKvBlock - 1) / kernels::kKvBlock;
     const int64_t full = per_slot * eo.parallel;
@@ -207,8 +216,7 @@ int cmd_serve(int argc, char** argv) {
   if (cache_mb < 0 || eo.cache_interval < kernels::kKvBlock)
     return finish(fail("serve", "--cache-mb must be >= 0 and --cache-interval >= 64"));
   eo.cache_bytes = no_cache ? 0 : int64_t(cache_mb * (1 << 20));
-  if (const std::string why = resolve_spec(spec, m, &eo.spec); !why.empty())
-    return finish(fail("serve", why));
+
   if (!eo.cache_dir.empty()) eo.cache_fingerprint = checkpoint_fingerprint(lo);
   runtime::Engine engine(m, eo);
   for (const auto& line : engine.cache_log()) std::fprintf(stderr, "qwen35 serve: %s\n", line.c_str());

@@ -67,6 +67,15 @@ void SequenceState::trim_blocks() {
   }
 }
 
+size_t SequenceState::verify_bytes(const ModelConfig& c) {
+  size_t n_gdn = 0;
+  for (auto kind : c.layers) n_gdn += kind == LayerKind::kFullAttention ? 0 : 1;
+  const size_t C = size_t(c.conv_channels()), nv = size_t(c.n_v_heads);
+  const size_t per_layer = size_t(c.conv_kernel - 1) * C + size_t(kMaxVerifyRows) * (C + 2 * nv) +
+                           nv * size_t(c.d_k * c.d_v);
+  return n_gdn * per_layer * sizeof(float);
+}
+
 void SequenceState::prepare_verify(const ModelConfig& c) {
   const int64_t rows = kMaxVerifyRows;
   const size_t C = size_t(c.conv_channels()), nv = size_t(c.n_v_heads);

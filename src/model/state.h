@@ -67,6 +67,8 @@ class SequenceState {
   bool verify_pending() const { return verify_rows_ > 0; }
   // Gives back the KV blocks wholly past pos() (after a commit that kept fewer rows).
   void trim_blocks();
+  // What a state's first verification allocates (its records, kept from then on).
+  static size_t verify_bytes(const ModelConfig& c);
 
  private:
   friend class Model;

@@ -111,6 +111,9 @@ Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), 
   stats_.kv_tokens_total = pool_->n_blocks() * kernels::kKvBlock;
   stats_.state_bytes = int64_t(pool_->block_bytes()) * pool_->n_blocks();
   for (const auto& st : states_) stats_.state_bytes += int64_t(st->recurrent_bytes());
+  if (opts_.spec.method != SpecMethod::kOff)  // each slot's verification records
+    stats_.state_bytes +=
+        int64_t(model::SequenceState::verify_bytes(model_.config())) * opts_.parallel;
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -405,7 +408,7 @@ void Engine::start(size_t i, std::unique_ptr<Active> a) {
   if (a->spec.method == SpecMethod::kLookup) {
     // The prediction first: a match in the prompt or the output, later in the context, wins.
     const auto& pred = a->req.prediction;
-    a->context.reserve(pred.size() + prompt.size() + size_t(std::max<int64_t>(a->req.max_tokens, 0)));
+    a->context.reserve(pred.size() + size_t(context()));  // decode appends without allocating
     a->context.assign(pred.begin(), pred.end());
     a->context.insert(a->context.end(), prompt.begin(), prompt.end());
   }
@@ -591,6 +594,8 @@ bool Engine::advance_verified(size_t r, StepCounts* c) {
   }
   c->drafted += n - 1;
   c->accepted += kept - 1;
+  for (int64_t i = 0; i + 1 < n; ++i) ++c->drafted_at[size_t(i)];
+  for (int64_t i = 0; i + 1 < kept; ++i) ++c->accepted_at[size_t(i)];
   if (a.req.keep_state) a.fed.insert(a.fed.end(), t.begin(), t.begin() + kept);
   model_.commit(a.state, kept);
   return done;
@@ -615,6 +620,10 @@ void Engine::step() {
     stats_.finished += c.done;
     stats_.drafted_tokens += c.drafted;
     stats_.accepted_tokens += c.accepted;
+    for (size_t i = 0; i < c.drafted_at.size(); ++i) {
+      stats_.drafted_at[i] += c.drafted_at[i];
+      stats_.accepted_at[i] += c.accepted_at[i];
+    }
     refresh_gauges_locked();
   }
   for (auto& [stream, ev] : done_) stream->push(std::move(ev));

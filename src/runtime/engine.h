@@ -29,6 +29,7 @@
 // is shared by the engine thread (producer) and one consumer thread.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -145,6 +146,9 @@ struct EngineStats {
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
   int64_t finished = 0, cancelled = 0;
   int64_t drafted_tokens = 0, accepted_tokens = 0;  // speculative decoding
+  // Per draft position i (the (i+1)-th drafted token of a step): steps that drafted one there,
+  // and steps whose draft there was accepted.
+  std::array<int64_t, model::kMaxVerifyRows - 1> drafted_at{}, accepted_at{};
   PrefixCacheStats cache;
 };
 
@@ -180,6 +184,7 @@ class Engine {
   struct Active;
   struct StepCounts {
     int64_t prompt = 0, generated = 0, done = 0, drafted = 0, accepted = 0;
+    std::array<int64_t, model::kMaxVerifyRows - 1> drafted_at{}, accepted_at{};
   };
   void loop();
   bool validate(const GenerationRequest& req, std::string* message) const;

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "test_util.h"
@@ -83,6 +85,30 @@ TEST_F(RunTest, SpeculativePrintsWhatPlainPrints) {
   bad = run_qwen35(base + " --spec lookup --draft-tokens 99");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("--draft-tokens"), std::string::npos) << bad.err;
+}
+
+// bench --spec checks its own tokens against plain decoding and reports acceptance by draft
+// position (values are not asserted beyond what must hold: speed is measured, never unit-tested).
+TEST_F(RunTest, BenchSpecReportsAcceptanceAndEqualTokens) {
+  const std::string kjv = std::string(QWEN35_SOURCE_DIR) + "/models/qwen35-tiny-kjv";
+  TempDir d;
+  {
+    std::ofstream f(d.file("p.txt"));
+    for (int i = 0; i < 3; ++i) f << "And God said, Let there be light: and there was light. ";
+  }
+  auto r = run_qwen35("bench -m " + kjv + " --spec lookup --draft-tokens 3 -n 48 --prompt-file " +
+                      d.file("p.txt") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j["runs"].size(), 2u);
+  for (const auto& run : j["runs"]) {
+    EXPECT_TRUE(run["same_as_plain"].get<bool>()) << run;
+    EXPECT_EQ(run["accepted_at"].size(), 3u);
+    EXPECT_LE(run["accepted"].get<int64_t>(), run["drafted"].get<int64_t>());
+  }
+  // With the plain answer as prediction nearly every draft is accepted.
+  EXPECT_GT(j["runs"][1]["accepted"].get<int64_t>(), 30) << r.out;
+  EXPECT_NE(run_qwen35("bench -m " + kjv + " --spec nope -n 8").exit_code, 0);
 }
 
 TEST_F(RunTest, Errors) {

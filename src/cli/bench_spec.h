@@ -1,0 +1,16 @@
+// bench --spec: speculative decoding end to end (cli/bench_spec.cc).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/model.h"
+#include "runtime/drafter.h"
+
+namespace qwen35::cli {
+
+// Returns the exit code (1 when speculative tokens differ from plain decoding's).
+int bench_speculative(model::Model& m, const runtime::SpecOptions& spec,
+                      const std::vector<int32_t>& prompt, int64_t n_gen, bool json);
+
+}  // namespace qwen35::cli
