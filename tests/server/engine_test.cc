@@ -10,6 +10,7 @@
 
 #include "kernels/ops.h"
 #include "model/weights.h"
+#include "engine_drain.h"
 #include "test_util.h"
 
 namespace qwen35::runtime {
@@ -41,26 +42,8 @@ TempDir* EngineTest::dir_ = nullptr;
 core::ThreadPool* EngineTest::pool_ = nullptr;
 model::Model* EngineTest::model_ = nullptr;
 
-struct Out {
-  std::vector<SampleResult> samples;
-  std::string finish;
-};
-
-Out drain(RequestStream& s) {
-  Out o;
-  StreamEvent ev;
-  for (;;) {
-    if (!s.next(&ev, std::chrono::seconds(60))) {
-      o.finish = "timeout";
-      return o;
-    }
-    if (ev.kind == StreamEvent::kDone) {
-      o.finish = ev.finish_reason;
-      return o;
-    }
-    o.samples.push_back(ev.sample);
-  }
-}
+using Out = testing::EngineOut;
+using testing::drain;
 
 GenerationRequest make(int i, bool seeded) {
   const int lengths[6] = {3, 65, 150, 64, 1, 100};

@@ -15,6 +15,7 @@
 #include "kernels/ops.h"
 #include "model/weights.h"
 #include "runtime/engine.h"
+#include "engine_drain.h"
 #include "test_util.h"
 
 namespace qwen35::runtime {
@@ -22,29 +23,12 @@ namespace {
 
 using testing::TempDir;
 
-struct Out {
-  std::vector<SampleResult> samples;
-  std::string finish;
-};
-
-Out drain(RequestStream& s) {
-  Out o;
-  StreamEvent ev;
-  for (;;) {
-    if (!s.next(&ev, std::chrono::seconds(120))) {
-      o.finish = "timeout";
-      return o;
-    }
-    if (ev.kind == StreamEvent::kDone) {
-      o.finish = ev.finish_reason + ev.error;
-      return o;
-    }
-    o.samples.push_back(ev.sample);
-  }
-}
+using Out = testing::EngineOut;
+using testing::drain;
 
 void expect_same(const Out& got, const Out& want, const std::string& what) {
-  EXPECT_EQ(got.finish, want.finish) << what;
+  EXPECT_EQ(got.finish, want.finish) << what << " " << got.error;
+  EXPECT_EQ(got.error, want.error) << what;
   ASSERT_EQ(got.samples.size(), want.samples.size()) << what;
   for (size_t k = 0; k < got.samples.size(); ++k) {
     EXPECT_EQ(got.samples[k].token, want.samples[k].token) << what << " token " << k;

@@ -1,0 +1,37 @@
+// Reads an engine request's stream to its end: the sampled tokens and how it finished. Shared
+// by the engine-level tests (header only: test_util does not link the runtime).
+#pragma once
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "runtime/engine.h"
+
+namespace qwen35::testing {
+
+struct EngineOut {
+  std::vector<runtime::SampleResult> samples;
+  std::string finish;  // the finish reason, or "timeout" when the stream went quiet
+  std::string error;   // with "error"
+};
+
+inline EngineOut drain(runtime::RequestStream& s,
+                       std::chrono::seconds quiet = std::chrono::seconds(120)) {
+  EngineOut o;
+  runtime::StreamEvent ev;
+  for (;;) {
+    if (!s.next(&ev, quiet)) {
+      o.finish = "timeout";
+      return o;
+    }
+    if (ev.kind == runtime::StreamEvent::kDone) {
+      o.finish = ev.finish_reason;
+      o.error = ev.error;
+      return o;
+    }
+    if (ev.kind == runtime::StreamEvent::kToken) o.samples.push_back(ev.sample);
+  }
+}
+
+}  // namespace qwen35::testing
