@@ -134,12 +134,15 @@ class Ops {
   //   qg [n, n_heads, 2*head_dim] (query | gate per head), k [n, n_kv, hd], v [n, n_kv, hd].
   // Applies QK-norm (q_norm/k_norm weights [hd], 1+w folded) and partial RoPE (first rotary_dim
   // dims, rotate-half, positions pos0..pos0+n-1), appends k/v to `cache` at pos0.., then writes
-  // out [n, n_heads*hd] = softmax(q·kᵀ/√hd) v · sigmoid(gate) over cache positions 0..pos.
+  // out [n, n_heads*hd] = softmax(q·kᵀ/√hd) v · sigmoid(gate) over cache positions
+  // first_key..pos (positions before first_key are never read: the MTP head's cache has no row
+  // at position 0, model/state.h).
   struct AttentionParams {
     int64_t n_heads, n_kv_heads, head_dim, rotary_dim;
     float rope_theta, eps;
     const float* q_norm;
     const float* k_norm;
+    int64_t first_key = 0;
   };
   virtual void attention(const Context& ctx, const AttentionParams& p, const float* qg,
                          const float* k, const float* v, int64_t n, int64_t pos0, KvView cache,

@@ -20,11 +20,11 @@ float* map_floats(int64_t n) {
 
 }  // namespace
 
-KvPool::KvPool(const ModelConfig& c, int64_t n_blocks) : n_blocks_(n_blocks) {
+KvPool::KvPool(const ModelConfig& c, int64_t n_blocks, bool mtp) : n_blocks_(n_blocks), mtp_(mtp) {
   QWEN35_CHECK(n_blocks >= 0 && n_blocks < (int64_t(1) << 31));
   stride_ = kernels::kKvBlock * c.n_kv_heads * c.head_dim;
-  for (auto kind : c.layers) {
-    if (kind != LayerKind::kFullAttention) continue;
+  for (int64_t l = 0; l < int64_t(c.layers.size()) + (mtp ? 1 : 0); ++l) {
+    if (l < int64_t(c.layers.size()) && c.layers[size_t(l)] != LayerKind::kFullAttention) continue;
     k_.push_back(map_floats(n_blocks * stride_));
     v_.push_back(map_floats(n_blocks * stride_));
   }

@@ -24,11 +24,20 @@ Model::Model(std::unique_ptr<ModelWeights> weights, const kernels::Ops& ops, cor
 }
 
 std::unique_ptr<SequenceState> Model::new_state(int64_t capacity) const {
-  return std::make_unique<SequenceState>(w_->config, capacity);
+  return std::make_unique<SequenceState>(w_->config, capacity, mtp_on_);
 }
 
 std::unique_ptr<SequenceState> Model::new_state(int64_t capacity, KvPool* pool) const {
+  QWEN35_CHECK(!pool->mtp() || mtp_on_);
   return std::make_unique<SequenceState>(w_->config, capacity, pool);
+}
+
+std::unique_ptr<KvPool> Model::new_pool(int64_t n_blocks) const {
+  return std::make_unique<KvPool>(w_->config, n_blocks, mtp_on_);
+}
+
+const LayerWeights& Model::layer(int64_t l) const {
+  return l < w_->config.n_layers ? w_->layers[size_t(l)] : w_->mtp->layer;
 }
 
 // Checks the whole batch before any position or content of a state changes (it may take KV
@@ -96,18 +105,31 @@ Status Model::forward(std::span<const SequenceRows> batch, std::vector<float>* l
     else mlp_layer(l, normed, n, out);
     ops_.add_rows(ctx_, out, nullptr, n, H, x);
   }
-  // The final norm of the rows that need logits (in row order), then the head.
+  // The final norm of the rows that need logits (in row order), then the head. With MTP states
+  // the MTP head needs every row after the final norm: all rows are normed (row by row, the
+  // same bits), then those with logits gathered.
+  bool mtp = false;
+  for (const Span& sp : spans_) mtp = mtp || sp.state->has_mtp();
+  float* hidden = nullptr;
+  if (mtp) {
+    hidden = sized(hidden_, n * H);
+    ops_.rms_norm(ctx_, x, n, H, w_->final_norm.data(), eps, hidden);
+  }
   int64_t r = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
     const Span& sp = spans_[s];
     const bool all = batch[s].all_logits || sp.verify;
     const int64_t first = all ? sp.row0 : sp.row0 + sp.n - 1;
     const int64_t cnt = all ? sp.n : 1;
-    ops_.rms_norm(ctx_, x + first * H, cnt, H, w_->final_norm.data(), eps, normed + r * H);
+    if (hidden)
+      std::memcpy(normed + r * H, hidden + first * H, size_t(cnt * H) * sizeof(float));
+    else
+      ops_.rms_norm(ctx_, x + first * H, cnt, H, w_->final_norm.data(), eps, normed + r * H);
     r += cnt;
   }
   logits->resize(size_t(n_logits * c.vocab));
   ops_.matmul(ctx_, normed, n_logits, w_->head, logits->data());
+  if (mtp) mtp_after_forward(hidden);
   for (const Span& sp : spans_) {
     sp.state->pos_ += sp.n;
     if (sp.verify) sp.state->verify_rows_ = sp.n;
@@ -140,6 +162,8 @@ void Model::commit(SequenceState* st, int64_t rows) {
                                        g.dt_bias.data()};
     ops_.gated_delta(ctx_, dp, conv, v.a.data(), v.b.data(), rows, false, st->delta_[i].data(), o);
   }
+  if (st->has_mtp())  // the MTP head's next input: the trunk's hidden state at the last row kept
+    std::copy_n(st->verify_hidden_.begin() + (rows - 1) * c.hidden, c.hidden, st->mtp_hidden_.begin());
   st->pos_ -= n - rows;
   st->verify_rows_ = 0;
   st->trim_blocks();
@@ -196,7 +220,7 @@ void Model::deltanet_layer(int64_t l, const float* in, int64_t n, float* out) {
 
 void Model::attention_layer(int64_t l, const float* in, int64_t n, float* out) {
   const ModelConfig& c = w_->config;
-  const AttentionWeights& w = w_->layers[size_t(l)].attn;
+  const AttentionWeights& w = layer(l).attn;
   const int64_t nh = c.n_heads, nkv = c.n_kv_heads, hd = c.head_dim;
   Activations& a = act_;
   float* q_gate = sized(a.q_gate, n * 2 * nh * hd);  // [n, nh, 2·hd]
@@ -208,8 +232,9 @@ void Model::attention_layer(int64_t l, const float* in, int64_t n, float* out) {
     float* ys[] = {q_gate, k, v};
     ops_.matmul_many(ctx_, in, n, ws, ys, 3);
   }
+  // The MTP head's cache has no row at position 0 (state.h).
   const kernels::Ops::AttentionParams ap{nh, nkv, hd, c.rotary_dim, float(c.rope_theta), float(c.eps),
-                                         w.q_norm.data(), w.k_norm.data()};
+                                         w.q_norm.data(), w.k_norm.data(), l == c.n_layers ? 1 : 0};
   for (const Span& sp : spans_) {
     ops_.attention(ctx_, ap, q_gate + sp.row0 * 2 * nh * hd, k + sp.row0 * nkv * hd, v + sp.row0 * nkv * hd,
                    sp.n, sp.pos0, sp.state->kv(l), o + sp.row0 * nh * hd);
@@ -218,7 +243,7 @@ void Model::attention_layer(int64_t l, const float* in, int64_t n, float* out) {
 }
 
 void Model::mlp_layer(int64_t l, const float* in, int64_t n, float* out) {
-  const MlpWeights& m = w_->layers[size_t(l)].mlp;
+  const MlpWeights& m = layer(l).mlp;
   const int64_t I = w_->config.intermediate;
   Activations& a = act_;
   float* gate = sized(a.mlp_gate, n * I);  // [n, I]
@@ -235,7 +260,7 @@ void Model::mlp_layer(int64_t l, const float* in, int64_t n, float* out) {
 
 void Model::moe_layer(int64_t l, const float* in, int64_t n, float* out) {
   const ModelConfig& c = w_->config;
-  const MoeWeights& m = w_->layers[size_t(l)].moe;
+  const MoeWeights& m = layer(l).moe;
   const int64_t H = c.hidden, E = c.n_experts, K = c.top_k, I = c.moe_intermediate;
   Activations& a = act_;
   float* router_logits = sized(a.router_logits, n * E);  // [n, E]

@@ -39,6 +39,14 @@ struct SequenceRows {
   bool verify = false;
 };
 
+// One sequence's MTP drafting request (Model::draft).
+struct DraftRequest {
+  SequenceState* state = nullptr;  // with the MTP head's cache, no verification pending
+  int32_t token = 0;               // the token sampled last, not yet fed
+  int64_t k = 0;                   // drafts wanted (the rows verified after them: k + 1)
+  std::vector<int32_t>* out = nullptr;  // receives up to k drafted tokens
+};
+
 class Model {
  public:
   Model(std::unique_ptr<ModelWeights> weights, const kernels::Ops& ops, core::ThreadPool* pool);
@@ -46,9 +54,29 @@ class Model {
   const ModelConfig& config() const { return w_->config; }
   const ModelWeights& weights() const { return *w_; }
 
+  // A state with its own blocks for `capacity` positions (and the MTP head's cache when MTP
+  // drafting is on).
   std::unique_ptr<SequenceState> new_state(int64_t capacity) const;
   // A state whose KV blocks come from `pool` as it grows (the pool outlives the state).
   std::unique_ptr<SequenceState> new_state(int64_t capacity, KvPool* pool) const;
+  // A pool for new_state(capacity, pool): with the MTP head's layer when MTP drafting is on.
+  std::unique_ptr<KvPool> new_pool(int64_t n_blocks) const;
+
+  // MTP drafting (model/mtp.cc): from now on, states made by new_state / new_pool keep the MTP
+  // head's cache, which forward() fills as it goes, and draft() proposes tokens with the head.
+  // Fails, changing nothing, when the checkpoint has no usable MTP head. Call before making
+  // states.
+  core::Status enable_mtp();
+  bool mtp_enabled() const { return mtp_on_; }
+
+  // Greedy drafts for each request, recursively: the first from the MTP row of position
+  // pos()-1 (the trunk's last hidden state and `token`), each next one from the head's own
+  // output (after its final norm) and the draft before it. Row-wise batched over the requests,
+  // one MTP pass per draft position. Proposes fewer than k where the state's capacity or its
+  // pool runs out. The head's cache rows written at positions >= pos() are scratch, never read
+  // before forward() writes them. With `logits`, receives the head's logits of every drafted
+  // row [rows, vocab], by draft position, then request.
+  core::Status draft(std::span<const DraftRequest> reqs, std::vector<float>* logits = nullptr);
 
   // Fast mode: MLX-quantized matmuls take int8-quantized activations (kernels/ops.h). Off by
   // default (the exact mode).
@@ -74,6 +102,16 @@ class Model {
     bool verify;
   };
   core::Status validate(std::span<const SequenceRows> batch, int64_t* n_tokens, int64_t* n_logit_rows);
+  // Layer l: a trunk layer, or for l == n_layers the MTP head's (with its cache).
+  const LayerWeights& layer(int64_t l) const;
+  // The MTP head over rows already described by spans_ (state, row0, n, pos0 = the cache
+  // position of the first row): tokens [m] (token p+1 of each row p), hidden [m, hidden] (h_p).
+  // Writes the rows to the head's cache; with `out`, also runs the rest of the layer and its
+  // final norm into out [m, hidden].
+  void mtp_rows(int64_t m, const int32_t* tokens, const float* hidden, float* out);
+  // After the trunk in forward(): the MTP rows that this call's tokens complete (hidden: the
+  // trunk's rows after the final norm, [n, hidden]; tokens: act_.tokens).
+  void mtp_after_forward(const float* hidden);
   // Token mixers and MLPs: read in [n, hidden], write out [n, hidden].
   void deltanet_layer(int64_t layer, const float* in, int64_t n, float* out);
   void attention_layer(int64_t layer, const float* in, int64_t n, float* out);
@@ -86,6 +124,12 @@ class Model {
   kernels::Context ctx_;
   Activations act_;
   std::vector<Span> spans_;  // of the current call
+  bool mtp_on_ = false;
+  // MTP scratch: row inputs and outputs (grow to the largest call, then reused).
+  std::vector<int32_t> mtp_tokens_;
+  std::vector<float> mtp_in_, mtp_out_, mtp_cat_, hidden_, draft_logits_;
+  std::vector<int64_t> draft_prev_;
+  std::vector<Span> trunk_spans_;
 };
 
 }  // namespace qwen35::model

@@ -6,17 +6,21 @@
 
 namespace qwen35::model {
 
-SequenceState::SequenceState(const ModelConfig& c, int64_t capacity)
-    : SequenceState(c, capacity, nullptr) {}
+SequenceState::SequenceState(const ModelConfig& c, int64_t capacity, bool mtp)
+    : capacity_(capacity) {
+  own_pool_ = std::make_unique<KvPool>(c, (capacity + kernels::kKvBlock - 1) / kernels::kKvBlock, mtp);
+  init(c, own_pool_.get());
+}
 
 SequenceState::SequenceState(const ModelConfig& c, int64_t capacity, KvPool* pool)
-    : capacity_(capacity), pool_(pool) {
+    : capacity_(capacity) {
+  init(c, pool);
+}
+
+void SequenceState::init(const ModelConfig& c, KvPool* pool) {
+  pool_ = pool;
   kv_row_ = c.n_kv_heads * c.head_dim;
-  const int64_t n_blocks = (capacity + kernels::kKvBlock - 1) / kernels::kKvBlock;
-  if (!pool_) {
-    own_pool_ = std::make_unique<KvPool>(c, n_blocks);
-    pool_ = own_pool_.get();
-  }
+  const int64_t n_blocks = (capacity_ + kernels::kKvBlock - 1) / kernels::kKvBlock;
   for (auto kind : c.layers) {
     if (kind == LayerKind::kFullAttention) {
       slot_.push_back(int64_t(k_blocks_.size()));
@@ -28,9 +32,15 @@ SequenceState::SequenceState(const ModelConfig& c, int64_t capacity, KvPool* poo
       delta_.emplace_back(size_t(c.n_v_heads * c.d_k * c.d_v), 0.0f);
     }
   }
+  if (pool_->mtp()) {  // the MTP head's cache: attention layer index n_layers
+    slot_.push_back(int64_t(k_blocks_.size()));
+    k_blocks_.emplace_back().reserve(size_t(n_blocks));
+    v_blocks_.emplace_back().reserve(size_t(n_blocks));
+    mtp_hidden_.assign(size_t(c.hidden), 0.0f);
+  }
   QWEN35_CHECK(pool_->n_layers() == int64_t(k_blocks_.size()));
   blocks_.reserve(size_t(n_blocks));
-  if (own_pool_) QWEN35_CHECK(reserve(capacity));
+  if (own_pool_) QWEN35_CHECK(reserve(capacity_));
 }
 
 SequenceState::~SequenceState() { release_blocks(); }
@@ -67,19 +77,21 @@ void SequenceState::trim_blocks() {
   }
 }
 
-size_t SequenceState::verify_bytes(const ModelConfig& c) {
+size_t SequenceState::verify_bytes(const ModelConfig& c, bool mtp) {
   size_t n_gdn = 0;
   for (auto kind : c.layers) n_gdn += kind == LayerKind::kFullAttention ? 0 : 1;
   const size_t C = size_t(c.conv_channels()), nv = size_t(c.n_v_heads);
   const size_t per_layer = size_t(c.conv_kernel - 1) * C + size_t(kMaxVerifyRows) * (C + 2 * nv) +
                            nv * size_t(c.d_k * c.d_v);
-  return n_gdn * per_layer * sizeof(float);
+  const size_t hidden_rows = mtp ? size_t(kMaxVerifyRows * c.hidden) : 0;
+  return (n_gdn * per_layer + hidden_rows) * sizeof(float);
 }
 
 void SequenceState::prepare_verify(const ModelConfig& c) {
   const int64_t rows = kMaxVerifyRows;
   const size_t C = size_t(c.conv_channels()), nv = size_t(c.n_v_heads);
   verify_.resize(conv_.size());
+  if (has_mtp()) verify_hidden_.resize(size_t(rows * c.hidden));
   for (VerifyRecord& v : verify_) {
     if (v.after.empty()) {
       v.conv0.resize(size_t(c.conv_kernel - 1) * C);
@@ -99,6 +111,7 @@ void SequenceState::reset() {
   if (!own_pool_) release_blocks();
   for (auto& v : conv_) std::fill(v.begin(), v.end(), 0.0f);
   for (auto& v : delta_) std::fill(v.begin(), v.end(), 0.0f);
+  std::fill(mtp_hidden_.begin(), mtp_hidden_.end(), 0.0f);
 }
 
 size_t SequenceState::kv_bytes() const { return size_t(blocks_held()) * pool_->block_bytes(); }
@@ -107,6 +120,7 @@ void SequenceState::save_recurrent(float* out) const {
   QWEN35_CHECK(verify_rows_ == 0);
   for (const auto& v : conv_) out = std::copy(v.begin(), v.end(), out);
   for (const auto& v : delta_) out = std::copy(v.begin(), v.end(), out);
+  std::copy(mtp_hidden_.begin(), mtp_hidden_.end(), out);
 }
 
 void SequenceState::load_recurrent(const float* in) {
@@ -119,6 +133,7 @@ void SequenceState::load_recurrent(const float* in) {
     std::copy(in, in + v.size(), v.begin());
     in += v.size();
   }
+  std::copy(in, in + mtp_hidden_.size(), mtp_hidden_.begin());
 }
 
 void SequenceState::adopt(std::span<const int32_t> blocks, int64_t pos) {
@@ -139,7 +154,7 @@ size_t SequenceState::recurrent_bytes() const {
   size_t n = 0;
   for (const auto& v : conv_) n += v.size() * 4;
   for (const auto& v : delta_) n += v.size() * 4;
-  return n;
+  return n + mtp_hidden_.size() * 4;
 }
 
 }  // namespace qwen35::model

@@ -4,6 +4,14 @@
 // conv and recurrent state are allocated once at creation. A state made without a pool owns one
 // sized for its whole capacity, with every block taken up front (forward never runs out).
 //
+// MTP drafting (a state of a pool made for it, KvPool::mtp()): the state also holds the MTP
+// head's cache, as one more attention layer of the same blocks, and the trunk's last hidden row.
+// MTP row p (its inputs: the trunk's hidden state h_p and token p+1) lives at position p+1 of
+// that cache, so a block of positions [b·64, (b+1)·64) holds rows that depend on tokens
+// [0, (b+1)·64) alone and is shared by prefixes like the trunk's blocks; position 0 holds no row
+// and is never read. Invariant: after pos() tokens, MTP rows 0..pos()-2 are cached (computed by
+// Model::forward) and mtp_hidden() is h_{pos()-1}.
+//
 // Invariant: blocks cover at least positions [0, pos()); positions >= pos() are never read.
 // Thread-safety: one user at a time; states sharing a pool must be used by one thread.
 #pragma once
@@ -24,8 +32,8 @@ inline constexpr int64_t kMaxVerifyRows = 16;
 
 class SequenceState {
  public:
-  SequenceState(const ModelConfig& c, int64_t capacity);                 // a private pool
-  SequenceState(const ModelConfig& c, int64_t capacity, KvPool* pool);  // blocks on demand
+  SequenceState(const ModelConfig& c, int64_t capacity, bool mtp = false);  // a private pool
+  SequenceState(const ModelConfig& c, int64_t capacity, KvPool* pool);     // blocks on demand
   ~SequenceState();
   SequenceState(const SequenceState&) = delete;
   SequenceState& operator=(const SequenceState&) = delete;
@@ -49,11 +57,16 @@ class SequenceState {
   float* conv_state(int64_t layer) { return conv_[size_t(slot_[layer])].data(); }
   float* delta_state(int64_t layer) { return delta_[size_t(slot_[layer])].data(); }
 
-  size_t kv_bytes() const;  // of the blocks held
-  size_t recurrent_bytes() const;
+  // MTP drafting: whether the state has the MTP head's cache (kv(n_layers) is it), and the
+  // trunk's hidden state of the last position consumed [hidden] (see above).
+  bool has_mtp() const { return pool_->mtp(); }
+  float* mtp_hidden() { return mtp_hidden_.data(); }
 
-  // Snapshots (the prefix cache): the conv + recurrent state of every Gated DeltaNet layer as
-  // one array of recurrent_bytes() / 4 floats, and back.
+  size_t kv_bytes() const;  // of the blocks held
+  size_t recurrent_bytes() const;  // conv + recurrent state, and mtp_hidden()
+
+  // Snapshots (the prefix cache): the conv + recurrent state of every Gated DeltaNet layer (and
+  // mtp_hidden()) as one array of recurrent_bytes() / 4 floats, and back.
   void save_recurrent(float* out) const;
   void load_recurrent(const float* in);
   // On a state just reset (no position, no block): takes a reference to `blocks` (of this
@@ -68,10 +81,11 @@ class SequenceState {
   // Gives back the KV blocks wholly past pos() (after a commit that kept fewer rows).
   void trim_blocks();
   // What a state's first verification allocates (its records, kept from then on).
-  static size_t verify_bytes(const ModelConfig& c);
+  static size_t verify_bytes(const ModelConfig& c, bool mtp = false);
 
  private:
   friend class Model;
+  void init(const ModelConfig& c, KvPool* pool);
   void release_blocks();
   // What Model::commit needs of one Gated DeltaNet layer to put the state back to any row of
   // the pending verification. Allocated at the first verification, never per step.
@@ -84,7 +98,9 @@ class SequenceState {
   // Sizes the records for kMaxVerifyRows rows (once: later steps allocate nothing).
   void prepare_verify(const ModelConfig& c);
   std::vector<VerifyRecord> verify_;  // per Gated DeltaNet layer, as conv_ and delta_
+  std::vector<float> verify_hidden_;  // MTP: the trunk's hidden rows verified [rows, hidden]
   int64_t verify_rows_ = 0;           // rows of the pending verification (0: none)
+  std::vector<float> mtp_hidden_;     // MTP: h_{pos-1} [hidden]; empty without MTP
 
   int64_t pos_ = 0;
   int64_t capacity_ = 0;

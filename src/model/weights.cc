@@ -314,6 +314,19 @@ Status bind_layer(Binder& b, const ModelConfig& c, const std::string& lp, LayerK
   return bind_mlp(b, lp + kMlp, c.hidden, c.intermediate, &L->mlp);
 }
 
+// The MTP head: fc, its three norms and one full-attention layer (mtp.layers.0), bound like a
+// trunk layer. Outside the text prefix (names.h).
+Status bind_mtp(Binder& b, const ModelConfig& c, float norm_offset, MtpWeights* m) {
+  const int64_t H = c.hidden;
+  QWEN35_ASSIGN_OR_RETURN(m->fc, b.linear(kMtpFc, H, 2 * H));
+  QWEN35_ASSIGN_OR_RETURN(m->norm_embedding,
+                          b.vec(std::string(kMtpPreFcNormEmbedding) + kWeight, H, norm_offset));
+  QWEN35_ASSIGN_OR_RETURN(m->norm_hidden,
+                          b.vec(std::string(kMtpPreFcNormHidden) + kWeight, H, norm_offset));
+  QWEN35_ASSIGN_OR_RETURN(m->norm, b.vec(std::string(kMtpNorm) + kWeight, H, norm_offset));
+  return bind_layer(b, c, kMtpLayer, LayerKind::kFullAttention, norm_offset, &m->layer);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir, core::LoadMode mode) {
@@ -362,6 +375,25 @@ Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir, core:
       mw->has_mtp = true;
       break;
     }
+  // The MTP head only drafts: one that cannot be bound leaves the model usable without it.
+  if (mw->has_mtp) {
+    if (c.mtp_layers != 1) {
+      mw->mtp_problem = "the MTP head has " + std::to_string(c.mtp_layers) +
+                        " layers (mtp_num_hidden_layers); drafting supports 1";
+    } else {
+      Binder mb(store, c, "");
+      auto m = std::make_unique<MtpWeights>();
+      if (const Status st = bind_mtp(mb, c, norm_offset, m.get()); st.ok()) {
+        mw->mtp = std::move(m);
+        mw->mtp_bytes = mb.bytes();
+      } else {
+        mw->mtp_problem = st.message();
+      }
+    }
+    if (!mw->mtp_problem.empty())
+      QWEN35_LOG_WARN("the checkpoint's MTP head is not usable for drafting: %s",
+                      mw->mtp_problem.c_str());
+  }
   return mw;
 }
 

@@ -54,6 +54,16 @@ struct LayerWeights {
   MoeWeights moe;
 };
 
+// The multi-token-prediction head (model/mtp.cc): row p combines the trunk's hidden state at p
+// (after its final norm) with the embedding of token p+1, as fc(concat(norm_embedding(e),
+// norm_hidden(h))), the embedding first; then one gated full-attention decoder layer with the
+// trunk's kind of MLP (dense, or MoE), `norm`, and the trunk's head. It predicts token p+2.
+struct MtpWeights {
+  Matrix fc;  // [hidden, 2·hidden]
+  std::vector<float> norm_embedding, norm_hidden, norm;  // 1+w folded for the HF dialect
+  LayerWeights layer;
+};
+
 struct ModelWeights {
   ModelConfig config;
   Dialect dialect = Dialect::kHf;
@@ -67,8 +77,11 @@ struct ModelWeights {
   size_t stream_bytes = 0;     // bytes read per decoded token (untied embedding and unrouted
                                // experts excluded; MoE counts top_k/n_experts of the experts)
   int64_t n_params = 0;        // parameters of the text model (no MTP, no vision)
-  bool has_mtp = false;
-  formats::TensorStore store;  // owns the mappings; mtp.* stays reachable here
+  bool has_mtp = false;        // the checkpoint has mtp.* tensors
+  std::unique_ptr<MtpWeights> mtp;  // bound MTP head; null: none, or unusable (mtp_problem)
+  std::string mtp_problem;     // why an MTP head that is there cannot be used
+  size_t mtp_bytes = 0;        // bytes of the bound MTP head (not in weight_bytes)
+  formats::TensorStore store;  // owns the mappings
 };
 
 core::Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir,

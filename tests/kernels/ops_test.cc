@@ -435,6 +435,42 @@ void attention_checks() {
   }
 }
 
+// first_key: attention that skips the cache's first positions. Independent expectation: RoPE is
+// relative, so rows written at positions f.. and attended from f equal the same rows written at
+// 0.. and attended from 0 (to rounding), whatever the skipped positions hold; the CPU kernel
+// agrees with the reference, across the first 64-key block and beyond it.
+void first_key_checks() {
+  core::ThreadPool pool(2);
+  const int64_t nh = 4, nkv = 2, hd = 64, rd = 32, cap = 200;
+  auto qn = randn(size_t(hd), 1, 0.1f), kn = randn(size_t(hd), 2, 0.1f);
+  for (auto& v : qn) v += 1;
+  for (auto& v : kn) v += 1;
+  for (int64_t f : {1, 63, 70}) {
+    Ops::AttentionParams p0{nh, nkv, hd, rd, 1e4f, 1e-6f, qn.data(), kn.data()};
+    Ops::AttentionParams pf = p0;
+    pf.first_key = f;
+    TestKv shifted(cap, nkv * hd, true), plain(cap, nkv * hd, false), c_cpu(cap, nkv * hd, false);
+    // Junk at the skipped positions (large, so reading them would show).
+    auto jq = randn(size_t(f * nh * 2 * hd), 3), jk = randn(size_t(f * nkv * hd), 4, 30.0f),
+         jv = randn(size_t(f * nkv * hd), 5, 30.0f);
+    std::vector<float> junk(size_t(f * nh * hd));
+    ref.attention({}, p0, jq.data(), jk.data(), jv.data(), f, 0, shifted.view(), junk.data());
+    cpu.attention({&pool}, p0, jq.data(), jk.data(), jv.data(), f, 0, c_cpu.view(), junk.data());
+    int64_t done = 0;
+    for (int64_t n : {1, 9, 1, 70}) {
+      auto qg = randn(size_t(n * nh * 2 * hd), uint32_t(40 + done)), k = randn(size_t(n * nkv * hd), uint32_t(50 + done)),
+           v = randn(size_t(n * nkv * hd), uint32_t(60 + done));
+      std::vector<float> o_shift(size_t(n * nh * hd)), o_plain(o_shift.size()), o_cpu(o_shift.size());
+      ref.attention({}, pf, qg.data(), k.data(), v.data(), n, f + done, shifted.view(), o_shift.data());
+      ref.attention({}, p0, qg.data(), k.data(), v.data(), n, done, plain.view(), o_plain.data());
+      cpu.attention({&pool}, pf, qg.data(), k.data(), v.data(), n, f + done, c_cpu.view(), o_cpu.data());
+      expect_close(o_plain.data(), o_shift.data(), o_plain.size(), 1e-4f, "first_key (shifted positions)");
+      expect_close(o_shift.data(), o_cpu.data(), o_shift.size(), 2e-5f, "first_key (cpu)");
+      done += n;
+    }
+  }
+}
+
 // Several queries over one cache together (attend_many: the heads sharing a key/value head, at
 // several positions) give each query the bits of attend alone.
 void attend_many_checks() {
@@ -527,6 +563,7 @@ TEST(Ops, AttentionWithCacheMatchesReferenceOnEveryTarget) {
   on_every_target([](const std::string&) {
     attention_checks();
     attend_many_checks();
+    first_key_checks();
   });
 }
 

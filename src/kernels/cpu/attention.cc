@@ -150,7 +150,7 @@ void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const K
   // Each block: the scores of every query that reaches it (four queries at a time), each query's
   // online-softmax update, then the values for four queries at a time over the keys they all
   // see, and each query's remaining keys alone (per element still one FMA per key, in order).
-  for (int64_t j0 = 0; j0 < most; j0 += kBlock) {
+  for (int64_t j0 = kv.first / kBlock * kBlock; j0 < most; j0 += kBlock) {
     auto jn_of = [&](int i) { return std::min(kBlock, n_pos[i] - j0); };
     // fn(act, g) for the queries that reach this block, in groups of up to four.
     auto groups = [&](auto fn) {
@@ -181,6 +181,10 @@ void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const K
         case 3: Scores<3>(qg, kb, stride, hd, scale, jn, sg); break;
         default: Scores<4>(qg, kb, stride, hd, scale, jn, sg); break;
       }
+      // Keys before kv.first: -inf scores, so e^(s - max) is 0 and they add nothing (every
+      // query sees a key at or past kv.first in this block, so its maximum is finite).
+      for (int a = 0; a < g; ++a)
+        for (int64_t j = j0; j < kv.first; ++j) sg[a][j - j0] = -INFINITY;
     });
     for (int i = 0; i < nq; ++i) {
       if (j0 >= n_pos[i]) continue;

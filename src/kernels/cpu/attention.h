@@ -19,6 +19,7 @@ struct KvHead {
   const float* const* v_blocks;
   int64_t offset;  // the head's first float within a position's row
   int64_t stride;  // floats per position
+  int64_t first = 0;  // keys before it are not attended (their scores count as -inf)
 };
 
 // The block table of a contiguous cache of n_pos positions (position j at base + j·stride).

@@ -141,6 +141,7 @@ class CpuOps final : public Ops {
                  const float* v, int64_t n, int64_t pos0, KvView cache, float* out) const override {
     const int64_t hd = p.head_dim, nkv = p.n_kv_heads, nh = p.n_heads, rep = nh / nkv;
     QWEN35_CHECK(pos0 + n <= cache.capacity && cache.row == nkv * hd);
+    QWEN35_CHECK(p.first_key >= 0 && p.first_key <= pos0);
     run(ctx, size_t(n * nkv), [&](size_t b, size_t e, int) {
       for (size_t it = b; it < e; ++it) {
         const int64_t t = int64_t(it) / nkv, h = int64_t(it) % nkv;
@@ -181,7 +182,8 @@ class CpuOps final : public Ops {
             op[nq] = out + (t * nh + h) * hd;
             np[nq] = pos0 + t + 1;
           }
-        cpu::attend_many(qp, np, nq, {cache.k_blocks, cache.v_blocks, kh * hd, nkv * hd}, hd, scale, s, m, op);
+        cpu::attend_many(qp, np, nq, {cache.k_blocks, cache.v_blocks, kh * hd, nkv * hd, p.first_key},
+                         hd, scale, s, m, op);
         nq = 0;
         for (int64_t t = t0; t < t1; ++t)
           for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {

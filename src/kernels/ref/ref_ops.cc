@@ -88,6 +88,7 @@ class RefOps final : public Ops {
                  const float* v, int64_t n, int64_t pos0, KvView cache, float* out) const override {
     const int64_t hd = p.head_dim, nkv = p.n_kv_heads, nh = p.n_heads, rep = nh / nkv;
     QWEN35_CHECK(pos0 + n <= cache.capacity && cache.row == nkv * hd);
+    QWEN35_CHECK(p.first_key >= 0 && p.first_key <= pos0);
     std::vector<float> tmp(static_cast<size_t>(hd));
     for (int64_t t = 0; t < n; ++t)
       for (int64_t h = 0; h < nkv; ++h) {
@@ -105,21 +106,22 @@ class RefOps final : public Ops {
         rms_norm_row(q_in, hd, p.q_norm, p.eps, tmp.data());
         apply_rope(tmp.data(), p.rotary_dim, p.rope_theta, pos);
         const int64_t kh = h / rep;
-        std::vector<double> s(static_cast<size_t>(pos + 1));
+        const int64_t j0 = p.first_key;
+        std::vector<double> s(static_cast<size_t>(pos + 1 - j0));
         double mx = -INFINITY;
-        for (int64_t j = 0; j <= pos; ++j) {
+        for (int64_t j = j0; j <= pos; ++j) {
           const float* kj = cache.k_at(j) + kh * hd;
           double d = 0;
           for (int64_t i = 0; i < hd; ++i) d += double(tmp[i]) * kj[i];
-          s[j] = d * scale;
-          mx = std::max(mx, s[j]);
+          s[size_t(j - j0)] = d * scale;
+          mx = std::max(mx, s[size_t(j - j0)]);
         }
         double sum = 0;
         for (auto& e : s) sum += (e = std::exp(e - mx));
         float* o = out + (t * nh + h) * hd;
         for (int64_t i = 0; i < hd; ++i) {
           double acc = 0;
-          for (int64_t j = 0; j <= pos; ++j) acc += s[j] * cache.v_at(j)[kh * hd + i];
+          for (int64_t j = j0; j <= pos; ++j) acc += s[size_t(j - j0)] * cache.v_at(j)[kh * hd + i];
           o[i] = float(acc / sum) * sigmoid(gate[i]);
         }
       }

@@ -1,0 +1,141 @@
+// The multi-token-prediction head (model.h: enable_mtp, draft; state.h: its cache). Row p of the
+// head reads the trunk's hidden state h_p after the final norm and the embedding of token p+1:
+//   x = fc(concat(norm_embedding(E[x_{p+1}]), norm_hidden(h_p))),
+// then one gated full-attention decoder layer (its own cache, causal over the rows, RoPE at the
+// row's cache position p+1: attention scores depend on position differences only), its MLP,
+// `norm` and the trunk's head; the logits predict token p+2. Drafting further feeds the head's
+// own output (after `norm`) back as the next row's hidden state.
+//
+// Drafts change the speed only: verification (Model::forward with SequenceRows::verify) decides
+// every token, so the head needs no batch invariance for exactness. It has it anyway (the same
+// kernels), so drafts, and with them acceptance, are the same whatever else runs.
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+#include "model/model.h"
+
+namespace qwen35::model {
+
+using core::error;
+using core::Status;
+
+Status Model::enable_mtp() {
+  if (!w_->mtp)
+    return error(w_->has_mtp ? "the checkpoint's MTP head is not usable: " + w_->mtp_problem
+                             : std::string("this checkpoint has no MTP head (mtp.* tensors; MLX "
+                                           "exports drop them)"));
+  mtp_on_ = true;
+  return Status();
+}
+
+void Model::mtp_rows(int64_t m, const int32_t* tokens, const float* hidden, float* out) {
+  const ModelConfig& c = w_->config;
+  const MtpWeights& w = *w_->mtp;
+  const int64_t H = c.hidden, L = c.n_layers;
+  const float eps = float(c.eps);
+  Activations& a = act_;
+  float* x = sized(a.residual, m * H);
+  float* normed = sized(a.normed, m * H);
+  float* layer_out = sized(a.layer_out, m * H);
+  float* cat = sized(mtp_cat_, m * 2 * H);  // [m, 2H]: embedding half, then hidden half
+  ops_.embed(ctx_, w_->embed, tokens, m, x);
+  ops_.rms_norm(ctx_, x, m, H, w.norm_embedding.data(), eps, normed);
+  ops_.rms_norm(ctx_, hidden, m, H, w.norm_hidden.data(), eps, layer_out);
+  for (int64_t i = 0; i < m; ++i) {
+    std::memcpy(cat + i * 2 * H, normed + i * H, size_t(H) * sizeof(float));
+    std::memcpy(cat + i * 2 * H + H, layer_out + i * H, size_t(H) * sizeof(float));
+  }
+  ops_.matmul(ctx_, cat, m, w.fc, x);
+  ops_.rms_norm(ctx_, x, m, H, w.layer.input_norm.data(), eps, normed);
+  attention_layer(L, normed, m, layer_out);  // writes the rows to the head's cache
+  if (out == nullptr) return;
+  ops_.add_rows(ctx_, layer_out, nullptr, m, H, x);
+  ops_.rms_norm(ctx_, x, m, H, w.layer.post_norm.data(), eps, normed);
+  if (c.moe) moe_layer(L, normed, m, layer_out);
+  else mlp_layer(L, normed, m, layer_out);
+  ops_.add_rows(ctx_, layer_out, nullptr, m, H, x);
+  ops_.rms_norm(ctx_, x, m, H, w.norm.data(), eps, out);
+}
+
+// The rows this call completes: a sequence that fed tokens [pos0, pos0 + n) now knows token p+1
+// for every row p in [pos0 - 1, pos0 + n - 2] (row -1 does not exist), with h_{pos0-1} kept in
+// the state from the call before.
+void Model::mtp_after_forward(const float* hidden) {
+  const int64_t H = w_->config.hidden;
+  trunk_spans_.swap(spans_);
+  spans_.clear();
+  int64_t m = 0;
+  for (const Span& sp : trunk_spans_) {
+    if (!sp.state->has_mtp()) continue;
+    const int64_t first = std::max<int64_t>(sp.pos0 - 1, 0), last = sp.pos0 + sp.n - 2;
+    if (last < first) continue;
+    spans_.push_back({sp.state, m, last - first + 1, first + 1, false});
+    for (int64_t p = first; p <= last; ++p, ++m) {
+      const float* h = p < sp.pos0 ? sp.state->mtp_hidden() : hidden + (sp.row0 + p - sp.pos0) * H;
+      std::memcpy(sized(mtp_in_, (m + 1) * H) + m * H, h, size_t(H) * sizeof(float));
+      sized(mtp_tokens_, m + 1)[m] = act_.tokens[size_t(sp.row0 + p + 1 - sp.pos0)];
+    }
+  }
+  if (m > 0) mtp_rows(m, mtp_tokens_.data(), mtp_in_.data(), nullptr);
+  for (const Span& sp : trunk_spans_) {
+    if (!sp.state->has_mtp()) continue;
+    const float* rows = hidden + sp.row0 * H;
+    if (sp.verify) std::copy(rows, rows + sp.n * H, sp.state->verify_hidden_.begin());
+    std::copy(rows + (sp.n - 1) * H, rows + sp.n * H, sp.state->mtp_hidden_.begin());
+  }
+  spans_.swap(trunk_spans_);
+}
+
+Status Model::draft(std::span<const DraftRequest> reqs, std::vector<float>* logits) {
+  if (!mtp_on_) return error("[draft] MTP drafting is off (Model::enable_mtp)");
+  const ModelConfig& c = w_->config;
+  const int64_t H = c.hidden, V = c.vocab;
+  int64_t most = 0;
+  for (const DraftRequest& r : reqs) {
+    if (r.state == nullptr || r.out == nullptr) return error("[draft] a request without a state or output");
+    if (!r.state->has_mtp()) return error("[draft] the state has no MTP cache (make it after enable_mtp)");
+    if (r.state->verify_pending()) return error("[draft] the state has a verification pending");
+    if (r.token < 0 || r.token >= V) return error("[draft] token id " + std::to_string(r.token) + " out of range");
+    if (r.k < 0 || r.k >= kMaxVerifyRows) return error("[draft] k must be in [0, " + std::to_string(kMaxVerifyRows - 1) + "]");
+    r.out->clear();
+    most = std::max(most, r.k);
+  }
+  if (logits) logits->clear();
+  std::vector<int64_t>& prev = draft_prev_;  // each request's row of the previous position
+  prev.assign(reqs.size(), -1);
+  for (int64_t d = 0; d < most; ++d) {
+    spans_.clear();
+    int64_t m = 0;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const DraftRequest& r = reqs[i];
+      SequenceState* st = r.state;
+      const int64_t slot = st->pos() + d;  // MTP row pos-1+d lives at cache position pos+d
+      const bool going = d == 0 ? st->pos() >= 1 : prev[i] >= 0;
+      if (!going || d >= r.k || slot >= st->capacity() || !st->reserve(slot + 1)) {
+        prev[i] = -1;
+        continue;
+      }
+      const float* h = d == 0 ? st->mtp_hidden() : mtp_out_.data() + prev[i] * H;
+      std::memcpy(sized(mtp_in_, (m + 1) * H) + m * H, h, size_t(H) * sizeof(float));
+      sized(mtp_tokens_, m + 1)[m] = d == 0 ? r.token : r.out->back();
+      spans_.push_back({st, m, 1, slot, false});
+      prev[i] = m++;
+    }
+    if (m == 0) break;
+    float* out = sized(mtp_out_, m * H);
+    mtp_rows(m, mtp_tokens_.data(), mtp_in_.data(), out);
+    float* lg = sized(draft_logits_, m * V);
+    ops_.matmul(ctx_, out, m, w_->head, lg);
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      if (prev[i] < 0) continue;
+      const float* row = lg + prev[i] * V;
+      reqs[i].out->push_back(int32_t(std::max_element(row, row + V) - row));  // ties: lower id
+    }
+    if (logits) logits->insert(logits->end(), lg, lg + m * V);
+  }
+  spans_.clear();
+  return Status();
+}
+
+}  // namespace qwen35::model
