@@ -120,7 +120,12 @@ int cmd_inspect(int argc, char** argv) {
   else
     std::printf("mlp: intermediate %lld\n", (long long)c.intermediate);
   std::printf("head: %s\n", mw.tied ? "tied to the embedding" : "separate lm_head");
-  std::printf("mtp: %s\n", mw.has_mtp ? "present (mtp.* tensors)" : "absent");
+  if (mw.mtp)
+    std::printf("mtp: present, %s (drafts with --spec mtp)\n", human(double(mw.mtp_bytes)).c_str());
+  else if (mw.has_mtp)
+    std::printf("mtp: present, not usable: %s\n", mw.mtp_problem.c_str());
+  else
+    std::printf("mtp: absent (no mtp.* tensors; --spec mtp unavailable)\n");
   quant_summary(mw);
   const double params = double(mw.n_params);
   std::printf("parameters: %.0f (%.3f B)\n", params, params / 1e9);

@@ -178,15 +178,16 @@ int cmd_serve(int argc, char** argv) {
     // The recurrent state of every slot is allocated up front; the KV pool is reserved and
     // becomes resident as blocks are first written. The budget bounds both. With --spec a
     // slot's first verification adds its records (a second buffer of the state, the rows'
-    // inputs: model/state.h).
+    // inputs: model/state.h); with --spec mtp each KV block holds the MTP head's layer too.
     const double mib = 1.0 / (1 << 20);
+    const bool mtp = eo.spec.method == runtime::SpecMethod::kMtp;
     const double recurrent =
         double(m.new_state(1)->recurrent_bytes() +
                (eo.spec.method == runtime::SpecMethod::kOff
                     ? 0
-                    : model::SequenceState::verify_bytes(m.config()))) *
+                    : model::SequenceState::verify_bytes(m.config(), mtp))) *
         eo.parallel;
-    const double block = double(model::KvPool(m.config(), 0).block_bytes());
+    const double block = double(m.new_pool(0, mtp)->block_bytes());  // the MTP head's layer too
     const int64_t per_slot = (eo.ctx + kernels::kKvBlock - 1) / kernels::kKvBlock;
     const int64_t full = per_slot * eo.parallel;
     eo.kv_blocks = full;
@@ -217,7 +218,10 @@ int cmd_serve(int argc, char** argv) {
     return finish(fail("serve", "--cache-mb must be >= 0 and --cache-interval >= 64"));
   eo.cache_bytes = no_cache ? 0 : int64_t(cache_mb * (1 << 20));
 
-  if (!eo.cache_dir.empty()) eo.cache_fingerprint = checkpoint_fingerprint(lo);
+  // States with the MTP head's cache hold more than those without: their files stay apart.
+  if (!eo.cache_dir.empty())
+    eo.cache_fingerprint =
+        checkpoint_fingerprint(lo) ^ (eo.spec.method == runtime::SpecMethod::kMtp ? 0x6d7470ull : 0);
   runtime::Engine engine(m, eo);
   for (const auto& line : engine.cache_log()) std::fprintf(stderr, "qwen35 serve: %s\n", line.c_str());
   srv.set_ready(std::move(mi), &engine);

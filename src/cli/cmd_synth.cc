@@ -23,11 +23,13 @@ void synth_usage(FILE* f) {
   }
   std::fprintf(f,
                "usage: qwen35 synth --preset %s [--format hf|mlx] [--bits 2|3|4|5|6|8]\n"
-               "                    [--group-size 64] [--seed N] [--quiet] --out DIR\n"
+               "                    [--group-size 64] [--mtp auto|on|off] [--seed N] [--quiet] --out DIR\n"
                "Writes a random-weight checkpoint (config, tokenizer, safetensors) to DIR.\n"
                "  --format      hf: bf16, HF names (default); mlx: MLX affine-quantized\n"
                "  --bits        mlx bits per weight: 2|3|4|5|6|8 (default 4)\n"
                "  --group-size  mlx quantization group: 32|64|128 (default 64)\n"
+               "  --mtp         the MTP head (mtp.*): auto (default: hf yes, mlx no, as mlx-lm\n"
+               "                exports), on, off\n"
                "  --seed        RNG seed (default 1); same seed, same bytes\n"
                "  --shard-gb    shard size limit in GiB (default 4)\n"
                "  --quiet       no progress bar (it is also off when stderr is not a terminal)\n",
@@ -66,6 +68,8 @@ int cmd_synth(int argc, char** argv) {
       o.preset = v;
     } else if (a == "--format") {
       o.format = v;
+    } else if (a == "--mtp") {
+      o.mtp = v;
     } else if (a == "--out" || a == "-o") {
       o.out_dir = v;
     } else if (a == "--bits" || a == "--group-size" || a == "--seed" || a == "--shard-gb") {

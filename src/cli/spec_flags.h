@@ -24,18 +24,15 @@ inline void add_spec_flags(CLI::App& app, SpecFlags* f) {
                      std::to_string(model::kMaxVerifyRows - 1) + ")");
 }
 
-// Fills *out from the flags; returns an error message, or "" when they are valid for `m`.
-inline std::string resolve_spec(const SpecFlags& f, const model::Model& m,
-                                runtime::SpecOptions* out) {
+// Fills *out from the flags; returns an error message, or "" when they are valid for `m`. With
+// --spec mtp, turns MTP drafting on in `m` (before any state is made).
+inline std::string resolve_spec(const SpecFlags& f, model::Model& m, runtime::SpecOptions* out) {
   const auto method = runtime::parse_spec_method(f.method);
   if (!method) return "--spec must be lookup, mtp or off, got '" + f.method + "'";
   if (f.draft_tokens < 1 || f.draft_tokens >= model::kMaxVerifyRows)
     return "--draft-tokens must be in [1, " + std::to_string(model::kMaxVerifyRows - 1) + "]";
   if (*method == runtime::SpecMethod::kMtp)
-    return m.weights().has_mtp
-               ? "--spec mtp is not available in this build yet; use --spec lookup"
-               : "this checkpoint has no MTP head (mtp.* tensors; MLX exports drop them); use "
-                 "--spec lookup";
+    if (const auto st = m.enable_mtp(); !st.ok()) return st.message() + "; use --spec lookup";
   out->method = *method;
   out->draft_tokens = f.draft_tokens;
   return "";

@@ -32,8 +32,9 @@ std::unique_ptr<SequenceState> Model::new_state(int64_t capacity, KvPool* pool) 
   return std::make_unique<SequenceState>(w_->config, capacity, pool);
 }
 
-std::unique_ptr<KvPool> Model::new_pool(int64_t n_blocks) const {
-  return std::make_unique<KvPool>(w_->config, n_blocks, mtp_on_);
+std::unique_ptr<KvPool> Model::new_pool(int64_t n_blocks, bool mtp) const {
+  QWEN35_CHECK(!mtp || mtp_on_);
+  return std::make_unique<KvPool>(w_->config, n_blocks, mtp);
 }
 
 const LayerWeights& Model::layer(int64_t l) const {

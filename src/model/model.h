@@ -59,13 +59,13 @@ class Model {
   std::unique_ptr<SequenceState> new_state(int64_t capacity) const;
   // A state whose KV blocks come from `pool` as it grows (the pool outlives the state).
   std::unique_ptr<SequenceState> new_state(int64_t capacity, KvPool* pool) const;
-  // A pool for new_state(capacity, pool): with the MTP head's layer when MTP drafting is on.
-  std::unique_ptr<KvPool> new_pool(int64_t n_blocks) const;
+  // A pool for new_state(capacity, pool); with `mtp` (MTP drafting on), with the MTP head's
+  // layer, so that its states keep the head's cache.
+  std::unique_ptr<KvPool> new_pool(int64_t n_blocks, bool mtp = false) const;
 
-  // MTP drafting (model/mtp.cc): from now on, states made by new_state / new_pool keep the MTP
-  // head's cache, which forward() fills as it goes, and draft() proposes tokens with the head.
-  // Fails, changing nothing, when the checkpoint has no usable MTP head. Call before making
-  // states.
+  // MTP drafting (model/mtp.cc): allows states with the MTP head's cache (new_state(capacity)
+  // from now on, and states of an MTP pool), which forward() fills as it goes and draft() drafts
+  // from. Fails, changing nothing, when the checkpoint has no usable MTP head.
   core::Status enable_mtp();
   bool mtp_enabled() const { return mtp_on_; }
 

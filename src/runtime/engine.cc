@@ -84,6 +84,7 @@ struct Engine::Active {
   SpecOptions spec;          // the request's speculative decoding
   std::vector<int32_t> context;  // lookup only: the prediction, the prompt, every sampled token
   std::vector<int32_t> verify;   // the rows of a verification: next_token, then the drafts
+  std::vector<int32_t> drafts;   // mtp only: the head's drafts of this step
 };
 
 Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), opts_(opts) {
@@ -91,7 +92,12 @@ Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), 
   opts_.step_tokens = std::max<int64_t>(opts_.step_tokens, model::kDeltaChunk);
   const int64_t per_slot = (opts_.ctx + kernels::kKvBlock - 1) / kernels::kKvBlock;
   if (opts_.kv_blocks <= 0) opts_.kv_blocks = per_slot * opts_.parallel;
-  pool_ = std::make_unique<model::KvPool>(model_.config(), opts_.kv_blocks);
+  // MTP drafting needs the head's cache in every state, and so in the pool.
+  if (opts_.spec.method == SpecMethod::kMtp && !model_.mtp_enabled()) {
+    const core::Status st = model_.enable_mtp();
+    QWEN35_CHECK_MSG(st.ok(), st.message().c_str());
+  }
+  pool_ = model_.new_pool(opts_.kv_blocks, opts_.spec.method == SpecMethod::kMtp);
   for (int i = 0; i < opts_.parallel; ++i)
     states_.push_back(model_.new_state(opts_.ctx, pool_.get()));
   if (opts_.cache_bytes > 0) cache_ = std::make_unique<PrefixCache>(pool_.get(), size_t(opts_.cache_bytes));
@@ -113,7 +119,7 @@ Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), 
   for (const auto& st : states_) stats_.state_bytes += int64_t(st->recurrent_bytes());
   if (opts_.spec.method != SpecMethod::kOff)  // each slot's verification records
     stats_.state_bytes +=
-        int64_t(model::SequenceState::verify_bytes(model_.config())) * opts_.parallel;
+        int64_t(model::SequenceState::verify_bytes(model_.config(), pool_->mtp())) * opts_.parallel;
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -137,8 +143,11 @@ bool Engine::validate(const GenerationRequest& req, std::string* message) const 
                  "], got " + std::to_string(sp.draft_tokens);
       return false;
     }
-    if (sp.method == SpecMethod::kMtp) {
-      *message = "speculative method \"mtp\" is not available in this build; use \"lookup\"";
+    if (sp.method == SpecMethod::kMtp && !pool_->mtp()) {
+      *message = model_.weights().mtp
+                     ? "speculative method \"mtp\" needs a server started with --spec mtp (its "
+                       "sequences keep the MTP head's cache); use \"lookup\""
+                     : "this checkpoint has no usable MTP head; use \"lookup\"";
       return false;
     }
   }
@@ -412,7 +421,10 @@ void Engine::start(size_t i, std::unique_ptr<Active> a) {
     a->context.assign(pred.begin(), pred.end());
     a->context.insert(a->context.end(), prompt.begin(), prompt.end());
   }
-  if (a->spec.method != SpecMethod::kOff) a->verify.reserve(size_t(model::kMaxVerifyRows));
+  if (a->spec.method != SpecMethod::kOff) {
+    a->verify.reserve(size_t(model::kMaxVerifyRows));
+    a->drafts.reserve(size_t(model::kMaxVerifyRows));
+  }
   a->sampler = std::make_unique<Sampler>(a->req.sampling, model_.config().vocab);
   a->sampler->add_prompt(prompt);
   a->stream->set_admitted(RequestTiming::Clock::now(), a->prefilled);
@@ -457,6 +469,31 @@ void Engine::schedule() {
   row_logits_.clear();
   std::vector<int> prefilling;
   int64_t decode_rows = 0;
+  // Speculative requests: the sampled token and what the drafter proposes, no more than plain
+  // decoding could still emit (max_tokens, the context), verified as decode steps. A step with
+  // no draft goes the same way, as one verified row. The MTP head drafts for all of them at
+  // once, before the forward call.
+  draft_reqs_.clear();
+  for (auto& s : slots_) {
+    Active* a = s.get();
+    if (!a || a->prefilled < int64_t(a->req.prompt.size()) || a->spec.method == SpecMethod::kOff)
+      continue;
+    int64_t k = a->spec.draft_tokens;
+    if (a->req.max_tokens >= 0) k = std::min(k, a->req.max_tokens - a->generated - 1);
+    k = std::min(k, context() - a->state->pos() - 1);
+    a->verify.assign(1, a->next_token);
+    a->drafts.clear();
+    if (k <= 0) continue;
+    if (a->spec.method == SpecMethod::kLookup) {
+      lookup_draft(a->context, k, &draft_);
+      a->verify.insert(a->verify.end(), draft_.begin(), draft_.end());
+    } else {
+      draft_reqs_.push_back({a->state, a->next_token, k, &a->drafts});
+    }
+  }
+  // Drafts only change the speed: a failed drafting pass verifies no draft.
+  if (!draft_reqs_.empty() && !model_.draft(draft_reqs_).ok())
+    for (auto& r : draft_reqs_) r.out->clear();
   for (size_t i = 0; i < slots_.size(); ++i) {
     Active* a = slots_[i].get();
     if (!a) continue;
@@ -470,17 +507,7 @@ void Engine::schedule() {
       ++decode_rows;
       continue;
     }
-    // Speculative: the sampled token and what the drafter proposes, no more than plain
-    // decoding could still emit (max_tokens, the context), verified as decode steps. A step
-    // with no draft goes the same way, as one verified row.
-    int64_t k = a->spec.draft_tokens;
-    if (a->req.max_tokens >= 0) k = std::min(k, a->req.max_tokens - a->generated - 1);
-    k = std::min(k, context() - a->state->pos() - 1);
-    a->verify.assign(1, a->next_token);
-    if (k > 0 && a->spec.method == SpecMethod::kLookup) {
-      lookup_draft(a->context, k, &draft_);
-      a->verify.insert(a->verify.end(), draft_.begin(), draft_.end());
-    }
+    a->verify.insert(a->verify.end(), a->drafts.begin(), a->drafts.end());
     rows_.push_back({a->state, a->verify, false, true});
     decode_rows += int64_t(a->verify.size());
   }

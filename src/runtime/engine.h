@@ -232,6 +232,7 @@ class Engine {
   std::vector<float> logits_;
   std::vector<int32_t> order_;  // scratch of prompt-logprob ranking
   std::vector<int32_t> draft_;  // scratch of drafted tokens
+  std::vector<model::DraftRequest> draft_reqs_;  // the MTP head's requests of a step
   // kDone events of a step, pushed after the gauges are updated: a client that has its answer
   // and then reads stats() sees its slot and KV released.
   std::vector<std::pair<std::shared_ptr<RequestStream>, StreamEvent>> done_;

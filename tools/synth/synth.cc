@@ -46,6 +46,9 @@ Status validate(const SynthOptions& o, PlanOptions* plan) {
                        " (expected 32|64|128)");
   plan->bits = o.bits;
   plan->group_size = o.group_size;
+  if (o.mtp != "auto" && o.mtp != "on" && o.mtp != "off")
+    return core::error("[synth] --mtp must be auto, on or off, got '" + o.mtp + "'");
+  plan->mtp = o.mtp == "on" || (o.mtp == "auto" && plan->dialect == Dialect::kHf);
   return core::ok_status();
 }
 

@@ -18,6 +18,7 @@ struct SynthOptions {
   std::string format = "hf";    // hf (bf16) or mlx (affine)
   int bits = 4;                 // mlx only: 2, 3, 4, 5, 6 or 8
   int group_size = 64;          // mlx only: 32, 64 or 128
+  std::string mtp = "auto";     // the MTP head (mtp.*): auto (hf: yes, mlx: no, as mlx-lm), on, off
   uint64_t seed = 1;
   std::string out_dir;
   bool progress = true;                          // progress bar on stderr

@@ -175,7 +175,8 @@ void Planner::full_attention(const std::string& p) {
   norm(p + kKNorm, hd, true);
 }
 
-// The multi-token-prediction head (HF layout only; mlx-lm drops it). Never quantized.
+// The multi-token-prediction head (mlx-lm drops it: MLX checkpoints have it only when asked).
+// Its fc stays bf16; the layer's matrices are quantized like the trunk's in MLX.
 void Planner::mtp() {
   const int64_t h = c_.hidden;
   add(std::string(kMtpFc) + kWeight, DType::kBF16, {h, 2 * h}, Init::kNormal, 0,
@@ -206,7 +207,7 @@ TensorPlan Planner::build() {
   }
   norm(pfx + kFinalNorm, h, true);
   if (!c_.tie_word_embeddings.value_or(true)) linear(names_.lm_head, {c_.vocab, h}, Kind::kEmbed);
-  if (!mlx() && c_.mtp_layers > 0) mtp();
+  if (o_.mtp && c_.mtp_layers > 0) mtp();
   std::sort(plan_.tensors.begin(), plan_.tensors.end(),
             [](const TensorSpec& x, const TensorSpec& y) { return x.name < y.name; });
   return std::move(plan_);

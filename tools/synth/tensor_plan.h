@@ -53,6 +53,7 @@ struct PlanOptions {
   Dialect dialect = Dialect::kHf;
   int bits = 4;
   int group_size = 64;
+  bool mtp = true;  // write the MTP head (when the preset has one)
 };
 
 TensorPlan build_tensor_plan(const Preset& preset, const PlanOptions& opts);
