@@ -1,7 +1,8 @@
-// bench --spec lookup: single-stream decode through the engine, plain and speculative, on one
-// prompt, greedy. Three runs: plain; speculative on the prompt as it is; and speculative with the
-// plain answer as the request's prediction (GenerationRequest::prediction), which stands for an
-// answer that repeats its context (an edit, a quote): lookup then drafts almost every token.
+// bench --spec lookup|mtp: single-stream decode through the engine, plain and speculative, on
+// one prompt, greedy. Runs: plain; speculative on the prompt as it is; and for lookup,
+// speculative with the plain answer as the request's prediction (GenerationRequest::prediction),
+// which stands for an answer that repeats its context (an edit, a quote): lookup then drafts
+// almost every token.
 // For each: generation tokens/s, tokens per step, acceptance per draft position, and whether the
 // tokens equal plain decoding's (they must: drafted == plain).
 #include "cli/bench_spec.h"
@@ -68,20 +69,22 @@ int bench_speculative(model::Model& m, const runtime::SpecOptions& spec,
   run_once(m, runtime::SpecOptions{}, prompt, std::min<int64_t>(n_gen, 8), {});  // warm-up
   const SpecRun plain = run_once(m, runtime::SpecOptions{}, prompt, n_gen, {});
   if (!plain.error.empty()) return std::fprintf(stderr, "qwen35 bench: %s\n", plain.error.c_str()), 1;
+  const bool lookup = spec.method == runtime::SpecMethod::kLookup;
   const SpecRun as_is = run_once(m, spec, prompt, n_gen, {});
-  const SpecRun predicted = run_once(m, spec, prompt, n_gen, plain.tokens);
+  const SpecRun predicted = lookup ? run_once(m, spec, prompt, n_gen, plain.tokens) : SpecRun{};
   for (const SpecRun* r : {&as_is, &predicted})
     if (!r->error.empty()) return std::fprintf(stderr, "qwen35 bench: %s\n", r->error.c_str()), 1;
   auto rate = [](const SpecRun& r) {
     return r.gen_s > 0 ? double(r.tokens.size() - 1) / r.gen_s : 0.0;
   };
   const double base = rate(plain);
-  const char* names[2] = {"lookup", "lookup + prediction"};
+  const char* names[2] = {lookup ? "lookup" : "mtp", "lookup + prediction"};
   const SpecRun* runs[2] = {&as_is, &predicted};
+  const int n_runs = lookup ? 2 : 1;
   if (json) std::printf("{\"draft_tokens\": %d, \"n_gen\": %lld, \"plain_tok_s\": %.3f, \"runs\": [",
                         spec.draft_tokens, (long long)n_gen, base);
   else std::printf("plain: %.2f tok/s (%zu tokens)\n", base, plain.tokens.size());
-  for (int i = 0; i < 2; ++i) {
+  for (int i = 0; i < n_runs; ++i) {
     const SpecRun& r = *runs[i];
     const auto& st = r.stats;
     const bool same = r.tokens == plain.tokens;

@@ -136,14 +136,20 @@ int cmd_bench(int argc, char** argv) {
   app.add_flag("--fast", lo.fast, "int8 activations for MLX-quantized matmuls (faster; not bit-identical to the exact mode)");
   app.add_option("--verify", verify,
                  "also time speculative verification: K drafted tokens + 1 verified per step "
-                 "(keeping all rows, and keeping one: the worst rollback), against one row");
+                 "(keeping all rows, and keeping one: the worst rollback), against one row; with "
+                 "--spec mtp, also the MTP head drafting the K tokens and its cache kept");
   std::string spec_method = "off", prompt_file;
   int draft_tokens = 3;
   app.add_option("--spec", spec_method,
-                 "instead of pp/tg: speculative decoding end to end (lookup), greedy, one stream: "
-                 "plain, speculative, and speculative with the plain answer as prediction; "
-                 "tok/s, acceptance by draft position, tokens checked equal to plain");
+                 "without --verify, instead of pp/tg: speculative decoding end to end (lookup or "
+                 "mtp), greedy, one stream: plain, speculative, and for lookup speculative with "
+                 "the plain answer as prediction; tok/s, acceptance by draft position, tokens "
+                 "checked equal to plain");
   app.add_option("--draft-tokens", draft_tokens, "with --spec: tokens drafted per step");
+  int64_t draft_vocab = SpecFlags{}.draft_vocab;
+  app.add_option("--draft-vocab", draft_vocab,
+                 "with --spec mtp: the head drafts among token ids below N only (0: all; default " +
+                     std::to_string(draft_vocab) + ")");
   app.add_option("--prompt-file", prompt_file,
                  "with --spec: the prompt, a text file (tokenized with the checkpoint's tokenizer; "
                  "default: -p synthetic token ids)");
@@ -165,8 +171,8 @@ int cmd_bench(int argc, char** argv) {
 
   std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
   for (int64_t i = 0; i < n_prompt; ++i) prompt[size_t(i)] = int32_t((i * 2654435761u) % uint64_t(V));
-  if (spec_method != "off") {
-    SpecFlags sf{spec_method, draft_tokens};
+  if (spec_method != "off" && verify == 0) {
+    SpecFlags sf{spec_method, draft_tokens, draft_vocab};
     runtime::SpecOptions so;
     if (const std::string why = resolve_spec(sf, m, &so); !why.empty()) return fail("bench", why);
     if (!prompt_file.empty()) {
@@ -187,6 +193,15 @@ int cmd_bench(int argc, char** argv) {
   auto state = m.new_state(depth + std::max<int64_t>(n_prompt, n_gen * (verify + 1)) + 1);
   std::vector<std::unique_ptr<model::SequenceState>> batch_states;
   for (int64_t b = 1; b < batch; ++b) batch_states.push_back(m.new_state(depth + n_gen + 1));
+  // --verify K --spec mtp: a state with the MTP head's cache, for steps that draft with it.
+  std::unique_ptr<model::SequenceState> mtp_state;
+  if (verify > 0 && spec_method != "off") {
+    if (spec_method != "mtp") return fail("bench", "with --verify, --spec must be mtp (or off)");
+    if (auto st = m.enable_mtp(); !st.ok()) return fail("bench", st.message());
+    if (draft_vocab < 0) return fail("bench", "--draft-vocab must be >= 0");
+    m.set_draft_vocab(draft_vocab);
+    mtp_state = m.new_state(depth + n_gen * (verify + 1) + verify + 2);
+  }
   std::vector<float> logits;
   // Empties a sequence and fills its context with the -d tokens (untimed).
   auto start = [&](model::SequenceState* st) -> core::Status {
@@ -196,6 +211,7 @@ int cmd_bench(int argc, char** argv) {
     return m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits);
   };
   std::vector<double> pp, tg, vf_all, vf_one;  // vf: ms per verification step
+  std::vector<double> mtp_draft, mtp_verify;     // ms per step: drafting K, verifying them
   uint64_t hash = 0;
   // One warm-up pass of each, then the measured repetitions.
   for (int r = 0; r <= reps; ++r) {
@@ -246,12 +262,47 @@ int cmd_bench(int argc, char** argv) {
         if (r > 0) (keep_all ? vf_all : vf_one).push_back(seconds_since(t0) * 1e3 / double(n_gen));
       }
     }
+    if (n_gen > 0 && mtp_state) {
+      // Steps as --spec mtp runs them: the head drafts K tokens, then the K + 1 rows are verified
+      // (the head's cache filled by the same forward call) and all kept.
+      if (auto s = start(mtp_state.get()); !s.ok()) return fail("bench", s.message());
+      if (depth == 0) {
+        const int32_t first = 1;
+        model::SequenceRows rows{mtp_state.get(), std::span<const int32_t>(&first, 1), false};
+        if (auto s = m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits); !s.ok())
+          return fail("bench", s.message());
+      }
+      std::vector<int32_t> drafts, toks;
+      double draft_s = 0, verify_s = 0;
+      int32_t next = 2;
+      for (int64_t i = 0; i < n_gen; ++i) {
+        auto t0 = Clock::now();
+        const model::DraftRequest dr{mtp_state.get(), next, verify, &drafts};
+        if (auto s = m.draft(std::span<const model::DraftRequest>(&dr, 1)); !s.ok())
+          return fail("bench", s.message());
+        draft_s += seconds_since(t0);
+        toks.assign(1, next);
+        toks.insert(toks.end(), drafts.begin(), drafts.end());
+        t0 = Clock::now();
+        model::SequenceRows rows{mtp_state.get(), toks, false, true};
+        if (auto s = m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits); !s.ok())
+          return fail("bench", s.message());
+        m.commit(mtp_state.get(), int64_t(toks.size()));
+        verify_s += seconds_since(t0);
+        next = int32_t((i * 31 + 5) % V);
+      }
+      if (r > 0) {
+        mtp_draft.push_back(draft_s * 1e3 / double(n_gen));
+        mtp_verify.push_back(verify_s * 1e3 / double(n_gen));
+      }
+    }
   }
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   const double rss_mb = double(ru.ru_maxrss) / 1024.0;
   const double stream = double(m.weights().stream_bytes);
   const Stats pps = stats(pp), tgs = stats(tg), vfa = stats(vf_all), vfo = stats(vf_one);
+  const Stats mtd = stats(mtp_draft), mtv = stats(mtp_verify);
   const double tg_ms = tgs.median > 0 ? 1e3 * double(batch) / tgs.median : 0;  // per step
   const double achieved = tgs.median * stream / 1e9;
   const double roofline = stream > 0 ? bw * 1e9 / stream : 0;
@@ -266,11 +317,12 @@ int cmd_bench(int argc, char** argv) {
                 "\"ttft_ms\": %.2f, \"weight_bytes_per_token\": %.0f, \"achieved_gbs\": %.3f, \"mem_bw_gbs\": %.3f, "
                 "\"tg_roofline_tok_s\": %.3f, \"tg_roofline_pct\": %.2f, \"peak_rss_mb\": %.1f, "
                 "\"weights_mb\": %.1f, \"verify_tokens\": %lld, \"verify_ms\": %.3f, "
-                "\"verify_rollback_ms\": %.3f, \"decode_step_ms\": %.3f, \"logits_hash\": \"%016llx\"}\n",
+                "\"verify_rollback_ms\": %.3f, \"mtp_draft_ms\": %.3f, \"mtp_verify_ms\": %.3f, "
+                "\"decode_step_ms\": %.3f, \"logits_hash\": \"%016llx\"}\n",
                 lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, (long long)n_prompt, (long long)n_gen, (long long)depth, (long long)batch, reps,
                 pps.median, pps.min, pps.max, tgs.median, tgs.min, tgs.max, ttft_ms, stream, achieved, bw, roofline,
                 roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (long long)verify,
-                vfa.median, vfo.median, tg_ms, (unsigned long long)hash);
+                vfa.median, vfo.median, mtd.median, mtv.median, tg_ms, (unsigned long long)hash);
     return 0;
   }
   std::printf("model: %s  threads: %d  isa: %s  mode: %s  backend: %s\n", lo.model_dir.c_str(), lm->pool->size(),
@@ -290,6 +342,11 @@ int cmd_bench(int argc, char** argv) {
                 "(%.2fx); one row: %.2f ms\n",
                 (long long)verify, vfa.median, vfa.median / tg_ms, vfo.median,
                 vfo.median / tg_ms, tg_ms);
+  if (mtp_state && tg_ms > 0)
+    std::printf("mtp: drafting %lld tokens %.2f ms (%.2fx one row), verifying them with the "
+                "head's cache %.2f ms (%.2fx): a step %.2fx one row\n",
+                (long long)verify, mtd.median, mtd.median / tg_ms, mtv.median, mtv.median / tg_ms,
+                (mtd.median + mtv.median) / tg_ms);
   std::printf("peak RSS: %.1f MB (weights %.1f MB)\n", rss_mb, double(m.weights().weight_bytes) / 1e6);
   std::printf("logits hash: %016llx (FNV-1a of the prompt's last logits; compares backends and builds)\n",
               (unsigned long long)hash);

@@ -12,6 +12,7 @@ namespace qwen35::cli {
 struct SpecFlags {
   std::string method = "off";
   int draft_tokens = 3;
+  int64_t draft_vocab = 32768;
 };
 
 inline void add_spec_flags(CLI::App& app, SpecFlags* f) {
@@ -22,6 +23,10 @@ inline void add_spec_flags(CLI::App& app, SpecFlags* f) {
   app.add_option("--draft-tokens", f->draft_tokens,
                  "speculative decoding: the most tokens drafted and verified per step (1-" +
                      std::to_string(model::kMaxVerifyRows - 1) + ")");
+  app.add_option("--draft-vocab", f->draft_vocab,
+                 "--spec mtp: the head drafts among token ids below N only (BPE ids rise with "
+                 "merge order: roughly the N most frequent tokens), scoring N/vocab of the head "
+                 "per draft; 0: the whole vocabulary (default " + std::to_string(f->draft_vocab) + ")");
 }
 
 // Fills *out from the flags; returns an error message, or "" when they are valid for `m`. With
@@ -31,8 +36,11 @@ inline std::string resolve_spec(const SpecFlags& f, model::Model& m, runtime::Sp
   if (!method) return "--spec must be lookup, mtp or off, got '" + f.method + "'";
   if (f.draft_tokens < 1 || f.draft_tokens >= model::kMaxVerifyRows)
     return "--draft-tokens must be in [1, " + std::to_string(model::kMaxVerifyRows - 1) + "]";
-  if (*method == runtime::SpecMethod::kMtp)
+  if (f.draft_vocab < 0) return "--draft-vocab must be >= 0 (0: the whole vocabulary)";
+  if (*method == runtime::SpecMethod::kMtp) {
     if (const auto st = m.enable_mtp(); !st.ok()) return st.message() + "; use --spec lookup";
+    m.set_draft_vocab(f.draft_vocab);
+  }
   out->method = *method;
   out->draft_tokens = f.draft_tokens;
   return "";

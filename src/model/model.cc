@@ -21,6 +21,12 @@ Model::Model(std::unique_ptr<ModelWeights> weights, const kernels::Ops& ops, cor
     : w_(std::move(weights)), ops_(ops), workspace_(ops.new_workspace()) {
   ctx_.pool = pool;
   ctx_.workspace = workspace_.get();
+  draft_head_ = w_->head;
+}
+
+void Model::set_draft_vocab(int64_t n) {
+  const int64_t v = w_->config.vocab;
+  draft_head_ = n <= 0 || n >= v ? w_->head : w_->head.row_slice(0, n);
 }
 
 std::unique_ptr<SequenceState> Model::new_state(int64_t capacity) const {

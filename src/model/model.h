@@ -75,8 +75,14 @@ class Model {
   // one MTP pass per draft position. Proposes fewer than k where the state's capacity or its
   // pool runs out. The head's cache rows written at positions >= pos() are scratch, never read
   // before forward() writes them. With `logits`, receives the head's logits of every drafted
-  // row [rows, vocab], by draft position, then request.
+  // row [rows, draft_vocab()], by draft position, then request.
   core::Status draft(std::span<const DraftRequest> reqs, std::vector<float>* logits = nullptr);
+  // The head's draft vocabulary: drafts are the argmax over token ids [0, n) only (0 or n >=
+  // vocab: all). BPE ids rise with merge order, so the first ids are roughly the most frequent
+  // tokens; scoring n of them costs n/vocab of the head, which dominates a draft's cost for
+  // large vocabularies. Drafts only change the speed, never the output.
+  void set_draft_vocab(int64_t n);
+  int64_t draft_vocab() const { return draft_head_.rows; }
 
   // Fast mode: MLX-quantized matmuls take int8-quantized activations (kernels/ops.h). Off by
   // default (the exact mode).
@@ -125,6 +131,7 @@ class Model {
   Activations act_;
   std::vector<Span> spans_;  // of the current call
   bool mtp_on_ = false;
+  kernels::Matrix draft_head_;  // rows [0, draft vocabulary) of the head
   // MTP scratch: row inputs and outputs (grow to the largest call, then reused).
   std::vector<int32_t> mtp_tokens_;
   std::vector<float> mtp_in_, mtp_out_, mtp_cat_, hidden_, draft_logits_;

@@ -90,7 +90,7 @@ void Model::mtp_after_forward(const float* hidden) {
 Status Model::draft(std::span<const DraftRequest> reqs, std::vector<float>* logits) {
   if (!mtp_on_) return error("[draft] MTP drafting is off (Model::enable_mtp)");
   const ModelConfig& c = w_->config;
-  const int64_t H = c.hidden, V = c.vocab;
+  const int64_t H = c.hidden, V = c.vocab, DV = draft_head_.rows;
   int64_t most = 0;
   for (const DraftRequest& r : reqs) {
     if (r.state == nullptr || r.out == nullptr) return error("[draft] a request without a state or output");
@@ -125,14 +125,14 @@ Status Model::draft(std::span<const DraftRequest> reqs, std::vector<float>* logi
     if (m == 0) break;
     float* out = sized(mtp_out_, m * H);
     mtp_rows(m, mtp_tokens_.data(), mtp_in_.data(), out);
-    float* lg = sized(draft_logits_, m * V);
-    ops_.matmul(ctx_, out, m, w_->head, lg);
+    float* lg = sized(draft_logits_, m * DV);
+    ops_.matmul(ctx_, out, m, draft_head_, lg);
     for (size_t i = 0; i < reqs.size(); ++i) {
       if (prev[i] < 0) continue;
-      const float* row = lg + prev[i] * V;
-      reqs[i].out->push_back(int32_t(std::max_element(row, row + V) - row));  // ties: lower id
+      const float* row = lg + prev[i] * DV;
+      reqs[i].out->push_back(int32_t(std::max_element(row, row + DV) - row));  // ties: lower id
     }
-    if (logits) logits->insert(logits->end(), lg, lg + m * V);
+    if (logits) logits->insert(logits->end(), lg, lg + m * DV);
   }
   spans_.clear();
   return Status();

@@ -68,17 +68,27 @@ TEST_F(RunTest, SpeculativePrintsWhatPlainPrints) {
     auto plain = run_qwen35(base + sampling);
     ASSERT_EQ(plain.exit_code, 0) << plain.err;
     ASSERT_GT(plain.out.size(), 20u);
-    for (int k = 1; k <= 4; ++k) {
-      auto spec = run_qwen35(base + sampling + " --spec lookup --draft-tokens " + std::to_string(k));
-      ASSERT_EQ(spec.exit_code, 0) << spec.err;
-      EXPECT_EQ(spec.out, plain.out) << sampling << " K=" << k;
+    for (const std::string method : {"lookup", "mtp"}) {
+      for (int k = 1; k <= 4; ++k) {
+        auto spec = run_qwen35(base + sampling + " --spec " + method + " --draft-tokens " + std::to_string(k));
+        ASSERT_EQ(spec.exit_code, 0) << spec.err;
+        EXPECT_EQ(spec.out, plain.out) << sampling << " " << method << " K=" << k;
+      }
+      const std::string stop = plain.out.substr(plain.out.size() / 2, 4);
+      auto a = run_qwen35(base + sampling + " --stop '" + stop + "'");
+      auto b = run_qwen35(base + sampling + " --stop '" + stop + "' --spec " + method + " --draft-tokens 4");
+      EXPECT_EQ(a.out, b.out) << method;
+      EXPECT_LT(a.out.size(), plain.out.size());
     }
-    const std::string stop = plain.out.substr(plain.out.size() / 2, 4);
-    auto a = run_qwen35(base + sampling + " --stop '" + stop + "'");
-    auto b = run_qwen35(base + sampling + " --stop '" + stop + "' --spec lookup --draft-tokens 4");
-    EXPECT_EQ(a.out, b.out);
-    EXPECT_LT(a.out.size(), plain.out.size());
   }
+  // The closing line counts what was drafted and accepted (the bundled head drafts well).
+  auto verbose = run_qwen35("run -m " + kjv + " -p '" + verse + "' -n 40 --temperature 0 --spec mtp");
+  ASSERT_EQ(verbose.exit_code, 0) << verbose.err;
+  EXPECT_NE(verbose.err.find("accepted"), std::string::npos) << verbose.err;
+  // MLX exports drop the MTP head.
+  auto no_head = run_qwen35("run -m " + kjv + "/mlx-4bit -p 'In the' -n 4 --spec mtp");
+  EXPECT_NE(no_head.exit_code, 0);
+  EXPECT_NE(no_head.err.find("no MTP head"), std::string::npos) << no_head.err;
   auto bad = run_qwen35(base + " --spec ngram");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.err.find("--spec must be lookup, mtp or off"), std::string::npos) << bad.err;
@@ -109,6 +119,19 @@ TEST_F(RunTest, BenchSpecReportsAcceptanceAndEqualTokens) {
   // With the plain answer as prediction nearly every draft is accepted.
   EXPECT_GT(j["runs"][1]["accepted"].get<int64_t>(), 30) << r.out;
   EXPECT_NE(run_qwen35("bench -m " + kjv + " --spec nope -n 8").exit_code, 0);
+  // The MTP head: one speculative run (it takes no prediction).
+  r = run_qwen35("bench -m " + kjv + " --spec mtp --draft-tokens 2 -n 48 --prompt-file " + d.file("p.txt") + " --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto m = nlohmann::json::parse(r.out);
+  ASSERT_EQ(m["runs"].size(), 1u);
+  EXPECT_EQ(m["runs"][0]["name"], "mtp");
+  EXPECT_TRUE(m["runs"][0]["same_as_plain"].get<bool>());
+  EXPECT_EQ(m["runs"][0]["accepted_at"].size(), 2u);
+  EXPECT_GT(m["runs"][0]["accepted"].get<int64_t>(), 0) << r.out;
+  // --verify with --spec mtp times drafting too.
+  r = run_qwen35("bench -m " + kjv + " -p 0 -n 4 -r 1 --verify 2 --spec mtp --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GT(nlohmann::json::parse(r.out)["mtp_draft_ms"].get<double>(), 0) << r.out;
 }
 
 TEST_F(RunTest, Errors) {

@@ -185,6 +185,26 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, MtpTest,
                          ::testing::Values("dense_bf16_tied", "moe_bf16", "extra_hf_gqa4_hd64",
                                            "extra_moe_hf_e4_top1", "bundled"));
 
+// A draft vocabulary of the first N ids scores those N rows of the head with the bits of the
+// whole head, and drafts the best of them.
+TEST_P(MtpTest, DraftVocabularyIsAPrefixOfTheHead) {
+  const int64_t n = vocab_ / 3;
+  auto full = model_->new_state(64), part = model_->new_state(64);
+  feed(*full, std::span<const int32_t>(tokens_).first(12));
+  feed(*part, std::span<const int32_t>(tokens_).first(12));
+  std::vector<int32_t> df, dp;
+  const auto lf = draft(*full, tokens_[12], 1, &df);
+  model_->set_draft_vocab(n);
+  EXPECT_EQ(model_->draft_vocab(), n);
+  const auto lp = draft(*part, tokens_[12], 1, &dp);
+  model_->set_draft_vocab(0);
+  ASSERT_EQ(lp.size(), size_t(n));
+  EXPECT_TRUE(std::equal(lp.begin(), lp.end(), lf.begin()));
+  ASSERT_EQ(dp.size(), 1u);
+  EXPECT_EQ(dp[0], std::max_element(lf.begin(), lf.begin() + n) - lf.begin());
+  EXPECT_EQ(df[0], std::max_element(lf.begin(), lf.end()) - lf.begin());
+}
+
 TEST(Mtp, CheckpointsWithoutAHeadRefuseClearly) {
   core::ThreadPool pool(1);
   auto w = load_weights(fixture_models_dir() + "/dense_q4_untied/ckpt");

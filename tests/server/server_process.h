@@ -36,7 +36,7 @@ class ServerProcess {
       execv(argv[0], argv.data());
       _exit(127);
     }
-    for (int i = 0; i < 600 && port_ == 0; ++i) {
+    for (int i = 0; i < 600 && port_ == 0 && !exited(); ++i) {
       const std::string log = read_file(log_);
       const size_t p = log.find("listening on http://127.0.0.1:");
       if (p != std::string::npos) {
@@ -45,7 +45,7 @@ class ServerProcess {
       }
       if (port_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    for (int i = 0; i < 1000 && port_ != 0; ++i) {
+    for (int i = 0; i < 1000 && port_ != 0 && !exited(); ++i) {
       auto r = client().get("/health");
       if (r.status == 200) {
         ready_ = true;
@@ -62,6 +62,16 @@ class ServerProcess {
   std::string log() const { return read_file(log_); }
 
   server::HttpClient client() const { return server::HttpClient("127.0.0.1", port_, 120); }
+
+  // Whether the server has exited by itself (then stop() returns its exit code).
+  bool exited() {
+    int status = 0;
+    if (pid_ <= 0) return true;
+    if (waitpid(pid_, &status, WNOHANG) != pid_) return false;
+    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    pid_ = 0;
+    return true;
+  }
 
   // SIGTERM, then the exit code (-1 when it did not exit by itself within 20 s).
   int stop() {

@@ -1,14 +1,16 @@
-// *drafted == plain* over HTTP (issue 16): a server with --spec lookup, and requests asking for
-// it ("speculative", "prediction"), answer with the bits of a server without speculation (text,
-// token ids, logprobs), greedy and seeded, exact and fast, streamed or not, and when a stop
-// string or max_tokens ends the answer inside a drafted block; /metrics counts drafted and
-// accepted tokens; bad "speculative" values are 400s that name the field.
+// *drafted == plain* over HTTP (issue 16): a server with --spec lookup or --spec mtp, and
+// requests asking for it ("speculative", "prediction"), answer with the bits of a server without
+// speculation (text, token ids, logprobs), greedy and seeded, exact and fast, streamed or not,
+// and when a stop string or max_tokens ends the answer inside a drafted block; /metrics counts
+// drafted and accepted tokens; bad "speculative" values are 400s that name the field; a
+// checkpoint without an MTP head refuses --spec mtp with a clear message.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <vector>
 
 #include "server_process.h"
+#include "test_util.h"
 
 namespace qwen35 {
 namespace {
@@ -44,26 +46,24 @@ Json completion(const std::string& prompt, double temperature, int seed) {
               {"seed", seed},             {"logprobs", 2},    {"return_token_ids", true}};
 }
 
-TEST_P(SpecHttp, DraftedEqualsPlain) {
-  ServerProcess plain(model(), args({}));
-  ServerProcess spec(model(), args({"--spec", "lookup", "--draft-tokens", "3"}));
-  ASSERT_TRUE(plain.ready() && spec.ready()) << plain.log() << spec.log();
+// `spec` runs with --spec `method`; `plain` without. With `accepts`, the drafter must have
+// drafted tokens that were accepted (a trained model); else drafting alone is checked.
+void expect_drafted_equals_plain(ServerProcess& plain, ServerProcess& spec, const std::string& method,
+                                 bool accepts, const std::vector<std::string>& prompts) {
   std::vector<Json> reqs;
-  for (double t : {0.0, 0.8}) {
-    reqs.push_back(completion(repeated(3), t, 5));
-    reqs.push_back(completion("In the beginning God created the heaven and the earth.", t, 6));
-  }
+  for (double t : {0.0, 0.8})
+    for (size_t p = 0; p < prompts.size(); ++p) reqs.push_back(completion(prompts[p], t, 5 + int(p)));
   for (size_t i = 0; i < reqs.size(); ++i) {
     auto [s1, want] = plain.post("/v1/completions", reqs[i]);
     ASSERT_EQ(s1, 200) << want;
     auto [s2, got] = spec.post("/v1/completions", reqs[i]);
     ASSERT_EQ(s2, 200) << got;
     EXPECT_EQ(got["choices"].dump(), want["choices"].dump()) << "request " << i;
-    // The same through the plain server, asking for it per request, K = 1, 2, 4.
+    // The same asking for it per request, K = 1, 2, 4 (lookup: on the plain server too).
     for (int k : {1, 2, 4}) {
       Json r = reqs[i];
-      r["speculative"] = {{"method", "lookup"}, {"draft_tokens", k}};
-      auto [s3, per] = plain.post("/v1/completions", r);
+      r["speculative"] = {{"method", method}, {"draft_tokens", k}};
+      auto [s3, per] = (method == "lookup" ? plain : spec).post("/v1/completions", r);
       ASSERT_EQ(s3, 200) << per;
       EXPECT_EQ(per["choices"].dump(), want["choices"].dump()) << "request " << i << " K=" << k;
     }
@@ -86,21 +86,67 @@ TEST_P(SpecHttp, DraftedEqualsPlain) {
                 plain.post("/v1/completions", r).second["choices"].dump());
     }
   }
-  // Streamed.
+  // Streamed, completions and chat.
   Json sr = reqs[0];
   sr["stream"] = true;
-  auto text_of = [](const std::vector<std::string>& events) {
+  auto text_of = [](const std::vector<std::string>& events, const char* field) {
     std::string t;
-    for (const auto& e : events)
-      if (e != "[DONE]") t += Json::parse(e)["choices"][0].value("text", "");
+    for (const auto& e : events) {
+      if (e == "[DONE]") continue;
+      const Json c = Json::parse(e)["choices"][0];
+      t += field[0] == 't' ? c.value("text", "") : c["delta"].value("content", "");
+    }
     return t;
   };
-  EXPECT_EQ(text_of(spec.stream("/v1/completions", sr)), text_of(plain.stream("/v1/completions", sr)));
+  EXPECT_EQ(text_of(spec.stream("/v1/completions", sr), "text"),
+            text_of(plain.stream("/v1/completions", sr), "text"));
+  Json chat = {{"messages", {{{"role", "user"}, {"content", prompts[0]}}}}, {"max_tokens", 32},
+               {"temperature", 0.7}, {"seed", 3}, {"logprobs", true}, {"stream", true}};
+  EXPECT_EQ(text_of(spec.stream("/v1/chat/completions", chat), "delta"),
+            text_of(plain.stream("/v1/chat/completions", chat), "delta"));
+  chat.erase("stream");
+  EXPECT_EQ(spec.post("/v1/chat/completions", chat).second["choices"].dump(),
+            plain.post("/v1/chat/completions", chat).second["choices"].dump());
   EXPECT_GT(spec.metric("qwen35_spec_drafted_tokens_total"), 0);
-  EXPECT_GT(spec.metric("qwen35_spec_accepted_tokens_total"), 0);
+  if (accepts) {
+    EXPECT_GT(spec.metric("qwen35_spec_accepted_tokens_total"), 0);
+  }
   EXPECT_LE(spec.metric("qwen35_spec_accepted_tokens_total"),
             spec.metric("qwen35_spec_drafted_tokens_total"));
   EXPECT_EQ(spec.metric("qwen35_slots_used"), 0);
+}
+
+TEST_P(SpecHttp, LookupDraftedEqualsPlain) {
+  ServerProcess plain(model(), args({}));
+  ServerProcess spec(model(), args({"--spec", "lookup", "--draft-tokens", "3"}));
+  ASSERT_TRUE(plain.ready() && spec.ready()) << plain.log() << spec.log();
+  expect_drafted_equals_plain(plain, spec, "lookup", true,
+                              {repeated(3), "In the beginning God created the heaven and the earth."});
+}
+
+// The MTP head: the bundled model's (exact); in fast mode a synthetic MLX 4-bit checkpoint's
+// (random weights: its drafts are nearly all rejected), as the bundled MLX export has none.
+TEST_P(SpecHttp, MtpDraftedEqualsPlain) {
+  testing::TempDir tmp;
+  std::string dir = model();
+  if (GetParam()) {
+    auto r = testing::run_qwen35("synth --preset tiny --format mlx --mtp on --quiet --out " + tmp.file("m"));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    dir = tmp.file("m");
+  }
+  ServerProcess plain(dir, args({}));
+  ServerProcess spec(dir, args({"--spec", "mtp", "--draft-tokens", "3"}));
+  ASSERT_TRUE(plain.ready() && spec.ready()) << plain.log() << spec.log();
+  expect_drafted_equals_plain(plain, spec, "mtp", !GetParam(),
+                              {"In the beginning God created the heaven and the earth.", repeated(2)});
+}
+
+// MLX exports drop the MTP head (mlx-lm does): --spec mtp says so and the server does not start.
+TEST(SpecHttpMtp, AnExportWithoutTheHeadRefusesMtp) {
+  ServerProcess s(std::string(QWEN35_SOURCE_DIR) + "/models/qwen35-tiny-kjv/mlx-4bit", {"--spec", "mtp"});
+  EXPECT_FALSE(s.ready());
+  EXPECT_NE(s.log().find("no MTP head"), std::string::npos) << s.log();
+  EXPECT_NE(s.log().find("--spec lookup"), std::string::npos) << s.log();
 }
 
 // A chat request with a prediction drafts from it (the server's lookup is off) and answers as
@@ -141,7 +187,7 @@ TEST_P(SpecHttp, BadSpeculativeValuesAreRefusedByName) {
       {{{"draft_tokens", 16}}, "speculative.draft_tokens"},
       {{{"draft_tokens", "3"}}, "speculative.draft_tokens"},
       {{{"tokens", 3}}, "speculative.tokens"},
-      {"mtp", ""},  // the bundled model has an MTP head; this build does not run it yet
+      {"mtp", ""},  // the server was not started with --spec mtp: no head cache
   };
   for (const auto& [value, param] : bad) {
     Json r = {{"prompt", "In the beginning"}, {"max_tokens", 4}, {"speculative", value}};
