@@ -139,7 +139,7 @@ TEST_P(MtpTest, CacheAfterCommitIsPlainDecodings) {
 // from another's KV blocks (a prefix on the grid) drafts what the original does.
 TEST_P(MtpTest, BatchedAndSharedPrefixDraftsAreAlone) {
   if (tokens_.size() < 70) GTEST_SKIP() << "needs a prompt past one 64-token block";
-  auto pool = model_->new_pool(16);
+  auto pool = model_->new_pool(16, true);
   auto a = model_->new_state(128, pool.get()), b = model_->new_state(128, pool.get()),
        c = model_->new_state(128, pool.get());
   feed(*a, std::span<const int32_t>(tokens_).first(64));
@@ -158,7 +158,10 @@ TEST_P(MtpTest, BatchedAndSharedPrefixDraftsAreAlone) {
   std::vector<int32_t> da, db, dc, alone_a, alone_b;
   std::vector<float> lg_batch, lg_a, lg_b;
   const DraftRequest both[] = {{a.get(), tokens_[67], 3, &da}, {b.get(), tokens_[20], 2, &db}};
-  ASSERT_TRUE(model_->draft(both, &lg_batch).ok());
+  {
+    const auto st = model_->draft(both, &lg_batch);
+    ASSERT_TRUE(st.ok()) << st.message();
+  }
   const DraftRequest ra{a.get(), tokens_[67], 3, &alone_a}, rb{b.get(), tokens_[20], 2, &alone_b};
   ASSERT_TRUE(model_->draft(std::span<const DraftRequest>(&ra, 1), &lg_a).ok());
   ASSERT_TRUE(model_->draft(std::span<const DraftRequest>(&rb, 1), &lg_b).ok());
