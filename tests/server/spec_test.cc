@@ -199,6 +199,31 @@ TEST_P(SpecTest, AMixedBatchEqualsSolo) {
     expect_same(drain(*streams[i]), want[i], "request " + std::to_string(i));
 }
 
+// A request resumed from the prefix cache drafts what the same request computed fresh drafts:
+// the snapshot carries the MTP head's cache (its layer of the shared KV blocks and the trunk's
+// last hidden row), so the drafts, and with them the acceptance, are the same.
+TEST_P(SpecTest, ResumedFromThePrefixCacheDraftsAsFresh) {
+  if (method_ != SpecMethod::kMtp) GTEST_SKIP() << "lookup drafts from tokens alone";
+  EngineOptions o = options(method_, 3);
+  o.cache_bytes = 64 << 20;
+  Engine spec(*model_, o);
+  Engine plain(*model_, options(SpecMethod::kOff, 1));
+  GenerationRequest g = request(false, true, 3);
+  for (int k = 0; k < 80; ++k) g.prompt.push_back(g.prompt[size_t(k)]);  // 170 tokens
+  const Out want = run(plain, g);
+  std::vector<std::pair<int64_t, int64_t>> counts;  // (drafted, accepted) of each run
+  for (int i = 0; i < 2; ++i) {
+    const EngineStats before = spec.stats();
+    expect_same(run(spec, g), want, "run " + std::to_string(i));
+    const EngineStats after = spec.stats();
+    counts.emplace_back(after.drafted_tokens - before.drafted_tokens,
+                        after.accepted_tokens - before.accepted_tokens);
+  }
+  EXPECT_EQ(spec.stats().cache.hits, 1);
+  EXPECT_GT(counts[0].first, 0);
+  EXPECT_EQ(counts[1], counts[0]);
+}
+
 TEST_P(SpecTest, BadSpeculativeRequestsAreRefused) {
   Engine spec(*model_, options(method_, 3));
   SubmitError err;
