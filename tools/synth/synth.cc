@@ -48,7 +48,8 @@ Status validate(const SynthOptions& o, PlanOptions* plan) {
   plan->group_size = o.group_size;
   if (o.mtp != "auto" && o.mtp != "on" && o.mtp != "off")
     return core::error("[synth] --mtp must be auto, on or off, got '" + o.mtp + "'");
-  plan->mtp = o.mtp == "on" || (o.mtp == "auto" && plan->dialect == Dialect::kHf);
+  plan->mtp = o.mtp == "on" ? PlanOptions::Mtp::kOn
+              : o.mtp == "off" ? PlanOptions::Mtp::kOff : PlanOptions::Mtp::kAuto;
   return core::ok_status();
 }
 

@@ -207,7 +207,8 @@ TensorPlan Planner::build() {
   }
   norm(pfx + kFinalNorm, h, true);
   if (!c_.tie_word_embeddings.value_or(true)) linear(names_.lm_head, {c_.vocab, h}, Kind::kEmbed);
-  if (o_.mtp && c_.mtp_layers > 0) mtp();
+  const bool with_mtp = o_.mtp == PlanOptions::Mtp::kOn || (o_.mtp == PlanOptions::Mtp::kAuto && !mlx());
+  if (with_mtp && c_.mtp_layers > 0) mtp();
   std::sort(plan_.tensors.begin(), plan_.tensors.end(),
             [](const TensorSpec& x, const TensorSpec& y) { return x.name < y.name; });
   return std::move(plan_);

@@ -53,7 +53,9 @@ struct PlanOptions {
   Dialect dialect = Dialect::kHf;
   int bits = 4;
   int group_size = 64;
-  bool mtp = true;  // write the MTP head (when the preset has one)
+  // The MTP head (when the preset has one): auto writes it in HF checkpoints only, as mlx-lm
+  // exports drop it.
+  enum class Mtp { kAuto, kOn, kOff } mtp = Mtp::kAuto;
 };
 
 TensorPlan build_tensor_plan(const Preset& preset, const PlanOptions& opts);
