@@ -36,4 +36,26 @@ void lookup_draft(std::span<const int32_t> context, int64_t max, std::vector<int
   }
 }
 
+int64_t DraftLength::next(int64_t k_max) {
+  k_max = std::min<int64_t>(k_max, int64_t(rate_.size()));
+  int64_t k = 0;
+  for (float all = 1.0f; k < k_max; ++k) {
+    all *= rate_[size_t(k)];
+    if (all < kMinAcceptance) break;
+  }
+  if (k < k_max && ++since_probe_ >= kProbeInterval) {
+    since_probe_ = 0;
+    ++k;
+  }
+  return k;
+}
+
+void DraftLength::update(int64_t drafted, int64_t accepted) {
+  // Position i was reached when every draft before it was accepted.
+  for (int64_t i = 0; i < drafted && i <= accepted && i < int64_t(rate_.size()); ++i) {
+    const float x = i < accepted ? 1.0f : 0.0f;
+    rate_[size_t(i)] += kAcceptanceWeight * (x - rate_[size_t(i)]);
+  }
+}
+
 }  // namespace qwen35::runtime

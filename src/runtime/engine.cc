@@ -85,6 +85,7 @@ struct Engine::Active {
   std::vector<int32_t> context;  // lookup only: the prediction, the prompt, every sampled token
   std::vector<int32_t> verify;   // the rows of a verification: next_token, then the drafts
   std::vector<int32_t> drafts;   // mtp only: the head's drafts of this step
+  DraftLength draft_length;      // how many to draft next (acceptance so far)
 };
 
 Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), opts_(opts) {
@@ -483,6 +484,7 @@ void Engine::schedule() {
     k = std::min(k, context() - a->state->pos() - 1);
     a->verify.assign(1, a->next_token);
     a->drafts.clear();
+    k = a->draft_length.next(k);
     if (k <= 0) continue;
     if (a->spec.method == SpecMethod::kLookup) {
       lookup_draft(a->context, k, &draft_);
@@ -621,6 +623,7 @@ bool Engine::advance_verified(size_t r, StepCounts* c) {
   }
   c->drafted += n - 1;
   c->accepted += kept - 1;
+  a.draft_length.update(n - 1, kept - 1);
   for (int64_t i = 0; i + 1 < n; ++i) ++c->drafted_at[size_t(i)];
   for (int64_t i = 0; i + 1 < kept; ++i) ++c->accepted_at[size_t(i)];
   if (a.req.keep_state) a.fed.insert(a.fed.end(), t.begin(), t.begin() + kept);

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace qwen35::runtime {
@@ -31,6 +32,38 @@ TEST(LookupDraft, NothingWithoutARecurringSuffix) {
   EXPECT_TRUE(draft({}, 4).empty());
   EXPECT_TRUE(draft({7}, 4).empty());
   EXPECT_TRUE(draft({1, 2, 1, 2}, 0).empty());
+}
+
+TEST(DraftLength, DraftsWhileAcceptancePaysAndProbesOtherwise) {
+  DraftLength d;
+  EXPECT_EQ(d.next(4), 4);  // optimistic at first
+  EXPECT_EQ(d.next(2), 2);  // never more than asked
+  EXPECT_EQ(d.next(0), 0);
+  // Position 3 always rejected: after a few steps two are drafted (plus a probe now and then).
+  for (int i = 0; i < 6; ++i) d.update(4, 2);
+  std::vector<int64_t> ks;
+  for (int i = 0; i < DraftLength::kProbeInterval; ++i) ks.push_back(d.next(4));
+  EXPECT_EQ(std::count(ks.begin(), ks.end(), 2), DraftLength::kProbeInterval - 1);
+  EXPECT_EQ(std::count(ks.begin(), ks.end(), 3), 1);
+  // A rejection at position 1 is no evidence about position 3: its rate does not move.
+  DraftLength e;
+  for (int i = 0; i < 20; ++i) e.update(3, 0);
+  for (int i = 0; i < 20; ++i) e.update(1, 1);
+  EXPECT_EQ(e.next(3), 3);
+  // Everything rejected: no drafts, then one probe every kProbeInterval steps; accepted probes
+  // bring drafting back.
+  DraftLength f;
+  for (int i = 0; i < 6; ++i) f.update(2, 0);
+  ks.clear();
+  for (int i = 0; i < 2 * DraftLength::kProbeInterval; ++i) ks.push_back(f.next(4));
+  EXPECT_EQ(std::count(ks.begin(), ks.end(), 0), 2 * DraftLength::kProbeInterval - 2) << ks.size();
+  EXPECT_EQ(std::count(ks.begin(), ks.end(), 1), 2);
+  for (int i = 0; i < 8; ++i) f.update(1, 1);
+  EXPECT_GE(f.next(4), 1);
+  // A step without drafts (lookup found nothing) changes nothing.
+  DraftLength g;
+  for (int i = 0; i < 20; ++i) g.update(0, 0);
+  EXPECT_EQ(g.next(3), 3);
 }
 
 TEST(SpecMethod, NamesRoundTrip) {
