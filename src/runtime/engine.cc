@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/check.h"
+#include "runtime/engine_active.h"
 
 namespace qwen35::runtime {
 
@@ -68,25 +69,6 @@ SampleResult score(const float* logits, int64_t vocab, int32_t token, int32_t to
 }
 
 }  // namespace
-
-// A request holding a slot. Touched by the engine thread only (after admission).
-struct Engine::Active {
-  GenerationRequest req;
-  std::shared_ptr<RequestStream> stream;
-  model::SequenceState* state = nullptr;
-  std::unique_ptr<Sampler> sampler;
-  int64_t prefilled = 0;    // prompt tokens consumed
-  int64_t resumed = 0;      // of which resumed, not computed
-  int64_t generated = 0;    // tokens sampled and sent
-  int32_t next_token = -1;  // sampled, not yet fed
-  uint64_t order = 0;       // admission order: older prompts prefill first
-  std::vector<int32_t> fed;  // keep_state only: every token the state holds, in order
-  SpecOptions spec;          // the request's speculative decoding
-  std::vector<int32_t> context;  // lookup only: the prediction, the prompt, every sampled token
-  std::vector<int32_t> verify;   // the rows of a verification: next_token, then the drafts
-  std::vector<int32_t> drafts;   // mtp only: the head's drafts of this step
-  DraftLength draft_length;      // how many to draft next (acceptance so far)
-};
 
 Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), opts_(opts) {
   opts_.parallel = std::max(1, opts_.parallel);
@@ -470,32 +452,7 @@ void Engine::schedule() {
   row_logits_.clear();
   std::vector<int> prefilling;
   int64_t decode_rows = 0;
-  // Speculative requests: the sampled token and what the drafter proposes, no more than plain
-  // decoding could still emit (max_tokens, the context), verified as decode steps. A step with
-  // no draft goes the same way, as one verified row. The MTP head drafts for all of them at
-  // once, before the forward call.
-  draft_reqs_.clear();
-  for (auto& s : slots_) {
-    Active* a = s.get();
-    if (!a || a->prefilled < int64_t(a->req.prompt.size()) || a->spec.method == SpecMethod::kOff)
-      continue;
-    int64_t k = a->spec.draft_tokens;
-    if (a->req.max_tokens >= 0) k = std::min(k, a->req.max_tokens - a->generated - 1);
-    k = std::min(k, context() - a->state->pos() - 1);
-    a->verify.assign(1, a->next_token);
-    a->drafts.clear();
-    k = a->draft_length.next(k);
-    if (k <= 0) continue;
-    if (a->spec.method == SpecMethod::kLookup) {
-      lookup_draft(a->context, k, &draft_);
-      a->verify.insert(a->verify.end(), draft_.begin(), draft_.end());
-    } else {
-      draft_reqs_.push_back({a->state, a->next_token, k, &a->drafts});
-    }
-  }
-  // Drafts only change the speed: a failed drafting pass verifies no draft.
-  if (!draft_reqs_.empty() && !model_.draft(draft_reqs_).ok())
-    for (auto& r : draft_reqs_) r.out->clear();
+  draft();
   for (size_t i = 0; i < slots_.size(); ++i) {
     Active* a = slots_[i].get();
     if (!a) continue;
@@ -603,32 +560,6 @@ bool Engine::emit(Active& a, SampleResult s, int64_t fed, StepCounts* c) {
     return true;
   }
   return false;
-}
-
-// A verification's rows: samples row j as plain decoding samples its position, and goes on to
-// row j+1 while the token drafted there is the one sampled. The state keeps the rows up to the
-// last one sampled, so it holds what plain decoding fed (docs/design.md §6, drafted == plain).
-bool Engine::advance_verified(size_t r, StepCounts* c) {
-  Active& a = *slots_[size_t(row_slot_[r])];
-  const std::span<const int32_t> t = rows_[r].tokens;
-  const int64_t n = int64_t(t.size()), pos0 = a.state->pos() - n;
-  const size_t vocab = size_t(model_.config().vocab);
-  int64_t kept = 0;
-  bool done = false;
-  while (kept < n && !done) {
-    const float* lg = logits_.data() + (row_logits_[r] + size_t(kept)) * vocab;
-    ++kept;
-    done = emit(a, a.sampler->sample(lg), pos0 + kept, c);
-    if (kept < n && a.next_token != t[size_t(kept)]) break;  // the draft there is rejected
-  }
-  c->drafted += n - 1;
-  c->accepted += kept - 1;
-  a.draft_length.update(n - 1, kept - 1);
-  for (int64_t i = 0; i + 1 < n; ++i) ++c->drafted_at[size_t(i)];
-  for (int64_t i = 0; i + 1 < kept; ++i) ++c->accepted_at[size_t(i)];
-  if (a.req.keep_state) a.fed.insert(a.fed.end(), t.begin(), t.begin() + kept);
-  model_.commit(a.state, kept);
-  return done;
 }
 
 void Engine::step() {

@@ -191,6 +191,7 @@ class Engine {
   bool admit_locked();
   void refresh_gauges_locked();
   void schedule();
+  void draft();  // engine_spec.cc
   bool advance(size_t r, const core::Status& st, StepCounts* c);
   bool advance_verified(size_t r, StepCounts* c);
   bool emit(Active& a, SampleResult s, int64_t pos, StepCounts* c);
