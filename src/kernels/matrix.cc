@@ -6,6 +6,124 @@
 
 namespace qwen35::kernels {
 
+namespace {
+float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return core::f16_to_f32(h);
+}
+
+// The 6-bit scale and min of group j (0..7) of a Q4_K / Q5_K block's 12 packed bytes.
+void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+}  // namespace
+
+BlockFormat block_format(WeightType t) {
+  switch (t) {
+    case WeightType::kQ8_0: return {32, 34};
+    case WeightType::kQ4_0: return {32, 18};
+    case WeightType::kIQ4_NL: return {32, 18};
+    case WeightType::kQ4_K: return {256, 144};
+    case WeightType::kQ5_K: return {256, 176};
+    case WeightType::kQ6_K: return {256, 210};
+    case WeightType::kIQ4_XS: return {256, 136};
+    default: return {};
+  }
+}
+
+void decode_block(WeightType t, const uint8_t* b, float* y) {
+  switch (t) {
+    case WeightType::kQ8_0: {
+      const float d = half_at(b);
+      for (int j = 0; j < 32; ++j) y[j] = d * float(int8_t(b[2 + j]));
+      return;
+    }
+    case WeightType::kQ4_0:
+    case WeightType::kIQ4_NL: {
+      const float d = half_at(b);
+      const uint8_t* qs = b + 2;
+      const bool nl = t == WeightType::kIQ4_NL;
+      for (int j = 0; j < 16; ++j) {
+        const int lo = qs[j] & 0xF, hi = qs[j] >> 4;
+        y[j] = d * float(nl ? kIq4Values[lo] : lo - 8);
+        y[j + 16] = d * float(nl ? kIq4Values[hi] : hi - 8);
+      }
+      return;
+    }
+    case WeightType::kQ4_K:
+    case WeightType::kQ5_K: {
+      const float d = half_at(b), dmin = half_at(b + 2);
+      const uint8_t* scales = b + 4;
+      const bool five = t == WeightType::kQ5_K;
+      const uint8_t* qh = b + 16;
+      const uint8_t* ql = five ? b + 48 : b + 16;
+      for (int c = 0; c < 4; ++c) {  // 64 elements: the low nibbles of 32 bytes, then the high
+        int sc, m;
+        scale_min_k4(2 * c, scales, &sc, &m);
+        const float d1 = d * float(sc), m1 = dmin * float(m);
+        scale_min_k4(2 * c + 1, scales, &sc, &m);
+        const float d2 = d * float(sc), m2 = dmin * float(m);
+        for (int l = 0; l < 32; ++l) {
+          const int h1 = five ? ((qh[l] >> (2 * c)) & 1) << 4 : 0;
+          const int h2 = five ? ((qh[l] >> (2 * c + 1)) & 1) << 4 : 0;
+          y[64 * c + l] = d1 * float((ql[32 * c + l] & 0xF) | h1) - m1;
+          y[64 * c + 32 + l] = d2 * float((ql[32 * c + l] >> 4) | h2) - m2;
+        }
+      }
+      return;
+    }
+    case WeightType::kQ6_K: {
+      const uint8_t* ql = b;
+      const uint8_t* qh = b + 128;
+      const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
+      const float d = half_at(b + 208);
+      for (int n = 0; n < 2; ++n) {  // 128 elements each
+        const uint8_t* l0 = ql + 64 * n;
+        const uint8_t* h0 = qh + 32 * n;
+        const int8_t* s0 = sc + 8 * n;
+        float* o = y + 128 * n;
+        for (int l = 0; l < 32; ++l) {
+          const int is = l / 16;
+          const int q1 = ((l0[l] & 0xF) | (((h0[l] >> 0) & 3) << 4)) - 32;
+          const int q2 = ((l0[l + 32] & 0xF) | (((h0[l] >> 2) & 3) << 4)) - 32;
+          const int q3 = ((l0[l] >> 4) | (((h0[l] >> 4) & 3) << 4)) - 32;
+          const int q4 = ((l0[l + 32] >> 4) | (((h0[l] >> 6) & 3) << 4)) - 32;
+          o[l] = (d * float(s0[is])) * float(q1);
+          o[l + 32] = (d * float(s0[is + 2])) * float(q2);
+          o[l + 64] = (d * float(s0[is + 4])) * float(q3);
+          o[l + 96] = (d * float(s0[is + 6])) * float(q4);
+        }
+      }
+      return;
+    }
+    case WeightType::kIQ4_XS: {
+      const float d = half_at(b);
+      uint16_t sh;
+      std::memcpy(&sh, b + 2, 2);
+      const uint8_t* sl = b + 4;
+      const uint8_t* qs = b + 8;
+      for (int ib = 0; ib < 8; ++ib) {
+        const int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
+        const float dl = d * float(ls - 32);
+        for (int j = 0; j < 16; ++j) {
+          y[32 * ib + j] = dl * float(kIq4Values[qs[16 * ib + j] & 0xF]);
+          y[32 * ib + j + 16] = dl * float(kIq4Values[qs[16 * ib + j] >> 4]);
+        }
+      }
+      return;
+    }
+    default:
+      QWEN35_CHECK(false && "decode_block: not a block type");
+  }
+}
+
 Matrix Matrix::row_slice(int64_t r0, int64_t n) const {
   QWEN35_CHECK(r0 >= 0 && n >= 0 && r0 + n <= rows);
   Matrix m = *this;
@@ -22,6 +140,7 @@ Matrix Matrix::row_slice(int64_t r0, int64_t n) const {
       if (biases) m.biases = static_cast<const uint8_t*>(biases) + size_t(r0 * groups) * esz;
       break;
     }
+    default: m.data = static_cast<const uint8_t*>(data) + r0 * block_row_bytes(*this); break;
   }
   return m;
 }
@@ -35,8 +154,8 @@ size_t Matrix::bytes() const {
       const size_t sb = size_t(rows * (cols / group)) * core::dtype_size(sb_type);
       return size_t(rows * affine_row_words(*this)) * 4 + sb * (biases ? 2 : 1);
     }
+    default: return size_t(rows * block_row_bytes(*this));
   }
-  return 0;
 }
 
 float matrix_at(const Matrix& m, int64_t r, int64_t c) {
@@ -51,8 +170,13 @@ float matrix_at(const Matrix& m, int64_t r, int64_t c) {
       const float b = m.biases ? sb_at(m.biases, m.sb_type, gi) : 0.0f;
       return s * float(affine_code(row, c, m.bits)) + b;
     }
+    default: {
+      const BlockFormat f = block_format(m.type);
+      float block[256];
+      decode_block(m.type, static_cast<const uint8_t*>(m.data) + r * block_row_bytes(m) + c / f.elements * f.bytes, block);
+      return block[c % f.elements];
+    }
   }
-  return 0.0f;
 }
 
 void decode_row(const Matrix& m, int64_t r, float* out) {
@@ -91,6 +215,12 @@ void decode_row(const Matrix& m, int64_t r, float* out) {
           for (int64_t j = 0; j < m.group; ++j) o[j] = s * float(affine_code(row, j0 + j, m.bits)) + b;
         }
       }
+      return;
+    }
+    default: {
+      const BlockFormat f = block_format(m.type);
+      const uint8_t* p = static_cast<const uint8_t*>(m.data) + r * block_row_bytes(m);
+      for (int64_t k = 0; k < n; k += f.elements, p += f.bytes) decode_block(m.type, p, out + k);
       return;
     }
   }

@@ -30,7 +30,31 @@ inline uint32_t affine_code(const uint32_t* row, int64_t j, int bits) {
 // Words per packed row of an affine matrix.
 inline int64_t affine_row_words(const Matrix& m) { return m.cols * m.bits / 32; }
 
-// Dequantizes row r of m into out[m.cols].
-void decode_row(const Matrix& m, int64_t r, float* out);
+// A ggml block type's elements and bytes per block ({0, 0} for the other types). Its blocks lie
+// along a row: a row of `cols` elements is cols / elements blocks.
+struct BlockFormat {
+  int64_t elements = 0;
+  int64_t bytes = 0;
+};
+BlockFormat block_format(WeightType t);
+inline bool is_block_type(WeightType t) { return block_format(t).elements != 0; }
+inline int64_t block_row_bytes(const Matrix& m) {
+  const BlockFormat f = block_format(m.type);
+  return m.cols / f.elements * f.bytes;
+}
+
+// The IQ4_NL / IQ4_XS code book.
+inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                          1,    13,   25,  38,  53,  69,  89,  113};
+
+// Decodes one block of a ggml block type into out[block elements]. The float operations of each
+// type, which the SIMD kernels perform too (no fused multiply-add inside a weight):
+//   Q8_0: d·q;  Q4_0: d·(q−8);  IQ4_NL: d·v[q];
+//   Q4_K, Q5_K: (d·sc)·q − (dmin·m), sc and m the 6-bit scale and min of each 32-element group;
+//   Q6_K: (d·sc)·(q−32), sc the int8 scale of each 16-element group;
+//   IQ4_XS: (d·(ls−32))·v[q], ls the 6-bit scale of each 32-element group;
+// d and dmin the block's f16 values, v the code book above.
+void decode_block(WeightType t, const uint8_t* block, float* out);
+
 
 }  // namespace qwen35::kernels

@@ -1,5 +1,6 @@
 // The op interface: the only kernel header model/ includes. Activations are fp32; weights stay in
-// their stored type (f32, f16, bf16, MLX affine 2..8-bit) and are dequantized inside the kernels.
+// their stored type (f32, f16, bf16, MLX affine 2..8-bit, GGUF blocks) and are dequantized inside
+// the kernels.
 //
 // Every op has a scalar twin in kernels/ref (the ground truth of the op tests) and a threaded
 // version in kernels/cpu. Batch invariance (docs/design.md §6): a row's result never depends on how
@@ -15,12 +16,17 @@
 
 namespace qwen35::kernels {
 
-enum class WeightType : uint8_t { kF32, kF16, kBF16, kAffine };
+// kF32..kAffine: safetensors and MLX; kQ8_0..kIQ4_XS: ggml block types of GGUF files
+// (kernels/matrix.h gives their block sizes and scalar decoding).
+enum class WeightType : uint8_t { kF32, kF16, kBF16, kAffine, kQ8_0, kQ4_0, kIQ4_NL, kQ4_K, kQ5_K,
+                                  kQ6_K, kIQ4_XS };
 
 // A weight matrix [rows = out features, cols = in features], row-major, in its stored type.
 // For kAffine (MLX): `data` is the uint32 bit stream of each row (row stride cols*bits/32 words;
 // code j occupies bits [j*bits, (j+1)*bits) of the row, little-endian), `scales`/`biases` are
 // [rows, cols/group] of `sb_type` (f32, f16 or bf16); w = scale*q + bias.
+// For the ggml block types: `data` holds each row as cols / block elements consecutive blocks, rows
+// back to back (kernels/matrix.h).
 struct Matrix {
   WeightType type = WeightType::kF32;
   int64_t rows = 0;
@@ -40,6 +46,8 @@ struct Matrix {
 
 // Dequantizes element (r, c) (slow; for tests and the scalar reference).
 float matrix_at(const Matrix& m, int64_t r, int64_t c);
+// Dequantizes row r of m into out[m.cols] (kernels/matrix.cc).
+void decode_row(const Matrix& m, int64_t r, float* out);
 
 class Ops;
 
@@ -156,8 +164,9 @@ class Ops {
 
   // Gated delta rule of one sequence. Inputs after the conv: qkv [n, 2*nk*dk + nv*dv] (all q
   // heads, all k heads, all v heads), a, b [n, nv] raw projections. Computes L2-normalised q, k
-  // (q scaled by dk^-0.5), β = sigmoid(b), g = -exp(A_log)·softplus(a + dt_bias); value head h
-  // reads key head h / (nv/nk). state: [nv, dk, dv] fp32, updated. out [n, nv, dv].
+  // (q scaled by dk^-0.5), β = sigmoid(b), g = A·softplus(a + dt_bias) with A = -exp(A_log);
+  // value head h reads key head h / (nv/nk), the HF order, or h % nk when `tiled_v_heads` (GGUF
+  // files store the value heads so). state: [nv, dk, dv] fp32, updated. out [n, nv, dv].
   // `chunked` selects the UT-transform form over the whole call (n ≤ 64 rows, one chunk) instead
   // of the token-by-token recurrence.
   // `state_in` (recurrent form only; null: none) is where the first row reads the state from:
@@ -165,9 +174,10 @@ class Ops {
   // run (speculative decoding verifies rows this way and keeps the state it started from).
   struct DeltaParams {
     int64_t n_k_heads, n_v_heads, d_k, d_v;
-    const float* a_log;    // [nv]
+    const float* decay;    // [nv] A = -exp(A_log)
     const float* dt_bias;  // [nv]
     const float* state_in = nullptr;  // [nv, dk, dv]
+    bool tiled_v_heads = false;
   };
   virtual void gated_delta(const Context& ctx, const DeltaParams& p, const float* qkv,
                            const float* a, const float* b, int64_t n, bool chunked, float* state,

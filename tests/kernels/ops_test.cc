@@ -32,6 +32,9 @@ std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
+constexpr WeightType kBlockTypes[] = {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kIQ4_NL, WeightType::kQ4_K,
+                                      WeightType::kQ5_K, WeightType::kQ6_K, WeightType::kIQ4_XS};
+
 // Owns the storage of a random matrix of any type.
 struct TestMatrix {
   Matrix m;
@@ -85,6 +88,25 @@ TestMatrix make_matrix(WeightType type, int64_t rows, int64_t cols, uint32_t see
       }
       t.m.scales = t.scales.data();
       t.m.biases = t.biases.data();
+      break;
+    }
+    default: {  // ggml blocks: random codes and scale bytes, then sane f16 block scales
+      const BlockFormat f = block_format(type);
+      const size_t blocks = size_t(rows * cols / f.elements);
+      t.data.resize(blocks * size_t(f.bytes));
+      for (auto& b : t.data) b = uint8_t(g());
+      const float step = 1.0f / (std::sqrt(float(cols)) * 8.0f);
+      for (size_t i = 0; i < blocks; ++i) {
+        uint8_t* blk = t.data.data() + i * size_t(f.bytes);
+        const size_t at = type == WeightType::kQ6_K ? 208 : 0;
+        auto set = [&](size_t off, float v) {
+          const uint16_t h = core::f32_to_f16(v);
+          std::memcpy(blk + off, &h, 2);
+        };
+        const float scale = type == WeightType::kQ8_0 ? step / 16 : type == WeightType::kQ4_K || type == WeightType::kQ5_K ? step / 4 : step;
+        set(at, scale * (0.5f + float(g() % 1000) / 1000.0f) * (type == WeightType::kQ6_K ? 0.25f : 1.0f));
+        if (type == WeightType::kQ4_K || type == WeightType::kQ5_K) set(2, scale * float(g() % 1000) / 2000.0f);
+      }
       break;
     }
   }
@@ -156,10 +178,12 @@ void matmul_every_weight_type() {
     for (int group : {32, 64, 128}) types.push_back({WeightType::kAffine, bits, group, core::DType::kBF16});
   types.push_back({WeightType::kAffine, 4, 64, core::DType::kF16});
   types.push_back({WeightType::kAffine, 5, 32, core::DType::kF32});
+  for (WeightType t : kBlockTypes) types.push_back({t, 0, 0, core::DType::kF32});
   uint32_t seed = 1;
   for (auto [type, bits, group, sb] : types) {
-    for (Shape s : {Shape{1, 128}, Shape{7, 256}, Shape{33, 384}, Shape{9, 7}, Shape{5, 17}}) {
+    for (Shape s : {Shape{1, 128}, Shape{7, 256}, Shape{33, 384}, Shape{9, 7}, Shape{5, 17}, Shape{40, 512}}) {
       if (type == WeightType::kAffine && s.cols % group != 0) continue;
+      if (is_block_type(type) && s.cols % block_format(type).elements != 0) continue;
       TestMatrix w = make_matrix(type, s.rows, s.cols, seed++, bits, group, sb);
       for (int64_t n : {1, 2, 9}) {
         // Misaligned activations: start one float into the buffer.
@@ -230,6 +254,100 @@ void matmul_int8_mode() {
           for (int64_t o = 0; o < rows; ++o) ASSERT_EQ(one[size_t(o)], yf[size_t(t * rows + o)]);
         }
       }
+}
+
+// The ggml block types (GGUF) accumulate one fused multiply-add per element in k order in tiles of
+// 16 rows and in the scalar twin of the tail rows alike: the same bits on every target, for rows in
+// a tile or not (a slice one row down moves every row between the two).
+TEST(Ops, BlockTypesAreIdenticalOnEveryTargetAndInTheScalarTwin) {
+  uint32_t seed = 900;
+  for (WeightType type : kBlockTypes) {
+    const int64_t rows = 37, cols = 512, n = 5;
+    TestMatrix w = make_matrix(type, rows, cols, seed++);
+    std::vector<float> x = randn(size_t(n * cols), seed++);
+    std::vector<float> first;
+    std::string first_target;
+    on_every_target([&](const std::string& name) {
+      std::vector<float> y(size_t(n * rows)), ys(size_t(n * (rows - 1)));
+      cpu.matmul({}, x.data(), n, w.m, y.data());
+      const Matrix shifted = w.m.row_slice(1, rows - 1);
+      cpu.matmul({}, x.data(), n, shifted, ys.data());
+      for (int64_t t = 0; t < n; ++t)
+        for (int64_t o = 1; o < rows; ++o)
+          ASSERT_EQ(ys[size_t(t * (rows - 1) + o - 1)], y[size_t(t * rows + o)]) << name << " row " << o;
+      if (first.empty()) {
+        first = y;
+        first_target = name;
+      } else {
+        EXPECT_EQ(y, first) << name << " vs " << first_target << ", type " << int(type);
+      }
+    });
+  }
+}
+
+// decode_block against the element rules of each type, on hand-made blocks.
+TEST(Matrix, BlockDecodingFollowsTheGgmlLayouts) {
+  auto half = [](float v) { return core::f32_to_f16(v); };
+  auto put = [](uint8_t* p, uint16_t h) { std::memcpy(p, &h, 2); };
+  float y[256];
+  {  // Q4_0: low nibbles are elements 0..15, high nibbles 16..31, value (q - 8) * d.
+    uint8_t b[18] = {};
+    put(b, half(0.5f));
+    b[2] = 0x1F;  // element 0: 15 -> 3.5; element 16: 1 -> -3.5
+    decode_block(WeightType::kQ4_0, b, y);
+    EXPECT_EQ(y[0], 3.5f);
+    EXPECT_EQ(y[16], -3.5f);
+    EXPECT_EQ(y[1], -4.0f);
+  }
+  {  // IQ4_NL: the same nibbles through the code book.
+    uint8_t b[18] = {};
+    put(b, half(2.0f));
+    b[3] = 0xF0;  // element 1: code 0 -> -127; element 17: code 15 -> 113
+    decode_block(WeightType::kIQ4_NL, b, y);
+    EXPECT_EQ(y[1], -254.0f);
+    EXPECT_EQ(y[17], 226.0f);
+  }
+  {  // Q4_K: group j's 6-bit scale/min; groups 2c and 2c+1 share 32 bytes (low, high nibbles).
+    uint8_t b[144] = {};
+    put(b, half(1.0f));
+    put(b + 2, half(0.5f));
+    b[4 + 0] = 3;               // scale of group 0
+    b[4 + 4] = 2;               // min of group 0
+    b[4 + 1] = 5 | (1 << 6);    // scale of group 1 = 5; bit 6 is the high bits of group 5's scale
+    b[4 + 8] = 0x47;            // group 4: scale low 7, min low 4
+    b[4 + 0] |= 2 << 6;         // group 4: scale high bits 2 -> 7 | 32 = 39
+    b[16 + 0] = 0xA6;           // element 0: 6, element 32: 10
+    b[16 + 64] = 0x01;          // element 128 (group 4): 1
+    decode_block(WeightType::kQ4_K, b, y);
+    EXPECT_EQ(y[0], 3.0f * 6 - 0.5f * 2);
+    EXPECT_EQ(y[32], 5.0f * 10 - 0.0f);
+    EXPECT_EQ(y[128], 39.0f * 1 - 0.5f * 4);
+  }
+  {  // Q6_K: ql low/high nibbles and qh bit pairs make 6-bit codes, minus 32, times d·scale.
+    uint8_t b[210] = {};
+    put(b + 208, half(0.25f));
+    b[192 + 0] = 4;     // scale of elements 0..15
+    b[192 + 6] = -2;    // scale of elements 96..111
+    b[0] = 0x3F;        // element 0 low nibble 15; element 64 low nibble 3
+    b[128] = 0x03 | (0x02 << 6);  // element 0: high bits 3 -> 63; element 96: high bits 2
+    b[32] = 0x50;       // element 96: low nibble 5 (the high nibble of byte 32)
+    decode_block(WeightType::kQ6_K, b, y);
+    EXPECT_EQ(y[0], 0.25f * 4 * float(63 - 32));
+    EXPECT_EQ(y[96], 0.25f * -2 * float(5 + 32 - 32));
+  }
+  {  // IQ4_XS: 6-bit scales from scales_l nibbles and scales_h bit pairs, minus 32.
+    uint8_t b[136] = {};
+    put(b, half(1.0f));
+    const uint16_t sh = uint16_t(1 << 2);  // sub-block 1: high bits 1
+    std::memcpy(b + 2, &sh, 2);
+    b[4] = 0x21;       // sub-block 0: low 1; sub-block 1: low 2 -> 2 | 16 = 18
+    b[8] = 0x0F;       // element 0: code 15 (113); element 16: code 0 (-127)
+    b[8 + 16] = 0x08;  // element 32: code 8 (1)
+    decode_block(WeightType::kIQ4_XS, b, y);
+    EXPECT_EQ(y[0], float(1 - 32) * 113);
+    EXPECT_EQ(y[16], float(1 - 32) * -127);
+    EXPECT_EQ(y[32], float(18 - 32) * 1);
+  }
 }
 
 // Fast mode performs the same integer sums and the same float operations per (row, group) on every
@@ -519,8 +637,9 @@ void delta_checks() {
   core::ThreadPool pool(3);
   for (auto [nk, nv, dk, dv] : {std::tuple{2, 4, 128, 128}, std::tuple{1, 3, 16, 24}, std::tuple{3, 3, 8, 5}}) {
     const int64_t ch = 2 * nk * dk + nv * dv;
-    auto alog = randn(size_t(nv), 5, 0.5f), dtb = randn(size_t(nv), 6, 0.3f);
-    Ops::DeltaParams p{nk, nv, dk, dv, alog.data(), dtb.data()};
+    auto decay = randn(size_t(nv), 5, 0.5f), dtb = randn(size_t(nv), 6, 0.3f);
+    for (float& a : decay) a = -std::exp(a);
+    Ops::DeltaParams p{nk, nv, dk, dv, decay.data(), dtb.data()};
     for (int64_t n : {1, 2, 7, 64}) {
       auto qkv = randn(size_t(n * ch), uint32_t(n)), a = randn(size_t(n * nv), uint32_t(n + 1)),
            b = randn(size_t(n * nv), uint32_t(n + 2));
@@ -554,6 +673,33 @@ void delta_checks() {
         EXPECT_EQ(oo, ops == &ref ? o[0] : o[1]);
         EXPECT_EQ(so, ops == &ref ? s[0] : s[1]);
         EXPECT_EQ(s0, s0_copy);
+      }
+      // Tiled value heads (GGUF): the same heads stored in tiled order (grouped head g·r + j at
+      // j·nk + g) give the same outputs in that order, bit for bit.
+      const int64_t r = nv / nk;
+      auto tiled = [&](int64_t h) { return (h % r) * nk + h / r; };  // grouped head -> tiled slot
+      std::vector<float> qkv_t = qkv, a_t = a, b_t = b, dec_t = decay, dtb_t = dtb, s_t = s0;
+      for (int64_t h = 0; h < nv; ++h) {
+        const int64_t j = tiled(h);
+        for (int64_t t = 0; t < n; ++t) {
+          std::copy_n(qkv.begin() + t * ch + 2 * nk * dk + h * dv, dv, qkv_t.begin() + t * ch + 2 * nk * dk + j * dv);
+          a_t[size_t(t * nv + j)] = a[size_t(t * nv + h)];
+          b_t[size_t(t * nv + j)] = b[size_t(t * nv + h)];
+        }
+        dec_t[size_t(j)] = decay[size_t(h)];
+        dtb_t[size_t(j)] = dtb[size_t(h)];
+        std::copy_n(s0.begin() + h * dk * dv, dk * dv, s_t.begin() + j * dk * dv);
+      }
+      Ops::DeltaParams pt{nk, nv, dk, dv, dec_t.data(), dtb_t.data()};
+      pt.tiled_v_heads = true;
+      for (int i = 0; i < 4; ++i) {
+        const Ops* ops = i % 2 ? &cpu : &ref;
+        std::vector<float> ot(o[0].size()), st = s_t;
+        ops->gated_delta({&pool}, pt, qkv_t.data(), a_t.data(), b_t.data(), n, i >= 2, st.data(), ot.data());
+        for (int64_t h = 0; h < nv; ++h)
+          for (int64_t t = 0; t < n; ++t)
+            for (int64_t e = 0; e < dv; ++e)
+              ASSERT_EQ(ot[size_t((t * nv + tiled(h)) * dv + e)], o[i][size_t((t * nv + h) * dv + e)]) << "tiled " << i;
       }
     }
   }

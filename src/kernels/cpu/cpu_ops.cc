@@ -231,13 +231,13 @@ class CpuOps final : public Ops {
         }
         for (int64_t h = 0; h < nv; ++h) {
           beta[t * nv + h] = sigmoid(b[t * nv + h]);
-          g[t * nv + h] = -std::exp(p.a_log[h]) * softplus(a[t * nv + h] + p.dt_bias[h]);
+          g[t * nv + h] = p.decay[h] * softplus(a[t * nv + h] + p.dt_bias[h]);
         }
       }
     });
     run(ctx, size_t(nv), [&](size_t h0, size_t h1, int tid) {
       for (size_t hh = h0; hh < h1; ++hh) {
-        const int64_t h = int64_t(hh), kh = h / rep;
+        const int64_t h = int64_t(hh), kh = p.tiled_v_heads ? h % nk : h / rep;
         Head hd{n, nk, nv, dk, dv, ch, h, kh, q, k, g, beta, qkv + 2 * nk * dk + h * dv,
                 state + h * dk * dv, out + h * dv};
         // The head's starting state into place first: it stays in L2 for the recurrence.

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "kernels/cpu/block_matmul.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/matrix.h"
 #include "kernels/ops.h"
@@ -221,6 +222,12 @@ void TiledRows(const Matrix& m, const float* x, int64_t n, bool int8, const Matm
 void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, float* y,
                 MatmulScratch& sc) {
   const int64_t K = m.cols, M = m.rows;
+  if (is_block_type(m.type)) {  // GGUF block types: their own kernels, exact in both modes
+    auto rows = [&](size_t o0, size_t o1, int) { block_matmul_rows(m, x, n, int64_t(o0), int64_t(o1), y); };
+    if (ctx.pool == nullptr) rows(0, size_t(M), 0);
+    else ctx.pool->parallel_for(size_t(M), rows, 16);
+    return;
+  }
   const bool affine = m.type == WeightType::kAffine;
   // 2/4/8-bit affine matrices take the tile kernels (exact, or fast with int8 activations), and so
   // do 3/5/6-bit ones in the fast mode (FastOdd); other widths, the exact mode of 3/5/6/7-bit and

@@ -34,18 +34,20 @@ class RefOps final : public Ops {
   std::unique_ptr<Workspace> new_workspace() const override { return std::make_unique<Workspace>(this); }
 
   void matmul(const Context&, const float* x, int64_t n, const Matrix& w, float* y) const override {
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t o = 0; o < w.rows; ++o) {
+    std::vector<float> row(size_t(w.cols));
+    for (int64_t o = 0; o < w.rows; ++o) {
+      decode_row(w, o, row.data());
+      for (int64_t t = 0; t < n; ++t) {
         double acc = 0;
-        for (int64_t c = 0; c < w.cols; ++c) acc += double(x[t * w.cols + c]) * matrix_at(w, o, c);
+        for (int64_t c = 0; c < w.cols; ++c) acc += double(x[t * w.cols + c]) * row[size_t(c)];
         y[t * w.rows + o] = float(acc);
       }
+    }
   }
 
   void embed(const Context&, const Matrix& e, const int32_t* tokens, int64_t n,
              float* out) const override {
-    for (int64_t t = 0; t < n; ++t)
-      for (int64_t c = 0; c < e.cols; ++c) out[t * e.cols + c] = matrix_at(e, tokens[t], c);
+    for (int64_t t = 0; t < n; ++t) decode_row(e, tokens[t], out + t * e.cols);
   }
 
   void rms_norm(const Context&, const float* x, int64_t n, int64_t dim, const float* w, float eps,
@@ -161,14 +163,14 @@ class RefOps final : public Ops {
       }
       for (int64_t h = 0; h < nv; ++h) {
         beta[t * nv + h] = sigmoid(b[t * nv + h]);
-        g[t * nv + h] = -std::exp(p.a_log[h]) * softplus(a[t * nv + h] + p.dt_bias[h]);
+        g[t * nv + h] = p.decay[h] * softplus(a[t * nv + h] + p.dt_bias[h]);
       }
     }
     auto V = [&](int64_t t, int64_t h) { return qkv + t * ch + 2 * nk * dk + h * dv; };
     QWEN35_CHECK(!(chunked && p.state_in));
     if (p.state_in) std::copy_n(p.state_in, nv * dk * dv, state);
     for (int64_t h = 0; h < nv; ++h) {
-      const int64_t kh = h / rep;
+      const int64_t kh = p.tiled_v_heads ? h % nk : h / rep;
       float* S = state + h * dk * dv;  // [dk, dv]
       auto Q = [&](int64_t t) { return &q[(t * nk + kh) * dk]; };
       auto K = [&](int64_t t) { return &k[(t * nk + kh) * dk]; };
