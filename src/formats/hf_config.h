@@ -55,6 +55,7 @@ struct HfConfig {
 
   double rope_theta = 1e7;
   double partial_rotary_factor = 0.25;
+  int64_t rotary_dim = 0;  // > 0: the rotary width itself (GGUF rope.dimension_count), wins over the factor
   std::string rope_type = "default";
   int64_t max_position_embeddings = 0;
 

@@ -133,7 +133,7 @@ core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
     return reject("rope_parameters.rope_type", "\"" + hf.rope_type + "\"", "only default (and text-only mrope) RoPE is supported");
   if (!(hf.partial_rotary_factor > 0) || hf.partial_rotary_factor > 1)
     return reject("partial_rotary_factor", num(hf.partial_rotary_factor), "must be in (0, 1]");
-  c.rotary_dim = int64_t(double(c.head_dim) * hf.partial_rotary_factor);
+  c.rotary_dim = hf.rotary_dim > 0 ? hf.rotary_dim : int64_t(double(c.head_dim) * hf.partial_rotary_factor);
   if (c.rotary_dim <= 0 || c.rotary_dim % 2 != 0)
     return reject("partial_rotary_factor", num(hf.partial_rotary_factor),
                   "gives rotary dims " + std::to_string(c.rotary_dim) + " (head_dim " +

@@ -165,8 +165,8 @@ void Model::commit(SequenceState* st, int64_t rows) {
     float* o = sized(act_.delta_out, rows * nv * c.d_v);
     ops_.conv1d_silu(ctx_, v.qkv.data(), rows, C, g.conv.data(), c.conv_kernel,
                      st->conv_[i].data(), conv);
-    const kernels::Ops::DeltaParams dp{c.n_k_heads, nv, c.d_k, c.d_v, g.a_log.data(),
-                                       g.dt_bias.data()};
+    const kernels::Ops::DeltaParams dp{c.n_k_heads, nv, c.d_k, c.d_v, g.decay.data(),
+                                       g.dt_bias.data(), nullptr, w_->tiled_v_heads};
     ops_.gated_delta(ctx_, dp, conv, v.a.data(), v.b.data(), rows, false, st->delta_[i].data(), o);
   }
   if (st->has_mtp())  // the MTP head's next input: the trunk's hidden state at the last row kept
@@ -192,7 +192,8 @@ void Model::deltanet_layer(int64_t l, const float* in, int64_t n, float* out) {
     float* ys[] = {qkv, z, beta_raw, decay_raw};
     ops_.matmul_many(ctx_, in, n, ws, ys, 4);
   }
-  const kernels::Ops::DeltaParams dp{c.n_k_heads, nv, c.d_k, dv, g.a_log.data(), g.dt_bias.data()};
+  const kernels::Ops::DeltaParams dp{c.n_k_heads, nv, c.d_k, dv, g.decay.data(), g.dt_bias.data(), nullptr,
+                                     w_->tiled_v_heads};
   for (const Span& sp : spans_) {
     if (sp.verify) {  // rows as decode steps; what commit() needs is kept (state.h)
       SequenceState::VerifyRecord& v = sp.state->verify_[size_t(sp.state->slot_[size_t(l)])];

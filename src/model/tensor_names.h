@@ -12,7 +12,7 @@
 
 namespace qwen35::model {
 
-enum class Dialect { kHf, kMlx };
+enum class Dialect { kHf, kMlx, kGguf };  // kGguf: ggml names (model/gguf_weights.cc)
 
 // What differs between the dialects.
 struct DialectNames {

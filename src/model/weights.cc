@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <cmath>
 #include <cstring>
 
 #include "core/log.h"
@@ -194,7 +195,8 @@ Status bind_deltanet(Binder& b, const ModelConfig& c, const std::string& p, Delt
   QWEN35_ASSIGN_OR_RETURN(w->in_proj_a, b.linear(p + kInProjA, nv, H));
   QWEN35_ASSIGN_OR_RETURN(w->out_proj, b.linear(p + kOutProj, H, nv * dv));
   QWEN35_ASSIGN_OR_RETURN(w->conv, conv_weight(b, p + kConv1d + kWeight, C, c.conv_kernel));
-  QWEN35_ASSIGN_OR_RETURN(w->a_log, b.vec(p + kALog, nv));
+  QWEN35_ASSIGN_OR_RETURN(w->decay, b.vec(p + kALog, nv));
+  for (float& a : w->decay) a = -std::exp(a);
   QWEN35_ASSIGN_OR_RETURN(w->dt_bias, b.vec(p + kDtBias, nv));
   // Plain weight in both dialects.
   QWEN35_ASSIGN_OR_RETURN(w->norm, b.vec(p + kGatedNorm + kWeight, dv));
@@ -329,7 +331,13 @@ Status bind_mtp(Binder& b, const ModelConfig& c, float norm_offset, MtpWeights* 
 
 }  // namespace
 
+void ModelWeights::prefault(const std::function<void(size_t, size_t)>& progress) const {
+  if (gguf) gguf->prefault(progress);
+  else store.prefault(progress);
+}
+
 Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir, core::LoadMode mode) {
+  if (formats::is_gguf_path(dir)) return load_gguf_weights(dir, mode);
   QWEN35_ASSIGN_OR_RETURN(formats::HfConfig hf, formats::load_hf_config(dir));
   QWEN35_ASSIGN_OR_RETURN(ModelConfig cfg, make_model_config(hf));
   auto mw = std::make_unique<ModelWeights>();

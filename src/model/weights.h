@@ -12,6 +12,7 @@
 
 #include "core/mmap.h"
 #include "core/result.h"
+#include "formats/gguf.h"
 #include "formats/safetensors.h"
 #include "kernels/ops.h"
 #include "model/config.h"
@@ -29,7 +30,8 @@ struct AttentionWeights {
 struct DeltaNetWeights {
   Matrix in_proj_qkv, in_proj_z, in_proj_b, in_proj_a, out_proj;
   std::vector<float> conv;  // [channels, kernel]
-  std::vector<float> a_log, dt_bias, norm;
+  std::vector<float> decay;  // A = -exp(A_log) [nv]
+  std::vector<float> dt_bias, norm;
 };
 
 struct MlpWeights {
@@ -81,10 +83,20 @@ struct ModelWeights {
   std::unique_ptr<MtpWeights> mtp;  // bound MTP head; null: none, or unusable (mtp_problem)
   std::string mtp_problem;     // why an MTP head that is there cannot be used
   size_t mtp_bytes = 0;        // bytes of the bound MTP head (not in weight_bytes)
-  formats::TensorStore store;  // owns the mappings
+  // GGUF files store the value heads of Gated DeltaNet in tiled order (model/gguf_weights.cc).
+  bool tiled_v_heads = false;
+  formats::TensorStore store;  // owns the mappings (safetensors)
+  std::shared_ptr<const formats::GgufModel> gguf;  // owns the mappings and the metadata (GGUF)
+
+  // Reads every page of the weights once (TensorStore::prefault).
+  void prefault(const std::function<void(size_t, size_t)>& progress) const;
 };
 
-core::Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir,
+// A checkpoint directory (safetensors, HF or MLX) or a .gguf file (the first shard of a split set).
+core::Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& path,
                                                          core::LoadMode mode = core::LoadMode::kMmap);
+// A .gguf file (model/gguf_weights.cc).
+core::Result<std::unique_ptr<ModelWeights>> load_gguf_weights(const std::string& path,
+                                                              core::LoadMode mode = core::LoadMode::kMmap);
 
 }  // namespace qwen35::model

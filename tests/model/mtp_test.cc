@@ -1,6 +1,6 @@
 // The MTP head (model/mtp.cc) against the float64 reference (tools/fixtures/make_mtp_fixtures.py,
 // mtp_logits.npy) at every position, dense and MoE, on the fixtures with an MTP head and on the
-// bundled model: its cache filled one token at a time, by prompt chunks on the grid and by
+// bundled model and a GGUF file: its cache filled one token at a time, by prompt chunks on the grid and by
 // whole prompts. Then what drafting relies on: the cache after a verification and any commit
 // is the one plain decoding leaves (the next draft has the same bits); drafts of a batch equal
 // drafts alone; the cache is shared through the KV blocks of a prefix; bad requests fail.
@@ -33,6 +33,10 @@ Case case_of(const std::string& name) {
   if (name == "bundled")
     return {source_dir() + "/models/qwen35-tiny-kjv", source_dir() + "/tests/fixtures/mtp_bundled_tokens.json",
             source_dir() + "/tests/fixtures/mtp_bundled_logits.npy"};
+  if (name == "gguf_moe_f32_tied") {  // the MTP block of a GGUF file (blk.{n_layers}.nextn.*)
+    const std::string g = source_dir() + "/tests/fixtures/gguf/moe_f32_tied";
+    return {g + ".gguf", g + ".json", g + ".mtp_logits.npy"};
+  }
   const std::string d = fixture_models_dir() + "/" + name;
   return {d + "/ckpt", d + "/golden.json", d + "/mtp_logits.npy"};
 }
@@ -186,7 +190,7 @@ TEST_P(MtpTest, BatchedAndSharedPrefixDraftsAreAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MtpTest,
                          ::testing::Values("dense_bf16_tied", "moe_bf16", "extra_hf_gqa4_hd64",
-                                           "extra_moe_hf_e4_top1", "bundled"));
+                                           "extra_moe_hf_e4_top1", "bundled", "gguf_moe_f32_tied"));
 
 // A draft vocabulary of the first N ids scores those N rows of the head with the bits of the
 // whole head, and drafts the best of them.

@@ -1,0 +1,346 @@
+// Binding of GGUF files (llama.cpp architectures `qwen35` and `qwen35moe`): the configuration
+// from the metadata, through the same support gate as config.json, and the tensors under their
+// ggml names, with the conversions llama.cpp's converter applied undone or mapped:
+//   - RMSNorm weights hold 1+w already (ssm_norm holds w, as in HF): bound with offset 0;
+//   - ssm_a holds A = -exp(A_log), which the delta rule takes as is;
+//   - value heads are in tiled order when they outnumber the key heads (value head h reads key
+//     head h % nk): the delta rule maps them (ModelWeights::tiled_v_heads), and since every
+//     value-head tensor (qkv rows, conv channels, z, a, b, A, dt_bias, out_proj columns) is in
+//     that one order, nothing is permuted;
+//   - attn_q keeps HF's per-head [query | gate] interleave; ssm_conv1d is [channels, kernel].
+#include <cmath>
+
+#include "core/log.h"
+#include "formats/gguf.h"
+#include "kernels/ops.h"
+#include "model/weights.h"
+
+namespace qwen35::model {
+
+using core::error;
+using core::Result;
+using core::Status;
+using formats::GgmlType;
+using formats::GgufModel;
+using formats::GgufTensor;
+using kernels::Matrix;
+using kernels::WeightType;
+
+namespace {
+
+std::string blk(int64_t i) { return "blk." + std::to_string(i) + "."; }
+
+std::string ne_str(std::initializer_list<int64_t> ne) {
+  std::string s = "[";
+  size_t i = 0;
+  for (int64_t d : ne) s += (i++ ? ", " : "") + std::to_string(d);
+  return s + "]";
+}
+
+// The kernels' type for a ggml type; false for a type without kernels.
+bool weight_type(GgmlType t, WeightType* w) {
+  switch (t) {
+    case GgmlType::kF32: *w = WeightType::kF32; return true;
+    case GgmlType::kF16: *w = WeightType::kF16; return true;
+    case GgmlType::kBF16: *w = WeightType::kBF16; return true;
+    case GgmlType::kQ8_0: *w = WeightType::kQ8_0; return true;
+    case GgmlType::kQ4_0: *w = WeightType::kQ4_0; return true;
+    case GgmlType::kIQ4_NL: *w = WeightType::kIQ4_NL; return true;
+    case GgmlType::kQ4_K: *w = WeightType::kQ4_K; return true;
+    case GgmlType::kQ5_K: *w = WeightType::kQ5_K; return true;
+    case GgmlType::kQ6_K: *w = WeightType::kQ6_K; return true;
+    case GgmlType::kIQ4_XS: *w = WeightType::kIQ4_XS; return true;
+    default: return false;
+  }
+}
+
+constexpr const char* kSupportedTypes = "F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS";
+
+class GgufBinder {
+ public:
+  explicit GgufBinder(const GgufModel& g) : g_(g) {}
+  size_t bytes() const { return bytes_; }
+  int64_t params() const { return params_; }
+  bool has(const std::string& name) const { return g_.find(name) != nullptr; }
+
+  // A matrix [out, in] (ggml ne [in, out]), or `experts` of them stacked (ne [in, out, experts])
+  // as one Matrix of experts·out rows.
+  Result<Matrix> matrix(const std::string& name, int64_t out, int64_t in, int64_t experts = 0) {
+    const GgufTensor* t = g_.find(name);
+    const std::string want = experts ? ne_str({in, out, experts}) : ne_str({in, out});
+    if (t == nullptr) return error("[weights] missing tensor '" + name + "' (expected ggml shape " + want + ")");
+    const bool shape_ok = experts ? t->ne == std::vector<int64_t>{in, out, experts}
+                                  : (t->ne == std::vector<int64_t>{in, out} || (out == 1 && t->ne == std::vector<int64_t>{in}));
+    if (!shape_ok)
+      return error("[weights] tensor '" + name + "': expected ggml shape " + want + ", found " + t->shape_str());
+    Matrix m;
+    if (!weight_type(t->type, &m.type))
+      return error("[weights] tensor '" + name + "': type " + formats::ggml_type_name(t->type) +
+                   " is not supported (supported: " + kSupportedTypes + ")");
+    m.rows = (experts ? experts : 1) * out;
+    m.cols = in;
+    m.data = t->data;
+    bytes_ += t->nbytes;
+    params_ += m.rows * m.cols;
+    return m;
+  }
+
+  // A vector of `dim` floats, any supported type, converted to fp32.
+  Result<std::vector<float>> vec(const std::string& name, int64_t dim) {
+    const GgufTensor* t = g_.find(name);
+    if (t == nullptr) return error("[weights] missing tensor '" + name + "' (expected ggml shape " + ne_str({dim}) + ")");
+    if (t->ne != std::vector<int64_t>{dim})
+      return error("[weights] tensor '" + name + "': expected ggml shape " + ne_str({dim}) + ", found " + t->shape_str());
+    return floats(*t, name, 1, dim);
+  }
+
+  // ssm_conv1d: ne [kernel, channels] -> fp32 [channels, kernel].
+  Result<std::vector<float>> conv(const std::string& name, int64_t C, int64_t K) {
+    const GgufTensor* t = g_.find(name);
+    if (t == nullptr) return error("[weights] missing tensor '" + name + "' (expected ggml shape " + ne_str({K, C}) + ")");
+    if (t->ne != std::vector<int64_t>{K, C})
+      return error("[weights] tensor '" + name + "': expected ggml shape " + ne_str({K, C}) + ", found " + t->shape_str());
+    return floats(*t, name, C, K);
+  }
+
+ private:
+  Result<std::vector<float>> floats(const GgufTensor& t, const std::string& name, int64_t rows, int64_t cols) {
+    Matrix m;
+    if (!weight_type(t.type, &m.type))
+      return error("[weights] tensor '" + name + "': type " + formats::ggml_type_name(t.type) +
+                   " is not supported (supported: " + kSupportedTypes + ")");
+    m.rows = rows;
+    m.cols = cols;
+    m.data = t.data;
+    std::vector<float> v(size_t(rows * cols));
+    for (int64_t r = 0; r < rows; ++r) kernels::decode_row(m, r, v.data() + r * cols);
+    bytes_ += t.nbytes;
+    params_ += rows * cols;
+    return v;
+  }
+
+  const GgufModel& g_;
+  size_t bytes_ = 0;
+  int64_t params_ = 0;
+};
+
+// The metadata as the fields of a config.json, for the support gate.
+Result<formats::HfConfig> gguf_config(const GgufModel& g, std::string* arch_out) {
+  QWEN35_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
+  if (arch != "qwen35" && arch != "qwen35moe")
+    return error("[gguf] '" + g.path() + "': architecture '" + arch +
+                 "' is not a Qwen3.5 model (supported: qwen35, qwen35moe)");
+  *arch_out = arch;
+  const std::string a = arch + ".";
+  formats::HfConfig h;
+  const bool moe = arch == "qwen35moe";
+  h.model_type = h.text_model_type = moe ? "qwen3_5_moe" : "qwen3_5";
+  QWEN35_ASSIGN_OR_RETURN(int64_t blocks, g.get_int(a + "block_count"));
+  QWEN35_ASSIGN_OR_RETURN(h.mtp_num_hidden_layers, g.get_int_or(a + "nextn_predict_layers", 0));
+  if (h.mtp_num_hidden_layers < 0 || h.mtp_num_hidden_layers >= blocks)
+    return error("[gguf] '" + a + "nextn_predict_layers' = " + std::to_string(h.mtp_num_hidden_layers) +
+                 " does not fit in block_count " + std::to_string(blocks));
+  h.num_hidden_layers = blocks - h.mtp_num_hidden_layers;
+  QWEN35_ASSIGN_OR_RETURN(h.hidden_size, g.get_int(a + "embedding_length"));
+  QWEN35_ASSIGN_OR_RETURN(h.num_attention_heads, g.get_int(a + "attention.head_count"));
+  QWEN35_ASSIGN_OR_RETURN(h.num_key_value_heads, g.get_int(a + "attention.head_count_kv"));
+  QWEN35_ASSIGN_OR_RETURN(h.head_dim, g.get_int(a + "attention.key_length"));
+  QWEN35_ASSIGN_OR_RETURN(int64_t value_length, g.get_int_or(a + "attention.value_length", h.head_dim));
+  if (value_length != h.head_dim)
+    return error("[gguf] '" + a + "attention.value_length' = " + std::to_string(value_length) +
+                 " differs from key_length " + std::to_string(h.head_dim) + " (Qwen3.5 attention has one head_dim)");
+  QWEN35_ASSIGN_OR_RETURN(h.rms_norm_eps, g.get_float(a + "attention.layer_norm_rms_epsilon"));
+  QWEN35_ASSIGN_OR_RETURN(h.rope_theta, g.get_float(a + "rope.freq_base"));
+  QWEN35_ASSIGN_OR_RETURN(int64_t rot, g.get_int(a + "rope.dimension_count"));
+  if (rot <= 0 || h.head_dim <= 0 || rot > h.head_dim)
+    return error("[gguf] '" + a + "rope.dimension_count' = " + std::to_string(rot) + " does not fit head_dim " +
+                 std::to_string(h.head_dim));
+  h.partial_rotary_factor = double(rot) / double(h.head_dim);
+  h.rotary_dim = rot;
+  QWEN35_ASSIGN_OR_RETURN(h.max_position_embeddings, g.get_int_or(a + "context_length", 0));
+  QWEN35_ASSIGN_OR_RETURN(h.full_attention_interval, g.get_int_or(a + "full_attention_interval", 4));
+  QWEN35_ASSIGN_OR_RETURN(h.linear_conv_kernel_dim, g.get_int(a + "ssm.conv_kernel"));
+  QWEN35_ASSIGN_OR_RETURN(h.linear_key_head_dim, g.get_int(a + "ssm.state_size"));
+  QWEN35_ASSIGN_OR_RETURN(h.linear_num_key_heads, g.get_int(a + "ssm.group_count"));
+  QWEN35_ASSIGN_OR_RETURN(h.linear_num_value_heads, g.get_int(a + "ssm.time_step_rank"));
+  QWEN35_ASSIGN_OR_RETURN(int64_t inner, g.get_int(a + "ssm.inner_size"));
+  if (h.linear_num_value_heads <= 0 || inner <= 0 || inner % h.linear_num_value_heads != 0)
+    return error("[gguf] '" + a + "ssm.inner_size' = " + std::to_string(inner) + " is not a multiple of " +
+                 a + "ssm.time_step_rank = " + std::to_string(h.linear_num_value_heads));
+  h.linear_value_head_dim = inner / h.linear_num_value_heads;
+  if (moe) {
+    QWEN35_ASSIGN_OR_RETURN(h.num_experts, g.get_int(a + "expert_count"));
+    QWEN35_ASSIGN_OR_RETURN(h.num_experts_per_tok, g.get_int(a + "expert_used_count"));
+    QWEN35_ASSIGN_OR_RETURN(h.moe_intermediate_size, g.get_int(a + "expert_feed_forward_length"));
+    QWEN35_ASSIGN_OR_RETURN(h.shared_expert_intermediate_size, g.get_int_or(a + "expert_shared_feed_forward_length", 0));
+  } else {
+    QWEN35_ASSIGN_OR_RETURN(h.intermediate_size, g.get_int(a + "feed_forward_length"));
+  }
+  // The layer kinds from the tensors each block has; the vocabulary from the embedding table.
+  for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
+    const bool linear = g.find(blk(i) + "attn_qkv.weight") != nullptr;
+    const bool full = g.find(blk(i) + "attn_q.weight") != nullptr;
+    if (linear == full)
+      return error("[gguf] block " + std::to_string(i) + (linear ? " has both " : " has neither ") +
+                   "'attn_qkv' (Gated DeltaNet) and 'attn_q' (full attention) tensors");
+    h.layer_types.push_back(linear ? "linear_attention" : "full_attention");
+  }
+  // llama.cpp reads the pattern from this key when it is there: a file whose key and tensors
+  // disagree is broken one way or the other.
+  if (const formats::GgufValue* rl = g.find_value(a + "attention.recurrent_layers")) {
+    if (!rl->is_array() || rl->ints.size() < size_t(h.num_hidden_layers))
+      return error("[gguf] '" + a + "attention.recurrent_layers' is not an array of one flag per block");
+    for (int64_t i = 0; i < h.num_hidden_layers; ++i)
+      if ((rl->ints[size_t(i)] != 0) != (h.layer_types[size_t(i)] == "linear_attention"))
+        return error("[gguf] '" + a + "attention.recurrent_layers' says block " + std::to_string(i) + " is " +
+                     (rl->ints[size_t(i)] ? "recurrent" : "full attention") + ", but its tensors are " +
+                     (rl->ints[size_t(i)] ? "full attention" : "Gated DeltaNet"));
+  }
+  const GgufTensor* emb = g.find("token_embd.weight");
+  if (emb == nullptr) return error("[weights] missing tensor 'token_embd.weight'");
+  if (emb->ne.size() != 2 || emb->ne[0] != h.hidden_size)
+    return error("[weights] tensor 'token_embd.weight': expected ggml shape [" + std::to_string(h.hidden_size) +
+                 ", vocab], found " + emb->shape_str());
+  h.vocab_size = emb->ne[1];
+  h.tie_word_embeddings = g.find("output.weight") == nullptr;
+  if (const formats::GgufValue* eos = g.find_value("tokenizer.ggml.eos_token_id"); eos && eos->is_int())
+    h.eos_token_ids.push_back(eos->i);
+  return h;
+}
+
+Status bind_mlp(GgufBinder& b, const std::string& p, int64_t H, int64_t I, const char* suffix, MlpWeights* w) {
+  const std::string s = std::string(suffix) + ".weight";
+  QWEN35_ASSIGN_OR_RETURN(w->gate_proj, b.matrix(p + "ffn_gate" + s, I, H));
+  QWEN35_ASSIGN_OR_RETURN(w->up_proj, b.matrix(p + "ffn_up" + s, I, H));
+  QWEN35_ASSIGN_OR_RETURN(w->down_proj, b.matrix(p + "ffn_down" + s, H, I));
+  return Status();
+}
+
+Status bind_moe(GgufBinder& b, const ModelConfig& c, const std::string& p, MoeWeights* w) {
+  const int64_t H = c.hidden, E = c.n_experts, I = c.moe_intermediate;
+  QWEN35_ASSIGN_OR_RETURN(w->router, b.matrix(p + "ffn_gate_inp.weight", E, H));
+  w->experts.resize(size_t(E));
+  QWEN35_ASSIGN_OR_RETURN(Matrix down, b.matrix(p + "ffn_down_exps.weight", H, I, E));
+  if (b.has(p + "ffn_gate_up_exps.weight")) {  // fused: per expert, the gate rows then the up rows
+    QWEN35_ASSIGN_OR_RETURN(Matrix gu, b.matrix(p + "ffn_gate_up_exps.weight", 2 * I, H, E));
+    for (int64_t e = 0; e < E; ++e) {
+      w->experts[size_t(e)].gate_proj = gu.row_slice(e * 2 * I, I);
+      w->experts[size_t(e)].up_proj = gu.row_slice(e * 2 * I + I, I);
+    }
+  } else {
+    QWEN35_ASSIGN_OR_RETURN(Matrix gate, b.matrix(p + "ffn_gate_exps.weight", I, H, E));
+    QWEN35_ASSIGN_OR_RETURN(Matrix up, b.matrix(p + "ffn_up_exps.weight", I, H, E));
+    for (int64_t e = 0; e < E; ++e) {
+      w->experts[size_t(e)].gate_proj = gate.row_slice(e * I, I);
+      w->experts[size_t(e)].up_proj = up.row_slice(e * I, I);
+    }
+  }
+  for (int64_t e = 0; e < E; ++e) w->experts[size_t(e)].down_proj = down.row_slice(e * H, H);
+  if (c.shared_intermediate > 0) {
+    w->has_shared = true;
+    QWEN35_RETURN_IF_ERROR(bind_mlp(b, p, H, c.shared_intermediate, "_shexp", &w->shared));
+    if (b.has(p + "ffn_gate_inp_shexp.weight")) {
+      w->has_shared_gate = true;
+      QWEN35_ASSIGN_OR_RETURN(w->shared_gate, b.matrix(p + "ffn_gate_inp_shexp.weight", 1, H));
+    }
+  }
+  return Status();
+}
+
+Status bind_layer(GgufBinder& b, const ModelConfig& c, int64_t i, LayerKind kind, LayerWeights* L) {
+  const std::string p = blk(i);
+  const int64_t H = c.hidden;
+  L->kind = kind;
+  QWEN35_ASSIGN_OR_RETURN(L->input_norm, b.vec(p + "attn_norm.weight", H));
+  QWEN35_ASSIGN_OR_RETURN(L->post_norm, b.vec(p + "post_attention_norm.weight", H));
+  if (kind == LayerKind::kFullAttention) {
+    AttentionWeights& w = L->attn;
+    const int64_t nh = c.n_heads, nkv = c.n_kv_heads, hd = c.head_dim;
+    QWEN35_ASSIGN_OR_RETURN(w.q_proj, b.matrix(p + "attn_q.weight", 2 * nh * hd, H));
+    QWEN35_ASSIGN_OR_RETURN(w.k_proj, b.matrix(p + "attn_k.weight", nkv * hd, H));
+    QWEN35_ASSIGN_OR_RETURN(w.v_proj, b.matrix(p + "attn_v.weight", nkv * hd, H));
+    QWEN35_ASSIGN_OR_RETURN(w.o_proj, b.matrix(p + "attn_output.weight", H, nh * hd));
+    QWEN35_ASSIGN_OR_RETURN(w.q_norm, b.vec(p + "attn_q_norm.weight", hd));
+    QWEN35_ASSIGN_OR_RETURN(w.k_norm, b.vec(p + "attn_k_norm.weight", hd));
+  } else {
+    DeltaNetWeights& w = L->gdn;
+    const int64_t nv = c.n_v_heads, dv = c.d_v, C = c.conv_channels();
+    QWEN35_ASSIGN_OR_RETURN(w.in_proj_qkv, b.matrix(p + "attn_qkv.weight", C, H));
+    QWEN35_ASSIGN_OR_RETURN(w.in_proj_z, b.matrix(p + "attn_gate.weight", nv * dv, H));
+    QWEN35_ASSIGN_OR_RETURN(w.in_proj_b, b.matrix(p + "ssm_beta.weight", nv, H));
+    QWEN35_ASSIGN_OR_RETURN(w.in_proj_a, b.matrix(p + "ssm_alpha.weight", nv, H));
+    QWEN35_ASSIGN_OR_RETURN(w.out_proj, b.matrix(p + "ssm_out.weight", H, nv * dv));
+    QWEN35_ASSIGN_OR_RETURN(w.conv, b.conv(p + "ssm_conv1d.weight", C, c.conv_kernel));
+    QWEN35_ASSIGN_OR_RETURN(w.decay, b.vec(p + "ssm_a", nv));
+    QWEN35_ASSIGN_OR_RETURN(w.dt_bias, b.vec(p + "ssm_dt.bias", nv));
+    QWEN35_ASSIGN_OR_RETURN(w.norm, b.vec(p + "ssm_norm.weight", dv));
+  }
+  if (c.moe) return bind_moe(b, c, p, &L->moe);
+  return bind_mlp(b, p, H, c.intermediate, "", &L->mlp);
+}
+
+// The MTP head at block n_layers: nextn.eh_proj (fc), its norms and one full-attention layer.
+Status bind_mtp(GgufBinder& b, const ModelConfig& c, MtpWeights* m) {
+  const std::string p = blk(c.n_layers);
+  const int64_t H = c.hidden;
+  QWEN35_ASSIGN_OR_RETURN(m->fc, b.matrix(p + "nextn.eh_proj.weight", H, 2 * H));
+  QWEN35_ASSIGN_OR_RETURN(m->norm_embedding, b.vec(p + "nextn.enorm.weight", H));
+  QWEN35_ASSIGN_OR_RETURN(m->norm_hidden, b.vec(p + "nextn.hnorm.weight", H));
+  QWEN35_ASSIGN_OR_RETURN(m->norm, b.vec(p + "nextn.shared_head_norm.weight", H));
+  return bind_layer(b, c, c.n_layers, LayerKind::kFullAttention, &m->layer);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ModelWeights>> load_gguf_weights(const std::string& path, core::LoadMode mode) {
+  QWEN35_ASSIGN_OR_RETURN(std::shared_ptr<GgufModel> g, GgufModel::open(path, mode));
+  std::string arch;
+  QWEN35_ASSIGN_OR_RETURN(formats::HfConfig hf, gguf_config(*g, &arch));
+  QWEN35_ASSIGN_OR_RETURN(ModelConfig cfg, make_model_config(hf));
+  auto mw = std::make_unique<ModelWeights>();
+  mw->config = cfg;
+  mw->dialect = Dialect::kGguf;
+  mw->tiled_v_heads = cfg.n_v_heads != cfg.n_k_heads;
+  mw->gguf = g;
+  const ModelConfig& c = mw->config;
+  GgufBinder b(*g);
+  QWEN35_ASSIGN_OR_RETURN(mw->embed, b.matrix("token_embd.weight", c.vocab, c.hidden));
+  mw->tied = !b.has("output.weight");
+  if (mw->tied) {
+    mw->head = mw->embed;
+  } else {
+    QWEN35_ASSIGN_OR_RETURN(mw->head, b.matrix("output.weight", c.vocab, c.hidden));
+  }
+  QWEN35_ASSIGN_OR_RETURN(mw->final_norm, b.vec("output_norm.weight", c.hidden));
+  mw->layers.resize(c.layers.size());
+  for (size_t i = 0; i < c.layers.size(); ++i)
+    QWEN35_RETURN_IF_ERROR(bind_layer(b, c, int64_t(i), c.layers[i], &mw->layers[i]));
+  mw->weight_bytes = b.bytes();
+  mw->n_params = b.params();
+  size_t expert_bytes = 0;
+  for (const auto& L : mw->layers)
+    for (const auto& e : L.moe.experts) expert_bytes += e.gate_proj.bytes() + e.up_proj.bytes() + e.down_proj.bytes();
+  mw->stream_bytes = b.bytes() - (mw->tied ? 0 : mw->embed.bytes()) - expert_bytes;
+  if (c.moe) mw->stream_bytes += size_t(double(expert_bytes) * double(c.top_k) / double(c.n_experts));
+  mw->has_mtp = c.mtp_layers > 0;
+  if (mw->has_mtp) {
+    if (c.mtp_layers != 1) {
+      mw->mtp_problem = "the MTP head has " + std::to_string(c.mtp_layers) +
+                        " layers (nextn_predict_layers); drafting supports 1";
+    } else {
+      GgufBinder mb(*g);
+      auto m = std::make_unique<MtpWeights>();
+      if (const Status st = bind_mtp(mb, c, m.get()); st.ok()) {
+        mw->mtp = std::move(m);
+        mw->mtp_bytes = mb.bytes();
+      } else {
+        mw->mtp_problem = st.message();
+      }
+    }
+    if (!mw->mtp_problem.empty())
+      QWEN35_LOG_WARN("the file's MTP head is not usable for drafting: %s", mw->mtp_problem.c_str());
+  }
+  return mw;
+}
+
+}  // namespace qwen35::model
