@@ -19,6 +19,7 @@
 #include <numeric>
 #include <vector>
 
+#include "cli/model_assets.h"
 #include "cli/bench_spec.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
@@ -124,7 +125,7 @@ int cmd_bench(int argc, char** argv) {
   int reps = 3;
   int64_t batch = 1, verify = 0;
   bool json = false;
-  app.add_option("-m,--model", lo.model_dir, "checkpoint directory")->required();
+  app.add_option("-m,--model", lo.model_dir, "checkpoint directory or .gguf file")->required();
   app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test; 0 skips)");
   app.add_option("-n,--n-gen", n_gen, "generated tokens (tg test; 0 skips)");
   app.add_option("-d,--depth", depth, "tokens already in the context before each test (prefilled, not timed)");
@@ -179,7 +180,7 @@ int cmd_bench(int argc, char** argv) {
       std::ifstream in(prompt_file, std::ios::binary);
       if (!in) return fail("bench", "cannot read " + prompt_file);
       const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-      auto tok = tokenizer::Tokenizer::load(lo.model_dir);
+      auto tok = load_tokenizer(lo.model_dir);
       if (!tok.ok()) return fail("bench", tok.message());
       auto ids = tok->encode(text);
       if (!ids.ok()) return fail("bench", ids.message());

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "cli/model_assets.h"
 #include "cli/commands.h"
 #include "tokenizer/tokenizer.h"
 
@@ -96,7 +97,7 @@ int cmd_detokenize(int argc, char** argv) {
   CLI::App app{"Token ids to text.", "qwen35 detokenize"};
   std::string model, ids_arg, jsonl;
   bool skip = false;
-  app.add_option("-m,--model", model, "directory with tokenizer.json")->required();
+  app.add_option("-m,--model", model, "directory with tokenizer.json, or a .gguf file")->required();
   auto* o_ids = app.add_option("--ids", ids_arg, "comma-separated ids; the text is written as is");
   auto* o_jsonl = app.add_option("--jsonl", jsonl,
                                  "one JSON array of ids per line in, one JSON string per line out");
@@ -116,7 +117,7 @@ int cmd_detokenize(int argc, char** argv) {
   std::vector<int32_t> ids;
   std::string error;
   if (o_ids->count() > 0 && !parse_id_list(ids_arg, &ids, &error)) return fail(kCmd, error);
-  auto tok = tokenizer::Tokenizer::load(model);
+  auto tok = load_tokenizer(model);
   if (!tok.ok()) return fail(kCmd, tok.message());
   if (o_jsonl->count() > 0) return run_jsonl(*tok, jsonl, skip);
   error = check_ids(*tok, ids);

@@ -1,4 +1,4 @@
-// qwen35 inspect -m DIR: geometry, layer pattern, quantization summary, parameter count, memory,
+// qwen35 inspect -m DIR|FILE.gguf: geometry, layer pattern, quantization summary, parameter count, memory,
 // and the support verdict. Exit 0 when the checkpoint is supported, 1 (with the reason) otherwise.
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -18,6 +18,13 @@ std::string describe(const kernels::Matrix& m) {
     case kernels::WeightType::kBF16: return "bf16";
     case kernels::WeightType::kAffine:
       return std::to_string(m.bits) + "-bit g" + std::to_string(m.group);
+    case kernels::WeightType::kQ8_0: return "Q8_0";
+    case kernels::WeightType::kQ4_0: return "Q4_0";
+    case kernels::WeightType::kIQ4_NL: return "IQ4_NL";
+    case kernels::WeightType::kQ4_K: return "Q4_K";
+    case kernels::WeightType::kQ5_K: return "Q5_K";
+    case kernels::WeightType::kQ6_K: return "Q6_K";
+    case kernels::WeightType::kIQ4_XS: return "IQ4_XS";
   }
   return "?";
 }
@@ -71,6 +78,17 @@ void quant_summary(const model::ModelWeights& w) {
       add("mlp.gate/up/down_proj", L.mlp.down_proj);
     }
   }
+  if (w.gguf) {  // the file's own tally: every tensor, by ggml type
+    std::map<std::string, std::pair<int, size_t>> types;
+    for (const auto& [_, t] : w.gguf->tensors()) {
+      auto& e = types[formats::ggml_type_name(t->type)];
+      ++e.first;
+      e.second += t->nbytes;
+    }
+    std::printf("tensor types:");
+    for (const auto& [name, e] : types) std::printf("  %s x%d (%s)", name.c_str(), e.first, human(double(e.second)).c_str());
+    std::printf("\n");
+  }
   std::printf("quantization:\n");
   for (const auto& [k, v] : kinds) {
     std::string s;
@@ -85,7 +103,7 @@ int cmd_inspect(int argc, char** argv) {
   CLI::App app{"Geometry, layer pattern, quantization, memory and support verdict of a checkpoint",
                "qwen35 inspect"};
   std::string dir;
-  app.add_option("-m,--model", dir, "checkpoint directory")->required();
+  app.add_option("-m,--model", dir, "checkpoint directory or .gguf file")->required();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -100,9 +118,14 @@ int cmd_inspect(int argc, char** argv) {
   const model::ModelConfig& c = mw.config;
   std::printf("checkpoint: %s\n", dir.c_str());
   std::printf("model_type: %s (%s)\n", c.model_type.c_str(), c.moe ? "MoE" : "dense");
-  std::printf("layout: %s, tensor prefix '%s', norms stored as %s\n",
-              mw.dialect == model::Dialect::kHf ? "Hugging Face" : "MLX", mw.prefix.c_str(),
-              mw.dialect == model::Dialect::kHf ? "w (applied as 1+w)" : "1+w");
+  if (mw.dialect == model::Dialect::kGguf)
+    std::printf("layout: GGUF v%u (%zu file%s), ggml tensor names, norms stored as 1+w%s\n",
+                mw.gguf->files().front()->version(), mw.gguf->files().size(), mw.gguf->files().size() == 1 ? "" : "s",
+                mw.tiled_v_heads ? ", value heads tiled" : "");
+  else
+    std::printf("layout: %s, tensor prefix '%s', norms stored as %s\n",
+                mw.dialect == model::Dialect::kHf ? "Hugging Face" : "MLX", mw.prefix.c_str(),
+                mw.dialect == model::Dialect::kHf ? "w (applied as 1+w)" : "1+w");
   std::printf("layers: %lld, hidden: %lld, vocab: %lld\n", (long long)c.n_layers, (long long)c.hidden,
               (long long)c.vocab);
   std::printf("layer pattern: %s  (%lld linear-attention, %lld full-attention)\n",
@@ -125,7 +148,7 @@ int cmd_inspect(int argc, char** argv) {
   else if (mw.has_mtp)
     std::printf("mtp: present, not usable: %s\n", mw.mtp_problem.c_str());
   else
-    std::printf("mtp: absent (no mtp.* tensors; --spec mtp unavailable)\n");
+    std::printf("mtp: absent (no MTP tensors; --spec mtp unavailable)\n");
   quant_summary(mw);
   const double params = double(mw.n_params);
   std::printf("parameters: %.0f (%.3f B)\n", params, params / 1e9);

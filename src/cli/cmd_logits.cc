@@ -42,7 +42,7 @@ int cmd_logits(int argc, char** argv) {
   int64_t chunk = 0;
   bool decode = false;
   int greedy = 0;
-  app.add_option("-m,--model", lo.model_dir, "checkpoint directory")->required();
+  app.add_option("-m,--model", lo.model_dir, "checkpoint directory or .gguf file")->required();
   app.add_option("--tokens", tokens, "comma-separated token ids")->required();
   app.add_option("--out", out, "output .npy file: float32 [n_tokens, vocab]")->required();
   app.add_option("--chunk", chunk, "prefill chunk size (tokens per forward call; 0 = all)");

@@ -19,6 +19,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli/model_assets.h"
 #include "cli/answer_printer.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
@@ -75,7 +76,7 @@ struct Flags {
 };
 
 void add_flags(CLI::App& app, Flags& f) {
-  app.add_option("-m,--model", f.lo.model_dir, "checkpoint directory (with tokenizer files)")->required();
+  app.add_option("-m,--model", f.lo.model_dir, "checkpoint directory (with tokenizer files) or .gguf file")->required();
   app.add_option("-p,--prompt", f.prompt, "prompt (without it: interactive chat)");
   app.add_flag("--chat", f.chat, "apply the chat template to -p (a single user turn)");
   app.add_flag("--no-think", f.no_think, "chat template with enable_thinking=false");
@@ -244,15 +245,15 @@ int cmd_run(int argc, char** argv) {
   if (f.ctx < 2) return fail("run", "--ctx must be at least 2");
   if (f.hide_reasoning && !chat)
     return fail("run", "--hide-reasoning needs a chat (--chat, or no -p for the interactive chat)");
-  auto tok = tokenizer::Tokenizer::load(f.lo.model_dir);
+  auto tok = load_tokenizer(f.lo.model_dir);
   if (!tok.ok()) return fail("run", tok.message());
-  auto gen_cfg = formats::load_generation_config(f.lo.model_dir);
+  auto gen_cfg = load_generation_config(f.lo.model_dir);
   if (!gen_cfg.ok()) return fail("run", gen_cfg.message());
   const runtime::SamplingParams sp = sampling_params(f, *gen_cfg);
   if (auto s = sp.validate(); !s.ok()) return fail("run", s.message());
   std::optional<tmpl::ChatTemplate> tmpl;
   if (chat) {
-    auto t = tmpl::load_chat_template(f.lo.model_dir);
+    auto t = load_chat_template(f.lo.model_dir);
     if (!t.ok()) return fail("run", t.message());
     tmpl = std::move(*t);
   }
@@ -260,7 +261,7 @@ int cmd_run(int argc, char** argv) {
   if (!lm.ok()) return fail("run", lm.message());
   model::Model& m = *lm->model;
   const bool tty = isatty(STDERR_FILENO) && !f.quiet;
-  m.weights().store.prefault(tty ? progress_bar : std::function<void(size_t, size_t)>());
+  m.weights().prefault(tty ? progress_bar : std::function<void(size_t, size_t)>());
 
   struct sigaction sa {};
   sa.sa_handler = on_sigint;

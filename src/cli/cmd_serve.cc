@@ -14,9 +14,11 @@
 #include <filesystem>
 #include <thread>
 
+#include "cli/model_assets.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
 #include "cli/spec_flags.h"
+#include "formats/gguf.h"
 #include "formats/hf_config.h"
 #include "runtime/engine.h"
 #include "server/server.h"
@@ -28,7 +30,7 @@ namespace {
 std::string model_name(const std::string& dir) {
   std::filesystem::path p(dir);
   while (p.has_relative_path() && p.filename().empty()) p = p.parent_path();
-  const std::string name = p.filename().string();
+  const std::string name = formats::is_gguf_path(dir) ? p.stem().string() : p.filename().string();
   return name.empty() ? dir : name;
 }
 
@@ -41,7 +43,7 @@ int cmd_serve(int argc, char** argv) {
   runtime::EngineOptions eo;
   std::string name;
   double mem_budget_mb = 0;
-  app.add_option("-m,--model", lo.model_dir, "checkpoint directory (with tokenizer files)")
+  app.add_option("-m,--model", lo.model_dir, "checkpoint directory (with tokenizer files) or .gguf file")
       ->required();
   app.add_option("--host", so.host, "address to bind (default 127.0.0.1: this machine only)");
   app.add_option("--port", so.port, "port (0: any free port, printed on stderr)");
@@ -141,12 +143,12 @@ int cmd_serve(int argc, char** argv) {
   std::fprintf(stderr, "qwen35 serve: listening on http://%s:%d\n", so.host.c_str(), *port);
   std::fflush(stderr);
 
-  auto tok = tokenizer::Tokenizer::load(lo.model_dir);
+  auto tok = load_tokenizer(lo.model_dir);
   if (!tok.ok()) return finish(fail("serve", tok.message()));
-  auto gen_cfg = formats::load_generation_config(lo.model_dir);
+  auto gen_cfg = load_generation_config(lo.model_dir);
   if (!gen_cfg.ok()) return finish(fail("serve", gen_cfg.message()));
   std::optional<tmpl::ChatTemplate> tmpl;
-  if (auto t = tmpl::load_chat_template(lo.model_dir); t.ok())
+  if (auto t = load_chat_template(lo.model_dir); t.ok())
     tmpl = std::move(*t);
   else
     std::fprintf(stderr, "qwen35 serve: no chat template (%s); /v1/chat/completions is off\n",
@@ -154,7 +156,7 @@ int cmd_serve(int argc, char** argv) {
   auto lm = load_model(lo);
   if (!lm.ok()) return finish(fail("serve", lm.message()));
   model::Model& m = *lm->model;
-  m.weights().store.prefault({});
+  m.weights().prefault({});
 
   server::ModelInfo mi;
   mi.tok = &*tok;

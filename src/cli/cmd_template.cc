@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli/model_assets.h"
 #include "cli/commands.h"
 #include "template/chat_template.h"
 
@@ -61,7 +62,7 @@ int cmd_template(int argc, char** argv) {
   std::string dir, messages_path, tools_path, kwargs_text, jsonl_path;
   bool no_generation_prompt = false;
   app.add_option("-m,--model", dir,
-                 "model directory (chat_template.jinja or tokenizer_config.json)")
+                 "model directory (chat_template.jinja or tokenizer_config.json) or .gguf file")
       ->required();
   app.add_option("--messages", messages_path, "JSON file with the list of messages");
   app.add_option("--tools", tools_path, "JSON file with the list of tool schemas");
@@ -80,7 +81,7 @@ int cmd_template(int argc, char** argv) {
   if (messages_path.empty() == jsonl_path.empty())
     return fail(cmd, "give exactly one of --messages FILE or --jsonl FILE");
 
-  auto tmpl = tmpl::load_chat_template(dir);
+  auto tmpl = load_chat_template(dir);
   if (!tmpl.ok()) return fail(cmd, tmpl.message());
 
   if (!jsonl_path.empty()) {

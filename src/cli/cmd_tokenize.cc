@@ -10,6 +10,7 @@
 #include <sstream>
 #include <string>
 
+#include "cli/model_assets.h"
 #include "cli/commands.h"
 #include "tokenizer/tokenizer.h"
 
@@ -78,7 +79,7 @@ int run_jsonl(const tokenizer::Tokenizer& tok, const std::string& path) {
 int cmd_tokenize(int argc, char** argv) {
   CLI::App app{"Text to token ids, printed as a JSON array.", "qwen35 tokenize"};
   std::string model, text, file, jsonl;
-  app.add_option("-m,--model", model, "directory with tokenizer.json")->required();
+  app.add_option("-m,--model", model, "directory with tokenizer.json, or a .gguf file")->required();
   auto* o_text = app.add_option("--text", text, "text to tokenize");
   auto* o_file = app.add_option("--file", file, "file whose bytes are the text ('-': stdin)");
   auto* o_jsonl =
@@ -96,7 +97,7 @@ int cmd_tokenize(int argc, char** argv) {
   if (o_text->count() + o_file->count() + o_jsonl->count() == 0) {
     return fail(kCmd, "one of --text, --file or --jsonl is required");
   }
-  auto tok = tokenizer::Tokenizer::load(model);
+  auto tok = load_tokenizer(model);
   if (!tok.ok()) return fail(kCmd, tok.message());
   if (o_jsonl->count() > 0) return run_jsonl(*tok, jsonl);
   if (o_file->count() > 0 && !read_all(file, &text)) {

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <vector>
 
+#include "formats/gguf.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/ops.h"
 
@@ -47,9 +48,24 @@ uint64_t checkpoint_fingerprint(const LoadOptions& o) {
   mix(o.backend == "ref" ? "scalar-reference" : kernels::cpu::simd_target());
   std::vector<fs::path> files;
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(o.model_dir, ec))
-    if (e.path().filename() == "config.json" || e.path().extension() == ".safetensors")
-      files.push_back(e.path());
+  if (formats::is_gguf_path(o.model_dir)) {
+    // The file, and the other shards of a split set (NAME-0000i-of-0000N.gguf).
+    const fs::path p(o.model_dir);
+    const std::string name = p.filename().string();
+    const size_t of = name.rfind("-of-");
+    files.push_back(p);
+    if (of != std::string::npos && of >= 6)
+      for (const auto& e : fs::directory_iterator(p.parent_path().empty() ? fs::path(".") : p.parent_path(), ec)) {
+        const std::string n = e.path().filename().string();
+        if (n != name && n.size() == name.size() && n.compare(0, of - 5, name, 0, of - 5) == 0 &&
+            n.compare(of, std::string::npos, name, of, std::string::npos) == 0)
+          files.push_back(e.path());
+      }
+  } else {
+    for (const auto& e : fs::directory_iterator(o.model_dir, ec))
+      if (e.path().filename() == "config.json" || e.path().extension() == ".safetensors")
+        files.push_back(e.path());
+  }
   std::sort(files.begin(), files.end());
   std::vector<char> buf(1 << 20);
   for (const auto& f : files) {

@@ -31,8 +31,9 @@ struct LoadedModel {
 
 core::Result<LoadedModel> load_model(const LoadOptions& o);
 
-// What a state computed by this checkpoint in this mode depends on, hashed: config.json, each
-// weight file's name, size, first and last MiB, the mode (exact or fast) and the SIMD target.
+// What a state computed by this checkpoint in this mode depends on, hashed: config.json and each
+// weight file (safetensors, or the GGUF file and its shards): name, size, first and last MiB; the
+// mode (exact or fast) and the SIMD target.
 // Tags prefix-cache files (serve --cache-dir) so that another model's are never used.
 uint64_t checkpoint_fingerprint(const LoadOptions& o);
 

@@ -22,6 +22,10 @@
 #include "core/result.h"
 #include "tokenizer/added_tokens.h"
 
+namespace qwen35::formats {
+class GgufModel;
+}
+
 namespace qwen35::tokenizer {
 
 struct TokenizerData;  // internal: tokenizer_data.h
@@ -42,6 +46,8 @@ class Tokenizer {
   // Loads from the JSON texts themselves; `config_json` may be empty. `label` names the source.
   static core::Result<Tokenizer> from_json(std::string_view tokenizer_json,
                                            std::string_view config_json, const std::string& label);
+  // The tokenizer a GGUF file's metadata describes (tokenizer/tokenizer_gguf.cc).
+  static core::Result<Tokenizer> from_gguf(const formats::GgufModel& gguf);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
