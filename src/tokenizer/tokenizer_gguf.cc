@@ -12,6 +12,7 @@
 
 #include "formats/gguf.h"
 #include "tokenizer/tokenizer.h"
+#include "tokenizer/utf8.h"
 
 namespace qwen35::tokenizer {
 
@@ -61,6 +62,7 @@ core::Result<Tokenizer> Tokenizer::from_gguf(const formats::GgufModel& g) {
   std::unordered_set<std::string_view> seen;
   for (size_t id = 0; id < n; ++id) {
     const std::string& t = tokens->strings[id];
+    if (utf8_valid_prefix(t) != t.size()) return fail("token " + std::to_string(id) + " is not valid UTF-8");
     if (!seen.insert(t).second) return fail("token " + std::to_string(id) + " repeats an earlier token");
     vocab[t] = id;
     const int64_t type = types ? types->ints[id] : 1;
@@ -68,6 +70,9 @@ core::Result<Tokenizer> Tokenizer::from_gguf(const formats::GgufModel& g) {
       added.push_back({{"id", id}, {"content", t}, {"single_word", false}, {"lstrip", false},
                        {"rstrip", false}, {"normalized", false}, {"special", type == kControl}});
   }
+  for (size_t i = 0; i < merges->strings.size(); ++i)
+    if (utf8_valid_prefix(merges->strings[i]) != merges->strings[i].size())
+      return fail("merge " + std::to_string(i) + " is not valid UTF-8");
   const json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", false},
                            {"use_regex", false}};
   json tj = {
@@ -103,7 +108,7 @@ core::Result<Tokenizer> Tokenizer::from_gguf(const formats::GgufModel& g) {
   if (const formats::GgufValue* v = g.find_value("tokenizer.ggml.add_bos_token"); v && v->is_int())
     cfg["add_bos_token"] = v->i != 0;
   if (const formats::GgufValue* v = g.find_value("tokenizer.chat_template");
-      v && v->type == formats::GgufValueType::kString)
+      v && v->type == formats::GgufValueType::kString && utf8_valid_prefix(v->s) == v->s.size())
     cfg["chat_template"] = v->s;
   return from_json(tj.dump(), cfg.dump(), label);
 }

@@ -4,7 +4,8 @@
 //   - on text that NFC leaves alone, the ids are those of tokenizer.json (Hugging Face's, in
 //     cases.jsonl), decoded text included: the two differ only where tokenizer.json normalizes;
 //   - on every case, the ids are llama.cpp's own on the same metadata (llama_cpp_ids.jsonl,
-//     written by llama.cpp's llama-tokenize; see the fixture's LLAMA_CPP.md);
+//     written by llama.cpp's llama-tokenize; see the fixture's LLAMA_CPP.md), and on a fixture
+//     GGUF file's own metadata;
 //   - metadata it cannot serve is refused with the key named.
 #include <gtest/gtest.h>
 
@@ -135,6 +136,30 @@ TEST(TokenizerGguf, MatchesLlamaCppOnEveryCase) {
   }
 }
 
+// The same file in both engines: a fixture GGUF (its own small vocabulary), every case.
+TEST(TokenizerGguf, MatchesLlamaCppOnAFixtureFile) {
+  const std::string dir = std::string(QWEN35_SOURCE_DIR) + "/tests/fixtures/gguf";
+  auto g = formats::GgufModel::open(dir + "/dense_q4_k_m.gguf");
+  ASSERT_TRUE(g.ok()) << g.message();
+  auto tok = Tokenizer::from_gguf(**g);
+  ASSERT_TRUE(tok.ok()) << tok.message();
+  std::map<std::string, std::vector<int32_t>> want;
+  std::ifstream f(dir + "/dense_q4_k_m.llama_cpp_ids.jsonl");
+  for (std::string line; std::getline(f, line);)
+    if (!line.empty()) {
+      const auto j = nlohmann::json::parse(line);
+      want[j["name"].get<std::string>()] = j["ids"].get<std::vector<int32_t>>();
+    }
+  const auto cases = testing::load_cases("qwen35-like");
+  ASSERT_EQ(want.size(), cases.size());
+  for (const auto& c : cases) {
+    auto ids = tok->encode(c.text);
+    ASSERT_TRUE(ids.ok()) << c.name << ": " << ids.message();
+    EXPECT_EQ(*ids, want[c.name]) << c.name;
+    EXPECT_EQ(tok->decode(*ids), c.text) << c.name;
+  }
+}
+
 TEST(TokenizerGguf, RefusesWhatItCannotServe) {
   auto expect = [](const std::function<void(GgufBuilder&)>& change, const std::string& what) {
     GgufBuilder b;
@@ -163,6 +188,8 @@ TEST(TokenizerGguf, RefusesWhatItCannotServe) {
   expect([](GgufBuilder& b) { b.strings("tokenizer.ggml.tokens", {"a", "b", "a"}); }, "token 2 repeats");
   expect([](GgufBuilder& b) { b.u32("tokenizer.ggml.eos_token_id", 9); }, "tokenizer.ggml.eos_token_id is not a token id");
   expect([](GgufBuilder& b) { b.strings("tokenizer.ggml.merges", {"a c"}); }, "merge");
+  expect([](GgufBuilder& b) { b.strings("tokenizer.ggml.tokens", {"a", "b", "\xff"}); }, "token 2 is not valid UTF-8");
+  expect([](GgufBuilder& b) { b.strings("tokenizer.ggml.merges", {"a \xc3"}); }, "merge 0 is not valid UTF-8");
   expect([](GgufBuilder& b) { b.erase_kv("tokenizer.ggml.model"); }, "missing metadata key 'tokenizer.ggml.model'");
 }
 
