@@ -256,8 +256,11 @@ void BlockRowsImpl(const Matrix& m, const float* x, int64_t n, int64_t o0, int64
   // The partials need whole vectors and fused multiply-adds (std::fma in the twin); other targets
   // run the twin.
   constexpr bool kSimd = HWY_TARGET != HWY_SCALAR && HWY_NATIVE_FMA && 32 % hn::MaxLanes(DF()) == 0;
-  for (int64_t ob = o0; ob < o1; ob += kRowBlock) {
-    const int64_t oe = std::min(o1, ob + kRowBlock);
+  // Few activation rows (decoding): one decoded row at a time, which stays in L1 for its dot
+  // products; more: 16, each reused by up to 64 activation rows.
+  const int64_t row_block = n <= kActRows ? 1 : kRowBlock;
+  for (int64_t ob = o0; ob < o1; ob += row_block) {
+    const int64_t oe = std::min(o1, ob + row_block);
     for (int64_t o = ob; o < oe; ++o) DecodeRow(m, o, wbuf.data() + (o - ob) * K);
     for (int64_t tb = 0; tb < n; tb += kActBlock) {
       const int64_t te = std::min(n, tb + kActBlock);
