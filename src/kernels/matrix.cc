@@ -12,17 +12,6 @@ float half_at(const uint8_t* p) {
   std::memcpy(&h, p, 2);
   return core::f16_to_f32(h);
 }
-
-// The 6-bit scale and min of group j (0..7) of a Q4_K / Q5_K block's 12 packed bytes.
-void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
-  if (j < 4) {
-    *sc = q[j] & 63;
-    *m = q[j + 4] & 63;
-  } else {
-    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
-    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
-  }
-}
 }  // namespace
 
 BlockFormat block_format(WeightType t) {

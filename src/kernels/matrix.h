@@ -47,6 +47,17 @@ inline int64_t block_row_bytes(const Matrix& m) {
 inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                           1,    13,   25,  38,  53,  69,  89,  113};
 
+// The 6-bit scale and min of group j (0..7) of a Q4_K / Q5_K block's 12 packed bytes.
+inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+  if (j < 4) {
+    *sc = q[j] & 63;
+    *m = q[j + 4] & 63;
+  } else {
+    *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+    *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+  }
+}
+
 // Decodes one block of a ggml block type into out[block elements]. The float operations of each
 // type, which the SIMD kernels perform too (no fused multiply-add inside a weight):
 //   Q8_0: d·q;  Q4_0: d·(q−8);  IQ4_NL: d·v[q];

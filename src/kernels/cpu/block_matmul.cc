@@ -95,18 +95,8 @@ HWY_INLINE void DecodeBlock(const uint8_t* b, float* out) {
       const uint8_t* ql = five ? b + 48 : b + 16;
       for (int g = 0; g < 4; ++g) {
         int sc1, m1, sc2, m2;
-        // The 6-bit scale and min of groups 2g and 2g+1.
-        auto sm = [&](int j, int* s, int* m) {
-          if (j < 4) {
-            *s = scales[j] & 63;
-            *m = scales[j + 4] & 63;
-          } else {
-            *s = (scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4);
-            *m = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
-          }
-        };
-        sm(2 * g, &sc1, &m1);
-        sm(2 * g + 1, &sc2, &m2);
+        scale_min_k4(2 * g, scales, &sc1, &m1);
+        scale_min_k4(2 * g + 1, scales, &sc2, &m2);
         for (int h = 0; h < 2; ++h) {
           const auto q = hn::LoadU(d8, ql + 32 * g + 16 * h);
           auto lo = Low(q), hi = High(q);
