@@ -27,6 +27,7 @@
 #include "cli/turn.h"
 #include "formats/hf_config.h"
 #include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace qwen35::cli {
 namespace {

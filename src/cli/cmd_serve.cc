@@ -23,6 +23,7 @@
 #include "runtime/engine.h"
 #include "server/server.h"
 #include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace qwen35::cli {
 namespace {

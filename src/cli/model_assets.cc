@@ -4,6 +4,9 @@
 #include <mutex>
 
 #include "formats/gguf.h"
+#include "formats/hf_config.h"
+#include "template/chat_template.h"
+#include "tokenizer/tokenizer.h"
 
 namespace qwen35::cli {
 

@@ -102,7 +102,7 @@ Status read_scalar(Cursor& c, GgufValueType t, const std::string& what, int64_t*
   switch (t) {
 #define QWEN35_INT(ENUM, CTYPE)                                     \
   case GgufValueType::ENUM: {                                       \
-    CTYPE v;                                                        \
+    CTYPE v = 0;                                                    \
     QWEN35_RETURN_IF_ERROR(c.read(&v, what.c_str()));               \
     *i = int64_t(v);                                                \
     return Status();                                                \
@@ -116,14 +116,14 @@ Status read_scalar(Cursor& c, GgufValueType t, const std::string& what, int64_t*
     QWEN35_INT(kI64, int64_t)
 #undef QWEN35_INT
     case GgufValueType::kBool: {
-      uint8_t v;
+      uint8_t v = 0;
       QWEN35_RETURN_IF_ERROR(c.read(&v, what.c_str()));
       if (v > 1) return c.fail(what + ": bool value " + std::to_string(v));
       *i = v;
       return Status();
     }
     case GgufValueType::kU64: {
-      uint64_t v;
+      uint64_t v = 0;
       QWEN35_RETURN_IF_ERROR(c.read(&v, what.c_str()));
       if (v > uint64_t(std::numeric_limits<int64_t>::max()))
         return c.fail(what + ": u64 value " + std::to_string(v) + " out of range");
@@ -131,14 +131,14 @@ Status read_scalar(Cursor& c, GgufValueType t, const std::string& what, int64_t*
       return Status();
     }
     case GgufValueType::kF32: {
-      float v;
+      float v = 0;
       QWEN35_RETURN_IF_ERROR(c.read(&v, what.c_str()));
       *f = v;
       *is_float = true;
       return Status();
     }
     case GgufValueType::kF64: {
-      double v;
+      double v = 0;
       QWEN35_RETURN_IF_ERROR(c.read(&v, what.c_str()));
       *f = v;
       *is_float = true;
