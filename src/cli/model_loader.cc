@@ -49,18 +49,7 @@ uint64_t checkpoint_fingerprint(const LoadOptions& o) {
   std::vector<fs::path> files;
   std::error_code ec;
   if (formats::is_gguf_path(o.model_dir)) {
-    // The file, and the other shards of a split set (NAME-0000i-of-0000N.gguf).
-    const fs::path p(o.model_dir);
-    const std::string name = p.filename().string();
-    const size_t of = name.rfind("-of-");
-    files.push_back(p);
-    if (of != std::string::npos && of >= 6)
-      for (const auto& e : fs::directory_iterator(p.parent_path().empty() ? fs::path(".") : p.parent_path(), ec)) {
-        const std::string n = e.path().filename().string();
-        if (n != name && n.size() == name.size() && n.compare(0, of - 5, name, 0, of - 5) == 0 &&
-            n.compare(of, std::string::npos, name, of, std::string::npos) == 0)
-          files.push_back(e.path());
-      }
+    for (const std::string& f : formats::gguf_file_set(o.model_dir)) files.push_back(f);
   } else {
     for (const auto& e : fs::directory_iterator(o.model_dir, ec))
       if (e.path().filename() == "config.json" || e.path().extension() == ".safetensors")

@@ -358,17 +358,18 @@ std::string shard_path(const std::string& stem, int index, int count) {
 }
 }  // namespace
 
-Result<std::shared_ptr<GgufModel>> GgufModel::open(const std::string& path, core::LoadMode mode) {
+std::vector<std::string> gguf_file_set(const std::string& path) {
   std::string stem;
   int index = 0, count = 0;
+  if (!split_name(path, &stem, &index, &count)) return {path};
   std::vector<std::string> paths;
-  if (split_name(path, &stem, &index, &count)) {
-    for (int i = 1; i <= count; ++i) paths.push_back(shard_path(stem, i, count));
-  } else {
-    paths.push_back(path);
-  }
+  for (int i = 1; i <= count; ++i) paths.push_back(shard_path(stem, i, count));
+  return paths;
+}
+
+Result<std::shared_ptr<GgufModel>> GgufModel::open(const std::string& path, core::LoadMode mode) {
   std::vector<std::shared_ptr<GgufFile>> files;
-  for (const std::string& p : paths) {
+  for (const std::string& p : gguf_file_set(path)) {
     QWEN35_ASSIGN_OR_RETURN(auto f, GgufFile::open(p, mode));
     files.push_back(std::move(f));
   }

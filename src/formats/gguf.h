@@ -137,4 +137,8 @@ class GgufModel {
 // Whether `path` names a GGUF file (by its extension).
 bool is_gguf_path(const std::string& path);
 
+// The files of the model `path` names: every shard of a split set NAME-0000i-of-0000N.gguf (from
+// any shard's name), or `path` alone.
+std::vector<std::string> gguf_file_set(const std::string& path);
+
 }  // namespace qwen35::formats

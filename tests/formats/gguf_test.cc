@@ -229,6 +229,11 @@ TEST(Gguf, SplitSets) {
     EXPECT_EQ(*(*m)->get_string("general.architecture"), "qwen35");
     for (const char* t : {"s0", "s1", "s2"}) EXPECT_NE((*m)->find(t), nullptr) << t;
   }
+  EXPECT_EQ(gguf_file_set(tmp.file("m-00002-of-00003.gguf")),
+            (std::vector<std::string>{tmp.file("m-00001-of-00003.gguf"), tmp.file("m-00002-of-00003.gguf"),
+                                      tmp.file("m-00003-of-00003.gguf")}));
+  EXPECT_EQ(gguf_file_set("/x/model.gguf"), (std::vector<std::string>{"/x/model.gguf"}));
+  EXPECT_EQ(gguf_file_set("/x/m-00004-of-00003.gguf"), (std::vector<std::string>{"/x/m-00004-of-00003.gguf"}));
   // A missing shard names its file.
   testing::TempDir two;
   testing::write_file(two.file("m-00001-of-00002.gguf"), shard(0, 2));
