@@ -27,22 +27,30 @@ BlockFormat block_format(WeightType t) {
   }
 }
 
-void decode_block(WeightType t, const uint8_t* b, float* y) {
+int block_group(WeightType t) {
   switch (t) {
-    case WeightType::kQ8_0: {
-      const float d = half_at(b);
-      for (int j = 0; j < 32; ++j) y[j] = d * float(int8_t(b[2 + j]));
+    case WeightType::kQ6_K: return 16;
+    default: return is_block_type(t) ? 32 : 0;
+  }
+}
+
+void split_block(WeightType t, const uint8_t* b, int8_t* c, float* s, float* mn) {
+  switch (t) {
+    case WeightType::kQ8_0:
+      s[0] = half_at(b);
+      mn[0] = 0.0f;
+      std::memcpy(c, b + 2, 32);
       return;
-    }
     case WeightType::kQ4_0:
     case WeightType::kIQ4_NL: {
-      const float d = half_at(b);
+      s[0] = half_at(b);
+      mn[0] = 0.0f;
       const uint8_t* qs = b + 2;
       const bool nl = t == WeightType::kIQ4_NL;
       for (int j = 0; j < 16; ++j) {
         const int lo = qs[j] & 0xF, hi = qs[j] >> 4;
-        y[j] = d * float(nl ? kIq4Values[lo] : lo - 8);
-        y[j + 16] = d * float(nl ? kIq4Values[hi] : hi - 8);
+        c[j] = int8_t(nl ? kIq4Values[lo] : lo - 8);
+        c[j + 16] = int8_t(nl ? kIq4Values[hi] : hi - 8);
       }
       return;
     }
@@ -53,19 +61,19 @@ void decode_block(WeightType t, const uint8_t* b, float* y) {
       const bool five = t == WeightType::kQ5_K;
       const uint8_t* qh = b + 16;
       const uint8_t* ql = five ? b + 48 : b + 16;
-      for (int c = 0; c < 4; ++c) {  // 64 elements: the low nibbles of 32 bytes, then the high
+      for (int j = 0; j < 8; ++j) {
         int sc, m;
-        scale_min_k4(2 * c, scales, &sc, &m);
-        const float d1 = d * float(sc), m1 = dmin * float(m);
-        scale_min_k4(2 * c + 1, scales, &sc, &m);
-        const float d2 = d * float(sc), m2 = dmin * float(m);
-        for (int l = 0; l < 32; ++l) {
-          const int h1 = five ? ((qh[l] >> (2 * c)) & 1) << 4 : 0;
-          const int h2 = five ? ((qh[l] >> (2 * c + 1)) & 1) << 4 : 0;
-          y[64 * c + l] = d1 * float((ql[32 * c + l] & 0xF) | h1) - m1;
-          y[64 * c + 32 + l] = d2 * float((ql[32 * c + l] >> 4) | h2) - m2;
-        }
+        scale_min_k4(j, scales, &sc, &m);
+        s[j] = d * float(sc);
+        mn[j] = dmin * float(m);
       }
+      for (int p = 0; p < 4; ++p)  // groups 2p and 2p+1: the low, then the high nibbles of 32 bytes
+        for (int l = 0; l < 32; ++l) {
+          const int h1 = five ? ((qh[l] >> (2 * p)) & 1) << 4 : 0;
+          const int h2 = five ? ((qh[l] >> (2 * p + 1)) & 1) << 4 : 0;
+          c[64 * p + l] = int8_t((ql[32 * p + l] & 0xF) | h1);
+          c[64 * p + 32 + l] = int8_t((ql[32 * p + l] >> 4) | h2);
+        }
       return;
     }
     case WeightType::kQ6_K: {
@@ -73,21 +81,19 @@ void decode_block(WeightType t, const uint8_t* b, float* y) {
       const uint8_t* qh = b + 128;
       const int8_t* sc = reinterpret_cast<const int8_t*>(b + 192);
       const float d = half_at(b + 208);
+      for (int g = 0; g < 16; ++g) {
+        s[g] = d * float(sc[g]);
+        mn[g] = 0.0f;
+      }
       for (int n = 0; n < 2; ++n) {  // 128 elements each
         const uint8_t* l0 = ql + 64 * n;
         const uint8_t* h0 = qh + 32 * n;
-        const int8_t* s0 = sc + 8 * n;
-        float* o = y + 128 * n;
+        int8_t* o = c + 128 * n;
         for (int l = 0; l < 32; ++l) {
-          const int is = l / 16;
-          const int q1 = ((l0[l] & 0xF) | (((h0[l] >> 0) & 3) << 4)) - 32;
-          const int q2 = ((l0[l + 32] & 0xF) | (((h0[l] >> 2) & 3) << 4)) - 32;
-          const int q3 = ((l0[l] >> 4) | (((h0[l] >> 4) & 3) << 4)) - 32;
-          const int q4 = ((l0[l + 32] >> 4) | (((h0[l] >> 6) & 3) << 4)) - 32;
-          o[l] = (d * float(s0[is])) * float(q1);
-          o[l + 32] = (d * float(s0[is + 2])) * float(q2);
-          o[l + 64] = (d * float(s0[is + 4])) * float(q3);
-          o[l + 96] = (d * float(s0[is + 6])) * float(q4);
+          o[l] = int8_t(((l0[l] & 0xF) | (((h0[l] >> 0) & 3) << 4)) - 32);
+          o[l + 32] = int8_t(((l0[l + 32] & 0xF) | (((h0[l] >> 2) & 3) << 4)) - 32);
+          o[l + 64] = int8_t(((l0[l] >> 4) | (((h0[l] >> 4) & 3) << 4)) - 32);
+          o[l + 96] = int8_t(((l0[l + 32] >> 4) | (((h0[l] >> 6) & 3) << 4)) - 32);
         }
       }
       return;
@@ -100,17 +106,26 @@ void decode_block(WeightType t, const uint8_t* b, float* y) {
       const uint8_t* qs = b + 8;
       for (int ib = 0; ib < 8; ++ib) {
         const int ls = ((sl[ib / 2] >> (4 * (ib % 2))) & 0xF) | (((sh >> (2 * ib)) & 3) << 4);
-        const float dl = d * float(ls - 32);
+        s[ib] = d * float(ls - 32);
+        mn[ib] = 0.0f;
         for (int j = 0; j < 16; ++j) {
-          y[32 * ib + j] = dl * float(kIq4Values[qs[16 * ib + j] & 0xF]);
-          y[32 * ib + j + 16] = dl * float(kIq4Values[qs[16 * ib + j] >> 4]);
+          c[32 * ib + j] = kIq4Values[qs[16 * ib + j] & 0xF];
+          c[32 * ib + j + 16] = kIq4Values[qs[16 * ib + j] >> 4];
         }
       }
       return;
     }
     default:
-      QWEN35_CHECK(false && "decode_block: not a block type");
+      QWEN35_CHECK(false && "split_block: not a block type");
   }
+}
+
+void decode_block(WeightType t, const uint8_t* b, float* y) {
+  int8_t c[256];
+  float s[16], mn[16];
+  split_block(t, b, c, s, mn);
+  const int64_t n = block_format(t).elements, G = block_group(t);
+  for (int64_t i = 0; i < n; ++i) y[i] = s[i / G] * float(c[i]) - mn[i / G];
 }
 
 Matrix Matrix::row_slice(int64_t r0, int64_t n) const {
@@ -156,7 +171,7 @@ float matrix_at(const Matrix& m, int64_t r, int64_t c) {
       const uint32_t* row = static_cast<const uint32_t*>(m.data) + r * affine_row_words(m);
       const int64_t gi = r * (m.cols / m.group) + c / m.group;
       const float s = sb_at(m.scales, m.sb_type, gi);
-      const float b = m.biases ? sb_at(m.biases, m.sb_type, gi) : 0.0f;
+      const float b = m.biases ? sb_at(m.biases, m.sb_type, gi) : implicit_bias(m, s);
       return s * float(affine_code(row, c, m.bits)) + b;
     }
     default: {
@@ -189,7 +204,7 @@ void decode_row(const Matrix& m, int64_t r, float* out) {
       const int64_t groups = n / m.group;
       for (int64_t g = 0; g < groups; ++g) {
         const float s = sb_at(m.scales, m.sb_type, r * groups + g);
-        const float b = m.biases ? sb_at(m.biases, m.sb_type, r * groups + g) : 0.0f;
+        const float b = m.biases ? sb_at(m.biases, m.sb_type, r * groups + g) : implicit_bias(m, s);
         float* o = out + g * m.group;
         const int64_t j0 = g * m.group;
         if (m.bits == 4 || m.bits == 8 || m.bits == 2) {

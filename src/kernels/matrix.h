@@ -27,6 +27,9 @@ inline uint32_t affine_code(const uint32_t* row, int64_t j, int bits) {
   return uint32_t(v) & ((1u << bits) - 1u);
 }
 
+// The bias of an affine group without stored biases: −zero·scale (exactly 0 when zero is 0).
+inline float implicit_bias(const Matrix& m, float scale) { return m.zero != 0 ? -float(m.zero) * scale : 0.0f; }
+
 // Words per packed row of an affine matrix.
 inline int64_t affine_row_words(const Matrix& m) { return m.cols * m.bits / 32; }
 
@@ -58,13 +61,23 @@ inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
   }
 }
 
-// Decodes one block of a ggml block type into out[block elements]. The float operations of each
-// type, which the SIMD kernels perform too (no fused multiply-add inside a weight):
-//   Q8_0: d·q;  Q4_0: d·(q−8);  IQ4_NL: d·v[q];
-//   Q4_K, Q5_K: (d·sc)·q − (dmin·m), sc and m the 6-bit scale and min of each 32-element group;
-//   Q6_K: (d·sc)·(q−32), sc the int8 scale of each 16-element group;
-//   IQ4_XS: (d·(ls−32))·v[q], ls the 6-bit scale of each 32-element group;
-// d and dmin the block's f16 values, v the code book above.
+// Elements per scale group of a ggml block type: 16 for Q6_K, 32 for the others (0: not a block
+// type).
+int block_group(WeightType t);
+
+// One block of a ggml block type as integer codes and group scales: element i is
+// s[g]·c[i] − mn[g] with g = i / block_group(t). c[block elements] are signed:
+//   Q8_0: c = q, s = d;  Q4_0: c = q−8, s = d;  IQ4_NL: c = v[q], s = d;
+//   Q4_K, Q5_K: c = q, s = d·sc, mn = dmin·m, sc and m the 6-bit scale and min of each group;
+//   Q6_K: c = q−32, s = d·sc, sc the int8 scale of each group;
+//   IQ4_XS: c = v[q], s = d·(ls−32), ls the 6-bit scale of each group;
+// d and dmin the block's f16 values, v the code book above; mn = 0 where the type has no mins.
+// s and mn hold up to 16 groups.
+void split_block(WeightType t, const uint8_t* block, int8_t* c, float* s, float* mn);
+
+// Decodes one block into out[block elements] by split_block's rule, s·c − mn per element (no
+// fused multiply-add inside a weight; x − 0 is x, so the types without mins are s·c). The SIMD
+// kernels perform the same float operations.
 void decode_block(WeightType t, const uint8_t* block, float* out);
 
 

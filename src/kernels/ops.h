@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -24,7 +25,9 @@ enum class WeightType : uint8_t { kF32, kF16, kBF16, kAffine, kQ8_0, kQ4_0, kIQ4
 // A weight matrix [rows = out features, cols = in features], row-major, in its stored type.
 // For kAffine (MLX): `data` is the uint32 bit stream of each row (row stride cols*bits/32 words;
 // code j occupies bits [j*bits, (j+1)*bits) of the row, little-endian), `scales`/`biases` are
-// [rows, cols/group] of `sb_type` (f32, f16 or bf16); w = scale*q + bias.
+// [rows, cols/group] of `sb_type` (f32, f16 or bf16); w = scale*q + bias. Without biases, the
+// bias is −zero·scale (0 when zero is 0): the fast mode's affine form of the ggml types with
+// symmetric codes (Ops::int8_form) stores no biases.
 // For the ggml block types: `data` holds each row as cols / block elements consecutive blocks, rows
 // back to back (kernels/matrix.h).
 struct Matrix {
@@ -37,11 +40,21 @@ struct Matrix {
   core::DType sb_type = core::DType::kBF16;
   const void* scales = nullptr;
   const void* biases = nullptr;
+  int zero = 0;
 
   // Rows [r0, r0+n) of this matrix as a matrix of its own (no copy).
   Matrix row_slice(int64_t r0, int64_t n) const;
   // Bytes the kernel streams to read the whole matrix once.
   size_t bytes() const;
+};
+
+// The fast mode's form of a matrix whose stored type the int8 kernels do not read (the ggml block
+// types): the same codes and group scales as an affine matrix (kernels/int8_form.cc), which they
+// do read, and the storage it views.
+struct Int8Form {
+  Matrix m;
+  std::vector<uint32_t> codes;
+  std::vector<uint8_t> scales, biases;
 };
 
 // Dequantizes element (r, c) (slow; for tests and the scalar reference).
@@ -115,6 +128,15 @@ class Ops {
   virtual void matmul_many(const Context& ctx, const float* x, int64_t n, const Matrix* const* ws,
                            float* const* ys, int count) const {
     for (int i = 0; i < count; ++i) matmul(ctx, x, n, *ws[i], ys[i]);
+  }
+  // The form in which this backend's fast mode (Context::int8_activations) multiplies `m` in
+  // integers, for a matrix it would otherwise multiply exactly in both modes; null where it has
+  // none (the default, and every type but the ggml block types). Built once by the caller (in
+  // parallel on `pool`) and used in place of m while fast mode is on.
+  virtual std::unique_ptr<Int8Form> int8_form(const Matrix& m, core::ThreadPool* pool) const {
+    (void)m;
+    (void)pool;
+    return nullptr;
   }
   // out[n, E.cols] = rows `tokens` of the embedding table E (dequantized).
   virtual void embed(const Context& ctx, const Matrix& table, const int32_t* tokens, int64_t n,

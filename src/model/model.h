@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "core/result.h"
@@ -84,9 +85,11 @@ class Model {
   void set_draft_vocab(int64_t n);
   int64_t draft_vocab() const { return draft_head_.rows; }
 
-  // Fast mode: MLX-quantized matmuls take int8-quantized activations (kernels/ops.h). Off by
-  // default (the exact mode).
-  void set_fast_activations(bool on) { ctx_.int8_activations = on; }
+  // Fast mode: quantized matmuls take int8-quantized activations (kernels/ops.h). Off by
+  // default (the exact mode). Matrices of the ggml block types (GGUF) are multiplied in their
+  // backend's int8 form (Ops::int8_form, model/int8_forms.cc), built when fast mode is turned on
+  // and dropped when it is turned off.
+  void set_fast_activations(bool on);
 
   // Runs the rows; writes logits [n_logit_rows, vocab] in row order (all rows of a sequence with
   // all_logits, else its last row). Advances each state. Fails without touching any state on bad
@@ -132,6 +135,9 @@ class Model {
   std::vector<Span> spans_;  // of the current call
   bool mtp_on_ = false;
   kernels::Matrix draft_head_;  // rows [0, draft vocabulary) of the head
+  // Fast mode's int8 forms, and the matrices of w_ they stand in for (restored when it ends).
+  std::vector<std::unique_ptr<kernels::Int8Form>> int8_forms_;
+  std::vector<std::pair<kernels::Matrix*, kernels::Matrix>> replaced_;
   // MTP scratch: row inputs and outputs (grow to the largest call, then reused).
   std::vector<int32_t> mtp_tokens_;
   std::vector<float> mtp_in_, mtp_out_, mtp_cat_, hidden_, draft_logits_;

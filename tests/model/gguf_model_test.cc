@@ -102,6 +102,47 @@ TEST_P(GgufFixture, BitExactAcrossSplitsAndThreads) {
   EXPECT_EQ(run(*m1, tokens_, int64_t(tokens_.size())), whole);
 }
 
+// Fast mode multiplies the block-type matrices in their int8 forms (kernels/int8_form.h) in place
+// of the blocks, while it is on: its error against the reference is printed and bounded as for MLX
+// checkpoints (forward_test: random weights amplify rounding, so the bound only catches a broken
+// kernel; the per-op bound is in int8_form_test), its equalities hold bit for bit, and turning it
+// off gives the exact bits back.
+TEST_P(GgufFixture, FastModeTakesTheInt8FormsWithItsEqualities) {
+  auto m = load(kernels::cpu_ops(), &pool_);
+  ASSERT_NE(m, nullptr);
+  const int64_t V = m->config().vocab, T = int64_t(tokens_.size());
+  const std::vector<float> exact = run(*m, tokens_, T);
+  const kernels::Matrix head = m->weights().head;
+  const bool head_form = kernels::cpu_ops().int8_form(head, nullptr) != nullptr;
+  m->set_fast_activations(true);
+  EXPECT_EQ(m->weights().head.type, head_form ? kernels::WeightType::kAffine : head.type);
+  const std::vector<float> fast = run(*m, tokens_, T);
+  ASSERT_EQ(fast.size(), ref_.size());
+  float worst = 0, lo = ref_[0], hi = ref_[0];
+  int64_t same_argmax = 0;
+  for (size_t i = 0; i < fast.size(); ++i) {
+    worst = std::max(worst, std::fabs(fast[i] - ref_[i]));
+    lo = std::min(lo, ref_[i]);
+    hi = std::max(hi, ref_[i]);
+  }
+  for (int64_t p = 0; p < T; ++p) {
+    const float* f = fast.data() + p * V;
+    const float* r = ref_.data() + p * V;
+    same_argmax += std::max_element(f, f + V) - f == std::max_element(r, r + V) - r;
+  }
+  std::printf("[fast mode] %s: max |logit - reference| = %.2e (logits span %.1f), argmax equal at %lld/%lld\n",
+              GetParam().c_str(), worst, hi - lo, (long long)same_argmax, (long long)T);
+  EXPECT_LE(worst, 0.5f * (hi - lo));
+  EXPECT_EQ(run(*m, tokens_, 64), fast) << "grid chunks";
+  core::ThreadPool one(1);
+  auto m1 = load(kernels::cpu_ops(), &one);
+  m1->set_fast_activations(true);
+  EXPECT_EQ(run(*m1, tokens_, T), fast) << "thread count";
+  m->set_fast_activations(false);
+  EXPECT_EQ(m->weights().head.type, head.type);
+  EXPECT_EQ(run(*m, tokens_, T), exact) << "exact again";
+}
+
 INSTANTIATE_TEST_SUITE_P(Files, GgufFixture, ::testing::ValuesIn(fixture_names()));
 
 // HF bf16 checkpoint (MoE, n_v = 2·n_k) -> GGUF F32 (the converter's conventions, value heads tiled): the logits of the

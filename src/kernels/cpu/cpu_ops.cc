@@ -16,6 +16,7 @@
 #include "kernels/cpu/delta_rule.h"
 #include "kernels/cpu/elementwise.h"
 #include "kernels/cpu/workspace.h"
+#include "kernels/int8_form.h"
 #include "kernels/math.h"
 #include "kernels/matrix.h"
 #include "kernels/ops.h"
@@ -70,6 +71,15 @@ class CpuOps final : public Ops {
                    int count) const override {
     std::unique_ptr<cpu::CpuWorkspace> temp;
     cpu::matmul_many(ctx, x, n, ws, ys, count, cpu::workspace_of(ctx, this, temp).matmul);
+  }
+
+  // The ggml block types in the affine form the int8 tile kernels read, where its shape takes
+  // them (the 5-bit form needs rows of whole 512-element blocks); elsewhere they stay exact.
+  std::unique_ptr<Int8Form> int8_form(const Matrix& m, core::ThreadPool* pool) const override {
+    if (!is_block_type(m.type)) return nullptr;
+    const Matrix shape = int8_form_shape(m);
+    if (shape.bits == 0 || !(cpu::tiled_affine(shape) || cpu::fast_odd_affine(shape))) return nullptr;
+    return make_int8_form(m, pool);
   }
 
   void embed(const Context& ctx, const Matrix& e, const int32_t* tokens, int64_t n,

@@ -59,7 +59,7 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
   auto convert = [&](int64_t o, float* s, float* b) {
     ConvertRow(m.scales, m.sb_type, o * groups, groups, s);
     if (m.biases) ConvertRow(m.biases, m.sb_type, o * groups, groups, b);
-    else std::fill_n(b, groups, 0.0f);
+    else for (int64_t g = 0; g < groups; ++g) b[g] = implicit_bias(m, s[g]);
   };
   int64_t o = o0;
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
@@ -154,19 +154,8 @@ HWY_INLINE void Rows(const Matrix& m, bool affine, const float* const* x, const 
   else AffineGenericRows<rt>(m, x, xsum, o, y, sf, bf);
 }
 
-// Whether a matrix takes the affine tile kernels.
-bool Tiled(const Matrix& m) {
-  return m.type == WeightType::kAffine && (m.bits == 2 || m.bits == 4 || m.bits == 8) &&
-         m.group % (32 / m.bits) == 0 && m.cols % m.group == 0;
-}
-
-// Whether a 3/5/6-bit matrix takes the int8 kernels in fast mode (otherwise it runs exact in both
-// modes): groups of whole 8-code runs, rows of whole blocks of the odd-width tile. Decided from
-// the shape alone, so every target makes the same choice and fast mode keeps its bits.
-bool FastOdd(const Matrix& m) {
-  return m.type == WeightType::kAffine && OddWidth(m.bits) && m.group % 8 == 0 &&
-         m.cols % m.group == 0 && (m.cols * m.bits) % 32 == 0 && (m.cols * m.bits / 32) % std::lcm(16, m.bits) == 0;
-}
+bool Tiled(const Matrix& m) { return tiled_affine(m); }
+bool FastOdd(const Matrix& m) { return fast_odd_affine(m); }
 
 // Prepares the activations of an affine matmul once: quantized copies (fast mode) or pre-scaled
 // ones (exact tiles), and per-group sums, row by row (in parallel for prompts: this is serial work
@@ -264,7 +253,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
           float* sf = sb_buf.data() + (o - ob) * 2 * stride;
           ConvertRow(m.scales, m.sb_type, o * groups, groups, sf);
           if (m.biases) ConvertRow(m.biases, m.sb_type, o * groups, groups, sf + stride);
-          else std::fill_n(sf + stride, groups, 0.0f);
+          else for (int64_t g = 0; g < groups; ++g) sf[stride + g] = implicit_bias(m, sf[g]);
         }
       for (int64_t t0 = tb; t0 < std::min(n, tb + kActRowBlock); t0 += kRowKernelActRows) {
         const int64_t rt = std::min(kRowKernelActRows, std::min(n, tb + kActRowBlock) - t0);

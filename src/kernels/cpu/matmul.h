@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,23 @@
 #include "kernels/ops.h"
 
 namespace qwen35::kernels::cpu {
+
+// Whether an affine matrix takes the tile kernels (exact or fast): 2/4/8-bit codes, groups of
+// whole 32-bit words.
+inline bool tiled_affine(const Matrix& m) {
+  return m.type == WeightType::kAffine && (m.bits == 2 || m.bits == 4 || m.bits == 8) &&
+         m.group % (32 / m.bits) == 0 && m.cols % m.group == 0;
+}
+
+// Whether a 3/5/6-bit affine matrix takes the int8 kernels in fast mode (otherwise it runs exact
+// in both modes): groups of whole 8-code runs, rows of whole blocks of the odd-width tile
+// (lcm(16, bits) words). Decided from the shape alone, so every target makes the same choice and
+// fast mode keeps its bits.
+inline bool fast_odd_affine(const Matrix& m) {
+  return m.type == WeightType::kAffine && (m.bits == 3 || m.bits == 5 || m.bits == 6) && m.group % 8 == 0 &&
+         m.cols % m.group == 0 && (m.cols * m.bits) % 32 == 0 &&
+         (m.cols * m.bits / 32) % std::lcm(16, m.bits) == 0;
+}
 
 // Per-call activation preparation (group sums, quantized copies), reused across calls.
 struct MatmulScratch {

@@ -1,0 +1,93 @@
+#include "kernels/int8_form.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/check.h"
+#include "kernels/matrix.h"
+
+namespace qwen35::kernels {
+
+Matrix int8_form_shape(const Matrix& b) {
+  Matrix m;
+  m.type = WeightType::kAffine;
+  m.rows = b.rows;
+  m.cols = b.cols;
+  m.group = block_group(b.type);
+  switch (b.type) {
+    case WeightType::kQ8_0: m.bits = 8, m.zero = 128; break;
+    case WeightType::kQ4_0: m.bits = 4, m.zero = 8; break;
+    case WeightType::kQ6_K: m.bits = 6, m.zero = 32; break;
+    case WeightType::kQ4_K: m.bits = 4; break;
+    case WeightType::kQ5_K: m.bits = 5; break;
+    default: m.bits = 0; break;
+  }
+  return m;
+}
+
+namespace {
+// Whether v fits f16: rounded to it, v moves by a relative 2^-11 at most, or (subnormal) by 2^-25.
+bool fits_f16(float v) { return std::fabs(v) <= 65504.0f; }
+}  // namespace
+
+std::unique_ptr<Int8Form> make_int8_form(const Matrix& b, core::ThreadPool* pool) {
+  auto f = std::make_unique<Int8Form>();
+  Matrix& m = f->m;
+  m = int8_form_shape(b);
+  QWEN35_CHECK(m.bits != 0);
+  const BlockFormat bf = block_format(b.type);
+  const int64_t R = b.rows, K = b.cols, G = m.group, groups = K / G, words = K * m.bits / 32;
+  const bool mins = m.zero == 0;
+  f->codes.assign(size_t(R * words), 0u);
+  std::vector<float> s(size_t(R * groups)), bias(mins ? size_t(R * groups) : 0);
+  const int64_t bytes_per_row = K / bf.elements * bf.bytes, gpb = bf.elements / G;
+  auto rows = [&](size_t r0, size_t r1, int) {
+    int8_t c[256];
+    float sc[16], mn[16];
+    for (int64_t r = int64_t(r0); r < int64_t(r1); ++r) {
+      const uint8_t* row = static_cast<const uint8_t*>(b.data) + r * bytes_per_row;
+      uint32_t* out = f->codes.data() + r * words;
+      for (int64_t k0 = 0; k0 < K; k0 += bf.elements) {
+        split_block(b.type, row + k0 / bf.elements * bf.bytes, c, sc, mn);
+        for (int64_t g = 0; g < gpb; ++g) {
+          const int64_t gi = r * groups + k0 / G + g;
+          s[size_t(gi)] = sc[g];
+          if (mins) bias[size_t(gi)] = -mn[g];
+        }
+        for (int64_t i = 0; i < bf.elements; ++i) {
+          // An unsigned code of m.bits bits into the row's bit stream (5- and 6-bit codes may
+          // cross a word).
+          const uint64_t u = uint64_t(int(c[i]) + m.zero), bit = uint64_t(k0 + i) * uint64_t(m.bits);
+          out[bit / 32] |= uint32_t(u << (bit % 32));
+          if (bit % 32 + uint64_t(m.bits) > 32) out[bit / 32 + 1] |= uint32_t(u >> (32 - bit % 32));
+        }
+      }
+    }
+  };
+  if (pool != nullptr) pool->parallel_for(size_t(R), rows, 16);
+  else rows(0, size_t(R), 0);
+
+  bool half = true;
+  for (float v : s) half = half && fits_f16(v);
+  for (float v : bias) half = half && fits_f16(v);
+  m.sb_type = half ? core::DType::kF16 : core::DType::kF32;
+  auto store = [&](const std::vector<float>& v, std::vector<uint8_t>& out) {
+    out.resize(v.size() * (half ? 2 : 4));
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (half) {
+        const uint16_t h = core::f32_to_f16(v[i]);
+        std::memcpy(out.data() + 2 * i, &h, 2);
+      } else {
+        std::memcpy(out.data() + 4 * i, &v[i], 4);
+      }
+    }
+  };
+  store(s, f->scales);
+  if (mins) store(bias, f->biases);
+  m.data = f->codes.data();
+  m.scales = f->scales.data();
+  m.biases = mins ? f->biases.data() : nullptr;
+  return f;
+}
+
+}  // namespace qwen35::kernels
