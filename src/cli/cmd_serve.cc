@@ -96,7 +96,7 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--served-model-name", name, "model name in the API (default: the folder name)");
   app.add_option("-t,--threads", lo.threads, "compute threads (0 = all cores)");
   app.add_option("--load", lo.load_mode, kLoadModeHelp);
-  app.add_flag("--fast", lo.fast, "int8 activations for MLX-quantized matmuls (faster; not bit-identical to the exact mode; concurrent == solo still holds within the mode)");
+  app.add_flag("--fast", lo.fast, "int8 activations for quantized matmuls: MLX, and GGUF Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (faster; not bit-identical to the exact mode; concurrent == solo still holds within the mode)");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -20,7 +20,7 @@ struct LoadOptions {
   int threads = 0;                 // 0: all hardware threads
   std::string backend = "cpu";     // cpu | ref
   std::string load_mode = "anon";  // anon | mmap | populate
-  bool fast = false;               // int8 activations for MLX-quantized matmuls
+  bool fast = false;               // int8 activations for quantized matmuls (MLX, GGUF)
   std::string isa;                 // empty: the best SIMD target; else cap dispatch at this one
 };
 

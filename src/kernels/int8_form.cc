@@ -20,6 +20,8 @@ Matrix int8_form_shape(const Matrix& b) {
     case WeightType::kQ6_K: m.bits = 6, m.zero = 32; break;
     case WeightType::kQ4_K: m.bits = 4; break;
     case WeightType::kQ5_K: m.bits = 5; break;
+    case WeightType::kIQ4_NL:
+    case WeightType::kIQ4_XS: m.bits = 4, m.zero = 128, m.iq4 = true; break;
     default: m.bits = 0; break;
   }
   return m;
@@ -41,6 +43,9 @@ std::unique_ptr<Int8Form> make_int8_form(const Matrix& b, core::ThreadPool* pool
   f->codes.assign(size_t(R * words), 0u);
   std::vector<float> s(size_t(R * groups)), bias(mins ? size_t(R * groups) : 0);
   const int64_t bytes_per_row = K / bf.elements * bf.bytes, gpb = bf.elements / G;
+  // IQ4 codes are stored as their code-book indices (the kernels map them back).
+  uint8_t iq4_index[256] = {};
+  for (uint8_t q = 0; q < 16; ++q) iq4_index[uint8_t(kIq4Values[q])] = q;
   auto rows = [&](size_t r0, size_t r1, int) {
     int8_t c[256];
     float sc[16], mn[16];
@@ -57,7 +62,8 @@ std::unique_ptr<Int8Form> make_int8_form(const Matrix& b, core::ThreadPool* pool
         for (int64_t i = 0; i < bf.elements; ++i) {
           // An unsigned code of m.bits bits into the row's bit stream (5- and 6-bit codes may
           // cross a word).
-          const uint64_t u = uint64_t(int(c[i]) + m.zero), bit = uint64_t(k0 + i) * uint64_t(m.bits);
+          const uint64_t u = m.iq4 ? iq4_index[uint8_t(c[i])] : uint64_t(int(c[i]) + m.zero);
+          const uint64_t bit = uint64_t(k0 + i) * uint64_t(m.bits);
           out[bit / 32] |= uint32_t(u << (bit % 32));
           if (bit % 32 + uint64_t(m.bits) > 32) out[bit / 32 + 1] |= uint32_t(u >> (32 - bit % 32));
         }

@@ -4,9 +4,9 @@
 // group of block_group(t) elements, and the group's mins as biases or, for the types without
 // mins, the implicit bias −zero·scale (Matrix::zero):
 //   Q8_0: 8-bit, zero 128;  Q4_0: 4-bit, zero 8;  Q6_K: 6-bit in groups of 16, zero 32;
-//   Q4_K, Q5_K: 4- and 5-bit, biases −dmin·m.
-// The IQ4 types have none: their codes index a non-linear table, which an affine row could only
-// hold as 8-bit codes (twice their bytes); they run exact in both modes.
+//   Q4_K, Q5_K: 4- and 5-bit, biases −dmin·m;
+//   IQ4_NL, IQ4_XS: 4-bit code-book indices (Matrix::iq4: the kernels map index q to
+//   kIq4Values[q] + 128 by a byte shuffle), zero 128.
 // Scales and biases are stored as f16: products of an f16 and a small integer, rounded to f16
 // they move by a relative 2^-11 at most (2^-25 absolute where subnormal), far below the int8
 // rounding of the activations; the Q8_0 and Q4_0 scales are the blocks' own f16 values, exact. A

@@ -172,7 +172,7 @@ float matrix_at(const Matrix& m, int64_t r, int64_t c) {
       const int64_t gi = r * (m.cols / m.group) + c / m.group;
       const float s = sb_at(m.scales, m.sb_type, gi);
       const float b = m.biases ? sb_at(m.biases, m.sb_type, gi) : implicit_bias(m, s);
-      return s * float(affine_code(row, c, m.bits)) + b;
+      return s * float(affine_value(m, affine_code(row, c, m.bits))) + b;
     }
     default: {
       const BlockFormat f = block_format(m.type);
@@ -213,7 +213,7 @@ void decode_row(const Matrix& m, int64_t r, float* out) {
           const uint32_t mask = (1u << m.bits) - 1u;
           for (int64_t j = 0; j < m.group; j += per) {
             uint32_t w = row[(j0 + j) / per];
-            for (int k = 0; k < per; ++k, w >>= m.bits) o[j + k] = s * float(w & mask) + b;
+            for (int k = 0; k < per; ++k, w >>= m.bits) o[j + k] = s * float(affine_value(m, w & mask)) + b;
           }
         } else {
           for (int64_t j = 0; j < m.group; ++j) o[j] = s * float(affine_code(row, j0 + j, m.bits)) + b;

@@ -27,8 +27,15 @@ inline uint32_t affine_code(const uint32_t* row, int64_t j, int bits) {
   return uint32_t(v) & ((1u << bits) - 1u);
 }
 
+// The IQ4_NL / IQ4_XS code book.
+inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                          1,    13,   25,  38,  53,  69,  89,  113};
+
 // The bias of an affine group without stored biases: −zero·scale (exactly 0 when zero is 0).
 inline float implicit_bias(const Matrix& m, float scale) { return m.zero != 0 ? -float(m.zero) * scale : 0.0f; }
+
+// The unsigned code an affine matrix's stored code q stands for (an IQ4 form's code-book entry).
+inline uint32_t affine_value(const Matrix& m, uint32_t q) { return m.iq4 ? uint32_t(kIq4Values[q] + 128) : q; }
 
 // Words per packed row of an affine matrix.
 inline int64_t affine_row_words(const Matrix& m) { return m.cols * m.bits / 32; }
@@ -46,9 +53,6 @@ inline int64_t block_row_bytes(const Matrix& m) {
   return m.cols / f.elements * f.bytes;
 }
 
-// The IQ4_NL / IQ4_XS code book.
-inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
-                                          1,    13,   25,  38,  53,  69,  89,  113};
 
 // The 6-bit scale and min of group j (0..7) of a Q4_K / Q5_K block's 12 packed bytes.
 inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {

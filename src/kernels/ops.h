@@ -41,6 +41,9 @@ struct Matrix {
   const void* scales = nullptr;
   const void* biases = nullptr;
   int zero = 0;
+  // 4-bit kAffine whose codes are IQ4 code-book indices: code q stands for kIq4Values[q] + 128
+  // (kernels/matrix.h; the int8 forms of IQ4_NL and IQ4_XS, with zero 128).
+  bool iq4 = false;
 
   // Rows [r0, r0+n) of this matrix as a matrix of its own (no copy).
   Matrix row_slice(int64_t r0, int64_t n) const;

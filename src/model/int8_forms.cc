@@ -21,10 +21,9 @@ void add_layer(LayerWeights& l, std::vector<kernels::Matrix*>& out) {
                              &d.in_proj_a, &d.out_proj})
     out.push_back(x);
   add_mlp(l.mlp, out);
-  // The router stays exact (moe_layer); the experts and the shared expert do not.
+  // The router and the shared expert's gate stay exact (moe_layer); the experts do not.
   for (MlpWeights& e : l.moe.experts) add_mlp(e, out);
   add_mlp(l.moe.shared, out);
-  out.push_back(&l.moe.shared_gate);
 }
 
 // Every matrix a matmul reads (unbound ones are empty and have no form).

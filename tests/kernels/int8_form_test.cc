@@ -19,8 +19,8 @@
 namespace qwen35::kernels {
 namespace {
 
-constexpr WeightType kFormTypes[] = {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kQ4_K, WeightType::kQ5_K,
-                                     WeightType::kQ6_K};
+constexpr WeightType kFormTypes[] = {WeightType::kQ8_0,  WeightType::kQ4_0, WeightType::kQ4_K,  WeightType::kQ5_K,
+                                     WeightType::kQ6_K,  WeightType::kIQ4_NL, WeightType::kIQ4_XS};
 
 // The bound of the form's weight (r, c) against the block's: the f16 rounding of its scale and bias
 // (a relative 2^-11, or 2^-25 where subnormal) on s·u and b (b = −zero·s for the types without
@@ -54,11 +54,13 @@ TEST(Int8Form, HoldsTheBlocksWeights) {
     EXPECT_EQ(f->m.group, block_group(t));
     EXPECT_EQ(f->m.sb_type, core::DType::kF16);
     EXPECT_EQ(f->m.biases != nullptr, t == WeightType::kQ4_K || t == WeightType::kQ5_K);
+    EXPECT_EQ(f->m.iq4, t == WeightType::kIQ4_NL || t == WeightType::kIQ4_XS);
     for (int64_t r = 0; r < 19; ++r)
       for (int64_t c = 0; c < 512; ++c) {
         const float a = matrix_at(f->m, r, c), b = matrix_at(w.m, r, c);
-        // Q8_0 and Q4_0 scales are the blocks' own f16 d: their forms are exact.
-        if (t == WeightType::kQ8_0 || t == WeightType::kQ4_0) ASSERT_EQ(a, b) << int(t) << " at " << r << "," << c;
+        // Q8_0, Q4_0 and IQ4_NL scales are the blocks' own f16 d: their forms are exact.
+        if (t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || t == WeightType::kIQ4_NL)
+          ASSERT_EQ(a, b) << int(t) << " at " << r << "," << c;
         else ASSERT_LE(std::fabs(a - b), weight_bound(w.m, *f, r, c)) << int(t) << " at " << r << "," << c;
       }
     // decode_row (the reference's matmul) reads the same weights.
@@ -94,7 +96,7 @@ TEST(Int8Form, OfferedWhereTheInt8KernelsTakeTheShape) {
   // The 5-bit tile reads rows in blocks of 80 words (512 elements): Q5_K rows of 256 stay exact.
   EXPECT_EQ(cpu.int8_form(make_matrix(WeightType::kQ5_K, 16, 256, 5).m, nullptr), nullptr);
   EXPECT_NE(cpu.int8_form(make_matrix(WeightType::kQ6_K, 16, 256, 5).m, nullptr), nullptr);
-  for (WeightType t : {WeightType::kIQ4_NL, WeightType::kIQ4_XS, WeightType::kF32, WeightType::kBF16})
+  for (WeightType t : {WeightType::kF32, WeightType::kBF16})
     EXPECT_EQ(cpu.int8_form(make_matrix(t, 16, 512, 5).m, nullptr), nullptr) << int(t);
   EXPECT_EQ(cpu.int8_form(make_matrix(WeightType::kAffine, 16, 512, 5, 4, 64).m, nullptr), nullptr);
 }

@@ -102,11 +102,15 @@ void RowScalar8(const Matrix& m, const int8_t* xq, const float* dx, const float*
   float acc = 0;
   int32_t isum = 0;
   int64_t left = DG, g_next = 0;
+  const bool iq4 = kBits == 4 && m.iq4;
   for (int64_t jj = 0; jj < words; ++jj) {
     const uint8_t* w = row + jj * 4;
     const int8_t* xw = xq + jj * C;
     for (int mm = 0; mm < per; ++mm)
-      for (int b = 0; b < 4; ++b) isum += int32_t((uint32_t(w[b]) >> (kBits * mm)) & mask) * xw[mm * 4 + b];
+      for (int b = 0; b < 4; ++b) {
+        const uint32_t q = (uint32_t(w[b]) >> (kBits * mm)) & mask;
+        isum += int32_t(iq4 ? uint32_t(kIq4Values[q] + 128) : q) * xw[mm * 4 + b];
+      }
     if (--left == 0) {
       const int64_t g = g_next++;
       left = DG;
@@ -134,8 +138,17 @@ HWY_INLINE void CloseGroup8(VI (&isum)[2][rt], VFl (&acc)[rt], const float* sT, 
   }
 }
 
+// The IQ4 code book shifted to unsigned bytes (v + 128), once per 128-bit block: a byte shuffle
+// (vpshufb) maps 4-bit indices to the codes of an IQ4 int8 form (Matrix::iq4).
+alignas(64) inline constexpr std::array<uint8_t, 64> kIq4Unsigned = [] {
+  std::array<uint8_t, 64> a{};
+  for (size_t i = 0; i < a.size(); ++i) a[i] = uint8_t(kIq4Values[i % 16] + 128);
+  return a;
+}();
+
 // Output rows o..o+kTileRows-1 against rt activation rows. sT/bT: scales/biases as [group][row].
-template <int kBits, int rt>
+// kIq4 (4-bit only): the codes are IQ4 indices, mapped through kIq4Unsigned.
+template <int kBits, int rt, bool kIq4 = false>
 HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* const* dx, const float* const* xsum,
                       int64_t o, const float* sT, const float* bT, float* const* y) {
   constexpr int N = kTileRows, C = 32 / kBits;
@@ -163,9 +176,18 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
         if constexpr (kBits == 8) {
           for (int r = 0; r < rt; ++r) isum[c][r] = DotWide(isum[c][r], w, xq[r] + jj * C);
         } else if constexpr (kBits == 4) {
-          const VI lo = AndI(w, 0x0F), hi = AndI(Srl<4>(w), 0x0F);
-          for (int r = 0; r < rt; ++r)
-            isum[c][r] = DotPair(isum[c][r], lo, xq[r] + jj * C, hi, xq[r] + jj * C + 4);
+          VI lo = AndI(w, 0x0F), hi = AndI(Srl<4>(w), 0x0F);
+          if constexpr (kIq4) {
+            // Full-byte codes: DotWide, whose 16-bit pairs cannot saturate (vpmaddubsw).
+            const VI book = LoadI(kIq4Unsigned.data());
+            lo = hn::TableLookupBytes(book, lo);
+            hi = hn::TableLookupBytes(book, hi);
+            for (int r = 0; r < rt; ++r)
+              isum[c][r] = DotWide(DotWide(isum[c][r], lo, xq[r] + jj * C), hi, xq[r] + jj * C + 4);
+          } else {
+            for (int r = 0; r < rt; ++r)
+              isum[c][r] = DotPair(isum[c][r], lo, xq[r] + jj * C, hi, xq[r] + jj * C + 4);
+          }
         } else {
           const VI q0 = AndI(w, 3), q1 = AndI(Srl<2>(w), 3), q2 = AndI(Srl<4>(w), 3), q3 = AndI(Srl<6>(w), 3);
           for (int r = 0; r < rt; ++r) {
@@ -242,29 +264,29 @@ HWY_INLINE void Tile8Odd(const Matrix& m, const int8_t* const* xq, const float* 
   for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
 }
 
-template <int kBits, int rt>
+template <int kBits, int rt, bool kIq4>
 HWY_INLINE void Tile8Sel(const Matrix& m, const int8_t* const* xq, const float* const* dx, const float* const* xsum,
                          int64_t o, const float* sT, const float* bT, float* const* y) {
   if constexpr (OddWidth(kBits)) Tile8Odd<kBits, rt>(m, xq, dx, xsum, o, sT, bT, y);
-  else Tile8<kBits, rt>(m, xq, dx, xsum, o, sT, bT, y);
+  else Tile8<kBits, rt, kIq4>(m, xq, dx, xsum, o, sT, bT, y);
 }
 
-template <int kBits>
+template <int kBits, bool kIq4 = false>
 HWY_INLINE void TileRows8(const Matrix& m, const int8_t* const* xq, const float* const* dx,
                           const float* const* xsum, int64_t rt, int64_t o, const float* sT, const float* bT,
                           float* const* y) {
   switch (rt) {
-    case 1: Tile8Sel<kBits, 1>(m, xq, dx, xsum, o, sT, bT, y); break;
-    case 2: Tile8Sel<kBits, 2>(m, xq, dx, xsum, o, sT, bT, y); break;
-    case 3: Tile8Sel<kBits, 3>(m, xq, dx, xsum, o, sT, bT, y); break;
-    case 4: Tile8Sel<kBits, 4>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 1: Tile8Sel<kBits, 1, kIq4>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 2: Tile8Sel<kBits, 2, kIq4>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 3: Tile8Sel<kBits, 3, kIq4>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 4: Tile8Sel<kBits, 4, kIq4>(m, xq, dx, xsum, o, sT, bT, y); break;
 #if HWY_TARGET != HWY_AVX2
-    case 5: Tile8Sel<kBits, 5>(m, xq, dx, xsum, o, sT, bT, y); break;
-    case 6: Tile8Sel<kBits, 6>(m, xq, dx, xsum, o, sT, bT, y); break;
-    case 7: Tile8Sel<kBits, 7>(m, xq, dx, xsum, o, sT, bT, y); break;
-    default: Tile8Sel<kBits, 8>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 5: Tile8Sel<kBits, 5, kIq4>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 6: Tile8Sel<kBits, 6, kIq4>(m, xq, dx, xsum, o, sT, bT, y); break;
+    case 7: Tile8Sel<kBits, 7, kIq4>(m, xq, dx, xsum, o, sT, bT, y); break;
+    default: Tile8Sel<kBits, 8, kIq4>(m, xq, dx, xsum, o, sT, bT, y); break;
 #else
-    default: Tile8Sel<kBits, 4>(m, xq, dx, xsum, o, sT, bT, y); break;
+    default: Tile8Sel<kBits, 4, kIq4>(m, xq, dx, xsum, o, sT, bT, y); break;
 #endif
   }
 }

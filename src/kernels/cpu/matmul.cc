@@ -13,6 +13,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "core/check.h"
 #include "kernels/cpu/block_matmul.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/matrix.h"
@@ -48,7 +49,7 @@ struct AffineActs {
 // Output rows [o0, o1) against activation rows [t0, t1) of a 2/4/8-bit affine matrix. Rows in whole
 // tiles of kTileRows (tiles start at multiples of kTileRows: the thread split is in multiples of
 // 16) take the tile kernel, the others the scalar loop; both compute the same bits.
-template <int kBits, bool kInt8>
+template <int kBits, bool kInt8, bool kIq4 = false>
 void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, int64_t o0, int64_t o1, float* y) {
   const int64_t K = m.cols, M = m.rows, groups = K / m.group;
   thread_local std::vector<float> sbuf;
@@ -69,9 +70,11 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
   float* bT = sT + NT * (groups + 16);
   constexpr bool kOdd = OddWidth(kBits);
   if (kOdd ? (K * kBits / 32) % std::lcm(16, kBits) == 0 : (K / (32 / kBits)) % N == 0) {
-    // The tile's scales and biases as [group][row] f32. bf16 (the MLX default) is widened straight
-    // into the registers of the transpose; other types go through a row-major buffer.
-    const bool bf16_direct = m.sb_type == core::DType::kBF16 && m.biases != nullptr && groups % N == 0;
+    // The tile's scales and biases as [group][row] f32. bf16 (the MLX default) and f16 (the int8
+    // forms of GGUF blocks) are widened straight into the registers of the transpose, and implicit
+    // biases (−zero·scale) made there; other types go through a row-major buffer.
+    const bool half_direct =
+        (m.sb_type == core::DType::kBF16 || m.sb_type == core::DType::kF16) && groups % N == 0;
     const int64_t sb_bytes = int64_t(core::dtype_size(m.sb_type)), tile_sb = N * groups * sb_bytes;
     for (; o + N <= o1 && o + N <= M; o += N) {
       // The next tile's scales and biases: they stream beside the codes, which the tile kernel
@@ -85,17 +88,25 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
         }
       }
       int64_t g = 0;
-      if (bf16_direct) {
+      if (half_direct) {
+        const bool f16 = m.sb_type == core::DType::kF16;
         const uint16_t* sp = static_cast<const uint16_t*>(m.scales) + o * groups;
-        const uint16_t* bp = static_cast<const uint16_t*>(m.biases) + o * groups;
+        const uint16_t* bp = m.biases ? static_cast<const uint16_t*>(m.biases) + o * groups : nullptr;
+        const VFl neg_zero = SetF(-float(m.zero));
         for (; g < groups; g += N) {
           VI r[N], t[N];
-          for (int l = 0; l < N; ++l) r[l] = LoadBf16(sp + l * groups + g);
+          for (int l = 0; l < N; ++l) r[l] = f16 ? LoadF16(sp + l * groups + g) : LoadBf16(sp + l * groups + g);
           TransposeRegs(r, t);
           for (int j = 0; j < N; ++j) std::memcpy(sT + (g + j) * N, &t[j], N * 4);
-          for (int l = 0; l < N; ++l) r[l] = LoadBf16(bp + l * groups + g);
-          TransposeRegs(r, t);
-          for (int j = 0; j < N; ++j) std::memcpy(bT + (g + j) * N, &t[j], N * 4);
+          if (bp != nullptr) {
+            for (int l = 0; l < N; ++l) r[l] = f16 ? LoadF16(bp + l * groups + g) : LoadBf16(bp + l * groups + g);
+            TransposeRegs(r, t);
+            for (int j = 0; j < N; ++j) std::memcpy(bT + (g + j) * N, &t[j], N * 4);
+          } else {
+            // implicit_bias: −zero·scale, or exactly 0 when zero is 0.
+            for (int j = 0; j < N; ++j)
+              StoreF(bT + (g + j) * N, m.zero != 0 ? MulF(LoadF(sT + (g + j) * N), neg_zero) : ZeroF());
+          }
         }
       } else {
         for (int l = 0; l < N; ++l) convert(o + l, srow + l * groups, brow + l * groups);
@@ -126,7 +137,7 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
           sr[r] = a.xsum + (t + r) * groups;
           yr[r] = y + (t + r) * M;
         }
-        if constexpr (kInt8) TileRows8<kBits>(m, xr, dr, sr, rt, o, sT, bT, yr);
+        if constexpr (kInt8) TileRows8<kBits, kIq4>(m, xr, dr, sr, rt, o, sT, bT, yr);
         else if constexpr (!kOdd) TileRowsF<kBits>(m, xf, sr, rt, o, sT, bT, yr);
       }
     }
@@ -193,7 +204,10 @@ void TiledRows(const Matrix& m, const float* x, int64_t n, bool int8, const Matm
     const int64_t te = std::min(n, tb + kActRowBlock);
     if (int8) {
       switch (m.bits) {
-        case 4: RangeAffine<4, true>(m, acts, tb, te, o0, o1, y); break;
+        case 4:
+          if (m.iq4) RangeAffine<4, true, true>(m, acts, tb, te, o0, o1, y);
+          else RangeAffine<4, true>(m, acts, tb, te, o0, o1, y);
+          break;
         case 8: RangeAffine<8, true>(m, acts, tb, te, o0, o1, y); break;
         case 2: RangeAffine<2, true>(m, acts, tb, te, o0, o1, y); break;
         case 3: RangeAffine<3, true>(m, acts, tb, te, o0, o1, y); break;
@@ -223,6 +237,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
   // float weights the per-row kernels below.
   const bool tiled = Tiled(m);
   const bool int8 = ctx.int8_activations && (tiled || FastOdd(m));
+  QWEN35_CHECK(!m.iq4 || int8);  // IQ4 forms exist for the int8 tiles alone (Ops::int8_form)
   if (affine) PrepAffine(ctx, x, n, m, tiled, int8, sc);
   const bool bf16_tiled = m.type == WeightType::kBF16 && K % 2 == 0;
   const size_t n_threads = ctx.pool ? size_t(ctx.pool->size()) : 1;

@@ -56,6 +56,11 @@ HWY_INLINE VI OrI(VI a, VI b) { return hn::Or(a, b); }
 HWY_INLINE VI LoadBf16(const uint16_t* p) {
   return hn::ShiftLeft<16>(hn::PromoteTo(DTileI(), hn::LoadU(hn::Rebind<uint16_t, DTileI>(), p)));
 }
+// A lane's worth of f16 values at p widened to f32 (exactly), as the bits of an integer vector.
+HWY_INLINE VI LoadF16(const uint16_t* p) {
+  const hn::Rebind<hwy::float16_t, DTileF> dh;
+  return hn::BitCast(DTileI(), hn::PromoteTo(DTileF(), hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p))));
+}
 
 #if HWY_TARGET == HWY_AVX3_DL
 // The 32 bits at bit s of each lane's pair (hi:lo), 0 <= s < 32 (vpshrdvd).
