@@ -77,16 +77,22 @@ std::unique_ptr<Int8Form> make_int8_form(const Matrix& b, core::ThreadPool* pool
   for (float v : s) half = half && fits_f16(v);
   for (float v : bias) half = half && fits_f16(v);
   m.sb_type = half ? core::DType::kF16 : core::DType::kF32;
+  // f16 values of whole tiles of 16 rows go tile-major: a tile of the int8 kernels then reads its
+  // scales in place instead of transposing them (decode reads each once).
+  m.sb_tiled = half && R % 16 == 0;
   auto store = [&](const std::vector<float>& v, std::vector<uint8_t>& out) {
     out.resize(v.size() * (half ? 2 : 4));
-    for (size_t i = 0; i < v.size(); ++i) {
-      if (half) {
-        const uint16_t h = core::f32_to_f16(v[i]);
-        std::memcpy(out.data() + 2 * i, &h, 2);
-      } else {
-        std::memcpy(out.data() + 4 * i, &v[i], 4);
+    for (size_t r = 0; r < size_t(R); ++r)
+      for (size_t g = 0; g < size_t(groups); ++g) {
+        const size_t i = size_t(sb_index(m, int64_t(r), int64_t(g)));
+        const float x = v[r * size_t(groups) + g];
+        if (half) {
+          const uint16_t h = core::f32_to_f16(x);
+          std::memcpy(out.data() + 2 * i, &h, 2);
+        } else {
+          std::memcpy(out.data() + 4 * i, &x, 4);
+        }
       }
-    }
   };
   store(s, f->scales);
   if (mins) store(bias, f->biases);

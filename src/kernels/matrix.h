@@ -34,6 +34,12 @@ inline constexpr int8_t kIq4Values[16] = {-127, -104, -83, -65, -49, -35, -22, -
 // The bias of an affine group without stored biases: −zero·scale (exactly 0 when zero is 0).
 inline float implicit_bias(const Matrix& m, float scale) { return m.zero != 0 ? -float(m.zero) * scale : 0.0f; }
 
+// Index of group g of row r in an affine matrix's scales and biases (Matrix::sb_tiled or row-major).
+inline int64_t sb_index(const Matrix& m, int64_t r, int64_t g) {
+  const int64_t groups = m.cols / m.group;
+  return m.sb_tiled ? ((r >> 4) * groups + g) * 16 + (r & 15) : r * groups + g;
+}
+
 // The unsigned code an affine matrix's stored code q stands for (an IQ4 form's code-book entry).
 inline uint32_t affine_value(const Matrix& m, uint32_t q) { return m.iq4 ? uint32_t(kIq4Values[q] + 128) : q; }
 

@@ -44,6 +44,10 @@ struct Matrix {
   // 4-bit kAffine whose codes are IQ4 code-book indices: code q stands for kIq4Values[q] + 128
   // (kernels/matrix.h; the int8 forms of IQ4_NL and IQ4_XS, with zero 128).
   bool iq4 = false;
+  // kAffine scales and biases in tile-major order: group g of row r at ((r/16)·groups + g)·16 +
+  // r%16, so that a tile of 16 rows finds its [group][row] scales in place (the int8 forms; rows
+  // a multiple of 16, and a row slice starts at one).
+  bool sb_tiled = false;
 
   // Rows [r0, r0+n) of this matrix as a matrix of its own (no copy).
   Matrix row_slice(int64_t r0, int64_t n) const;

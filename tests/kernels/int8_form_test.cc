@@ -44,18 +44,20 @@ double weight_bound(const Matrix& block, const Int8Form& f, int64_t r, int64_t c
 TEST(Int8Form, HoldsTheBlocksWeights) {
   core::ThreadPool pool(2);
   uint32_t seed = 7000;
-  for (WeightType t : kFormTypes) {
-    TestMatrix w = make_matrix(t, 19, 512, seed++);
+  for (WeightType t : kFormTypes)
+  for (int64_t R : {19, 32}) {  // 32: scales in tile-major order
+    TestMatrix w = make_matrix(t, R, 512, seed++);
     auto f = make_int8_form(w.m, &pool);
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->m.type, WeightType::kAffine);
-    EXPECT_EQ(f->m.rows, 19);
+    EXPECT_EQ(f->m.sb_tiled, R % 16 == 0);
+    EXPECT_EQ(f->m.rows, R);
     EXPECT_EQ(f->m.cols, 512);
     EXPECT_EQ(f->m.group, block_group(t));
     EXPECT_EQ(f->m.sb_type, core::DType::kF16);
     EXPECT_EQ(f->m.biases != nullptr, t == WeightType::kQ4_K || t == WeightType::kQ5_K);
     EXPECT_EQ(f->m.iq4, t == WeightType::kIQ4_NL || t == WeightType::kIQ4_XS);
-    for (int64_t r = 0; r < 19; ++r)
+    for (int64_t r = 0; r < R; ++r)
       for (int64_t c = 0; c < 512; ++c) {
         const float a = matrix_at(f->m, r, c), b = matrix_at(w.m, r, c);
         // Q8_0, Q4_0 and IQ4_NL scales are the blocks' own f16 d: their forms are exact.
@@ -65,8 +67,12 @@ TEST(Int8Form, HoldsTheBlocksWeights) {
       }
     // decode_row (the reference's matmul) reads the same weights.
     std::vector<float> row(512);
-    decode_row(f->m, 3, row.data());
-    for (int64_t c = 0; c < 512; ++c) ASSERT_EQ(row[size_t(c)], matrix_at(f->m, 3, c));
+    decode_row(f->m, 18, row.data());
+    for (int64_t c = 0; c < 512; ++c) ASSERT_EQ(row[size_t(c)], matrix_at(f->m, 18, c));
+    if (R == 32) {  // a slice from row 16 reads the second tile's scales
+      const Matrix tail = f->m.row_slice(16, 16);
+      for (int64_t c = 0; c < 512; c += 7) ASSERT_EQ(matrix_at(tail, 2, c), matrix_at(f->m, 18, c));
+    }
   }
 }
 
@@ -109,8 +115,9 @@ TEST(Int8Form, FastMatmulIsWithinTheInt8BoundWithItsEqualities) {
   core::ThreadPool pool(3);
   const Ops& cpu = cpu_ops();
   uint32_t seed = 8000;
-  for (WeightType t : kFormTypes) {
-    const int64_t rows = 37, cols = 1024;
+  for (WeightType t : kFormTypes)
+  for (int64_t rows : {37, 48}) {  // row-major scales and a scalar tail; tile-major scales
+    const int64_t cols = 1024;
     TestMatrix w = make_matrix(t, rows, cols, seed++);
     auto f = cpu.int8_form(w.m, &pool);
     ASSERT_NE(f, nullptr);

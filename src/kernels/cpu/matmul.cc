@@ -57,11 +57,7 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
   sbuf.resize(size_t(4 * NT * (groups + 16)));
   float* srow = sbuf.data();  // [NT][groups] row-major
   float* brow = srow + NT * (groups + 16);
-  auto convert = [&](int64_t o, float* s, float* b) {
-    ConvertRow(m.scales, m.sb_type, o * groups, groups, s);
-    if (m.biases) ConvertRow(m.biases, m.sb_type, o * groups, groups, b);
-    else for (int64_t g = 0; g < groups; ++g) b[g] = implicit_bias(m, s[g]);
-  };
+  auto convert = [&](int64_t o, float* s, float* b) { ConvertScales(m, o, groups, s, b); };
   int64_t o = o0;
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
   constexpr int N = kTileRows;
@@ -88,7 +84,19 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
         }
       }
       int64_t g = 0;
-      if (half_direct) {
+      if (m.sb_tiled && m.sb_type == core::DType::kF16) {
+        // Tile-major f16 (the int8 forms): the tile's [group][row] values lie in place, 16 rows
+        // a group; widened, and implicit biases made, in registers.
+        const int64_t at = (o >> 4) * 16 * groups + (o & 15);
+        const uint16_t* sp = static_cast<const uint16_t*>(m.scales) + at;
+        const uint16_t* bp = m.biases ? static_cast<const uint16_t*>(m.biases) + at : nullptr;
+        const VFl neg_zero = SetF(-float(m.zero));
+        for (; g < groups; ++g) {
+          const VFl sv = AsF(LoadF16(sp + g * 16));
+          StoreF(sT + g * N, sv);
+          StoreF(bT + g * N, bp != nullptr ? AsF(LoadF16(bp + g * 16)) : m.zero != 0 ? MulF(sv, neg_zero) : ZeroF());
+        }
+      } else if (half_direct) {
         const bool f16 = m.sb_type == core::DType::kF16;
         const uint16_t* sp = static_cast<const uint16_t*>(m.scales) + o * groups;
         const uint16_t* bp = m.biases ? static_cast<const uint16_t*>(m.biases) + o * groups : nullptr;
@@ -266,9 +274,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
       if (affine)
         for (int64_t o = ob; o < oe; ++o) {
           float* sf = sb_buf.data() + (o - ob) * 2 * stride;
-          ConvertRow(m.scales, m.sb_type, o * groups, groups, sf);
-          if (m.biases) ConvertRow(m.biases, m.sb_type, o * groups, groups, sf + stride);
-          else for (int64_t g = 0; g < groups; ++g) sf[stride + g] = implicit_bias(m, sf[g]);
+          ConvertScales(m, o, groups, sf, sf + stride);
         }
       for (int64_t t0 = tb; t0 < std::min(n, tb + kActRowBlock); t0 += kRowKernelActRows) {
         const int64_t rt = std::min(kRowKernelActRows, std::min(n, tb + kActRowBlock) - t0);

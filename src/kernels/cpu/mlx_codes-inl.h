@@ -136,3 +136,19 @@ HWY_INLINE void ConvertRow(const void* p, core::DType t, int64_t i0, int64_t n, 
     std::memcpy(out, static_cast<const float*>(p) + i0, size_t(n) * 4);
   }
 }
+
+// Row o's scales and biases as f32 (biases −zero·scale when the matrix stores none), from
+// row-major or tile-major (Matrix::sb_tiled) storage.
+HWY_INLINE void ConvertScales(const Matrix& m, int64_t o, int64_t groups, float* s, float* b) {
+  if (m.sb_tiled) {
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t i = sb_index(m, o, g);
+      s[g] = sb_at(m.scales, m.sb_type, i);
+      b[g] = m.biases ? sb_at(m.biases, m.sb_type, i) : implicit_bias(m, s[g]);
+    }
+    return;
+  }
+  ConvertRow(m.scales, m.sb_type, o * groups, groups, s);
+  if (m.biases) ConvertRow(m.biases, m.sb_type, o * groups, groups, b);
+  else for (int64_t g = 0; g < groups; ++g) b[g] = implicit_bias(m, s[g]);
+}
