@@ -1,0 +1,211 @@
+// The web chat page on the server side: GET / and its files with their content types and the
+// Content-Security-Policy, no inline script, names that try to leave the page's folder, --no-web,
+// --web-dir, the API key (the page loads without it, the API does not), /props, and the URL on
+// start. The page's behaviour in a browser is tests/server/web_page_test.cjs (scripts/test).
+#include "server/web_page.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+#include <set>
+
+#include "server_process.h"
+
+namespace qwen35 {
+namespace {
+
+using server::WebPage;
+using testing::Json;
+using testing::ServerProcess;
+using testing::TempDir;
+
+std::string bundled_model() { return testing::source_dir() + "/models/qwen35-tiny-kjv"; }
+
+// The /web/... paths that index.html loads (src= and href=).
+std::vector<std::string> page_references(const std::string& html) {
+  std::vector<std::string> out;
+  const std::regex ref(R"re((?:src|href)="(/web/[^"]+)")re");
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), ref); it != std::sregex_iterator();
+       ++it)
+    out.push_back((*it)[1]);
+  return out;
+}
+
+TEST(WebPage, ContentTypes) {
+  EXPECT_EQ(server::content_type_for("index.html"), "text/html; charset=utf-8");
+  EXPECT_EQ(server::content_type_for("lib/marked.min.js"), "text/javascript; charset=utf-8");
+  EXPECT_EQ(server::content_type_for("app.css"), "text/css; charset=utf-8");
+  EXPECT_EQ(server::content_type_for("icon.svg"), "image/svg+xml");
+  EXPECT_EQ(server::content_type_for("noext"), "application/octet-stream");
+}
+
+TEST(WebPage, EmbedsThePageAndTheDebianLibraries) {
+  std::set<std::string> names;
+  for (const auto& f : server::embedded_web_files()) {
+    EXPECT_FALSE(f.data.empty()) << f.name;
+    names.insert(std::string(f.name));
+  }
+  for (const char* n : {"index.html", "app.js", "api.js", "store.js", "render.js", "app.css",
+                        "lib/marked.min.js", "lib/highlight.min.js", "lib/purify.min.js",
+                        "lib/hljs-light.css", "lib/hljs-dark.css"})
+    EXPECT_TRUE(names.count(n)) << n;
+  WebPage page;
+  EXPECT_NE(page.answer("/web/lib/marked.min.js").body.find("marked"), std::string::npos);
+  EXPECT_NE(page.answer("/web/lib/purify.min.js").body.find("DOMPurify"), std::string::npos);
+  EXPECT_NE(page.answer("/web/lib/highlight.min.js").body.find("hljs"), std::string::npos);
+}
+
+TEST(WebPage, NamesCannotLeaveThePage) {
+  TempDir dir;
+  testing::write_file(dir.file("secret.txt"), "secret");
+  std::filesystem::create_directory(dir.file("web"));
+  testing::write_file(dir.file("web/.hidden"), "hidden");
+  WebPage page(dir.file("web"));
+  for (const char* path :
+       {"/web/../secret.txt", "/web/..", "/web/.hidden", "/web/%2e%2e/secret.txt", "/web/",
+        "/web//app.js", "/web/app.js/", "/web/a\\b", "/web/nope.js", "/x", "/webapp.js",
+        "/web/lib/../app.js", "/web/\xff"}) {
+    const auto res = page.answer(path);
+    EXPECT_EQ(res.status, 404) << path;
+    EXPECT_EQ(res.body.find("secret"), std::string::npos) << path;
+    EXPECT_EQ(res.body.find("hidden"), std::string::npos) << path;
+  }
+  EXPECT_EQ(page.answer("/web/app.js").status, 200);  // not in the folder: the embedded one
+}
+
+TEST(WebPage, DirFilesComeFirst) {
+  TempDir dir;
+  testing::write_file(dir.file("index.html"), "<p>mine</p>");
+  testing::write_file(dir.file("extra.js"), "let x = 1;");
+  WebPage page(dir.path());
+  auto index = page.answer("/");
+  EXPECT_EQ(index.status, 200);
+  EXPECT_EQ(index.body, "<p>mine</p>");
+  auto extra = page.answer("/web/extra.js");
+  EXPECT_EQ(extra.status, 200);
+  EXPECT_EQ(extra.content_type, "text/javascript; charset=utf-8");
+  EXPECT_NE(page.answer("/web/app.js").body.find("import"), std::string::npos);
+}
+
+class WebServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new ServerProcess(bundled_model(), {"--parallel", "2", "--ctx", "512"});
+    ASSERT_TRUE(server_->ready()) << server_->log();
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(server_->stop(), 0) << server_->log();
+    delete server_;
+  }
+  static ServerProcess* server_;
+};
+ServerProcess* WebServerTest::server_ = nullptr;
+
+TEST_F(WebServerTest, ServesThePageWithCsp) {
+  auto r = server_->client().get("/");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.header("Content-Type"), "text/html; charset=utf-8");
+  EXPECT_EQ(r.header("Content-Security-Policy"), server::kWebCsp);
+  EXPECT_NE(r.header("Content-Security-Policy").find("script-src 'self'"), std::string::npos);
+  EXPECT_EQ(r.header("X-Content-Type-Options"), "nosniff");
+  // Every script is a file of this server: the policy allows no inline script, so none is there.
+  const std::regex script(R"(<script([^>]*)>)");
+  int scripts = 0;
+  for (auto it = std::sregex_iterator(r.body.begin(), r.body.end(), script);
+       it != std::sregex_iterator(); ++it, ++scripts)
+    EXPECT_NE((*it)[1].str().find("src=\"/web/"), std::string::npos) << (*it)[0];
+  EXPECT_EQ(scripts, 4);
+  EXPECT_EQ(r.body.find("http://"), std::string::npos);  // nothing from elsewhere (no CDN)
+  EXPECT_EQ(r.body.find("https://"), std::string::npos);
+}
+
+TEST_F(WebServerTest, EveryReferencedFileHasItsType) {
+  const std::string html = server_->get("/").second;
+  const auto refs = page_references(html);
+  EXPECT_EQ(refs.size(), 8u);
+  for (const std::string& path : refs) {
+    auto r = server_->client().get(path);
+    ASSERT_EQ(r.status, 200) << path;
+    EXPECT_FALSE(r.body.empty()) << path;
+    const std::string type = r.header("Content-Type");
+    const std::string want = path.ends_with(".js")    ? "text/javascript; charset=utf-8"
+                             : path.ends_with(".css") ? "text/css; charset=utf-8"
+                             : path.ends_with(".svg") ? "image/svg+xml"
+                                                      : "?";
+    EXPECT_EQ(type, want) << path;
+    EXPECT_EQ(r.header("Content-Security-Policy"), server::kWebCsp) << path;
+  }
+  // The modules app.js imports.
+  for (const char* path : {"/web/api.js", "/web/store.js", "/web/render.js"})
+    EXPECT_EQ(server_->client().get(path).status, 200) << path;
+}
+
+TEST_F(WebServerTest, BadPathsAre404AndTheServerStaysUp) {
+  for (const char* path : {"/web/../../etc/passwd", "/web/%2e%2e/%2e%2e/etc/passwd", "/web/.x",
+                           "/web/", "/web/nope.js", "/index.html"}) {
+    auto r = server_->client().get(path);
+    EXPECT_EQ(r.status, 404) << path;
+  }
+  EXPECT_EQ(server_->client().post("/", "{}").status, 404);
+  EXPECT_EQ(server_->get("/health").first, 200);
+}
+
+TEST_F(WebServerTest, Props) {
+  auto [st, body] = server_->get("/props");
+  ASSERT_EQ(st, 200);
+  const Json p = Json::parse(body);
+  EXPECT_EQ(p["model"], "qwen35-tiny-kjv");
+  EXPECT_EQ(p["n_ctx"], 512);
+  EXPECT_EQ(p["total_slots"], 2);
+  EXPECT_EQ(p["chat"], true);
+  // The bundled model's generation_config.json, as written there.
+  EXPECT_EQ(p["default_generation_settings"]["temperature"], 0.7);
+  EXPECT_EQ(p["default_generation_settings"]["top_p"], 0.8);
+  EXPECT_EQ(p["default_generation_settings"]["top_k"], 20);
+}
+
+TEST_F(WebServerTest, PrintsThePageUrl) {
+  const std::string want = "chat page at http://127.0.0.1:" + std::to_string(server_->port()) + "/";
+  EXPECT_NE(server_->log().find(want), std::string::npos) << server_->log();
+}
+
+TEST(WebServerOptions, NoWebTurnsThePageOff) {
+  ServerProcess s(bundled_model(), {"--no-web", "--ctx", "256"});
+  ASSERT_TRUE(s.ready()) << s.log();
+  EXPECT_EQ(s.get("/").first, 404);
+  EXPECT_EQ(s.get("/web/app.js").first, 404);
+  EXPECT_EQ(s.get("/v1/models").first, 200);
+  EXPECT_EQ(s.log().find("chat page at"), std::string::npos);
+}
+
+TEST(WebServerOptions, ApiKeyGuardsTheApiNotThePage) {
+  ServerProcess s(bundled_model(), {"--api-key", "sekret", "--ctx", "256"});
+  ASSERT_TRUE(s.ready()) << s.log();
+  EXPECT_EQ(s.get("/").first, 200);
+  EXPECT_EQ(s.get("/web/app.js").first, 200);
+  EXPECT_EQ(s.get("/web/lib/purify.min.js").first, 200);
+  EXPECT_EQ(s.get("/v1/models").first, 401);
+  EXPECT_EQ(s.get("/props").first, 401);
+  EXPECT_EQ(s.get("/metrics").first, 401);
+  auto c = s.client();
+  c.set_bearer_token("sekret");
+  EXPECT_EQ(c.get("/props").status, 200);
+  EXPECT_EQ(c.get("/v1/models").status, 200);
+}
+
+TEST(WebServerOptions, WebDir) {
+  TempDir dir;
+  testing::write_file(dir.file("index.html"), "<p>from the folder</p>");
+  ServerProcess s(bundled_model(), {"--web-dir", dir.path(), "--ctx", "256"});
+  ASSERT_TRUE(s.ready()) << s.log();
+  EXPECT_EQ(s.get("/").second, "<p>from the folder</p>");
+  EXPECT_EQ(s.get("/web/lib/marked.min.js").first, 200);  // not in the folder: embedded
+  auto missing = testing::run_qwen35("serve -m " + bundled_model() + " --web-dir " +
+                                     dir.file("nope") + " --port 0");
+  EXPECT_NE(missing.exit_code, 0);
+  EXPECT_NE(missing.err.find("--web-dir"), std::string::npos) << missing.err;
+}
+
+}  // namespace
+}  // namespace qwen35
