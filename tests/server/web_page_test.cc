@@ -46,9 +46,9 @@ TEST(WebPage, EmbedsThePageAndTheDebianLibraries) {
     EXPECT_FALSE(f.data.empty()) << f.name;
     names.insert(std::string(f.name));
   }
-  for (const char* n : {"index.html", "app.js", "api.js", "store.js", "render.js", "app.css",
-                        "lib/marked.min.js", "lib/highlight.min.js", "lib/purify.min.js",
-                        "lib/hljs-light.css", "lib/hljs-dark.css"})
+  for (const char* n :
+       {"index.html", "app.js", "api.js", "store.js", "render.js", "app.css", "lib/marked.min.js",
+        "lib/highlight.min.js", "lib/purify.min.js", "lib/hljs-light.css", "lib/hljs-dark.css"})
     EXPECT_TRUE(names.count(n)) << n;
   WebPage page;
   EXPECT_NE(page.answer("/web/lib/marked.min.js").body.find("marked"), std::string::npos);

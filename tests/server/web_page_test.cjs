@@ -246,8 +246,10 @@ async function hostileFlow(browser, server) {
       prompt_tokens_details: { cached_tokens: 0 } } },
   ];
   const sse = events.map((e) => 'data: ' + JSON.stringify(e) + '\n\n').join('') + 'data: [DONE]\n\n';
+  let sent = null;
   page.on('request', (req) => {
     if (req.url().endsWith('/v1/chat/completions')) {
+      sent = JSON.parse(req.postData());
       req.respond({ status: 200, contentType: 'text/event-stream', body: sse });
     } else {
       req.continue();
@@ -255,8 +257,19 @@ async function hostileFlow(browser, server) {
   });
   await page.goto(server.base + '/', { waitUntil: 'load' });
   await page.waitForFunction(() => document.getElementById('model-name').textContent !== '…');
+  // The settings go into the request.
+  await setSettings(page, { system: 'Be brief.', temperature: 0.3, top_p: 0.9, top_k: 5, max_tokens: 50 });
+  await page.click('#open-settings');
+  await page.click('#set-thinking');
+  await page.click('#settings-close');
   await typeAndSend(page, 'say something dangerous');
   await waitIdle(page);
+  check(sent && sent.stream === true && sent.stream_options.include_usage === true &&
+    JSON.stringify(sent.messages) === JSON.stringify([{ role: 'system', content: 'Be brief.' },
+      { role: 'user', content: 'say something dangerous' }]) &&
+    sent.temperature === 0.3 && sent.top_p === 0.9 && sent.top_k === 5 && sent.max_tokens === 50 &&
+    sent.chat_template_kwargs.enable_thinking === false, 'system prompt and settings sent: ' +
+    JSON.stringify(sent));
   const inspect = () => page.evaluate(() => {
     const m = document.querySelector('#messages .msg.assistant');
     const onAttrs = [...document.querySelectorAll('#messages *')]
@@ -274,6 +287,12 @@ async function hostileFlow(browser, server) {
       pwned: window.__pwned,
     };
   });
+  // Copy on a code block puts the code on the clipboard.
+  await context.overridePermissions(server.base, ['clipboard-read', 'clipboard-write',
+    'clipboard-sanitized-write']);
+  await page.click('.msg.assistant .code-block button.copy');
+  check(await page.evaluate(() => navigator.clipboard.readText()) === 'const answer = 42;\n',
+    'copy button copies the code');
   // The reasoning is a collapsed block of its own; a click opens it.
   const closed = await page.$eval('.msg.assistant details.thinking', (d) => !d.hidden && !d.open);
   await page.click('.msg.assistant details.thinking summary');

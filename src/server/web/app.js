@@ -60,6 +60,8 @@ $('key-save').addEventListener('click', () => {
   keyRetry = null;
   if (retry) retry();
 });
+// Nothing works without the key: Escape does not dismiss the question.
+$('key-dialog').addEventListener('cancel', (e) => e.preventDefault());
 $('key-input').addEventListener('keydown', (e) => {
   if (e.key === 'Enter') $('key-save').click();
 });

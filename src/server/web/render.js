@@ -145,6 +145,7 @@ export function statsText(m) {
   if (s.tps !== undefined) parts.push(fmt(s.tps, 1) + ' tokens/s');
   if (s.ttft_ms !== undefined) parts.push('first token ' + fmt(s.ttft_ms) + ' ms');
   if (m.finish === 'stopped') parts.push('stopped');
+  else if (m.finish === 'abort') parts.push('ended by the server');
   else if (m.finish === 'length') parts.push('cut at max tokens');
   return parts.join(' · ');
 }
