@@ -5,7 +5,7 @@
 // resends, makes and deletes a conversation; on an answer served by request interception it
 // opens the thinking block and checks that hostile HTML and scripts render as text; and it asks
 // for the key of a server started with --api-key. Screenshots (light and dark, wide and narrow)
-// go to SCREENSHOT_DIR.
+// of both conversations go to SCREENSHOT_DIR.
 //   node tests/server/web_page_test.cjs QWEN35_BINARY NODE_MODULES_DIR SCREENSHOT_DIR
 // Exit code 0 when every check passes. CHROMIUM overrides the browser (default /usr/bin/chromium).
 'use strict';
@@ -104,8 +104,8 @@ async function screenshots(page, name) {
 
 // The real model's answers. The bundled model always closes its think block at once (its
 // reasoning is a newline), and its answers end after a few dozen tokens, too soon to press Stop:
-// for the Stop step the test adds `ignore_eos` to the request on its way out, so the server
-// streams until it is cancelled.
+// for the first answer and the Stop step the test adds `ignore_eos` to the request on its way
+// out, so the server streams until max_tokens or until it is cancelled.
 async function chatFlow(browser, server) {
   const page = await browser.newPage();
   const problems = [];
@@ -121,22 +121,7 @@ async function chatFlow(browser, server) {
   const ctx = await page.$eval('#model-ctx', (e) => e.textContent);
   check(/4,096/.test(ctx), 'context size from /props shown: ' + ctx);
 
-  // A whole answer, with its figures.
-  await setSettings(page, { max_tokens: 200 });
-  await typeAndSend(page, 'Tell me a fortune.');
-  await waitIdle(page);
-  let view = await conversationView(page);
-  const answer = view.messages[1];
-  check(view.messages.length === 2 && view.messages[0].text === 'Tell me a fortune.', 'user message shown');
-  check(answer.text.trim().length > 0, 'answer shown: ' + answer.text.trim().slice(0, 60));
-  check(/prompt tokens \(\d+ cached\)/.test(answer.stats) && /tokens\/s/.test(answer.stats) &&
-    /first token \d+ ms/.test(answer.stats), 'per-answer figures: ' + answer.stats);
-  check(await page.$eval('.msg.assistant details.thinking', (d) => d.hidden),
-    'no thinking block for an empty think block');
-
-  // Streaming and Stop: the text grows while the answer runs; Stop aborts the stream, the
-  // server cancels the request and frees its slot.
-  await setSettings(page, { max_tokens: 3000 });
+  // The test adds `ignore_eos` to the page's requests on their way out while `longer` is on.
   const longer = (req) => {
     if (req.method() === 'POST' && req.url().endsWith('/v1/chat/completions')) {
       req.continue({ postData: JSON.stringify({ ...JSON.parse(req.postData()), ignore_eos: true }) });
@@ -146,6 +131,23 @@ async function chatFlow(browser, server) {
   };
   await page.setRequestInterception(true);
   page.on('request', longer);
+
+  // A whole answer (200 tokens, long enough for the browser to time), with its figures.
+  await setSettings(page, { max_tokens: 200 });
+  await typeAndSend(page, 'Tell me a fortune.');
+  await waitIdle(page);
+  let view = await conversationView(page);
+  const answer = view.messages[1];
+  check(view.messages.length === 2 && view.messages[0].text === 'Tell me a fortune.', 'user message shown');
+  check(answer.text.trim().length > 0, 'answer shown: ' + answer.text.trim().slice(0, 60));
+  check(/^\d+ prompt tokens \(\d+ cached\) · 200 tokens · [\d,.]+ tokens\/s · first token \d+ ms · cut at max tokens$/
+    .test(answer.stats), 'per-answer figures: ' + answer.stats);
+  check(await page.$eval('.msg.assistant details.thinking', (d) => d.hidden),
+    'no thinking block for an empty think block');
+
+  // Streaming and Stop: the text grows while the answer runs; Stop aborts the stream, the
+  // server cancels the request and frees its slot.
+  await setSettings(page, { max_tokens: 3000 });
   const cancelled = await metric(server.base, 'qwen35_engine_cancelled_total');
   await typeAndSend(page, 'And the LORD said unto Moses, tell me the whole story.');
   const lastLength = () => page.evaluate(() => {
@@ -192,6 +194,10 @@ async function chatFlow(browser, server) {
   await waitIdle(page);
   view = await conversationView(page);
   check(view.messages.length === 4 && !/stopped/.test(view.messages[3].stats), 'regenerate');
+  // The stopped answer's prompt (over 200 tokens) left a prefix-cache snapshot; the same prompt
+  // again resumes from it, and the figures say so.
+  const cached = /\((\d+) cached\)/.exec(view.messages[3].stats);
+  check(cached && Number(cached[1]) >= 64, 'cached prompt tokens shown: ' + view.messages[3].stats);
   await page.click('#messages .msg.user .actions button');  // Edit on the first message
   await page.$eval('#messages .edit-area', (e) => { e.value = 'Who are you?'; });
   await page.click('#messages .msg.user .actions button.primary');
@@ -299,6 +305,7 @@ async function hostileFlow(browser, server) {
   const opened = await page.$eval('.msg.assistant details.thinking', (d) =>
     d.open && d.querySelector('.thinking-body').getBoundingClientRect().height > 0);
   check(closed && opened, 'thinking block expands');
+  await screenshots(page, 'intercepted');
   for (const when of ['rendered', 'after a reload']) {
     const r = await inspect();
     check(r.text.includes('<img src=x onerror="window.__pwned=1">') &&

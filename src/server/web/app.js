@@ -151,7 +151,7 @@ function assistantNode(conv, m, i) {
   const stats = el('span', 'stats');
   const actions = el('span', 'actions');
   meta.append(stats, actions);
-  node.append(thinking, tools, content, error, meta);
+  node.append(thinking, content, tools, error, meta);  // the order the model writes them
   const parts = { node, thinking, summary, thinkingBody, tools, content, error, stats, actions };
   views.set(m, parts);
   updateAssistant(m, parts);
@@ -311,8 +311,9 @@ async function complete(conv) {
       stats.cached_tokens = details.cached_tokens;
     }
     stats.completion_tokens = usage.completion_tokens;
-    // Decode speed: the tokens after the first over the time after the first.
-    if (usage.completion_tokens > 1 && tLast > tFirst) {
+    // Decode speed: the tokens after the first over the time after the first (not when they
+    // all came in one read: no time to divide by).
+    if (usage.completion_tokens > 1 && tLast - tFirst >= 1) {
       stats.tps = (usage.completion_tokens - 1) / ((tLast - tFirst) / 1000);
     }
   }
