@@ -2,11 +2,11 @@
 // (server/http_server.h, Boost.Beast) to the engine. The server listens before the model is
 // loaded (/health answers 503 until set_ready) so clients and tests can watch it come up.
 //
-// Thread-safety: GET routes (/health, /v1/models, /props, /metrics, the web page) answer on an I/O thread, so they
-// answer while the engine and the workers are busy. POST routes parse, render templates and
-// tokenize on a small worker pool, then submit to the engine (thread-safe); the engine's output
-// is drained on the connection's strand by timers (completions.cc), never by a thread per
-// request. Handlers only read the immutable ModelInfo.
+// Thread-safety: GET routes (/health, /v1/models, /props, /metrics, the web page) answer on an
+// I/O thread, so they answer while the engine and the workers are busy. POST routes parse,
+// render templates and tokenize on a small worker pool, then submit to the engine (thread-safe);
+// the engine's output is drained on the connection's strand by timers (completions.cc), never by
+// a thread per request. Handlers only read the immutable ModelInfo.
 #pragma once
 
 #include <atomic>
