@@ -219,6 +219,20 @@ async function chatFlow(browser, server) {
   check((await conversationView(page)).messages.length === 4, 'Enter sends');
   await screenshots(page, 'chat');
 
+  // A phone-width window: the conversation list is a drawer, opened by the menu button, closed
+  // by a tap beside it; the chat keeps the width.
+  await page.setViewport({ width: 390, height: 844 });
+  await page.waitForFunction(() => !document.getElementById('app').classList.contains('sidebar-open'));
+  const visible = (sel) => page.$eval(sel, (e) => e.getBoundingClientRect().width > 0);
+  const sideClosed = !(await visible('#sidebar'));
+  const inputWide = await page.$eval('#input', (e) => e.getBoundingClientRect().width > 250);
+  await page.click('#toggle-sidebar');
+  const sideOpen = (await visible('#sidebar')) && (await visible('#scrim'));
+  await page.mouse.click(370, 400);  // on the scrim, right of the drawer
+  check(sideClosed && inputWide && sideOpen && !(await visible('#sidebar')),
+    'narrow window: the list is a drawer');
+  await page.setViewport({ width: 1280, height: 800 });
+
   // New chat, then delete it.
   await page.click('#new-chat');
   await typeAndSend(page, 'Hello');

@@ -8,9 +8,9 @@ let memoryKey = '';  // when sessionStorage is unavailable
 // The API key lives in sessionStorage: it survives a reload, not the tab.
 export function apiKey() {
   try {
-    return sessionStorage.getItem(KEY_STORE) || '';
+    return sessionStorage.getItem(KEY_STORE) || memoryKey;
   } catch (e) {
-    return '';
+    return memoryKey;
   }
 }
 
@@ -25,7 +25,7 @@ export function setApiKey(key) {
 function headers(json) {
   const h = {};
   if (json) h['Content-Type'] = 'application/json';
-  const key = apiKey() || memoryKey;
+  const key = apiKey();
   if (key) h.Authorization = 'Bearer ' + key;
   return h;
 }

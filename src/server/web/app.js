@@ -40,7 +40,7 @@ async function loadInfo() {
   for (const k of ['temperature', 'top_p', 'top_k']) {
     if (d[k] !== undefined) $('set-' + k).placeholder = String(d[k]);
   }
-  $('set-max_tokens').placeholder = 'no limit';
+  $('set-max_tokens').placeholder = 'up to the context';
   if (!info.chat) notice('This model has no chat template: the chat endpoint is off.');
 }
 
@@ -415,7 +415,11 @@ function readSettings() {
 }
 
 $('open-settings').addEventListener('click', showSettings);
-$('settings-close').addEventListener('click', () => $('settings').close());
+// Read at once on Done (the dialog's close event comes a task later); Escape closes too.
+$('settings-close').addEventListener('click', () => {
+  readSettings();
+  $('settings').close();
+});
 $('settings').addEventListener('close', readSettings);
 $('settings-reset').addEventListener('click', () => {
   $('set-system').value = '';
