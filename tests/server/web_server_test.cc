@@ -1,7 +1,8 @@
 // The web chat page served by a live `qwen35 serve`: GET / and its files with their content types
 // and the Content-Security-Policy, no inline script, bad paths, --no-web, --web-dir, the API key
-// (the page loads without it, the API does not), /props, and the URL on start. The file serving
-// alone is web_files_test.cc; the page in a browser is web_page_test.cjs (scripts/test).
+// (the page loads without it, the API does not), /props, the timings of a streamed answer, and
+// the URL on start. The file serving alone is web_files_test.cc; the page in a browser is
+// web_page_test.cjs (scripts/test).
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -103,6 +104,31 @@ TEST_F(WebServerTest, Props) {
   EXPECT_EQ(p["default_generation_settings"]["temperature"], 0.7);
   EXPECT_EQ(p["default_generation_settings"]["top_p"], 0.8);
   EXPECT_EQ(p["default_generation_settings"]["top_k"], 20);
+}
+
+// The page's tokens/s comes from the stream's last chunk: the server's timings of the answer.
+TEST_F(WebServerTest, StreamedUsageCarriesTimings) {
+  const Json req = {{"messages", {{{"role", "user"}, {"content", "Tell me a fortune."}}}},
+                    {"max_tokens", 16},
+                    {"ignore_eos", true},
+                    {"stream", true},
+                    {"stream_options", {{"include_usage", true}}}};
+  const auto events = server_->stream("/v1/chat/completions", req);
+  ASSERT_GE(events.size(), 3u);
+  ASSERT_EQ(events.back(), "[DONE]");
+  const Json last = Json::parse(events[events.size() - 2]);
+  ASSERT_TRUE(last.contains("timings")) << last;
+  const Json& t = last["timings"];
+  const Json& u = last["usage"];
+  EXPECT_EQ(u["completion_tokens"], 16);
+  EXPECT_EQ(t["predicted_n"], 16);
+  EXPECT_GT(t["predicted_ms"].get<double>(), 0);
+  EXPECT_NEAR(t["predicted_per_second"].get<double>(), 15 * 1000 / t["predicted_ms"].get<double>(),
+              1e-6);
+  EXPECT_EQ(t["prompt_n"].get<int64_t>(),
+            u["prompt_tokens"].get<int64_t>() -
+                u["prompt_tokens_details"]["cached_tokens"].get<int64_t>());
+  EXPECT_GT(t["prompt_ms"].get<double>(), 0);
 }
 
 TEST_F(WebServerTest, PrintsThePageUrl) {

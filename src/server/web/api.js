@@ -86,7 +86,7 @@ class SseParser {
 }
 
 // Streams one chat completion. `on` receives: delta({content, reasoning, toolCalls}) for each
-// chunk, usage(usage), finish(reason). Resolves when the stream ends (or is aborted through
+// chunk, usage(usage, timings) (the server's token counts and speeds), finish(reason). Resolves when the stream ends (or is aborted through
 // `signal`: then it rejects with an AbortError).
 export async function streamChat(body, signal, on) {
   const res = await fetch('/v1/chat/completions', {
@@ -111,7 +111,7 @@ export async function streamChat(body, signal, on) {
         continue;
       }
       if (chunk.error) throw new ApiError(500, chunk.error.message || 'error');
-      if (chunk.usage) on.usage(chunk.usage);
+      if (chunk.usage) on.usage(chunk.usage, chunk.timings || null);
       for (const choice of chunk.choices || []) {
         const d = choice.delta || {};
         if (d.content || d.reasoning_content || d.tool_calls) {

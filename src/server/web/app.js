@@ -271,7 +271,7 @@ async function complete(conv) {
   running = { controller, conv, msg: m };
   renderAll();
   const t0 = performance.now();
-  let tFirst = 0, tLast = 0, usage = null;
+  let tFirst = 0, tLast = 0, usage = null, timings = null;
   try {
     await streamChat(requestBody(conv, conv.messages.length - 1), controller.signal, {
       delta(d) {
@@ -286,7 +286,10 @@ async function complete(conv) {
         }
         scheduleUpdate(m);
       },
-      usage(u) { usage = u; },
+      usage(u, t) {
+        usage = u;
+        timings = t;
+      },
       finish(reason) { m.finish = reason; },
     });
   } catch (e) {
@@ -311,9 +314,11 @@ async function complete(conv) {
       stats.cached_tokens = details.cached_tokens;
     }
     stats.completion_tokens = usage.completion_tokens;
-    // Decode speed: the tokens after the first over the time after the first (not when they
-    // all came in one read: no time to divide by).
-    if (usage.completion_tokens > 1 && tLast - tFirst >= 1) {
+    // Decode speed: the server's measure. The browser's own is a fallback for servers that do
+    // not send one; it fails when the chunks came out of one read (no time to divide by).
+    if (timings && typeof timings.predicted_per_second === 'number') {
+      stats.tps = timings.predicted_per_second;
+    } else if (usage.completion_tokens > 1 && tLast - tFirst >= 1) {
       stats.tps = (usage.completion_tokens - 1) / ((tLast - tFirst) / 1000);
     }
   }
