@@ -90,8 +90,10 @@ async function setSettings(page, values) {
 }
 
 async function screenshots(page, name) {
+  const background = {};
   for (const scheme of ['light', 'dark']) {
     await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: scheme }]);
+    background[scheme] = await page.evaluate(() => getComputedStyle(document.body).backgroundColor);
     for (const [w, width, height] of [['wide', 1280, 800], ['narrow', 390, 844]]) {
       await page.setViewport({ width, height, deviceScaleFactor: 1 });
       await sleep(100);
@@ -100,6 +102,8 @@ async function screenshots(page, name) {
   }
   await page.emulateMediaFeatures([{ name: 'prefers-color-scheme', value: 'light' }]);
   await page.setViewport({ width: 1280, height: 800 });
+  check(background.light === 'rgb(255, 255, 255)' && background.dark !== background.light,
+    `light and dark themes follow the system setting (${name}: ${background.light}, ${background.dark})`);
 }
 
 // The real model's answers. The bundled model always closes its think block at once (its
