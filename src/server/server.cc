@@ -118,7 +118,8 @@ void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
   const bool get = req.method == "GET", post = req.method == "POST";
   // The page and its files load without the API key: they hold no data, and the page asks for
   // the key and sends it with its API calls, which are checked below.
-  if (get && web_ && WebPage::owns(req.path)) return r->send(web_->answer(req.path));
+  if (get && web_ && WebPage::owns(req.path))
+    return r->send(web_->answer(req.path, req.header("If-None-Match")));
   if (!authorized(req))
     return r->send(error_response(ApiError{
         401, "missing or wrong API key (Authorization: Bearer KEY)", "", "authentication_error"}));

@@ -1,5 +1,7 @@
 #include "server/web_page.h"
 
+#include <cstdint>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -41,6 +43,15 @@ void add_page_headers(HttpResponse* res) {
   res->headers.emplace_back("Cache-Control", "no-cache");
 }
 
+// A strong validator: FNV-1a (64 bits) of the bytes, quoted.
+std::string etag_of(std::string_view data) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : data) h = (h ^ c) * 0x100000001b3ull;
+  char b[24];
+  std::snprintf(b, sizeof b, "\"%016llx\"", static_cast<unsigned long long>(h));
+  return b;
+}
+
 HttpResponse not_found() {
   HttpResponse res;
   res.status = 404;
@@ -64,6 +75,10 @@ std::string content_type_for(std::string_view name) {
   return "application/octet-stream";
 }
 
+WebPage::WebPage(std::string dir) : dir_(std::move(dir)) {
+  for (const EmbeddedFile& f : embedded_web_files()) etags_.push_back(etag_of(f.data));
+}
+
 bool WebPage::owns(std::string_view path) { return path == "/" || path.starts_with("/web/"); }
 
 std::optional<std::string> WebPage::read_dir_file(std::string_view name) const {
@@ -80,20 +95,29 @@ std::optional<std::string> WebPage::read_dir_file(std::string_view name) const {
   return s.str();
 }
 
-HttpResponse WebPage::answer(std::string_view path) const {
+HttpResponse WebPage::answer(std::string_view path, std::string_view if_none_match) const {
   if (!owns(path)) return not_found();
   const std::string_view name = path == "/" ? std::string_view("index.html") : path.substr(5);
   if (!valid_name(name)) return not_found();
-  HttpResponse res;
-  if (auto body = read_dir_file(name)) {
-    res.set_content(std::move(*body), content_type_for(name));
+  std::string body, etag;
+  if (auto from_dir = read_dir_file(name)) {
+    body = std::move(*from_dir);
+    etag = etag_of(body);
   } else {
-    const EmbeddedFile* found = nullptr;
-    for (const EmbeddedFile& f : embedded_web_files())
-      if (f.name == name) found = &f;
-    if (!found) return not_found();
-    res.set_content(std::string(found->data), content_type_for(name));
+    const auto files = embedded_web_files();
+    size_t i = 0;
+    while (i < files.size() && files[i].name != name) ++i;
+    if (i == files.size()) return not_found();
+    etag = etags_[i];
+    if (if_none_match != etag) body = files[i].data;
   }
+  HttpResponse res;
+  if (if_none_match == etag) {
+    res.status = 304;  // the browser's copy is current: no body
+    body.clear();
+  }
+  res.set_content(std::move(body), content_type_for(name));
+  res.headers.emplace_back("ETag", etag);
   add_page_headers(&res);
   return res;
 }

@@ -13,6 +13,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "server/http.h"
 
@@ -38,16 +39,19 @@ inline constexpr const char* kWebCsp =
 class WebPage {
  public:
   // `dir`: a folder whose files take precedence over the embedded ones ("" for none).
-  explicit WebPage(std::string dir = "") : dir_(std::move(dir)) {}
+  explicit WebPage(std::string dir = "");
 
   // True for the paths the page owns: "/" and "/web/..." (answered without the API key).
   static bool owns(std::string_view path);
-  // The answer to GET `path` (one of owns()): the file, or 404.
-  HttpResponse answer(std::string_view path) const;
+  // The answer to GET `path` (one of owns()): the file with its ETag, 304 when `if_none_match`
+  // (the request's If-None-Match) is that ETag, or 404. Browsers revalidate every load
+  // (Cache-Control: no-cache), so the libraries (about 1 MB) cross the network once.
+  HttpResponse answer(std::string_view path, std::string_view if_none_match = "") const;
 
  private:
   std::optional<std::string> read_dir_file(std::string_view name) const;
   std::string dir_;
+  std::vector<std::string> etags_;  // of embedded_web_files(), in order
 };
 
 }  // namespace qwen35::server

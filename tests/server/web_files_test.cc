@@ -1,6 +1,7 @@
 // The web chat page's file serving, without a server: content types, the embedded files (the
-// page's own and the Debian libraries), names that try to leave the page's folder, and
-// --web-dir's files taking precedence. Runs under ASan + UBSan in scripts/test (server_unit_test).
+// page's own and the Debian libraries), names that try to leave the page's folder, --web-dir's
+// files taking precedence, and ETags. Runs under ASan + UBSan in scripts/test
+// (server_unit_test).
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -70,6 +71,36 @@ TEST(WebPage, DirFilesComeFirst) {
   EXPECT_EQ(extra.status, 200);
   EXPECT_EQ(extra.content_type, "text/javascript; charset=utf-8");
   EXPECT_NE(page.answer("/web/app.js").body.find("import"), std::string::npos);
+}
+
+// Revalidation: the same bytes have the same ETag, and a request that holds it gets 304 and no
+// body; other bytes have another.
+TEST(WebPage, ETags) {
+  WebPage page;
+  auto header = [](const server::HttpResponse& r, const std::string& name) {
+    for (const auto& [k, v] : r.headers)
+      if (k == name) return v;
+    return std::string();
+  };
+  const auto first = page.answer("/web/lib/highlight.min.js");
+  const std::string etag = header(first, "ETag");
+  ASSERT_EQ(first.status, 200);
+  ASSERT_GE(etag.size(), 3u);
+  EXPECT_EQ(etag.front(), '"');
+  const auto again = page.answer("/web/lib/highlight.min.js", etag);
+  EXPECT_EQ(again.status, 304);
+  EXPECT_TRUE(again.body.empty());
+  EXPECT_EQ(header(again, "ETag"), etag);
+  EXPECT_EQ(page.answer("/web/lib/highlight.min.js", "\"other\"").status, 200);
+  EXPECT_NE(header(page.answer("/web/app.js"), "ETag"), etag);
+
+  TempDir dir;
+  testing::write_file(dir.file("app.js"), "let a = 1;");
+  WebPage from_dir(dir.path());
+  const std::string e1 = header(from_dir.answer("/web/app.js"), "ETag");
+  EXPECT_EQ(from_dir.answer("/web/app.js", e1).status, 304);
+  testing::write_file(dir.file("app.js"), "let a = 2;");
+  EXPECT_EQ(from_dir.answer("/web/app.js", e1).status, 200);  // edited: served again
 }
 
 }  // namespace

@@ -91,6 +91,19 @@ TEST_F(WebServerTest, EveryReferencedFileHasItsType) {
     EXPECT_EQ(server_->client().get(path).status, 200) << path;
 }
 
+TEST_F(WebServerTest, RevalidationGets304) {
+  auto first = server_->client().get("/web/lib/highlight.min.js");
+  ASSERT_EQ(first.status, 200);
+  const std::string etag = first.header("ETag");
+  ASSERT_FALSE(etag.empty());
+  auto c = server_->client();
+  c.set_header("If-None-Match", etag);
+  auto again = c.get("/web/lib/highlight.min.js");
+  EXPECT_EQ(again.status, 304);
+  EXPECT_TRUE(again.body.empty());
+  EXPECT_EQ(server_->get("/health").first, 200);  // the connection's framing held
+}
+
 TEST_F(WebServerTest, BadPathsAre404AndTheServerStaysUp) {
   for (const char* path : {"/web/../../etc/passwd", "/web/%2e%2e/%2e%2e/etc/passwd", "/web/.x",
                            "/web/", "/web/nope.js", "/index.html"}) {
