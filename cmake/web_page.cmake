@@ -3,7 +3,7 @@
 # so that `qwen35 serve` needs no network and no files beside the binary. The libraries are
 # read from the installed packages (scripts/setup installs them), never copied into the repository.
 set(QWEN35_WEB_SRC ${PROJECT_SOURCE_DIR}/src/server/web)
-file(GLOB web_own CONFIGURE_DEPENDS ${QWEN35_WEB_SRC}/*)
+file(GLOB web_own LIST_DIRECTORIES false CONFIGURE_DEPENDS ${QWEN35_WEB_SRC}/*)
 
 # url name -> Debian file. The paths can be overridden for other distributions (-DQWEN35_...).
 set(QWEN35_MARKED_JS /usr/share/javascript/marked/marked.min.js
