@@ -93,6 +93,11 @@ int cmd_serve(int argc, char** argv) {
                  "worker threads that parse, render templates and tokenize (0: 4)");
   app.add_option("--shutdown-grace", so.shutdown_grace_s,
                  "seconds in-flight answers get on SIGTERM before connections are dropped");
+  bool no_web = false;
+  app.add_flag("--no-web", no_web, "no chat page at / (the API only)");
+  app.add_option("--web-dir", so.web_dir,
+                 "serve the chat page's files from DIR first (to work on the page without "
+                 "rebuilding; files DIR lacks come from the binary)");
   app.add_option("--served-model-name", name, "model name in the API (default: the folder name)");
   app.add_option("-t,--threads", lo.threads, "compute threads (0 = all cores)");
   app.add_option("--load", lo.load_mode, kLoadModeHelp);
@@ -106,6 +111,9 @@ int cmd_serve(int argc, char** argv) {
   if (eo.ctx < 2) return fail("serve", "--ctx must be at least 2");
   if (eo.max_queue < 0) return fail("serve", "--max-queue must be >= 0");
   if (max_json_depth < 1) return fail("serve", "--max-json-depth must be at least 1");
+  so.web = !no_web;
+  if (std::error_code ec; !so.web_dir.empty() && !std::filesystem::is_directory(so.web_dir, ec))
+    return fail("serve", "--web-dir " + so.web_dir + " is not a directory");
   if (so.io_threads < 1 || so.http_threads < 0)
     return fail("serve", "--io-threads must be >= 1 and --http-threads >= 0");
   if (!(so.read_timeout_s > 0) || !(so.write_timeout_s > 0) || so.shutdown_grace_s < 0)
@@ -231,6 +239,13 @@ int cmd_serve(int argc, char** argv) {
   std::fprintf(stderr, "qwen35 serve: ready (model '%s', %d slots x %lld tokens)\n",
                (name.empty() ? model_name(lo.model_dir) : name).c_str(), eo.parallel,
                (long long)eo.ctx);
+  if (so.web) {
+    // A wildcard address is not one a browser can open: name this machine instead.
+    const bool any = so.host == "0.0.0.0" || so.host == "::" || so.host.empty();
+    const bool v6 = !any && so.host.find(':') != std::string::npos;
+    std::fprintf(stderr, "qwen35 serve: chat page at http://%s%s%s:%d/\n", v6 ? "[" : "",
+                 any ? "127.0.0.1" : so.host.c_str(), v6 ? "]" : "", *port);
+  }
   std::fflush(stderr);
   while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
 

@@ -47,6 +47,7 @@ class ChoiceRunner {
   int n_calls() const { return n_calls_; }
   // Prompt tokens resumed from the prefix cache (or kept state) instead of computed.
   int64_t cached_tokens() const { return stream_->timing().prompt_reused; }
+  runtime::RequestTiming timing() const { return stream_->timing(); }
 
   // Prompt tokens 1.. with their log-probabilities (requests with prompt_logprobs).
   std::vector<runtime::SampleResult> prompt_samples;

@@ -72,6 +72,38 @@ struct Job {
                 {"total_tokens", p + c},
                 {"prompt_tokens_details", {{"cached_tokens", cached}}}};
   }
+  // The first choice's speeds, named as llama-server names them. prompt: the tokens computed
+  // (not resumed from the prefix cache), from admission to the return of the forward call that
+  // read the last of them. predicted: the tokens after the first (which that call's logits gave)
+  // over the time from that return to the last token's arrival here (a few ms late at most, so
+  // a short answer's speed is slightly low, never high). A browser cannot time this itself:
+  // chunks that arrive while its page is busy come out of one read.
+  Json timings() const {
+    const ChoiceRunner* c = nullptr;
+    for (const auto& ch : choices)
+      if (ch->index() == 0) c = ch.get();
+    if (!c) return nullptr;
+    const runtime::RequestTiming t = c->timing();
+    const auto ms = [](Clock::duration d) {
+      return std::chrono::duration<double, std::milli>(d).count();
+    };
+    const auto& tokens = c->token_times;
+    Json out = Json::object();
+    out["predicted_n"] = int64_t(tokens.size());
+    if (!t.prompt_done) return out;  // cancelled during the prompt
+    const double prompt_ms = ms(t.prompt_read - t.admitted);
+    const int64_t computed = int64_t(ids_of(*c).size()) - t.prompt_reused;
+    out["prompt_n"] = computed;
+    out["prompt_ms"] = prompt_ms;
+    if (prompt_ms > 0) out["prompt_per_second"] = double(computed) * 1000 / prompt_ms;
+    if (tokens.size() > 1) {
+      const double predicted_ms = ms(tokens.back() - t.prompt_read);
+      out["predicted_ms"] = predicted_ms;
+      if (predicted_ms > 0)
+        out["predicted_per_second"] = double(tokens.size() - 1) * 1000 / predicted_ms;
+    }
+    return out;
+  }
   // Latency histograms and token counters, once per request.
   void observe() {
     if (observed) return;
@@ -249,6 +281,7 @@ Pump stream_pump(Job& job, std::string* out) {
     Json chunk = job.base(object);
     chunk["choices"] = Json::array();
     chunk["usage"] = job.usage();
+    chunk["timings"] = job.timings();
     append_event(out, dump(chunk));
   }
   *out += "data: [DONE]\n\n";

@@ -2,6 +2,8 @@
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
 
 #include "server/auth.h"
@@ -32,6 +34,31 @@ HttpResponse transport_error(int status, const std::string& message) {
   return error_response(e);
 }
 
+// A float setting as the decimal it was written as (0.7f, not 0.699999988).
+double decimal(float v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6g", double(v));
+  return std::strtod(b, nullptr);
+}
+
+// GET /props: what a client (the web page) shows and starts its settings from, in the spirit of
+// llama-server's /props.
+Json props(const Context& ctx) {
+  const runtime::SamplingParams& d = ctx.mi.defaults;
+  return Json{{"model", ctx.mi.name},
+              {"n_ctx", ctx.mi.ctx},
+              {"total_slots", ctx.engine ? ctx.engine->stats().slots : 0},
+              {"chat", ctx.mi.tmpl != nullptr},
+              {"default_generation_settings",
+               {{"temperature", decimal(d.temperature)},
+                {"top_p", decimal(d.top_p)},
+                {"top_k", d.top_k},
+                {"min_p", decimal(d.min_p)},
+                {"presence_penalty", decimal(d.presence_penalty)},
+                {"frequency_penalty", decimal(d.frequency_penalty)},
+                {"repetition_penalty", decimal(d.repetition_penalty)}}}};
+}
+
 std::chrono::milliseconds ms(double seconds) {
   return std::chrono::milliseconds(int64_t(std::max(0.001, seconds) * 1000));
 }
@@ -39,6 +66,7 @@ std::chrono::milliseconds ms(double seconds) {
 }  // namespace
 
 Server::Server(ServerOptions opts) : opts_(std::move(opts)), ctx_(std::make_unique<Context>()) {
+  if (opts_.web) web_ = std::make_unique<WebPage>(opts_.web_dir);
   workers_ = std::make_unique<boost::asio::thread_pool>(
       size_t(opts_.http_threads > 0 ? opts_.http_threads : 4));
   HttpLimits lim;
@@ -87,10 +115,14 @@ bool Server::authorized(const HttpRequest& req) const {
 // On an I/O thread: must not block. GET routes answer here; POST routes go to the workers.
 void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
   Context& ctx = *ctx_;
+  const bool get = req.method == "GET", post = req.method == "POST";
+  // The page and its files load without the API key: they hold no data, and the page asks for
+  // the key and sends it with its API calls, which are checked below.
+  if (get && web_ && WebPage::owns(req.path))
+    return r->send(web_->answer(req.path, req.header("If-None-Match")));
   if (!authorized(req))
     return r->send(error_response(ApiError{
         401, "missing or wrong API key (Authorization: Bearer KEY)", "", "authentication_error"}));
-  const bool get = req.method == "GET", post = req.method == "POST";
   if (get && req.path == "/health") {
     if (!ctx.ready.load()) return r->send(error_response(unavailable("the model is loading")));
     if (ctx.shutting_down.load())
@@ -105,6 +137,10 @@ void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
         {"id", ctx.mi.name},    {"object", "model"},   {"created", int64_t(std::time(nullptr))},
         {"owned_by", "qwen35"}, {"root", ctx.mi.path}, {"max_model_len", ctx.mi.ctx}};
     return r->send(json_response(Json{{"object", "list"}, {"data", Json::array({m})}}));
+  }
+  if (get && req.path == "/props") {
+    if (!ctx.ready.load()) return r->send(error_response(unavailable("the model is loading")));
+    return r->send(json_response(props(ctx)));
   }
   if (get && req.path == "/metrics") {
     runtime::EngineStats st;

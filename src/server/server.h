@@ -2,11 +2,11 @@
 // (server/http_server.h, Boost.Beast) to the engine. The server listens before the model is
 // loaded (/health answers 503 until set_ready) so clients and tests can watch it come up.
 //
-// Thread-safety: GET routes (/health, /v1/models, /metrics) answer on an I/O thread, so they
-// answer while the engine and the workers are busy. POST routes parse, render templates and
-// tokenize on a small worker pool, then submit to the engine (thread-safe); the engine's output
-// is drained on the connection's strand by timers (completions.cc), never by a thread per
-// request. Handlers only read the immutable ModelInfo.
+// Thread-safety: GET routes (/health, /v1/models, /props, /metrics, the web page) answer on an
+// I/O thread, so they answer while the engine and the workers are busy. POST routes parse,
+// render templates and tokenize on a small worker pool, then submit to the engine (thread-safe);
+// the engine's output is drained on the connection's strand by timers (completions.cc), never by
+// a thread per request. Handlers only read the immutable ModelInfo.
 #pragma once
 
 #include <atomic>
@@ -20,6 +20,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/request.h"
+#include "server/web_page.h"
 
 namespace boost::asio {
 class thread_pool;
@@ -40,6 +41,8 @@ struct ServerOptions {
   int max_connections = 4096;        // open connections in all; more are refused at accept
   int max_connections_per_client = 1024;  // from one client address
   double shutdown_grace_s = 1;       // SIGTERM: time in-flight answers get to finish
+  bool web = true;                   // GET / serves the chat page (server/web_page.h)
+  std::string web_dir;               // non-empty: the page's files are read from here first
 };
 
 // What the generation handlers share; owned by the Server, outlives every response.
@@ -71,6 +74,7 @@ class Server {
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<boost::asio::thread_pool> workers_;
   std::unique_ptr<HttpServer> http_;
+  std::unique_ptr<WebPage> web_;  // null: --no-web
   bool stopped_ = false;
 };
 
