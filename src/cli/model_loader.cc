@@ -24,6 +24,12 @@ core::Result<LoadedModel> load_model(const LoadOptions& o) {
   if (o.threads < 0) return core::error("--threads must be >= 0");
   if (!o.isa.empty() && !kernels::cpu::limit_simd(o.isa))
     return core::error("--isa '" + o.isa + "' is not a SIMD target this build and CPU run (the default picks the best; e.g. AVX2, SSE4)");
+  // With --fast, a GGUF file's matmuls read int8 forms built at load, in anonymous memory
+  // (Model::set_fast_activations); the blocks are then read only by the embedding lookup. They
+  // stay file-backed, where the kernel drops the pages nothing reads, instead of being copied
+  // beside their forms (twice the file in memory that cannot be reclaimed).
+  if (o.fast && mode == core::LoadMode::kAnonymous && formats::is_gguf_path(o.model_dir))
+    mode = core::LoadMode::kMmap;
   QWEN35_ASSIGN_OR_RETURN(auto weights, model::load_weights(o.model_dir, mode));
   LoadedModel lm;
   lm.pool = std::make_unique<core::ThreadPool>(o.threads);

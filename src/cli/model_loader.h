@@ -12,8 +12,9 @@
 namespace qwen35::cli {
 
 inline constexpr const char* kLoadModeHelp =
-    "weight loading: anon (default: copied into anonymous memory on huge pages), mmap (lazy "
-    "file mapping) or populate (pre-faulted file mapping)";
+    "weight loading: anon (default: copied into anonymous memory on huge pages; with --fast, a "
+    "GGUF file is mapped, as its matmuls read int8 copies), mmap (lazy file mapping) or populate "
+    "(pre-faulted file mapping)";
 
 struct LoadOptions {
   std::string model_dir;
