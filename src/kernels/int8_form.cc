@@ -73,6 +73,14 @@ std::unique_ptr<Int8Form> make_int8_form(const Matrix& b, core::ThreadPool* pool
   if (pool != nullptr) pool->parallel_for(size_t(R), rows, 16);
   else rows(0, size_t(R), 0);
 
+  if (R % 16 == 0) {  // tile-major codes (Matrix::codes_tiled)
+    std::vector<uint32_t> t(f->codes.size());
+    for (int64_t r = 0; r < R; ++r)
+      for (int64_t j = 0; j < words; ++j)
+        t[size_t(((r >> 4) * words + j) * 16 + (r & 15))] = f->codes[size_t(r * words + j)];
+    f->codes.swap(t);
+    m.codes_tiled = true;
+  }
   bool half = true;
   for (float v : s) half = half && fits_f16(v);
   for (float v : bias) half = half && fits_f16(v);

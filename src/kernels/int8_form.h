@@ -7,6 +7,8 @@
 //   Q4_K, Q5_K: 4- and 5-bit, biases −dmin·m;
 //   IQ4_NL, IQ4_XS: 4-bit code-book indices (Matrix::iq4: the kernels map index q to
 //   kIq4Values[q] + 128 by a byte shuffle), zero 128.
+// Rows in whole tiles of 16 store codes and scales tile-major (Matrix::codes_tiled, sb_tiled): a
+// tile reads word j of its 16 rows as one vector, the matrix as one sequential stream.
 // Scales and biases are stored as f16: products of an f16 and a small integer, rounded to f16
 // they move by a relative 2^-11 at most (2^-25 absolute where subnormal), far below the int8
 // rounding of the activations; the Q8_0 and Q4_0 scales are the blocks' own f16 values, exact. A

@@ -137,7 +137,8 @@ Matrix Matrix::row_slice(int64_t r0, int64_t n) const {
     case WeightType::kF16:
     case WeightType::kBF16: m.data = static_cast<const uint16_t*>(data) + r0 * cols; break;
     case WeightType::kAffine: {
-      QWEN35_CHECK(!sb_tiled || r0 % 16 == 0);  // tile-major scales: tile r0/16 starts at r0·groups
+      // Tile-major scales and codes: tile r0/16 starts at r0·groups and r0·words.
+      QWEN35_CHECK(!(sb_tiled || codes_tiled) || r0 % 16 == 0);
       m.data = static_cast<const uint32_t*>(data) + r0 * affine_row_words(*this);
       const int64_t groups = cols / group;
       const size_t esz = core::dtype_size(sb_type);
@@ -169,7 +170,8 @@ float matrix_at(const Matrix& m, int64_t r, int64_t c) {
     case WeightType::kF16: return core::f16_to_f32(static_cast<const uint16_t*>(m.data)[r * m.cols + c]);
     case WeightType::kBF16: return core::bf16_to_f32(static_cast<const uint16_t*>(m.data)[r * m.cols + c]);
     case WeightType::kAffine: {
-      const uint32_t* row = static_cast<const uint32_t*>(m.data) + r * affine_row_words(m);
+      std::vector<uint32_t> buf;
+      const uint32_t* row = affine_row(m, r, buf);
       const int64_t gi = sb_index(m, r, c / m.group);
       const float s = sb_at(m.scales, m.sb_type, gi);
       const float b = m.biases ? sb_at(m.biases, m.sb_type, gi) : implicit_bias(m, s);
@@ -201,7 +203,8 @@ void decode_row(const Matrix& m, int64_t r, float* out) {
       return;
     }
     case WeightType::kAffine: {
-      const uint32_t* row = static_cast<const uint32_t*>(m.data) + r * affine_row_words(m);
+      thread_local std::vector<uint32_t> buf;
+      const uint32_t* row = affine_row(m, r, buf);
       const int64_t groups = n / m.group;
       for (int64_t g = 0; g < groups; ++g) {
         const float s = sb_at(m.scales, m.sb_type, sb_index(m, r, g));

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/ops.h"
 
@@ -45,6 +46,19 @@ inline uint32_t affine_value(const Matrix& m, uint32_t q) { return m.iq4 ? uint3
 
 // Words per packed row of an affine matrix.
 inline int64_t affine_row_words(const Matrix& m) { return m.cols * m.bits / 32; }
+
+// Row r of an affine matrix as its row-major words: in place, or gathered into buf (which then
+// holds affine_row_words(m) words) when the codes are tile-major (Matrix::codes_tiled).
+inline const uint32_t* affine_row(const Matrix& m, int64_t r, std::vector<uint32_t>& buf) {
+  const int64_t W = affine_row_words(m);
+  const uint32_t* d = static_cast<const uint32_t*>(m.data);
+  if (!m.codes_tiled) return d + r * W;
+  buf.resize(size_t(W) + 1);  // one spare word: odd widths read a word past their last code
+  buf[size_t(W)] = 0;
+  const uint32_t* t = d + (r >> 4) * 16 * W + (r & 15);
+  for (int64_t j = 0; j < W; ++j) buf[size_t(j)] = t[j * 16];
+  return buf.data();
+}
 
 // A ggml block type's elements and bytes per block ({0, 0} for the other types). Its blocks lie
 // along a row: a row of `cols` elements is cols / elements blocks.

@@ -48,6 +48,10 @@ struct Matrix {
   // r%16, so that a tile of 16 rows finds its [group][row] scales in place (the int8 forms; rows
   // a multiple of 16, and a row slice starts at one).
   bool sb_tiled = false;
+  // kAffine codes in tile-major order: word j of row r at ((r/16)·words + j)·16 + r%16 (32-bit
+  // words), so that a tile of 16 rows reads word j of all its rows as one vector, and the whole
+  // matrix as one sequential stream (the int8 forms; rows a multiple of 16, slices start at one).
+  bool codes_tiled = false;
 
   // Rows [r0, r0+n) of this matrix as a matrix of its own (no copy).
   Matrix row_slice(int64_t r0, int64_t n) const;

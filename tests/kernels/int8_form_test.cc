@@ -51,6 +51,7 @@ TEST(Int8Form, HoldsTheBlocksWeights) {
     ASSERT_NE(f, nullptr);
     EXPECT_EQ(f->m.type, WeightType::kAffine);
     EXPECT_EQ(f->m.sb_tiled, R % 16 == 0);
+    EXPECT_EQ(f->m.codes_tiled, R % 16 == 0);
     EXPECT_EQ(f->m.rows, R);
     EXPECT_EQ(f->m.cols, 512);
     EXPECT_EQ(f->m.group, block_group(t));

@@ -82,7 +82,8 @@ void RowScalar8(const Matrix& m, const int8_t* xq, const float* dx, const float*
   if constexpr (OddWidth(kBits)) {
     // Odd widths: runs of eight codes fill kBits bytes; activations in natural order.
     const int64_t K = m.cols, G = m.group;
-    const uint8_t* row = static_cast<const uint8_t*>(m.data) + o * (K * kBits / 8);
+    thread_local std::vector<uint32_t> buf;
+    const uint8_t* row = reinterpret_cast<const uint8_t*>(affine_row(m, o, buf));
     float acc = 0;
     for (int64_t g = 0; g < K / G; ++g) {
       int32_t isum = 0;
@@ -98,7 +99,8 @@ void RowScalar8(const Matrix& m, const int8_t* xq, const float* dx, const float*
   }
   constexpr int per = 8 / kBits, C = 32 / kBits;
   const int64_t K = m.cols, DG = m.group / C, words = K / C;
-  const uint8_t* row = static_cast<const uint8_t*>(m.data) + o * (K * kBits / 8);
+  thread_local std::vector<uint32_t> buf;
+  const uint8_t* row = reinterpret_cast<const uint8_t*>(affine_row(m, o, buf));
   float acc = 0;
   int32_t isum = 0;
   int64_t left = DG, g_next = 0;
@@ -146,6 +148,19 @@ alignas(64) inline constexpr std::array<uint8_t, 64> kIq4Unsigned = [] {
   return a;
 }();
 
+// Words j0..j0+kTileRows-1 of the tile's rows o.., one vector a word (lane = row): transposed from
+// row-major codes (and the next tile's prefetched), or loaded in place from tile-major ones
+// (Matrix::codes_tiled: one sequential stream, prefetched a few vectors ahead).
+HWY_INLINE void TileWords(const Matrix& m, const uint8_t* base, int64_t o, int64_t row_bytes, int64_t j0, VI* tw) {
+  if (m.codes_tiled) {
+    const uint8_t* t = static_cast<const uint8_t*>(m.data) + (o >> 4) * 16 * row_bytes + (o & 15) * 4;
+    __builtin_prefetch(t + (j0 + 4 * kTileRows) * 64);
+    for (int j = 0; j < kTileRows; ++j) tw[j] = LoadI(t + (j0 + j) * 64);
+    return;
+  }
+  TransposeTileAndPrefetchNext(base + j0 * 4, row_bytes, tw);
+}
+
 // Output rows o..o+kTileRows-1 against rt activation rows. sT/bT: scales/biases as [group][row].
 // kIq4 (4-bit only): the codes are IQ4 indices, mapped through kIq4Unsigned.
 template <int kBits, int rt, bool kIq4 = false>
@@ -167,7 +182,7 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
   int64_t left = DG, g_next = 0;
   VI tw[N];
   for (int64_t j0 = 0; j0 < words; j0 += N) {
-    TransposeTileAndPrefetchNext(base + j0 * 4, row_bytes, tw);
+    TileWords(m, base, o, row_bytes, j0, tw);
     for (int j = 0; j < N; j += 2)
       for (int cc = 0; cc < 2; ++cc) {
         const int c = cc % kChains;
@@ -241,7 +256,7 @@ HWY_INLINE void Tile8Odd(const Matrix& m, const int8_t* const* xq, const float* 
   tw[BW] = ZeroI();  // read (and shifted out) by the block's last funnel
   for (int64_t w0 = 0; w0 < words; w0 += BW) {
     for (int t = 0; t < BW; t += N) {
-      TransposeTileAndPrefetchNext(base + (w0 + t) * 4, row_bytes, tw + t);
+      TileWords(m, base, o, row_bytes, w0 + t, tw + t);
     }
     const int64_t c0 = w0 * 32 / kBits;
     for (int p = 0; p < BP; ++p) {
