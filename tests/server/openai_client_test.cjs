@@ -3,51 +3,20 @@
 //   node tests/server/openai_client_test.cjs QWEN35_BINARY NODE_MODULES_DIR
 // Exit code 0 when every check passes.
 'use strict';
-const { spawn, execFileSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
 
 const [binary, modules] = process.argv.slice(2);
 const OpenAI = require(path.join(modules, 'openai'));
-
-let failures = 0;
-function check(cond, what) {
-  if (!cond) {
-    failures++;
-    console.error('FAIL: ' + what);
-  } else {
-    console.log('ok: ' + what);
-  }
-}
-
-async function startServer(dir) {
-  const proc = spawn(binary, ['serve', '-m', dir, '--port', '0', '--parallel', '4', '--ctx', '2048',
-                              '-t', '2'], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '';
-  const port = await new Promise((resolve, reject) => {
-    proc.stderr.on('data', (d) => {
-      log += d.toString();
-      const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) resolve(Number(m[1]));
-    });
-    proc.on('exit', (c) => reject(new Error('server exited ' + c + ': ' + log)));
-  });
-  for (let i = 0; i < 500; i++) {
-    try {
-      const r = await fetch(`http://127.0.0.1:${port}/health`);
-      if (r.status === 200) break;
-    } catch (e) { /* not yet */ }
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return { proc, port };
-}
+const { check, finish, startServer, stopServer } = require('./live_server.cjs');
 
 async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qwen35-openai-'));
   // The bundled trained model, so that what the client reads is text (served under the name 'm').
   fs.cpSync(path.join(__dirname, '..', '..', 'models', 'qwen35-tiny-kjv'), path.join(dir, 'm'), { recursive: true });
-  const { proc, port } = await startServer(path.join(dir, 'm'));
+  const server = await startServer(binary, ['-m', path.join(dir, 'm'), '--parallel', '4', '--ctx', '2048', '-t', '2']);
+  const { port } = server;
   const client = new OpenAI({ baseURL: `http://127.0.0.1:${port}/v1`, apiKey: 'none', maxRetries: 0 });
   const messages = [{ role: 'user', content: 'Hello there' }];
   try {
@@ -138,16 +107,10 @@ async function main() {
     const health = await fetch(`http://127.0.0.1:${port}/health`);
     check(health.status === 200, 'healthy after errors');
   } finally {
-    proc.kill('SIGTERM');
-    const code = await new Promise((r) => proc.on('exit', r));
-    check(code === 0, 'exit 0 on SIGTERM');
+    check(await stopServer(server) === 0, 'exit 0 on SIGTERM');
     fs.rmSync(dir, { recursive: true, force: true });
   }
-  if (failures) {
-    console.error(failures + ' check(s) failed');
-    process.exit(1);
-  }
-  console.log('openai client test: all checks passed');
+  finish('openai client test: all checks passed');
 }
 
 main().catch((e) => {

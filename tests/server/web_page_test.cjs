@@ -9,48 +9,18 @@
 //   node tests/server/web_page_test.cjs QWEN35_BINARY NODE_MODULES_DIR SCREENSHOT_DIR
 // Exit code 0 when every check passes. CHROMIUM overrides the browser (default /usr/bin/chromium).
 'use strict';
-const { spawn } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
 
 const [binary, modules, shots] = process.argv.slice(2);
 const puppeteer = require(path.join(modules, 'puppeteer-core'));
+const { check, finish, sleep, startServer: startLive, stopServer } = require('./live_server.cjs');
 const MODEL = path.join(__dirname, '..', '..', 'models', 'qwen35-tiny-kjv');
 
-let failures = 0;
-function check(cond, what) {
-  if (!cond) {
-    failures++;
-    console.error('FAIL: ' + what);
-  } else {
-    console.log('ok: ' + what);
-  }
-}
-
 async function startServer(extra) {
-  const proc = spawn(binary, ['serve', '-m', MODEL, '--port', '0', '--parallel', '2', '--ctx',
-    '4096', '-t', '2', ...extra], { stdio: ['ignore', 'ignore', 'pipe'] });
-  let log = '';
-  const port = await new Promise((resolve, reject) => {
-    proc.stderr.on('data', (d) => {
-      log += d.toString();
-      const m = log.match(/listening on http:\/\/127\.0\.0\.1:(\d+)/);
-      if (m) resolve(Number(m[1]));
-    });
-    proc.on('exit', (c) => reject(new Error('server exited ' + c + ': ' + log)));
-  });
-  const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 500 && !/chat page at/.test(log); i++) await sleep(20);
-  return { proc, base, log: () => log };
+  return startLive(binary, ['-m', MODEL, '--parallel', '2', '--ctx', '4096', '-t', '2', ...extra]);
 }
-
-async function stopServer(s) {
-  s.proc.kill('SIGTERM');
-  return new Promise((r) => s.proc.on('exit', r));
-}
-
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 async function metric(base, name) {
   const text = await (await fetch(base + '/metrics')).text();
@@ -394,11 +364,7 @@ async function main() {
     fs.rmSync(profile, { recursive: true, force: true });
   }
   console.log(`browser checks took ${((Date.now() - t0) / 1000).toFixed(1)} s`);
-  if (failures) {
-    console.error(failures + ' check(s) failed');
-    process.exit(1);
-  }
-  console.log('web page test: all checks passed; screenshots in ' + shots);
+  finish('web page test: all checks passed; screenshots in ' + shots);
 }
 
 main().catch((e) => {
