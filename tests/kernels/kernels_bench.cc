@@ -16,6 +16,8 @@
 #include "kernels/cpu/conv1d.h"
 #include "kernels/cpu/delta_rule.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/int8_form.h"
+#include "kernels/matrix.h"
 #include "kernels/ops.h"
 
 namespace {
@@ -85,6 +87,46 @@ BENCHMARK(BM_MatmulAffine)
     ->Args({3584, 1024, 8, 1, 1})
     ->Args({3584, 1024, 8, 64, 1})
     ->Args({3584, 1024, 2, 64, 1});
+
+// The int8 form of a GGUF block matrix (random codes, small f16 block scales) in the fast mode.
+// args: type (WeightType), rows, cols, activation rows n
+void BM_MatmulInt8Form(benchmark::State& st) {
+  Matrix b;
+  b.type = WeightType(st.range(0));
+  b.rows = st.range(1);
+  b.cols = st.range(2);
+  const int64_t n = st.range(3);
+  const BlockFormat f = block_format(b.type);
+  std::vector<uint8_t> blocks(size_t(b.rows * b.cols / f.elements * f.bytes));
+  std::mt19937 g(1);
+  for (auto& v : blocks) v = uint8_t(g());
+  const size_t d_at = b.type == WeightType::kQ6_K ? 208 : 0;
+  for (size_t i = d_at; i < blocks.size(); i += size_t(f.bytes)) {
+    const uint16_t h = qwen35::core::f32_to_f16(1e-3f);
+    std::memcpy(&blocks[i], &h, 2);
+    if (b.type == WeightType::kQ4_K || b.type == WeightType::kQ5_K) std::memcpy(&blocks[i + 2], &h, 2);
+  }
+  b.data = blocks.data();
+  const auto form = make_int8_form(b, nullptr);
+  std::vector<float> x = random_floats(size_t(n * b.cols), 2), y(size_t(n * b.rows));
+  cpu::MatmulScratch s;
+  Context ctx;
+  ctx.int8_activations = true;
+  for (auto _ : st) {
+    cpu::matmul(ctx, x.data(), n, form->m, y.data(), s);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(form->m.bytes()));
+  st.SetLabel(cpu::simd_target() + " " + std::to_string(form->m.bits) + "-bit g" + std::to_string(form->m.group));
+}
+BENCHMARK(BM_MatmulInt8Form)
+    ->ArgNames({"type", "rows", "cols", "n"})
+    ->Args({int64_t(WeightType::kQ4_K), 3584, 1024, 1})
+    ->Args({int64_t(WeightType::kQ6_K), 3584, 1024, 1})
+    ->Args({int64_t(WeightType::kQ6_K), 248320, 1024, 1})
+    ->Args({int64_t(WeightType::kQ8_0), 3584, 1024, 1})
+    ->Args({int64_t(WeightType::kIQ4_XS), 3584, 1024, 1})
+    ->Args({int64_t(WeightType::kQ4_K), 3584, 1024, 64});
 
 void BM_MatmulBF16(benchmark::State& st) {
   const int64_t rows = st.range(0), cols = st.range(1), n = st.range(2);

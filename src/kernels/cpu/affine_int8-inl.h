@@ -148,13 +148,20 @@ alignas(64) inline constexpr std::array<uint8_t, 64> kIq4Unsigned = [] {
   return a;
 }();
 
+// How far ahead of its reads a tile kernel prefetches tile-major codes, and into L2 only
+// (prefetcht1). The hardware prefetchers do not run far enough ahead of a stream consumed in
+// bursts of whole tiles, nor across 4 KiB pages, and without this the kernel's arithmetic and the
+// memory stream do not overlap; L1 is left to the words in use.
+constexpr int64_t kCodePrefetchBytes = 8192;
+HWY_INLINE void PrefetchCodes(const uint8_t* p) { __builtin_prefetch(p + kCodePrefetchBytes, 0, 2); }
+
 // Words j0..j0+kTileRows-1 of the tile's rows o.., one vector a word (lane = row): transposed from
 // row-major codes (and the next tile's prefetched), or loaded in place from tile-major ones
-// (Matrix::codes_tiled: one sequential stream, prefetched a few vectors ahead).
+// (Matrix::codes_tiled: one sequential stream).
 HWY_INLINE void TileWords(const Matrix& m, const uint8_t* base, int64_t o, int64_t row_bytes, int64_t j0, VI* tw) {
   if (m.codes_tiled) {
     const uint8_t* t = static_cast<const uint8_t*>(m.data) + (o >> 4) * 16 * row_bytes + (o & 15) * 4;
-    __builtin_prefetch(t + (j0 + 4 * kTileRows) * 64);
+    for (int j = 0; j < kTileRows; ++j) PrefetchCodes(t + (j0 + j) * 64);
     for (int j = 0; j < kTileRows; ++j) tw[j] = LoadI(t + (j0 + j) * 64);
     return;
   }
@@ -279,11 +286,65 @@ HWY_INLINE void Tile8Odd(const Matrix& m, const int8_t* const* xq, const float* 
   for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
 }
 
+#if HWY_TARGET == HWY_AVX3_DL
+// Odd widths in tile-major codes (the int8 forms of Q5_K and Q6_K blocks): 32 codes of every lane
+// are kBits consecutive words of the stream, loaded in place. Each quad of codes is spread from
+// its word, or from a funnel of two where it straddles them, at offsets fixed at compile time.
+// The same integer sums as Tile8Odd, in the same groups.
+template <int kBits, int q>
+HWY_INLINE VI OddQuad(const VI* v) {
+  constexpr int bit = 4 * kBits * q, i = bit / 32, sh = bit % 32;
+  if constexpr (sh + 4 * kBits <= 32) return Spread<kBits, sh>(v[i]);
+  else return Spread<kBits>(FunnelImm<sh>(v[i], v[i + 1]));
+}
+
+template <int kBits, int rt>
+HWY_INLINE void Tile8OddTiled(const Matrix& m, const int8_t* const* xq, const float* const* dx,
+                              const float* const* xsum, int64_t o, const float* sT, const float* bT, float* const* y) {
+  const int64_t K = m.cols, row_bytes = K * kBits / 8, GP = m.group / 8;
+  const uint8_t* t = static_cast<const uint8_t*>(m.data) + (o >> 4) * 16 * row_bytes;
+  constexpr int kChains = rt <= 2 ? 2 : 1;  // as in Tile8
+  VI isum[2][rt];
+  VFl acc[rt];
+  for (int r = 0; r < rt; ++r) {
+    isum[0][r] = isum[1][r] = ZeroI();
+    acc[r] = ZeroF();
+  }
+  int64_t left = GP, g_next = 0;
+  for (int64_t c0 = 0; c0 < K; c0 += 32) {
+    const uint8_t* w = t + c0 / 32 * kBits * 64;
+    VI v[kBits];
+    for (int i = 0; i < kBits; ++i) {
+      PrefetchCodes(w + i * 64);
+      v[i] = LoadI(w + i * 64);
+    }
+    auto pair = [&]<int p>() {
+      const VI q0 = OddQuad<kBits, 2 * p>(v), q1 = OddQuad<kBits, 2 * p + 1>(v);
+      constexpr int c = p % kChains;
+      for (int r = 0; r < rt; ++r) isum[c][r] = DotPair(isum[c][r], q0, xq[r] + c0 + 8 * p, q1, xq[r] + c0 + 8 * p + 4);
+      if (--left == 0) {
+        left = GP;
+        CloseGroup8<rt, kChains>(isum, acc, sT, bT, dx, xsum, g_next++);
+      }
+    };
+    pair.template operator()<0>();
+    pair.template operator()<1>();
+    pair.template operator()<2>();
+    pair.template operator()<3>();
+  }
+  for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
+}
+#endif
+
 template <int kBits, int rt, bool kIq4>
 HWY_INLINE void Tile8Sel(const Matrix& m, const int8_t* const* xq, const float* const* dx, const float* const* xsum,
                          int64_t o, const float* sT, const float* bT, float* const* y) {
-  if constexpr (OddWidth(kBits)) Tile8Odd<kBits, rt>(m, xq, dx, xsum, o, sT, bT, y);
-  else Tile8<kBits, rt, kIq4>(m, xq, dx, xsum, o, sT, bT, y);
+  if constexpr (OddWidth(kBits)) {
+#if HWY_TARGET == HWY_AVX3_DL
+    if (m.codes_tiled) return Tile8OddTiled<kBits, rt>(m, xq, dx, xsum, o, sT, bT, y);
+#endif
+    Tile8Odd<kBits, rt>(m, xq, dx, xsum, o, sT, bT, y);
+  } else Tile8<kBits, rt, kIq4>(m, xq, dx, xsum, o, sT, bT, y);
 }
 
 template <int kBits, bool kIq4 = false>

@@ -65,16 +65,21 @@ HWY_INLINE VI LoadF16(const uint16_t* p) {
 #if HWY_TARGET == HWY_AVX3_DL
 // The 32 bits at bit s of each lane's pair (hi:lo), 0 <= s < 32 (vpshrdvd).
 HWY_INLINE VI Funnel(VI lo, VI hi, int s) { return VI{_mm512_shrdv_epi32(lo.raw, hi.raw, _mm512_set1_epi32(s))}; }
-// The four kBits-bit fields at the bottom of each lane as its four bytes (vpmultishiftqb).
-template <int kBits>
+// The four kBits-bit fields from bit s of each lane (s + 4·kBits <= 32) as its four bytes
+// (vpmultishiftqb).
+template <int kBits, int s = 0>
 HWY_INLINE VI Spread(VI v) {
+  static_assert(s + 4 * kBits <= 32);
   constexpr uint64_t kCtl = [] {
     uint64_t c = 0;
-    for (int j = 0; j < 8; ++j) c |= uint64_t(32 * (j / 4) + kBits * (j % 4)) << (8 * j);
+    for (int j = 0; j < 8; ++j) c |= uint64_t(32 * (j / 4) + s + kBits * (j % 4)) << (8 * j);
     return c;
   }();
   return AndI(VI{_mm512_multishift_epi64_epi8(_mm512_set1_epi64(int64_t(kCtl)), v.raw)}, uint8_t((1 << kBits) - 1));
 }
+// Funnel with the shift fixed at compile time (vpshrdd).
+template <int s>
+HWY_INLINE VI FunnelImm(VI lo, VI hi) { return VI{_mm512_shrdi_epi32(lo.raw, hi.raw, s)}; }
 // vpdpbusd. Highway 1.0.3's AVX3_DL target string names "avxvnni" rather than "avx512vnni", so the
 // intrinsic does not compile inside it; the instruction itself is safe (the target is only
 // dispatched on CPUs with AVX-512 VNNI).
