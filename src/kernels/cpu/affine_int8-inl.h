@@ -125,13 +125,42 @@ void RowScalar8(const Matrix& m, const int8_t* xq, const float* dx, const float*
 }
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
+// Where the fast tile kernels read a group's scales and biases, one per row (lane): f32 as
+// [group][row] (sT, bT, prepared per tile by RangeAffine), or, where sT is null, the tile-major
+// f16 values of an int8 form in place (Matrix::sb_tiled), widened in registers and the implicit
+// bias −zero·scale made there: the same values, without the round trip through memory.
+struct GroupScales {
+  const float* sT;
+  const float* bT;
+  const uint16_t* sp = nullptr;
+  const uint16_t* bp = nullptr;
+  float neg_zero = 0;
+};
+HWY_INLINE GroupScales TileGroupScales(const Matrix& m, int64_t o, const float* sT, const float* bT) {
+  GroupScales gs{sT, bT};
+  if (sT == nullptr) {
+    const int64_t at = (o >> 4) * 16 * (m.cols / m.group) + (o & 15);
+    gs.sp = static_cast<const uint16_t*>(m.scales) + at;
+    gs.bp = m.biases != nullptr ? static_cast<const uint16_t*>(m.biases) + at : nullptr;
+    gs.neg_zero = -float(m.zero);
+  }
+  return gs;
+}
+
 // The end of group g in the fast tile kernels, per activation row: acc += float(isum)·(s·dx), then
 // acc += b·xsum (RowScalar8's operations, one output row per lane); the integer sums restart.
 template <int rt, int kChains>
-HWY_INLINE void CloseGroup8(VI (&isum)[2][rt], VFl (&acc)[rt], const float* sT, const float* bT,
-                            const float* const* dx, const float* const* xsum, int64_t g) {
+HWY_INLINE void CloseGroup8(VI (&isum)[2][rt], VFl (&acc)[rt], const GroupScales& gs, const float* const* dx,
+                            const float* const* xsum, int64_t g) {
   constexpr int N = kTileRows;
-  const VFl s = LoadF(sT + g * N), b = LoadF(bT + g * N);
+  VFl s, b;
+  if (gs.sT != nullptr) {
+    s = LoadF(gs.sT + g * N);
+    b = LoadF(gs.bT + g * N);
+  } else {
+    s = AsF(LoadF16(gs.sp + g * 16));
+    b = gs.bp != nullptr ? AsF(LoadF16(gs.bp + g * 16)) : gs.neg_zero != 0 ? MulF(s, SetF(gs.neg_zero)) : ZeroF();
+  }
   for (int r = 0; r < rt; ++r) {
     const VI total = kChains == 2 ? AddI(isum[0][r], isum[1][r]) : isum[0][r];
     acc[r] = FmaF(CvtF(total), MulF(s, SetF(dx[r][g])), acc[r]);
@@ -180,6 +209,7 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
   // consecutive dot products do not wait on each other; integer sums are exact, so this changes no
   // bits. With more rows the rows' chains are independent already and registers are scarce.
   constexpr int kChains = rt <= 2 ? 2 : 1;
+  const GroupScales gs = TileGroupScales(m, o, sT, bT);
   VI isum[2][rt];
   VFl acc[rt];
   for (int r = 0; r < rt; ++r) {
@@ -220,7 +250,7 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
         }
         if (--left == 0) {  // the word closes group g (a countdown: no division per word)
           left = DG;
-          CloseGroup8<rt, kChains>(isum, acc, sT, bT, dx, xsum, g_next++);
+          CloseGroup8<rt, kChains>(isum, acc, gs, dx, xsum, g_next++);
         }
       }
   }
@@ -252,6 +282,7 @@ HWY_INLINE void Tile8Odd(const Matrix& m, const int8_t* const* xq, const float* 
   const int64_t K = m.cols, row_bytes = K * kBits / 8, words = row_bytes / 4, GP = m.group / 8;
   const uint8_t* base = static_cast<const uint8_t*>(m.data) + o * row_bytes;
   constexpr int kChains = rt <= 2 ? 2 : 1;  // as in Tile8
+  const GroupScales gs = TileGroupScales(m, o, sT, bT);
   VI isum[2][rt];
   VFl acc[rt];
   for (int r = 0; r < rt; ++r) {
@@ -279,7 +310,7 @@ HWY_INLINE void Tile8Odd(const Matrix& m, const int8_t* const* xq, const float* 
       }
       if (--left == 0) {
         left = GP;
-        CloseGroup8<rt, kChains>(isum, acc, sT, bT, dx, xsum, g_next++);
+        CloseGroup8<rt, kChains>(isum, acc, gs, dx, xsum, g_next++);
       }
     }
   }
@@ -304,6 +335,7 @@ HWY_INLINE void Tile8OddTiled(const Matrix& m, const int8_t* const* xq, const fl
   const int64_t K = m.cols, row_bytes = K * kBits / 8, GP = m.group / 8;
   const uint8_t* t = static_cast<const uint8_t*>(m.data) + (o >> 4) * 16 * row_bytes;
   constexpr int kChains = rt <= 2 ? 2 : 1;  // as in Tile8
+  const GroupScales gs = TileGroupScales(m, o, sT, bT);
   VI isum[2][rt];
   VFl acc[rt];
   for (int r = 0; r < rt; ++r) {
@@ -324,7 +356,7 @@ HWY_INLINE void Tile8OddTiled(const Matrix& m, const int8_t* const* xq, const fl
       for (int r = 0; r < rt; ++r) isum[c][r] = DotPair(isum[c][r], q0, xq[r] + c0 + 8 * p, q1, xq[r] + c0 + 8 * p + 4);
       if (--left == 0) {
         left = GP;
-        CloseGroup8<rt, kChains>(isum, acc, sT, bT, dx, xsum, g_next++);
+        CloseGroup8<rt, kChains>(isum, acc, gs, dx, xsum, g_next++);
       }
     };
     pair.template operator()<0>();

@@ -72,6 +72,11 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
     const bool half_direct =
         (m.sb_type == core::DType::kBF16 || m.sb_type == core::DType::kF16) && groups % N == 0;
     const int64_t sb_bytes = int64_t(core::dtype_size(m.sb_type)), tile_sb = N * groups * sb_bytes;
+    // Tile-major f16 scales and biases (the int8 forms, which only the fast kernels take): read in
+    // place by the kernels (GroupScales), [group][row] already. Other tile-major types have no
+    // kernel.
+    const bool in_place = kInt8 && m.sb_tiled && m.sb_type == core::DType::kF16;
+    QWEN35_CHECK(!m.sb_tiled || in_place);
     for (; o + N <= o1 && o + N <= M; o += N) {
       // The next tile's scales and biases: they stream beside the codes, which the tile kernel
       // prefetches itself.
@@ -84,18 +89,8 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
         }
       }
       int64_t g = 0;
-      if (m.sb_tiled && m.sb_type == core::DType::kF16) {
-        // Tile-major f16 (the int8 forms): the tile's [group][row] values lie in place, 16 rows
-        // a group; widened, and implicit biases made, in registers.
-        const int64_t at = (o >> 4) * 16 * groups + (o & 15);
-        const uint16_t* sp = static_cast<const uint16_t*>(m.scales) + at;
-        const uint16_t* bp = m.biases ? static_cast<const uint16_t*>(m.biases) + at : nullptr;
-        const VFl neg_zero = SetF(-float(m.zero));
-        for (; g < groups; ++g) {
-          const VFl sv = AsF(LoadF16(sp + g * 16));
-          StoreF(sT + g * N, sv);
-          StoreF(bT + g * N, bp != nullptr ? AsF(LoadF16(bp + g * 16)) : m.zero != 0 ? MulF(sv, neg_zero) : ZeroF());
-        }
+      if (in_place) {
+        // The kernels read the tile's scales where they lie.
       } else if (half_direct) {
         const bool f16 = m.sb_type == core::DType::kF16;
         const uint16_t* sp = static_cast<const uint16_t*>(m.scales) + o * groups;
@@ -145,7 +140,7 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
           sr[r] = a.xsum + (t + r) * groups;
           yr[r] = y + (t + r) * M;
         }
-        if constexpr (kInt8) TileRows8<kBits, kIq4>(m, xr, dr, sr, rt, o, sT, bT, yr);
+        if constexpr (kInt8) TileRows8<kBits, kIq4>(m, xr, dr, sr, rt, o, in_place ? nullptr : sT, bT, yr);
         else if constexpr (!kOdd) TileRowsF<kBits>(m, xf, sr, rt, o, sT, bT, yr);
       }
     }
