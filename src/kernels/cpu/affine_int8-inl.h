@@ -150,7 +150,7 @@ HWY_INLINE GroupScales TileGroupScales(const Matrix& m, int64_t o, const float* 
 // The end of group g in the fast tile kernels, per activation row: acc += float(isum)·(s·dx), then
 // acc += b·xsum (RowScalar8's operations, one output row per lane); the integer sums restart.
 template <int rt, int kChains>
-HWY_INLINE void CloseGroup8(VI (&isum)[2][rt], VFl (&acc)[rt], const GroupScales& gs, const float* const* dx,
+HWY_INLINE void CloseGroup8(VI (&isum)[4][rt], VFl (&acc)[rt], const GroupScales& gs, const float* const* dx,
                             const float* const* xsum, int64_t g) {
   constexpr int N = kTileRows;
   VFl s, b;
@@ -162,10 +162,12 @@ HWY_INLINE void CloseGroup8(VI (&isum)[2][rt], VFl (&acc)[rt], const GroupScales
     b = gs.bp != nullptr ? AsF(LoadF16(gs.bp + g * 16)) : gs.neg_zero != 0 ? MulF(s, SetF(gs.neg_zero)) : ZeroF();
   }
   for (int r = 0; r < rt; ++r) {
-    const VI total = kChains == 2 ? AddI(isum[0][r], isum[1][r]) : isum[0][r];
+    VI total = isum[0][r];
+    if constexpr (kChains >= 2) total = AddI(total, isum[1][r]);
+    if constexpr (kChains == 4) total = AddI(total, AddI(isum[2][r], isum[3][r]));
     acc[r] = FmaF(CvtF(total), MulF(s, SetF(dx[r][g])), acc[r]);
     acc[r] = FmaF(b, SetF(xsum[r][g]), acc[r]);
-    isum[0][r] = isum[1][r] = ZeroI();
+    for (int c = 0; c < kChains; ++c) isum[c][r] = ZeroI();
   }
 }
 
@@ -207,52 +209,75 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
   const uint8_t* base = static_cast<const uint8_t*>(m.data) + o * row_bytes;
   // With few activation rows, words alternate between two integer accumulators (even, odd word) so
   // consecutive dot products do not wait on each other; integer sums are exact, so this changes no
-  // bits. With more rows the rows' chains are independent already and registers are scarce.
-  constexpr int kChains = rt <= 2 ? 2 : 1;
+  // bits. With more rows the rows' chains are independent already and registers are scarce. One
+  // row of 4-bit codes on VNNI (decode) also splits each word's low and high nibbles (four chains).
+  constexpr bool kSplit = HWY_TARGET == HWY_AVX3_DL && kBits == 4 && rt == 1;
+  constexpr int kChains = kSplit ? 4 : rt <= 2 ? 2 : 1;
   const GroupScales gs = TileGroupScales(m, o, sT, bT);
-  VI isum[2][rt];
+  VI isum[4][rt];
   VFl acc[rt];
   for (int r = 0; r < rt; ++r) {
-    isum[0][r] = isum[1][r] = ZeroI();
+    for (int c = 0; c < 4; ++c) isum[c][r] = ZeroI();
     acc[r] = ZeroF();
   }
   int64_t left = DG, g_next = 0;
-  VI tw[N];
-  for (int64_t j0 = 0; j0 < words; j0 += N) {
-    TileWords(m, base, o, row_bytes, j0, tw);
-    for (int j = 0; j < N; j += 2)
-      for (int cc = 0; cc < 2; ++cc) {
-        const int c = cc % kChains;
-        const int64_t jj = j0 + j + cc;
-        const VI w = tw[j + cc];
-        if constexpr (kBits == 8) {
-          for (int r = 0; r < rt; ++r) isum[c][r] = DotWide(isum[c][r], w, xq[r] + jj * C);
-        } else if constexpr (kBits == 4) {
-          VI lo = AndI(w, 0x0F), hi = AndI(Srl<4>(w), 0x0F);
-          if constexpr (kIq4) {
-            // Full-byte codes: DotWide, whose 16-bit pairs cannot saturate (vpmaddubsw).
-            const VI book = LoadI(kIq4Unsigned.data());
-            lo = hn::TableLookupBytes(book, lo);
-            hi = hn::TableLookupBytes(book, hi);
-            for (int r = 0; r < rt; ++r)
-              isum[c][r] = DotWide(DotWide(isum[c][r], lo, xq[r] + jj * C), hi, xq[r] + jj * C + 4);
-          } else {
-            for (int r = 0; r < rt; ++r)
-              isum[c][r] = DotPair(isum[c][r], lo, xq[r] + jj * C, hi, xq[r] + jj * C + 4);
-          }
+  // Word jj (one vector: lane = row) into chain c, and the group it closes.
+  auto word = [&]<int c>(const VI w, int64_t jj) {
+    if constexpr (kBits == 8) {
+      for (int r = 0; r < rt; ++r) isum[c][r] = DotWide(isum[c][r], w, xq[r] + jj * C);
+    } else if constexpr (kBits == 4) {
+      VI lo = AndI(w, 0x0F), hi = AndI(Srl<4>(w), 0x0F);
+      if constexpr (kIq4) {
+        // Full-byte codes: DotWide, whose 16-bit pairs cannot saturate (vpmaddubsw).
+        const VI book = LoadI(kIq4Unsigned.data());
+        lo = hn::TableLookupBytes(book, lo);
+        hi = hn::TableLookupBytes(book, hi);
+        if constexpr (kSplit) {
+          isum[c][0] = DotWide(isum[c][0], lo, xq[0] + jj * C);
+          isum[c + 2][0] = DotWide(isum[c + 2][0], hi, xq[0] + jj * C + 4);
         } else {
-          const VI q0 = AndI(w, 3), q1 = AndI(Srl<2>(w), 3), q2 = AndI(Srl<4>(w), 3), q3 = AndI(Srl<6>(w), 3);
-          for (int r = 0; r < rt; ++r) {
-            const int8_t* xw = xq[r] + jj * C;
-            isum[c][r] = DotPair(isum[c][r], q0, xw, q1, xw + 4);
-            isum[c][r] = DotPair(isum[c][r], q2, xw + 8, q3, xw + 12);
-          }
+          for (int r = 0; r < rt; ++r)
+            isum[c][r] = DotWide(DotWide(isum[c][r], lo, xq[r] + jj * C), hi, xq[r] + jj * C + 4);
         }
-        if (--left == 0) {  // the word closes group g (a countdown: no division per word)
-          left = DG;
-          CloseGroup8<rt, kChains>(isum, acc, gs, dx, xsum, g_next++);
-        }
+      } else if constexpr (kSplit) {
+        isum[c][0] = DotWide(isum[c][0], lo, xq[0] + jj * C);
+        isum[c + 2][0] = DotWide(isum[c + 2][0], hi, xq[0] + jj * C + 4);
+      } else {
+        for (int r = 0; r < rt; ++r)
+          isum[c][r] = DotPair(isum[c][r], lo, xq[r] + jj * C, hi, xq[r] + jj * C + 4);
       }
+    } else {
+      const VI q0 = AndI(w, 3), q1 = AndI(Srl<2>(w), 3), q2 = AndI(Srl<4>(w), 3), q3 = AndI(Srl<6>(w), 3);
+      for (int r = 0; r < rt; ++r) {
+        const int8_t* xw = xq[r] + jj * C;
+        isum[c][r] = DotPair(isum[c][r], q0, xw, q1, xw + 4);
+        isum[c][r] = DotPair(isum[c][r], q2, xw + 8, q3, xw + 12);
+      }
+    }
+    if (--left == 0) {  // the word closes group g (a countdown: no division per word)
+      left = DG;
+      CloseGroup8<rt, kChains>(isum, acc, gs, dx, xsum, g_next++);
+    }
+  };
+  if (m.codes_tiled) {  // in place, straight from the stream
+    const uint8_t* t = static_cast<const uint8_t*>(m.data) + (o >> 4) * 16 * row_bytes + (o & 15) * 4;
+    constexpr int c1 = kChains >= 2 ? 1 : 0;
+    for (int64_t jj = 0; jj < words; jj += 2) {
+      PrefetchCodes(t + jj * 64);
+      PrefetchCodes(t + jj * 64 + 64);
+      word.template operator()<0>(LoadI(t + jj * 64), jj);
+      word.template operator()<c1>(LoadI(t + jj * 64 + 64), jj + 1);
+    }
+  } else {
+    VI tw[N];
+    for (int64_t j0 = 0; j0 < words; j0 += N) {
+      TileWords(m, base, o, row_bytes, j0, tw);
+      constexpr int c1 = kChains >= 2 ? 1 : 0;
+      for (int j = 0; j < N; j += 2) {
+        word.template operator()<0>(tw[j], j0 + j);
+        word.template operator()<c1>(tw[j + 1], j0 + j + 1);
+      }
+    }
   }
   for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
 }
@@ -283,10 +308,10 @@ HWY_INLINE void Tile8Odd(const Matrix& m, const int8_t* const* xq, const float* 
   const uint8_t* base = static_cast<const uint8_t*>(m.data) + o * row_bytes;
   constexpr int kChains = rt <= 2 ? 2 : 1;  // as in Tile8
   const GroupScales gs = TileGroupScales(m, o, sT, bT);
-  VI isum[2][rt];
+  VI isum[4][rt];
   VFl acc[rt];
   for (int r = 0; r < rt; ++r) {
-    isum[0][r] = isum[1][r] = ZeroI();
+    for (int c = 0; c < 4; ++c) isum[c][r] = ZeroI();
     acc[r] = ZeroF();
   }
   int64_t left = GP, g_next = 0;
@@ -336,10 +361,10 @@ HWY_INLINE void Tile8OddTiled(const Matrix& m, const int8_t* const* xq, const fl
   const uint8_t* t = static_cast<const uint8_t*>(m.data) + (o >> 4) * 16 * row_bytes;
   constexpr int kChains = rt <= 2 ? 2 : 1;  // as in Tile8
   const GroupScales gs = TileGroupScales(m, o, sT, bT);
-  VI isum[2][rt];
+  VI isum[4][rt];
   VFl acc[rt];
   for (int r = 0; r < rt; ++r) {
-    isum[0][r] = isum[1][r] = ZeroI();
+    for (int c = 0; c < 4; ++c) isum[c][r] = ZeroI();
     acc[r] = ZeroF();
   }
   int64_t left = GP, g_next = 0;
