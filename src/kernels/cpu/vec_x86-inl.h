@@ -186,6 +186,6 @@ HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, VI* out) {
 // of rows word block by word block; decode is bound by this stream).
 HWY_INLINE void TransposeTileAndPrefetchNext(const uint8_t* p, int64_t stride, VI* out) {
   TransposeTile(p, stride, out);
-  for (int l = 0; l < kTileRows; ++l) __builtin_prefetch(p + (kTileRows + l) * stride);
+  for (int l = 0; l < kTileRows; ++l) __builtin_prefetch(p + (kTileRows + l) * stride, 0, 2);
 }
 #endif
