@@ -182,8 +182,9 @@ HWY_INLINE void TransposeTile(const uint8_t* p, int64_t stride, VI* out) {
   for (int l = 0; l < kTileRows; ++l) r[l] = LoadI(p + l * stride);
   TransposeRegs(r, out);
 }
-// The same, and a prefetch of the same words of the next tile's rows (the tile kernels walk a tile
-// of rows word block by word block; decode is bound by this stream).
+// The same, and a prefetch of the same words of the next tile's rows into L2 (the tile kernels walk
+// a tile of rows word block by word block; decode is bound by this stream, and L1 is left to the
+// words in use).
 HWY_INLINE void TransposeTileAndPrefetchNext(const uint8_t* p, int64_t stride, VI* out) {
   TransposeTile(p, stride, out);
   for (int l = 0; l < kTileRows; ++l) __builtin_prefetch(p + (kTileRows + l) * stride, 0, 2);
