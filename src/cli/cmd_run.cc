@@ -67,7 +67,7 @@ struct Flags {
   std::string prompt, system;
   bool chat = false, no_think = false, hide_reasoning = false, quiet = false;
   bool no_cache = false;
-  int64_t max_tokens = -1, ctx = 4096;
+  int64_t max_tokens = -1, ctx = 4096, reasoning_budget = -1;
   double cache_mb = 256;
   std::optional<float> temperature, top_p, min_p, presence, frequency, repetition;
   std::optional<int32_t> top_k;
@@ -84,6 +84,9 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_flag("--hide-reasoning", f.hide_reasoning,
                "chat: leave the model's reasoning (<think> … </think>) out of the output; otherwise "
                "it is shown faint on a terminal, tagged <think> … </think> in a pipe or file");
+  app.add_option("--reasoning-budget", f.reasoning_budget,
+                 "chat: at most N tokens of thinking, then </think> is forced and the answer "
+                 "follows (default -1: no cap)");
   app.add_option("--system", f.system, "system message for chat");
   app.add_option("-n,--max-tokens", f.max_tokens, "maximum tokens to generate (default: until the end or the context)");
   app.add_option("-c,--ctx", f.ctx, "context size in tokens");
@@ -183,6 +186,7 @@ struct Session {
     if (ids.ok()) {
       runtime::GenerationRequest req = base;
       req.prompt = std::move(*ids);
+      req.sampling.reasoning_open = in_reasoning;
       g_interrupt.store(false);
       st = run_turn(engine, std::move(req), tok, f.stops, g_interrupt, [&](const std::string& s) {
         if (printer) printer->push(s);
@@ -250,7 +254,16 @@ int cmd_run(int argc, char** argv) {
   if (!tok.ok()) return fail("run", tok.message());
   auto gen_cfg = load_generation_config(f.lo.model_dir);
   if (!gen_cfg.ok()) return fail("run", gen_cfg.message());
-  const runtime::SamplingParams sp = sampling_params(f, *gen_cfg);
+  runtime::SamplingParams sp = sampling_params(f, *gen_cfg);
+  if (f.reasoning_budget >= 0) {
+    if (!chat) return fail("run", "--reasoning-budget needs the chat template (--chat, or no -p)");
+    sp.reasoning_budget = f.reasoning_budget;
+    sp.think_start = tok->token_to_id("<think>");
+    sp.think_end = tok->token_to_id("</think>");
+    if (sp.think_end < 0) return fail("run", "--reasoning-budget: this model's vocabulary has no </think> token");
+  } else if (f.reasoning_budget < -1) {
+    return fail("run", "--reasoning-budget must be >= 0 (or -1: no cap)");
+  }
   if (auto s = sp.validate(); !s.ok()) return fail("run", s.message());
   std::optional<tmpl::ChatTemplate> tmpl;
   if (chat) {

@@ -75,6 +75,11 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--api-key", so.api_key, "require 'Authorization: Bearer KEY'");
   app.add_option("--max-body", so.max_body_bytes,
                  "largest request body in bytes, any transfer encoding (more get HTTP 413)");
+  int64_t reasoning_budget = -1;
+  app.add_option("--reasoning-budget", reasoning_budget,
+                 "default thinking budget of chat requests: at most N tokens of thinking, then "
+                 "</think> is forced (-1: no cap; a request's thinking_token_budget or "
+                 "reasoning_effort replaces it)");
   int max_json_depth = server::kDefaultMaxJsonDepth;
   app.add_option("--max-json-depth", max_json_depth,
                  "deepest JSON nesting a request may use (deeper get HTTP 400)");
@@ -111,6 +116,7 @@ int cmd_serve(int argc, char** argv) {
   if (eo.ctx < 2) return fail("serve", "--ctx must be at least 2");
   if (eo.max_queue < 0) return fail("serve", "--max-queue must be >= 0");
   if (max_json_depth < 1) return fail("serve", "--max-json-depth must be at least 1");
+  if (reasoning_budget < -1) return fail("serve", "--reasoning-budget must be >= 0 (or -1: no cap)");
   so.web = !no_web;
   if (std::error_code ec; !so.web_dir.empty() && !std::filesystem::is_directory(so.web_dir, ec))
     return fail("serve", "--web-dir " + so.web_dir + " is not a directory");
@@ -182,6 +188,9 @@ int cmd_serve(int argc, char** argv) {
   mi.path = lo.model_dir;
   mi.ctx = eo.ctx;
   mi.max_json_depth = max_json_depth;
+  mi.reasoning_budget = reasoning_budget;
+  if (reasoning_budget >= 0 && tok->token_to_id("</think>") < 0)
+    return finish(fail("serve", "--reasoning-budget: this model's vocabulary has no </think> token"));
 
   if (const std::string why = resolve_spec(spec, m, &eo.spec); !why.empty())
     return finish(fail("serve", why));

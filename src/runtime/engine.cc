@@ -145,6 +145,12 @@ bool Engine::validate(const GenerationRequest& req, std::string* message) const 
       }
     }
   }
+  for (int32_t t : {req.sampling.think_start, req.sampling.think_end}) {
+    if (t >= vocab) {
+      *message = "thinking token id " + std::to_string(t) + " is out of range [0, " + std::to_string(vocab) + ")";
+      return false;
+    }
+  }
   if (auto s = req.sampling.validate(); !s.ok()) {
     *message = s.message();
     return false;

@@ -17,6 +17,8 @@ core::Status SamplingParams::validate() const {
   if (!(frequency_penalty >= -2 && frequency_penalty <= 2)) return bad("frequency_penalty must be in [-2, 2], got " + std::to_string(frequency_penalty));
   if (!(repetition_penalty > 0) || !std::isfinite(repetition_penalty)) return bad("repetition_penalty must be > 0, got " + std::to_string(repetition_penalty));
   if (logprobs > 20) return bad("logprobs must be at most 20, got " + std::to_string(logprobs));
+  if (reasoning_budget < -1) return bad("the reasoning budget must be >= 0 (or -1: none), got " + std::to_string(reasoning_budget));
+  if (reasoning_budget >= 0 && think_end < 0) return bad("a reasoning budget needs the model's end-of-thinking token");
   return core::Status();
 }
 
@@ -36,6 +38,7 @@ Sampler::Sampler(const SamplingParams& params, int64_t vocab)
     : p_(params),
       vocab_(vocab),
       key_(p_.seed ? *p_.seed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}()),
+      in_think_(p_.reasoning_open),
       seen_(size_t(vocab), 0),
       work_(size_t(vocab)),
       order_(size_t(vocab)) {
@@ -73,7 +76,9 @@ SampleResult Sampler::sample(const float* logits) {
     for (const auto& [tok, cnt] : output_counts_) w[tok] -= p_.frequency_penalty * float(cnt) + p_.presence_penalty;
 
   int32_t chosen;
-  if (p_.temperature == 0.0f) {
+  if (p_.reasoning_budget >= 0 && in_think_ && think_tokens_ >= p_.reasoning_budget) {
+    chosen = p_.think_end;  // the budget is spent: the thinking block ends here
+  } else if (p_.temperature == 0.0f) {
     chosen = int32_t(std::max_element(w, w + V) - w);
   } else {
     // Candidates sorted by adjusted logit (ties to the lower id), truncated by top-k.
@@ -128,6 +133,13 @@ SampleResult Sampler::sample(const float* logits) {
   output_counts_[chosen]++;
   seen_[size_t(chosen)] = 1;
   ++drawn_;
+  if (in_think_) {
+    if (chosen == p_.think_end) in_think_ = false;
+    else ++think_tokens_;
+  } else if (chosen == p_.think_start && p_.think_start >= 0) {
+    in_think_ = true;
+    think_tokens_ = 0;
+  }
   return res;
 }
 

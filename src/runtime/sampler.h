@@ -35,6 +35,13 @@ struct SamplingParams {
   float repetition_penalty = 1.0f;  // > 0; 1 = off
   std::optional<uint64_t> seed;     // unset: seeded from the system
   int32_t logprobs = -1;            // -1: none; N >= 0: the chosen token's + N top alternatives
+  // Reasoning budget: at most reasoning_budget tokens are sampled inside a thinking block; the
+  // next one is think_end, chosen whatever the logits say, and the answer follows. -1: no cap.
+  // The block is open from the start when reasoning_open (the prompt opened it), and a sampled
+  // think_start opens one. Forced or not, the p-th token uses the p-th random draw.
+  int64_t reasoning_budget = -1;
+  int32_t think_start = -1, think_end = -1;
+  bool reasoning_open = false;
 
   // Checks ranges; the message names the parameter ("temperature must be >= 0, got -1").
   core::Status validate() const;
@@ -70,6 +77,8 @@ class Sampler {
   int64_t vocab_;
   uint64_t key_;        // the seed (drawn from the system when the request has none)
   uint64_t drawn_ = 0;  // tokens sampled so far: the position of the next draw
+  bool in_think_;             // inside a thinking block
+  int64_t think_tokens_ = 0;  // tokens sampled inside it
   std::unordered_map<int32_t, int32_t> output_counts_;
   std::vector<uint8_t> seen_;    // prompt or output token (repetition penalty)
   std::vector<float> work_;      // [vocab] adjusted logits

@@ -91,7 +91,7 @@ ApiError not_supported(const std::string& name, const std::string& why) {
 //   functions, function_call (chat)               deprecated; use "tools"
 //   audio, web_search_options (chat)              no audio out, no search
 //   modalities           ["text"] only
-//   reasoning_effort, verbosity (chat)            use chat_template_kwargs.enable_thinking
+//   verbosity (chat)
 //   suffix (completions) "" only                  no fill-in-the-middle
 //   best_of (completions) 1 or n                  no server-side ranking of candidates
 // Accepted and ignored, as they do not change the output: user, metadata, store,
@@ -177,9 +177,7 @@ std::optional<ApiError> refuse_unsupported(const Json& b, bool chat, int n) {
       if (field(b, name)) return not_supported(name, "deprecated by OpenAI; use 'tools'");
     for (const char* name : {"audio", "web_search_options"})
       if (field(b, name)) return not_supported(name, "");
-    for (const char* name : {"reasoning_effort", "verbosity"})
-      if (field(b, name))
-        return not_supported(name, "use chat_template_kwargs: {\"enable_thinking\": false}");
+    if (field(b, "verbosity")) return not_supported("verbosity", "");
   } else {
     if (const Json* f = field(b, "suffix"); f && !(f->is_string() && f->get<std::string>().empty()))
       return not_supported("suffix", "no fill-in-the-middle");
@@ -489,6 +487,61 @@ std::vector<int64_t> shared_prefix_hint(const Json& b, const ModelInfo& mi, bool
   return {int64_t(n)};
 }
 
+
+// The reasoning budget: "thinking_token_budget" (vLLM's name) caps the tokens sampled inside
+// the thinking block, after which </think> is forced and the answer follows; "reasoning_effort"
+// (OpenAI's, chat only) "none" turns thinking off (enable_thinking false in the template),
+// "minimal" is 128 tokens, "low" 1024, "medium" 4096, "high" and "xhigh" no cap. An explicit
+// thinking_token_budget wins over the effort's, and either over the server's default for chat
+// (--reasoning-budget). *body is the request to render (b, or a copy with enable_thinking set).
+std::optional<ApiError> parse_reasoning_budget(const Json& b, bool chat, const ModelInfo& mi, Json* body,
+                                               int64_t* budget) {
+  *budget = chat ? mi.reasoning_budget : -1;
+  if (const Json* e = field(b, "reasoning_effort"); e && chat) {
+    static const std::pair<const char*, int64_t> kEfforts[] = {
+        {"none", -1}, {"minimal", 128}, {"low", 1024}, {"medium", 4096}, {"high", -1}, {"xhigh", -1}};
+    const auto* it = std::find_if(std::begin(kEfforts), std::end(kEfforts),
+                                  [&](const auto& x) { return e->is_string() && *e == x.first; });
+    if (it == std::end(kEfforts))
+      return bad("reasoning_effort",
+                 "'reasoning_effort' must be \"none\", \"minimal\", \"low\", \"medium\", \"high\" or \"xhigh\"");
+    *budget = it->second;
+    if (std::string_view(it->first) == "none") {
+      const Json* k = field(b, "chat_template_kwargs");
+      if (k && k->is_object() && k->contains("enable_thinking") && (*k)["enable_thinking"] != false)
+        return bad("reasoning_effort",
+                   "'reasoning_effort': \"none\" turns thinking off, but "
+                   "chat_template_kwargs.enable_thinking asks for it");
+      if (!k || k->is_object()) {
+        *body = b;
+        (*body)["chat_template_kwargs"]["enable_thinking"] = false;
+      }
+    }
+  }
+  if (field(b, "thinking_token_budget")) TRY(get_int(b, "thinking_token_budget", budget, 0, INT64_MAX));
+  return std::nullopt;
+}
+
+// Sets the sampler's reasoning budget: the thinking block is open from the start when the
+// prompt (its last non-blank text) opened it.
+std::optional<ApiError> set_reasoning_budget(int64_t budget, bool open, const ModelInfo& mi,
+                                             CompletionRequest* r) {
+  if (budget < 0) return std::nullopt;
+  const int32_t end_id = mi.tok->token_to_id("</think>");
+  if (end_id < 0) return bad("thinking_token_budget", "this model's vocabulary has no </think> token");
+  r->sampling.reasoning_budget = budget;
+  r->sampling.think_end = end_id;
+  r->sampling.think_start = mi.tok->token_to_id("<think>");
+  r->sampling.reasoning_open = open;
+  return std::nullopt;
+}
+
+bool opens_thinking(const std::string& text) {
+  size_t end = text.size();
+  while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == ' ')) --end;
+  return end >= 7 && text.compare(end - 7, 7, "<think>") == 0;
+}
+
 }  // namespace
 
 std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
@@ -510,20 +563,23 @@ std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
       return bad("tool_choice", "'tool_choice' must be a string or an object");
   }
   const bool use_tools = tool_choice != "none";
+  Json adjusted;
+  int64_t budget = -1;
+  TRY(parse_reasoning_budget(b, true, mi, &adjusted, &budget));
+  const Json& body = adjusted.is_null() ? b : adjusted;
   std::string text;
-  TRY(render_impl(b, mi, use_tools, &text));
+  TRY(render_impl(body, mi, use_tools, &text));
   if (use_tools && field(b, "tools") && !field(b, "tools")->empty()) {
     r->parse_tools = true;
     r->tools = *field(b, "tools");
   }
   // Qwen3.5's generation prompt opens <think> unless thinking is off: the answer starts inside.
-  size_t end = text.size();
-  while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == ' ')) --end;
-  r->in_reasoning = end >= 7 && text.compare(end - 7, 7, "<think>") == 0;
+  r->in_reasoning = opens_thinking(text);
+  TRY(set_reasoning_budget(budget, r->in_reasoning, mi, r));
   auto ids = mi.tok->encode(text);
   if (!ids.ok()) return bad("messages", ids.message());
   r->batch = {{std::move(*ids), ""}};
-  r->snapshot_hints = shared_prefix_hint(b, mi, use_tools, r->batch[0].ids);
+  r->snapshot_hints = shared_prefix_hint(body, mi, use_tools, r->batch[0].ids);
   return std::nullopt;
 }
 
@@ -572,6 +628,19 @@ std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo&
   int64_t lp = -1;
   TRY(get_int(b, "logprobs", &lp, 0, 20));
   r->sampling.logprobs = int32_t(lp);
+  // A budget applies to prompts that end inside an open <think> (per prompt: the sampler
+  // parameters are shared, so a batch must agree).
+  Json unused;
+  int64_t budget = -1;
+  TRY(parse_reasoning_budget(b, false, mi, &unused, &budget));
+  if (budget >= 0) {
+    const bool open = opens_thinking(r->batch[0].text);
+    for (const auto& q : r->batch)
+      if (opens_thinking(q.text) != open)
+        return bad("thinking_token_budget",
+                   "a batch of prompts with a reasoning budget must all end inside <think>, or none");
+    TRY(set_reasoning_budget(budget, open, mi, r));
+  }
   TRY(get_bool(b, "echo", &r->echo));
   if (r->echo && lp >= 0) r->prompt_logprobs = int32_t(lp);
   r->parse_reasoning = false;

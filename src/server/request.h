@@ -44,6 +44,7 @@ struct ModelInfo {
   std::string path;  // also accepted as the model name
   int64_t ctx = 0;
   int max_json_depth = kDefaultMaxJsonDepth;  // nesting bound of request bodies (json_limits.h)
+  int64_t reasoning_budget = -1;  // chat requests' default thinking budget (-1: no cap)
 };
 
 // Reads a request body: valid UTF-8, JSON nested at most mi.max_json_depth deep (checked while

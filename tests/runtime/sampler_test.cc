@@ -154,6 +154,85 @@ TEST(Sampler, LogprobsAreRawLogSoftmax) {
   EXPECT_NEAR(r.logprob, 2.0 - std::log(z), 1e-5);
 }
 
+// A thinking block holds at most reasoning_budget sampled tokens; then think_end is chosen
+// whatever the logits say, with its raw log-probability, and sampling goes on as before.
+TEST(Sampler, ReasoningBudgetEndsTheThinkingBlock) {
+  constexpr int32_t kStart = 5, kEnd = 6;
+  std::vector<float> l(8, 0.0f);
+  l[2] = 4.0f;  // greedy picks 2 while it may
+  SamplingParams p;
+  p.temperature = 0;
+  p.logprobs = 0;
+  p.think_start = kStart;
+  p.think_end = kEnd;
+  p.reasoning_budget = 3;
+  p.reasoning_open = true;
+  Sampler s(p, 8);
+  std::vector<int32_t> got;
+  for (int i = 0; i < 6; ++i) got.push_back(s.sample(l.data()).token);
+  EXPECT_EQ(got, (std::vector<int32_t>{2, 2, 2, kEnd, 2, 2}));
+  double z = 0;
+  for (float x : l) z += std::exp(double(x));
+  Sampler lp(p, 8);
+  for (int i = 0; i < 3; ++i) lp.sample(l.data());
+  const SampleResult forced = lp.sample(l.data());
+  EXPECT_EQ(forced.token, kEnd);
+  EXPECT_NEAR(forced.logprob, 0.0 - std::log(z), 1e-5);
+
+  // Budget 0: the block ends at once. Not open: nothing is forced until the output opens one.
+  p.reasoning_budget = 0;
+  Sampler zero(p, 8);
+  EXPECT_EQ(zero.sample(l.data()).token, kEnd);
+  EXPECT_EQ(zero.sample(l.data()).token, 2);
+  p.reasoning_budget = 1;
+  p.reasoning_open = false;
+  std::vector<float> opens = l;
+  opens[kStart] = 9.0f;  // the model opens a block, then would think forever
+  Sampler closed(p, 8);
+  EXPECT_EQ(closed.sample(l.data()).token, 2);
+  EXPECT_EQ(closed.sample(opens.data()).token, kStart);
+  EXPECT_EQ(closed.sample(l.data()).token, 2);
+  EXPECT_EQ(closed.sample(l.data()).token, kEnd);
+  EXPECT_EQ(closed.sample(l.data()).token, 2);
+
+  // A block the model closes itself is not cut; no budget, nothing forced.
+  std::vector<float> ends = l;
+  ends[kEnd] = 9.0f;
+  p.reasoning_budget = 2;
+  p.reasoning_open = true;
+  Sampler self(p, 8);
+  EXPECT_EQ(self.sample(ends.data()).token, kEnd);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(self.sample(l.data()).token, 2);
+  p.reasoning_budget = -1;
+  Sampler none(p, 8);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(none.sample(l.data()).token, 2);
+}
+
+// Sampled at temperature 1, the tokens after a forced end are those of the same positions'
+// draws: a run with the budget and one without agree everywhere but inside the cut.
+TEST(Sampler, ReasoningBudgetKeepsTheDrawPositions) {
+  std::vector<float> l(50);
+  for (size_t i = 0; i < l.size(); ++i) l[i] = float(std::sin(double(i) * 1.7));
+  l[49] = -30.0f;  // think_end: never drawn by chance
+  SamplingParams p;
+  p.seed = 3;
+  p.think_end = 49;
+  p.reasoning_open = true;
+  Sampler free_run(p, 50);
+  p.reasoning_budget = 4;
+  Sampler capped(p, 50);
+  for (int i = 0; i < 30; ++i) {
+    const int32_t a = free_run.sample(l.data()).token, b = capped.sample(l.data()).token;
+    if (i == 4) EXPECT_EQ(b, 49);
+    else EXPECT_EQ(a, b) << "position " << i;
+  }
+  p.think_end = -1;
+  EXPECT_NE(p.validate().message().find("end-of-thinking"), std::string::npos);
+  p.think_end = 49;
+  p.reasoning_budget = -2;
+  EXPECT_NE(p.validate().message().find("reasoning budget"), std::string::npos);
+}
+
 TEST(Sampler, ValidateNamesTheParameter) {
   SamplingParams p;
   p.temperature = -1;

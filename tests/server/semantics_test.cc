@@ -12,6 +12,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <string>
@@ -180,7 +181,7 @@ TEST_F(SemanticsTest, UnsupportedFieldsAreRefusedByName) {
       {chat, "function_call", "auto"},
       {chat, "audio", {{"voice", "alloy"}}},
       {chat, "modalities", {"text", "audio"}},
-      {chat, "reasoning_effort", "low"},
+      {chat, "verbosity", "low"},
       {cmpl, "suffix", "tail"},
       {cmpl, "best_of", 3},
   };
@@ -211,6 +212,115 @@ TEST_F(SemanticsTest, UnsupportedFieldsAreRefusedByName) {
   auto [st2, r2] = s().post(
       cmpl, Json{{"prompt", "hi"}, {"max_tokens", 1}, {"best_of", 1}, {"suffix", ""}, {"n", 1}});
   EXPECT_EQ(st2, 200) << r2;
+}
+
+// The message a server without a default budget answers `req` with.
+std::pair<int, std::string> srv_free_reasoning(const std::string& model, const Json& req) {
+  ServerProcess srv(model, {"--parallel", "1", "--ctx", "512"});
+  if (!srv.ready()) return {0, srv.log()};
+  auto [st, r] = srv.post("/v1/chat/completions", req);
+  srv.stop();
+  return {st, st == 200 ? r["choices"][0]["message"].dump() : r.dump()};
+}
+
+// The reasoning budget (issue 19): with "thinking_token_budget": B the thinking block holds at
+// most B sampled tokens, then </think> is forced; every token before the cut is what the same
+// seeded request samples without a budget, and drafted == plain holds under it.
+// "reasoning_effort" maps to budgets, "none" to thinking off; bad values are 400s by name.
+TEST(SemanticsReasoning, BudgetForcesTheEndOfThinking) {
+  const std::string model = std::string(QWEN35_SOURCE_DIR) + "/models/qwen35-tiny-kjv";
+  ServerProcess srv(model, {"--parallel", "2", "--ctx", "512"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  auto [ts, tk] = srv.post("/tokenize", Json{{"prompt", "</think>"}});
+  ASSERT_EQ(ts, 200) << tk;
+  ASSERT_EQ(tk["tokens"].size(), 1u) << tk;
+  const int32_t end_id = tk["tokens"][0];
+  const std::string prompt = "<|im_start|>user\nWho begat Enos?<|im_end|>\n<|im_start|>assistant\n<think>\n";
+  auto ids_of = [&](Json req) {
+    req["return_token_ids"] = true;
+    auto [st, r] = srv.post("/v1/completions", req);
+    EXPECT_EQ(st, 200) << r;
+    return r["choices"][0]["token_ids"].get<std::vector<int32_t>>();
+  };
+  const Json base = {{"prompt", prompt}, {"max_tokens", 16}, {"temperature", 0.9}, {"seed", 11}};
+  const std::vector<int32_t> free_run = ids_of(base);
+  int forced = 0;
+  for (int budget : {0, 3, 7}) {
+    Json req = base;
+    req["thinking_token_budget"] = budget;
+    const std::vector<int32_t> got = ids_of(req);
+    const auto end = std::find(got.begin(), got.end(), end_id);
+    ASSERT_NE(end, got.end()) << "budget " << budget;
+    const int64_t at = end - got.begin();
+    EXPECT_LE(at, budget);
+    forced += at == budget;
+    EXPECT_TRUE(std::equal(got.begin(), end, free_run.begin())) << "budget " << budget;
+    Json spec = req;
+    spec["speculative"] = {{"method", "lookup"}, {"draft_tokens", 3}};
+    EXPECT_EQ(ids_of(spec), got) << "drafted == plain, budget " << budget;
+  }
+  EXPECT_GT(forced, 0) << "the model ended every thinking block itself";
+
+  // Chat: the reasoning is cut and the answer follows.
+  const Json msgs = {{{"role", "user"}, {"content", "Who begat Enos?"}}};
+  Json chat = {{"messages", msgs}, {"max_tokens", 24}, {"temperature", 0.9}, {"seed", 5},
+               {"thinking_token_budget", 2}};
+  auto [cs, cr] = srv.post("/v1/chat/completions", chat);
+  ASSERT_EQ(cs, 200) << cr;
+  const Json msg = cr["choices"][0]["message"];
+  ASSERT_TRUE(msg["reasoning_content"].is_string()) << cr;
+  ASSERT_TRUE(msg["content"].is_string()) << cr;
+  auto [ns, nr] = srv.post("/tokenize", Json{{"prompt", msg["reasoning_content"]}});
+  ASSERT_EQ(ns, 200);
+  EXPECT_LE(nr["count"].get<int>(), 2) << msg;
+
+  // reasoning_effort: "none" renders thinking off (no open <think>, no reasoning); the others
+  // are budgets; bad values and contradictions are refused by name.
+  Json off = {{"messages", msgs}, {"max_tokens", 4}, {"reasoning_effort", "none"}};
+  auto [os, orr] = srv.post("/v1/chat/completions", off);
+  ASSERT_EQ(os, 200) << orr;
+  EXPECT_TRUE(orr["choices"][0]["message"]["reasoning_content"].is_null()) << orr;
+  Json on = off;
+  on.erase("reasoning_effort");
+  auto [ons, onr] = srv.post("/v1/chat/completions", on);
+  ASSERT_EQ(ons, 200) << onr;
+  EXPECT_GT(orr["usage"]["prompt_tokens"].get<int>(), onr["usage"]["prompt_tokens"].get<int>());
+  for (const char* e : {"minimal", "low", "medium", "high", "xhigh"}) {
+    Json r = on;
+    r["reasoning_effort"] = e;
+    EXPECT_EQ(srv.post("/v1/chat/completions", r).first, 200) << e;
+  }
+  const std::vector<std::pair<Json, std::string>> refused = {
+      {{{"reasoning_effort", "extreme"}}, "reasoning_effort"},
+      {{{"reasoning_effort", 3}}, "reasoning_effort"},
+      {{{"reasoning_effort", "none"}, {"chat_template_kwargs", {{"enable_thinking", true}}}}, "reasoning_effort"},
+      {{{"thinking_token_budget", -1}}, "thinking_token_budget"},
+      {{{"thinking_token_budget", "5"}}, "thinking_token_budget"},
+  };
+  for (const auto& [extra, param] : refused) {
+    Json r = on;
+    r.update(extra);
+    auto [st, e] = srv.post("/v1/chat/completions", r);
+    EXPECT_EQ(st, 400) << r;
+    EXPECT_EQ(e["error"]["param"], param) << e;
+  }
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+
+  // The server's default (--reasoning-budget 0): chat requests think not at all unless they ask.
+  ServerProcess capped(model, {"--parallel", "1", "--ctx", "512", "--reasoning-budget", "0"});
+  ASSERT_TRUE(capped.ready()) << capped.log();
+  Json greedy = {{"messages", msgs}, {"max_tokens", 8}, {"temperature", 0}};
+  auto [gs, gr] = capped.post("/v1/chat/completions", greedy);
+  ASSERT_EQ(gs, 200) << gr;
+  const Json& gm = gr["choices"][0]["message"];
+  EXPECT_TRUE(gm["reasoning_content"].is_null() || gm["reasoning_content"] == "") << gr;
+  greedy["thinking_token_budget"] = 100;
+  auto [hs, hr] = capped.post("/v1/chat/completions", greedy);
+  ASSERT_EQ(hs, 200) << hr;
+  auto [us, ur] = srv_free_reasoning(model, greedy);
+  EXPECT_EQ(hr["choices"][0]["message"].dump(), ur) << "an explicit budget replaces the default";
+  EXPECT_EQ(capped.stop(), 0) << capped.log();
+  EXPECT_EQ(us, 200);
 }
 
 // More choices than the engine can ever hold (slots + queue places) is a 400 that says why,
