@@ -147,29 +147,49 @@ HWY_INLINE GroupScales TileGroupScales(const Matrix& m, int64_t o, const float* 
   return gs;
 }
 
-// The end of group g in the fast tile kernels, per activation row: acc += float(isum)·(s·dx), then
-// acc += b·xsum (RowScalar8's operations, one output row per lane); the integer sums restart.
+// The accumulators of a fast tile kernel: per activation row, kChains integer sums (exact, so how
+// the dot products are spread over them changes no bits) and the float sum of the closed groups.
+// step() follows each unit of `per_group` (words or code pairs) that make a group; the last one
+// closes group g: acc += float(isum)·(s·dx), then acc += b·xsum (RowScalar8's operations, one
+// output row per lane), and the integer sums restart.
 template <int rt, int kChains>
-HWY_INLINE void CloseGroup8(VI (&isum)[4][rt], VFl (&acc)[rt], const GroupScales& gs, const float* const* dx,
-                            const float* const* xsum, int64_t g) {
-  constexpr int N = kTileRows;
-  VFl s, b;
-  if (gs.sT != nullptr) {
-    s = LoadF(gs.sT + g * N);
-    b = LoadF(gs.bT + g * N);
-  } else {
-    s = AsF(LoadF16(gs.sp + g * 16));
-    b = gs.bp != nullptr ? AsF(LoadF16(gs.bp + g * 16)) : gs.neg_zero != 0 ? MulF(s, SetF(gs.neg_zero)) : ZeroF();
+struct TileAcc8 {
+  VI isum[kChains][rt];
+  VFl acc[rt];
+  GroupScales gs;
+  int64_t per_group, left, g = 0;
+
+  HWY_INLINE TileAcc8(const GroupScales& scales, int64_t units) : gs(scales), per_group(units), left(units) {
+    for (int r = 0; r < rt; ++r) {
+      for (int c = 0; c < kChains; ++c) isum[c][r] = ZeroI();
+      acc[r] = ZeroF();
+    }
   }
-  for (int r = 0; r < rt; ++r) {
-    VI total = isum[0][r];
-    if constexpr (kChains >= 2) total = AddI(total, isum[1][r]);
-    if constexpr (kChains == 4) total = AddI(total, AddI(isum[2][r], isum[3][r]));
-    acc[r] = FmaF(CvtF(total), MulF(s, SetF(dx[r][g])), acc[r]);
-    acc[r] = FmaF(b, SetF(xsum[r][g]), acc[r]);
-    for (int c = 0; c < kChains; ++c) isum[c][r] = ZeroI();
+  HWY_INLINE void step(const float* const* dx, const float* const* xsum) {
+    if (--left != 0) return;  // a countdown: no division per unit
+    left = per_group;
+    constexpr int N = kTileRows;
+    VFl s, b;
+    if (gs.sT != nullptr) {
+      s = LoadF(gs.sT + g * N);
+      b = LoadF(gs.bT + g * N);
+    } else {
+      s = AsF(LoadF16(gs.sp + g * 16));
+      b = gs.bp != nullptr ? AsF(LoadF16(gs.bp + g * 16)) : gs.neg_zero != 0 ? MulF(s, SetF(gs.neg_zero)) : ZeroF();
+    }
+    for (int r = 0; r < rt; ++r) {
+      VI total = isum[0][r];
+      for (int c = 1; c < kChains; ++c) total = AddI(total, isum[c][r]);
+      acc[r] = FmaF(CvtF(total), MulF(s, SetF(dx[r][g])), acc[r]);
+      acc[r] = FmaF(b, SetF(xsum[r][g]), acc[r]);
+      for (int c = 0; c < kChains; ++c) isum[c][r] = ZeroI();
+    }
+    ++g;
   }
-}
+  HWY_INLINE void store(float* const* y, int64_t o) const {
+    for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
+  }
+};
 
 // The IQ4 code book shifted to unsigned bytes (v + 128), once per 128-bit block: a byte shuffle
 // (vpshufb) maps 4-bit indices to the codes of an IQ4 int8 form (Matrix::iq4).
@@ -213,55 +233,42 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
   // row of 4-bit codes on VNNI (decode) also splits each word's low and high nibbles (four chains).
   constexpr bool kSplit = HWY_TARGET == HWY_AVX3_DL && kBits == 4 && rt == 1;
   constexpr int kChains = kSplit ? 4 : rt <= 2 ? 2 : 1;
-  const GroupScales gs = TileGroupScales(m, o, sT, bT);
-  VI isum[4][rt];
-  VFl acc[rt];
-  for (int r = 0; r < rt; ++r) {
-    for (int c = 0; c < 4; ++c) isum[c][r] = ZeroI();
-    acc[r] = ZeroF();
-  }
-  int64_t left = DG, g_next = 0;
+  TileAcc8<rt, kChains> a(TileGroupScales(m, o, sT, bT), DG);
   // Word jj (one vector: lane = row) into chain c, and the group it closes.
   auto word = [&]<int c>(const VI w, int64_t jj) {
     if constexpr (kBits == 8) {
-      for (int r = 0; r < rt; ++r) isum[c][r] = DotWide(isum[c][r], w, xq[r] + jj * C);
+      for (int r = 0; r < rt; ++r) a.isum[c][r] = DotWide(a.isum[c][r], w, xq[r] + jj * C);
     } else if constexpr (kBits == 4) {
       VI lo = AndI(w, 0x0F), hi = AndI(Srl<4>(w), 0x0F);
       if constexpr (kIq4) {
-        // Full-byte codes: DotWide, whose 16-bit pairs cannot saturate (vpmaddubsw).
         const VI book = LoadI(kIq4Unsigned.data());
         lo = hn::TableLookupBytes(book, lo);
         hi = hn::TableLookupBytes(book, hi);
-        if constexpr (kSplit) {
-          isum[c][0] = DotWide(isum[c][0], lo, xq[0] + jj * C);
-          isum[c + 2][0] = DotWide(isum[c + 2][0], hi, xq[0] + jj * C + 4);
-        } else {
-          for (int r = 0; r < rt; ++r)
-            isum[c][r] = DotWide(DotWide(isum[c][r], lo, xq[r] + jj * C), hi, xq[r] + jj * C + 4);
-        }
-      } else if constexpr (kSplit) {
-        isum[c][0] = DotWide(isum[c][0], lo, xq[0] + jj * C);
-        isum[c + 2][0] = DotWide(isum[c + 2][0], hi, xq[0] + jj * C + 4);
+      }
+      if constexpr (kSplit) {
+        a.isum[c][0] = DotWide(a.isum[c][0], lo, xq[0] + jj * C);
+        a.isum[c + 2][0] = DotWide(a.isum[c + 2][0], hi, xq[0] + jj * C + 4);
+      } else if constexpr (kIq4) {
+        // Full-byte codes: DotWide, whose 16-bit pairs cannot saturate (vpmaddubsw).
+        for (int r = 0; r < rt; ++r)
+          a.isum[c][r] = DotWide(DotWide(a.isum[c][r], lo, xq[r] + jj * C), hi, xq[r] + jj * C + 4);
       } else {
         for (int r = 0; r < rt; ++r)
-          isum[c][r] = DotPair(isum[c][r], lo, xq[r] + jj * C, hi, xq[r] + jj * C + 4);
+          a.isum[c][r] = DotPair(a.isum[c][r], lo, xq[r] + jj * C, hi, xq[r] + jj * C + 4);
       }
     } else {
       const VI q0 = AndI(w, 3), q1 = AndI(Srl<2>(w), 3), q2 = AndI(Srl<4>(w), 3), q3 = AndI(Srl<6>(w), 3);
       for (int r = 0; r < rt; ++r) {
         const int8_t* xw = xq[r] + jj * C;
-        isum[c][r] = DotPair(isum[c][r], q0, xw, q1, xw + 4);
-        isum[c][r] = DotPair(isum[c][r], q2, xw + 8, q3, xw + 12);
+        a.isum[c][r] = DotPair(a.isum[c][r], q0, xw, q1, xw + 4);
+        a.isum[c][r] = DotPair(a.isum[c][r], q2, xw + 8, q3, xw + 12);
       }
     }
-    if (--left == 0) {  // the word closes group g (a countdown: no division per word)
-      left = DG;
-      CloseGroup8<rt, kChains>(isum, acc, gs, dx, xsum, g_next++);
-    }
+    a.step(dx, xsum);
   };
+  constexpr int c1 = kChains >= 2 ? 1 : 0;  // even and odd words
   if (m.codes_tiled) {  // in place, straight from the stream
     const uint8_t* t = static_cast<const uint8_t*>(m.data) + (o >> 4) * 16 * row_bytes + (o & 15) * 4;
-    constexpr int c1 = kChains >= 2 ? 1 : 0;
     for (int64_t jj = 0; jj < words; jj += 2) {
       PrefetchCodes(t + jj * 64);
       PrefetchCodes(t + jj * 64 + 64);
@@ -272,14 +279,13 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
     VI tw[N];
     for (int64_t j0 = 0; j0 < words; j0 += N) {
       TileWords(m, base, o, row_bytes, j0, tw);
-      constexpr int c1 = kChains >= 2 ? 1 : 0;
       for (int j = 0; j < N; j += 2) {
         word.template operator()<0>(tw[j], j0 + j);
         word.template operator()<c1>(tw[j + 1], j0 + j + 1);
       }
     }
   }
-  for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
+  a.store(y, o);
 }
 
 // Odd widths (3, 5, 6): MLX packs a row's codes as one little-endian bit stream, so a 32-bit word
@@ -307,14 +313,7 @@ HWY_INLINE void Tile8Odd(const Matrix& m, const int8_t* const* xq, const float* 
   const int64_t K = m.cols, row_bytes = K * kBits / 8, words = row_bytes / 4, GP = m.group / 8;
   const uint8_t* base = static_cast<const uint8_t*>(m.data) + o * row_bytes;
   constexpr int kChains = rt <= 2 ? 2 : 1;  // as in Tile8
-  const GroupScales gs = TileGroupScales(m, o, sT, bT);
-  VI isum[4][rt];
-  VFl acc[rt];
-  for (int r = 0; r < rt; ++r) {
-    for (int c = 0; c < 4; ++c) isum[c][r] = ZeroI();
-    acc[r] = ZeroF();
-  }
-  int64_t left = GP, g_next = 0;
+  TileAcc8<rt, kChains> a(TileGroupScales(m, o, sT, bT), GP);
   VI tw[BW + 1];
   tw[BW] = ZeroI();  // read (and shifted out) by the block's last funnel
   for (int64_t w0 = 0; w0 < words; w0 += BW) {
@@ -331,15 +330,12 @@ HWY_INLINE void Tile8Odd(const Matrix& m, const int8_t* const* xq, const float* 
       const int c = p % kChains;
       for (int r = 0; r < rt; ++r) {
         const int8_t* xc = xq[r] + c0 + 8 * p;
-        isum[c][r] = DotPair(isum[c][r], q[0], xc, q[1], xc + 4);
+        a.isum[c][r] = DotPair(a.isum[c][r], q[0], xc, q[1], xc + 4);
       }
-      if (--left == 0) {
-        left = GP;
-        CloseGroup8<rt, kChains>(isum, acc, gs, dx, xsum, g_next++);
-      }
+      a.step(dx, xsum);
     }
   }
-  for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
+  a.store(y, o);
 }
 
 #if HWY_TARGET == HWY_AVX3_DL
@@ -360,14 +356,7 @@ HWY_INLINE void Tile8OddTiled(const Matrix& m, const int8_t* const* xq, const fl
   const int64_t K = m.cols, row_bytes = K * kBits / 8, GP = m.group / 8;
   const uint8_t* t = static_cast<const uint8_t*>(m.data) + (o >> 4) * 16 * row_bytes;
   constexpr int kChains = rt <= 2 ? 2 : 1;  // as in Tile8
-  const GroupScales gs = TileGroupScales(m, o, sT, bT);
-  VI isum[4][rt];
-  VFl acc[rt];
-  for (int r = 0; r < rt; ++r) {
-    for (int c = 0; c < 4; ++c) isum[c][r] = ZeroI();
-    acc[r] = ZeroF();
-  }
-  int64_t left = GP, g_next = 0;
+  TileAcc8<rt, kChains> a(TileGroupScales(m, o, sT, bT), GP);
   for (int64_t c0 = 0; c0 < K; c0 += 32) {
     const uint8_t* w = t + c0 / 32 * kBits * 64;
     VI v[kBits];
@@ -378,18 +367,16 @@ HWY_INLINE void Tile8OddTiled(const Matrix& m, const int8_t* const* xq, const fl
     auto pair = [&]<int p>() {
       const VI q0 = OddQuad<kBits, 2 * p>(v), q1 = OddQuad<kBits, 2 * p + 1>(v);
       constexpr int c = p % kChains;
-      for (int r = 0; r < rt; ++r) isum[c][r] = DotPair(isum[c][r], q0, xq[r] + c0 + 8 * p, q1, xq[r] + c0 + 8 * p + 4);
-      if (--left == 0) {
-        left = GP;
-        CloseGroup8<rt, kChains>(isum, acc, gs, dx, xsum, g_next++);
-      }
+      for (int r = 0; r < rt; ++r)
+        a.isum[c][r] = DotPair(a.isum[c][r], q0, xq[r] + c0 + 8 * p, q1, xq[r] + c0 + 8 * p + 4);
+      a.step(dx, xsum);
     };
     pair.template operator()<0>();
     pair.template operator()<1>();
     pair.template operator()<2>();
     pair.template operator()<3>();
   }
-  for (int r = 0; r < rt; ++r) StoreF(y[r] + o, acc[r]);
+  a.store(y, o);
 }
 #endif
 
