@@ -124,7 +124,10 @@ Sym JsonSchemaCompiler::ref(const std::string& r, const std::string& path) {
   if (!target) fail("'$ref' at " + path + ": '" + r + "' is not \"#\" or a name in $defs");
   const Sym rule = b_.rule();
   refs_.emplace(r, rule);  // before compiling: a recursive reference finds the rule
+  // A chain of references to not yet compiled definitions recurses: bounded.
+  if (++ref_depth_ > 256) fail("'$ref' at " + path + ": references chain more than 256 definitions deep");
   b_.add(rule, {compile(*target, r)});
+  --ref_depth_;
   return rule;
 }
 

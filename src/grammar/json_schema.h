@@ -58,6 +58,7 @@ class JsonSchemaCompiler {
   CharSyms chars_;
   const Json& root_;
   std::map<std::string, Sym> refs_;
+  int ref_depth_ = 0;
   Sym ws_{}, any_{}, any_object_{}, string_{}, number_{}, integer_{};
 };
 

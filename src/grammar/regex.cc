@@ -156,6 +156,7 @@ class Parser {
   Sym atom() {
     const int c = peek();
     if (c == '(') {
+      if (++depth_ > kMaxGroupDepth) fail("groups nest deeper than " + std::to_string(kMaxGroupDepth));
       ++i_;
       if (eat('?')) {
         if (eat(':')) {
@@ -170,6 +171,7 @@ class Parser {
       do alts.push_back(sequence(false));
       while (eat('|'));
       if (!eat(')')) fail("missing ')'");
+      --depth_;
       return b_.alt(std::move(alts));
     }
     if (c == '[') {
@@ -245,8 +247,10 @@ class Parser {
     return b_.seq(std::move(parts));
   }
 
+  static constexpr int kMaxGroupDepth = 64;  // the parser recurses per group
   std::string_view p_;
   size_t i_ = 0;
+  int depth_ = 0;
   Builder& b_;
   CharSyms& c_;
   Encoding enc_;

@@ -196,6 +196,8 @@ TEST(Grammar, UnsupportedKeywordsAreNamed) {
       {R"({"type":"string","pattern":"(a)\\1"})", "backreferences"},
       {R"({"$ref":"#/$defs/missing"})", "'$ref'"},
       {R"({"type":"strin"})", "unknown type 'strin'"},
+      {R"({"type":"string","pattern":"a{2,1}"})", "below its minimum"},
+      {R"({"type":"string","pattern":"[z-a]"})", "out of order"},
       {R"({"type":"array","maxItems":999999})", "'maxItems'"},
       {R"(false)", "admits no value"},
       {R"({"$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"})", "admits no value"},
@@ -207,6 +209,23 @@ TEST(Grammar, UnsupportedKeywordsAreNamed) {
     ASSERT_FALSE(g.ok()) << schema;
     EXPECT_NE(g.message().find(want), std::string::npos) << schema << ": " << g.message();
   }
+  // A chain of $defs, each referring to the next, is compiled recursively: bounded too.
+  Json chain = {{"$ref", "#/$defs/d0"}, {"$defs", Json::object()}};
+  for (int i = 0; i < 1000; ++i) {
+    std::string name = "d", next = "#/$defs/d";
+    name += std::to_string(i);
+    next += std::to_string(i + 1);
+    chain["$defs"][name] = Json{{"type", "array"}, {"items", {{"$ref", next}}}};
+  }
+  chain["$defs"]["d1000"] = Json{{"type", "null"}};
+  auto c = json_schema_grammar(chain);
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.message().find("256 definitions"), std::string::npos) << c.message();
+  // A pattern's groups are parsed recursively: their depth is bounded.
+  const std::string deep = std::string(100, '(') + "a" + std::string(100, ')');
+  auto g = json_schema_grammar(Json{{"type", "string"}, {"pattern", deep}});
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.message().find("nest deeper"), std::string::npos) << g.message();
 }
 
 TEST(Grammar, RawStringsNeverCloseATag) {
