@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -89,6 +90,22 @@ class ApiCompatTest : public ::testing::Test {
     return st == 400 && r["error"]["message"].get<std::string>().find("not supported") !=
                             std::string::npos;
   }
+};
+
+// A server on a random-weight checkpoint: its text is noise, but it thinks (a random model
+// rarely closes <think> by itself), which the bundled model hardly does.
+class RandomModel {
+ public:
+  RandomModel() {
+    auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + dir_.file("m"));
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    server_ = std::make_unique<ServerProcess>(dir_.file("m"), std::vector<std::string>{"--ctx", "512"});
+  }
+  const ServerProcess& s() const { return *server_; }
+
+ private:
+  testing::TempDir dir_;
+  std::unique_ptr<ServerProcess> server_;
 };
 
 inline const Json kTools = Json::parse(R"([{"type": "function", "function": {"name": "get_weather",

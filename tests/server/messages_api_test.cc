@@ -75,6 +75,58 @@ TEST_F(ApiCompatTest, MessagesEqualsChat) {
   }
 }
 
+// Thinking blocks, whole and streamed (thinking_delta, then a signature_delta), against chat's
+// reasoning_content with the same budget.
+TEST(MessagesThinking, ThinkingModel) {
+  RandomModel m;
+  ASSERT_TRUE(m.s().ready()) << m.s().log();
+  const Json req = {{"messages", {{{"role", "user"}, {"content", "Hello"}}}}, {"max_tokens", 12},
+                    {"temperature", 0}, {"thinking", {{"type", "enabled"}, {"budget_tokens", 5}}}};
+  auto [st, r] = post(m.s(), "/v1/messages", req);
+  ASSERT_EQ(st, 200) << r;
+  auto [cs, c] = post(m.s(), "/v1/chat/completions",
+                      Json{{"messages", {{{"role", "user"}, {"content", "Hello"}}}}, {"max_tokens", 12},
+                           {"temperature", 0}, {"thinking_token_budget", 5},
+                           {"chat_template_kwargs", {{"enable_thinking", true}}}});
+  ASSERT_EQ(cs, 200) << c;
+  ASSERT_FALSE(visible(c["choices"][0]["message"]["reasoning_content"]).empty()) << c;
+  expect_same_as_chat(r, c);
+  EXPECT_EQ(r["content"][0]["type"], "thinking");
+  Json sreq = req;
+  sreq["stream"] = true;
+  std::string thinking;
+  bool signed_ = false;
+  for (const auto& e : named_events(m.s(), "/v1/messages", sreq)) {
+    if (e.name != "content_block_delta") continue;
+    if (e.data["delta"]["type"] == "thinking_delta") {
+      EXPECT_FALSE(signed_);
+      thinking += e.data["delta"]["thinking"].get<std::string>();
+    }
+    if (e.data["delta"]["type"] == "signature_delta") signed_ = true;
+  }
+  EXPECT_TRUE(signed_);
+  EXPECT_EQ(thinking, r["content"][0]["thinking"]);
+  // A thinking block in the history is the assistant turn's reasoning_content.
+  auto [hs, h] = post(m.s(), "/v1/messages",
+                      Json{{"messages", {{{"role", "user"}, {"content", "a"}},
+                                         {{"role", "assistant"},
+                                          {"content", {{{"type", "thinking"}, {"thinking", "hmm"},
+                                                        {"signature", "x"}},
+                                                       {{"type", "text"}, {"text", "b"}}}}},
+                                         {{"role", "user"}, {"content", "c"}}}},
+                           {"max_tokens", 4}, {"temperature", 0}});
+  ASSERT_EQ(hs, 200) << h;
+  auto [hc, hchat] = post(m.s(), "/v1/chat/completions",
+                          Json{{"messages", {{{"role", "user"}, {"content", "a"}},
+                                             {{"role", "assistant"}, {"content", "b"},
+                                              {"reasoning_content", "hmm"}},
+                                             {{"role", "user"}, {"content", "c"}}}},
+                               {"max_tokens", 4}, {"temperature", 0},
+                               {"chat_template_kwargs", {{"enable_thinking", false}}}});
+  ASSERT_EQ(hc, 200);
+  expect_same_as_chat(h, hchat);
+}
+
 TEST_F(ApiCompatTest, MessagesToolHistory) {
   const Json tools = {{{"name", "get_weather"}, {"description", "the weather in a city"},
                        {"input_schema", kTools[0]["function"]["parameters"]}}};

@@ -91,6 +91,61 @@ TEST_F(ApiCompatTest, ResponsesEqualsChat) {
                {"max_tokens", 24}}));
 }
 
+// Reasoning: a reasoning item whose summary is chat's reasoning_content, streamed as summary
+// part and text events; reasoning_tokens counts the tokens spent thinking.
+TEST(ResponsesReasoning, ThinkingModel) {
+  RandomModel m;
+  ASSERT_TRUE(m.s().ready()) << m.s().log();
+  const Json req = {{"input", "Hello there"}, {"max_output_tokens", 10}, {"temperature", 0},
+                    {"reasoning", {{"effort", "high"}}}};
+  auto [st, r] = post(m.s(), "/v1/responses", req);
+  ASSERT_EQ(st, 200) << r;
+  auto [cs, c] = post(m.s(), "/v1/chat/completions",
+                      Json{{"messages", {{{"role", "user"}, {"content", "Hello there"}}}},
+                           {"max_tokens", 10}, {"temperature", 0}, {"reasoning_effort", "high"}});
+  ASSERT_EQ(cs, 200) << c;
+  ASSERT_FALSE(visible(c["choices"][0]["message"]["reasoning_content"]).empty()) << c;
+  expect_same_as_chat(r, c);
+  EXPECT_EQ(r["output"][0]["type"], "reasoning");
+  EXPECT_EQ(r["reasoning"]["effort"], "high");
+  if (visible(c["choices"][0]["message"]["content"]).empty()) {
+    EXPECT_EQ(r["usage"]["output_tokens_details"]["reasoning_tokens"], 10);
+  }
+  Json sreq = req;
+  sreq["stream"] = true;
+  std::vector<std::string> names;
+  std::string summary;
+  for (const auto& e : named_events(m.s(), "/v1/responses", sreq)) {
+    if (e.name.find("reasoning") != std::string::npos) names.push_back(e.name);
+    if (e.name == "response.reasoning_summary_text.delta") summary += e.data["delta"].get<std::string>();
+    if (e.name == "response.reasoning_summary_part.done") {
+      EXPECT_EQ(e.data["part"]["text"], summary);
+    }
+  }
+  ASSERT_GE(names.size(), 4u);
+  EXPECT_EQ(names.front(), "response.reasoning_summary_part.added");
+  EXPECT_EQ(names[names.size() - 2], "response.reasoning_summary_text.done");
+  EXPECT_EQ(names.back(), "response.reasoning_summary_part.done");
+  EXPECT_EQ(summary, responses_answer(r).reasoning);
+  // A reasoning item in the history is the next assistant turn's reasoning_content.
+  auto [hs, h] = post(m.s(), "/v1/responses",
+                      Json{{"input", {{{"role", "user"}, {"content", "a"}},
+                                      {{"type", "reasoning"}, {"summary", {{{"type", "summary_text"},
+                                                                            {"text", "hmm"}}}}},
+                                      {{"role", "assistant"}, {"content", "b"}},
+                                      {{"role", "user"}, {"content", "c"}}}},
+                           {"max_output_tokens", 4}, {"temperature", 0}});
+  ASSERT_EQ(hs, 200) << h;
+  auto [hc, hchat] = post(m.s(), "/v1/chat/completions",
+                          Json{{"messages", {{{"role", "user"}, {"content", "a"}},
+                                             {{"role", "assistant"}, {"content", "b"},
+                                              {"reasoning_content", "hmm"}},
+                                             {{"role", "user"}, {"content", "c"}}}},
+                               {"max_tokens", 4}, {"temperature", 0}});
+  ASSERT_EQ(hc, 200);
+  expect_same_as_chat(h, hchat);
+}
+
 // A function call and its output in the history (the tiny model rarely calls tools itself).
 TEST_F(ApiCompatTest, ResponsesFunctionCallHistory) {
   const Json tools = {{{"type", "function"}, {"name", "get_weather"},
