@@ -52,7 +52,8 @@ Json timings_of(const Job& job) {
 }
 
 Json base(const Job& job, const char* object) {
-  return Json{{"id", job.id}, {"object", object}, {"created", job.created}, {"model", job.req.model}};
+  return Json{
+      {"id", job.id}, {"object", object}, {"created", job.created}, {"model", job.req.model}};
 }
 
 // A streamed chunk's choice for one delta.

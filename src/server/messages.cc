@@ -8,10 +8,11 @@
 // Usage as Anthropic counts it: input_tokens are the prompt tokens computed for this request,
 // cache_read_input_tokens those resumed from the prefix cache (their sum is the prompt), so
 // message_start waits for the first token, when the prefix cache has answered.
+#include "server/messages.h"
+
 #include <ctime>
 
 #include "server/answer_blocks.h"
-#include "server/messages.h"
 
 namespace qwen35::server {
 namespace {
@@ -49,9 +50,7 @@ class MessagesFormatter : public Formatter {
   void fail(Job&, const ApiError& e, std::string* out) override {
     append_named_event(out, "error", anthropic_error_body(e));
   }
-  void collect(Job& job, size_t i, const Delta& d) override {
-    take(*job.choices[i], d, nullptr);
-  }
+  void collect(Job& job, size_t i, const Delta& d) override { take(*job.choices[i], d, nullptr); }
   Json body(Job& job) override { return message(job, true); }
   HttpResponse error(const ApiError& e) const override {
     ApiError x = e;
@@ -99,11 +98,13 @@ class MessagesFormatter : public Formatter {
     const AnswerBlock& b = blocks_->blocks()[e.index];
     const int64_t index = int64_t(e.index);
     if (e.op == BlockEvent::kOpen) {
-      event(out, "content_block_start", {{"index", index}, {"content_block", block_json(b, false)}});
+      event(out, "content_block_start",
+            {{"index", index}, {"content_block", block_json(b, false)}});
       if (b.kind == AnswerBlock::kCall)
-        event(out, "content_block_delta",
-              {{"index", index},
-               {"delta", {{"type", "input_json_delta"}, {"partial_json", dump(b.call.arguments)}}}});
+        event(
+            out, "content_block_delta",
+            {{"index", index},
+             {"delta", {{"type", "input_json_delta"}, {"partial_json", dump(b.call.arguments)}}}});
     } else if (e.op == BlockEvent::kAppend) {
       Json delta = b.kind == AnswerBlock::kReasoning
                        ? Json{{"type", "thinking_delta"}, {"thinking", e.text}}
@@ -163,14 +164,22 @@ class MessagesFormatter : public Formatter {
 
 const char* error_type(int status) {
   switch (status) {
-    case 400: return "invalid_request_error";
-    case 401: return "authentication_error";
-    case 403: return "permission_error";
-    case 404: return "not_found_error";
-    case 413: return "request_too_large";
-    case 429: return "rate_limit_error";
-    case 503: return "overloaded_error";
-    default: return status >= 500 ? "api_error" : "invalid_request_error";
+    case 400:
+      return "invalid_request_error";
+    case 401:
+      return "authentication_error";
+    case 403:
+      return "permission_error";
+    case 404:
+      return "not_found_error";
+    case 413:
+      return "request_too_large";
+    case 429:
+      return "rate_limit_error";
+    case 503:
+      return "overloaded_error";
+    default:
+      return status >= 500 ? "api_error" : "invalid_request_error";
   }
 }
 
@@ -206,8 +215,7 @@ void handle_messages(Context& ctx, bool count_tokens, const HttpRequest& req,
   }
   Json body, chat;
   if (auto e = parse_request_body(req.body, ctx.mi, &body)) return fail(*e);
-  if (auto e = messages_to_chat(body, count_tokens, &chat, &fmt->opt, &fmt->names))
-    return fail(*e);
+  if (auto e = messages_to_chat(body, count_tokens, &chat, &fmt->opt, &fmt->names)) return fail(*e);
   if (count_tokens) chat.erase("stream");
   auto job = std::make_shared<Job>();
   if (auto e = parse_chat_request(chat, ctx.mi, &job->req)) return fail(*e);  // renamed by fmt

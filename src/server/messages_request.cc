@@ -105,7 +105,8 @@ std::optional<ApiError> map_user(const Json& content, const std::string& where, 
       TRY(get_string(blk, "tool_use_id", w, &id));
       if (const Json* c = field(blk, "content")) TRY(text_of(*c, w + ".content", &out));
       if (const Json* err = field(blk, "is_error")) {
-        if (!err->is_boolean()) return bad(w + ".is_error", "'" + w + ".is_error' must be a boolean");
+        if (!err->is_boolean())
+          return bad(w + ".is_error", "'" + w + ".is_error' must be a boolean");
         if (err->get<bool>()) out = "Error: " + out;
       }
       messages->push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", out}});
@@ -123,8 +124,8 @@ std::optional<ApiError> map_user(const Json& content, const std::string& where, 
   return std::nullopt;
 }
 
-std::optional<ApiError> map_assistant(const Json& content, const std::string& where,
-                                      Json* messages, std::vector<std::string>* origin) {
+std::optional<ApiError> map_assistant(const Json& content, const std::string& where, Json* messages,
+                                      std::vector<std::string>* origin) {
   Json msg = {{"role", "assistant"}, {"content", ""}};
   if (content.is_string()) {
     msg["content"] = content;
@@ -155,8 +156,9 @@ std::optional<ApiError> map_assistant(const Json& content, const std::string& wh
         const Json* input = field(blk, "input");
         if (!input || !input->is_object())
           return bad(w + ".input", "'" + w + ".input' must be an object");
-        calls.push_back(
-            {{"id", id}, {"type", "function"}, {"function", {{"name", name}, {"arguments", *input}}}});
+        calls.push_back({{"id", id},
+                         {"type", "function"},
+                         {"function", {{"name", name}, {"arguments", *input}}}});
       } else {
         return bad(w + ".type", "content block type '" + type + "' in '" + w +
                                     "' is not supported in an assistant turn (text, thinking, "
@@ -183,8 +185,8 @@ std::optional<ApiError> map_tools(const Json& b, Json* chat, MessagesOptions* op
       if (!tool.is_object()) return bad(where, "'" + where + "' must be an object");
       // Anthropic's own tools (bash_20250124, web_search_20250305, ...) carry a versioned type.
       if (const Json* ty = field(tool, "type"); ty && *ty != "custom") {
-        builtin += (builtin.empty() ? "" : ", ") + (ty->is_string() ? ty->get<std::string>()
-                                                                     : ty->dump());
+        builtin +=
+            (builtin.empty() ? "" : ", ") + (ty->is_string() ? ty->get<std::string>() : ty->dump());
         continue;
       }
       std::string name;

@@ -10,12 +10,13 @@
 //   response.output_item.done
 //   response.completed (or response.incomplete when max_output_tokens cut the answer)
 // Every event's data carries its "type" and a "sequence_number" counting from 0.
+#include "server/responses.h"
+
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 
 #include "server/answer_blocks.h"
-#include "server/responses.h"
 
 namespace qwen35::server {
 namespace {
@@ -41,9 +42,7 @@ class ResponsesFormatter : public Formatter {
     event(out, "response.created", {{"response", r}});
     event(out, "response.in_progress", {{"response", std::move(r)}});
   }
-  void delta(Job&, const ChoiceRunner&, const Delta& d, std::string* out) override {
-    take(d, out);
-  }
+  void delta(Job&, const ChoiceRunner&, const Delta& d, std::string* out) override { take(d, out); }
   void close(Job& job, std::string* out) override {
     const bool cut = finish_reason_ == "length";
     event(out, cut ? "response.incomplete" : "response.completed",
@@ -101,8 +100,11 @@ class ResponsesFormatter : public Formatter {
               {"role", "assistant"},
               {"content", std::move(content)}};
     }
-    return {{"type", "function_call"}, {"id", ids_[i]},     {"call_id", call_ids_[i]},
-            {"name", b.call.name},     {"arguments", done ? arguments(b) : ""},
+    return {{"type", "function_call"},
+            {"id", ids_[i]},
+            {"call_id", call_ids_[i]},
+            {"name", b.call.name},
+            {"arguments", done ? arguments(b) : ""},
             {"status", status}};
   }
   static Json text_part(const std::string& text) {
@@ -167,12 +169,8 @@ class ResponsesFormatter : public Formatter {
   }
 
   Json response(const Job& job, const std::string& status) const {
-    Json r = {{"id", job.id},
-              {"object", "response"},
-              {"created_at", job.created},
-              {"status", status},
-              {"background", false},
-              {"error", nullptr}};
+    Json r = {{"id", job.id},     {"object", "response"}, {"created_at", job.created},
+              {"status", status}, {"background", false},  {"error", nullptr}};
     r["incomplete_details"] =
         status == "incomplete" ? Json{{"reason", "max_output_tokens"}} : Json(nullptr);
     r["instructions"] = opt.instructions;

@@ -221,17 +221,19 @@ std::optional<ApiError> map_tools(const Json& b, Json* chat, ResponsesOptions* o
     opt->tool_choice = *tc;
     if (tc->is_string()) {
       if (*tc != "auto" && *tc != "none" && *tc != "required")
-        return bad("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or "
-                                  "{\"type\": \"function\", \"name\": ...}");
+        return bad("tool_choice",
+                   "'tool_choice' must be \"auto\", \"none\", \"required\" or "
+                   "{\"type\": \"function\", \"name\": ...}");
       (*chat)["tool_choice"] = *tc;
     } else if (tc->is_object() && field(*tc, "type") && (*tc)["type"] == "function") {
       std::string name;
       TRY(get_string(*tc, "name", "tool_choice", &name));
       (*chat)["tool_choice"] = {{"type", "function"}, {"function", {{"name", name}}}};
     } else {
-      return bad("tool_choice", "'tool_choice' must be \"auto\", \"none\", \"required\" or "
-                                "{\"type\": \"function\", \"name\": ...} (built-in tools and "
-                                "allowed_tools are not supported)");
+      return bad("tool_choice",
+                 "'tool_choice' must be \"auto\", \"none\", \"required\" or "
+                 "{\"type\": \"function\", \"name\": ...} (built-in tools and "
+                 "allowed_tools are not supported)");
     }
   }
   if (const Json* p = field(b, "parallel_tool_calls")) {
@@ -297,7 +299,8 @@ std::optional<ApiError> responses_to_chat(const Json& b, Json* chat, ResponsesOp
     return bad("background", "'background' is not supported (responses are answered at once)");
   if (const Json* tr = field(b, "truncation"); tr && *tr != "disabled")
     return bad("truncation", "'truncation' is not supported (only \"disabled\")");
-  if (field(b, "prompt")) return bad("prompt", "'prompt' (stored prompt templates) is not supported");
+  if (field(b, "prompt"))
+    return bad("prompt", "'prompt' (stored prompt templates) is not supported");
   if (field(b, "max_tool_calls")) return bad("max_tool_calls", "'max_tool_calls' is not supported");
   if (const Json* t = field(b, "top_logprobs"); t && *t != 0)
     return bad("top_logprobs", "'top_logprobs' is not supported");

@@ -42,9 +42,13 @@ std::string ops(const std::vector<BlockEvent>& ev) {
 
 TEST(AnswerBlocks, ReasoningTextCallsInOrder) {
   AnswerBlocks b(/*in_reasoning=*/true, -1), quiet(true, -1);
-  const std::vector<Delta> ds = {delta("\n", ""), delta("think", ""), delta("", "", {}, 1),
-                                 delta("", "\n\nHi"), delta("", " there\n"),
-                                 delta("", "", {call("f"), call("g")}), delta("", "", {}, 1, "tool_calls")};
+  const std::vector<Delta> ds = {delta("\n", ""),
+                                 delta("think", ""),
+                                 delta("", "", {}, 1),
+                                 delta("", "\n\nHi"),
+                                 delta("", " there\n"),
+                                 delta("", "", {call("f"), call("g")}),
+                                 delta("", "", {}, 1, "tool_calls")};
   std::vector<BlockEvent> ev;
   for (const auto& d : ds) {
     b.push(d, &ev);

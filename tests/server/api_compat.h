@@ -25,7 +25,8 @@ inline std::pair<int, Json> post(const ServerProcess& s, const std::string& path
   if (!r) return {-1, nullptr};
   return {r.status, Json::parse(r.body, nullptr, false)};
 }
-inline std::pair<int, Json> post(const ServerProcess& s, const std::string& path, const Json& body) {
+inline std::pair<int, Json> post(const ServerProcess& s, const std::string& path,
+                                 const Json& body) {
   return post(s, path, body.dump());
 }
 
@@ -37,7 +38,8 @@ struct Event {
 };
 
 // An SSE answer with named events (`event: NAME` / `data: JSON`).
-inline std::vector<Event> named_events(const ServerProcess& s, const std::string& path, const Json& body) {
+inline std::vector<Event> named_events(const ServerProcess& s, const std::string& path,
+                                       const Json& body) {
   std::string all;
   s.client().send("POST", path, body.dump(), [&](std::string_view d) {
     all.append(d);
@@ -87,8 +89,8 @@ class ApiCompatTest : public ::testing::Test {
   // lands separately: json formats and forced tool calls are 400 "not supported" until then).
   bool chat_refuses(const Json& body) {
     auto [st, r] = post(s(), "/v1/chat/completions", body);
-    return st == 400 && r["error"]["message"].get<std::string>().find("not supported") !=
-                            std::string::npos;
+    return st == 400 &&
+           r["error"]["message"].get<std::string>().find("not supported") != std::string::npos;
   }
 };
 
@@ -99,7 +101,8 @@ class RandomModel {
   RandomModel() {
     auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + dir_.file("m"));
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    server_ = std::make_unique<ServerProcess>(dir_.file("m"), std::vector<std::string>{"--ctx", "512"});
+    server_ =
+        std::make_unique<ServerProcess>(dir_.file("m"), std::vector<std::string>{"--ctx", "512"});
   }
   const ServerProcess& s() const { return *server_; }
 

@@ -52,7 +52,8 @@ TEST_F(ApiCompatTest, ResponsesEqualsChat) {
   // Thinking on (the template's default) and off; a string input and items with instructions.
   for (const bool think : {true, false}) {
     Json req = {{"input", "Hello there"}, {"max_output_tokens", 40}, {"temperature", 0}};
-    Json creq = {{"messages", {{{"role", "user"}, {"content", "Hello there"}}}}, {"max_tokens", 40}};
+    Json creq = {{"messages", {{{"role", "user"}, {"content", "Hello there"}}}},
+                 {"max_tokens", 40}};
     if (!think) {
       req["reasoning"] = {{"effort", "none"}};
       creq["reasoning_effort"] = "none";
@@ -72,9 +73,12 @@ TEST_F(ApiCompatTest, ResponsesEqualsChat) {
   }
   Json req = {{"instructions", "Answer in the words of the King James Bible."},
               {"input",
-               {{{"role", "user"}, {"content", {{{"type", "input_text"}, {"text", "Who made"}},
-                                                 {{"type", "input_text"}, {"text", " the earth?"}}}}},
-                {{"type", "message"}, {"role", "assistant"},
+               {{{"role", "user"},
+                 {"content",
+                  {{{"type", "input_text"}, {"text", "Who made"}},
+                   {{"type", "input_text"}, {"text", " the earth?"}}}}},
+                {{"type", "message"},
+                 {"role", "assistant"},
                  {"content", {{{"type", "output_text"}, {"text", "God."}}}}},
                 {{"role", "user"}, {"content", "And the heaven?"}}}},
               {"max_output_tokens", 24},
@@ -96,13 +100,17 @@ TEST_F(ApiCompatTest, ResponsesEqualsChat) {
 TEST(ResponsesReasoning, ThinkingModel) {
   RandomModel m;
   ASSERT_TRUE(m.s().ready()) << m.s().log();
-  const Json req = {{"input", "Hello there"}, {"max_output_tokens", 10}, {"temperature", 0},
+  const Json req = {{"input", "Hello there"},
+                    {"max_output_tokens", 10},
+                    {"temperature", 0},
                     {"reasoning", {{"effort", "high"}}}};
   auto [st, r] = post(m.s(), "/v1/responses", req);
   ASSERT_EQ(st, 200) << r;
   auto [cs, c] = post(m.s(), "/v1/chat/completions",
                       Json{{"messages", {{{"role", "user"}, {"content", "Hello there"}}}},
-                           {"max_tokens", 10}, {"temperature", 0}, {"reasoning_effort", "high"}});
+                           {"max_tokens", 10},
+                           {"temperature", 0},
+                           {"reasoning_effort", "high"}});
   ASSERT_EQ(cs, 200) << c;
   ASSERT_FALSE(visible(c["choices"][0]["message"]["reasoning_content"]).empty()) << c;
   expect_same_as_chat(r, c);
@@ -117,7 +125,8 @@ TEST(ResponsesReasoning, ThinkingModel) {
   std::string summary;
   for (const auto& e : named_events(m.s(), "/v1/responses", sreq)) {
     if (e.name.find("reasoning") != std::string::npos) names.push_back(e.name);
-    if (e.name == "response.reasoning_summary_text.delta") summary += e.data["delta"].get<std::string>();
+    if (e.name == "response.reasoning_summary_text.delta")
+      summary += e.data["delta"].get<std::string>();
     if (e.name == "response.reasoning_summary_part.done") {
       EXPECT_EQ(e.data["part"]["text"], summary);
     }
@@ -128,37 +137,45 @@ TEST(ResponsesReasoning, ThinkingModel) {
   EXPECT_EQ(names.back(), "response.reasoning_summary_part.done");
   EXPECT_EQ(summary, responses_answer(r).reasoning);
   // A reasoning item in the history is the next assistant turn's reasoning_content.
-  auto [hs, h] = post(m.s(), "/v1/responses",
-                      Json{{"input", {{{"role", "user"}, {"content", "a"}},
-                                      {{"type", "reasoning"}, {"summary", {{{"type", "summary_text"},
-                                                                            {"text", "hmm"}}}}},
-                                      {{"role", "assistant"}, {"content", "b"}},
-                                      {{"role", "user"}, {"content", "c"}}}},
-                           {"max_output_tokens", 4}, {"temperature", 0}});
+  auto [hs, h] = post(
+      m.s(), "/v1/responses",
+      Json{{"input",
+            {{{"role", "user"}, {"content", "a"}},
+             {{"type", "reasoning"}, {"summary", {{{"type", "summary_text"}, {"text", "hmm"}}}}},
+             {{"role", "assistant"}, {"content", "b"}},
+             {{"role", "user"}, {"content", "c"}}}},
+           {"max_output_tokens", 4},
+           {"temperature", 0}});
   ASSERT_EQ(hs, 200) << h;
-  auto [hc, hchat] = post(m.s(), "/v1/chat/completions",
-                          Json{{"messages", {{{"role", "user"}, {"content", "a"}},
-                                             {{"role", "assistant"}, {"content", "b"},
-                                              {"reasoning_content", "hmm"}},
-                                             {{"role", "user"}, {"content", "c"}}}},
-                               {"max_tokens", 4}, {"temperature", 0}});
+  auto [hc, hchat] =
+      post(m.s(), "/v1/chat/completions",
+           Json{{"messages",
+                 {{{"role", "user"}, {"content", "a"}},
+                  {{"role", "assistant"}, {"content", "b"}, {"reasoning_content", "hmm"}},
+                  {{"role", "user"}, {"content", "c"}}}},
+                {"max_tokens", 4},
+                {"temperature", 0}});
   ASSERT_EQ(hc, 200);
   expect_same_as_chat(h, hchat);
 }
 
 // A function call and its output in the history (the tiny model rarely calls tools itself).
 TEST_F(ApiCompatTest, ResponsesFunctionCallHistory) {
-  const Json tools = {{{"type", "function"}, {"name", "get_weather"},
+  const Json tools = {{{"type", "function"},
+                       {"name", "get_weather"},
                        {"description", "the weather in a city"},
                        {"parameters", kTools[0]["function"]["parameters"]}}};
-  const Json req = {{"tools", tools},
-                    {"input",
-                     {{{"role", "user"}, {"content", "Weather in Paris?"}},
-                      {{"type", "function_call"}, {"call_id", "call_1"}, {"name", "get_weather"},
-                       {"arguments", "{\"city\": \"Paris\"}"}},
-                      {{"type", "function_call_output"}, {"call_id", "call_1"}, {"output", "sunny"}}}},
-                    {"max_output_tokens", 24},
-                    {"temperature", 0}};
+  const Json req = {
+      {"tools", tools},
+      {"input",
+       {{{"role", "user"}, {"content", "Weather in Paris?"}},
+        {{"type", "function_call"},
+         {"call_id", "call_1"},
+         {"name", "get_weather"},
+         {"arguments", "{\"city\": \"Paris\"}"}},
+        {{"type", "function_call_output"}, {"call_id", "call_1"}, {"output", "sunny"}}}},
+      {"max_output_tokens", 24},
+      {"temperature", 0}};
   auto [st, r] = post(s(), "/v1/responses", req);
   ASSERT_EQ(st, 200) << r;
   EXPECT_EQ(r["tools"], tools);
@@ -166,10 +183,13 @@ TEST_F(ApiCompatTest, ResponsesFunctionCallHistory) {
       r, chat({{"tools", kTools},
                {"messages",
                 {{{"role", "user"}, {"content", "Weather in Paris?"}},
-                 {{"role", "assistant"}, {"content", ""},
-                  {"tool_calls", {{{"id", "call_1"}, {"type", "function"},
-                                   {"function", {{"name", "get_weather"},
-                                                 {"arguments", "{\"city\": \"Paris\"}"}}}}}}},
+                 {{"role", "assistant"},
+                  {"content", ""},
+                  {"tool_calls",
+                   {{{"id", "call_1"},
+                     {"type", "function"},
+                     {"function",
+                      {{"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}}}}}}},
                  {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny"}}}},
                {"max_tokens", 24}}));
 }
@@ -263,7 +283,8 @@ TEST_F(ApiCompatTest, ResponsesErrors) {
     EXPECT_EQ(r["error"]["param"], param) << r;
     EXPECT_FALSE(r["error"]["message"].get<std::string>().empty());
   }
-  auto [st, r] = post(s(), "/v1/responses", with("tools", Json::parse(R"([{"type": "web_search"}])")));
+  auto [st, r] =
+      post(s(), "/v1/responses", with("tools", Json::parse(R"([{"type": "web_search"}])")));
   EXPECT_NE(r["error"]["message"].get<std::string>().find("web_search"), std::string::npos) << r;
   auto [st2, r2] = post(s(), "/v1/responses", with("store", false));
   EXPECT_EQ(st2, 200) << r2;  // accepted and ignored
@@ -274,30 +295,44 @@ TEST_F(ApiCompatTest, ResponsesErrors) {
 // until constrained decoding lands in the chat path these are skipped (the chat endpoint
 // refuses the equivalent request as "not supported").
 TEST_F(ApiCompatTest, ResponsesStructuredAndForcedTools) {
-  const Json schema = {{"type", "object"}, {"properties", {{"answer", {{"type", "string"}}}}},
+  const Json schema = {{"type", "object"},
+                       {"properties", {{"answer", {{"type", "string"}}}}},
                        {"required", {"answer"}}};
-  const Json chat_req = {{"messages", {{{"role", "user"}, {"content", "Say hi"}}}},
-                         {"max_tokens", 64}, {"temperature", 0}, {"reasoning_effort", "none"},
-                         {"response_format", {{"type", "json_schema"},
-                                              {"json_schema", {{"name", "a"}, {"schema", schema},
-                                                               {"strict", true}}}}}};
+  const Json chat_req = {
+      {"messages", {{{"role", "user"}, {"content", "Say hi"}}}},
+      {"max_tokens", 64},
+      {"temperature", 0},
+      {"reasoning_effort", "none"},
+      {"response_format",
+       {{"type", "json_schema"},
+        {"json_schema", {{"name", "a"}, {"schema", schema}, {"strict", true}}}}}};
   if (chat_refuses(chat_req)) GTEST_SKIP() << "constrained decoding is not in the chat path yet";
-  auto [st, r] = post(s(), "/v1/responses",
-                          Json{{"input", "Say hi"}, {"max_output_tokens", 64}, {"temperature", 0},
-                               {"reasoning", {{"effort", "none"}}},
-                               {"text", {{"format", {{"type", "json_schema"}, {"name", "a"},
-                                                     {"schema", schema}, {"strict", true}}}}}});
+  auto [st, r] = post(
+      s(), "/v1/responses",
+      Json{{"input", "Say hi"},
+           {"max_output_tokens", 64},
+           {"temperature", 0},
+           {"reasoning", {{"effort", "none"}}},
+           {"text",
+            {{"format",
+              {{"type", "json_schema"}, {"name", "a"}, {"schema", schema}, {"strict", true}}}}}});
   ASSERT_EQ(st, 200) << r;
   expect_same_as_chat(r, chat(chat_req));
   Json forced = {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
-                 {"tools", kTools}, {"tool_choice", "required"}, {"max_tokens", 64},
+                 {"tools", kTools},
+                 {"tool_choice", "required"},
+                 {"max_tokens", 64},
                  {"reasoning_effort", "none"}};
   auto [st2, r2] = post(s(), "/v1/responses",
-                            Json{{"input", "Weather in Paris?"}, {"max_output_tokens", 64},
-                                 {"temperature", 0}, {"reasoning", {{"effort", "none"}}},
-                                 {"tool_choice", "required"},
-                                 {"tools", {{{"type", "function"}, {"name", "get_weather"},
-                                             {"parameters", kTools[0]["function"]["parameters"]}}}}});
+                        Json{{"input", "Weather in Paris?"},
+                             {"max_output_tokens", 64},
+                             {"temperature", 0},
+                             {"reasoning", {{"effort", "none"}}},
+                             {"tool_choice", "required"},
+                             {"tools",
+                              {{{"type", "function"},
+                                {"name", "get_weather"},
+                                {"parameters", kTools[0]["function"]["parameters"]}}}}});
   ASSERT_EQ(st2, 200) << r2;
   expect_same_as_chat(r2, chat(forced));
   EXPECT_FALSE(responses_answer(r2).calls.empty());
