@@ -185,6 +185,15 @@ const char* error_type(int status) {
 
 }  // namespace
 
+std::unique_ptr<Formatter> make_messages_formatter(MessagesOptions opt, FieldNames names,
+                                                   const CompletionRequest& req) {
+  auto f = std::make_unique<MessagesFormatter>();
+  f->opt = std::move(opt);
+  f->names = std::move(names);
+  f->start(req);
+  return f;
+}
+
 Json anthropic_error_body(const ApiError& e) {
   // Anthropic's errors have no "param": the message names the field when it does not already.
   std::string message = e.message;

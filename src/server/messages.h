@@ -28,6 +28,11 @@ std::optional<ApiError> messages_to_chat(const Json& body, bool count_tokens, Js
 Json anthropic_error_body(const ApiError& e);
 HttpResponse anthropic_error_response(const ApiError& e);
 
+// The formatter of a Messages answer to `req`: the Message, its SSE events, errors in
+// Anthropic's format renamed by `names`.
+std::unique_ptr<Formatter> make_messages_formatter(MessagesOptions opt, FieldNames names,
+                                                   const CompletionRequest& req);
+
 // count_tokens = true: /v1/messages/count_tokens ({"input_tokens": N}, nothing generated).
 void handle_messages(Context& ctx, bool count_tokens, const HttpRequest& req,
                      std::shared_ptr<Responder> r);

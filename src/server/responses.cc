@@ -213,6 +213,15 @@ class ResponsesFormatter : public Formatter {
 
 }  // namespace
 
+std::unique_ptr<Formatter> make_responses_formatter(ResponsesOptions opt, FieldNames names,
+                                                    const CompletionRequest& req) {
+  auto f = std::make_unique<ResponsesFormatter>();
+  f->opt = std::move(opt);
+  f->names = std::move(names);
+  f->start(req);
+  return f;
+}
+
 void handle_responses(Context& ctx, const HttpRequest& req, std::shared_ptr<Responder> r) {
   const char* endpoint = "/v1/responses";
   auto fmt = std::make_unique<ResponsesFormatter>();

@@ -34,6 +34,11 @@ struct ResponsesOptions {
 std::optional<ApiError> responses_to_chat(const Json& body, Json* chat, ResponsesOptions* opt,
                                           FieldNames* names);
 
+// The formatter of a Responses answer to `req` (parsed from the chat body responses_to_chat
+// made): the Response object, its SSE events, errors renamed by `names`.
+std::unique_ptr<Formatter> make_responses_formatter(ResponsesOptions opt, FieldNames names,
+                                                    const CompletionRequest& req);
+
 void handle_responses(Context& ctx, const HttpRequest& req, std::shared_ptr<Responder> r);
 
 }  // namespace qwen35::server
