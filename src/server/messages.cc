@@ -41,6 +41,13 @@ class MessagesFormatter : public Formatter {
       started_ = true;
       event(out, "message_start", {{"message", message(job, false)}});
     }
+    if (finish_reason_ == "abort") {  // cancelled by a shutdown: an error, not a stop reason
+      ApiError e;
+      e.status = 503;
+      e.message = "the request was cancelled (the server is shutting down)";
+      append_named_event(out, "error", anthropic_error_body(e));
+      return;
+    }
     Json usage = this->usage(job);
     event(out, "message_delta",
           {{"delta", {{"stop_reason", stop_reason()}, {"stop_sequence", stop_sequence()}}},

@@ -44,6 +44,10 @@ class ResponsesFormatter : public Formatter {
   }
   void delta(Job&, const ChoiceRunner&, const Delta& d, std::string* out) override { take(d, out); }
   void close(Job& job, std::string* out) override {
+    if (finish_reason_ == "abort") {  // cancelled by a shutdown: no answer to complete
+      event(out, "response.failed", {{"response", response(job, "failed")}});
+      return;
+    }
     const bool cut = finish_reason_ == "length";
     event(out, cut ? "response.incomplete" : "response.completed",
           {{"response", response(job, cut ? "incomplete" : "completed")}});
@@ -171,6 +175,9 @@ class ResponsesFormatter : public Formatter {
   Json response(const Job& job, const std::string& status) const {
     Json r = {{"id", job.id},     {"object", "response"}, {"created_at", job.created},
               {"status", status}, {"background", false},  {"error", nullptr}};
+    if (status == "failed")
+      r["error"] = {{"code", "server_error"},
+                    {"message", "the request was cancelled (the server is shutting down)"}};
     r["incomplete_details"] =
         status == "incomplete" ? Json{{"reason", "max_output_tokens"}} : Json(nullptr);
     r["instructions"] = opt.instructions;
@@ -190,7 +197,7 @@ class ResponsesFormatter : public Formatter {
     r["tools"] = opt.tools;
     r["top_p"] = decimal(job.req.sampling.top_p);
     r["truncation"] = "disabled";
-    if (status == "in_progress") {
+    if (status == "in_progress" || status == "failed") {
       r["usage"] = nullptr;
     } else {
       const int64_t in = job.prompt_tokens(), gen = job.completion_tokens();

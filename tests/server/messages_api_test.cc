@@ -4,6 +4,9 @@
 // in order, and give the same blocks; usage adds up to the chat's; count_tokens is the length of
 // the rendered prompt; bad requests are 400s in Anthropic's error format; x-api-key
 // authenticates every route.
+#include <atomic>
+#include <thread>
+
 #include "api_compat.h"
 
 namespace qwen35 {
@@ -386,6 +389,52 @@ TEST(ApiKeyTest, XApiKeyOnEveryRoute) {
   EXPECT_EQ(m.get("/v1/models").status, 200);
   auto resp = m.post("/v1/responses", Json{{"input", "hi"}, {"max_output_tokens", 2}}.dump());
   EXPECT_EQ(resp.status, 200) << resp.body;
+}
+
+}  // namespace
+}  // namespace qwen35
+
+namespace qwen35 {
+namespace {
+
+// SIGTERM while a Responses and a Messages stream run (a random model, which rarely stops by
+// itself): each ends in its API's terms, response.failed and an error event, and the server
+// exits 0.
+TEST(ApiShutdown, StreamsEndInTheirApisTerms) {
+  testing::TempDir dir;
+  ASSERT_EQ(testing::run_qwen35("synth --preset tiny --quiet --out " + dir.file("m")).exit_code, 0);
+  ServerProcess srv(dir.file("m"), {"--ctx", "8192", "--parallel", "2"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  const std::vector<std::pair<std::string, Json>> reqs = {
+      {"/v1/responses", {{"input", "go"}, {"max_output_tokens", 8000}, {"stream", true}}},
+      {"/v1/messages",
+       {{"messages", {{{"role", "user"}, {"content", "go"}}}},
+        {"max_tokens", 8000},
+        {"stream", true}}}};
+  std::vector<std::string> raw(reqs.size());
+  std::atomic<int> started{0};
+  std::vector<std::thread> clients;
+  for (size_t i = 0; i < reqs.size(); ++i)
+    clients.emplace_back([&, i] {
+      bool counted = false;
+      srv.client().send("POST", reqs[i].first, reqs[i].second.dump(), [&](std::string_view d) {
+        raw[i].append(d);
+        if (!counted && raw[i].find("delta") != std::string::npos) counted = true, ++started;
+        return true;
+      });
+    });
+  for (int k = 0; k < 500 && started.load() < 2; ++k)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_EQ(started.load(), 2);
+  EXPECT_EQ(srv.stop(), 0) << srv.log();
+  for (auto& t : clients) t.join();
+  auto last_event = [](const std::string& all) {
+    const size_t e = all.rfind("event: ", all.size() > 2 ? all.size() - 2 : 0);
+    return e == std::string::npos ? "" : all.substr(e + 7, all.find('\n', e) - e - 7);
+  };
+  EXPECT_EQ(last_event(raw[0]), "response.failed") << raw[0].substr(raw[0].size() - 400);
+  EXPECT_EQ(last_event(raw[1]), "error") << raw[1].substr(raw[1].size() - 400);
+  EXPECT_NE(raw[1].find("overloaded_error"), std::string::npos);
 }
 
 }  // namespace
