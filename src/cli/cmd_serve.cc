@@ -22,6 +22,7 @@
 #include "formats/hf_config.h"
 #include "runtime/engine.h"
 #include "server/server.h"
+#include "server/structured.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -190,6 +191,7 @@ int cmd_serve(int argc, char** argv) {
   mi.ctx = eo.ctx;
   mi.max_json_depth = max_json_depth;
   mi.reasoning_budget = reasoning_budget;
+  mi.grammars = std::make_shared<server::GrammarCache>(server::grammar_vocab(*tok, m.config().vocab));
   if (reasoning_budget >= 0 && tok->token_to_id("</think>") < 0)
     return finish(fail("serve", "--reasoning-budget: this model's vocabulary has no </think> token"));
 

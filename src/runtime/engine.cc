@@ -414,6 +414,12 @@ void Engine::start(size_t i, std::unique_ptr<Active> a) {
     a->verify.reserve(size_t(model::kMaxVerifyRows));
     a->drafts.reserve(size_t(model::kMaxVerifyRows));
   }
+  // A grammar finishes its value within what the request may still generate.
+  if (a->req.sampling.grammar) {
+    int64_t room = context() - int64_t(prompt.size());
+    if (a->req.max_tokens >= 0) room = std::min(room, a->req.max_tokens);
+    a->req.sampling.max_output = room;
+  }
   a->sampler = std::make_unique<Sampler>(a->req.sampling, model_.config().vocab);
   a->sampler->add_prompt(prompt);
   a->stream->set_admitted(RequestTiming::Clock::now(), a->prefilled);
@@ -472,6 +478,7 @@ void Engine::schedule() {
       ++decode_rows;
       continue;
     }
+    a->drafts.resize(a->sampler->allowed_prefix(a->drafts));  // the grammar's mask checks drafts
     a->verify.insert(a->verify.end(), a->drafts.begin(), a->drafts.end());
     rows_.push_back({a->state, a->verify, false, true});
     decode_rows += int64_t(a->verify.size());

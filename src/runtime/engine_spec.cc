@@ -27,6 +27,7 @@ void Engine::draft() {
     if (k <= 0) continue;
     if (a->spec.method == SpecMethod::kLookup) {
       lookup_draft(a->context, k, &draft_);
+      draft_.resize(a->sampler->allowed_prefix(draft_));  // the grammar's mask checks drafts
       a->verify.insert(a->verify.end(), draft_.begin(), draft_.end());
     } else {
       draft_reqs_.push_back({a->state, a->next_token, k, &a->drafts});

@@ -22,6 +22,7 @@
 #include "core/random.h"
 #include "core/result.h"
 #include "formats/hf_config.h"
+#include "grammar/matcher.h"
 
 namespace qwen35::runtime {
 
@@ -42,6 +43,14 @@ struct SamplingParams {
   int64_t reasoning_budget = -1;
   int32_t think_start = -1, think_end = -1;
   bool reasoning_open = false;
+  // Constrained decoding (null: none): outside a thinking block only tokens the grammar allows
+  // are sampled, its end tokens only once the value is complete; inside one the end tokens are
+  // masked (the answer must come). The thinking block is tracked with think_start/think_end as
+  // for the budget. The output finishes within max_output tokens: the thinking block is closed
+  // when what is left just covers the shortest answer, and near the end the mask keeps only
+  // tokens after which the value can still be finished in time.
+  std::shared_ptr<grammar::Automaton> grammar;
+  int64_t max_output = -1;  // tokens the request may generate (-1: unbounded); set by the engine
 
   // Checks ranges; the message names the parameter ("temperature must be >= 0, got -1").
   core::Status validate() const;
@@ -69,6 +78,11 @@ class Sampler {
   void add_prompt(std::span<const int32_t> tokens);
   // Picks the next token from logits [vocab] and records it as output.
   SampleResult sample(const float* logits);
+  // How many of `draft` (tokens proposed to follow what was sampled so far) the grammar allows
+  // in order: a speculative draft is cut at the first token the mask would never pick.
+  size_t allowed_prefix(std::span<const int32_t> draft) const;
+  // The grammar's value is complete (always true without a grammar).
+  bool grammar_complete() const;
 
   const SamplingParams& params() const { return p_; }
 
@@ -79,6 +93,8 @@ class Sampler {
   uint64_t drawn_ = 0;  // tokens sampled so far: the position of the next draw
   bool in_think_;             // inside a thinking block
   int64_t think_tokens_ = 0;  // tokens sampled inside it
+  int32_t gstate_ = -1;        // grammar configuration (outside thinking)
+  std::vector<uint64_t> mask_;  // scratch: the allowed tokens
   std::unordered_map<int32_t, int32_t> output_counts_;
   std::vector<uint8_t> seen_;    // prompt or output token (repetition penalty)
   std::vector<float> work_;      // [vocab] adjusted logits

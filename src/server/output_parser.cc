@@ -81,7 +81,9 @@ ToolCall parse_tool_call(std::string_view body, const nlohmann::ordered_json& to
     if (!value.empty() && value.back() == '\n') value.remove_suffix(1);
     const std::string type = param_type(tools, call.name, arg);
     nlohmann::ordered_json v = std::string(value);
-    if (type != "string" && !type.empty()) {
+    // Declared non-string types are JSON; so are undeclared ones that parse (the forced-call
+    // grammar writes every parameter but a plain string as JSON).
+    if (type != "string") {
       auto parsed = parse_json(value, kDefaultMaxJsonDepth);
       if (!parsed.is_discarded()) v = std::move(parsed);
     }
@@ -137,6 +139,7 @@ void OutputParser::drain(bool final, std::vector<OutputPiece>* out) {
         p.call = parse_tool_call(std::string_view(buf_).substr(0, best), tools_);
         out->push_back(std::move(p));
         state_ = call_return_;
+        strip_newlines_ = true;  // calls are separated by a newline, as the template writes them
       } else {
         emit(kind, std::string_view(buf_).substr(0, best), out);
         if (tag == kCallOpen) {

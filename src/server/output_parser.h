@@ -28,8 +28,8 @@ class OutputParser {
  public:
   // in_reasoning: the prompt already opened <think> (Qwen3.5's generation prompt does unless
   // enable_thinking is false). parse_tools: recognize <tool_call> blocks. `tools` (the request's
-  // tools array) gives parameter types: a parameter declared "string" stays a string, others are
-  // read as JSON when they parse.
+  // tools array) gives parameter types: a parameter declared "string" stays a string, others
+  // (declared or not) are read as JSON when they parse.
   OutputParser(bool in_reasoning, bool parse_reasoning, bool parse_tools,
                nlohmann::ordered_json tools = nullptr);
 
@@ -48,7 +48,7 @@ class OutputParser {
   nlohmann::ordered_json tools_;
   State state_ = kText;
   State call_return_ = kText;    // where a tool call returns to
-  bool strip_newlines_ = false;  // drop newlines right after </think>
+  bool strip_newlines_ = false;  // drop newlines right after </think> or a tool call
   std::string buf_;
 };
 

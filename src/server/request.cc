@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "model/state.h"
+#include "server/structured.h"
 #include "tokenizer/utf8.h"
 
 namespace qwen35::server {
@@ -82,11 +83,9 @@ ApiError not_supported(const std::string& name, const std::string& why) {
 // OpenAI request fields this server does not implement. Silently ignoring one would hand the
 // client an answer it did not ask for (text instead of JSON, no bias, no forced tool call), so
 // each is refused with a 400 that names it, unless it is absent, null, or the value that means
-// "nothing special". Decisions (issue 14):
-//   response_format      {"type": "text"} only    json_object / json_schema need grammar masks
+// "nothing special". (response_format and tool_choice are read in server/structured.cc.)
+// Decisions (issue 14):
 //   logit_bias           {} only                  the sampler has no per-token bias
-//   tool_choice (chat)   "auto" or "none"         "required" / a named function need
-//                                                 constrained decoding
 //   parallel_tool_calls  true only                nothing stops the model emitting several calls
 //   functions, function_call (chat)               deprecated; use "tools"
 //   audio, web_search_options (chat)              no audio out, no search
@@ -156,10 +155,6 @@ std::optional<ApiError> parse_speculative(const Json& b, const ModelInfo& mi,
 }
 
 std::optional<ApiError> refuse_unsupported(const Json& b, bool chat, int n) {
-  if (const Json* f = field(b, "response_format"); f && !has_type(*f, "text"))
-    return not_supported("response_format",
-                         "only {\"type\": \"text\"} (structured outputs "
-                         "need grammar-constrained decoding)");
   if (const Json* f = field(b, "logit_bias"); f && !(f->is_object() && f->empty()))
     return not_supported("logit_bias", "");
   if (const Json* f = field(b, "parallel_tool_calls"); f && !(f->is_boolean() && f->get<bool>()))
@@ -168,11 +163,6 @@ std::optional<ApiError> refuse_unsupported(const Json& b, bool chat, int n) {
       f && !(f->is_array() && f->size() == 1 && (*f)[0] == "text"))
     return not_supported("modalities", "only [\"text\"]");
   if (chat) {
-    if (const Json* f = field(b, "tool_choice");
-        f && !(f->is_string() && (*f == "auto" || *f == "none")))
-      return not_supported("tool_choice",
-                           "only \"auto\" or \"none\" (forcing a tool call needs "
-                           "constrained decoding)");
     for (const char* name : {"functions", "function_call"})
       if (field(b, name)) return not_supported(name, "deprecated by OpenAI; use 'tools'");
     for (const char* name : {"audio", "web_search_options"})
@@ -555,12 +545,25 @@ std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
   if (field(b, "top_logprobs") && !logprobs)
     return bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   r->sampling.logprobs = logprobs ? int32_t(top) : -1;
-  std::string tool_choice = "auto";
+  // tool_choice: "auto", "none", "required" (one or more calls of any tool) or
+  // {"type": "function", "function": {"name": N}} (one call of N); the forced ones are grammars.
+  std::string tool_choice = "auto", forced_tool;
   if (const Json* tc = field(b, "tool_choice")) {
-    if (tc->is_string())
+    const char* what =
+        "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+        "\"function\": {\"name\": ...}}";
+    if (tc->is_string()) {
       tool_choice = tc->get<std::string>();
-    else if (!tc->is_object())
-      return bad("tool_choice", "'tool_choice' must be a string or an object");
+      if (tool_choice != "auto" && tool_choice != "none" && tool_choice != "required")
+        return bad("tool_choice", what);
+    } else if (tc->is_object() && has_type(*tc, "function") && tc->contains("function") &&
+               (*tc)["function"].is_object() && (*tc)["function"].contains("name") &&
+               (*tc)["function"]["name"].is_string()) {
+      forced_tool = (*tc)["function"]["name"].get<std::string>();
+      if (forced_tool.empty()) return bad("tool_choice", what);
+    } else {
+      return bad("tool_choice", what);
+    }
   }
   const bool use_tools = tool_choice != "none";
   Json adjusted;
@@ -576,6 +579,7 @@ std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
   // Qwen3.5's generation prompt opens <think> unless thinking is off: the answer starts inside.
   r->in_reasoning = opens_thinking(text);
   TRY(set_reasoning_budget(budget, r->in_reasoning, mi, r));
+  TRY(set_structured_output(b, mi, forced_tool, tool_choice == "required", r));
   auto ids = mi.tok->encode(text);
   if (!ids.ok()) return bad("messages", ids.message());
   r->batch = {{std::move(*ids), ""}};
@@ -640,6 +644,15 @@ std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo&
         return bad("thinking_token_budget",
                    "a batch of prompts with a reasoning budget must all end inside <think>, or none");
     TRY(set_reasoning_budget(budget, open, mi, r));
+  }
+  if (field(b, "response_format")) {
+    // The grammar starts after the thinking block when the prompts open one (a batch agrees).
+    r->in_reasoning = opens_thinking(r->batch[0].text);
+    for (const auto& q : r->batch)
+      if (opens_thinking(q.text) != r->in_reasoning)
+        return bad("response_format",
+                   "a batch of prompts with a response_format must all end inside <think>, or none");
+    TRY(set_structured_output(b, mi, "", false, r));
   }
   TRY(get_bool(b, "echo", &r->echo));
   if (r->echo && lp >= 0) r->prompt_logprobs = int32_t(lp);

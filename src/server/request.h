@@ -18,6 +18,7 @@
 namespace qwen35::server {
 
 using Json = nlohmann::ordered_json;
+class GrammarCache;  // server/structured.h
 
 struct ApiError {
   int status = 400;
@@ -45,6 +46,9 @@ struct ModelInfo {
   int64_t ctx = 0;
   int max_json_depth = kDefaultMaxJsonDepth;  // nesting bound of request bodies (json_limits.h)
   int64_t reasoning_budget = -1;  // chat requests' default thinking budget (-1: no cap)
+  // Compiled grammars of structured outputs (null: response_format and forced tool calls are
+  // refused).
+  std::shared_ptr<GrammarCache> grammars;
 };
 
 // Reads a request body: valid UTF-8, JSON nested at most mi.max_json_depth deep (checked while

@@ -170,12 +170,8 @@ TEST_F(SemanticsTest, TemplateKwargsCannotOverrideValidatedFields) {
 TEST_F(SemanticsTest, UnsupportedFieldsAreRefusedByName) {
   const std::string chat = "/v1/chat/completions", cmpl = "/v1/completions";
   const std::vector<std::tuple<std::string, std::string, Json>> refused = {
-      {chat, "response_format", {{"type", "json_object"}}},
-      {chat, "response_format", {{"type", "json_schema"}, {"json_schema", Json::object()}}},
       {chat, "logit_bias", {{"5", 10}}},
       {cmpl, "logit_bias", {{"5", -100}}},
-      {chat, "tool_choice", "required"},
-      {chat, "tool_choice", {{"type", "function"}, {"function", {{"name", "f"}}}}},
       {chat, "parallel_tool_calls", false},
       {chat, "functions", Json::array({{{"name", "f"}}})},
       {chat, "function_call", "auto"},

@@ -1,0 +1,110 @@
+// Token masks from a byte grammar, for constrained decoding.
+//
+// A matcher configuration is the set of parse stacks the output so far leaves open (a
+// persistent stack per alternative still alive, so ambiguous grammars are fine), interned to an
+// id; transitions between configurations on a byte are memoized, so the automaton is a lazily
+// built DFA over the grammar's pushdown configurations. The mask of a configuration (which
+// tokens keep the output a valid prefix) is computed once, by walking the vocabulary in sorted
+// byte order (tokens sharing a prefix share its transitions; a dead prefix skips every token
+// under it), and cached.
+//
+// Finishing within a budget: every configuration knows the fewest bytes that complete the value
+// (its distance). With `limit`, a mask keeps only tokens after which the distance is at most
+// limit; since every byte has a one-byte token, a request that keeps limit = tokens left - 2 can
+// always finish (the end token included) before it runs out.
+//
+// Thread-safety: an Automaton may be shared by the sequences of several requests (its caches
+// change nothing a caller sees); every method locks. A Vocab is immutable.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "grammar/grammar.h"
+
+namespace qwen35::grammar {
+
+// The tokens a grammar may produce, with their bytes: one per tokenizer, built once.
+class Vocab {
+ public:
+  // bytes[i]: the raw bytes of token i; usable[i] false for tokens the grammar never produces
+  // (special tokens, empty tokens).
+  Vocab(std::vector<std::string> bytes, const std::vector<bool>& usable);
+  int64_t size() const { return int64_t(bytes_.size()); }
+  const std::string& bytes(int32_t id) const { return bytes_[size_t(id)]; }
+  bool usable(int32_t id) const { return usable_[size_t(id)]; }
+
+ private:
+  friend class Automaton;
+  std::vector<std::string> bytes_;
+  std::vector<bool> usable_;
+  std::vector<int32_t> sorted_;  // usable ids in byte order
+  std::vector<uint32_t> lcp_;    // common prefix with the previous id in sorted_
+};
+
+class Automaton {
+ public:
+  static constexpr int64_t kInf = Builder::kInf;
+  static constexpr int32_t kDead = -1;
+
+  // end_ids: the tokens that end the output (end of turn); allowed once the grammar is complete.
+  Automaton(Grammar g, std::shared_ptr<const Vocab> vocab, std::vector<int32_t> end_ids);
+
+  int32_t initial();
+  // The configuration after a token (kDead when the grammar rejects it). An end id leaves a
+  // complete configuration unchanged and kills an incomplete one.
+  int32_t step(int32_t config, int32_t token);
+  bool complete(int32_t config);
+  int64_t distance(int32_t config);  // fewest bytes to a complete value
+  int64_t min_length() const { return g_.min_length(); }
+  bool is_end(int32_t token) const;
+  const std::vector<int32_t>& end_ids() const { return end_ids_; }
+  // Writes the allowed tokens as bits (word w bit b: token 64w + b) into *words.
+  void mask(int32_t config, int64_t limit, std::vector<uint64_t>* words);
+  const Vocab& vocab() const { return *vocab_; }
+
+ private:
+  struct Node {
+    int32_t pos, next;  // match from pos; at the end of its alternative go on with `next`
+  };
+  struct Config {
+    std::vector<int32_t> stacks;  // sorted node ids whose top is a byte set
+    bool complete = false;
+    int64_t distance = kInf;
+  };
+  struct Mask {
+    std::vector<uint64_t> words;
+    int64_t max_after = 0;  // largest distance after an allowed token
+  };
+  int32_t node(int32_t pos, int32_t next);
+  void expand(int32_t n, std::vector<int32_t>* out, bool* complete);
+  int32_t intern(std::vector<int32_t> stacks, bool complete);
+  int32_t byte_step(int32_t config, uint8_t b);
+  int32_t token_step(int32_t config, int32_t token);
+  void compute_mask(int32_t config, int64_t limit, Mask* m);
+
+  std::mutex mu_;
+  Grammar g_;
+  std::shared_ptr<const Vocab> vocab_;
+  std::vector<int32_t> end_ids_;
+  std::vector<Node> nodes_;
+  std::vector<int64_t> node_dist_;
+  std::unordered_map<uint64_t, int32_t> node_ids_;
+  std::vector<Config> configs_;
+  std::unordered_map<std::string, int32_t> config_ids_;  // key: the stacks' bytes + complete
+  std::vector<int32_t> trans_;                           // [config * 256 + byte]; -2 unknown
+  std::unordered_map<int32_t, Mask> masks_;
+  int32_t initial_ = -1;
+  // Scratch of expand() and the mask walk.
+  std::vector<uint32_t> seen_;
+  uint32_t stamp_ = 0;
+  std::vector<int32_t> work_, out_;
+  std::vector<int32_t> walk_;
+};
+
+}  // namespace qwen35::grammar
