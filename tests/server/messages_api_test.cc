@@ -196,7 +196,7 @@ TEST_F(ApiCompatTest, MessagesForcedTools) {
       {"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
       {"tools", kTools},
       {"tool_choice", {{"type", "function"}, {"function", {{"name", "get_weather"}}}}},
-      {"max_tokens", 64},
+      {"max_tokens", 160},
       {"temperature", 0},
       {"chat_template_kwargs", {{"enable_thinking", false}}}};
   if (chat_refuses(chat_req)) GTEST_SKIP() << "constrained decoding is not in the chat path yet";
@@ -215,7 +215,7 @@ TEST_F(ApiCompatTest, MessagesForcedTools) {
                         Json{{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
                              {"tools", tools},
                              {"tool_choice", choice},
-                             {"max_tokens", 64},
+                             {"max_tokens", 160},
                              {"temperature", 0}});
     ASSERT_EQ(st, 200) << r;
     expect_same_as_chat(r, chat(creq));

@@ -321,17 +321,18 @@ TEST_F(ApiCompatTest, ResponsesStructuredAndForcedTools) {
   Json forced = {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
                  {"tools", kTools},
                  {"tool_choice", "required"},
-                 {"max_tokens", 64},
+                 {"max_tokens", 160},
                  {"reasoning_effort", "none"}};
   auto [st2, r2] = post(s(), "/v1/responses",
                         Json{{"input", "Weather in Paris?"},
-                             {"max_output_tokens", 64},
+                             {"max_output_tokens", 160},
                              {"temperature", 0},
                              {"reasoning", {{"effort", "none"}}},
                              {"tool_choice", "required"},
                              {"tools",
                               {{{"type", "function"},
                                 {"name", "get_weather"},
+                                {"description", "the weather in a city"},
                                 {"parameters", kTools[0]["function"]["parameters"]}}}}});
   ASSERT_EQ(st2, 200) << r2;
   expect_same_as_chat(r2, chat(forced));
