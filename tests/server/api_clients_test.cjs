@@ -84,6 +84,31 @@ async function responses(openai) {
                { role: 'tool', tool_call_id: 'call_1', content: 'sunny' }] });
   check(responsesText(second).text === wantTool.text, 'function_call_output round trip == chat');
 
+  // A real round trip, once the chat path can force a call (constrained decoding): the model's
+  // function_call item goes back with its output in the next request.
+  const forced = { model: NAME, tools, input: 'Weather in Paris?', tool_choice: 'required',
+                   reasoning: { effort: 'none' }, max_output_tokens: 160, temperature: 0 };
+  let call = null;
+  try {
+    const fr = await openai.responses.create(forced);
+    call = fr.output.find((o) => o.type === 'function_call');
+  } catch (e) {
+    if (!(e.status === 400 && /not supported/.test(e.message))) throw e;
+    console.log('skip: forced tool calls (the chat path refuses them)');
+  }
+  if (call) {
+    check(call.name === 'get_weather' && typeof JSON.parse(call.arguments) === 'object' &&
+          call.call_id.startsWith('call_'), 'tool_choice required: a function_call item');
+    const fs = await openai.responses.stream(forced).finalResponse();
+    const scall = fs.output.find((o) => o.type === 'function_call');
+    check(scall && scall.arguments === call.arguments, 'streamed function_call == whole');
+    const next = await openai.responses.create({
+      model: NAME, tools, max_output_tokens: 16, temperature: 0, reasoning: { effort: 'none' },
+      input: [{ role: 'user', content: 'Weather in Paris?' }, call,
+              { type: 'function_call_output', call_id: call.call_id, output: 'sunny' }] });
+    check(next.status === 'completed' || next.status === 'incomplete', 'function_call_output answered');
+  }
+
   try {
     await openai.responses.create({ model: NAME, input, previous_response_id: 'resp_x' });
     check(false, 'previous_response_id refused');
@@ -162,6 +187,30 @@ async function messages(openai, anthropic) {
                  function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
                { role: 'tool', tool_call_id: 'toolu_1', content: 'sunny' }] });
   check(messageText(round).text === wantRound.text, 'tool_result round trip == chat');
+
+  // A real tool_use round trip when the chat path can force a call.
+  let use = null;
+  try {
+    const fu = await anthropic.messages.create({ model: NAME, tools, tool_choice: { type: 'any' },
+      messages: [{ role: 'user', content: 'Weather in Paris?' }], max_tokens: 160, temperature: 0 });
+    check(fu.stop_reason === 'tool_use', 'tool_choice any: stop_reason tool_use');
+    use = fu.content.find((b) => b.type === 'tool_use');
+  } catch (e) {
+    if (!(e.status === 400 && /not supported/.test(e.message))) throw e;
+    console.log('skip: forced tool use (the chat path refuses it)');
+  }
+  if (use) {
+    check(use.name === 'get_weather' && typeof use.input === 'object' && use.id.startsWith('toolu_'),
+          'tool_choice any: a tool_use block');
+    const sm = await anthropic.messages.stream({ model: NAME, tools, tool_choice: { type: 'any' },
+      messages: [{ role: 'user', content: 'Weather in Paris?' }], max_tokens: 160, temperature: 0 }).finalMessage();
+    const suse = sm.content.find((b) => b.type === 'tool_use');
+    check(suse && JSON.stringify(suse.input) === JSON.stringify(use.input), 'streamed tool_use == whole');
+    const after = await anthropic.messages.create({ model: NAME, tools, max_tokens: 16, temperature: 0,
+      messages: [{ role: 'user', content: 'Weather in Paris?' }, { role: 'assistant', content: [use] },
+                 { role: 'user', content: [{ type: 'tool_result', tool_use_id: use.id, content: 'sunny' }] }] });
+    check(after.type === 'message', 'tool_result answered');
+  }
 
   const count = await anthropic.messages.countTokens({ model: NAME, messages: msgs });
   check(count.input_tokens === want.usage.prompt_tokens, 'count_tokens == prompt tokens');
