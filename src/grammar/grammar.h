@@ -47,6 +47,7 @@ class Grammar {
   int64_t rest(int32_t pos) const { return rest_[size_t(pos)]; }
   int64_t min_length() const { return min_len_[size_t(root_)]; }
   size_t symbols() const { return elems_.size(); }
+  size_t rules() const { return alts_.size(); }
 
  private:
   friend class Builder;

@@ -29,6 +29,16 @@ Vocab::Vocab(std::vector<std::string> bytes, const std::vector<bool>& usable)
     while (l < p.size() && l < q.size() && p[l] == q[l]) ++l;
     lcp_[i] = l;
   }
+  for (int32_t id : sorted_) {
+    ids_.emplace(bytes_[size_t(id)], id);
+    max_len_ = std::max(max_len_, bytes_[size_t(id)].size());
+  }
+}
+
+int32_t Vocab::longest_prefix(std::string_view s) const {
+  for (size_t k = std::min(s.size(), max_len_); k > 0; --k)
+    if (auto it = ids_.find(s.substr(0, k)); it != ids_.end()) return it->second;
+  return -1;
 }
 
 Automaton::Automaton(Grammar g, std::shared_ptr<const Vocab> vocab, std::vector<int32_t> end_ids)
@@ -95,6 +105,7 @@ int32_t Automaton::intern(std::vector<int32_t> stacks, bool complete) {
     c.stacks = std::move(stacks);
     configs_.push_back(std::move(c));
     trans_.resize(configs_.size() * 256, -2);
+    finish_.push_back(complete ? 0 : -1);
   }
   return it->second;
 }
@@ -131,6 +142,75 @@ bool Automaton::is_end(int32_t token) const {
 
 int32_t Automaton::initial() { return initial_; }
 
+const std::string& Automaton::shortest(int32_t r) {
+  if (shortest_done_.empty()) {
+    shortest_.resize(g_.rules());
+    shortest_done_.assign(g_.rules(), 0);
+  }
+  if (shortest_done_[size_t(r)]) return shortest_[size_t(r)];
+  // The alternative of least length; its rule references are strictly shorter (no left
+  // recursion, and a shortest alternative cannot hold its own rule), so this ends.
+  int32_t best = -1;
+  for (int32_t a : g_.alts(r))
+    if (best < 0 || g_.rest(a) < g_.rest(best)) best = a;
+  std::string out;
+  for (int32_t p = best; g_.at(p).kind != Grammar::kEnd; ++p) {
+    const Grammar::Elem& e = g_.at(p);
+    if (e.kind == Grammar::kBytes) {
+      const ByteSet& set = g_.set(e.id);
+      size_t b = 0;
+      while (b < 256 && !set.test(b)) ++b;
+      out.push_back(char(b));
+    } else {
+      out += shortest(e.id);
+    }
+  }
+  shortest_[size_t(r)] = std::move(out);
+  shortest_done_[size_t(r)] = 1;
+  return shortest_[size_t(r)];
+}
+
+// Walks the greedy path (the longest token that starts a shortest completion, again and again)
+// until a configuration whose count is known, then counts back along it.
+int64_t Automaton::tokens_locked(int32_t c) {
+  if (c == kDead) return kInf;
+  std::vector<int32_t> path;
+  while (finish_[size_t(c)] < 0) {
+    path.push_back(c);
+    const Config& cf = configs_[size_t(c)];
+    int32_t top = cf.stacks[0];
+    for (int32_t s : cf.stacks)
+      if (node_dist_[size_t(s)] < node_dist_[size_t(top)]) top = s;
+    std::string text;
+    for (int32_t n = top; n >= 0 && text.size() < vocab_->max_len_ + 1; n = nodes_[size_t(n)].next)
+      for (int32_t p = nodes_[size_t(n)].pos; g_.at(p).kind != Grammar::kEnd; ++p) {
+        const Grammar::Elem& e = g_.at(p);
+        if (e.kind == Grammar::kRule) {
+          text += shortest(e.id);
+          continue;
+        }
+        size_t b = 0;
+        while (b < 256 && !g_.set(e.id).test(b)) ++b;
+        text.push_back(char(b));
+      }
+    const int32_t t = vocab_->longest_prefix(text);
+    const int32_t next = t < 0 ? kDead : token_step(c, t);
+    if (next == kDead) {
+      for (int32_t q : path) finish_[size_t(q)] = kInf;
+      return kInf;
+    }
+    c = next;
+  }
+  int64_t n = finish_[size_t(c)];
+  for (size_t i = path.size(); i-- > 0;) finish_[size_t(path[i])] = n = std::min(kInf, n + 1);
+  return finish_[size_t(path.empty() ? c : path[0])];
+}
+
+int64_t Automaton::finish_tokens(int32_t c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return tokens_locked(c);
+}
+
 int32_t Automaton::step(int32_t c, int32_t token) {
   std::lock_guard<std::mutex> lock(mu_);
   if (c == kDead) return kDead;
@@ -155,7 +235,7 @@ int64_t Automaton::distance(int32_t c) {
 void Automaton::compute_mask(int32_t c, int64_t limit, Mask* m) {
   const Vocab& v = *vocab_;
   m->words.assign(size_t((v.size() + 63) / 64), 0);
-  m->max_after = 0;
+  m->max_bytes = 0;
   walk_.assign(1, c);
   size_t alive = 0;
   for (size_t i = 0; i < v.sorted_.size(); ++i) {
@@ -172,9 +252,8 @@ void Automaton::compute_mask(int32_t c, int64_t limit, Mask* m) {
     }
     alive = d;
     if (d < bytes.size()) continue;
-    const int64_t dist = configs_[size_t(walk_[d])].distance;
-    if (dist > limit) continue;
-    m->max_after = std::max(m->max_after, dist);
+    if (limit < kInf && tokens_locked(walk_[d]) > limit) continue;
+    m->max_bytes = std::max(m->max_bytes, configs_[size_t(walk_[d])].distance);
     m->words[size_t(t) / 64] |= uint64_t(1) << (t % 64);
   }
   if (configs_[size_t(c)].complete)
@@ -195,8 +274,23 @@ void Automaton::mask(int32_t c, int64_t limit, std::vector<uint64_t>* words) {
     compute_mask(c, kInf, &m);
     it = masks_.emplace(c, std::move(m)).first;
   }
-  if (limit >= it->second.max_after) {
-    *words = it->second.words;
+  Mask& cached = it->second;
+  // finish_tokens never exceeds the distance in bytes: the cheap bound first.
+  if (limit >= cached.max_bytes) {
+    *words = cached.words;
+    return;
+  }
+  if (cached.max_tokens < 0) {
+    cached.max_tokens = 0;
+    for (size_t w = 0; w < cached.words.size(); ++w)
+      for (uint64_t bits = cached.words[w]; bits; bits &= bits - 1) {
+        const int32_t t = int32_t(w * 64 + size_t(__builtin_ctzll(bits)));
+        if (is_end(t)) continue;
+        cached.max_tokens = std::max(cached.max_tokens, tokens_locked(token_step(c, t)));
+      }
+  }
+  if (limit >= cached.max_tokens) {
+    *words = cached.words;
     return;
   }
   // Near the end of the budget: only tokens that leave a short enough way to finish.

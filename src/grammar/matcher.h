@@ -9,9 +9,11 @@
 // under it), and cached.
 //
 // Finishing within a budget: every configuration knows the fewest bytes that complete the value
-// (its distance). With `limit`, a mask keeps only tokens after which the distance is at most
-// limit; since every byte has a one-byte token, a request that keeps limit = tokens left - 2 can
-// always finish (the end token included) before it runs out.
+// (its distance), and a number of tokens that surely do (finish_tokens): the shortest completion
+// cut into tokens greedily, longest token first, each cut counted from the configuration it
+// reaches, so that the next configuration on that path needs exactly one token less. With
+// `limit`, a mask keeps only tokens after which finish_tokens is at most limit; a request that
+// keeps limit = tokens left - 2 can always finish (the end token included) before it runs out.
 //
 // Thread-safety: an Automaton may be shared by the sequences of several requests (its caches
 // change nothing a caller sees); every method locks. A Vocab is immutable.
@@ -38,11 +40,15 @@ class Vocab {
   int64_t size() const { return int64_t(bytes_.size()); }
   const std::string& bytes(int32_t id) const { return bytes_[size_t(id)]; }
   bool usable(int32_t id) const { return usable_[size_t(id)]; }
+  // The usable token of the longest prefix of s (-1: none).
+  int32_t longest_prefix(std::string_view s) const;
 
  private:
   friend class Automaton;
   std::vector<std::string> bytes_;
   std::vector<bool> usable_;
+  std::unordered_map<std::string_view, int32_t> ids_;  // usable tokens by their bytes
+  size_t max_len_ = 0;
   std::vector<int32_t> sorted_;  // usable ids in byte order
   std::vector<uint32_t> lcp_;    // common prefix with the previous id in sorted_
 };
@@ -61,6 +67,9 @@ class Automaton {
   int32_t step(int32_t config, int32_t token);
   bool complete(int32_t config);
   int64_t distance(int32_t config);  // fewest bytes to a complete value
+  // Tokens that surely complete the value from config (kInf when the vocabulary cannot spell
+  // its shortest completion); the end token not counted.
+  int64_t finish_tokens(int32_t config);
   int64_t min_length() const { return g_.min_length(); }
   bool is_end(int32_t token) const;
   const std::vector<int32_t>& end_ids() const { return end_ids_; }
@@ -79,7 +88,8 @@ class Automaton {
   };
   struct Mask {
     std::vector<uint64_t> words;
-    int64_t max_after = 0;  // largest distance after an allowed token
+    int64_t max_bytes = 0;    // largest distance after an allowed token
+    int64_t max_tokens = -1;  // largest finish_tokens after one (-1: not computed yet)
   };
   int32_t node(int32_t pos, int32_t next);
   void expand(int32_t n, std::vector<int32_t>* out, bool* complete);
@@ -87,6 +97,8 @@ class Automaton {
   int32_t byte_step(int32_t config, uint8_t b);
   int32_t token_step(int32_t config, int32_t token);
   void compute_mask(int32_t config, int64_t limit, Mask* m);
+  int64_t tokens_locked(int32_t config);
+  const std::string& shortest(int32_t rule);  // a shortest string of a rule
 
   std::mutex mu_;
   Grammar g_;
@@ -99,6 +111,9 @@ class Automaton {
   std::unordered_map<std::string, int32_t> config_ids_;  // key: the stacks' bytes + complete
   std::vector<int32_t> trans_;                           // [config * 256 + byte]; -2 unknown
   std::unordered_map<int32_t, Mask> masks_;
+  std::vector<int64_t> finish_;  // per config: finish_tokens (-1: unknown)
+  std::vector<std::string> shortest_;
+  std::vector<uint8_t> shortest_done_;
   int32_t initial_ = -1;
   // Scratch of expand() and the mask walk.
   std::vector<uint32_t> seen_;

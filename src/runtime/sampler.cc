@@ -42,6 +42,7 @@ Sampler::Sampler(const SamplingParams& params, int64_t vocab)
       key_(p_.seed ? *p_.seed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}()),
       in_think_(p_.reasoning_open),
       gstate_(p_.grammar ? p_.grammar->initial() : -1),
+      grammar_need_(p_.grammar ? p_.grammar->finish_tokens(gstate_) : 0),
       seen_(size_t(vocab), 0),
       work_(size_t(vocab)),
       order_(size_t(vocab)) {
@@ -86,7 +87,7 @@ SampleResult Sampler::sample(const float* logits) {
   if (g) {
     if (in_think_) {
       // What is left just covers </think>, the shortest value and the end token.
-      force_end = p_.think_end >= 0 && left <= g->min_length() + 2;
+      force_end = p_.think_end >= 0 && left <= grammar_need_ + 2;
       for (int32_t e : g->end_ids())
         if (e >= 0 && e < V) w[e] = -INFINITY;
     } else {

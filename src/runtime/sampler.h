@@ -94,6 +94,7 @@ class Sampler {
   bool in_think_;             // inside a thinking block
   int64_t think_tokens_ = 0;  // tokens sampled inside it
   int32_t gstate_ = -1;        // grammar configuration (outside thinking)
+  int64_t grammar_need_ = 0;   // tokens that surely give a whole value from the start
   std::vector<uint64_t> mask_;  // scratch: the allowed tokens
   std::unordered_map<int32_t, int32_t> output_counts_;
   std::vector<uint8_t> seen_;    // prompt or output token (repetition penalty)

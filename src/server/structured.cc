@@ -182,11 +182,11 @@ std::optional<ApiError> set_structured_output(const Json& body, const ModelInfo&
     s.reasoning_open = true;
     if (s.think_end < 0) return bad(param, "the prompt opens thinking, but the vocabulary has no </think>");
   }
-  const int64_t need = (*a)->min_length() + 1 + (r->in_reasoning ? 1 : 0);
+  const int64_t need = (*a)->finish_tokens((*a)->initial()) + 1 + (r->in_reasoning ? 1 : 0);
   if (r->max_tokens >= 0 && r->max_tokens < need)
-    return bad(r->chat ? "max_tokens" : "max_tokens",
-               "'max_tokens' is " + std::to_string(r->max_tokens) + ", but the shortest output " +
-                   "this format admits needs " + std::to_string(need) + " tokens");
+    return bad("max_tokens", "'max_tokens' is " + std::to_string(r->max_tokens) +
+                                 ", but this format needs up to " + std::to_string(need) +
+                                 " tokens to be sure of a whole value");
   s.grammar = std::move(*a);
   return std::nullopt;
 }

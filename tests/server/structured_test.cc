@@ -173,7 +173,7 @@ TEST(StructuredErrors, BadFormatsAre400sThatSayWhat) {
        "response_format.json_schema.schema", "required"},
       {{{"response_format", {{"type", "yaml"}}}}, "response_format.type", "json_schema"},
       {{{"response_format", {{"type", "json_object"}}}, {"ignore_eos", true}}, "ignore_eos", "end token"},
-      {{{"response_format", schema_format(kPerson)}, {"max_tokens", 3}}, "max_tokens", "needs"},
+      {{{"response_format", schema_format(kPerson)}, {"max_tokens", 3}}, "max_tokens", "needs up to"},
       {{{"tool_choice", "required"}}, "tool_choice", "no 'tools'"},
       {{{"tool_choice", "sometimes"}}, "tool_choice", "\"required\""},
       {{{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}},
