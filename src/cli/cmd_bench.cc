@@ -17,6 +17,7 @@
 #include <iterator>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <vector>
 
 #include "cli/model_assets.h"
@@ -24,7 +25,10 @@
 #include "cli/commands.h"
 #include "cli/model_loader.h"
 #include "cli/spec_flags.h"
+#include "grammar/json_schema.h"
 #include "kernels/cpu/matmul.h"
+#include "runtime/sampler.h"
+#include "server/structured.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qwen35::cli {
@@ -154,6 +158,15 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--prompt-file", prompt_file,
                  "with --spec: the prompt, a text file (tokenized with the checkpoint's tokenizer; "
                  "default: -p synthetic token ids)");
+  bool sample = false;
+  std::string schema_file;
+  app.add_flag("--sample", sample,
+               "tg picks tokens with the sampler and the model's sampling defaults (seed 1) "
+               "instead of argmax");
+  app.add_option("--json-schema", schema_file,
+                 "with --sample: under the grammar of the JSON Schema in FILE (a new value each "
+                 "time one ends; each repetition starts with no mask computed), to measure what "
+                 "the mask costs");
   app.add_flag("--json", json, "one JSON object on stdout");
   try {
     app.parse(argc, argv);
@@ -188,6 +201,34 @@ int cmd_bench(int argc, char** argv) {
     }
     if (prompt.empty() || n_gen < 2) return fail("bench", "--spec needs a prompt and -n >= 2");
     return bench_speculative(m, so, prompt, n_gen, json);
+  }
+  // --sample / --json-schema: the sampler of each tg sequence, remade when a value ends.
+  runtime::SamplingParams sp;
+  std::vector<int32_t> ends;
+  std::optional<grammar::Grammar> schema_grammar;
+  std::shared_ptr<const grammar::Vocab> schema_vocab;
+  if (!schema_file.empty() && !sample) return fail("bench", "--json-schema needs --sample");
+  if (sample) {
+    auto gen = load_generation_config(lo.model_dir);
+    if (!gen.ok()) return fail("bench", gen.message());
+    sp = runtime::sampling_defaults(*gen);
+    sp.seed = 1;
+    for (int64_t e : gen->eos_token_ids) ends.push_back(int32_t(e));
+    for (int64_t e : m.config().eos_token_ids) ends.push_back(int32_t(e));
+  }
+  if (!schema_file.empty()) {
+    auto tok = load_tokenizer(lo.model_dir);
+    if (!tok.ok()) return fail("bench", tok.message());
+    if (const int32_t im_end = tok->token_to_id("<|im_end|>"); im_end >= 0) ends.push_back(im_end);
+    if (ends.empty()) return fail("bench", "--json-schema: the model has no end token");
+    std::ifstream in(schema_file, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const grammar::Json schema = grammar::Json::parse(text, nullptr, false);
+    if (!in || schema.is_discarded()) return fail("bench", "--json-schema: cannot read JSON from " + schema_file);
+    auto g = grammar::json_schema_grammar(schema);
+    if (!g.ok()) return fail("bench", "--json-schema: " + g.message());
+    schema_grammar = std::move(*g);
+    schema_vocab = server::grammar_vocab(*tok, V);
   }
   std::vector<int32_t> context(static_cast<size_t>(depth));
   for (int64_t i = 0; i < depth; ++i) context[size_t(i)] = int32_t((i * 40503u + 7) % uint64_t(V));
@@ -235,13 +276,23 @@ int cmd_bench(int argc, char** argv) {
       std::vector<int32_t> toks(seqs.size());
       for (size_t b = 0; b < toks.size(); ++b) toks[b] = int32_t(1 + b);
       std::vector<model::SequenceRows> rows(seqs.size());
+      std::vector<std::unique_ptr<runtime::Sampler>> samplers(seqs.size());
+      // A new automaton each repetition: every one pays for the masks of a schema seen first.
+      if (schema_grammar)
+        sp.grammar = std::make_shared<grammar::Automaton>(*schema_grammar, schema_vocab, ends);
       auto t0 = Clock::now();
       for (int64_t i = 0; i < n_gen; ++i) {
         for (size_t b = 0; b < seqs.size(); ++b) rows[b] = {seqs[b], std::span<const int32_t>(&toks[b], 1), false};
         if (auto s = m.forward(rows, &logits); !s.ok()) return fail("bench", s.message());
         for (size_t b = 0; b < seqs.size(); ++b) {
           const float* l = logits.data() + int64_t(b) * V;
-          toks[b] = int32_t(std::max_element(l, l + V) - l);
+          if (!sample) {
+            toks[b] = int32_t(std::max_element(l, l + V) - l);
+            continue;
+          }
+          if (!samplers[b]) samplers[b] = std::make_unique<runtime::Sampler>(sp, V);
+          toks[b] = samplers[b]->sample(l).token;
+          if (std::find(ends.begin(), ends.end(), toks[b]) != ends.end()) samplers[b].reset();
         }
       }
       if (r > 0) tg.push_back(double(n_gen * int64_t(seqs.size())) / seconds_since(t0));
@@ -311,8 +362,9 @@ int cmd_bench(int argc, char** argv) {
   const double ttft_ms = pps.median > 0 ? 1e3 * double(n_prompt) / pps.median : 0;
   const std::string isa = lo.backend == "ref" ? "scalar-reference" : kernels::cpu::simd_target();
   const char* mode = lo.fast ? "fast-int8" : "exact";
+  const char* picker = !sample ? "argmax" : sp.grammar ? "sampler+grammar" : "sampler";
   if (json) {
-    std::printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"mode\": \"%s\", \"n_prompt\": %lld, "
+    std::printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"mode\": \"%s\", \"tg_picks\": \"%s\", \"n_prompt\": %lld, "
                 "\"n_gen\": %lld, \"n_depth\": %lld, \"batch\": %lld, \"repetitions\": %d, \"pp_tok_s\": %.3f, \"pp_tok_s_min\": %.3f, "
                 "\"pp_tok_s_max\": %.3f, \"tg_tok_s\": %.3f, \"tg_tok_s_min\": %.3f, \"tg_tok_s_max\": %.3f, "
                 "\"ttft_ms\": %.2f, \"weight_bytes_per_token\": %.0f, \"achieved_gbs\": %.3f, \"mem_bw_gbs\": %.3f, "
@@ -320,7 +372,7 @@ int cmd_bench(int argc, char** argv) {
                 "\"weights_mb\": %.1f, \"verify_tokens\": %lld, \"verify_ms\": %.3f, "
                 "\"verify_rollback_ms\": %.3f, \"mtp_draft_ms\": %.3f, \"mtp_verify_ms\": %.3f, "
                 "\"decode_step_ms\": %.3f, \"logits_hash\": \"%016llx\"}\n",
-                lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, (long long)n_prompt, (long long)n_gen, (long long)depth, (long long)batch, reps,
+                lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, picker, (long long)n_prompt, (long long)n_gen, (long long)depth, (long long)batch, reps,
                 pps.median, pps.min, pps.max, tgs.median, tgs.min, tgs.max, ttft_ms, stream, achieved, bw, roofline,
                 roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (long long)verify,
                 vfa.median, vfo.median, mtd.median, mtv.median, tg_ms, (unsigned long long)hash);
@@ -336,7 +388,8 @@ int cmd_bench(int argc, char** argv) {
   if (n_gen > 0) {
     std::printf("tg%lld: %8.2f tok/s (min %.2f, max %.2f over %d)   weights per token: %.1f MB   achieved: %.2f GB/s\n",
                 (long long)n_gen, tgs.median, tgs.min, tgs.max, reps, stream / 1e6, achieved);
-    std::printf("roofline: %.2f tok/s   fraction of roofline: %.1f%%\n", roofline, roof_pct);
+    std::printf("roofline: %.2f tok/s   fraction of roofline: %.1f%%   tokens picked by: %s\n", roofline,
+                roof_pct, picker);
   }
   if (verify > 0 && tg_ms > 0)
     std::printf("verify %lld+1 rows: %.2f ms per step (%.2fx one row), %.2f ms keeping one row "

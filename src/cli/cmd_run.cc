@@ -15,6 +15,8 @@
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -26,6 +28,8 @@
 #include "cli/spec_flags.h"
 #include "cli/turn.h"
 #include "formats/hf_config.h"
+#include "grammar/json_schema.h"
+#include "server/structured.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -64,7 +68,8 @@ void emit(const std::string& s) {
 
 struct Flags {
   LoadOptions lo;
-  std::string prompt, system;
+  std::string prompt, system, json_schema;
+  bool json = false;
   bool chat = false, no_think = false, hide_reasoning = false, quiet = false;
   bool no_cache = false;
   int64_t max_tokens = -1, ctx = 4096, reasoning_budget = -1;
@@ -88,6 +93,10 @@ void add_flags(CLI::App& app, Flags& f) {
                  "chat: at most N tokens of thinking, then </think> is forced and the answer "
                  "follows (default -1: no cap)");
   app.add_option("--system", f.system, "system message for chat");
+  app.add_option("--json-schema", f.json_schema,
+                 "constrain the answer to JSON valid under the JSON Schema in FILE (the subset in "
+                 "docs/design.md; with thinking on, from </think>)");
+  app.add_flag("--json", f.json, "constrain the answer to a JSON object");
   app.add_option("-n,--max-tokens", f.max_tokens, "maximum tokens to generate (default: until the end or the context)");
   app.add_option("-c,--ctx", f.ctx, "context size in tokens");
   app.add_option("--cache-mb", f.cache_mb,
@@ -290,11 +299,39 @@ int cmd_run(int argc, char** argv) {
   eo.cache_bytes = cache ? int64_t(f.cache_mb * (1 << 20)) : 0;
   if (const std::string why = resolve_spec(f.spec, m, &eo.spec); !why.empty())
     return fail("run", why);
+  const std::vector<int32_t> ends = eos_ids(*gen_cfg, m.config(), *tok, chat);
+  if (!f.json_schema.empty() || f.json) {
+    if (!f.json_schema.empty() && f.json) return fail("run", "--json and --json-schema exclude each other");
+    core::Result<grammar::Grammar> g = core::error("");
+    if (f.json) {
+      g = grammar::json_object_grammar();
+    } else {
+      std::ifstream in(f.json_schema, std::ios::binary);
+      if (!in) return fail("run", "--json-schema: cannot read " + f.json_schema);
+      std::stringstream ss;
+      ss << in.rdbuf();
+      const Json schema = Json::parse(ss.str(), nullptr, false);
+      if (schema.is_discarded()) return fail("run", "--json-schema: " + f.json_schema + " is not valid JSON");
+      g = grammar::json_schema_grammar(schema);
+    }
+    if (!g.ok()) return fail("run", (f.json ? "--json: " : "--json-schema: ") + g.message());
+    if (ends.empty()) return fail("run", "--json-schema: the model has no end-of-sequence token");
+    sp.grammar = std::make_shared<grammar::Automaton>(
+        std::move(*g), server::grammar_vocab(*tok, m.config().vocab), ends);
+    if (chat) {
+      sp.think_start = tok->token_to_id("<think>");
+      sp.think_end = tok->token_to_id("</think>");
+    }
+    const int64_t need = sp.grammar->finish_tokens(sp.grammar->initial()) + 2;
+    if (f.max_tokens >= 0 && f.max_tokens < need)
+      return fail("run", "-n " + std::to_string(f.max_tokens) + " is too small for this format: it needs up to " +
+                             std::to_string(need) + " tokens to be sure of a whole value");
+  }
   runtime::Engine engine(m, eo);
   Session s{f, *tok, std::move(tmpl), engine, {}};
   s.base.sampling = sp;
   s.base.max_tokens = f.max_tokens < 0 ? -1 : f.max_tokens;
-  s.base.eos_ids = eos_ids(*gen_cfg, m.config(), *tok, chat);
+  s.base.eos_ids = ends;
   s.base.keep_state = interactive && !cache;
   s.display = f.hide_reasoning               ? ReasoningDisplay::kHidden
               : isatty(STDOUT_FILENO) != 0 ? ReasoningDisplay::kDim

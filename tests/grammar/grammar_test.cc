@@ -158,7 +158,7 @@ TEST(Grammar, MaskedWalksGiveValidJsonWithinTheBudget) {
     auto a = f.compile(Json::parse(s));
     ASSERT_TRUE(a);
     for (int i = 0; i < 20; ++i) {
-      const int64_t budget = a->min_length() + 1 + int64_t(rng() % 40);
+      const int64_t budget = a->finish_tokens(a->initial()) + 1 + int64_t(rng() % 40);
       bool ended = false;
       const std::string out = f.walk(*a, rng, budget, &ended);
       ASSERT_TRUE(ended) << s << ": ran out of budget " << budget << " after '" << out << "'";

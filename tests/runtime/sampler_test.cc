@@ -4,6 +4,9 @@
 
 #include <cmath>
 #include <map>
+#include <random>
+
+#include "grammar/json_schema.h"
 
 namespace qwen35::runtime {
 namespace {
@@ -231,6 +234,109 @@ TEST(Sampler, ReasoningBudgetKeepsTheDrawPositions) {
   p.think_end = 49;
   p.reasoning_budget = -2;
   EXPECT_NE(p.validate().message().find("reasoning budget"), std::string::npos);
+}
+
+
+// A byte vocabulary (ids 0..255) plus </think> (256), <think> (257) and an end token (258);
+// the thinking tags and the end token are never grammar tokens.
+constexpr int32_t kThinkEnd = 256, kThinkStart = 257, kEnd = 258, kV = 259;
+std::shared_ptr<grammar::Automaton> automaton(const char* schema) {
+  std::vector<std::string> bytes;
+  for (int b = 0; b < 256; ++b) bytes.push_back(std::string(1, char(b)));
+  bytes.push_back("</think>");
+  bytes.push_back("<think>");
+  bytes.push_back("<|end|>");
+  std::vector<bool> usable(kV, true);
+  usable[kThinkEnd] = usable[kThinkStart] = usable[kEnd] = false;
+  auto g = grammar::json_schema_grammar(grammar::Json::parse(schema));
+  EXPECT_TRUE(g.ok()) << g.message();
+  return std::make_shared<grammar::Automaton>(std::move(*g),
+                                              std::make_shared<const grammar::Vocab>(bytes, usable),
+                                              std::vector<int32_t>{kEnd});
+}
+
+// Logits that prefer the end token, then the thinking tags, then 'x': everything a grammar
+// must forbid at some point.
+std::vector<float> hostile_logits(std::mt19937& rng) {
+  std::vector<float> l(kV);
+  std::normal_distribution<float> n(0, 1);
+  for (auto& x : l) x = n(rng);
+  l[kEnd] = 9, l[kThinkStart] = 8, l[kThinkEnd] = 7, l['x'] = 6;
+  return l;
+}
+
+// Samples until the end token (or max_output): the text, the tokens.
+std::string run_sampler(Sampler& s, int64_t max_output, std::mt19937& rng, std::vector<int32_t>* toks) {
+  std::string text;
+  for (int64_t i = 0; i < max_output; ++i) {
+    const auto l = hostile_logits(rng);
+    const int32_t t = s.sample(l.data()).token;
+    toks->push_back(t);
+    if (t == kEnd) break;
+    text += t < 256 ? std::string(1, char(t)) : t == kThinkEnd ? "</think>" : "<think>";
+  }
+  return text;
+}
+
+TEST(Sampler, GrammarAllowsOnlyValidValuesAndEndsInBudget) {
+  auto a = automaton(R"({"type":"object","properties":{"k":{"enum":["yes","no"]},"s":{"type":"string"}},
+      "required":["k","s"]})");
+  const int64_t need = a->finish_tokens(a->initial()) + 1;
+  for (float temperature : {0.0f, 1.0f})
+    for (int64_t max_output : {need, need + 5, int64_t(200)})
+      for (uint64_t seed : {1, 2, 3}) {
+        SamplingParams p;
+        p.temperature = temperature;
+        p.seed = seed;
+        p.grammar = a;
+        p.max_output = max_output;
+        ASSERT_TRUE(p.validate().ok());
+        Sampler s(p, kV);
+        std::mt19937 rng{unsigned(seed)};
+        std::vector<int32_t> toks;
+        const std::string text = run_sampler(s, max_output, rng, &toks);
+        ASSERT_EQ(toks.back(), kEnd) << text;  // ended by the end token, within max_output
+        const auto v = grammar::Json::parse(text, nullptr, false);
+        ASSERT_TRUE(v.is_object()) << text;
+        EXPECT_TRUE(v["k"] == "yes" || v["k"] == "no") << text;
+        EXPECT_TRUE(v["s"].is_string()) << text;
+        EXPECT_TRUE(s.grammar_complete());
+      }
+}
+
+TEST(Sampler, GrammarStartsAfterTheThinkingBlock) {
+  auto a = automaton(R"({"enum":["yes","no"]})");
+  SamplingParams p;
+  p.seed = 4;
+  p.grammar = a;
+  p.reasoning_open = true;
+  p.think_start = kThinkStart;
+  p.think_end = kThinkEnd;
+  p.max_output = 40;
+  Sampler s(p, kV);
+  std::mt19937 rng(4);
+  std::vector<int32_t> toks;
+  const std::string text = run_sampler(s, p.max_output, rng, &toks);
+  // Free thinking (never the end token, which the logits prefer), closed in time for the value.
+  const size_t close = text.find("</think>");
+  ASSERT_NE(close, std::string::npos) << text;
+  EXPECT_GT(close, 0u);
+  EXPECT_EQ(toks.back(), kEnd);
+  EXPECT_EQ(std::count(toks.begin(), toks.end(), kEnd), 1);
+  const auto v = grammar::Json::parse(text.substr(close + 8), nullptr, false);
+  EXPECT_TRUE(v == "yes" || v == "no") << text;
+}
+
+TEST(Sampler, DraftsAreCutAtTheFirstTokenTheGrammarRefuses) {
+  SamplingParams p;
+  p.temperature = 0;
+  p.grammar = automaton(R"({"enum":["yes","no"]})");
+  Sampler s(p, kV);
+  const std::vector<int32_t> draft = {'"', 'y', 'e', 's', '"', kEnd, 'x'};
+  EXPECT_EQ(s.allowed_prefix(draft), 6u);  // the value and the end token; nothing after it
+  EXPECT_EQ(s.allowed_prefix(std::vector<int32_t>{'"', 'y', 'o'}), 2u);
+  EXPECT_EQ(s.allowed_prefix(std::vector<int32_t>{kEnd}), 0u);  // not complete yet
+  EXPECT_EQ(Sampler(SamplingParams{}, kV).allowed_prefix(draft), draft.size());
 }
 
 TEST(Sampler, ValidateNamesTheParameter) {
