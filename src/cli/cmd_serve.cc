@@ -73,7 +73,8 @@ int cmd_serve(int argc, char** argv) {
                  "(files of another checkpoint or mode, and damaged ones, are skipped)");
   SpecFlags spec;
   add_spec_flags(app, &spec);
-  app.add_option("--api-key", so.api_key, "require 'Authorization: Bearer KEY'");
+  app.add_option("--api-key", so.api_key,
+                 "require 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
   app.add_option("--max-body", so.max_body_bytes,
                  "largest request body in bytes, any transfer encoding (more get HTTP 413)");
   int64_t reasoning_budget = -1;

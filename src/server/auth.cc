@@ -27,4 +27,12 @@ bool bearer_matches(std::string_view header, std::string_view key) {
   return constant_time_equal(header, want);
 }
 
+bool api_key_matches(std::string_view authorization, std::string_view x_api_key,
+                     std::string_view key) {
+  const bool bearer = bearer_matches(authorization, key);
+  // An absent x-api-key never matches, even an empty key (the server then needs none anyway).
+  const bool x = !x_api_key.empty() && constant_time_equal(x_api_key, key);
+  return bearer || x;
+}
+
 }  // namespace qwen35::server

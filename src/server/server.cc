@@ -7,6 +7,8 @@
 #include <ctime>
 
 #include "server/auth.h"
+#include "server/messages.h"
+#include "server/responses.h"
 
 namespace qwen35::server {
 namespace {
@@ -109,7 +111,7 @@ void Server::stop() {
 
 bool Server::authorized(const HttpRequest& req) const {
   if (opts_.api_key.empty() || req.path == "/health") return true;
-  return bearer_matches(req.header("Authorization"), opts_.api_key);
+  return api_key_matches(req.header("Authorization"), req.header("x-api-key"), opts_.api_key);
 }
 
 // On an I/O thread: must not block. GET routes answer here; POST routes go to the workers.
@@ -120,9 +122,16 @@ void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
   // the key and sends it with its API calls, which are checked below.
   if (get && web_ && WebPage::owns(req.path))
     return r->send(web_->answer(req.path, req.header("If-None-Match")));
+  // Anthropic's clients read errors in Anthropic's format, on every /v1/messages route.
+  const bool anthropic = req.path == "/v1/messages" || req.path.rfind("/v1/messages/", 0) == 0;
+  const auto answer_error = [&](const ApiError& e) {
+    r->send(anthropic ? anthropic_error_response(e) : error_response(e));
+  };
   if (!authorized(req))
-    return r->send(error_response(ApiError{
-        401, "missing or wrong API key (Authorization: Bearer KEY)", "", "authentication_error"}));
+    return answer_error(ApiError{401,
+                                 "missing or wrong API key (Authorization: Bearer KEY, or "
+                                 "x-api-key: KEY)",
+                                 "", "authentication_error"});
   if (get && req.path == "/health") {
     if (!ctx.ready.load()) return r->send(error_response(unavailable("the model is loading")));
     if (ctx.shutting_down.load())
@@ -153,8 +162,14 @@ void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
     res.set_content(ctx.metrics.render(sp, http_->open_connections()), "text/plain; version=0.0.4");
     return r->send(std::move(res));
   }
-  static const char* const kPosts[] = {"/v1/chat/completions", "/v1/completions", "/tokenize",
-                                       "/detokenize", "/apply-template"};
+  static const char* const kPosts[] = {"/v1/chat/completions",
+                                       "/v1/completions",
+                                       "/v1/responses",
+                                       "/v1/messages",
+                                       "/v1/messages/count_tokens",
+                                       "/tokenize",
+                                       "/detokenize",
+                                       "/apply-template"};
   bool known = false;
   for (const char* p : kPosts) known = known || req.path == p;
   if (!post || !known) {
@@ -162,16 +177,24 @@ void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
     e.status = 404;
     e.type = "not_found_error";
     e.message = "no route for " + req.method + " " + req.path;
-    return r->send(error_response(e));
+    return answer_error(e);
   }
   boost::asio::post(*workers_, [this, req = std::move(req), r = std::move(r)] {
     try {
       const bool chat = req.path == "/v1/chat/completions";
-      if (!ctx_->ready.load()) return r->send(error_response(unavailable("the model is loading")));
+      const bool anthropic = req.path.rfind("/v1/messages", 0) == 0;
+      if (!ctx_->ready.load()) {
+        const ApiError e = unavailable("the model is loading");
+        return r->send(anthropic ? anthropic_error_response(e) : error_response(e));
+      }
       if (chat || req.path == "/v1/completions") return handle_generate(*ctx_, chat, req, r);
+      if (req.path == "/v1/responses") return handle_responses(*ctx_, req, r);
+      if (anthropic) return handle_messages(*ctx_, req.path == "/v1/messages/count_tokens", req, r);
       answer_utility(*ctx_, req, *r);
     } catch (const std::exception& ex) {
-      r->send(error_response(ApiError{500, ex.what(), "", "server_error"}));
+      const ApiError e{500, ex.what(), "", "server_error"};
+      r->send(req.path.rfind("/v1/messages", 0) == 0 ? anthropic_error_response(e)
+                                                      : error_response(e));
     }
   });
 }

@@ -19,10 +19,12 @@ class StopMatcher {
   // At the end of generation: the text still held back (no stop string completed).
   std::string flush();
   bool stopped() const { return stopped_; }
+  // The stop string that stopped the text (the earliest in it; "" while none has).
+  const std::string& matched() const { return matched_; }
 
  private:
   std::vector<std::string> stops_;
-  std::string held_;
+  std::string held_, matched_;
   bool stopped_ = false;
 };
 

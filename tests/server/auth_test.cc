@@ -31,6 +31,13 @@ TEST(ConstantTimeEqual, BearerHeader) {
   EXPECT_FALSE(bearer_matches("bearer sekret", "sekret"));
   EXPECT_FALSE(bearer_matches("sekret", "sekret"));
   EXPECT_FALSE(bearer_matches("", "sekret"));
+  // Anthropic's clients send x-api-key; either header carries the key.
+  EXPECT_TRUE(api_key_matches("", "sekret", "sekret"));
+  EXPECT_TRUE(api_key_matches("Bearer sekret", "", "sekret"));
+  EXPECT_TRUE(api_key_matches("Bearer wrong", "sekret", "sekret"));
+  EXPECT_FALSE(api_key_matches("", "", "sekret"));
+  EXPECT_FALSE(api_key_matches("sekret", "Bearer sekret", "sekret"));
+  EXPECT_FALSE(api_key_matches("", "sekret2", "sekret"));
 }
 
 TEST(JsonLimits, DepthIsCheckedWhileParsing) {

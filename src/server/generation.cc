@@ -1,0 +1,328 @@
+// The shared driver of generation requests (generation.h). Moved here from completions.cc so
+// that the Responses and Messages APIs run the same submission and draining code; the bytes the
+// chat and completions endpoints write are those they wrote before (their formatter is in
+// completions.cc).
+//
+// The answer is produced without a thread per request: a driver on the connection's strand
+// drains whatever the engine has produced (non-blocking polls of the RequestStreams), writes it,
+// and waits on a short timer when there is nothing new. A client that hangs up (the Responder's
+// posted read or a write fails) has its choices cancelled at the next tick.
+#include "server/generation.h"
+
+#include <cctype>
+
+namespace qwen35::server {
+
+int64_t Job::completion_tokens() const {
+  int64_t n = 0;
+  for (const auto& c : choices) n += c->generated();
+  return n;
+}
+
+int64_t Job::prompt_tokens() const {
+  int64_t n = 0;
+  for (const auto& b : req.batch) n += int64_t(b.ids.size());
+  return n;
+}
+
+int64_t Job::cached_tokens() const {
+  int64_t cached = 0;
+  for (const auto& ch : choices)
+    if (ch->index() % req.n == 0) cached += ch->cached_tokens();
+  return cached;
+}
+
+void Job::observe() {
+  if (observed) return;
+  observed = true;
+  auto& m = ctx->metrics;
+  m.add_tokens(prompt_tokens(), completion_tokens());
+  for (const auto& c : choices) {
+    const auto& t = c->token_times;
+    if (t.empty()) continue;
+    if (c->index() == 0) m.ttft.observe(std::chrono::duration<double>(t[0] - t0).count());
+    for (size_t i = 1; i < t.size(); ++i)
+      m.itl.observe(std::chrono::duration<double>(t[i] - t[i - 1]).count());
+  }
+  m.e2e.observe(std::chrono::duration<double>(Clock::now() - t0).count());
+}
+
+namespace {
+
+// Queues every choice at once (Engine::submit_group: all or nothing). A request that can never
+// be served (more choices than the engine holds, a prompt over the context) is a 400 that says
+// why; only a queue that is full now is a retryable 429 (with Retry-After).
+std::optional<ApiError> submit_all(Job& job) {
+  auto& engine = *job.ctx->engine;
+  const int n_prompts = int(job.req.batch.size());
+  std::vector<runtime::GenerationRequest> group;
+  for (int k = 0; k < n_prompts * job.req.n; ++k) {
+    const int pi = k / job.req.n, i = k % job.req.n;  // prompt, choice of that prompt
+    runtime::GenerationRequest g;
+    g.prompt = job.req.batch[size_t(pi)].ids;
+    g.sampling = job.req.sampling;
+    if (g.sampling.seed && i > 0) *g.sampling.seed += uint64_t(i);
+    g.max_tokens = job.req.max_tokens;
+    g.eos_ids = job.req.eos_ids;
+    g.prompt_logprobs = job.req.stream ? -1 : job.req.prompt_logprobs;
+    g.snapshot_hints = job.req.snapshot_hints;
+    // A prediction asks for prompt lookup unless the request or the server chose a method.
+    g.prediction = job.req.prediction;
+    const bool lookup_for_prediction = !g.prediction.empty() && !job.req.spec_method &&
+                                       engine.options().spec.method == runtime::SpecMethod::kOff;
+    if (job.req.spec_method || job.req.spec_draft_tokens || lookup_for_prediction) {
+      g.spec = engine.options().spec;
+      if (lookup_for_prediction) g.spec->method = runtime::SpecMethod::kLookup;
+      if (job.req.spec_method) g.spec->method = *job.req.spec_method;
+      if (job.req.spec_draft_tokens) g.spec->draft_tokens = *job.req.spec_draft_tokens;
+    }
+    group.push_back(std::move(g));
+  }
+  const int64_t wanted = int64_t(group.size());
+  runtime::SubmitError err;
+  std::string msg;
+  auto streams = engine.submit_group(std::move(group), &err, &msg);
+  if (streams.empty()) {
+    ApiError e;
+    e.message = msg;
+    if (err == runtime::SubmitError::kQueueFull) {
+      e.status = 429;
+      e.type = "rate_limit_error";
+      e.retry_after_s = 1;  // a slot frees within a few decode steps of the running requests
+    } else if (err == runtime::SubmitError::kShuttingDown) {
+      e.status = 503;
+      e.type = "service_unavailable";
+    } else if (wanted > engine.capacity()) {
+      e.param = "n";
+      e.message += n_prompts > 1 ? "; lower 'n' or send fewer prompts" : "; lower 'n'";
+    } else {
+      e.param = job.req.chat ? "messages" : "prompt";
+    }
+    return e;
+  }
+  for (int k = 0; k < int(streams.size()); ++k) {
+    job.choices.push_back(
+        std::make_unique<ChoiceRunner>(k, job.req, *job.ctx->mi.tok, streams[size_t(k)]));
+    job.choices.back()->prompt = k / job.req.n;
+  }
+  return std::nullopt;
+}
+
+ApiError engine_error(const std::string& message) {
+  ApiError e;
+  e.status = 500;
+  e.type = "server_error";
+  e.message = message;
+  return e;
+}
+
+enum class Pump { kMore, kDone, kFailed };
+
+// One step of the SSE answer: appends to *out the events of everything the engine has produced
+// so far (the opening events first), without waiting. kDone once the closing events are in
+// *out; kFailed after an error event.
+Pump stream_pump(Job& job, std::string* out) {
+  if (!job.opened) {
+    job.opened = true;
+    job.fmt->open(job, out);
+  }
+  bool all_done = true;
+  for (auto& c : job.choices) {
+    for (int k = 0; k < 256 && !c->done(); ++k) {  // bounded: other choices get their turn
+      Delta d;
+      if (!c->poll(std::chrono::milliseconds(0), &d)) break;
+      if (!c->error().empty()) {
+        job.fmt->fail(job, engine_error(c->error()), out);
+        return Pump::kFailed;
+      }
+      job.fmt->delta(job, *c, d, out);
+    }
+    if (!c->done()) all_done = false;
+  }
+  if (!all_done) return Pump::kMore;
+  job.fmt->close(job, out);
+  return Pump::kDone;
+}
+
+// One step of a non-streaming answer: accumulates what the engine has produced, without waiting.
+// True once every choice is done. Sets *progress when anything came.
+bool collect_pump(Job& job, bool* progress) {
+  if (job.acc.size() != job.choices.size()) {
+    job.acc.assign(job.choices.size(), Delta{});
+    job.calls.assign(job.choices.size(), {});
+  }
+  bool all_done = true;
+  for (size_t i = 0; i < job.choices.size(); ++i) {
+    auto& c = job.choices[i];
+    Delta& acc = job.acc[i];
+    for (int k = 0; k < 256 && !c->done(); ++k) {
+      Delta d;
+      if (!c->poll(std::chrono::milliseconds(0), &d)) break;
+      *progress = true;
+      job.fmt->collect(job, i, d);
+      acc.text += d.text;
+      acc.reasoning += d.reasoning;
+      for (auto& x : d.calls) job.calls[i].push_back(std::move(x));
+      for (auto& s : d.samples) acc.samples.push_back(std::move(s));
+      if (!d.finish_reason.empty()) acc.finish_reason = d.finish_reason;
+    }
+    if (!c->done()) all_done = false;
+  }
+  return all_done;
+}
+
+// The choices' failures, first by index: an engine error (500) or a cancelled request (503).
+std::optional<ApiError> choice_failure(const Job& job) {
+  for (size_t ci = 0; ci < job.choices.size(); ++ci) {
+    if (!job.choices[ci]->error().empty()) return engine_error(job.choices[ci]->error());
+    if (job.acc[ci].finish_reason == "abort") {
+      ApiError e;
+      e.status = 503;
+      e.type = "service_unavailable";
+      e.message = "the request was cancelled (the server is shutting down)";
+      return e;
+    }
+  }
+  return std::nullopt;
+}
+
+void finish_job(Job& job, int status) {
+  for (auto& c : job.choices) c->cancel();  // frees the slots of a client that left
+  job.observe();
+  job.ctx->metrics.count_request(job.endpoint, status);
+}
+
+// The SSE driver, on the connection's strand: write what there is, then come back.
+void drive_stream(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
+  if (r->closed()) return finish_job(*job, 499);
+  std::string out;
+  const Pump st = stream_pump(*job, &out);
+  if (out.empty() && st == Pump::kMore) {  // nothing new
+    r->after(job->next_delay(false), [job, r] { drive_stream(job, r); });
+    return;
+  }
+  job->next_delay(true);
+  r->write(std::move(out), [job, r, st](bool ok) {
+    if (!ok) return finish_job(*job, 499);
+    if (st == Pump::kMore) return drive_stream(job, r);
+    r->end_stream();
+    finish_job(*job, st == Pump::kDone ? 200 : 500);
+  });
+}
+
+// The non-streaming driver, on the connection's strand.
+void drive_collect(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
+  if (r->closed()) return finish_job(*job, 499);  // the client hung up: cancelled
+  bool progress = false;
+  if (!collect_pump(*job, &progress)) {
+    r->after(job->next_delay(progress), [job, r] { drive_collect(job, r); });
+    return;
+  }
+  if (auto e = choice_failure(*job)) {
+    job->ctx->metrics.count_request(job->endpoint, e->status);
+    return r->send(job->fmt->error(*e));
+  }
+  const Json out = job->fmt->body(*job);
+  job->observe();
+  job->ctx->metrics.count_request(job->endpoint, 200);
+  HttpResponse res;
+  res.set_content(dump(out), "application/json");
+  r->send(std::move(res));
+}
+
+}  // namespace
+
+void fail_request(Context& ctx, const char* endpoint, const Formatter& fmt, const ApiError& e,
+                  Responder& r) {
+  ctx.metrics.count_request(endpoint, e.status);
+  r.send(fmt.error(e));
+}
+
+void run_job(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
+  if (auto e = submit_all(*job)) return fail_request(*job->ctx, job->endpoint, *job->fmt, *e, *r);
+  if (!job->req.stream) {
+    r->after(std::chrono::milliseconds(0), [job, r] { drive_collect(job, r); });
+    return;
+  }
+  HttpResponse head;
+  head.content_type = "text/event-stream";
+  head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+  r->start_stream(std::move(head));
+  r->after(std::chrono::milliseconds(0), [job, r] { drive_stream(job, r); });
+}
+
+void append_named_event(std::string* out, const char* name, const Json& data) {
+  *out += "event: ";
+  *out += name;
+  *out += "\ndata: ";
+  *out += dump(data);
+  *out += "\n\n";
+}
+
+namespace {
+
+bool path_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '[' ||
+         c == ']';
+}
+
+// `s` with every "messages[i]<sub-path>" replaced by origin[i] (kept as is when i is unknown).
+std::string rename_messages(const std::string& s, const std::vector<std::string>& origin) {
+  static constexpr std::string_view kKey = "messages[";
+  std::string out;
+  size_t p = 0;
+  while (p < s.size()) {
+    const size_t m = s.find(kKey, p);
+    if (m == std::string::npos) break;
+    size_t e = m + kKey.size(), i = 0;
+    bool digits = false;
+    while (e < s.size() && std::isdigit(static_cast<unsigned char>(s[e])) && i < (1u << 24))
+      i = i * 10 + size_t(s[e++] - '0'), digits = true;
+    if (!digits || e >= s.size() || s[e] != ']' || i >= origin.size()) {
+      out.append(s, p, e - p);
+      p = e;
+      continue;
+    }
+    ++e;
+    while (e < s.size() && path_char(s[e])) ++e;
+    // A trailing '.' ends the sentence, not the path.
+    if (s[e - 1] == '.') --e;
+    out.append(s, p, m - p);
+    out += origin[i];
+    p = e;
+  }
+  out.append(s, p, std::string::npos);
+  return out;
+}
+
+}  // namespace
+
+void rename_fields(const FieldNames& names, ApiError* e) {
+  e->param = rename_messages(e->param, names.origin);
+  e->message = rename_messages(e->message, names.origin);
+  for (const auto& [chat, theirs] : names.fields) {
+    const bool sub = e->param.size() > chat.size() &&
+                     (e->param[chat.size()] == '.' || e->param[chat.size()] == '[');
+    if (e->param == chat || (sub && e->param.compare(0, chat.size(), chat) == 0))
+      e->param = theirs + e->param.substr(chat.size());
+    for (const std::string quote : {"'", "\""}) {
+      const std::string from = quote + chat, to = quote + theirs;
+      size_t p = 0;
+      while ((p = e->message.find(from, p)) != std::string::npos) {
+        const size_t after = p + from.size();
+        // Only whole names: 'tools' and 'tools[0]', never 'tool_choice' for "tool".
+        const bool whole = after >= e->message.size() || e->message[after] == '\'' ||
+                           e->message[after] == '"' || e->message[after] == '.' ||
+                           e->message[after] == '[';
+        if (!whole) {
+          p = after;
+          continue;
+        }
+        e->message.replace(p, from.size(), to);
+        p += to.size();
+      }
+    }
+  }
+}
+
+}  // namespace qwen35::server

@@ -1,0 +1,44 @@
+// POST /v1/responses, the OpenAI Responses API (what Codex CLI speaks), on top of the chat path:
+// a request is translated into the equivalent chat-completions body (responses_request.cc),
+// parsed by parse_chat_request like any chat request, run by the shared driver
+// (generation.h), and answered as a Response object or its SSE events (responses.cc).
+//
+// Stateless: previous_response_id, conversation and item references are refused (a client
+// sends the whole conversation as items); store is accepted and ignored.
+#pragma once
+
+#include <memory>
+#include <optional>
+
+#include "server/generation.h"
+
+namespace qwen35::server {
+
+// What the answer needs besides the chat request: the request's fields a Response echoes.
+struct ResponsesOptions {
+  Json instructions = nullptr;
+  Json tools = Json::array();  // the request's function tools, in the Responses form
+  Json tool_choice = "auto";
+  Json max_output_tokens = nullptr;
+  Json text = {{"format", {{"type", "text"}}}};
+  Json reasoning_effort = nullptr;
+  Json metadata = Json::object();
+  Json user = nullptr;
+  bool store = true;
+  bool parallel_tool_calls = true;
+};
+
+// A Responses request body -> the equivalent chat-completions body (*chat), the fields to echo
+// (*opt), and the renaming of chat's field names into the request's (*names) for the errors
+// parse_chat_request gives. Errors here name the Responses fields.
+std::optional<ApiError> responses_to_chat(const Json& body, Json* chat, ResponsesOptions* opt,
+                                          FieldNames* names);
+
+// The formatter of a Responses answer to `req` (parsed from the chat body responses_to_chat
+// made): the Response object, its SSE events, errors renamed by `names`.
+std::unique_ptr<Formatter> make_responses_formatter(ResponsesOptions opt, FieldNames names,
+                                                    const CompletionRequest& req);
+
+void handle_responses(Context& ctx, const HttpRequest& req, std::shared_ptr<Responder> r);
+
+}  // namespace qwen35::server
