@@ -14,28 +14,14 @@
 // metadata and service_tier are ignored. Everything else the chat path validates itself.
 #include <string>
 
+#include "server/request_fields.h"
 #include "server/messages.h"
 
 namespace qwen35::server {
+using namespace fields;
 namespace {
 
-ApiError bad(const std::string& param, const std::string& message) {
-  ApiError e;
-  e.param = param;
-  e.message = message;
-  return e;
-}
 
-const Json* field(const Json& b, const char* name) {
-  auto it = b.find(name);
-  if (it == b.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-#define TRY(expr)                    \
-  do {                               \
-    if (auto _e = (expr)) return _e; \
-  } while (0)
 
 std::optional<ApiError> get_string(const Json& obj, const char* name, const std::string& where,
                                    std::string* out) {
@@ -63,11 +49,11 @@ std::optional<ApiError> text_of(const Json& c, const std::string& where, std::st
   for (size_t k = 0; k < c.size(); ++k) {
     const std::string w = where + "[" + std::to_string(k) + "]";
     std::string type, text;
-    TRY(block_type(c[k], w, &type));
+    QWEN35_TRY(block_type(c[k], w, &type));
     if (type != "text")
       return bad(w + ".type",
                  "content block type '" + type + "' in '" + w + "' is not supported here (text)");
-    TRY(get_string(c[k], "text", w, &text));
+    QWEN35_TRY(get_string(c[k], "text", w, &text));
     *out += text;
   }
   return std::nullopt;
@@ -94,16 +80,16 @@ std::optional<ApiError> map_user(const Json& content, const std::string& where, 
     const std::string w = where + ".content[" + std::to_string(k) + "]";
     const Json& blk = content[k];
     std::string type;
-    TRY(block_type(blk, w, &type));
+    QWEN35_TRY(block_type(blk, w, &type));
     if (type == "text") {
       std::string t;
-      TRY(get_string(blk, "text", w, &t));
+      QWEN35_TRY(get_string(blk, "text", w, &t));
       text += t;
     } else if (type == "tool_result") {
       flush_text();
       std::string id, out;
-      TRY(get_string(blk, "tool_use_id", w, &id));
-      if (const Json* c = field(blk, "content")) TRY(text_of(*c, w + ".content", &out));
+      QWEN35_TRY(get_string(blk, "tool_use_id", w, &id));
+      if (const Json* c = field(blk, "content")) QWEN35_TRY(text_of(*c, w + ".content", &out));
       if (const Json* err = field(blk, "is_error")) {
         if (!err->is_boolean())
           return bad(w + ".is_error", "'" + w + ".is_error' must be a boolean");
@@ -137,22 +123,22 @@ std::optional<ApiError> map_assistant(const Json& content, const std::string& wh
       const std::string w = where + ".content[" + std::to_string(k) + "]";
       const Json& blk = content[k];
       std::string type;
-      TRY(block_type(blk, w, &type));
+      QWEN35_TRY(block_type(blk, w, &type));
       if (type == "text") {
         std::string t;
-        TRY(get_string(blk, "text", w, &t));
+        QWEN35_TRY(get_string(blk, "text", w, &t));
         text += t;
       } else if (type == "thinking") {
         std::string t;
-        TRY(get_string(blk, "thinking", w, &t));
+        QWEN35_TRY(get_string(blk, "thinking", w, &t));
         thinking += t;
         has_thinking = true;
       } else if (type == "redacted_thinking") {
         // Encrypted by Anthropic for Anthropic's models: nothing this model can read.
       } else if (type == "tool_use") {
         std::string id, name;
-        TRY(get_string(blk, "id", w, &id));
-        TRY(get_string(blk, "name", w, &name));
+        QWEN35_TRY(get_string(blk, "id", w, &id));
+        QWEN35_TRY(get_string(blk, "name", w, &name));
         const Json* input = field(blk, "input");
         if (!input || !input->is_object())
           return bad(w + ".input", "'" + w + ".input' must be an object");
@@ -190,7 +176,7 @@ std::optional<ApiError> map_tools(const Json& b, Json* chat, MessagesOptions* op
         continue;
       }
       std::string name;
-      TRY(get_string(tool, "name", where, &name));
+      QWEN35_TRY(get_string(tool, "name", where, &name));
       Json fn = {{"name", name}};
       if (const Json* d = field(tool, "description")) {
         if (!d->is_string())
@@ -224,7 +210,7 @@ std::optional<ApiError> map_tools(const Json& b, Json* chat, MessagesOptions* op
       (*chat)["tool_choice"] = "none";
     } else if (type == "tool") {
       std::string name;
-      TRY(get_string(*tc, "name", "tool_choice", &name));
+      QWEN35_TRY(get_string(*tc, "name", "tool_choice", &name));
       (*chat)["tool_choice"] = {{"type", "function"}, {"function", {{"name", name}}}};
     } else {
       return bad("tool_choice.type", what);
@@ -277,7 +263,7 @@ std::optional<ApiError> messages_to_chat(const Json& b, bool count_tokens, Json*
   Json messages = Json::array();
   std::vector<std::string> origin;
   std::string system;
-  if (const Json* s = field(b, "system")) TRY(text_of(*s, "system", &system));
+  if (const Json* s = field(b, "system")) QWEN35_TRY(text_of(*s, "system", &system));
   const Json* m = field(b, "messages");
   if (!m) return bad("messages", "'messages' is required");
   if (!m->is_array()) return bad("messages", "'messages' must be an array");
@@ -288,14 +274,14 @@ std::optional<ApiError> messages_to_chat(const Json& b, bool count_tokens, Json*
     const Json& msg = (*m)[i];
     if (!msg.is_object()) return bad(where, "'" + where + "' must be an object");
     std::string role;
-    TRY(get_string(msg, "role", where, &role));
+    QWEN35_TRY(get_string(msg, "role", where, &role));
     const Json* content = field(msg, "content");
     if (!content || !(content->is_string() || content->is_array()))
       return bad(where + ".content",
                  "'" + where + ".content' must be a string or a list of content blocks");
     if (role == "system") {  // newer clients may send system turns among the messages
       std::string text;
-      TRY(text_of(*content, where + ".content", &text));
+      QWEN35_TRY(text_of(*content, where + ".content", &text));
       if (leading) {
         if (!system.empty() && !text.empty()) system += "\n\n";
         system += text;
@@ -307,9 +293,9 @@ std::optional<ApiError> messages_to_chat(const Json& b, bool count_tokens, Json*
     }
     leading = false;
     if (role == "user") {
-      TRY(map_user(*content, where, &messages, &origin));
+      QWEN35_TRY(map_user(*content, where, &messages, &origin));
     } else if (role == "assistant") {
-      TRY(map_assistant(*content, where, &messages, &origin));
+      QWEN35_TRY(map_assistant(*content, where, &messages, &origin));
     } else {
       return bad(where + ".role",
                  "unknown role '" + role + "' in '" + where + "' (expected user or assistant)");
@@ -320,8 +306,8 @@ std::optional<ApiError> messages_to_chat(const Json& b, bool count_tokens, Json*
     origin.insert(origin.begin(), "system");
   }
   (*chat)["messages"] = std::move(messages);
-  TRY(map_tools(b, chat, opt));
-  TRY(map_thinking(b, chat));
+  QWEN35_TRY(map_tools(b, chat, opt));
+  QWEN35_TRY(map_thinking(b, chat));
   if (const Json* s = field(b, "stop_sequences")) (*chat)["stop"] = *s;
   for (const char* name : {"temperature", "top_p", "top_k", "stream"})
     if (const Json* f = field(b, name)) (*chat)[name] = *f;

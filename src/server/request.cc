@@ -6,75 +6,13 @@
 #include <cstdint>
 
 #include "model/state.h"
+#include "server/request_fields.h"
 #include "server/structured.h"
 #include "tokenizer/utf8.h"
 
 namespace qwen35::server {
+using namespace fields;
 namespace {
-
-ApiError bad(const std::string& param, const std::string& message) {
-  ApiError e;
-  e.param = param;
-  e.message = message;
-  return e;
-}
-
-const Json* field(const Json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-std::optional<ApiError> get_bool(const Json& b, const char* name, bool* v) {
-  const Json* f = field(b, name);
-  if (!f) return std::nullopt;
-  if (!f->is_boolean()) return bad(name, std::string("'") + name + "' must be a boolean");
-  *v = f->get<bool>();
-  return std::nullopt;
-}
-
-std::optional<ApiError> get_float(const Json& b, const char* name, float* v) {
-  const Json* f = field(b, name);
-  if (!f) return std::nullopt;
-  if (!f->is_number()) return bad(name, std::string("'") + name + "' must be a number");
-  const double d = f->get<double>();
-  if (!std::isfinite(d)) return bad(name, std::string("'") + name + "' must be finite");
-  *v = float(d);
-  return std::nullopt;
-}
-
-std::optional<ApiError> get_int(const Json& b, const char* name, int64_t* v, int64_t lo,
-                                int64_t hi) {
-  const Json* f = field(b, name);
-  if (!f) return std::nullopt;
-  int64_t x = 0;
-  if (f->is_number_integer()) {
-    x = f->is_number_unsigned() ? int64_t(std::min<uint64_t>(f->get<uint64_t>(), INT64_MAX))
-                                : f->get<int64_t>();
-  } else if (f->is_number_float() && std::floor(f->get<double>()) == f->get<double>() &&
-             std::fabs(f->get<double>()) < 9e15) {
-    x = int64_t(f->get<double>());
-  } else {
-    return bad(name, std::string("'") + name + "' must be an integer");
-  }
-  if (x < lo || x > hi)
-    return bad(name, std::string("'") + name + "' must be in [" + std::to_string(lo) + ", " +
-                         std::to_string(hi) + "], got " + std::to_string(x));
-  *v = x;
-  return std::nullopt;
-}
-
-#define TRY(expr)                    \
-  do {                               \
-    if (auto _e = (expr)) return _e; \
-  } while (0)
-
-// An object {"type": T, ...}.
-bool has_type(const Json& f, const char* t) {
-  if (!f.is_object()) return false;
-  auto it = f.find("type");
-  return it != f.end() && it->is_string() && it->get<std::string>() == t;
-}
 
 ApiError not_supported(const std::string& name, const std::string& why) {
   return bad(name, "'" + name + "' is not supported yet" + (why.empty() ? "" : ": " + why));
@@ -181,21 +119,21 @@ std::optional<ApiError> refuse_unsupported(const Json& b, bool chat, int n) {
 // Fields shared by both endpoints: sampling, lengths, stop, n, stream, debugging extras.
 std::optional<ApiError> parse_common(const Json& b, const ModelInfo& mi, CompletionRequest* r) {
   if (!b.is_object()) return bad("", "the request body must be a JSON object");
-  TRY(check_model(b, mi));
+  QWEN35_TRY(check_model(b, mi));
   r->model = mi.name;
   r->sampling = mi.defaults;
   r->eos_ids = mi.eos_ids;
   auto& s = r->sampling;
-  TRY(get_float(b, "temperature", &s.temperature));
+  QWEN35_TRY(get_float(b, "temperature", &s.temperature));
   if (s.temperature < 0) return bad("temperature", "'temperature' must be >= 0");
-  TRY(get_float(b, "top_p", &s.top_p));
-  TRY(get_float(b, "min_p", &s.min_p));
-  TRY(get_float(b, "presence_penalty", &s.presence_penalty));
-  TRY(get_float(b, "frequency_penalty", &s.frequency_penalty));
-  TRY(get_float(b, "repetition_penalty", &s.repetition_penalty));
+  QWEN35_TRY(get_float(b, "top_p", &s.top_p));
+  QWEN35_TRY(get_float(b, "min_p", &s.min_p));
+  QWEN35_TRY(get_float(b, "presence_penalty", &s.presence_penalty));
+  QWEN35_TRY(get_float(b, "frequency_penalty", &s.frequency_penalty));
+  QWEN35_TRY(get_float(b, "repetition_penalty", &s.repetition_penalty));
   int64_t v = 0;
   if (field(b, "top_k")) {
-    TRY(get_int(b, "top_k", &v, -1, INT32_MAX));
+    QWEN35_TRY(get_int(b, "top_k", &v, -1, INT32_MAX));
     s.top_k = int32_t(v);
   }
   if (field(b, "seed")) {
@@ -204,15 +142,15 @@ std::optional<ApiError> parse_common(const Json& b, const ModelInfo& mi, Complet
     s.seed = f.is_number_unsigned() ? f.get<uint64_t>() : uint64_t(f.get<int64_t>());
   }
   const char* len_name = field(b, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  if (field(b, len_name)) TRY(get_int(b, len_name, &r->max_tokens, 1, INT64_MAX));
+  if (field(b, len_name)) QWEN35_TRY(get_int(b, len_name, &r->max_tokens, 1, INT64_MAX));
   if (field(b, "n")) {
-    TRY(get_int(b, "n", &v, 1, 16));
+    QWEN35_TRY(get_int(b, "n", &v, 1, 16));
     r->n = int(v);
   }
-  TRY(get_bool(b, "stream", &r->stream));
+  QWEN35_TRY(get_bool(b, "stream", &r->stream));
   if (const Json* so = field(b, "stream_options")) {
     if (!so->is_object()) return bad("stream_options", "'stream_options' must be an object");
-    TRY(get_bool(*so, "include_usage", &r->include_usage));
+    QWEN35_TRY(get_bool(*so, "include_usage", &r->include_usage));
   }
   if (const Json* st = field(b, "stop")) {
     if (st->is_string()) {
@@ -229,13 +167,13 @@ std::optional<ApiError> parse_common(const Json& b, const ModelInfo& mi, Complet
       if (x.empty()) return bad("stop", "stop strings must not be empty");
   }
   bool ignore_eos = false;
-  TRY(get_bool(b, "ignore_eos", &ignore_eos));
+  QWEN35_TRY(get_bool(b, "ignore_eos", &ignore_eos));
   if (ignore_eos) r->eos_ids.clear();
-  TRY(get_bool(b, "return_token_ids", &r->return_token_ids));
-  TRY(get_bool(b, "skip_special_tokens", &r->skip_special));
-  TRY(parse_speculative(b, mi, r));
+  QWEN35_TRY(get_bool(b, "return_token_ids", &r->return_token_ids));
+  QWEN35_TRY(get_bool(b, "skip_special_tokens", &r->skip_special));
+  QWEN35_TRY(parse_speculative(b, mi, r));
   if (auto st = s.validate(); !st.ok()) return bad("", st.message());
-  TRY(refuse_unsupported(b, r->chat, r->n));
+  QWEN35_TRY(refuse_unsupported(b, r->chat, r->n));
   return std::nullopt;
 }
 
@@ -289,7 +227,7 @@ std::optional<ApiError> normalize_messages(const Json& b, int max_depth, Json* m
       if (role != "assistant") return bad(where + ".content", "'" + where + ".content' is null");
       msg["content"] = "";
     }
-    TRY(flatten_content(&msg["content"], i));
+    QWEN35_TRY(flatten_content(&msg["content"], i));
     if (msg.contains("tool_calls") && !msg["tool_calls"].is_null()) {
       Json& tc = msg["tool_calls"];
       if (!tc.is_array()) return bad(where + ".tool_calls", "'tool_calls' must be an array");
@@ -320,7 +258,7 @@ std::optional<ApiError> render_impl(const Json& b, const ModelInfo& mi, bool use
                                     std::string* text) {
   if (!mi.tmpl) return bad("messages", "the model has no chat template; use /v1/completions");
   Json messages;
-  TRY(normalize_messages(b, mi.max_json_depth, &messages));
+  QWEN35_TRY(normalize_messages(b, mi.max_json_depth, &messages));
   Json tools = nullptr;
   if (use_tools) {
     if (const Json* t = field(b, "tools")) {
@@ -347,7 +285,7 @@ std::optional<ApiError> render_impl(const Json& b, const ModelInfo& mi, bool use
     kwargs = *k;
   }
   bool add_gen = true;
-  TRY(get_bool(b, "add_generation_prompt", &add_gen));
+  QWEN35_TRY(get_bool(b, "add_generation_prompt", &add_gen));
   bool over_limit = false;
   auto r = mi.tmpl->render(messages, tools, add_gen, kwargs, &over_limit);
   if (r.ok()) {
@@ -412,12 +350,12 @@ std::optional<ApiError> get_token_id(const Json& x, const tokenizer::Tokenizer& 
 
 std::optional<ApiError> parse_detokenize(const Json& b, const ModelInfo& mi,
                                          std::vector<int32_t>* ids) {
-  TRY(check_model(b, mi));
+  QWEN35_TRY(check_model(b, mi));
   const Json* t = field(b, "tokens");
   if (!t || !t->is_array()) return bad("tokens", "'tokens' (a list of token ids) is required");
   for (const auto& x : *t) {
     int32_t id = 0;
-    TRY(get_token_id(x, *mi.tok, "tokens", &id));
+    QWEN35_TRY(get_token_id(x, *mi.tok, "tokens", &id));
     ids->push_back(id);
   }
   return std::nullopt;
@@ -508,7 +446,7 @@ std::optional<ApiError> parse_reasoning_budget(const Json& b, bool chat, const M
       }
     }
   }
-  if (field(b, "thinking_token_budget")) TRY(get_int(b, "thinking_token_budget", budget, 0, INT64_MAX));
+  if (field(b, "thinking_token_budget")) QWEN35_TRY(get_int(b, "thinking_token_budget", budget, 0, INT64_MAX));
   return std::nullopt;
 }
 
@@ -537,11 +475,11 @@ bool opens_thinking(const std::string& text) {
 std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
                                            CompletionRequest* r) {
   r->chat = true;
-  TRY(parse_common(b, mi, r));
+  QWEN35_TRY(parse_common(b, mi, r));
   bool logprobs = false;
-  TRY(get_bool(b, "logprobs", &logprobs));
+  QWEN35_TRY(get_bool(b, "logprobs", &logprobs));
   int64_t top = 0;
-  TRY(get_int(b, "top_logprobs", &top, 0, 20));
+  QWEN35_TRY(get_int(b, "top_logprobs", &top, 0, 20));
   if (field(b, "top_logprobs") && !logprobs)
     return bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
   r->sampling.logprobs = logprobs ? int32_t(top) : -1;
@@ -568,18 +506,18 @@ std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
   const bool use_tools = tool_choice != "none";
   Json adjusted;
   int64_t budget = -1;
-  TRY(parse_reasoning_budget(b, true, mi, &adjusted, &budget));
+  QWEN35_TRY(parse_reasoning_budget(b, true, mi, &adjusted, &budget));
   const Json& body = adjusted.is_null() ? b : adjusted;
   std::string text;
-  TRY(render_impl(body, mi, use_tools, &text));
+  QWEN35_TRY(render_impl(body, mi, use_tools, &text));
   if (use_tools && field(b, "tools") && !field(b, "tools")->empty()) {
     r->parse_tools = true;
     r->tools = *field(b, "tools");
   }
   // Qwen3.5's generation prompt opens <think> unless thinking is off: the answer starts inside.
   r->in_reasoning = opens_thinking(text);
-  TRY(set_reasoning_budget(budget, r->in_reasoning, mi, r));
-  TRY(set_structured_output(b, mi, forced_tool, tool_choice == "required", r));
+  QWEN35_TRY(set_reasoning_budget(budget, r->in_reasoning, mi, r));
+  QWEN35_TRY(set_structured_output(b, mi, forced_tool, tool_choice == "required", r));
   auto ids = mi.tok->encode(text);
   if (!ids.ok()) return bad("messages", ids.message());
   r->batch = {{std::move(*ids), ""}};
@@ -589,7 +527,7 @@ std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
 
 std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo& mi,
                                                  CompletionRequest* r) {
-  TRY(parse_common(b, mi, r));
+  QWEN35_TRY(parse_common(b, mi, r));
   const Json* p = field(b, "prompt");
   if (!p) return bad("prompt", "'prompt' is required");
   // One prompt: a string or a list of token ids. A batch: a list of those (strings or id lists).
@@ -602,7 +540,7 @@ std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo&
     } else if (q.is_array() && !q.empty() && q[0].is_number()) {
       for (const auto& x : q) {
         int32_t id = 0;
-        TRY(get_token_id(x, *mi.tok, "prompt", &id));
+        QWEN35_TRY(get_token_id(x, *mi.tok, "prompt", &id));
         out->ids.push_back(id);
       }
       out->text = mi.tok->decode(out->ids);
@@ -621,29 +559,29 @@ std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo&
       if (q.is_array() && !q.empty() && !q[0].is_number())
         return bad("prompt", "a batched prompt must be a string or a list of token ids");
       r->batch.emplace_back();
-      TRY(one(q, &r->batch.back()));
+      QWEN35_TRY(one(q, &r->batch.back()));
     }
   } else if (p->is_array() && p->empty()) {
     return bad("prompt", "the prompt is empty");
   } else {
     r->batch.emplace_back();
-    TRY(one(*p, &r->batch.back()));
+    QWEN35_TRY(one(*p, &r->batch.back()));
   }
   int64_t lp = -1;
-  TRY(get_int(b, "logprobs", &lp, 0, 20));
+  QWEN35_TRY(get_int(b, "logprobs", &lp, 0, 20));
   r->sampling.logprobs = int32_t(lp);
   // A budget applies to prompts that end inside an open <think> (per prompt: the sampler
   // parameters are shared, so a batch must agree).
   Json unused;
   int64_t budget = -1;
-  TRY(parse_reasoning_budget(b, false, mi, &unused, &budget));
+  QWEN35_TRY(parse_reasoning_budget(b, false, mi, &unused, &budget));
   if (budget >= 0) {
     const bool open = opens_thinking(r->batch[0].text);
     for (const auto& q : r->batch)
       if (opens_thinking(q.text) != open)
         return bad("thinking_token_budget",
                    "a batch of prompts with a reasoning budget must all end inside <think>, or none");
-    TRY(set_reasoning_budget(budget, open, mi, r));
+    QWEN35_TRY(set_reasoning_budget(budget, open, mi, r));
   }
   if (field(b, "response_format")) {
     // The grammar starts after the thinking block when the prompts open one (a batch agrees).
@@ -652,9 +590,9 @@ std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo&
       if (opens_thinking(q.text) != r->in_reasoning)
         return bad("response_format",
                    "a batch of prompts with a response_format must all end inside <think>, or none");
-    TRY(set_structured_output(b, mi, "", false, r));
+    QWEN35_TRY(set_structured_output(b, mi, "", false, r));
   }
-  TRY(get_bool(b, "echo", &r->echo));
+  QWEN35_TRY(get_bool(b, "echo", &r->echo));
   if (r->echo && lp >= 0) r->prompt_logprobs = int32_t(lp);
   r->parse_reasoning = false;
   return std::nullopt;

@@ -17,28 +17,14 @@
 // Everything else the chat path validates (and refuses) itself; FieldNames renames its errors.
 #include <string>
 
+#include "server/request_fields.h"
 #include "server/responses.h"
 
 namespace qwen35::server {
+using namespace fields;
 namespace {
 
-ApiError bad(const std::string& param, const std::string& message) {
-  ApiError e;
-  e.param = param;
-  e.message = message;
-  return e;
-}
 
-const Json* field(const Json& b, const char* name) {
-  auto it = b.find(name);
-  if (it == b.end() || it->is_null()) return nullptr;
-  return &*it;
-}
-
-#define TRY(expr)                    \
-  do {                               \
-    if (auto _e = (expr)) return _e; \
-  } while (0)
 
 // A string field of an item; required: absent is an error.
 std::optional<ApiError> get_string(const Json& item, const char* name, const std::string& where,
@@ -70,7 +56,7 @@ std::optional<ApiError> content_text(const Json& c, const std::string& where, st
       return bad(w + ".type", "content part type '" + type + "' in '" + w +
                                   "' is not supported (input_text, output_text only)");
     std::string text;
-    TRY(get_string(part, key, w, &text));
+    QWEN35_TRY(get_string(part, key, w, &text));
     *out += text;
   }
   return std::nullopt;
@@ -99,13 +85,13 @@ std::optional<ApiError> map_items(const Json& input, std::string* system,
     }
     if (type == "message") {
       std::string role, text;
-      TRY(get_string(item, "role", where, &role));
+      QWEN35_TRY(get_string(item, "role", where, &role));
       if (role != "user" && role != "assistant" && role != "system" && role != "developer")
         return bad(where + ".role", "unknown role '" + role + "' in '" + where +
                                         "' (expected user, assistant, system or developer)");
       const Json* c = field(item, "content");
       if (!c) return bad(where + ".content", "'" + where + ".content' is required");
-      TRY(content_text(*c, where + ".content", &text));
+      QWEN35_TRY(content_text(*c, where + ".content", &text));
       if (role == "system" || role == "developer") {
         if (leading) {
           if (system_origin->empty()) *system_origin = where;
@@ -123,9 +109,9 @@ std::optional<ApiError> map_items(const Json& input, std::string* system,
     } else if (type == "function_call") {
       leading = false;
       std::string call_id, name, arguments;
-      TRY(get_string(item, "call_id", where, &call_id));
-      TRY(get_string(item, "name", where, &name));
-      TRY(get_string(item, "arguments", where, &arguments));
+      QWEN35_TRY(get_string(item, "call_id", where, &call_id));
+      QWEN35_TRY(get_string(item, "name", where, &name));
+      QWEN35_TRY(get_string(item, "arguments", where, &arguments));
       Json call = {{"id", call_id},
                    {"type", "function"},
                    {"function", {{"name", name}, {"arguments", arguments}}}};
@@ -142,10 +128,10 @@ std::optional<ApiError> map_items(const Json& input, std::string* system,
     } else if (type == "function_call_output") {
       leading = false;
       std::string call_id, text;
-      TRY(get_string(item, "call_id", where, &call_id));
+      QWEN35_TRY(get_string(item, "call_id", where, &call_id));
       const Json* out = field(item, "output");
       if (!out) return bad(where + ".output", "'" + where + ".output' is required");
-      TRY(content_text(*out, where + ".output", &text));
+      QWEN35_TRY(content_text(*out, where + ".output", &text));
       messages->push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", text}});
       origin->push_back(where);
     } else if (type == "reasoning") {
@@ -161,7 +147,7 @@ std::optional<ApiError> map_items(const Json& input, std::string* system,
           const std::string w = where + "." + key + "[" + std::to_string(k) + "]";
           std::string t;
           if (!(*parts)[k].is_object()) return bad(w, "'" + w + "' must be an object");
-          TRY(get_string((*parts)[k], "text", w, &t));
+          QWEN35_TRY(get_string((*parts)[k], "text", w, &t));
           if (!text.empty() && !t.empty()) text += "\n\n";
           text += t;
         }
@@ -198,7 +184,7 @@ std::optional<ApiError> map_tools(const Json& b, Json* chat, ResponsesOptions* o
         continue;
       }
       std::string name;
-      TRY(get_string(tool, "name", where, &name));
+      QWEN35_TRY(get_string(tool, "name", where, &name));
       Json fn = {{"name", name}};
       if (const Json* d = field(tool, "description")) {
         if (!d->is_string())
@@ -227,7 +213,7 @@ std::optional<ApiError> map_tools(const Json& b, Json* chat, ResponsesOptions* o
       (*chat)["tool_choice"] = *tc;
     } else if (tc->is_object() && field(*tc, "type") && (*tc)["type"] == "function") {
       std::string name;
-      TRY(get_string(*tc, "name", "tool_choice", &name));
+      QWEN35_TRY(get_string(*tc, "name", "tool_choice", &name));
       (*chat)["tool_choice"] = {{"type", "function"}, {"function", {{"name", name}}}};
     } else {
       return bad("tool_choice",
@@ -322,7 +308,7 @@ std::optional<ApiError> responses_to_chat(const Json& b, Json* chat, ResponsesOp
     messages.push_back({{"role", "user"}, {"content", *input}});
     origin.push_back("input");
   } else if (input->is_array()) {
-    TRY(map_items(*input, &system, &system_origin, &messages, &origin));
+    QWEN35_TRY(map_items(*input, &system, &system_origin, &messages, &origin));
   } else {
     return bad("input", "'input' must be a string or a list of items");
   }
@@ -333,8 +319,8 @@ std::optional<ApiError> responses_to_chat(const Json& b, Json* chat, ResponsesOp
   }
   (*chat)["messages"] = std::move(messages);
 
-  TRY(map_tools(b, chat, opt));
-  TRY(map_text(b, chat, opt));
+  QWEN35_TRY(map_tools(b, chat, opt));
+  QWEN35_TRY(map_text(b, chat, opt));
   if (const Json* m = field(b, "max_output_tokens")) {
     (*chat)["max_tokens"] = *m;
     opt->max_output_tokens = *m;

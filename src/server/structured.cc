@@ -1,22 +1,12 @@
+#include "server/request_fields.h"
 #include "server/structured.h"
 
 #include <algorithm>
 
 namespace qwen35::server {
+using namespace fields;
 namespace {
 
-ApiError bad(const std::string& param, const std::string& message) {
-  ApiError e;
-  e.param = param;
-  e.message = message;
-  return e;
-}
-
-const Json* field(const Json& body, const char* name) {
-  auto it = body.find(name);
-  if (it == body.end() || it->is_null()) return nullptr;
-  return &*it;
-}
 
 bool plain_string(const Json& schema) {
   return schema.is_object() && schema.contains("type") && schema["type"] == "string";

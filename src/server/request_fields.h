@@ -1,0 +1,84 @@
+// Reading fields of client JSON: shared by the request parsers of every endpoint (request.cc,
+// structured.cc, responses_request.cc, messages_request.cc). Each getter leaves *v alone when
+// the field is absent or null, and otherwise returns an ApiError that names the field when its
+// value has the wrong type or range.
+#pragma once
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <optional>
+#include <string>
+
+#include "server/request.h"
+
+namespace qwen35::server::fields {
+
+inline ApiError bad(const std::string& param, const std::string& message) {
+  ApiError e;
+  e.param = param;
+  e.message = message;
+  return e;
+}
+
+// The field, or null when it is absent or JSON null.
+inline const Json* field(const Json& body, const char* name) {
+  auto it = body.find(name);
+  if (it == body.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+// An object {"type": T, ...}.
+inline bool has_type(const Json& f, const char* t) {
+  if (!f.is_object()) return false;
+  auto it = f.find("type");
+  return it != f.end() && it->is_string() && it->get<std::string>() == t;
+}
+
+inline std::optional<ApiError> get_bool(const Json& b, const char* name, bool* v) {
+  const Json* f = field(b, name);
+  if (!f) return std::nullopt;
+  if (!f->is_boolean()) return bad(name, std::string("'") + name + "' must be a boolean");
+  *v = f->get<bool>();
+  return std::nullopt;
+}
+
+inline std::optional<ApiError> get_float(const Json& b, const char* name, float* v) {
+  const Json* f = field(b, name);
+  if (!f) return std::nullopt;
+  if (!f->is_number()) return bad(name, std::string("'") + name + "' must be a number");
+  const double d = f->get<double>();
+  if (!std::isfinite(d)) return bad(name, std::string("'") + name + "' must be finite");
+  *v = float(d);
+  return std::nullopt;
+}
+
+// An integer in [lo, hi]; a float with an integral value is taken too (clients send 64.0).
+inline std::optional<ApiError> get_int(const Json& b, const char* name, int64_t* v, int64_t lo,
+                                       int64_t hi) {
+  const Json* f = field(b, name);
+  if (!f) return std::nullopt;
+  int64_t x = 0;
+  if (f->is_number_integer()) {
+    x = f->is_number_unsigned() ? int64_t(std::min<uint64_t>(f->get<uint64_t>(), INT64_MAX))
+                                : f->get<int64_t>();
+  } else if (f->is_number_float() && std::floor(f->get<double>()) == f->get<double>() &&
+             std::fabs(f->get<double>()) < 9e15) {
+    x = int64_t(f->get<double>());
+  } else {
+    return bad(name, std::string("'") + name + "' must be an integer");
+  }
+  if (x < lo || x > hi)
+    return bad(name, std::string("'") + name + "' must be in [" + std::to_string(lo) + ", " +
+                         std::to_string(hi) + "], got " + std::to_string(x));
+  *v = x;
+  return std::nullopt;
+}
+
+}  // namespace qwen35::server::fields
+
+// Returns the ApiError of a parsing step, if it has one.
+#define QWEN35_TRY(expr)             \
+  do {                               \
+    if (auto _e = (expr)) return _e; \
+  } while (0)
