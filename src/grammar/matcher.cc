@@ -219,6 +219,22 @@ int32_t Automaton::step(int32_t c, int32_t token) {
   return token_step(c, token);
 }
 
+bool Automaton::has_mask(int32_t c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return masks_.count(c) != 0;
+}
+
+bool Automaton::allows(int32_t c, int32_t token, int64_t limit) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (c == kDead) return false;
+  if (is_end(token)) return configs_[size_t(c)].complete;
+  if (token < 0 || token >= vocab_->size() || !vocab_->usable(token)) return false;
+  const int32_t n = token_step(c, token);
+  if (n == kDead) return false;
+  // finish_tokens never exceeds the distance in bytes: the cheap bound first.
+  return limit >= configs_[size_t(n)].distance || tokens_locked(n) <= limit;
+}
+
 bool Automaton::complete(int32_t c) {
   std::lock_guard<std::mutex> lock(mu_);
   return c != kDead && configs_[size_t(c)].complete;

@@ -73,6 +73,10 @@ class Automaton {
   int64_t min_length() const { return g_.min_length(); }
   bool is_end(int32_t token) const;
   const std::vector<int32_t>& end_ids() const { return end_ids_; }
+  // Whether config's mask is cached (mask() is then a copy, not a pass over the vocabulary).
+  bool has_mask(int32_t config);
+  // Whether `token` is in mask(config, limit), without computing the mask.
+  bool allows(int32_t config, int32_t token, int64_t limit);
   // Writes the allowed tokens as bits (word w bit b: token 64w + b) into *words.
   void mask(int32_t config, int64_t limit, std::vector<uint64_t>* words);
   const Vocab& vocab() const { return *vocab_; }

@@ -83,17 +83,35 @@ SampleResult Sampler::sample(const float* logits) {
   const grammar::Automaton* g = p_.grammar.get();
   const bool masked = g && !in_think_;
   const int64_t left = p_.max_output < 0 ? grammar::Automaton::kInf : p_.max_output - int64_t(drawn_);
+  const int64_t limit = left >= grammar::Automaton::kInf ? left : left - 2;
+  const bool budget_spent = p_.reasoning_budget >= 0 && in_think_ && think_tokens_ >= p_.reasoning_budget;
+  auto better = [&](int32_t a, int32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); };
   bool force_end = false;
-  if (g) {
-    if (in_think_) {
-      // What is left just covers </think>, the shortest value and the end token.
-      force_end = p_.think_end >= 0 && left <= grammar_need_ + 2;
-      for (int32_t e : g->end_ids())
-        if (e >= 0 && e < V) w[e] = -INFINITY;
-    } else {
-      p_.grammar->mask(gstate_, left >= grammar::Automaton::kInf ? left : left - 2, &mask_);
+  int64_t found = -1;  // >= 0: order_[0, found) are already the candidates, best first
+  if (g && in_think_) {
+    // What is left just covers </think>, the shortest value and the end token.
+    force_end = p_.think_end >= 0 && left <= grammar_need_ + 2;
+    for (int32_t e : g->end_ids())
+      if (e >= 0 && e < V) w[e] = -INFINITY;
+  } else if (masked) {
+    // Greedy and top-k draw from the best few allowed tokens only. Where the mask is not cached
+    // yet (computing it is a pass over the vocabulary), they are looked for among the best
+    // tokens, checked one by one, which gives the very candidates masking the whole vocabulary
+    // first would, in the same order; the mask is computed only when fewer turn up.
+    const int64_t want = p_.temperature == 0.0f ? 1 : p_.top_k > 0 ? std::min<int64_t>(p_.top_k, V) : 0;
+    if (want > 0 && !p_.grammar->has_mask(gstate_)) {
+      const int64_t scan = std::min<int64_t>(V, std::max<int64_t>(64, 4 * want));
+      std::iota(order_.begin(), order_.end(), 0);
+      std::partial_sort(order_.begin(), order_.begin() + scan, order_.end(), better);
+      int64_t k = 0;
+      for (int64_t i = 0; i < scan && k < want; ++i)
+        if (p_.grammar->allows(gstate_, order_[size_t(i)], limit)) order_[size_t(k++)] = order_[size_t(i)];
+      if (k == want) found = want;
+    }
+    if (found < 0) {
+      p_.grammar->mask(gstate_, limit, &mask_);
       for (int64_t wi = 0; wi * 64 < V; ++wi) {
-        const uint64_t bits = mask_[size_t(wi)];
+        const uint64_t bits = wi < int64_t(mask_.size()) ? mask_[size_t(wi)] : 0;
         if (bits == ~uint64_t(0)) continue;
         for (int64_t i = wi * 64; i < std::min(V, wi * 64 + 64); ++i)
           if (!((bits >> (i - wi * 64)) & 1)) w[i] = -INFINITY;
@@ -102,24 +120,31 @@ SampleResult Sampler::sample(const float* logits) {
   }
 
   int32_t chosen = -1;
-  if ((p_.reasoning_budget >= 0 && in_think_ && think_tokens_ >= p_.reasoning_budget) || force_end) {
+  if (budget_spent || force_end) {
     chosen = p_.think_end;  // the budget is spent: the thinking block ends here
   } else if (p_.temperature == 0.0f) {
-    chosen = int32_t(std::max_element(w, w + V) - w);
-    if (g && w[chosen] == -INFINITY) chosen = -1;
+    if (found > 0) {
+      chosen = order_[0];
+    } else {
+      chosen = int32_t(std::max_element(w, w + V) - w);
+      if (g && w[chosen] == -INFINITY) chosen = -1;
+    }
   } else {
     // Candidates (the tokens a grammar allows) sorted by adjusted logit (ties to the lower id),
     // truncated by top-k.
     int64_t n = V;
-    if (g) {
+    if (found > 0) {
+      n = found;
+    } else if (g) {
       n = 0;
       for (int64_t i = 0; i < V; ++i)
         if (w[i] != -INFINITY) order_[size_t(n++)] = int32_t(i);
     } else {
       std::iota(order_.begin(), order_.end(), 0);
     }
-    auto better = [&](int32_t a, int32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); };
-    if (p_.top_k > 0 && p_.top_k < n) {
+    if (found > 0) {
+      // sorted already
+    } else if (p_.top_k > 0 && p_.top_k < n) {
       std::partial_sort(order_.begin(), order_.begin() + p_.top_k, order_.begin() + n, better);
       n = p_.top_k;
     } else {

@@ -327,6 +327,43 @@ TEST(Sampler, GrammarStartsAfterTheThinkingBlock) {
   EXPECT_TRUE(v == "yes" || v == "no") << text;
 }
 
+// The grammar's candidates equal those of masking the logits first, whichever way the sampler
+// finds them (checking the best tokens one by one, or the whole mask): the same tokens as an
+// unconstrained sampler given the masked logits, position by position.
+TEST(Sampler, GrammarCandidatesEqualMaskingFirst) {
+  auto a = automaton(R"({"type":"object","properties":{"k":{"enum":["yes","no"]},
+      "s":{"type":"string","maxLength":6},"n":{"type":"array","items":{"type":"integer"}}},
+      "required":["k","s","n"]})");
+  for (int32_t top_k : {0, 1, 3, 40})
+    for (float temperature : {0.0f, 0.8f})
+      for (uint64_t seed : {1, 2}) {
+        SamplingParams p;
+        p.temperature = temperature;
+        p.top_k = top_k;
+        p.top_p = 0.9f;
+        p.seed = seed;
+        SamplingParams q = p;  // the reference: no grammar, the mask applied to its logits
+        p.grammar = a;
+        p.max_output = 60;
+        Sampler s(p, kV), ref(q, kV);
+        std::mt19937 rng{unsigned(seed)};
+        int32_t c = a->initial();
+        std::vector<uint64_t> m;
+        for (int64_t i = 0; i < p.max_output; ++i) {
+          auto l = hostile_logits(rng);
+          if (i % 3 == 0) l['"'] = 12;  // sometimes the best token is allowed, sometimes not
+          const int32_t t = s.sample(l.data()).token;
+          a->mask(c, p.max_output - i - 2, &m);
+          for (int32_t x = 0; x < kV; ++x)
+            if (!((m[size_t(x) / 64] >> (x % 64)) & 1)) l[size_t(x)] = -INFINITY;
+          ASSERT_EQ(t, ref.sample(l.data()).token) << "top_k " << top_k << " position " << i;
+          if (t == kEnd) break;
+          c = a->step(c, t);
+          ASSERT_NE(c, grammar::Automaton::kDead);
+        }
+      }
+}
+
 TEST(Sampler, DraftsAreCutAtTheFirstTokenTheGrammarRefuses) {
   SamplingParams p;
   p.temperature = 0;
