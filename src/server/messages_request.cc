@@ -22,16 +22,6 @@ using namespace fields;
 namespace {
 
 
-
-std::optional<ApiError> get_string(const Json& obj, const char* name, const std::string& where,
-                                   std::string* out) {
-  const Json* f = field(obj, name);
-  if (!f || !f->is_string())
-    return bad(where + "." + name, "'" + where + "." + name + "' must be a string");
-  *out = f->get<std::string>();
-  return std::nullopt;
-}
-
 // The type of content block `blk` at `where` (an object with a string "type").
 std::optional<ApiError> block_type(const Json& blk, const std::string& where, std::string* type) {
   if (!blk.is_object()) return bad(where, "'" + where + "' must be an object");

@@ -75,6 +75,16 @@ inline std::optional<ApiError> get_int(const Json& b, const char* name, int64_t*
   return std::nullopt;
 }
 
+// A required string field of an object at `where` ("input[2]"): absent is an error too.
+inline std::optional<ApiError> get_string(const Json& obj, const char* name,
+                                          const std::string& where, std::string* out) {
+  const Json* f = field(obj, name);
+  if (!f || !f->is_string())
+    return bad(where + "." + name, "'" + where + "." + name + "' must be a string");
+  *out = f->get<std::string>();
+  return std::nullopt;
+}
+
 }  // namespace qwen35::server::fields
 
 // Returns the ApiError of a parsing step, if it has one.

@@ -25,17 +25,6 @@ using namespace fields;
 namespace {
 
 
-
-// A string field of an item; required: absent is an error.
-std::optional<ApiError> get_string(const Json& item, const char* name, const std::string& where,
-                                   std::string* out) {
-  const Json* f = field(item, name);
-  if (!f || !f->is_string())
-    return bad(where + "." + name, "'" + where + "." + name + "' must be a string");
-  *out = f->get<std::string>();
-  return std::nullopt;
-}
-
 // Content: a string, or parts whose text is joined. input_text / output_text / text carry
 // "text", refusal carries "refusal"; images, files and audio are refused (the model reads text).
 std::optional<ApiError> content_text(const Json& c, const std::string& where, std::string* out) {
