@@ -152,13 +152,21 @@ TEST_F(HostileTest, BadContentLengthIsRefusedAtOnce) {
   EXPECT_EQ(h.read_for(3).rfind("HTTP/1.1 431", 0), 0u);
 }
 
-// Slowloris: 500 connections sending a byte a second. /health and a short chat request still
-// answer in under a second, and the slow connections are closed at the read deadline, which
-// their trickle does not push back.
+// Slowloris: 500 connections sending a byte a second. /health answers in under a second, and a
+// short chat request takes under a second more than it did before they came (what the request
+// itself costs depends on the build: a sanitizer build computes it many times slower). The slow
+// connections are closed at the read deadline, which their trickle does not push back.
 TEST_F(HostileTest, SlowlorisDoesNotStopService) {
   constexpr int kSlow = 500;
   ServerProcess srv(model(), {"--parallel", "4", "--max-queue", "8", "--read-timeout", "3"});
   ASSERT_TRUE(srv.ready()) << srv.log();
+  const Json chat = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"max_tokens", 4}};
+  double alone = 0;  // the slowest of three answers with no slow connections open
+  for (int i = 0; i < 3; ++i) {
+    const auto t = Clock::now();
+    ASSERT_EQ(srv.post("/v1/chat/completions", chat).first, 200);
+    alone = std::max(alone, since(t));
+  }
   std::vector<std::unique_ptr<Raw>> slow;
   for (int i = 0; i < kSlow; ++i) {
     slow.push_back(std::make_unique<Raw>(srv.port()));
@@ -175,15 +183,13 @@ TEST_F(HostileTest, SlowlorisDoesNotStopService) {
     EXPECT_EQ(srv.get("/health").first, 200);
     worst_health = std::max(worst_health, since(t));
     t = Clock::now();
-    auto [st, r] = srv.post("/v1/chat/completions",
-                            Json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
-                                 {"max_tokens", 4}});
+    auto [st, r] = srv.post("/v1/chat/completions", chat);
     EXPECT_EQ(st, 200) << r;
     worst_chat = std::max(worst_chat, since(t));
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   EXPECT_LT(worst_health, 1.0);
-  EXPECT_LT(worst_chat, 1.0);
+  EXPECT_LT(worst_chat, alone + 1.0) << "alone: " << alone << " s";
   // Keep trickling: the deadline of the whole request (3 s) closes them all anyway.
   int closed_n = 0;
   for (int round = 0; round < 6 && closed_n < kSlow; ++round) {
