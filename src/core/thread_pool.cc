@@ -12,7 +12,8 @@ int ThreadPool::hardware_threads() {
 
 ThreadPool::ThreadPool(int n_threads)
     : n_threads_(n_threads <= 0 ? hardware_threads() : n_threads) {
-  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+  next_.store(n_threads_);  // no share is open before the first parallel_for
+  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this] { worker(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -48,7 +49,7 @@ void ThreadPool::run_share(int index) {
   if (b < e) (*fn_)(b, e, index);
 }
 
-void ThreadPool::worker(int index) {
+void ThreadPool::worker() {
   uint64_t seen = 0;
   for (;;) {
     // Spin for new work, then sleep. The sleeping_ count and the generation are both sequentially
@@ -71,7 +72,17 @@ void ThreadPool::worker(int index) {
     }
     if (stop_.load()) return;
     seen = g;
-    run_share(index);
+    run_shares();
+  }
+}
+
+void ThreadPool::run_shares() {
+  // A claim that reads a reset counter (parallel_for's release store, or an RMW after it) sees
+  // that job's fn_, n_ and grain_; a claim past the last share touches nothing.
+  for (;;) {
+    const int k = next_.fetch_add(1, std::memory_order_acq_rel);
+    if (k >= n_threads_) return;
+    run_share(k);
     pending_.fetch_sub(1, std::memory_order_acq_rel);
   }
 }
@@ -86,13 +97,14 @@ void ThreadPool::parallel_for(size_t n, const RangeFn& fn, size_t grain) {
   fn_ = &fn;
   n_ = n;
   grain_ = grain;
-  pending_.store(n_threads_ - 1);
-  generation_.fetch_add(1);  // publishes the job (sequentially consistent)
+  pending_.store(n_threads_);
+  next_.store(0, std::memory_order_release);  // opens the shares to claims
+  generation_.fetch_add(1);  // wakes the workers (sequentially consistent)
   if (sleeping_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     cv_work_.notify_all();
   }
-  run_share(0);
+  run_shares();
   for (int i = 0; pending_.load(std::memory_order_acquire) != 0; ++i) {
     cpu_relax();
     if (i > 4096) std::this_thread::yield();

@@ -1,7 +1,10 @@
 // A persistent thread pool (Highway 1.0.3 has none). The caller's thread takes part in the work.
-// parallel_for splits [0, n) into one contiguous range per thread, so which thread computes an
-// item depends only on n and the thread count; kernels keep each output's reduction inside one
-// item, so results never depend on the thread count.
+// parallel_for splits [0, n) into one contiguous range (a share) per thread; kernels keep each
+// output's reduction inside one item, so results never depend on the thread count. Shares are
+// claimed, not assigned: whichever thread claims share k calls fn(begin_k, end_k, k), the same
+// call whatever thread makes it, so a worker the OS has not scheduled (other processes on the
+// cores) delays nobody: the caller and the running workers take its shares. Per-thread scratch is
+// indexed by that k, and one share runs once at a time.
 //
 // Waking a sleeping thread costs tens of microseconds, and a decode step makes hundreds of calls,
 // so idle workers first spin on an atomic generation counter for a while (kSpin, 300 µs) and only
@@ -29,8 +32,9 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
-  // fn(begin, end, thread_index) over a static partition of [0, n) in chunks of `grain`
-  // items (the last may be short). Blocks until all are done.
+  // fn(begin, end, share_index) over a static partition of [0, n) into size() shares of whole
+  // chunks of `grain` items (the last chunk may be short). share_index < size(). Blocks until all
+  // are done.
   // A non-owning reference to a callable (no heap allocation, unlike std::function); the callable
   // must outlive the parallel_for call, which blocks until the work is done.
   class RangeFn {
@@ -49,15 +53,17 @@ class ThreadPool {
   static int hardware_threads();
 
  private:
-  void worker(int index);
+  void worker();
   void run_share(int index);
+  void run_shares();  // claims and runs shares until none is left
 
   int n_threads_;
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_work_;
   std::atomic<uint64_t> generation_{0};
-  std::atomic<int> pending_{0};
+  std::atomic<int> pending_{0};  // shares not yet finished
+  std::atomic<int> next_{0};     // the next share to claim; >= n_threads_ when none is left
   std::atomic<int> sleeping_{0};
   std::atomic<bool> stop_{false};
   // The job being run.

@@ -26,6 +26,39 @@ TEST(ThreadPool, CoversEveryItemOnce) {
   }
 }
 
+// Shares are claimed by whichever thread is free, but each share index is called once per job with
+// the range of the static partition (what the kernels' per-share scratch and exactness rest on).
+TEST(ThreadPool, EachShareIsItsStaticRangeOnce) {
+  for (int threads : {2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (size_t n : {5, 9, 100, 1001}) {
+      for (size_t grain : {1, 4}) {
+        const size_t chunks = (n + grain - 1) / grain;
+        std::vector<std::atomic<int>> calls(static_cast<size_t>(threads));
+        std::vector<size_t> begin(size_t(threads), SIZE_MAX), end(size_t(threads), SIZE_MAX);
+        pool.parallel_for(n, [&](size_t b, size_t e, int k) {
+          calls[size_t(k)]++;
+          begin[size_t(k)] = b;
+          end[size_t(k)] = e;
+        }, grain);
+        size_t chunk = 0;
+        for (int k = 0; k < threads; ++k) {
+          const size_t mine = chunks / size_t(threads) + (size_t(k) < chunks % size_t(threads));
+          const size_t b = std::min(n, chunk * grain), e = std::min(n, (chunk + mine) * grain);
+          chunk += mine;
+          if (b == e) {
+            EXPECT_EQ(calls[size_t(k)].load(), 0) << threads << " " << n << " " << k;
+            continue;
+          }
+          EXPECT_EQ(calls[size_t(k)].load(), 1) << threads << " " << n << " " << k;
+          EXPECT_EQ(begin[size_t(k)], b);
+          EXPECT_EQ(end[size_t(k)], e);
+        }
+      }
+    }
+  }
+}
+
 TEST(ThreadPool, ManyRoundsStayConsistent) {
   ThreadPool pool(4);
   std::atomic<long> sum{0};
