@@ -15,6 +15,10 @@ namespace {
 std::atomic<long> g_allocs{0};
 }
 
+// These replace the global operator new and delete, so free() on what this new returns is the
+// matching call; GCC, seeing the replacement inlined into a call of the standard new, warns
+// otherwise.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 void* operator new(size_t n) {
   g_allocs.fetch_add(1, std::memory_order_relaxed);
   if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
