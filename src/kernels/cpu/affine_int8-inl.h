@@ -17,9 +17,10 @@
 // Activation layout: weight word jj (C = 32/bits codes) meets 4·per bytes of xq (per = 8/bits):
 // for m < per, the 4 bytes x[C·jj + b·per + m], b < 4 (the codes bits [m·bits, (m+1)·bits) of the
 // word's 4 bytes). Odd widths (3, 5, 6), whose codes run across words, keep the natural order.
-void QuantizeRow8(const float* x, int64_t K, int bits, int64_t group, int8_t* xq, float* dx, float* xsum) {
+// q: scratch for the row in natural order (the caller share's buffer).
+void QuantizeRow8(const float* x, int64_t K, int bits, int64_t group, int8_t* xq, float* dx, float* xsum,
+                  std::vector<int8_t>& q) {
   const int64_t per = OddWidth(bits) ? 1 : 8 / bits, C = 4 * per;
-  thread_local std::vector<int8_t> q;
   q.resize(size_t(K));
   const DF df;
   const DI di;
@@ -74,15 +75,15 @@ void QuantizeRow8(const float* x, int64_t K, int bits, int64_t group, int8_t* xq
       for (int64_t b = 0; b < 4; ++b) xq[jj * C + m * 4 + b] = q[size_t(C * jj + b * per + m)];
 }
 
-// One output row, scalar (tail rows, and targets without a tile kernel).
+// One output row, scalar (tail rows, and targets without a tile kernel). buf: where a row of
+// tile-major codes is gathered (the caller share's buffer).
 template <int kBits>
 void RowScalar8(const Matrix& m, const int8_t* xq, const float* dx, const float* xsum, int64_t o,
-                const float* s_row, const float* b_row, float* y) {
+                const float* s_row, const float* b_row, float* y, std::vector<uint32_t>& buf) {
   constexpr uint32_t mask = kBits == 8 ? 0xFFu : (1u << kBits) - 1u;
   if constexpr (OddWidth(kBits)) {
     // Odd widths: runs of eight codes fill kBits bytes; activations in natural order.
     const int64_t K = m.cols, G = m.group;
-    thread_local std::vector<uint32_t> buf;
     const uint8_t* row = reinterpret_cast<const uint8_t*>(affine_row(m, o, buf));
     float acc = 0;
     for (int64_t g = 0; g < K / G; ++g) {
@@ -99,7 +100,6 @@ void RowScalar8(const Matrix& m, const int8_t* xq, const float* dx, const float*
   }
   constexpr int per = 8 / kBits, C = 32 / kBits;
   const int64_t K = m.cols, DG = m.group / C, words = K / C;
-  thread_local std::vector<uint32_t> buf;
   const uint8_t* row = reinterpret_cast<const uint8_t*>(affine_row(m, o, buf));
   float acc = 0;
   int32_t isum = 0;

@@ -239,9 +239,9 @@ constexpr int64_t kActBlock = 64;  // activation rows that stay in cache across 
 // Activation rows per pass over a decoded row: their accumulators fill about half the registers.
 constexpr int kActRows = hn::MaxLanes(DF()) >= 16 ? 4 : 1;
 
-void BlockRowsImpl(const Matrix& m, const float* x, int64_t n, int64_t o0, int64_t o1, float* y) {
+void BlockRowsImpl(const Matrix& m, const float* x, int64_t n, int64_t o0, int64_t o1, float* y,
+                   std::vector<float>& wbuf) {
   const int64_t K = m.cols, M = m.rows;
-  thread_local std::vector<float> wbuf;
   wbuf.resize(size_t(kRowBlock * K));
   // The partials need whole vectors and fused multiply-adds (std::fma in the twin); other targets
   // run the twin.
@@ -293,9 +293,10 @@ HWY_AFTER_NAMESPACE();
 namespace qwen35::kernels::cpu {
 HWY_EXPORT(BlockRowsImpl);
 
-void block_matmul_rows(const Matrix& m, const float* x, int64_t n, int64_t o0, int64_t o1, float* y) {
+void block_matmul_rows(const Matrix& m, const float* x, int64_t n, int64_t o0, int64_t o1, float* y,
+                       std::vector<float>& decoded) {
   if (n == 0 || o1 <= o0) return;
-  HWY_DYNAMIC_DISPATCH(BlockRowsImpl)(m, x, n, o0, o1, y);
+  HWY_DYNAMIC_DISPATCH(BlockRowsImpl)(m, x, n, o0, o1, y, decoded);
 }
 
 float block_row_dot_scalar(const float* w, const float* x, int64_t K) {

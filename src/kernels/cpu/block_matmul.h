@@ -10,13 +10,16 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/ops.h"
 
 namespace qwen35::kernels::cpu {
 
-// Output rows [o0, o1) of y[n, m.rows] = x[n, m.cols] · mᵀ.
-void block_matmul_rows(const Matrix& m, const float* x, int64_t n, int64_t o0, int64_t o1, float* y);
+// Output rows [o0, o1) of y[n, m.rows] = x[n, m.cols] · mᵀ. `decoded` holds weight rows decoded to
+// f32 (grown to 16 rows as needed): the buffer of the caller's share.
+void block_matmul_rows(const Matrix& m, const float* x, int64_t n, int64_t o0, int64_t o1, float* y,
+                       std::vector<float>& decoded);
 
 // The scalar twin of one output: decoded weights w[k] against x[k], k < K.
 float block_row_dot_scalar(const float* w, const float* x, int64_t K);

@@ -50,9 +50,10 @@ struct AffineActs {
 // tiles of kTileRows (tiles start at multiples of kTileRows: the thread split is in multiples of
 // 16) take the tile kernel, the others the scalar loop; both compute the same bits.
 template <int kBits, bool kInt8, bool kIq4 = false>
-void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, int64_t o0, int64_t o1, float* y) {
+void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, int64_t o0, int64_t o1, float* y,
+                 MatmulScratch::Share& share) {
   const int64_t K = m.cols, M = m.rows, groups = K / m.group;
-  thread_local std::vector<float> sbuf;
+  std::vector<float>& sbuf = share.tile_scales;
   const int64_t NT = kTileRows > 0 ? kTileRows : 1;
   sbuf.resize(size_t(4 * NT * (groups + 16)));
   float* srow = sbuf.data();  // [NT][groups] row-major
@@ -150,7 +151,8 @@ void RangeAffine(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1, i
     convert(o, srow, brow);
     for (int64_t t = t0; t < t1; ++t) {
       if constexpr (kInt8)
-        RowScalar8<kBits>(m, a.xq + t * K, a.dx + t * groups, a.xsum + t * groups, o, srow, brow, y + t * M + o);
+        RowScalar8<kBits>(m, a.xq + t * K, a.dx + t * groups, a.xsum + t * groups, o, srow, brow, y + t * M + o,
+                           share.row_words);
       else if constexpr (!OddWidth(kBits))
         RowScalarF<kBits>(m, a.x + t * K, a.xsum + t * groups, o, srow, brow, y + t * M + o);
     }
@@ -184,11 +186,12 @@ void PrepAffine(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
   } else if (tiled) {
     sc.xs.resize(size_t(n * K));
   }
-  auto prep = [&](size_t t0, size_t t1, int) {
+  MatmulScratch::Share* shares = sc.share_buffers(ctx.pool ? size_t(ctx.pool->size()) : 1);
+  auto prep = [&](size_t t0, size_t t1, int k) {
     for (int64_t t = int64_t(t0); t < int64_t(t1); ++t) {
       if (int8) {
         QuantizeRow8(x + t * K, K, m.bits, m.group, sc.xq.data() + t * K, sc.xdx.data() + t * groups,
-                     sc.xsum.data() + t * groups);
+                     sc.xsum.data() + t * groups, shares[k].quant_row);
         continue;
       }
       GroupSums(x + t * K, K, m.group, sc.xsum.data() + t * groups);
@@ -201,26 +204,26 @@ void PrepAffine(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
 
 // Output rows [o0, o1) of a tiled affine matrix (prepared by PrepAffine) against all n rows.
 void TiledRows(const Matrix& m, const float* x, int64_t n, bool int8, const MatmulScratch& sc, int64_t o0,
-               int64_t o1, float* y) {
+               int64_t o1, float* y, MatmulScratch::Share& share) {
   const AffineActs acts{x, sc.xs.data(), sc.xq.data(), sc.xdx.data(), sc.xsum.data()};
   for (int64_t tb = 0; tb < n; tb += kActRowBlock) {
     const int64_t te = std::min(n, tb + kActRowBlock);
     if (int8) {
       switch (m.bits) {
         case 4:
-          if (m.iq4) RangeAffine<4, true, true>(m, acts, tb, te, o0, o1, y);
-          else RangeAffine<4, true>(m, acts, tb, te, o0, o1, y);
+          if (m.iq4) RangeAffine<4, true, true>(m, acts, tb, te, o0, o1, y, share);
+          else RangeAffine<4, true>(m, acts, tb, te, o0, o1, y, share);
           break;
-        case 8: RangeAffine<8, true>(m, acts, tb, te, o0, o1, y); break;
-        case 2: RangeAffine<2, true>(m, acts, tb, te, o0, o1, y); break;
-        case 3: RangeAffine<3, true>(m, acts, tb, te, o0, o1, y); break;
-        case 5: RangeAffine<5, true>(m, acts, tb, te, o0, o1, y); break;
-        default: RangeAffine<6, true>(m, acts, tb, te, o0, o1, y); break;
+        case 8: RangeAffine<8, true>(m, acts, tb, te, o0, o1, y, share); break;
+        case 2: RangeAffine<2, true>(m, acts, tb, te, o0, o1, y, share); break;
+        case 3: RangeAffine<3, true>(m, acts, tb, te, o0, o1, y, share); break;
+        case 5: RangeAffine<5, true>(m, acts, tb, te, o0, o1, y, share); break;
+        default: RangeAffine<6, true>(m, acts, tb, te, o0, o1, y, share); break;
       }
     } else {
-      if (m.bits == 4) RangeAffine<4, false>(m, acts, tb, te, o0, o1, y);
-      else if (m.bits == 8) RangeAffine<8, false>(m, acts, tb, te, o0, o1, y);
-      else RangeAffine<2, false>(m, acts, tb, te, o0, o1, y);
+      if (m.bits == 4) RangeAffine<4, false>(m, acts, tb, te, o0, o1, y, share);
+      else if (m.bits == 8) RangeAffine<8, false>(m, acts, tb, te, o0, o1, y, share);
+      else RangeAffine<2, false>(m, acts, tb, te, o0, o1, y, share);
     }
   }
 }
@@ -229,7 +232,10 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
                 MatmulScratch& sc) {
   const int64_t K = m.cols, M = m.rows;
   if (is_block_type(m.type)) {  // GGUF block types: their own kernels, exact in both modes
-    auto rows = [&](size_t o0, size_t o1, int) { block_matmul_rows(m, x, n, int64_t(o0), int64_t(o1), y); };
+    MatmulScratch::Share* shares = sc.share_buffers(ctx.pool ? size_t(ctx.pool->size()) : 1);
+    auto rows = [&](size_t o0, size_t o1, int k) {
+      block_matmul_rows(m, x, n, int64_t(o0), int64_t(o1), y, shares[k].decoded);
+    };
     if (ctx.pool == nullptr) rows(0, size_t(M), 0);
     else ctx.pool->parallel_for(size_t(M), rows, 16);
     return;
@@ -244,16 +250,15 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
   QWEN35_CHECK(!(m.iq4 || m.codes_tiled) || int8);
   if (affine) PrepAffine(ctx, x, n, m, tiled, int8, sc);
   const bool bf16_tiled = m.type == WeightType::kBF16 && K % 2 == 0;
-  const size_t n_threads = ctx.pool ? size_t(ctx.pool->size()) : 1;
-  if (sc.row_scales.size() < n_threads) sc.row_scales.resize(n_threads);
-  auto body = [&](size_t o0, size_t o1, int tid) {
+  MatmulScratch::Share* shares = sc.share_buffers(ctx.pool ? size_t(ctx.pool->size()) : 1);
+  auto body = [&](size_t o0, size_t o1, int k) {
     if (bf16_tiled) {
       for (int64_t tb = 0; tb < n; tb += kActRowBlock)
         RangeBF16(m, x, tb, std::min(n, tb + kActRowBlock), int64_t(o0), int64_t(o1), y);
       return;
     }
     if (tiled || int8) {
-      TiledRows(m, x, n, int8, sc, int64_t(o0), int64_t(o1), y);
+      TiledRows(m, x, n, int8, sc, int64_t(o0), int64_t(o1), y, shares[k]);
       return;
     }
     const int64_t groups = affine ? K / m.group : 0;
@@ -262,7 +267,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
     // Row scales/biases as f32, padded so a full-vector load from any group stays in bounds.
     constexpr int64_t kOutRowBlock = 64;
     const int64_t stride = groups + 16;
-    std::vector<float>& sb_buf = sc.row_scales[size_t(tid)];
+    std::vector<float>& sb_buf = shares[k].row_scales;
     if (sb_buf.size() < size_t(2 * kOutRowBlock * stride)) sb_buf.assign(size_t(2 * kOutRowBlock * stride), 0.0f);
     for (int64_t tb = 0; tb < n; tb += kActRowBlock)
     for (int64_t ob = int64_t(o0); ob < int64_t(o1); ob += kOutRowBlock) {
@@ -324,11 +329,12 @@ void MatmulManyImpl(const Context& ctx, const float* x, int64_t n, const Matrix*
   // the thread split fall where they would in a call of its own.
   int64_t total = 0;
   for (int i = 0; i < count; ++i) total += ws[i]->rows;
-  auto body = [&](size_t g0, size_t g1, int) {
+  MatmulScratch::Share* shares = sc.share_buffers(ctx.pool ? size_t(ctx.pool->size()) : 1);
+  auto body = [&](size_t g0, size_t g1, int k) {
     int64_t off = 0;
     for (int i = 0; i < count; ++i) {
       const int64_t M = ws[i]->rows, a = std::max(int64_t(g0), off), b = std::min(int64_t(g1), off + M);
-      if (a < b) TiledRows(*ws[i], x, n, int8, sc, a - off, b - off, ys[i]);
+      if (a < b) TiledRows(*ws[i], x, n, int8, sc, a - off, b - off, ys[i], shares[k]);
       off += M;
     }
   };

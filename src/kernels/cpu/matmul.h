@@ -46,8 +46,22 @@ struct MatmulScratch {
   std::vector<float> xs;    // exact mode: activations pre-scaled for the tile kernels [n, cols]
   std::vector<int8_t> xq;   // fast mode: quantized activations in the kernels' byte order [n, cols]
   std::vector<float> xdx;   // fast mode: the activation scale of each group [n, cols / group]
-  // Per pool thread: the scales and biases of a block of output rows as f32 (per-row kernels).
-  std::vector<std::vector<float>> row_scales;
+  // Per share of the parallel pass (the pool's share index): share k reuses its own buffers
+  // whichever thread runs it, so once every share has run at a shape, nothing allocates (a
+  // thread_local buffer would grow the first time its thread happened to take a share of it).
+  struct Share {
+    std::vector<float> row_scales;   // per-row kernels: a block of output rows' scales and biases as f32
+    std::vector<float> tile_scales;  // tile kernels: a tile's scales and biases, by row and transposed
+    std::vector<uint32_t> row_words; // a row of tile-major codes gathered row-major (affine_row)
+    std::vector<int8_t> quant_row;   // fast mode: a row of activations quantized, in natural order
+    std::vector<float> decoded;      // GGUF block types: weight rows decoded to f32
+  };
+  std::vector<Share> shares;
+  // The per-share buffers for `n` shares. Call on the calling thread before the parallel region.
+  Share* share_buffers(size_t n) {
+    if (shares.size() < n) shares.resize(n);
+    return shares.data();
+  }
 };
 
 void matmul(const Context& ctx, const float* x, int64_t n, const Matrix& w, float* y,
