@@ -170,12 +170,11 @@ float matrix_at(const Matrix& m, int64_t r, int64_t c) {
     case WeightType::kF16: return core::f16_to_f32(static_cast<const uint16_t*>(m.data)[r * m.cols + c]);
     case WeightType::kBF16: return core::bf16_to_f32(static_cast<const uint16_t*>(m.data)[r * m.cols + c]);
     case WeightType::kAffine: {
-      std::vector<uint32_t> buf;
-      const uint32_t* row = affine_row(m, r, buf);
+      const AffineRowAt row = affine_row_at(m, r);
       const int64_t gi = sb_index(m, r, c / m.group);
       const float s = sb_at(m.scales, m.sb_type, gi);
       const float b = m.biases ? sb_at(m.biases, m.sb_type, gi) : implicit_bias(m, s);
-      return s * float(affine_value(m, affine_code(row, c, m.bits))) + b;
+      return s * float(affine_value(m, affine_code(row.words, c, m.bits, row.stride))) + b;
     }
     default: {
       const BlockFormat f = block_format(m.type);
@@ -203,8 +202,8 @@ void decode_row(const Matrix& m, int64_t r, float* out) {
       return;
     }
     case WeightType::kAffine: {
-      thread_local std::vector<uint32_t> buf;
-      const uint32_t* row = affine_row(m, r, buf);
+      // Read in place (no buffer: callers decode rows from several threads at once).
+      const AffineRowAt row = affine_row_at(m, r);
       const int64_t groups = n / m.group;
       for (int64_t g = 0; g < groups; ++g) {
         const float s = sb_at(m.scales, m.sb_type, sb_index(m, r, g));
@@ -216,11 +215,12 @@ void decode_row(const Matrix& m, int64_t r, float* out) {
           const int per = 32 / m.bits;
           const uint32_t mask = (1u << m.bits) - 1u;
           for (int64_t j = 0; j < m.group; j += per) {
-            uint32_t w = row[(j0 + j) / per];
+            uint32_t w = row.words[(j0 + j) / per * row.stride];
             for (int k = 0; k < per; ++k, w >>= m.bits) o[j + k] = s * float(affine_value(m, w & mask)) + b;
           }
         } else {
-          for (int64_t j = 0; j < m.group; ++j) o[j] = s * float(affine_code(row, j0 + j, m.bits)) + b;
+          for (int64_t j = 0; j < m.group; ++j)
+            o[j] = s * float(affine_value(m, affine_code(row.words, j0 + j, m.bits, row.stride))) + b;
         }
       }
       return;

@@ -19,12 +19,13 @@ inline float sb_at(const void* p, core::DType t, int64_t i) {
 }
 
 // Code j of an MLX packed row (little-endian bit stream).
-inline uint32_t affine_code(const uint32_t* row, int64_t j, int bits) {
+// `stride`: words from one word of the row to the next (16 in tile-major codes, affine_row_at).
+inline uint32_t affine_code(const uint32_t* row, int64_t j, int bits, int64_t stride = 1) {
   const uint64_t off = uint64_t(j) * uint64_t(bits);
-  const uint64_t word = off >> 5;
+  const int64_t word = int64_t(off >> 5);
   const unsigned sh = unsigned(off & 31);
-  uint64_t v = row[word] >> sh;
-  if (sh + unsigned(bits) > 32) v |= uint64_t(row[word + 1]) << (32 - sh);
+  uint64_t v = row[word * stride] >> sh;
+  if (sh + unsigned(bits) > 32) v |= uint64_t(row[(word + 1) * stride]) << (32 - sh);
   return uint32_t(v) & ((1u << bits) - 1u);
 }
 
@@ -58,6 +59,18 @@ inline const uint32_t* affine_row(const Matrix& m, int64_t r, std::vector<uint32
   const uint32_t* t = d + (r >> 4) * 16 * W + (r & 15);
   for (int64_t j = 0; j < W; ++j) buf[size_t(j)] = t[j * 16];
   return buf.data();
+}
+
+// Row r of an affine matrix in place: its first word, and the stride from one of its words to the
+// next (1 row-major, 16 in tile-major codes).
+struct AffineRowAt {
+  const uint32_t* words;
+  int64_t stride;
+};
+inline AffineRowAt affine_row_at(const Matrix& m, int64_t r) {
+  const uint32_t* d = static_cast<const uint32_t*>(m.data);
+  if (!m.codes_tiled) return {d + r * affine_row_words(m), 1};
+  return {d + (r >> 4) * 16 * affine_row_words(m) + (r & 15), 16};
 }
 
 // A ggml block type's elements and bytes per block ({0, 0} for the other types). Its blocks lie
