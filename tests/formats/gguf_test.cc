@@ -14,7 +14,7 @@ namespace {
 using testing::GgufBuilder;
 using VT = GgufValueType;
 
-std::string f32_bytes(std::initializer_list<float> v) {
+std::string gguf_f32_bytes(std::initializer_list<float> v) {
   std::string b;
   for (float x : v) b += GgufBuilder::le(x);
   return b;
@@ -32,18 +32,18 @@ GgufBuilder valid() {
   b.scalar("some.f64", VT::kF64, 0.25);
   b.strings("tokenizer.ggml.tokens", {"a", "b", "ab"});
   b.ints("qwen35.rope.dimension_sections", {11, 11, 10, 0});
-  b.tensor({"t.f32", {3, 2}, 0, f32_bytes({1, 2, 3, 4, 5, 6})});
+  b.tensor({"t.f32", {3, 2}, 0, gguf_f32_bytes({1, 2, 3, 4, 5, 6})});
   b.tensor({"t.q8", {32, 2}, 8, std::string(68, '\x01')});
   return b;
 }
 
-core::Result<std::shared_ptr<GgufFile>> parse(const std::string& bytes) {
+core::Result<std::shared_ptr<GgufFile>> parse_gguf(const std::string& bytes) {
   return GgufFile::parse(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), "test.gguf");
 }
 
 TEST(Gguf, ParsesMetadataAndTensors) {
   const std::string bytes = valid().build();
-  auto f = parse(bytes);
+  auto f = parse_gguf(bytes);
   ASSERT_TRUE(f.ok()) << f.message();
   const auto& kv = (*f)->metadata();
   EXPECT_EQ(kv.at("general.architecture").s, "qwen35");
@@ -71,7 +71,7 @@ TEST(Gguf, HonoursTheAlignmentKey) {
   GgufBuilder b = valid();
   b.u32("general.alignment", 256);
   const std::string bytes = b.build(256);
-  auto f = parse(bytes);
+  auto f = parse_gguf(bytes);
   ASSERT_TRUE(f.ok()) << f.message();
   for (const auto& t : (*f)->tensors()) EXPECT_EQ((t.data - reinterpret_cast<const uint8_t*>(bytes.data())) % 256, 0);
 }
@@ -79,7 +79,7 @@ TEST(Gguf, HonoursTheAlignmentKey) {
 TEST(Gguf, EveryTruncationIsACleanError) {
   const std::string bytes = valid().build();
   for (size_t n = 0; n < bytes.size(); ++n) {
-    auto f = parse(bytes.substr(0, n));
+    auto f = parse_gguf(bytes.substr(0, n));
     EXPECT_FALSE(f.ok()) << "a prefix of " << n << " bytes parsed";
     if (!f.ok()) {
       EXPECT_EQ(f.message().find('\n'), std::string::npos);
@@ -88,7 +88,7 @@ TEST(Gguf, EveryTruncationIsACleanError) {
 }
 
 void expect_error(const GgufBuilder& b, const std::string& what, uint64_t alignment = 32) {
-  auto f = parse(b.build(alignment));
+  auto f = parse_gguf(b.build(alignment));
   ASSERT_FALSE(f.ok()) << "expected an error containing '" << what << "'";
   EXPECT_NE(f.message().find(what), std::string::npos) << f.message();
   EXPECT_NE(f.message().find("test.gguf"), std::string::npos) << f.message();
@@ -98,12 +98,12 @@ TEST(Gguf, BrokenFiles) {
   {
     std::string bytes = valid().build();
     bytes[0] = 'X';
-    auto f = parse(bytes);
+    auto f = parse_gguf(bytes);
     ASSERT_FALSE(f.ok());
     EXPECT_NE(f.message().find("bad magic"), std::string::npos);
   }
   {
-    auto f = parse(valid().build(32, 4));
+    auto f = parse_gguf(valid().build(32, 4));
     ASSERT_FALSE(f.ok());
     EXPECT_NE(f.message().find("version 4"), std::string::npos);
   }
@@ -113,12 +113,12 @@ TEST(Gguf, BrokenFiles) {
     std::string h = GgufBuilder::le(huge);
     std::string k = bytes;
     k.replace(16, 8, h);  // key/value count
-    auto f = parse(k);
+    auto f = parse_gguf(k);
     ASSERT_FALSE(f.ok());
     EXPECT_NE(f.message().find("cannot fit"), std::string::npos) << f.message();
     std::string t = bytes;
     t.replace(8, 8, h);  // tensor count
-    f = parse(t);
+    f = parse_gguf(t);
     ASSERT_FALSE(f.ok());
     EXPECT_NE(f.message().find("cannot fit"), std::string::npos) << f.message();
   }
@@ -154,7 +154,7 @@ TEST(Gguf, BrokenFiles) {
     // Two copies of the pair "a" = 1, no tensors.
     const std::string pair = GgufBuilder::gstr("a") + GgufBuilder::le(uint32_t(VT::kU32)) + GgufBuilder::le(uint32_t(1));
     std::string twice = std::string("GGUF") + GgufBuilder::le(uint32_t(3)) + GgufBuilder::le(uint64_t(0)) + GgufBuilder::le(uint64_t(2)) + pair + pair;
-    auto f = parse(twice);
+    auto f = parse_gguf(twice);
     ASSERT_FALSE(f.ok());
     EXPECT_NE(f.message().find("'a' appears twice"), std::string::npos) << f.message();
   }
@@ -184,7 +184,7 @@ TEST(Gguf, BrokenFiles) {
   b.find_tensor("t.q8")->data.clear();
   expect_error(b, "runs past the end of the file");
   b = valid();
-  b.tensor({"t.f32", {3, 2}, 0, f32_bytes({1, 2, 3, 4, 5, 6})});
+  b.tensor({"t.f32", {3, 2}, 0, gguf_f32_bytes({1, 2, 3, 4, 5, 6})});
   expect_error(b, "tensor 't.f32' appears twice");
 }
 
@@ -215,7 +215,7 @@ std::string shard(int i, int n, int64_t count_key = -1) {
   b.scalar("split.no", VT::kU16, uint16_t(i));
   b.scalar("split.count", VT::kU16, uint16_t(count_key >= 0 ? count_key : n));
   if (i == 0) b.i32("split.tensors.count", n);
-  b.tensor({std::string("s").append(std::to_string(i)), {2}, 0, f32_bytes({float(i), float(i)})});
+  b.tensor({std::string("s").append(std::to_string(i)), {2}, 0, gguf_f32_bytes({float(i), float(i)})});
   return b.build();
 }
 

@@ -27,7 +27,7 @@ MsgAnswer message_answer(const Json& content) {
   return a;
 }
 
-void expect_same_as_chat(const Json& msg, const Json& chat) {
+void expect_message_as_chat(const Json& msg, const Json& chat) {
   EXPECT_EQ(msg["type"], "message");
   EXPECT_EQ(msg["role"], "assistant");
   EXPECT_EQ(msg["id"].get<std::string>().rfind("msg_", 0), 0u);
@@ -66,7 +66,7 @@ TEST_F(ApiCompatTest, MessagesEqualsChat) {
   ASSERT_EQ(st, 200) << r;
   const Json plain = {{{"role", "system"}, {"content", "Be brief."}},
                       {{"role", "user"}, {"content", "Hello there"}}};
-  expect_same_as_chat(r, chat({{"messages", plain},
+  expect_message_as_chat(r, chat({{"messages", plain},
                                {"max_tokens", 40},
                                {"chat_template_kwargs", {{"enable_thinking", false}}}}));
   // Thinking with a budget: the thinking block first, then the answer.
@@ -81,7 +81,7 @@ TEST_F(ApiCompatTest, MessagesEqualsChat) {
                         {"max_tokens", 48},
                         {"thinking_token_budget", 12},
                         {"chat_template_kwargs", {{"enable_thinking", true}}}});
-  expect_same_as_chat(r2, c2);
+  expect_message_as_chat(r2, c2);
   if (!visible(c2["choices"][0]["message"]["reasoning_content"]).empty()) {
     EXPECT_EQ(r2["content"][0]["type"], "thinking");
     EXPECT_EQ(r2["content"][0]["signature"], "");
@@ -107,7 +107,7 @@ TEST(MessagesThinking, ThinkingModel) {
                            {"chat_template_kwargs", {{"enable_thinking", true}}}});
   ASSERT_EQ(cs, 200) << c;
   ASSERT_FALSE(visible(c["choices"][0]["message"]["reasoning_content"]).empty()) << c;
-  expect_same_as_chat(r, c);
+  expect_message_as_chat(r, c);
   EXPECT_EQ(r["content"][0]["type"], "thinking");
   Json sreq = req;
   sreq["stream"] = true;
@@ -145,7 +145,7 @@ TEST(MessagesThinking, ThinkingModel) {
                 {"temperature", 0},
                 {"chat_template_kwargs", {{"enable_thinking", false}}}});
   ASSERT_EQ(hc, 200);
-  expect_same_as_chat(h, hchat);
+  expect_message_as_chat(h, hchat);
 }
 
 TEST_F(ApiCompatTest, MessagesToolHistory) {
@@ -172,7 +172,7 @@ TEST_F(ApiCompatTest, MessagesToolHistory) {
                     {"temperature", 0}};
   auto [st, r] = post(s(), "/v1/messages", req);
   ASSERT_EQ(st, 200) << r;
-  expect_same_as_chat(
+  expect_message_as_chat(
       r, chat({{"tools", kTools},
                {"chat_template_kwargs", {{"enable_thinking", false}}},
                {"messages",
@@ -218,7 +218,7 @@ TEST_F(ApiCompatTest, MessagesForcedTools) {
                              {"max_tokens", 160},
                              {"temperature", 0}});
     ASSERT_EQ(st, 200) << r;
-    expect_same_as_chat(r, chat(creq));
+    expect_message_as_chat(r, chat(creq));
     EXPECT_EQ(r["stop_reason"], "tool_use");
   }
 }

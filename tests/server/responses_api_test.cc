@@ -26,7 +26,7 @@ RespAnswer responses_answer(const Json& r) {
   return a;
 }
 
-void expect_same_as_chat(const Json& resp, const Json& chat) {
+void expect_response_as_chat(const Json& resp, const Json& chat) {
   const RespAnswer a = responses_answer(resp);
   const Json& m = chat["choices"][0]["message"];
   EXPECT_EQ(a.text, visible(m["content"])) << resp.dump();
@@ -69,7 +69,7 @@ TEST_F(ApiCompatTest, ResponsesEqualsChat) {
     if (!think) {
       EXPECT_EQ(r["usage"]["output_tokens_details"]["reasoning_tokens"], 0);
     }
-    expect_same_as_chat(r, chat(creq));
+    expect_response_as_chat(r, chat(creq));
   }
   Json req = {{"instructions", "Answer in the words of the King James Bible."},
               {"input",
@@ -86,7 +86,7 @@ TEST_F(ApiCompatTest, ResponsesEqualsChat) {
   auto [st, r] = post(s(), "/v1/responses", req);
   ASSERT_EQ(st, 200) << r;
   EXPECT_EQ(r["instructions"], req["instructions"]);
-  expect_same_as_chat(
+  expect_response_as_chat(
       r, chat({{"messages",
                 {{{"role", "system"}, {"content", "Answer in the words of the King James Bible."}},
                  {{"role", "user"}, {"content", "Who made the earth?"}},
@@ -113,7 +113,7 @@ TEST(ResponsesReasoning, ThinkingModel) {
                            {"reasoning_effort", "high"}});
   ASSERT_EQ(cs, 200) << c;
   ASSERT_FALSE(visible(c["choices"][0]["message"]["reasoning_content"]).empty()) << c;
-  expect_same_as_chat(r, c);
+  expect_response_as_chat(r, c);
   EXPECT_EQ(r["output"][0]["type"], "reasoning");
   EXPECT_EQ(r["reasoning"]["effort"], "high");
   if (visible(c["choices"][0]["message"]["content"]).empty()) {
@@ -156,7 +156,7 @@ TEST(ResponsesReasoning, ThinkingModel) {
                 {"max_tokens", 4},
                 {"temperature", 0}});
   ASSERT_EQ(hc, 200);
-  expect_same_as_chat(h, hchat);
+  expect_response_as_chat(h, hchat);
 }
 
 // A function call and its output in the history (the tiny model rarely calls tools itself).
@@ -179,7 +179,7 @@ TEST_F(ApiCompatTest, ResponsesFunctionCallHistory) {
   auto [st, r] = post(s(), "/v1/responses", req);
   ASSERT_EQ(st, 200) << r;
   EXPECT_EQ(r["tools"], tools);
-  expect_same_as_chat(
+  expect_response_as_chat(
       r, chat({{"tools", kTools},
                {"messages",
                 {{{"role", "user"}, {"content", "Weather in Paris?"}},
@@ -317,7 +317,7 @@ TEST_F(ApiCompatTest, ResponsesStructuredAndForcedTools) {
             {{"format",
               {{"type", "json_schema"}, {"name", "a"}, {"schema", schema}, {"strict", true}}}}}});
   ASSERT_EQ(st, 200) << r;
-  expect_same_as_chat(r, chat(chat_req));
+  expect_response_as_chat(r, chat(chat_req));
   Json forced = {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
                  {"tools", kTools},
                  {"tool_choice", "required"},
@@ -335,7 +335,7 @@ TEST_F(ApiCompatTest, ResponsesStructuredAndForcedTools) {
                                 {"description", "the weather in a city"},
                                 {"parameters", kTools[0]["function"]["parameters"]}}}}});
   ASSERT_EQ(st2, 200) << r2;
-  expect_same_as_chat(r2, chat(forced));
+  expect_response_as_chat(r2, chat(forced));
   EXPECT_FALSE(responses_answer(r2).calls.empty());
 }
 
