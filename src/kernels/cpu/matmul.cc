@@ -186,7 +186,7 @@ void PrepAffine(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
   } else if (tiled) {
     sc.xs.resize(size_t(n * K));
   }
-  MatmulScratch::Share* shares = sc.share_buffers(ctx.pool ? size_t(ctx.pool->size()) : 1);
+  MatmulScratch::Share* shares = sc.share_buffers(ctx);
   auto prep = [&](size_t t0, size_t t1, int k) {
     for (int64_t t = int64_t(t0); t < int64_t(t1); ++t) {
       if (int8) {
@@ -232,7 +232,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
                 MatmulScratch& sc) {
   const int64_t K = m.cols, M = m.rows;
   if (is_block_type(m.type)) {  // GGUF block types: their own kernels, exact in both modes
-    MatmulScratch::Share* shares = sc.share_buffers(ctx.pool ? size_t(ctx.pool->size()) : 1);
+    MatmulScratch::Share* shares = sc.share_buffers(ctx);
     auto rows = [&](size_t o0, size_t o1, int k) {
       block_matmul_rows(m, x, n, int64_t(o0), int64_t(o1), y, shares[k].decoded);
     };
@@ -250,7 +250,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
   QWEN35_CHECK(!(m.iq4 || m.codes_tiled) || int8);
   if (affine) PrepAffine(ctx, x, n, m, tiled, int8, sc);
   const bool bf16_tiled = m.type == WeightType::kBF16 && K % 2 == 0;
-  MatmulScratch::Share* shares = sc.share_buffers(ctx.pool ? size_t(ctx.pool->size()) : 1);
+  MatmulScratch::Share* shares = sc.share_buffers(ctx);
   auto body = [&](size_t o0, size_t o1, int k) {
     if (bf16_tiled) {
       for (int64_t tb = 0; tb < n; tb += kActRowBlock)
@@ -329,7 +329,7 @@ void MatmulManyImpl(const Context& ctx, const float* x, int64_t n, const Matrix*
   // the thread split fall where they would in a call of its own.
   int64_t total = 0;
   for (int i = 0; i < count; ++i) total += ws[i]->rows;
-  MatmulScratch::Share* shares = sc.share_buffers(ctx.pool ? size_t(ctx.pool->size()) : 1);
+  MatmulScratch::Share* shares = sc.share_buffers(ctx);
   auto body = [&](size_t g0, size_t g1, int k) {
     int64_t off = 0;
     for (int i = 0; i < count; ++i) {

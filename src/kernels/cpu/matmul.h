@@ -57,8 +57,10 @@ struct MatmulScratch {
     std::vector<float> decoded;      // GGUF block types: weight rows decoded to f32
   };
   std::vector<Share> shares;
-  // The per-share buffers for `n` shares. Call on the calling thread before the parallel region.
-  Share* share_buffers(size_t n) {
+  // The per-share buffers for the pool of `ctx` (one without a pool). Call on the calling thread
+  // before the parallel region; entry k belongs to share k inside it.
+  Share* share_buffers(const Context& ctx) {
+    const size_t n = ctx.pool ? size_t(ctx.pool->size()) : 1;
     if (shares.size() < n) shares.resize(n);
     return shares.data();
   }
