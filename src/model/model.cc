@@ -137,43 +137,37 @@ Status Model::forward(std::span<const SequenceRows> batch, std::vector<float>* l
   logits->resize(size_t(n_logits * c.vocab));
   ops_.matmul(ctx_, normed, n_logits, w_->head, logits->data());
   if (mtp) mtp_after_forward(hidden);
-  for (const Span& sp : spans_) {
-    sp.state->pos_ += sp.n;
-    if (sp.verify) sp.state->verify_rows_ = sp.n;
-  }
+  for (const Span& sp : spans_) sp.state->advance(sp.n, sp.verify);
   return Status();
 }
 
 void Model::commit(SequenceState* st, int64_t rows) {
   const ModelConfig& c = w_->config;
-  const int64_t n = st->verify_rows_;
+  const int64_t n = st->verify_rows();
   QWEN35_CHECK(n > 0 && rows >= 1 && rows <= n);
   const int64_t C = c.conv_channels(), nv = c.n_v_heads;
   for (int64_t l = 0; l < c.n_layers; ++l) {
     if (w_->layers[size_t(l)].kind == LayerKind::kFullAttention) continue;
-    const size_t i = size_t(st->slot_[size_t(l)]);
-    SequenceState::VerifyRecord& v = st->verify_[i];
     if (rows == n) {  // every row kept: the state after them is the one to keep
-      std::swap(st->delta_[i], v.after);
+      st->keep_verified(l);
       continue;
     }
     // Replay the kept rows from the state before them: the same kernels on the same inputs as
     // the verification (and so as plain decoding), without the weight matmuls.
+    const SequenceState::VerifyRecord& v = st->verify_record(l);
     const DeltaNetWeights& g = w_->layers[size_t(l)].gdn;
-    std::copy(v.conv0.begin(), v.conv0.end(), st->conv_[i].begin());
+    std::copy(v.conv0.begin(), v.conv0.end(), st->conv_state(l));
     float* conv = sized(act_.qkv_conv, rows * C);
     float* o = sized(act_.delta_out, rows * nv * c.d_v);
     ops_.conv1d_silu(ctx_, v.qkv.data(), rows, C, g.conv.data(), c.conv_kernel,
-                     st->conv_[i].data(), conv);
+                     st->conv_state(l), conv);
     const kernels::Ops::DeltaParams dp{c.n_k_heads, nv, c.d_k, c.d_v, g.decay.data(),
                                        g.dt_bias.data(), nullptr, w_->tiled_v_heads};
-    ops_.gated_delta(ctx_, dp, conv, v.a.data(), v.b.data(), rows, false, st->delta_[i].data(), o);
+    ops_.gated_delta(ctx_, dp, conv, v.a.data(), v.b.data(), rows, false, st->delta_state(l), o);
   }
   if (st->has_mtp())  // the MTP head's next input: the trunk's hidden state at the last row kept
-    std::copy_n(st->verify_hidden_.begin() + (rows - 1) * c.hidden, c.hidden, st->mtp_hidden_.begin());
-  st->pos_ -= n - rows;
-  st->verify_rows_ = 0;
-  st->trim_blocks();
+    std::copy_n(st->verify_hidden() + (rows - 1) * c.hidden, c.hidden, st->mtp_hidden());
+  st->end_verify(rows);
 }
 
 void Model::deltanet_layer(int64_t l, const float* in, int64_t n, float* out) {
@@ -196,7 +190,7 @@ void Model::deltanet_layer(int64_t l, const float* in, int64_t n, float* out) {
                                      w_->tiled_v_heads};
   for (const Span& sp : spans_) {
     if (sp.verify) {  // rows as decode steps; what commit() needs is kept (state.h)
-      SequenceState::VerifyRecord& v = sp.state->verify_[size_t(sp.state->slot_[size_t(l)])];
+      SequenceState::VerifyRecord& v = sp.state->verify_record(l);
       const float* cs = sp.state->conv_state(l);
       std::copy(cs, cs + v.conv0.size(), v.conv0.begin());
       std::copy(qkv + sp.row0 * C, qkv + (sp.row0 + sp.n) * C, v.qkv.begin());

@@ -81,8 +81,8 @@ void Model::mtp_after_forward(const float* hidden) {
   for (const Span& sp : trunk_spans_) {
     if (!sp.state->has_mtp()) continue;
     const float* rows = hidden + sp.row0 * H;
-    if (sp.verify) std::copy(rows, rows + sp.n * H, sp.state->verify_hidden_.begin());
-    std::copy(rows + (sp.n - 1) * H, rows + sp.n * H, sp.state->mtp_hidden_.begin());
+    if (sp.verify) std::copy(rows, rows + sp.n * H, sp.state->verify_hidden());
+    std::copy(rows + (sp.n - 1) * H, rows + sp.n * H, sp.state->mtp_hidden());
   }
   spans_.swap(trunk_spans_);
 }

@@ -87,6 +87,13 @@ size_t SequenceState::verify_bytes(const ModelConfig& c, bool mtp) {
   return (n_gdn * per_layer + hidden_rows) * sizeof(float);
 }
 
+void SequenceState::end_verify(int64_t rows) {
+  QWEN35_CHECK(verify_rows_ > 0 && rows >= 1 && rows <= verify_rows_);
+  pos_ -= verify_rows_ - rows;
+  verify_rows_ = 0;
+  trim_blocks();
+}
+
 void SequenceState::prepare_verify(const ModelConfig& c) {
   const int64_t rows = kMaxVerifyRows;
   const size_t C = size_t(c.conv_channels()), nv = size_t(c.n_v_heads);

@@ -78,15 +78,7 @@ class SequenceState {
   // between the two the state stands past every verified row, and Model::commit puts it back
   // to exactly the rows kept. Nothing else may read or advance the state in between.
   bool verify_pending() const { return verify_rows_ > 0; }
-  // Gives back the KV blocks wholly past pos() (after a commit that kept fewer rows).
-  void trim_blocks();
-  // What a state's first verification allocates (its records, kept from then on).
-  static size_t verify_bytes(const ModelConfig& c, bool mtp = false);
-
- private:
-  friend class Model;
-  void init(const ModelConfig& c, KvPool* pool);
-  void release_blocks();
+  int64_t verify_rows() const { return verify_rows_; }
   // What Model::commit needs of one Gated DeltaNet layer to put the state back to any row of
   // the pending verification. Allocated at the first verification, never per step.
   struct VerifyRecord {
@@ -97,6 +89,31 @@ class SequenceState {
   };
   // Sizes the records for kMaxVerifyRows rows (once: later steps allocate nothing).
   void prepare_verify(const ModelConfig& c);
+  VerifyRecord& verify_record(int64_t layer) { return verify_[size_t(slot_[size_t(layer)])]; }
+  // MTP: the trunk's hidden rows of the pending verification [rows, hidden].
+  float* verify_hidden() { return verify_hidden_.data(); }
+  // The forward call fed `rows` more positions (a verification when `verify`: they stay
+  // pending until end_verify).
+  void advance(int64_t rows, bool verify) {
+    pos_ += rows;
+    if (verify) verify_rows_ = rows;
+  }
+  // Every verified row of layer `layer` kept: its recurrent state becomes the one recorded
+  // after the last row.
+  void keep_verified(int64_t layer) {
+    std::swap(delta_[size_t(slot_[size_t(layer)])], verify_record(layer).after);
+  }
+  // Closes the pending verification with its first `rows` rows kept (the layers' states
+  // already put back by Model::commit): pos() steps back and the blocks past it are given back.
+  void end_verify(int64_t rows);
+  // Gives back the KV blocks wholly past pos() (after a commit that kept fewer rows).
+  void trim_blocks();
+  // What a state's first verification allocates (its records, kept from then on).
+  static size_t verify_bytes(const ModelConfig& c, bool mtp = false);
+
+ private:
+  void init(const ModelConfig& c, KvPool* pool);
+  void release_blocks();
   std::vector<VerifyRecord> verify_;  // per Gated DeltaNet layer, as conv_ and delta_
   std::vector<float> verify_hidden_;  // MTP: the trunk's hidden rows verified [rows, hidden]
   int64_t verify_rows_ = 0;           // rows of the pending verification (0: none)
