@@ -17,7 +17,7 @@ namespace qwen35::cli {
 
 // What the closing line shows.
 struct TurnStats {
-  int64_t prompt_tokens = 0;  // computed; tokens resumed from the kept state are not counted
+  int64_t prompt_tokens = 0;  // computed; tokens resumed from the prefix cache are not counted
   double prompt_seconds = 0;
   int64_t generated_tokens = 0;  // tokens whose text was shown (or held back by a stop string)
   double generation_seconds = 0;

@@ -1,67 +1,129 @@
-// Speculative decoding in the engine (runtime/engine.h, docs/design.md "Speculative
-// decoding"): what each speculative request drafts before a step's forward call, and how its
-// verified rows are sampled and committed after it.
+// One engine step (runtime/engine.h): the plan of the step's rows, the forward call, and each
+// sequence advanced by its rows' logits. Speculative decoding (docs/design.md "Speculative
+// decoding"): what each verifying sequence drafts before the forward call, and how its verified
+// rows are sampled and committed after it.
 #include <algorithm>
 
 #include "runtime/engine.h"
-#include "runtime/engine_active.h"
+#include "runtime/sequence.h"
 
 namespace qwen35::runtime {
 
-// Each generating speculative request's verification rows: the sampled token and what its
-// drafter proposes, no more than plain decoding could still emit (max_tokens, the context) and
-// than its acceptance so far pays for (DraftLength). A step with no draft goes the same way, as
-// one verified row. The MTP head drafts for all its requests in one call.
+void Engine::step(StepOutput* out) {
+  schedule();
+  if (rows_.empty()) return;
+  const core::Status st = model_.forward(rows_, &logits_);
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    if (advance(r, st, out)) {
+      release(size_t(row_slot_[r]));  // the slot is free for the next admission
+      ++out->done;
+    }
+  }
+  ++stats_.steps;
+  stats_.prompt_tokens += out->prompt;
+  stats_.generated_tokens += out->generated;
+  stats_.finished += out->done;
+  stats_.drafted_tokens += out->drafted;
+  stats_.accepted_tokens += out->accepted;
+  for (size_t i = 0; i < out->drafted_at.size(); ++i) {
+    stats_.drafted_at[i] += out->drafted_at[i];
+    stats_.accepted_at[i] += out->accepted_at[i];
+  }
+}
+
+// Each verifying sequence's rows: the sampled token and what its drafter proposes. A step with
+// no draft goes the same way, as one verified row. The MTP head drafts for all its sequences in
+// one call; drafts only change the speed, so a failed drafting pass verifies no draft.
 void Engine::draft() {
   draft_reqs_.clear();
   for (auto& s : slots_) {
-    Active* a = s.get();
-    if (!a || a->prefilled < int64_t(a->req.prompt.size()) || a->spec.method == SpecMethod::kOff)
-      continue;
-    int64_t k = a->spec.draft_tokens;
-    if (a->req.max_tokens >= 0) k = std::min(k, a->req.max_tokens - a->generated - 1);
-    k = std::min(k, context() - a->state->pos() - 1);
-    a->verify.assign(1, a->next_token);
-    a->drafts.clear();
-    k = a->draft_length.next(k);
+    if (!s || s->phase() != Phase::kVerify) continue;
+    s->drafts().clear();
+    const int64_t k = s->draft_budget();
     if (k <= 0) continue;
-    if (a->spec.method == SpecMethod::kLookup) {
-      lookup_draft(a->context, k, &draft_);
-      draft_.resize(a->sampler->allowed_prefix(draft_));  // the grammar's mask checks drafts
-      a->verify.insert(a->verify.end(), draft_.begin(), draft_.end());
-    } else {
-      draft_reqs_.push_back({a->state, a->next_token, k, &a->drafts});
-    }
+    if (s->spec().method == SpecMethod::kLookup)
+      lookup_draft(s->lookup_context(), k, &s->drafts());
+    else
+      draft_reqs_.push_back({s->state(), *s->next_token(), k, &s->drafts()});
   }
-  // Drafts only change the speed: a failed drafting pass verifies no draft.
   if (!draft_reqs_.empty() && !model_.draft(draft_reqs_).ok())
     for (auto& r : draft_reqs_) r.out->clear();
+  for (auto& s : slots_)
+    if (s && s->phase() == Phase::kVerify) s->set_verify_rows(s->drafts());
 }
 
-// A verification's rows: samples row j as plain decoding samples its position, and goes on to
-// row j+1 while the token drafted there is the one sampled. The state keeps the rows up to the
-// last one sampled, so it holds what plain decoding fed (docs/design.md §6, drafted == plain).
-bool Engine::advance_verified(size_t r, StepCounts* c) {
-  Active& a = *slots_[size_t(row_slot_[r])];
-  const std::span<const int32_t> t = rows_[r].tokens;
-  const int64_t n = int64_t(t.size()), pos0 = a.state->pos() - n;
-  const size_t vocab = size_t(model_.config().vocab);
-  int64_t kept = 0;
-  bool done = false;
-  while (kept < n && !done) {
-    const float* lg = logits_.data() + (row_logits_[r] + size_t(kept)) * vocab;
-    ++kept;
-    done = emit(a, a.sampler->sample(lg), pos0 + kept, c);
-    if (kept < n && a.next_token != t[size_t(kept)]) break;  // the draft there is rejected
+// Fills rows_: one decode row (or the verification rows) per generating sequence, then prefill
+// chunks, oldest request first, on the absolute grid, under the remaining budget. The first
+// prefilling sequence always gets one chunk so prompts progress however many sequences decode.
+void Engine::schedule() {
+  rows_.clear();
+  row_slot_.clear();
+  row_logits_.clear();
+  std::vector<int> prefilling;
+  int64_t decode_rows = 0;
+  draft();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Sequence* s = slots_[i].get();
+    if (!s) continue;
+    if (s->phase() == Phase::kPrefill) {
+      prefilling.push_back(int(i));
+      continue;
+    }
+    row_slot_.push_back(int(i));
+    if (s->phase() == Phase::kDecode) {
+      rows_.push_back({s->state(), std::span<const int32_t>(s->next_token(), 1), false});
+      ++decode_rows;
+    } else {
+      rows_.push_back({s->state(), s->verify_rows(), false, true});
+      decode_rows += int64_t(s->verify_rows().size());
+    }
   }
-  c->drafted += n - 1;
-  c->accepted += kept - 1;
-  a.draft_length.update(n - 1, kept - 1);
-  for (int64_t i = 0; i + 1 < n; ++i) ++c->drafted_at[size_t(i)];
-  for (int64_t i = 0; i + 1 < kept; ++i) ++c->accepted_at[size_t(i)];
-  if (a.req.keep_state) a.fed.insert(a.fed.end(), t.begin(), t.begin() + kept);
-  model_.commit(a.state, kept);
-  return done;
+  std::sort(prefilling.begin(), prefilling.end(), [&](int x, int y) {
+    return slots_[size_t(x)]->order() < slots_[size_t(y)]->order();
+  });
+  int64_t budget = opts_.step_tokens - decode_rows;
+  bool first = true;
+  for (int i : prefilling) {
+    Sequence& s = *slots_[size_t(i)];
+    const std::span<const int32_t> chunk = s.next_chunk(budget, first);
+    if (chunk.empty()) break;  // no budget left: later prompts wait (first come, first served)
+    budget -= int64_t(chunk.size());
+    first = false;
+    rows_.push_back({s.state(), chunk, s.request().prompt_logprobs >= 0});
+    row_slot_.push_back(i);
+  }
+  size_t off = 0;
+  for (const auto& row : rows_) {
+    row_logits_.push_back(off);
+    off += row.all_logits || row.verify ? row.tokens.size() : 1;
+  }
+}
+
+// After the forward call: advances row r's sequence by its logits. Returns true when the
+// sequence finished (its kDone event is in *out). A verification keeps the rows up to the last
+// one sampled, so the state holds what plain decoding fed (docs/design.md §6, drafted == plain).
+bool Engine::advance(size_t r, const core::Status& st, StepOutput* out) {
+  Sequence& s = *slots_[size_t(row_slot_[r])];
+  if (!st.ok()) {
+    s.finish("error", out, st.message());
+    return true;
+  }
+  const float* logits = logits_.data() + row_logits_[r] * size_t(model_.config().vocab);
+  switch (s.phase()) {
+    case Phase::kPrefill:
+      return s.after_chunk(int64_t(rows_[r].tokens.size()), logits, rows_[r].all_logits,
+                           cache_.get(), out);
+    case Phase::kDecode:
+      return s.after_decode(logits, out);
+    case Phase::kVerify: {
+      bool done = false;
+      const int64_t kept = s.after_verify(logits, out, &done);
+      model_.commit(s.state(), kept);
+      return done;
+    }
+    default:
+      return false;
+  }
 }
 
 }  // namespace qwen35::runtime

@@ -47,7 +47,7 @@ class ChoiceRunner {
   int n_calls() const { return n_calls_; }
   // The stop string that ended the choice (finish reason "stop"); "" when none did.
   const std::string& stop_sequence() const { return stop_.matched(); }
-  // Prompt tokens resumed from the prefix cache (or kept state) instead of computed.
+  // Prompt tokens resumed from the prefix cache instead of computed.
   int64_t cached_tokens() const { return stream_->timing().prompt_reused; }
   runtime::RequestTiming timing() const { return stream_->timing(); }
 

@@ -1,6 +1,5 @@
 // runtime::Engine in process on a synthetic tiny checkpoint: concurrent == solo bit for bit,
-// cancellation frees the slot, admission control (queue full, prompt longer than the context),
-// kept state (keep_state) resumes exactly as a plain single-sequence loop continues.
+// cancellation frees the slot, admission control (queue full, prompt longer than the context).
 #include "runtime/engine.h"
 
 #include <gtest/gtest.h>
@@ -288,108 +287,6 @@ TEST_F(EngineTest, GaugesReturnToIdle) {
   EXPECT_EQ(st.slots_busy, 0);
   EXPECT_EQ(st.queued, 0);
   EXPECT_EQ(st.finished, 2);
-}
-
-// The plain loop keep_state must reproduce, on the model directly: feed `feed` in one forward call,
-// then sample n tokens, feeding each but the last one row at a time.
-std::vector<SampleResult> plain_loop(model::Model& m, model::SequenceState* st,
-                                     std::span<const int32_t> feed, Sampler& s, int n) {
-  std::vector<float> logits;
-  std::vector<SampleResult> out;
-  model::SequenceRows rows{st, feed, false};
-  EXPECT_TRUE(m.forward(std::span(&rows, 1), &logits).ok());
-  for (int i = 0; i < n; ++i) {
-    out.push_back(s.sample(logits.data()));
-    if (i + 1 == n) break;
-    rows = {st, std::span<const int32_t>(&out.back().token, 1), false};
-    EXPECT_TRUE(m.forward(std::span(&rows, 1), &logits).ok());
-  }
-  return out;
-}
-
-void expect_tokens(const Out& got, const std::vector<SampleResult>& want, int i) {
-  Out w;
-  w.samples = want;
-  w.finish = got.finish;
-  expect_same(got, w, i);
-}
-
-TEST_F(EngineTest, KeepStateResumesFromWhatTheStateHolds) {
-  Engine engine(*model_, EngineOptions{1, 512, 4, 64});
-  SubmitError err;
-  std::string msg;
-  auto run = [&](const GenerationRequest& g, int64_t* reused) {
-    auto s = engine.submit(g, &err, &msg);
-    EXPECT_TRUE(s) << msg;
-    Out o = drain(*s);
-    *reused = s->timing().prompt_reused;
-    EXPECT_TRUE(s->timing().prompt_done);
-    return o;
-  };
-  GenerationRequest a = make(1, true);  // 65 tokens: the resumed prefill crosses the grid
-  a.keep_state = true;
-  int64_t reused = -1;
-  const Out oa = run(a, &reused);
-  EXPECT_EQ(reused, 0);
-  ASSERT_EQ(oa.finish, "length");
-  // The next turn extends prompt + answer; the last answer token was never fed.
-  GenerationRequest b = make(2, true);
-  b.prompt = a.prompt;
-  for (const auto& x : oa.samples) b.prompt.push_back(x.token);
-  for (int k = 0; k < 10; ++k) b.prompt.push_back(100 + k);
-  b.keep_state = true;
-  const Out ob = run(b, &reused);
-  EXPECT_EQ(reused, int64_t(a.prompt.size() + oa.samples.size()) - 1);
-
-  auto st = model_->new_state(512);
-  Sampler sa(a.sampling, model_->config().vocab);
-  sa.add_prompt(a.prompt);
-  expect_tokens(oa, plain_loop(*model_, st.get(), a.prompt, sa, int(a.max_tokens)), 0);
-  Sampler sb(b.sampling, model_->config().vocab);
-  sb.add_prompt(b.prompt);
-  const auto rest = std::span<const int32_t>(b.prompt).subspan(size_t(reused));
-  expect_tokens(ob, plain_loop(*model_, st.get(), rest, sb, int(b.max_tokens)), 1);
-
-  // A request without the flag starts afresh, and leaves nothing behind.
-  GenerationRequest c = b;
-  c.keep_state = false;
-  run(c, &reused);
-  EXPECT_EQ(reused, 0);
-  b.prompt.push_back(7);
-  run(b, &reused);
-  EXPECT_EQ(reused, 0);
-}
-
-TEST_F(EngineTest, KeepStateAfterStopAndAfterADivergingPrompt) {
-  Engine engine(*model_, EngineOptions{1, 512, 4, 64});
-  SubmitError err;
-  std::string msg;
-  GenerationRequest g = make(0, false);
-  g.keep_state = true;
-  g.max_tokens = 8;
-  auto s = engine.submit(g, &err, &msg);
-  const Out full = drain(*s);
-  ASSERT_EQ(full.samples.size(), 8u);
-  // Same request ending at an end-of-sequence id: every token sent was fed, the stop id not.
-  g.eos_ids = {full.samples[3].token};
-  size_t k = 0;
-  while (full.samples[k].token != g.eos_ids[0]) ++k;
-  s = engine.submit(g, &err, &msg);  // g.prompt does not extend the kept state: a reset
-  const Out stopped = drain(*s);
-  EXPECT_EQ(s->timing().prompt_reused, 0);
-  EXPECT_EQ(stopped.finish, "stop");
-  ASSERT_EQ(stopped.samples.size(), k);
-  GenerationRequest next = g;
-  for (size_t i = 0; i < k; ++i) next.prompt.push_back(full.samples[i].token);
-  next.prompt.push_back(5);
-  s = engine.submit(next, &err, &msg);
-  drain(*s);
-  EXPECT_EQ(s->timing().prompt_reused, int64_t(g.prompt.size() + k));
-  // A prompt that equals (does not strictly extend) the kept tokens resets.
-  GenerationRequest same = g;
-  s = engine.submit(same, &err, &msg);
-  drain(*s);
-  EXPECT_EQ(s->timing().prompt_reused, 0);
 }
 
 TEST_F(EngineTest, MaxTokensZeroReadsThePromptOnly) {

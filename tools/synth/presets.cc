@@ -75,6 +75,10 @@ std::vector<Preset> all_presets() {
   v.push_back(tiny("tiny", dense(128, 8, 256, 4, 2, 2, 4, true, kTinyVocab)));
   v.push_back(tiny("tiny-moe",
                    with_moe(dense(128, 8, 0, 4, 2, 2, 4, false, kTinyVocab), 8, 2, 128, 128)));
+  // The 27B's Gated DeltaNet state (48 layers of 48 value heads, 128 x 128: about 151 MB a
+  // sequence) on a tiny trunk: what copying, snapshotting and resuming that state costs, without
+  // the 27B's weights.
+  v.push_back(tiny("27b-state", dense(64, 64, 128, 2, 1, 16, 48, true, kTinyVocab)));
   v.push_back(real("0.8b", dense(1024, 24, 3584, 8, 2, 16, 16, true, kRealVocab)));
   // 2B: the linear-attention head counts were not found in public sources; 16/16 as in 0.8B.
   v.push_back(real("2b", dense(2048, 24, 6144, 8, 2, 16, 16, true, kRealVocab)));

@@ -1,0 +1,207 @@
+#include "runtime/sequence.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/check.h"
+#include "model/model.h"
+
+namespace qwen35::runtime {
+namespace {
+
+// The log-softmax of `logits` at `token`, and the `top` most likely tokens (ties: lower id).
+SampleResult score(const float* logits, int64_t vocab, int32_t token, int32_t top,
+                   std::vector<int32_t>* order) {
+  float mx = logits[0];
+  for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, logits[i]);
+  double sum = 0;
+  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - double(mx));
+  const double lse = double(mx) + std::log(sum);
+  SampleResult r;
+  r.token = token;
+  r.logprob = float(double(logits[token]) - lse);
+  if (top > 0) {
+    order->resize(size_t(vocab));
+    std::iota(order->begin(), order->end(), 0);
+    const auto k = std::min<int64_t>(top, vocab);
+    std::partial_sort(order->begin(), order->begin() + k, order->end(), [&](int32_t a, int32_t b) {
+      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
+    });
+    for (int64_t i = 0; i < k; ++i)
+      r.top.push_back({(*order)[size_t(i)], float(double(logits[(*order)[size_t(i)]]) - lse)});
+  }
+  return r;
+}
+
+}  // namespace
+
+const char* phase_name(Phase p) {
+  switch (p) {
+    case Phase::kQueued: return "queued";
+    case Phase::kPrefill: return "prefill";
+    case Phase::kDecode: return "decode";
+    case Phase::kVerify: return "verify";
+    case Phase::kFinished: return "finished";
+  }
+  return "?";
+}
+
+Sequence::Sequence(GenerationRequest req, std::shared_ptr<RequestStream> stream,
+                   const SpecOptions& spec)
+    : req_(std::move(req)), stream_(std::move(stream)), spec_(req_.spec.value_or(spec)) {}
+
+void Sequence::start(model::SequenceState* state, PrefixCache* cache, const SequenceLimits& lim,
+                     uint64_t order, const std::function<void()>& before_resume) {
+  QWEN35_CHECK(phase_ == Phase::kQueued && state->pos() == 0);
+  state_ = state;
+  lim_ = lim;
+  order_ = order;
+  phase_ = Phase::kPrefill;
+  const auto& prompt = req_.prompt;
+  if (cache) {
+    if (before_resume) before_resume();
+    prefilled_ = cache->resume(prompt, state_);
+  }
+  if (spec_.method == SpecMethod::kLookup) {
+    // The prediction first: a match in the prompt or the output, later in the context, wins.
+    context_.reserve(req_.prediction.size() + size_t(lim_.context));  // decode appends in place
+    context_.assign(req_.prediction.begin(), req_.prediction.end());
+    context_.insert(context_.end(), prompt.begin(), prompt.end());
+  }
+  if (spec_.method != SpecMethod::kOff) {
+    verify_.reserve(size_t(model::kMaxVerifyRows));
+    drafts_.reserve(size_t(model::kMaxVerifyRows));
+  }
+  // A grammar finishes its value within what the request may still generate.
+  if (req_.sampling.grammar) {
+    int64_t room = lim_.context - prompt_size();
+    if (req_.max_tokens >= 0) room = std::min(room, req_.max_tokens);
+    req_.sampling.max_output = room;
+  }
+  sampler_ = std::make_unique<Sampler>(req_.sampling, lim_.vocab);
+  sampler_->add_prompt(prompt);
+  stream_->set_admitted(RequestTiming::Clock::now(), prefilled_);
+}
+
+int64_t Sequence::snapshot_after(int64_t from) const {
+  if (lim_.cache_interval <= 0) return -1;
+  const int64_t block = kernels::kKvBlock, interval = lim_.cache_interval;
+  const int64_t last = (prompt_size() - 1) / block * block;
+  int64_t best = (from / interval + 1) * interval;
+  if (best >= last) best = last > from ? last : -1;
+  for (int64_t h : req_.snapshot_hints) {
+    const int64_t p = std::min(h, last) / block * block;
+    if (p > from && (best < 0 || p < best)) best = p;
+  }
+  return best;
+}
+
+std::span<const int32_t> Sequence::next_chunk(int64_t budget, bool first) const {
+  constexpr int64_t kGrid = model::kDeltaChunk;
+  const int64_t n = prompt_size(), start = prefilled_;
+  const int64_t snap = snapshot_after(start);
+  int64_t end = start;
+  while (end < n && !(end > start && end == snap)) {  // a chunk ends where a snapshot is due
+    const int64_t next = std::min(n, (end / kGrid + 1) * kGrid);
+    if (next - start > budget && !(first && end == start)) break;
+    end = next;
+  }
+  return std::span<const int32_t>(req_.prompt).subspan(size_t(start), size_t(end - start));
+}
+
+bool Sequence::after_chunk(int64_t rows, const float* logits, bool all, PrefixCache* cache,
+                           StepOutput* out) {
+  const int64_t n = prompt_size(), vocab = lim_.vocab;
+  const float* last = logits;
+  if (all) {  // prompt logprobs: row j predicts prompt token prefilled + j + 1
+    StreamEvent ev;
+    ev.kind = StreamEvent::kPrompt;
+    std::vector<int32_t> order;
+    for (int64_t j = 0; j < rows && prefilled_ + j + 1 < n; ++j)
+      ev.prompt.push_back(score(logits + size_t(j * vocab), vocab,
+                                req_.prompt[size_t(prefilled_ + j + 1)], req_.prompt_logprobs,
+                                &order));
+    stream_->push(std::move(ev));
+    last += size_t((rows - 1) * vocab);
+  }
+  prefilled_ += rows;
+  out->prompt += rows;
+  if (cache && prefilled_ == snapshot_after(prefilled_ - 1))
+    cache->insert(std::span<const int32_t>(req_.prompt).first(size_t(prefilled_)), *state_);
+  if (prefilled_ < n) return false;
+  stream_->set_prompt_read(RequestTiming::Clock::now());
+  if (req_.max_tokens == 0) {
+    finish("length", out);
+    return true;
+  }
+  phase_ = spec_.method == SpecMethod::kOff ? Phase::kDecode : Phase::kVerify;
+  return emit(sampler_->sample(last), state_->pos(), out);
+}
+
+bool Sequence::after_decode(const float* logits, StepOutput* out) {
+  return emit(sampler_->sample(logits), state_->pos(), out);
+}
+
+bool Sequence::emit(SampleResult s, int64_t fed, StepOutput* out) {
+  const auto& eos = req_.eos_ids;
+  if (std::find(eos.begin(), eos.end(), s.token) != eos.end()) {
+    finish("stop", out);
+    return true;
+  }
+  next_token_ = s.token;
+  ++generated_;
+  ++out->generated;
+  if (spec_.method == SpecMethod::kLookup) context_.push_back(s.token);
+  StreamEvent ev;
+  ev.sample = std::move(s);
+  stream_->push(std::move(ev));
+  if ((req_.max_tokens >= 0 && generated_ >= req_.max_tokens) || fed + 1 > lim_.context) {
+    finish("length", out);
+    return true;
+  }
+  return false;
+}
+
+int64_t Sequence::draft_budget() {
+  int64_t k = spec_.draft_tokens;
+  if (req_.max_tokens >= 0) k = std::min(k, req_.max_tokens - generated_ - 1);
+  k = std::min(k, lim_.context - state_->pos() - 1);
+  return draft_length_.next(k);
+}
+
+void Sequence::set_verify_rows(std::span<const int32_t> drafts) {
+  verify_.assign(1, next_token_);
+  const size_t ok = sampler_->allowed_prefix(drafts);  // the grammar's mask checks drafts
+  verify_.insert(verify_.end(), drafts.begin(), drafts.begin() + ptrdiff_t(ok));
+}
+
+int64_t Sequence::after_verify(const float* logits, StepOutput* out, bool* done) {
+  const int64_t n = int64_t(verify_.size()), pos0 = state_->pos() - n;
+  int64_t kept = 0;
+  *done = false;
+  while (kept < n && !*done) {
+    const float* lg = logits + size_t(kept * lim_.vocab);
+    ++kept;
+    *done = emit(sampler_->sample(lg), pos0 + kept, out);
+    if (kept < n && next_token_ != verify_[size_t(kept)]) break;  // the draft there is rejected
+  }
+  out->drafted += n - 1;
+  out->accepted += kept - 1;
+  draft_length_.update(n - 1, kept - 1);
+  for (int64_t i = 0; i + 1 < n; ++i) ++out->drafted_at[size_t(i)];
+  for (int64_t i = 0; i + 1 < kept; ++i) ++out->accepted_at[size_t(i)];
+  return kept;
+}
+
+void Sequence::finish(const char* reason, StepOutput* out, const std::string& error) {
+  phase_ = Phase::kFinished;
+  StreamEvent ev;
+  ev.kind = StreamEvent::kDone;
+  ev.finish_reason = reason;
+  ev.error = error;
+  if (out) out->finished.emplace_back(stream_, std::move(ev));
+  else stream_->push(std::move(ev));
+}
+
+}  // namespace qwen35::runtime

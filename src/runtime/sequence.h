@@ -1,0 +1,134 @@
+// One request inside the engine (runtime/engine.h), through explicit phases:
+//
+//   queued ──admit──▶ prefill ──last prompt chunk──▶ decode | verify ──▶ finished
+//
+// - queued: submitted, waiting for a slot and for its KV worst case to be promised.
+// - prefill: holds a slot's SequenceState (resumed from the prefix cache where it can be) and
+//   reads its prompt in chunks cut on the absolute kDeltaChunk grid.
+// - decode: one row a step (its last sampled token); verify: the same, with the tokens its
+//   drafter proposes after it (runtime/drafter.h), kept while they equal what is sampled.
+// - finished: its stream has (or is about to get) its kDone event; the slot is freed.
+//
+// A Sequence owns what is its own: the request, its stream, its sampler (penalties, grammar
+// state, reasoning budget, draw positions), its drafter's context and draft length, and its
+// snapshot policy (where the prefix cache records its prompt). The engine owns the slots, the
+// states and the pool, and decides what runs in a step.
+//
+// Thread-safety: constructed by the submitting thread; from admission on, touched by the engine
+// thread only.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "model/state.h"
+#include "runtime/drafter.h"
+#include "runtime/generation_request.h"
+#include "runtime/prefix_cache.h"
+#include "runtime/request_stream.h"
+#include "runtime/sampler.h"
+
+namespace qwen35::runtime {
+
+enum class Phase { kQueued, kPrefill, kDecode, kVerify, kFinished };
+const char* phase_name(Phase p);
+
+// What one step's rows produced: the counters for the engine's stats, and the kDone events,
+// pushed only after the stats are published (a client that has its answer and then reads
+// stats() sees its slot and KV released).
+struct StepOutput {
+  int64_t prompt = 0, generated = 0, done = 0, drafted = 0, accepted = 0;
+  std::array<int64_t, model::kMaxVerifyRows - 1> drafted_at{}, accepted_at{};
+  std::vector<std::pair<std::shared_ptr<RequestStream>, StreamEvent>> finished;
+};
+
+// What the engine fixes for every sequence.
+struct SequenceLimits {
+  int64_t context = 0;         // positions a sequence may reach: min(ctx, the pool)
+  int64_t vocab = 0;
+  int64_t cache_interval = 0;  // snapshot interval in long prompts; 0: no prefix cache
+};
+
+class Sequence {
+ public:
+  Sequence(GenerationRequest req, std::shared_ptr<RequestStream> stream, const SpecOptions& spec);
+
+  Phase phase() const { return phase_; }
+  const GenerationRequest& request() const { return req_; }
+  const std::shared_ptr<RequestStream>& stream() const { return stream_; }
+  bool cancelled() const { return stream_->cancelled(); }
+  model::SequenceState* state() const { return state_; }
+  uint64_t order() const { return order_; }  // admission order: older prompts prefill first
+  const SpecOptions& spec() const { return spec_; }
+  int64_t prompt_size() const { return int64_t(req_.prompt.size()); }
+  int64_t prefilled() const { return prefilled_; }
+
+  // queued → prefill, into a slot's `state` (just reset): resumes from the longest prefix of
+  // the prompt in `cache` (null: none), after calling `before_resume` (a test's hook; may be
+  // empty), and builds the sampler and the drafter's context.
+  void start(model::SequenceState* state, PrefixCache* cache, const SequenceLimits& lim,
+             uint64_t order, const std::function<void()>& before_resume);
+
+  // prefill: the prompt's next chunk, cut on the grid, of at most `budget` tokens (the step's
+  // first prefilling sequence takes one grid chunk whatever the budget), ending where a
+  // snapshot is due. Empty when the budget allows nothing.
+  std::span<const int32_t> next_chunk(int64_t budget, bool first) const;
+  // After the forward call that fed the chunk: prompt logprobs (`all` holds a logits row per
+  // chunk token) or the last row's logits in `last`; snapshots into `cache`; and, once the
+  // prompt is read, the first sample. Returns true when the sequence finished.
+  bool after_chunk(int64_t rows, const float* logits, bool all, PrefixCache* cache,
+                   StepOutput* out);
+  // decode: the row fed this step is the last sampled token.
+  const int32_t* next_token() const { return &next_token_; }
+  // After a decode row: samples from its logits; true when the sequence finished.
+  bool after_decode(const float* logits, StepOutput* out);
+
+  // verify: how many tokens to draft this step: no more than plain decoding could still emit
+  // (max_tokens, the context) and than its acceptance so far pays for (DraftLength).
+  int64_t draft_budget();
+  // The rows of this step's verification: the sampled token, then the drafts (grammar-checked).
+  void set_verify_rows(std::span<const int32_t> drafts);
+  std::vector<int32_t>& drafts() { return drafts_; }  // the MTP head writes its drafts here
+  const std::vector<int32_t>& lookup_context() const { return context_; }
+  const std::vector<int32_t>& verify_rows() const { return verify_; }
+  // After the verification's forward call (`logits`: a row per verified token): samples row
+  // by row while the drafted token equals the one sampled. Returns the rows to keep; *done
+  // when the sequence finished.
+  int64_t after_verify(const float* logits, StepOutput* out, bool* done);
+
+  // → finished: the kDone event goes into out->finished (pushed after the step) or, without
+  // `out`, straight to the stream.
+  void finish(const char* reason, StepOutput* out, const std::string& error = "");
+
+ private:
+  // The first position after `from` where the prefix cache takes a snapshot of the prompt:
+  // each multiple of the interval, the prompt's last grid boundary (the longest prefix a
+  // request for the same prompt can resume from) and the request's hints. -1: none.
+  int64_t snapshot_after(int64_t from) const;
+  // Sends token s, sampled after the state consumed `fed` tokens; true when it ends the
+  // request (an end-of-sequence id, max_tokens, or a full context).
+  bool emit(SampleResult s, int64_t fed, StepOutput* out);
+
+  GenerationRequest req_;
+  std::shared_ptr<RequestStream> stream_;
+  SpecOptions spec_;
+  Phase phase_ = Phase::kQueued;
+  SequenceLimits lim_;
+  model::SequenceState* state_ = nullptr;
+  std::unique_ptr<Sampler> sampler_;
+  uint64_t order_ = 0;
+  int64_t prefilled_ = 0;    // prompt tokens consumed
+  int64_t generated_ = 0;    // tokens sampled and sent
+  int32_t next_token_ = -1;  // sampled, not yet fed
+  std::vector<int32_t> context_;  // lookup only: the prediction, the prompt, every sampled token
+  std::vector<int32_t> verify_;   // the rows of a verification: next_token, then the drafts
+  std::vector<int32_t> drafts_;   // scratch: this step's drafts
+  DraftLength draft_length_;      // how many to draft next (acceptance so far)
+};
+
+}  // namespace qwen35::runtime
