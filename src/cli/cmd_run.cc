@@ -7,8 +7,8 @@
 // Generation runs on a one-slot runtime::Engine, the server's engine; this file keeps the
 // terminal side: rendering, tokenizing, showing text (cli/turn.h, cli/answer_printer.h),
 // Ctrl-C and the closing line. The chat resumes each turn from the prefix cache (the previous
-// prompt's last 64-token boundary, bit-identical to a fresh run), or with --no-prefix-cache from
-// the engine's kept state (keep_state) when the rendered prompt extends what the state holds.
+// prompt's last 64-token boundary), so every answer is bit-identical to a fresh run of the same
+// history; with --no-prefix-cache every turn computes the whole history again.
 #include <signal.h>
 #include <unistd.h>
 
@@ -38,8 +38,19 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
+// Ctrl-C: while the tokenizer and the model load there is nothing to stop but the load, so it
+// quits at once (status 130, as a shell reports SIGINT); from the chat's first prompt on, it
+// stops the current answer (or clears the line being typed) and the chat goes on.
+std::atomic<bool> g_loading{true};
 std::atomic<bool> g_interrupt{false};
-void on_sigint(int) { g_interrupt.store(true); }
+void on_sigint(int) {
+  if (g_loading.load()) {
+    static const char kMsg[] = "\nqwen35 run: interrupted while loading\n";
+    [[maybe_unused]] const ssize_t n = write(STDERR_FILENO, kMsg, sizeof kMsg - 1);
+    _exit(130);
+  }
+  g_interrupt.store(true);
+}
 
 void progress_bar(size_t done, size_t total) {
   const int width = 40, filled = total ? int(double(done) / double(total) * width) : width;
@@ -102,8 +113,7 @@ void add_flags(CLI::App& app, Flags& f) {
   app.add_option("--cache-mb", f.cache_mb,
                  "chat: MiB of prefix cache, so a turn resumes from the last one's prompt");
   app.add_flag("--no-prefix-cache", f.no_cache,
-               "chat: resume from the kept state instead (faster; not bit-identical to a fresh "
-               "run, the answer's state having been computed token by token)");
+               "chat: compute the whole history again every turn (the same answers, slower)");
   app.add_option("--temperature", f.temperature, "sampling temperature (0 = greedy)");
   app.add_option("--top-k", f.top_k, "top-k (0 = off)");
   app.add_option("--top-p", f.top_p, "top-p");
@@ -160,7 +170,7 @@ struct Session {
   const tokenizer::Tokenizer& tok;
   std::optional<tmpl::ChatTemplate> tmpl;  // set for --chat and the interactive chat
   runtime::Engine& engine;
-  runtime::GenerationRequest base;  // sampling, max_tokens, eos ids, keep_state
+  runtime::GenerationRequest base;  // sampling, max_tokens, eos ids
   ReasoningDisplay display = ReasoningDisplay::kTagged;
   bool indicator = false;  // "thinking…" on stderr while reasoning is hidden
   Json kwargs = Json::object();
@@ -196,7 +206,8 @@ struct Session {
       runtime::GenerationRequest req = base;
       req.prompt = std::move(*ids);
       req.sampling.reasoning_open = in_reasoning;
-      g_interrupt.store(false);
+      // g_interrupt is not cleared here: the chat clears it when it shows its prompt, so a
+      // Ctrl-C that comes after Enter and before the answer's first token still stops it.
       st = run_turn(engine, std::move(req), tok, f.stops, g_interrupt, [&](const std::string& s) {
         if (printer) printer->push(s);
         else emit(s);
@@ -232,7 +243,7 @@ struct Session {
       }
       if (line == "/exit" || line == "/quit") break;
       if (line == "/reset") {
-        reset_history();  // the next turn's prompt no longer extends the kept state: it resets
+        reset_history();
         std::fputs("(history cleared)\n", stdout);
         continue;
       }
@@ -254,6 +265,9 @@ int cmd_run(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }
+  struct sigaction sa {};
+  sa.sa_handler = on_sigint;
+  sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: Ctrl-C also interrupts a pending read
   const bool interactive = app.count("--prompt") == 0;
   const bool chat = f.chat || interactive;
   if (f.ctx < 2) return fail("run", "--ctx must be at least 2");
@@ -285,10 +299,6 @@ int cmd_run(int argc, char** argv) {
   model::Model& m = *lm->model;
   const bool tty = isatty(STDERR_FILENO) && !f.quiet;
   m.weights().prefault(tty ? progress_bar : std::function<void(size_t, size_t)>());
-
-  struct sigaction sa {};
-  sa.sa_handler = on_sigint;
-  sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: Ctrl-C also interrupts a pending read
 
   runtime::EngineOptions eo;
   eo.parallel = 1;
@@ -332,13 +342,13 @@ int cmd_run(int argc, char** argv) {
   s.base.sampling = sp;
   s.base.max_tokens = f.max_tokens < 0 ? -1 : f.max_tokens;
   s.base.eos_ids = ends;
-  s.base.keep_state = interactive && !cache;
   s.display = f.hide_reasoning               ? ReasoningDisplay::kHidden
               : isatty(STDOUT_FILENO) != 0 ? ReasoningDisplay::kDim
                                            : ReasoningDisplay::kTagged;
   s.indicator = tty;
   if (f.no_think) s.kwargs["enable_thinking"] = false;
   s.reset_history();
+  g_loading.store(false);
   if (!interactive) return s.turn(f.prompt, false);
   s.repl();
   return 0;

@@ -8,6 +8,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <thread>
+#include <filesystem>
+#include <functional>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "test_util.h"
 
@@ -150,27 +156,32 @@ TEST_F(RunTest, Errors) {
   EXPECT_NE(r.err.find("context"), std::string::npos) << r.err;
 }
 
-// The interactive chat driven through tmux: two turns, /reset, Ctrl-D leaves.
-// `qwen35 run ARGS` in a detached tmux session, driven by keys as a user would.
+// `qwen35 run ARGS` in a detached tmux session, driven by keys as a user would. Every step waits
+// for the state it needs (the chat's prompt, an answer begun, a closing line), never for a time:
+// keys sent before the program reads them land in another state (a Ctrl-C during loading quits).
 class TmuxRun {
  public:
   TmuxRun(TempDir& d, const std::string& run_cmd) : tmux_("tmux -S " + d.file("sock") + " "), cap_(d.file("cap")) {
     started_ = std::system((tmux_ + "new-session -d -s repl -x 200 -y 50 '" + run_cmd + "'").c_str()) == 0;
-    pause();
   }
   ~TmuxRun() { std::system((tmux_ + "kill-server 2>/dev/null").c_str()); }
   bool started() const { return started_; }
-  void send(const std::string& keys) {
-    std::system((tmux_ + "send-keys -t repl " + keys).c_str());
-    pause();
-  }
+  void send(const std::string& keys) { std::system((tmux_ + "send-keys -t repl " + keys).c_str()); }
   std::string screen() {
-    std::system((tmux_ + "capture-pane -t repl -p -S -200 > " + cap_).c_str());
+    std::system((tmux_ + "capture-pane -t repl -p -S -200 > " + cap_ + " 2>/dev/null").c_str());
     return testing::read_file(cap_);
+  }
+  // Polls until `state` holds of the screen. The bound only ends a test whose program is stuck.
+  bool wait_for(const std::function<bool(const std::string&)>& state) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (std::chrono::steady_clock::now() < until) {
+      if (state(screen())) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    return false;
   }
 
  private:
-  static void pause() { std::this_thread::sleep_for(std::chrono::milliseconds(800)); }
   std::string tmux_, cap_;
   bool started_ = false;
 };
@@ -181,22 +192,43 @@ size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// The chat waits for a line: its last non-blank line is the bare prompt.
+bool at_prompt(const std::string& screen) {
+  size_t end = screen.find_last_not_of(" \n");
+  if (end == std::string::npos) return false;
+  const size_t start = screen.rfind('\n', end);
+  const std::string last = screen.substr(start == std::string::npos ? 0 : start + 1, end + 1 - (start == std::string::npos ? 0 : start + 1));
+  return last == ">";
+}
+
+// The answer to `line` has begun: something visible follows the line the user typed.
+bool answering(const std::string& screen, const std::string& line) {
+  const size_t p = screen.rfind("> " + line);
+  return p != std::string::npos &&
+         screen.find_first_not_of(" \n", p + 2 + line.size()) != std::string::npos;
+}
+
+bool file_exists(const std::string& path) { return std::system(("test -f " + path).c_str()) == 0; }
+
 TEST_F(RunTest, ReplThroughTmux) {
   if (std::system("command -v tmux >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux not installed";
   TempDir d;
   const std::string done = d.file("done");
   TmuxRun t(d, std::string(QWEN35_BINARY) + " run -m " + model() + " -n 12 --seed 2; touch " + done);
   ASSERT_TRUE(t.started());
+  ASSERT_TRUE(t.wait_for(at_prompt)) << t.screen();
   t.send("'first question' Enter");
+  ASSERT_TRUE(t.wait_for([](const std::string& s) { return count(s, "[prompt:") == 1 && at_prompt(s); })) << t.screen();
   t.send("'second question' Enter");
+  ASSERT_TRUE(t.wait_for([](const std::string& s) { return count(s, "[prompt:") == 2 && at_prompt(s); })) << t.screen();
   t.send("/reset Enter");
+  ASSERT_TRUE(t.wait_for([](const std::string& s) { return s.find("(history cleared)") != std::string::npos && at_prompt(s); }))
+      << t.screen();
   const std::string screen = t.screen();
   t.send("C-d");
   EXPECT_NE(screen.find("> first question"), std::string::npos) << screen;
   EXPECT_NE(screen.find("> second question"), std::string::npos) << screen;
-  EXPECT_NE(screen.find("(history cleared)"), std::string::npos) << screen;
-  EXPECT_EQ(count(screen, "[prompt:"), 2u) << screen;
-  EXPECT_TRUE(std::system(("test -f " + done).c_str()) == 0) << "Ctrl-D did not leave the chat";
+  EXPECT_TRUE(t.wait_for([&](const std::string&) { return file_exists(done); })) << "Ctrl-D did not leave the chat";
 }
 
 // Ctrl-C stops an answer (the closing line says "interrupted") and the chat goes on.
@@ -206,13 +238,82 @@ TEST_F(RunTest, CtrlCStopsAnAnswerInTheRepl) {
   // A context this large takes the tiny model many seconds to fill: only Ctrl-C ends the answer.
   TmuxRun t(d, std::string(QWEN35_BINARY) + " run -m " + model() + " --ctx 60000 --seed 2");
   ASSERT_TRUE(t.started());
-  t.send("'first question' Enter");
+  ASSERT_TRUE(t.wait_for(at_prompt)) << t.screen();
+  size_t n = 0;
+  for (const std::string q : {"first question", "second question"}) {
+    t.send("'" + q + "' Enter");
+    ASSERT_TRUE(t.wait_for([&](const std::string& s) { return answering(s, q); })) << t.screen();
+    t.send("C-c");
+    ++n;
+    ASSERT_TRUE(t.wait_for([&](const std::string& s) { return count(s, "| interrupted]") == n && at_prompt(s); }))
+        << t.screen();
+  }
+}
+
+// Ctrl-C while the model loads quits at once with status 130, as a shell reports SIGINT. The
+// load is held at a known point: the checkpoint's generation_config.json is a FIFO, which the
+// loader reads until the test, having opened its other end, closes it.
+TEST_F(RunTest, CtrlCWhileLoadingQuits) {
+  if (std::system("command -v tmux >/dev/null 2>&1") != 0) GTEST_SKIP() << "tmux not installed";
+  namespace fs = std::filesystem;
+  TempDir d;
+  const std::string m = d.file("m"), rc = d.file("rc"), err = d.file("err");
+  fs::create_directory(m);
+  for (const auto& e : fs::directory_iterator(model()))
+    if (e.path().filename() != "generation_config.json") fs::copy(e.path(), fs::path(m) / e.path().filename());
+  const std::string fifo = m + "/generation_config.json";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  TmuxRun t(d, std::string(QWEN35_BINARY) + " run -m " + m + " 2> " + err + "; echo $? > " + rc + ".tmp; mv " + rc +
+                   ".tmp " + rc);
+  ASSERT_TRUE(t.started());
+  int fd = -1;  // opens once the loader has the FIFO open for reading (ENXIO until then)
+  ASSERT_TRUE(t.wait_for([&](const std::string&) { return (fd = open(fifo.c_str(), O_WRONLY | O_NONBLOCK)) >= 0; }));
   t.send("C-c");
-  t.send("'second question' Enter");
-  t.send("C-c");
-  const std::string screen = t.screen();
-  EXPECT_EQ(count(screen, "| interrupted]"), 2u) << screen;
-  EXPECT_NE(screen.find("> second question"), std::string::npos) << screen;
+  EXPECT_TRUE(t.wait_for([&](const std::string&) { return file_exists(rc); }));
+  close(fd);
+  EXPECT_EQ(testing::read_file(rc), "130\n");
+  EXPECT_NE(testing::read_file(err).find("interrupted while loading"), std::string::npos) << testing::read_file(err);
+}
+
+// The interactive chat through the prefix cache gives, turn after turn, the answers of a chat
+// that computes its whole history afresh every turn (--no-prefix-cache), seeded and greedy; and
+// the cache does resume (later turns compute fewer prompt tokens than their history holds).
+TEST_F(RunTest, ChatResumedFromTheCacheEqualsAFreshHistory) {
+  const std::string kjv = std::string(QWEN35_SOURCE_DIR) + "/models/qwen35-tiny-kjv";
+  TempDir d;
+  {
+    std::ofstream f(d.file("in"));
+    f << "Who made the light?\nAnd the waters?\nTell me of Moses.\n";
+  }
+  for (const std::string sampling : {"--seed 4", "--temperature 0"}) {
+    // A system message long enough that the part every turn's prompt shares passes a 64-token
+    // boundary (a turn's own prompt opens an empty thinking block that the history drops).
+    const std::string system =
+        "In the beginning God created the heaven and the earth. And the earth was without form, and void; and "
+        "darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters. And God "
+        "said, Let there be light: and there was light. And God saw the light, that it was good: and God divided "
+        "the light from the darkness.";
+    const std::string base = "run -m " + kjv + " -n 24 --no-think " + sampling + " --system '" + system + "' < " + d.file("in");
+    auto cached = run_qwen35(base);
+    auto fresh = run_qwen35(base + " --no-prefix-cache");
+    ASSERT_EQ(cached.exit_code, 0) << cached.err;
+    ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+    EXPECT_GT(cached.out.size(), 40u);
+    EXPECT_EQ(cached.out, fresh.out) << sampling;
+    // The closing lines: "[prompt: N tokens, ...": the cached chat's later turns compute less.
+    auto prompts = [](const std::string& err) {
+      std::vector<long> n;
+      for (size_t p = err.find("[prompt: "); p != std::string::npos; p = err.find("[prompt: ", p + 1))
+        n.push_back(std::stol(err.substr(p + 9)));
+      return n;
+    };
+    const auto c = prompts(cached.err), f = prompts(fresh.err);
+    ASSERT_EQ(c.size(), 3u) << cached.err;
+    ASSERT_EQ(f.size(), 3u) << fresh.err;
+    EXPECT_EQ(c[0], f[0]);
+    EXPECT_LT(c[1], f[1]) << cached.err;
+    EXPECT_LT(c[2], f[2]) << cached.err;
+  }
 }
 
 }  // namespace
