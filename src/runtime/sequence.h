@@ -42,9 +42,13 @@ const char* phase_name(Phase p);
 // pushed only after the stats are published (a client that has its answer and then reads
 // stats() sees its slot and KV released).
 struct StepOutput {
-  int64_t prompt = 0, generated = 0, done = 0, drafted = 0, accepted = 0;
+  int64_t steps = 0, prompt = 0, generated = 0, done = 0, cancelled = 0;
+  int64_t drafted = 0, accepted = 0;
   std::array<int64_t, model::kMaxVerifyRows - 1> drafted_at{}, accepted_at{};
   std::vector<std::pair<std::shared_ptr<RequestStream>, StreamEvent>> finished;
+  // Where the steps' time went: planning the rows (the drafters included), the forward call,
+  // and advancing the sequences (sampling included). For bench; the engine does not read them.
+  double plan_s = 0, forward_s = 0, advance_s = 0;
 };
 
 // What the engine fixes for every sequence.

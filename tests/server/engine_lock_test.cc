@@ -121,7 +121,7 @@ TEST(EngineLock, NothingWaitsForAResumeInProgress) {
   EXPECT_EQ(st.running, 0);  // published before the admission began
   auto other = engine.submit(request(70, 6), &err, &msg);
   EXPECT_TRUE(other) << msg;
-  EXPECT_EQ(engine.stats().queued, 1);  // `other`; `resumed` is being admitted
+  EXPECT_EQ(engine.stats().queued, 2);  // `other`, and `resumed` until its admission ends
   server::HttpClient http("127.0.0.1", *port, 60);
   const server::ClientResponse m = http.get("/metrics");
   EXPECT_EQ(m.status, 200) << m.error;

@@ -1,40 +1,38 @@
-// One engine step (runtime/engine.h): the plan of the step's rows, the forward call, and each
+// One engine step (runtime/stepper.h): the plan of the step's rows, the forward call, and each
 // sequence advanced by its rows' logits. Speculative decoding (docs/design.md "Speculative
 // decoding"): what each verifying sequence drafts before the forward call, and how its verified
 // rows are sampled and committed after it.
 #include <algorithm>
+#include <chrono>
 
-#include "runtime/engine.h"
-#include "runtime/sequence.h"
+#include "runtime/stepper.h"
 
 namespace qwen35::runtime {
 
-void Engine::step(StepOutput* out) {
+void Stepper::step(StepOutput* out) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
   schedule();
   if (rows_.empty()) return;
+  const auto t1 = Clock::now();
   const core::Status st = model_.forward(rows_, &logits_);
+  const auto t2 = Clock::now();
   for (size_t r = 0; r < rows_.size(); ++r) {
     if (advance(r, st, out)) {
       release(size_t(row_slot_[r]));  // the slot is free for the next admission
       ++out->done;
     }
   }
-  ++stats_.steps;
-  stats_.prompt_tokens += out->prompt;
-  stats_.generated_tokens += out->generated;
-  stats_.finished += out->done;
-  stats_.drafted_tokens += out->drafted;
-  stats_.accepted_tokens += out->accepted;
-  for (size_t i = 0; i < out->drafted_at.size(); ++i) {
-    stats_.drafted_at[i] += out->drafted_at[i];
-    stats_.accepted_at[i] += out->accepted_at[i];
-  }
+  ++out->steps;
+  out->plan_s += std::chrono::duration<double>(t1 - t0).count();
+  out->forward_s += std::chrono::duration<double>(t2 - t1).count();
+  out->advance_s += std::chrono::duration<double>(Clock::now() - t2).count();
 }
 
 // Each verifying sequence's rows: the sampled token and what its drafter proposes. A step with
 // no draft goes the same way, as one verified row. The MTP head drafts for all its sequences in
 // one call; drafts only change the speed, so a failed drafting pass verifies no draft.
-void Engine::draft() {
+void Stepper::draft() {
   draft_reqs_.clear();
   for (auto& s : slots_) {
     if (!s || s->phase() != Phase::kVerify) continue;
@@ -55,7 +53,7 @@ void Engine::draft() {
 // Fills rows_: one decode row (or the verification rows) per generating sequence, then prefill
 // chunks, oldest request first, on the absolute grid, under the remaining budget. The first
 // prefilling sequence always gets one chunk so prompts progress however many sequences decode.
-void Engine::schedule() {
+void Stepper::schedule() {
   rows_.clear();
   row_slot_.clear();
   row_logits_.clear();
@@ -102,7 +100,7 @@ void Engine::schedule() {
 // After the forward call: advances row r's sequence by its logits. Returns true when the
 // sequence finished (its kDone event is in *out). A verification keeps the rows up to the last
 // one sampled, so the state holds what plain decoding fed (docs/design.md §6, drafted == plain).
-bool Engine::advance(size_t r, const core::Status& st, StepOutput* out) {
+bool Stepper::advance(size_t r, const core::Status& st, StepOutput* out) {
   Sequence& s = *slots_[size_t(row_slot_[r])];
   if (!st.ok()) {
     s.finish("error", out, st.message());

@@ -1,0 +1,58 @@
+// What an engine is made with (EngineOptions) and what it reports (EngineStats):
+// runtime/engine.h, runtime/stepper.h.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "model/state.h"
+#include "runtime/drafter.h"
+#include "runtime/prefix_cache.h"
+
+namespace qwen35::runtime {
+
+struct EngineOptions {
+  int parallel = 4;           // sequence slots (concurrently running requests)
+  int64_t ctx = 4096;         // tokens per slot (prompt + generated)
+  int max_queue = 64;         // waiting requests beyond the running ones; more are refused
+  int64_t step_tokens = 256;  // per-step row budget (decode rows + prefill rows), >= kDeltaChunk
+  // The KV pool, in blocks of kernels::kKvBlock positions shared by all slots (0: enough for
+  // every slot at full context). Its memory becomes resident as blocks are first written. A
+  // request is admitted when the blocks of its worst case, min(context, prompt + max_tokens),
+  // are not promised to running requests; until then it waits. A pool smaller than ctx is the
+  // context limit of every request.
+  int64_t kv_blocks = 0;
+  // The prefix cache (runtime/prefix_cache.h): its bound in bytes (0: off), and the interval
+  // of its snapshots within long prompts (a multiple of kernels::kKvBlock) besides each
+  // prompt's last grid boundary.
+  int64_t cache_bytes = 0;
+  int64_t cache_interval = 2048;
+  // Persistence: the cache is loaded from cache_dir at construction and saved there at
+  // shutdown, its files tagged with cache_fingerprint (the checkpoint and arithmetic mode).
+  std::string cache_dir{};
+  uint64_t cache_fingerprint = 0;
+  // Speculative decoding for requests that do not choose (GenerationRequest::spec).
+  SpecOptions spec{};
+  // Tests only: called on the engine thread just before a request is resumed from the prefix
+  // cache (a test blocks it there to show what does not wait for the engine thread).
+  std::function<void()> before_resume{};
+};
+
+// A snapshot of the engine's counters, for /metrics and /health.
+struct EngineStats {
+  int64_t queued = 0, running = 0, slots = 0, slots_busy = 0;
+  int64_t kv_tokens_used = 0, kv_tokens_total = 0;
+  int64_t kv_blocks_used = 0, kv_blocks_total = 0;  // the KV pool
+  int64_t state_bytes = 0;  // conv + recurrent state of all slots, and the KV pool when full
+  int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
+  int64_t finished = 0, cancelled = 0;
+  int64_t drafted_tokens = 0, accepted_tokens = 0;  // speculative decoding
+  // Per draft position i (the (i+1)-th drafted token of a step): steps that drafted one there,
+  // and steps whose draft there was accepted.
+  std::array<int64_t, model::kMaxVerifyRows - 1> drafted_at{}, accepted_at{};
+  PrefixCacheStats cache;
+};
+
+}  // namespace qwen35::runtime

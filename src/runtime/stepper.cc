@@ -1,0 +1,186 @@
+#include "runtime/stepper.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace qwen35::runtime {
+
+Stepper::Stepper(model::Model& model, const EngineOptions& opts) : model_(model), opts_(opts) {
+  opts_.parallel = std::max(1, opts_.parallel);
+  opts_.step_tokens = std::max<int64_t>(opts_.step_tokens, model::kDeltaChunk);
+  const int64_t block = kernels::kKvBlock;
+  const int64_t per_slot = (opts_.ctx + block - 1) / block;
+  if (opts_.kv_blocks <= 0) opts_.kv_blocks = per_slot * opts_.parallel;
+  opts_.cache_interval = std::max<int64_t>(block, opts_.cache_interval / block * block);
+  // MTP drafting needs the head's cache in every state, and so in the pool.
+  if (opts_.spec.method == SpecMethod::kMtp && !model_.mtp_enabled()) {
+    const core::Status st = model_.enable_mtp();
+    QWEN35_CHECK_MSG(st.ok(), st.message().c_str());
+  }
+  pool_ = model_.new_pool(opts_.kv_blocks, opts_.spec.method == SpecMethod::kMtp);
+  for (int i = 0; i < opts_.parallel; ++i)
+    states_.push_back(model_.new_state(opts_.ctx, pool_.get()));
+  if (opts_.cache_bytes > 0)
+    cache_ = std::make_unique<PrefixCache>(pool_.get(), size_t(opts_.cache_bytes));
+  slots_.resize(size_t(opts_.parallel));
+}
+
+Stepper::~Stepper() = default;
+
+bool Stepper::validate(const GenerationRequest& req, std::string* message) const {
+  const int64_t n = int64_t(req.prompt.size());
+  if (n == 0) {
+    *message = "the prompt is empty";
+    return false;
+  }
+  if (n >= opts_.ctx) {
+    *message = "the prompt has " + std::to_string(n) + " tokens, more than the context of " +
+               std::to_string(opts_.ctx) + " tokens allows (at most " +
+               std::to_string(opts_.ctx - 1) + ")";
+    return false;
+  }
+  if (const SpecOptions sp = req.spec.value_or(opts_.spec); sp.method != SpecMethod::kOff) {
+    if (sp.draft_tokens < 1 || sp.draft_tokens >= model::kMaxVerifyRows) {
+      *message = "draft_tokens must be in [1, " + std::to_string(model::kMaxVerifyRows - 1) +
+                 "], got " + std::to_string(sp.draft_tokens);
+      return false;
+    }
+    if (sp.method == SpecMethod::kMtp && !pool_->mtp()) {
+      *message = model_.weights().mtp
+                     ? "speculative method \"mtp\" needs a server started with --spec mtp (its "
+                       "sequences keep the MTP head's cache); use \"lookup\""
+                     : "this checkpoint has no usable MTP head; use \"lookup\"";
+      return false;
+    }
+  }
+  const int64_t vocab = model_.config().vocab;
+  // Drafted tokens are fed to the model too: a prediction's ids are checked as a prompt's.
+  for (const auto* ids : {&req.prompt, &req.prediction}) {
+    for (int32_t t : *ids) {
+      if (t < 0 || t >= vocab) {
+        *message = "token id " + std::to_string(t) + " is out of range [0, " +
+                   std::to_string(vocab) + ")";
+        return false;
+      }
+    }
+  }
+  for (int32_t t : {req.sampling.think_start, req.sampling.think_end}) {
+    if (t >= vocab) {
+      *message = "thinking token id " + std::to_string(t) + " is out of range [0, " + std::to_string(vocab) + ")";
+      return false;
+    }
+  }
+  if (auto s = req.sampling.validate(); !s.ok()) {
+    *message = s.message();
+    return false;
+  }
+  if (const int64_t held = pool_->n_blocks() * kernels::kKvBlock; n >= held) {
+    *message = "the prompt has " + std::to_string(n) + " tokens, more than the KV pool of " +
+               std::to_string(held) + " positions allows (--mem-budget-mb)";
+    return false;
+  }
+  return true;
+}
+
+int64_t Stepper::context() const {
+  return std::min(opts_.ctx, pool_->n_blocks() * kernels::kKvBlock);
+}
+
+int64_t Stepper::blocks_for(const GenerationRequest& r) const {
+  const int64_t n = int64_t(r.prompt.size());
+  const int64_t worst = std::min(context(), r.max_tokens < 0 ? opts_.ctx : n + r.max_tokens);
+  return (worst + kernels::kKvBlock - 1) / kernels::kKvBlock;
+}
+
+bool Stepper::promisable(const GenerationRequest& r) const {
+  int64_t promised = blocks_for(r);
+  for (const auto& s : slots_)
+    if (s) promised += blocks_for(s->request());
+  return promised <= pool_->n_blocks();
+}
+
+// The free blocks must cover what every running request may still take, plus r's worst case.
+int64_t Stepper::kv_deficit(const GenerationRequest& r) const {
+  int64_t future = blocks_for(r);
+  for (const auto& s : slots_)
+    if (s) future += std::max<int64_t>(0, blocks_for(s->request()) - s->state()->blocks_held());
+  return future - pool_->free_blocks();
+}
+
+// First come, first served: a request whose KV cannot be promised now waits, and so do those
+// behind it. Making room is explicit: prefix-cache entries are evicted only when the request
+// at the head could be promised its worst case once they are gone.
+void Stepper::admit(std::deque<std::unique_ptr<Sequence>>* waiting) {
+  for (size_t i = 0; i < slots_.size() && !waiting->empty(); ++i) {
+    if (slots_[i]) continue;
+    const GenerationRequest& r = waiting->front()->request();
+    if (!promisable(r)) break;
+    if (const int64_t d = kv_deficit(r); d > 0 && cache_)
+      cache_->free_blocks(pool_->free_blocks() + d);
+    if (kv_deficit(r) > 0) break;
+    std::unique_ptr<Sequence> s = std::move(waiting->front());
+    waiting->pop_front();
+        states_[i]->reset();
+    const SequenceLimits lim{context(), model_.config().vocab,
+                             cache_ ? opts_.cache_interval : 0};
+    s->start(states_[i].get(), cache_.get(), lim, next_order_++, opts_.before_resume);
+    slots_[i] = std::move(s);
+  }
+}
+
+void Stepper::drop_cancelled(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* out) {
+  for (auto it = waiting->begin(); it != waiting->end();) {
+    if (!(*it)->cancelled()) {
+      ++it;
+      continue;
+    }
+    ++out->cancelled;
+    (*it)->finish("cancelled", out);
+    it = waiting->erase(it);
+  }
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (!slots_[i] || !slots_[i]->cancelled()) continue;
+    ++out->cancelled;
+    slots_[i]->finish("cancelled", out);
+    release(i);
+  }
+}
+
+void Stepper::release(size_t i) {
+  slots_[i]->state()->reset();  // its KV blocks go back to the pool
+  slots_[i].reset();
+}
+
+bool Stepper::running() const {
+  return std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return bool(s); });
+}
+
+void Stepper::cancel_running() {
+  for (auto& s : slots_)
+    if (s) s->stream()->cancel();
+}
+
+void Stepper::gauges(EngineStats* s) const {
+  s->slots = opts_.parallel;
+  s->kv_blocks_total = pool_->n_blocks();
+  s->kv_tokens_total = pool_->n_blocks() * kernels::kKvBlock;
+  s->state_bytes = int64_t(pool_->block_bytes()) * pool_->n_blocks();
+  for (const auto& st : states_) s->state_bytes += int64_t(st->recurrent_bytes());
+  if (opts_.spec.method != SpecMethod::kOff)  // each slot's verification records
+    s->state_bytes +=
+        int64_t(model::SequenceState::verify_bytes(model_.config(), pool_->mtp())) * opts_.parallel;
+  int64_t busy = 0, used = 0;
+  for (const auto& q : slots_) {
+    if (!q) continue;
+    ++busy;
+    used += q->state()->pos();
+  }
+  s->slots_busy = busy;
+  s->running = busy;
+  s->kv_tokens_used = used;
+  s->kv_blocks_used = pool_->used_blocks();
+  if (cache_) s->cache = cache_->stats();
+}
+
+}  // namespace qwen35::runtime

@@ -1,0 +1,90 @@
+// The engine's single-threaded core (runtime/engine.h): the slots and their sequence states,
+// the KV pool and the prefix cache; admission by KV promise, and the step itself (plan the rows,
+// one forward call, advance each sequence by its phase). It has no thread and no lock: the
+// Engine runs one on its engine thread, and `qwen35 bench` drives one directly, so what bench
+// times is the path that serves.
+//
+// Admission is by promise: a sequence takes a free slot only when the free blocks cover what
+// every running sequence may still take plus its own worst case, min(context, prompt +
+// max_tokens); prefix-cache entries are evicted only when, once they are gone, the sequence at
+// the head of the queue could be promised that. Otherwise it waits, first come first served, so
+// decode never runs out of blocks.
+//
+// Thread-safety: none; one thread at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+#include "runtime/engine_options.h"
+#include "runtime/prefix_cache.h"
+#include "runtime/sequence.h"
+
+namespace qwen35::runtime {
+
+class Stepper {
+ public:
+  // `opts` as the engine takes them; options() gives them normalized (at least one slot, a
+  // step budget of at least one grid chunk, the pool's size, the snapshot interval on the grid).
+  Stepper(model::Model& model, const EngineOptions& opts);
+  ~Stepper();
+  Stepper(const Stepper&) = delete;
+  Stepper& operator=(const Stepper&) = delete;
+
+  const EngineOptions& options() const { return opts_; }
+  // Why `req` can never run here (empty, longer than the context or the pool, bad ids or
+  // sampling, a drafter this engine lacks); false with *message.
+  bool validate(const GenerationRequest& req, std::string* message) const;
+  int64_t context() const;  // positions a sequence may reach: min(ctx, the pool)
+
+  // Moves sequences from the front of `waiting` into free slots while each can be promised its
+  // worst case (see above), resuming each from the prefix cache.
+  void admit(std::deque<std::unique_ptr<Sequence>>* waiting);
+  // Closes cancelled sequences, waiting or running (their kDone events into *out).
+  void drop_cancelled(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* out);
+  void cancel_running();  // asks every running sequence to stop (drop_cancelled closes them)
+  bool running() const;
+  const Sequence* slot(size_t i) const { return slots_[i].get(); }
+
+  // One step: a forward call over every running sequence's rows for this step, then each
+  // sequence advanced (sampled, finished, its slot freed). Nothing when no sequence runs.
+  void step(StepOutput* out);
+
+  // The gauges (slots, KV, prefix cache) and the totals (slots, blocks, state bytes).
+  void gauges(EngineStats* s) const;
+  PrefixCache* cache() const { return cache_.get(); }
+  int64_t recurrent_floats() const { return int64_t(states_[0]->recurrent_bytes() / 4); }
+
+ private:
+  int64_t blocks_for(const GenerationRequest& r) const;  // its worst case, in KV blocks
+  // Whether `r` could ever be promised its worst case beside the running sequences, and how
+  // many blocks it lacks now (> 0: it waits, or cache entries go).
+  bool promisable(const GenerationRequest& r) const;
+  int64_t kv_deficit(const GenerationRequest& r) const;
+  void release(size_t slot);  // frees a finished sequence's slot; its blocks go back
+  void schedule();
+  void draft();  // the drafts of the step's verifying sequences
+  bool advance(size_t row, const core::Status& st, StepOutput* out);
+
+  model::Model& model_;
+  EngineOptions opts_;
+  std::unique_ptr<model::KvPool> pool_;
+  std::unique_ptr<PrefixCache> cache_;  // null: off
+  std::vector<std::unique_ptr<model::SequenceState>> states_;
+  std::vector<std::unique_ptr<Sequence>> slots_;  // null: free
+  uint64_t next_order_ = 0;                       // admission counter
+
+  // Step scratch.
+  std::vector<model::SequenceRows> rows_;
+  std::vector<int> row_slot_;
+  std::vector<size_t> row_logits_;  // first logits row of each batch row
+  std::vector<float> logits_;
+  std::vector<model::DraftRequest> draft_reqs_;  // the MTP head's requests of a step
+};
+
+}  // namespace qwen35::runtime
