@@ -149,6 +149,26 @@ TEST_F(GgufSynthTest, EveryOuttypeParsesAndLoads) {
   }
 }
 
+TEST_F(GgufSynthTest, MtpOffLeavesOutTheNextnBlock) {
+  SynthOptions o;
+  o.format = "gguf";
+  o.outtype = "bf16";
+  o.mtp = "off";
+  o.progress = false;
+  o.out_dir = (root_ / "nomtp.gguf").string();
+  auto r = write_synthetic_checkpoint(o);
+  ASSERT_TRUE(r.ok()) << r.message();
+  auto g = GgufModel::open(o.out_dir);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(*(*g)->get_int("qwen35.block_count"), 8);
+  EXPECT_EQ((*g)->find_value("qwen35.nextn_predict_layers"), nullptr);
+  EXPECT_EQ((*g)->find_value("qwen35.attention.recurrent_layers")->ints.size(), 8u);
+  for (const auto& [name, t] : (*g)->tensors()) EXPECT_NE(name.rfind("blk.8.", 0), 0u) << name;
+  auto w = model::load_weights(o.out_dir);
+  ASSERT_TRUE(w.ok()) << w.message();
+  EXPECT_FALSE((*w)->has_mtp);
+}
+
 TEST_F(GgufSynthTest, TokenizerAndTemplateAreTheHfOnes) {
   const std::string dir = synth("tiny", "hf", "", "hf");
   const std::string path = synth("tiny", "gguf", "q8_0", "t.gguf");
