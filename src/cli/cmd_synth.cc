@@ -22,14 +22,19 @@ void synth_usage(FILE* f) {
     presets += p;
   }
   std::fprintf(f,
-               "usage: qwen35 synth --preset %s [--format hf|mlx] [--bits 2|3|4|5|6|8]\n"
-               "                    [--group-size 64] [--mtp auto|on|off] [--seed N] [--quiet] --out DIR\n"
-               "Writes a random-weight checkpoint (config, tokenizer, safetensors) to DIR.\n"
-               "  --format      hf: bf16, HF names (default); mlx: MLX affine-quantized\n"
+               "usage: qwen35 synth --preset %s [--format hf|mlx|gguf] [--bits 2|3|4|5|6|8]\n"
+               "                    [--group-size 64] [--outtype f32|f16|bf16|q8_0|q4_0]\n"
+               "                    [--mtp auto|on|off] [--seed N] [--quiet] --out DIR|FILE.gguf\n"
+               "Writes a random-weight checkpoint (config, tokenizer, safetensors) to DIR, or\n"
+               "with --format gguf one GGUF file in llama.cpp's layout (same values as hf).\n"
+               "  --format      hf: bf16, HF names (default); mlx: MLX affine-quantized;\n"
+               "                gguf: llama.cpp's qwen35 / qwen35moe layout\n"
                "  --bits        mlx bits per weight: 2|3|4|5|6|8 (default 4)\n"
                "  --group-size  mlx quantization group: 32|64|128 (default 64)\n"
-               "  --mtp         the MTP head (mtp.*): auto (default: hf yes, mlx no, as mlx-lm\n"
-               "                exports), on, off\n"
+               "  --outtype     gguf matrix type: f32|f16|bf16|q8_0|q4_0 (default f16); norms and\n"
+               "                other 1-D tensors stay f32, as llama.cpp's converter keeps them\n"
+               "  --mtp         the MTP head (mtp.*): auto (default: hf and gguf yes, mlx no, as\n"
+               "                mlx-lm exports), on, off\n"
                "  --seed        RNG seed (default 1); same seed, same bytes\n"
                "  --shard-gb    shard size limit in GiB (default 4)\n"
                "  --quiet       no progress bar (it is also off when stderr is not a terminal)\n",
@@ -68,6 +73,8 @@ int cmd_synth(int argc, char** argv) {
       o.preset = v;
     } else if (a == "--format") {
       o.format = v;
+    } else if (a == "--outtype") {
+      o.outtype = v;
     } else if (a == "--mtp") {
       o.mtp = v;
     } else if (a == "--out" || a == "-o") {
@@ -83,7 +90,7 @@ int cmd_synth(int argc, char** argv) {
       return fail("synth", "unknown option '" + a + "' (see --help)");
     }
   }
-  if (o.out_dir.empty()) return fail("synth", "--out DIR is required (see --help)");
+  if (o.out_dir.empty()) return fail("synth", "--out DIR (or FILE.gguf) is required (see --help)");
   o.progress = !quiet && isatty(STDERR_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
   auto r = tools::write_synthetic_checkpoint(o);
@@ -93,6 +100,8 @@ int cmd_synth(int argc, char** argv) {
   if (o.format == "mlx") {
     quant.append(" ").append(std::to_string(o.bits)).append("-bit g");
     quant.append(std::to_string(o.group_size));
+  } else if (o.format == "gguf") {
+    quant.append(" ").append(o.outtype.empty() ? "f16" : o.outtype);
   }
   std::printf("wrote %s: preset %s, format %s%s, %lld tensors, %.1f MB in %d file(s), %.1f s\n",
               o.out_dir.c_str(), o.preset.c_str(), o.format.c_str(), quant.c_str(),

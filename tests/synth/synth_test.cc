@@ -306,7 +306,7 @@ TEST_F(SynthTest, RejectsBadOptions) {
   o.preset = "7b";
   EXPECT_FALSE(write_synthetic_checkpoint(o).ok());
   o.preset = "tiny";
-  o.format = "gguf";
+  o.format = "onnx";
   EXPECT_FALSE(write_synthetic_checkpoint(o).ok());
   o.format = "mlx";
   o.bits = 7;

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "tools/synth/config_gen.h"
+#include "tools/synth/gguf_synth.h"
 #include "tools/synth/presets.h"
 #include "tools/synth/st_writer.h"
 #include "tools/synth/tensor_plan.h"
@@ -31,13 +32,15 @@ Status write_text(const fs::path& path, const std::string& text) {
 
 Status validate(const SynthOptions& o, PlanOptions* plan) {
   if (o.out_dir.empty()) return core::error("[synth] no output directory (--out)");
-  if (o.format == "hf") {
-    plan->dialect = Dialect::kHf;
+  if (o.format == "hf" || o.format == "gguf") {
+    plan->dialect = Dialect::kHf;  // GGUF: the HF checkpoint's values, converted
   } else if (o.format == "mlx") {
     plan->dialect = Dialect::kMlx;
   } else {
-    return core::error("[synth] unknown format '" + o.format + "' (expected hf|mlx)");
+    return core::error("[synth] unknown format '" + o.format + "' (expected hf|mlx|gguf)");
   }
+  if (o.format != "gguf" && !o.outtype.empty())
+    return core::error("[synth] --outtype applies to --format gguf only (hf is bf16; mlx takes --bits)");
   if (o.bits != 2 && o.bits != 3 && o.bits != 4 && o.bits != 5 && o.bits != 6 && o.bits != 8)
     return core::error("[synth] unsupported bits " + std::to_string(o.bits) +
                        " (expected 2|3|4|5|6|8)");
@@ -75,9 +78,14 @@ Status clean_dir(const fs::path& dir) {
 }  // namespace
 
 Result<SynthSummary> write_synthetic_checkpoint(const SynthOptions& opts) {
+  QWEN35_ASSIGN_OR_RETURN(const Preset preset, find_preset(opts.preset));
+  return write_synthetic_checkpoint(opts, preset);
+}
+
+Result<SynthSummary> write_synthetic_checkpoint(const SynthOptions& opts, const Preset& preset) {
   PlanOptions popts;
   QWEN35_RETURN_IF_ERROR(validate(opts, &popts));
-  QWEN35_ASSIGN_OR_RETURN(const Preset preset, find_preset(opts.preset));
+  if (opts.format == "gguf") return write_synthetic_gguf(opts, preset, popts);
   const fs::path dir(opts.out_dir);
   QWEN35_RETURN_IF_ERROR(clean_dir(dir));
   const TensorPlan plan = build_tensor_plan(preset, popts);
