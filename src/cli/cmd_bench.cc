@@ -2,7 +2,9 @@
 // Prompt processing (pp) and generation (tg) tokens/s like llama-bench, plus the bytes of weights
 // streamed per generated token, the achieved GB/s, the machine's memory read bandwidth measured in
 // the same process, time to first token and peak RSS. Medians (and min/max) over the repetitions;
-// a hash of the prompt's last logits so backends, modes and builds can be compared.
+// a hash of the prompt's last logits so backends, modes and builds can be compared. Generation
+// (tg, --verify, --spec mtp with --verify) runs through the engine's own step
+// (cli/bench_steps.h), so what is timed is what serves.
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -22,6 +24,7 @@
 
 #include "cli/model_assets.h"
 #include "cli/bench_spec.h"
+#include "cli/bench_steps.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
 #include "cli/spec_flags.h"
@@ -162,7 +165,7 @@ int cmd_bench(int argc, char** argv) {
   std::string schema_file;
   app.add_flag("--sample", sample,
                "tg picks tokens with the sampler and the model's sampling defaults (seed 1) "
-               "instead of argmax");
+               "instead of greedy picks");
   app.add_option("--json-schema", schema_file,
                  "with --sample: under the grammar of the JSON Schema in FILE (a new value each "
                  "time one ends), to measure what the mask costs: the warm-up pass computes the "
@@ -230,20 +233,17 @@ int cmd_bench(int argc, char** argv) {
     schema_grammar = std::move(*g);
     schema_vocab = server::grammar_vocab(*tok, V);
   }
+  // --verify K --spec mtp: steps that draft with the MTP head.
+  const bool mtp = verify > 0 && spec_method != "off";
+  if (mtp) {
+    if (spec_method != "mtp") return fail("bench", "with --verify, --spec must be mtp (or off)");
+    if (draft_vocab < 0) return fail("bench", "--draft-vocab must be >= 0");
+    if (auto st = m.enable_mtp(); !st.ok()) return fail("bench", st.message());
+    m.set_draft_vocab(draft_vocab);
+  }
   std::vector<int32_t> context(static_cast<size_t>(depth));
   for (int64_t i = 0; i < depth; ++i) context[size_t(i)] = int32_t((i * 40503u + 7) % uint64_t(V));
   auto state = m.new_state(depth + std::max<int64_t>(n_prompt, n_gen * (verify + 1)) + 1);
-  std::vector<std::unique_ptr<model::SequenceState>> batch_states;
-  for (int64_t b = 1; b < batch; ++b) batch_states.push_back(m.new_state(depth + n_gen + 1));
-  // --verify K --spec mtp: a state with the MTP head's cache, for steps that draft with it.
-  std::unique_ptr<model::SequenceState> mtp_state;
-  if (verify > 0 && spec_method != "off") {
-    if (spec_method != "mtp") return fail("bench", "with --verify, --spec must be mtp (or off)");
-    if (auto st = m.enable_mtp(); !st.ok()) return fail("bench", st.message());
-    if (draft_vocab < 0) return fail("bench", "--draft-vocab must be >= 0");
-    m.set_draft_vocab(draft_vocab);
-    mtp_state = m.new_state(depth + n_gen * (verify + 1) + verify + 2);
-  }
   std::vector<float> logits;
   // Empties a sequence and fills its context with the -d tokens (untimed).
   auto start = [&](model::SequenceState* st) -> core::Status {
@@ -252,10 +252,33 @@ int cmd_bench(int argc, char** argv) {
     model::SequenceRows rows{st, context, false};
     return m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits);
   };
+  // Generation runs as the engine runs it (cli/bench_steps.h): each of `batch` requests reads
+  // the -d context and one token of its own (untimed prefill), then decodes; greedy unless
+  // --sample. The steps' positions reach at most depth + 1 + n_gen · (verify + 1) + verify.
+  runtime::EngineOptions eo;
+  eo.ctx = depth + 2 + n_gen * (verify + 1) + verify + 1;
+  eo.step_tokens = (depth + 1) * batch;
+  eo.max_queue = 0;
+  auto requests = [&](int64_t n, const runtime::SamplingParams& s) {
+    std::vector<runtime::GenerationRequest> reqs(static_cast<size_t>(n));
+    for (int64_t b = 0; b < n; ++b) {
+      reqs[size_t(b)].prompt = context;
+      reqs[size_t(b)].prompt.push_back(int32_t(1 + b));
+      reqs[size_t(b)].sampling = s;
+      // A grammar's value ends with an end token, and the request starts again; without one
+      // decoding goes on through whatever is sampled.
+      if (s.grammar) reqs[size_t(b)].eos_ids = ends;
+    }
+    return reqs;
+  };
+  runtime::SamplingParams greedy;
+  greedy.temperature = 0;
   std::vector<double> pp, tg, vf_all, vf_one;  // vf: ms per verification step
   std::vector<double> pick;                      // ms per generated token spent picking it
   double pick_cold = 0;                          // the same on the warm-up pass
-  std::vector<double> mtp_draft, mtp_verify;     // ms per step: drafting K, verifying them
+  std::vector<double> mtp_draft, mtp_verify;     // ms per step: drafting, verifying
+  double vf_rows = 0, mtp_rows = 0;              // verification rows per timed step
+  std::vector<int32_t> plain;                    // the greedy answer, as --verify's prediction
   uint64_t hash = 0;
   // One warm-up pass of each, then the measured repetitions.
   for (int r = 0; r <= reps; ++r) {
@@ -269,95 +292,66 @@ int cmd_bench(int argc, char** argv) {
       if (r == 0) hash = fnv1a(logits.data() + logits.size() - size_t(V), size_t(V));
     }
     if (n_gen > 0) {
-      // `batch` sequences decode together, one row each per step (batched decode, as the server
-      // runs concurrent requests); tokens/s counts all of them.
-      std::vector<model::SequenceState*> seqs = {state.get()};
-      for (auto& b : batch_states) seqs.push_back(b.get());
-      for (auto* sq : seqs)
-        if (auto s = start(sq); !s.ok()) return fail("bench", s.message());
-      std::vector<int32_t> toks(seqs.size());
-      for (size_t b = 0; b < toks.size(); ++b) toks[b] = int32_t(1 + b);
-      std::vector<model::SequenceRows> rows(seqs.size());
-      std::vector<std::unique_ptr<runtime::Sampler>> samplers(seqs.size());
-      double pick_s = 0;  // time picking tokens (argmax or the sampler)
       // One automaton for all repetitions: the warm-up pass computes its masks (a schema seen
       // first: pick_cold), the measured ones find most of them cached (a repeated schema).
       if (schema_grammar && !sp.grammar)
         sp.grammar = std::make_shared<grammar::Automaton>(*schema_grammar, schema_vocab, ends);
-      auto t0 = Clock::now();
-      for (int64_t i = 0; i < n_gen; ++i) {
-        for (size_t b = 0; b < seqs.size(); ++b) rows[b] = {seqs[b], std::span<const int32_t>(&toks[b], 1), false};
-        if (auto s = m.forward(rows, &logits); !s.ok()) return fail("bench", s.message());
-        const auto t_pick = Clock::now();
-        for (size_t b = 0; b < seqs.size(); ++b) {
-          const float* l = logits.data() + int64_t(b) * V;
-          if (!sample) {
-            toks[b] = int32_t(std::max_element(l, l + V) - l);
-            continue;
-          }
-          if (!samplers[b]) samplers[b] = std::make_unique<runtime::Sampler>(sp, V);
-          toks[b] = samplers[b]->sample(l).token;
-          if (std::find(ends.begin(), ends.end(), toks[b]) != ends.end()) samplers[b].reset();
-        }
-        pick_s += seconds_since(t_pick);
-      }
+      eo.parallel = int(batch);
+      eo.spec = {};
+      auto run = run_steps(m, eo, requests(batch, sample ? sp : greedy), n_gen);
+      if (!run.ok()) return fail("bench", run.message());
+      const double per_token = run->advance_s * 1e3 / double(std::max<int64_t>(1, run->tokens));
       if (r > 0) {
-        tg.push_back(double(n_gen * int64_t(seqs.size())) / seconds_since(t0));
-        pick.push_back(pick_s * 1e3 / double(n_gen * int64_t(seqs.size())));
+        tg.push_back(double(run->tokens) / run->seconds);
+        pick.push_back(per_token);
       } else {
-        pick_cold = pick_s * 1e3 / double(n_gen * int64_t(seqs.size()));
+        pick_cold = per_token;
       }
     }
     if (n_gen > 0 && verify > 0) {
-      // n_gen verification steps of verify + 1 rows each, then a commit that keeps them all
-      // (no rollback) or one (the longest replay).
+      // Verification steps as serve runs them: prompt lookup drafting `verify` tokens a step
+      // from the greedy answer given as the prediction, so every draft is kept.
+      eo.parallel = 1;
+      if (plain.empty()) {
+        eo.spec = {};
+        auto run = run_steps(m, eo, requests(1, greedy), n_gen * (verify + 1) + verify);
+        if (!run.ok()) return fail("bench", run.message());
+        plain = {1};  // the prompt's own last token, then the answer
+        plain.insert(plain.end(), run->first.begin(), run->first.end());
+      }
+      eo.spec = {runtime::SpecMethod::kLookup, int(verify)};
+      auto reqs = requests(1, greedy);
+      reqs[0].prediction = plain;
+      auto run = run_steps(m, eo, reqs, n_gen);
+      if (!run.ok()) return fail("bench", run.message());
+      if (r > 0) vf_all.push_back(run->seconds * 1e3 / double(run->steps));
+      vf_rows = double(run->rows) / double(run->steps);
+      // The worst rollback, every draft rejected, which the engine never repeats (its draft
+      // length falls): timed on Model::forward and Model::commit, the calls its verify step makes.
       std::vector<int32_t> toks(size_t(verify + 1));
-      for (int keep_all = 1; keep_all >= 0; --keep_all) {
-        if (auto s = start(state.get()); !s.ok()) return fail("bench", s.message());
-        auto t0 = Clock::now();
-        for (int64_t i = 0; i < n_gen; ++i) {
-          for (size_t j = 0; j < toks.size(); ++j) toks[j] = int32_t((i * 31 + int64_t(j) * 7 + 1) % V);
-          model::SequenceRows rows{state.get(), toks, false, true};
-          if (auto s = m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits); !s.ok())
-            return fail("bench", s.message());
-          m.commit(state.get(), keep_all ? verify + 1 : 1);
-        }
-        if (r > 0) (keep_all ? vf_all : vf_one).push_back(seconds_since(t0) * 1e3 / double(n_gen));
-      }
-    }
-    if (n_gen > 0 && mtp_state) {
-      // Steps as --spec mtp runs them: the head drafts K tokens, then the K + 1 rows are verified
-      // (the head's cache filled by the same forward call) and all kept.
-      if (auto s = start(mtp_state.get()); !s.ok()) return fail("bench", s.message());
-      if (depth == 0) {
-        const int32_t first = 1;
-        model::SequenceRows rows{mtp_state.get(), std::span<const int32_t>(&first, 1), false};
-        if (auto s = m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits); !s.ok())
-          return fail("bench", s.message());
-      }
-      std::vector<int32_t> drafts, toks;
-      double draft_s = 0, verify_s = 0;
-      int32_t next = 2;
+      if (auto s = start(state.get()); !s.ok()) return fail("bench", s.message());
+      auto t0 = Clock::now();
       for (int64_t i = 0; i < n_gen; ++i) {
-        auto t0 = Clock::now();
-        const model::DraftRequest dr{mtp_state.get(), next, verify, &drafts};
-        if (auto s = m.draft(std::span<const model::DraftRequest>(&dr, 1)); !s.ok())
-          return fail("bench", s.message());
-        draft_s += seconds_since(t0);
-        toks.assign(1, next);
-        toks.insert(toks.end(), drafts.begin(), drafts.end());
-        t0 = Clock::now();
-        model::SequenceRows rows{mtp_state.get(), toks, false, true};
+        for (size_t j = 0; j < toks.size(); ++j) toks[j] = int32_t((i * 31 + int64_t(j) * 7 + 1) % V);
+        model::SequenceRows rows{state.get(), toks, false, true};
         if (auto s = m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits); !s.ok())
           return fail("bench", s.message());
-        m.commit(mtp_state.get(), int64_t(toks.size()));
-        verify_s += seconds_since(t0);
-        next = int32_t((i * 31 + 5) % V);
+        m.commit(state.get(), 1);
       }
+      if (r > 0) vf_one.push_back(seconds_since(t0) * 1e3 / double(n_gen));
+    }
+    if (n_gen > 0 && mtp) {
+      // Steps as --spec mtp runs them: the head drafts (as many as its acceptance pays for, at
+      // most `verify`), then the rows are verified with the head's cache filled by the same call.
+      eo.parallel = 1;
+      eo.spec = {runtime::SpecMethod::kMtp, int(verify)};
+      auto run = run_steps(m, eo, requests(1, greedy), n_gen);
+      if (!run.ok()) return fail("bench", run.message());
       if (r > 0) {
-        mtp_draft.push_back(draft_s * 1e3 / double(n_gen));
-        mtp_verify.push_back(verify_s * 1e3 / double(n_gen));
+        mtp_draft.push_back(run->plan_s * 1e3 / double(run->steps));
+        mtp_verify.push_back((run->forward_s + run->advance_s) * 1e3 / double(run->steps));
       }
+      mtp_rows = double(run->rows) / double(run->steps);
     }
   }
   struct rusage ru {};
@@ -373,7 +367,7 @@ int cmd_bench(int argc, char** argv) {
   const double ttft_ms = pps.median > 0 ? 1e3 * double(n_prompt) / pps.median : 0;
   const std::string isa = lo.backend == "ref" ? "scalar-reference" : kernels::cpu::simd_target();
   const char* mode = lo.fast ? "fast-int8" : "exact";
-  const char* picker = !sample ? "argmax" : sp.grammar ? "sampler+grammar" : "sampler";
+  const char* picker = !sample ? "greedy" : sp.grammar ? "sampler+grammar" : "sampler";
   if (json) {
     std::printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"mode\": \"%s\", \"tg_picks\": \"%s\", \"n_prompt\": %lld, "
                 "\"n_gen\": %lld, \"n_depth\": %lld, \"batch\": %lld, \"repetitions\": %d, \"pp_tok_s\": %.3f, \"pp_tok_s_min\": %.3f, "
@@ -381,12 +375,12 @@ int cmd_bench(int argc, char** argv) {
                 "\"ttft_ms\": %.2f, \"weight_bytes_per_token\": %.0f, \"achieved_gbs\": %.3f, \"mem_bw_gbs\": %.3f, "
                 "\"tg_roofline_tok_s\": %.3f, \"tg_roofline_pct\": %.2f, \"peak_rss_mb\": %.1f, "
                 "\"weights_mb\": %.1f, \"verify_tokens\": %lld, \"verify_ms\": %.3f, "
-                "\"verify_rollback_ms\": %.3f, \"mtp_draft_ms\": %.3f, \"mtp_verify_ms\": %.3f, "
+                "\"verify_rollback_ms\": %.3f, \"verify_rows\": %.3f, \"mtp_draft_ms\": %.3f, \"mtp_verify_ms\": %.3f, \"mtp_rows\": %.3f, "
                 "\"decode_step_ms\": %.3f, \"pick_ms\": %.4f, \"pick_cold_ms\": %.4f, \"logits_hash\": \"%016llx\"}\n",
                 lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, picker, (long long)n_prompt, (long long)n_gen, (long long)depth, (long long)batch, reps,
                 pps.median, pps.min, pps.max, tgs.median, tgs.min, tgs.max, ttft_ms, stream, achieved, bw, roofline,
                 roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (long long)verify,
-                vfa.median, vfo.median, mtd.median, mtv.median, tg_ms, picks.median, pick_cold, (unsigned long long)hash);
+                vfa.median, vfo.median, vf_rows, mtd.median, mtv.median, mtp_rows, tg_ms, picks.median, pick_cold, (unsigned long long)hash);
     return 0;
   }
   std::printf("model: %s  threads: %d  isa: %s  mode: %s  backend: %s\n", lo.model_dir.c_str(), lm->pool->size(),
@@ -405,15 +399,15 @@ int cmd_bench(int argc, char** argv) {
                 tg_ms > 0 ? 100 * picks.median * double(batch) / tg_ms : 0.0, pick_cold);
   }
   if (verify > 0 && tg_ms > 0)
-    std::printf("verify %lld+1 rows: %.2f ms per step (%.2fx one row), %.2f ms keeping one row "
-                "(%.2fx); one row: %.2f ms\n",
-                (long long)verify, vfa.median, vfa.median / tg_ms, vfo.median,
+    std::printf("verify %lld+1 rows (%.2f a step, every draft kept): %.2f ms per step (%.2fx one "
+                "row), %.2f ms keeping one row (%.2fx); one row: %.2f ms\n",
+                (long long)verify, vf_rows, vfa.median, vfa.median / tg_ms, vfo.median,
                 vfo.median / tg_ms, tg_ms);
-  if (mtp_state && tg_ms > 0)
-    std::printf("mtp: drafting %lld tokens %.2f ms (%.2fx one row), verifying them with the "
-                "head's cache %.2f ms (%.2fx): a step %.2fx one row\n",
-                (long long)verify, mtd.median, mtd.median / tg_ms, mtv.median, mtv.median / tg_ms,
-                (mtd.median + mtv.median) / tg_ms);
+  if (mtp && tg_ms > 0)
+    std::printf("mtp (at most %lld drafts): %.2f rows a step; drafting %.2f ms (%.2fx one row), "
+                "verifying with the head's cache %.2f ms (%.2fx): a step %.2fx one row\n",
+                (long long)verify, mtp_rows, mtd.median, mtd.median / tg_ms, mtv.median,
+                mtv.median / tg_ms, (mtd.median + mtv.median) / tg_ms);
   std::printf("peak RSS: %.1f MB (weights %.1f MB)\n", rss_mb, double(m.weights().weight_bytes) / 1e6);
   std::printf("logits hash: %016llx (FNV-1a of the prompt's last logits; compares backends and builds)\n",
               (unsigned long long)hash);

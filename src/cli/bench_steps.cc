@@ -1,0 +1,74 @@
+#include "cli/bench_steps.h"
+
+#include <chrono>
+#include <deque>
+#include <memory>
+
+#include "runtime/sequence.h"
+#include "runtime/stepper.h"
+
+namespace qwen35::cli {
+
+using runtime::Phase;
+using runtime::StreamEvent;
+
+core::Result<StepRun> run_steps(model::Model& m, const runtime::EngineOptions& eo,
+                                const std::vector<runtime::GenerationRequest>& reqs,
+                                int64_t steps) {
+  using Clock = std::chrono::steady_clock;
+  runtime::Stepper stepper(m, eo);
+  std::string why;
+  for (const auto& r : reqs)
+    if (!stepper.validate(r, &why)) return core::error("[bench] " + why);
+  std::deque<std::unique_ptr<runtime::Sequence>> waiting;
+  std::vector<std::shared_ptr<runtime::RequestStream>> streams(reqs.size());
+  auto start = [&](size_t i) {
+    streams[i] = std::make_shared<runtime::RequestStream>(int64_t(reqs[i].prompt.size()));
+    waiting.push_back(std::make_unique<runtime::Sequence>(reqs[i], streams[i], eo.spec));
+  };
+  for (size_t i = 0; i < reqs.size(); ++i) start(i);
+  StepRun run;
+  bool first_open = true;
+  while (run.steps < steps) {
+    stepper.admit(&waiting);
+    if (!stepper.running()) return core::error("[bench] no request could be admitted");
+    bool prefill = false;
+    int64_t generating = 0;
+    for (size_t i = 0; i < size_t(stepper.options().parallel); ++i) {
+      const auto* s = stepper.slot(i);
+      if (!s) continue;
+      if (s->phase() == Phase::kPrefill) prefill = true;
+      else ++generating;
+    }
+    runtime::StepOutput out;
+    const auto t0 = Clock::now();
+    stepper.step(&out);
+    const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (!prefill) {
+      ++run.steps;
+      run.seconds += dt;
+      run.tokens += out.generated;
+      run.rows += generating + out.drafted;
+      run.plan_s += out.plan_s;
+      run.forward_s += out.forward_s;
+      run.advance_s += out.advance_s;
+      run.drafted += out.drafted;
+      run.accepted += out.accepted;
+    }
+    for (auto& [stream, ev] : out.finished) stream->push(std::move(ev));
+    for (size_t i = 0; i < streams.size(); ++i) {
+      StreamEvent ev;
+      while (streams[i]->next(&ev, std::chrono::milliseconds(0))) {
+        if (ev.kind == StreamEvent::kToken && i == 0 && first_open)
+          run.first.push_back(ev.sample.token);
+        if (ev.kind != StreamEvent::kDone) continue;
+        if (ev.finish_reason == "error") return core::error("[bench] " + ev.error);
+        if (i == 0) first_open = false;
+        start(i);
+      }
+    }
+  }
+  return run;
+}
+
+}  // namespace qwen35::cli
