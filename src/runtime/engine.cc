@@ -6,6 +6,7 @@
 
 #include "core/check.h"
 #include "runtime/engine_active.h"
+#include "runtime/logprobs.h"
 
 namespace qwen35::runtime {
 
@@ -41,34 +42,6 @@ void RequestStream::set_prompt_read(RequestTiming::Clock::time_point t) {
   timing_.prompt_read = t;
   timing_.prompt_done = true;
 }
-
-namespace {
-
-// The log-softmax of `logits` at `token`, and the `top` most likely tokens (ties: lower id).
-SampleResult score(const float* logits, int64_t vocab, int32_t token, int32_t top,
-                   std::vector<int32_t>* order) {
-  float mx = logits[0];
-  for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, logits[i]);
-  double sum = 0;
-  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - double(mx));
-  const double lse = double(mx) + std::log(sum);
-  SampleResult r;
-  r.token = token;
-  r.logprob = float(double(logits[token]) - lse);
-  if (top > 0) {
-    order->resize(size_t(vocab));
-    std::iota(order->begin(), order->end(), 0);
-    const auto k = std::min<int64_t>(top, vocab);
-    std::partial_sort(order->begin(), order->begin() + k, order->end(), [&](int32_t a, int32_t b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
-    for (int64_t i = 0; i < k; ++i)
-      r.top.push_back({(*order)[size_t(i)], float(double(logits[(*order)[size_t(i)]]) - lse)});
-  }
-  return r;
-}
-
-}  // namespace
 
 Engine::Engine(model::Model& model, const EngineOptions& opts) : model_(model), opts_(opts) {
   opts_.parallel = std::max(1, opts_.parallel);
@@ -533,9 +506,9 @@ bool Engine::advance(size_t r, const core::Status& st, StepCounts* c) {
       StreamEvent ev;
       ev.kind = StreamEvent::kPrompt;
       for (int64_t j = 0; j < n_rows && a.prefilled + j + 1 < n; ++j)
-        ev.prompt.push_back(score(logits_.data() + (row_logits_[r] + size_t(j)) * size_t(vocab),
-                                  vocab, a.req.prompt[size_t(a.prefilled + j + 1)],
-                                  a.req.prompt_logprobs, &order_));
+        ev.prompt.push_back(
+            token_logprobs(logits_.data() + (row_logits_[r] + size_t(j)) * size_t(vocab), vocab,
+                           a.req.prompt[size_t(a.prefilled + j + 1)], a.req.prompt_logprobs, &order_));
       a.stream->push(std::move(ev));
       last += size_t(n_rows - 1) * size_t(vocab);
     }

@@ -23,6 +23,7 @@
 #include "core/result.h"
 #include "formats/hf_config.h"
 #include "grammar/matcher.h"
+#include "runtime/logprobs.h"
 
 namespace qwen35::runtime {
 
@@ -58,17 +59,6 @@ struct SamplingParams {
 
 // The model's own defaults (generation_config.json); do_sample false means greedy.
 SamplingParams sampling_defaults(const formats::GenerationConfig& g);
-
-struct TokenLogprob {
-  int32_t token = -1;
-  float logprob = 0.0f;
-};
-
-struct SampleResult {
-  int32_t token = -1;
-  float logprob = 0.0f;              // of the chosen token (when logprobs >= 0)
-  std::vector<TokenLogprob> top;     // the N most likely tokens, most likely first
-};
 
 class Sampler {
  public:
