@@ -4,9 +4,10 @@
 //   penalties -> grammar mask -> reasoning budget -> top-k -> temperature softmax -> top-p
 //   -> min-p -> draw
 //
-// Candidates are token ids in `order`, best first: a higher adjusted logit first, ties to the
-// lower id (a total order, so every sort of them gives the same sequence). A refused token has
-// the logit -inf.
+// The reasoning budget is the Sampler's own stage (Sampler::forced_end): it reads the state of the
+// thinking block, which the Sampler keeps. Candidates are token ids in `order`, best first: a
+// higher adjusted logit first, ties to the lower id (a total order, so every sort of them gives the
+// same sequence). A refused token has the logit -inf.
 #pragma once
 
 #include <cstdint>
@@ -23,8 +24,8 @@ inline bool ranks_before(const float* w, int32_t a, int32_t b) {
   return w[a] > w[b] || (w[a] == w[b] && a < b);
 }
 
-// Repetition penalty (CTRL, as in vLLM and llama.cpp): each token in `seen` has its logit divided
-// by `penalty` when positive and multiplied by it otherwise.
+// Repetition penalty (CTRL's, as vLLM and llama.cpp apply it): each token in `seen` has its logit
+// divided by `penalty` when positive and multiplied by it otherwise.
 void repetition_penalty(std::span<float> w, std::span<const uint8_t> seen, float penalty);
 // OpenAI's frequency and presence penalties: logit -= frequency * count + presence, for each
 // token generated `count` > 0 times.
