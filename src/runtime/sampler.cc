@@ -2,8 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 #include <random>
+
+#include "runtime/sampler_stages.h"
 
 namespace qwen35::runtime {
 
@@ -54,161 +55,107 @@ void Sampler::add_prompt(std::span<const int32_t> tokens) {
 }
 
 SampleResult Sampler::sample(const float* logits) {
-  const int64_t V = vocab_;
-  SampleResult res;
-  // Raw log-probabilities for callers.
-  if (p_.logprobs >= 0) {
-    const float mx = *std::max_element(logits, logits + V);
-    double sum = 0;
-    for (int64_t i = 0; i < V; ++i) sum += std::exp(double(logits[i] - mx));
-    const float lse = mx + float(std::log(sum));
-    const int32_t n = std::min<int32_t>(p_.logprobs, int32_t(V));
-    std::iota(order_.begin(), order_.end(), 0);
-    std::partial_sort(order_.begin(), order_.begin() + n, order_.end(), [&](int32_t a, int32_t b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
-    for (int32_t i = 0; i < n; ++i) res.top.push_back({order_[size_t(i)], logits[order_[size_t(i)]] - lse});
-    res.logprob = -lse;  // completed below with the chosen token's logit
-  }
-  // Penalties.
-  float* w = work_.data();
-  std::copy(logits, logits + V, w);
-  if (p_.repetition_penalty != 1.0f)
-    for (int64_t i = 0; i < V; ++i)
-      if (seen_[size_t(i)]) w[i] = w[i] > 0 ? w[i] / p_.repetition_penalty : w[i] * p_.repetition_penalty;
-  if (p_.frequency_penalty != 0.0f || p_.presence_penalty != 0.0f)
-    for (const auto& [tok, cnt] : output_counts_) w[tok] -= p_.frequency_penalty * float(cnt) + p_.presence_penalty;
-
-  // Constrained decoding: the grammar's mask, or inside a thinking block no end token.
-  const grammar::Automaton* g = p_.grammar.get();
-  const bool masked = g && !in_think_;
-  const int64_t left = p_.max_output < 0 ? grammar::Automaton::kInf : p_.max_output - int64_t(drawn_);
-  const int64_t limit = left >= grammar::Automaton::kInf ? left : left - 2;
-  const bool budget_spent = p_.reasoning_budget >= 0 && in_think_ && think_tokens_ >= p_.reasoning_budget;
-  auto better = [&](int32_t a, int32_t b) { return w[a] > w[b] || (w[a] == w[b] && a < b); };
-  bool force_end = false;
-  int64_t found = -1;  // >= 0: order_[0, found) are already the candidates, best first
-  if (g && in_think_) {
-    // What is left just covers </think>, the shortest value and the end token.
-    force_end = p_.think_end >= 0 && left <= grammar_need_ + 2;
-    for (int32_t e : g->end_ids())
-      if (e >= 0 && e < V) w[e] = -INFINITY;
-  } else if (masked) {
-    // Greedy and top-k draw from the best few allowed tokens only. Where the mask is not cached
-    // yet (computing it is a pass over the vocabulary), they are looked for among the best
-    // tokens, checked one by one, which gives the very candidates masking the whole vocabulary
-    // first would, in the same order; the mask is computed only when fewer turn up.
-    const int64_t want = p_.temperature == 0.0f ? 1 : p_.top_k > 0 ? std::min<int64_t>(p_.top_k, V) : 0;
-    if (want > 0 && !p_.grammar->has_mask(gstate_)) {
-      const int64_t scan = std::min<int64_t>(V, std::max<int64_t>(64, 4 * want));
-      std::iota(order_.begin(), order_.end(), 0);
-      std::partial_sort(order_.begin(), order_.begin() + scan, order_.end(), better);
-      int64_t k = 0;
-      for (int64_t i = 0; i < scan && k < want; ++i)
-        if (p_.grammar->allows(gstate_, order_[size_t(i)], limit)) order_[size_t(k++)] = order_[size_t(i)];
-      if (k == want) found = want;
-    }
-    if (found < 0) {
-      p_.grammar->mask(gstate_, limit, &mask_);
-      for (int64_t wi = 0; wi * 64 < V; ++wi) {
-        const uint64_t bits = wi < int64_t(mask_.size()) ? mask_[size_t(wi)] : 0;
-        if (bits == ~uint64_t(0)) continue;
-        for (int64_t i = wi * 64; i < std::min(V, wi * 64 + 64); ++i)
-          if (!((bits >> (i - wi * 64)) & 1)) w[i] = -INFINITY;
-      }
-    }
-  }
-
-  int32_t chosen = -1;
-  if (budget_spent || force_end) {
-    chosen = p_.think_end;  // the budget is spent: the thinking block ends here
-  } else if (p_.temperature == 0.0f) {
-    if (found > 0) {
-      chosen = order_[0];
-    } else {
-      chosen = int32_t(std::max_element(w, w + V) - w);
-      if (g && w[chosen] == -INFINITY) chosen = -1;
-    }
-  } else {
-    // Candidates (the tokens a grammar allows) sorted by adjusted logit (ties to the lower id),
-    // truncated by top-k.
-    int64_t n = V;
-    if (found > 0) {
-      n = found;
-    } else if (g) {
-      n = 0;
-      for (int64_t i = 0; i < V; ++i)
-        if (w[i] != -INFINITY) order_[size_t(n++)] = int32_t(i);
-    } else {
-      std::iota(order_.begin(), order_.end(), 0);
-    }
-    if (found > 0) {
-      // sorted already
-    } else if (p_.top_k > 0 && p_.top_k < n) {
-      std::partial_sort(order_.begin(), order_.begin() + p_.top_k, order_.begin() + n, better);
-      n = p_.top_k;
-    } else {
-      std::sort(order_.begin(), order_.begin() + n, better);
-    }
-    if (n > 0) {
-      // Softmax at temperature over the candidates (highest first).
-      const double inv_t = 1.0 / p_.temperature;
-      const double top = w[order_[0]];
-      std::vector<double>& pr = probs_;
-      pr.resize(size_t(n));
-      double sum = 0;
-      for (int64_t i = 0; i < n; ++i) sum += (pr[size_t(i)] = std::exp((double(w[order_[size_t(i)]]) - top) * inv_t));
-      for (int64_t i = 0; i < n; ++i) pr[size_t(i)] /= sum;
-      // top-p: the smallest prefix whose mass reaches top_p.
-      if (p_.top_p < 1.0f) {
-        double c = 0;
-        int64_t keep = 0;
-        while (keep < n) {
-          c += pr[size_t(keep++)];
-          if (c >= p_.top_p) break;
-        }
-        n = keep;
-      }
-      // min-p: drop candidates below min_p x the most likely one.
-      if (p_.min_p > 0.0f) {
-        const double floor = p_.min_p * pr[0];
-        int64_t keep = 1;
-        while (keep < n && pr[size_t(keep)] >= floor) ++keep;
-        n = keep;
-      }
-      double mass = 0;
-      for (int64_t i = 0; i < n; ++i) mass += pr[size_t(i)];
-      double u = core::Xoshiro256(key_ ^ core::splitmix64_of(drawn_)).uniform() * mass, c = 0;
-      chosen = order_[size_t(n - 1)];
-      for (int64_t i = 0; i < n; ++i) {
-        c += pr[size_t(i)];
-        if (u < c) {
-          chosen = order_[size_t(i)];
-          break;
-        }
-      }
-    }
-  }
+  const bool masked = p_.grammar && !in_think_;  // the grammar constrains this token
+  // A forced end makes the other stages moot: it is chosen whatever they would allow.
+  int32_t chosen = forced_end();
+  if (chosen < 0) chosen = pick(logits);
   if (chosen < 0) {
     // The grammar allows nothing: only a vocabulary without some single-byte token can get
     // here. The output ends (with the end token when the request has one).
-    chosen = g->end_ids().empty() ? 0 : g->end_ids()[0];
+    chosen = p_.grammar->end_ids().empty() ? 0 : p_.grammar->end_ids()[0];
   }
-  if (masked && !g->is_end(chosen)) gstate_ = p_.grammar->step(gstate_, chosen);
-  res.token = chosen;
-  if (p_.logprobs >= 0) res.logprob += logits[chosen];
-  output_counts_[chosen]++;
-  seen_[size_t(chosen)] = 1;
+  record(chosen, masked);
+  if (p_.logprobs < 0) return SampleResult{chosen, 0.0f, {}};
+  return token_logprobs(logits, vocab_, chosen, p_.logprobs, &order_);
+}
+
+int64_t Sampler::tokens_left() const {
+  return p_.max_output < 0 ? grammar::Automaton::kInf : p_.max_output - int64_t(drawn_);
+}
+
+// Reasoning budget: inside a thinking block, think_end once reasoning_budget tokens were sampled
+// there, or under a grammar once what is left just covers </think>, the shortest value and the
+// end token. The forced token still takes its position's draw (unused), so the draws after it
+// are those of the same positions in a run without the cut.
+int32_t Sampler::forced_end() const {
+  if (!in_think_ || p_.think_end < 0) return -1;
+  const bool spent = p_.reasoning_budget >= 0 && think_tokens_ >= p_.reasoning_budget;
+  const bool late = p_.grammar && tokens_left() <= grammar_need_ + 2;
+  return spent || late ? p_.think_end : -1;
+}
+
+int32_t Sampler::pick(const float* logits) {
+  std::span<float> w(work_);
+  std::copy(logits, logits + vocab_, w.begin());
+  sampling::repetition_penalty(w, seen_, p_.repetition_penalty);
+  sampling::frequency_presence_penalty(w, output_counts_, p_.frequency_penalty,
+                                       p_.presence_penalty);
+  const int64_t found = constrain(w);
+  return p_.temperature == 0.0f ? greedy(found) : draw(found);
+}
+
+// Grammar mask. Inside a thinking block only the grammar's end tokens are refused (the answer
+// must come); outside it, every token after which the value cannot be finished in what is left
+// (this token and the end token aside). Greedy and top-k draw from the best few allowed tokens
+// only: where the mask is not cached yet (computing it is a pass over the vocabulary), they are
+// looked for among the best tokens first. Returns n > 0 when order_[0, n) already holds the
+// candidates, best first; 0 when the refused tokens' logits were set to -inf instead.
+int64_t Sampler::constrain(std::span<float> w) {
+  grammar::Automaton* g = p_.grammar.get();
+  if (!g) return 0;
+  if (in_think_) {
+    for (int32_t e : g->end_ids())
+      if (e >= 0 && e < vocab_) w[size_t(e)] = -INFINITY;
+    return 0;
+  }
+  const int64_t left = tokens_left();
+  const int64_t limit = left >= grammar::Automaton::kInf ? left : left - 2;
+  const int64_t want = p_.temperature == 0.0f ? 1
+                       : p_.top_k > 0         ? std::min<int64_t>(p_.top_k, vocab_)
+                                              : 0;
+  if (want > 0 && !g->has_mask(gstate_)) {
+    const int64_t found = sampling::best_allowed(*g, gstate_, limit, w, want, order_);
+    if (found > 0) return found;
+  }
+  sampling::mask_refused(*g, gstate_, limit, w, &mask_);
+  return 0;
+}
+
+int32_t Sampler::greedy(int64_t found) const {
+  if (found > 0) return order_[0];
+  const int32_t t = sampling::argmax(work_);
+  return p_.grammar && work_[size_t(t)] == -INFINITY ? -1 : t;
+}
+
+int32_t Sampler::draw(int64_t found) {
+  const float* w = work_.data();
+  int64_t n = found;
+  if (n == 0)
+    n = sampling::top_k(w, order_, sampling::gather(work_, p_.grammar != nullptr, order_),
+                        p_.top_k);
+  if (n == 0) return -1;
+  sampling::softmax(w, std::span<const int32_t>(order_).first(size_t(n)), p_.temperature, &probs_);
+  n = sampling::top_p(probs_, p_.top_p);
+  n = sampling::min_p(std::span<const double>(probs_).first(size_t(n)), p_.min_p);
+  const double u = core::Xoshiro256(key_ ^ core::splitmix64_of(drawn_)).uniform();
+  return order_[size_t(sampling::draw(std::span<const double>(probs_).first(size_t(n)), u))];
+}
+
+void Sampler::record(int32_t token, bool masked) {
+  if (masked && !p_.grammar->is_end(token)) gstate_ = p_.grammar->step(gstate_, token);
+  output_counts_[token]++;
+  seen_[size_t(token)] = 1;
   ++drawn_;
   if (in_think_) {
-    if (chosen == p_.think_end) in_think_ = false;
-    else ++think_tokens_;
-  } else if (chosen == p_.think_start && p_.think_start >= 0 && !masked) {
+    if (token == p_.think_end)
+      in_think_ = false;
+    else
+      ++think_tokens_;
+  } else if (token == p_.think_start && p_.think_start >= 0 && !masked) {
     // (Under a grammar the output is the value now: a <think> inside it is text.)
     in_think_ = true;
     think_tokens_ = 0;
   }
-  return res;
 }
 
 }  // namespace qwen35::runtime

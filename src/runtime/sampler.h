@@ -1,10 +1,11 @@
 // Token sampling with the semantics users know from vLLM: penalties, temperature, top-k, top-p,
 // min-p, seeded randomness, and log-probabilities for callers.
 //
-// Order: repetition penalty (prompt + output tokens), frequency/presence penalties (output tokens)
-// -> temperature -> top-k -> top-p -> min-p -> draw. temperature == 0 is greedy (ties to the lower
+// A chain of small stages (runtime/sampler_stages.h): repetition penalty (prompt + output
+// tokens), frequency/presence penalties (output tokens) -> grammar mask -> reasoning budget ->
+// top-k -> temperature -> top-p -> min-p -> draw. temperature == 0 is greedy (ties to the lower
 // id). Log-probabilities are those of the model's raw distribution (log_softmax of the logits
-// before any penalty or truncation), as vLLM reports by default.
+// before any penalty or truncation, runtime/logprobs.h), as vLLM reports by default.
 //
 // Determinism: the random draw for a request's p-th sampled token depends only on (seed, p): the
 // same seed and the same logits give the same tokens, and speculative decoding, which samples
@@ -23,6 +24,7 @@
 #include "core/result.h"
 #include "formats/hf_config.h"
 #include "grammar/matcher.h"
+#include "runtime/logprobs.h"
 
 namespace qwen35::runtime {
 
@@ -59,17 +61,6 @@ struct SamplingParams {
 // The model's own defaults (generation_config.json); do_sample false means greedy.
 SamplingParams sampling_defaults(const formats::GenerationConfig& g);
 
-struct TokenLogprob {
-  int32_t token = -1;
-  float logprob = 0.0f;
-};
-
-struct SampleResult {
-  int32_t token = -1;
-  float logprob = 0.0f;              // of the chosen token (when logprobs >= 0)
-  std::vector<TokenLogprob> top;     // the N most likely tokens, most likely first
-};
-
 class Sampler {
  public:
   Sampler(const SamplingParams& params, int64_t vocab);
@@ -87,20 +78,30 @@ class Sampler {
   const SamplingParams& params() const { return p_; }
 
  private:
+  // sample() composes these: forced_end, else pick (penalties, constrain, then greedy or draw);
+  // a token of -1 means none settled yet. record keeps what the next token's stages read.
+  int32_t forced_end() const;               // reasoning budget (inside a thinking block)
+  int32_t pick(const float* logits);        // penalties, grammar mask, truncation, draw
+  int64_t constrain(std::span<float> w);    // grammar mask
+  int32_t greedy(int64_t found) const;      // temperature 0
+  int32_t draw(int64_t found);              // top-k, softmax, top-p, min-p, the draw
+  void record(int32_t token, bool masked);  // what the next token's stages depend on
+  int64_t tokens_left() const;              // of max_output (Automaton::kInf: unbounded)
+
   SamplingParams p_;
   int64_t vocab_;
-  uint64_t key_;        // the seed (drawn from the system when the request has none)
-  uint64_t drawn_ = 0;  // tokens sampled so far: the position of the next draw
-  bool in_think_;             // inside a thinking block
-  int64_t think_tokens_ = 0;  // tokens sampled inside it
-  int32_t gstate_ = -1;        // grammar configuration (outside thinking)
-  int64_t grammar_need_ = 0;   // tokens that surely give a whole value from the start
+  uint64_t key_;                // the seed (drawn from the system when the request has none)
+  uint64_t drawn_ = 0;          // tokens sampled so far: the position of the next draw
+  bool in_think_;               // inside a thinking block
+  int64_t think_tokens_ = 0;    // tokens sampled inside it
+  int32_t gstate_ = -1;         // grammar configuration (outside thinking)
+  int64_t grammar_need_ = 0;    // tokens that surely give a whole value from the start
   std::vector<uint64_t> mask_;  // scratch: the allowed tokens
   std::unordered_map<int32_t, int32_t> output_counts_;
-  std::vector<uint8_t> seen_;    // prompt or output token (repetition penalty)
-  std::vector<float> work_;      // [vocab] adjusted logits
-  std::vector<int32_t> order_;   // candidate ids
-  std::vector<double> probs_;    // candidate probabilities
+  std::vector<uint8_t> seen_;   // prompt or output token (repetition penalty)
+  std::vector<float> work_;     // [vocab] adjusted logits
+  std::vector<int32_t> order_;  // candidate ids, best first
+  std::vector<double> probs_;   // candidate probabilities
 };
 
 }  // namespace qwen35::runtime

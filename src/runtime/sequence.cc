@@ -1,40 +1,12 @@
 #include "runtime/sequence.h"
 
 #include <algorithm>
-#include <cmath>
-#include <numeric>
 
 #include "core/check.h"
 #include "model/model.h"
+#include "runtime/logprobs.h"
 
 namespace qwen35::runtime {
-namespace {
-
-// The log-softmax of `logits` at `token`, and the `top` most likely tokens (ties: lower id).
-SampleResult score(const float* logits, int64_t vocab, int32_t token, int32_t top,
-                   std::vector<int32_t>* order) {
-  float mx = logits[0];
-  for (int64_t i = 1; i < vocab; ++i) mx = std::max(mx, logits[i]);
-  double sum = 0;
-  for (int64_t i = 0; i < vocab; ++i) sum += std::exp(double(logits[i]) - double(mx));
-  const double lse = double(mx) + std::log(sum);
-  SampleResult r;
-  r.token = token;
-  r.logprob = float(double(logits[token]) - lse);
-  if (top > 0) {
-    order->resize(size_t(vocab));
-    std::iota(order->begin(), order->end(), 0);
-    const auto k = std::min<int64_t>(top, vocab);
-    std::partial_sort(order->begin(), order->begin() + k, order->end(), [&](int32_t a, int32_t b) {
-      return logits[a] > logits[b] || (logits[a] == logits[b] && a < b);
-    });
-    for (int64_t i = 0; i < k; ++i)
-      r.top.push_back({(*order)[size_t(i)], float(double(logits[(*order)[size_t(i)]]) - lse)});
-  }
-  return r;
-}
-
-}  // namespace
 
 const char* phase_name(Phase p) {
   switch (p) {
@@ -119,9 +91,9 @@ bool Sequence::after_chunk(int64_t rows, const float* logits, bool all, PrefixCa
     ev.kind = StreamEvent::kPrompt;
     std::vector<int32_t> order;
     for (int64_t j = 0; j < rows && prefilled_ + j + 1 < n; ++j)
-      ev.prompt.push_back(score(logits + size_t(j * vocab), vocab,
-                                req_.prompt[size_t(prefilled_ + j + 1)], req_.prompt_logprobs,
-                                &order));
+      ev.prompt.push_back(token_logprobs(logits + size_t(j * vocab), vocab,
+                                         req_.prompt[size_t(prefilled_ + j + 1)],
+                                         req_.prompt_logprobs, &order));
     stream_->push(std::move(ev));
     last += size_t((rows - 1) * vocab);
   }
