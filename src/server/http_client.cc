@@ -41,64 +41,57 @@ ClientResponse HttpClient::post(const std::string& path, const std::string& body
   return send("POST", path, body, nullptr, content_type);
 }
 
-// Each step is an asynchronous operation run to completion on a private io_context, so that
-// beast::tcp_stream's deadline applies (blocking Asio calls have none).
-ClientResponse HttpClient::send(const std::string& method, const std::string& path,
-                                const std::string& body,
-                                const std::function<bool(std::string_view)>& on_data,
-                                const std::string& content_type) {
-  ClientResponse out;
+namespace {
+
+// One request's connection: each step is an asynchronous operation run to completion on a
+// private io_context, so that beast::tcp_stream's deadline applies (blocking Asio calls have
+// none). Each step returns an error message, empty on success.
+struct Exchange {
   net::io_context ioc;
-  beast::tcp_stream stream(ioc);
-  const auto deadline = std::chrono::milliseconds(int64_t(timeout_s_ * 1000));
+  beast::tcp_stream stream{ioc};
+  std::chrono::milliseconds deadline;
   beast::error_code ec;
-  auto run = [&] {
+
+  void run() {
     ioc.restart();
     ioc.run();
-  };
-  tcp::resolver resolver(ioc);
-  const auto eps = resolver.resolve(host_, std::to_string(port_), ec);
-  if (ec) {
-    out.error = "resolve: " + ec.message();
-    return out;
   }
-  stream.expires_after(deadline);
-  stream.async_connect(eps, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
-  run();
-  if (ec) {
-    out.error = "connect: " + ec.message();
-    return out;
-  }
-  stream.socket().set_option(tcp::no_delay(true), ec);  // paced uploads are small writes
-  ec = {};
-  http::request<http::string_body> req{http::string_to_verb(method), path, 11};
-  req.set(http::field::host, host_ + ":" + std::to_string(port_));
-  for (const auto& [k, v] : headers_) req.set(k, v);
-  if (!body.empty() || method == "POST") {
-    req.set(http::field::content_type, content_type);
-    req.body() = body;
-  }
-  req.keep_alive(false);
-  req.prepare_payload();
-  stream.expires_after(deadline);
-  if (piece_ == 0) {
-    http::async_write(stream, req, [&](beast::error_code e, size_t) { ec = e; });
+  std::string connect(const std::string& host, int port) {
+    tcp::resolver resolver(ioc);
+    const auto eps = resolver.resolve(host, std::to_string(port), ec);
+    if (ec) return "resolve: " + ec.message();
+    stream.expires_after(deadline);
+    stream.async_connect(eps, [&](beast::error_code e, const tcp::endpoint&) { ec = e; });
     run();
-  } else {
-    std::ostringstream os;
-    os << req;
-    const std::string bytes = os.str();
-    for (size_t off = 0; off < bytes.size() && !ec; off += piece_) {
-      if (off > 0) std::this_thread::sleep_for(gap_);
-      net::async_write(stream, net::buffer(bytes.data() + off, std::min(piece_, bytes.size() - off)),
-                       [&](beast::error_code e, size_t) { ec = e; });
+    if (ec) return "connect: " + ec.message();
+    stream.socket().set_option(tcp::no_delay(true), ec);  // paced uploads are small writes
+    ec = {};
+    return "";
+  }
+  // The whole request at once, or `piece` bytes at a time with `gap` between pieces.
+  std::string write(const http::request<http::string_body>& req, size_t piece,
+                    std::chrono::milliseconds gap) {
+    stream.expires_after(deadline);
+    if (piece == 0) {
+      http::async_write(stream, req, [&](beast::error_code e, size_t) { ec = e; });
       run();
+    } else {
+      std::ostringstream os;
+      os << req;
+      const std::string bytes = os.str();
+      for (size_t off = 0; off < bytes.size() && !ec; off += piece) {
+        if (off > 0) std::this_thread::sleep_for(gap);
+        net::async_write(stream, net::buffer(bytes.data() + off, std::min(piece, bytes.size() - off)),
+                         [&](beast::error_code e, size_t) { ec = e; });
+        run();
+      }
     }
+    return ec ? "write: " + ec.message() : "";
   }
-  if (ec) {
-    out.error = "write: " + ec.message();
-    return out;
-  }
+  void read(const std::function<bool(std::string_view)>& on_data, ClientResponse* out);
+};
+
+void Exchange::read(const std::function<bool(std::string_view)>& on_data, ClientResponse* out) {
   beast::flat_buffer buf;
   http::response_parser<http::string_body> p;
   p.body_limit(std::numeric_limits<std::uint64_t>::max());
@@ -119,22 +112,44 @@ ClientResponse HttpClient::send(const std::string& method, const std::string& pa
     if (ec) break;
   }
   if (p.is_header_done()) {
-    out.status = int(p.get().result_int());
-    for (const auto& f : p.get()) out.headers.emplace_back(str(f.name_string()), str(f.value()));
+    out->status = int(p.get().result_int());
+    for (const auto& f : p.get()) out->headers.emplace_back(str(f.name_string()), str(f.value()));
   }
   if (aborted) {
-    out.error = "aborted by the callback";
-    return out;
+    out->error = "aborted by the callback";
+    return;
   }
   if (ec) {
-    out.error = "read: " + ec.message();
-    if (!p.is_done()) out.status = -1;
-    return out;
+    out->error = "read: " + ec.message();
+    if (!p.is_done()) out->status = -1;
+    return;
   }
-  out.body = std::move(p.get().body());
-  if (on_data && !p.chunked() && !out.body.empty()) {
-    if (!on_data(out.body)) out.error = "aborted by the callback";
+  out->body = std::move(p.get().body());
+  if (on_data && !p.chunked() && !out->body.empty() && !on_data(out->body))
+    out->error = "aborted by the callback";
+}
+
+}  // namespace
+
+ClientResponse HttpClient::send(const std::string& method, const std::string& path,
+                                const std::string& body,
+                                const std::function<bool(std::string_view)>& on_data,
+                                const std::string& content_type) {
+  ClientResponse out;
+  Exchange x;
+  x.deadline = std::chrono::milliseconds(int64_t(timeout_s_ * 1000));
+  if (out.error = x.connect(host_, port_); !out.error.empty()) return out;
+  http::request<http::string_body> req{http::string_to_verb(method), path, 11};
+  req.set(http::field::host, host_ + ":" + std::to_string(port_));
+  for (const auto& [k, v] : headers_) req.set(k, v);
+  if (!body.empty() || method == "POST") {
+    req.set(http::field::content_type, content_type);
+    req.body() = body;
   }
+  req.keep_alive(false);
+  req.prepare_payload();
+  if (out.error = x.write(req, piece_, gap_); !out.error.empty()) return out;
+  x.read(on_data, &out);
   return out;
 }
 
