@@ -54,7 +54,6 @@ void Model::set_fast_activations(bool on) {
     replaced_.clear();
     int8_forms_.clear();
   }
-  set_draft_vocab(draft_head_.rows);  // the draft head is a slice of the head now in use
 }
 
 }  // namespace qwen35::model
