@@ -191,7 +191,8 @@ std::string tensor_prefix(const Tensor& t, Dialect d, const std::string& text_pr
 void for_each_tensor(const ModelConfig& c, Dialect d, const std::string& text_prefix, bool head, bool mtp,
                      const std::function<void(const Tensor&, const std::string& prefix)>& fn) {
   for (const Tensor& t : kTable) {
-    const bool wanted = t.block == Block::kModel || (t.block == Block::kHead && head) || (t.block == Block::kMtp && mtp);
+    const bool wanted =
+        t.block == Block::kModel || (t.block == Block::kHead && head) || (t.block == Block::kMtp && mtp);
     if (wanted) fn(t, tensor_prefix(t, d, text_prefix, c, -1));
   }
   auto layer = [&](int64_t i, LayerKind kind) {
