@@ -6,6 +6,7 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "model/tensor_table.h"
 #include "model/weights.h"
 
 namespace qwen35::cli {
@@ -41,41 +42,26 @@ std::string human(double bytes) {
   return b;
 }
 
-void quant_summary(const model::ModelWeights& w) {
+// The stored type of each matrix, grouped by the table's summary lines. Takes the weights
+// mutable because the table's slots do; nothing is changed.
+void quant_summary(model::ModelWeights& w) {
   std::map<std::string, std::set<std::string>> kinds;
-  auto add = [&](const std::string& k, const kernels::Matrix& m) { kinds[k].insert(describe(m)); };
-  add("embed_tokens", w.embed);
-  add(w.tied ? "lm_head (tied)" : "lm_head", w.head);
-  for (const auto& L : w.layers) {
-    if (L.kind == model::LayerKind::kFullAttention) {
-      add("self_attn.q/k/v/o_proj", L.attn.q_proj);
-      add("self_attn.q/k/v/o_proj", L.attn.k_proj);
-      add("self_attn.q/k/v/o_proj", L.attn.v_proj);
-      add("self_attn.q/k/v/o_proj", L.attn.o_proj);
-    } else {
-      add("linear_attn.in_proj_qkv/z", L.gdn.in_proj_qkv);
-      add("linear_attn.in_proj_qkv/z", L.gdn.in_proj_z);
-      add("linear_attn.in_proj_a/b", L.gdn.in_proj_a);
-      add("linear_attn.in_proj_a/b", L.gdn.in_proj_b);
-      add("linear_attn.out_proj", L.gdn.out_proj);
-    }
-    if (w.config.moe) {
-      add("mlp.gate (router)", L.moe.router);
-      for (const auto& e : L.moe.experts) {
-        add("mlp.experts", e.gate_proj);
-        add("mlp.experts", e.up_proj);
-        add("mlp.experts", e.down_proj);
-      }
-      if (L.moe.has_shared) {
-        add("mlp.shared_expert", L.moe.shared.gate_proj);
-        add("mlp.shared_expert", L.moe.shared.up_proj);
-        add("mlp.shared_expert", L.moe.shared.down_proj);
-      }
-      if (L.moe.has_shared_gate) add("mlp.shared_expert_gate", L.moe.shared_gate);
-    } else {
-      add("mlp.gate/up/down_proj", L.mlp.gate_proj);
-      add("mlp.gate/up/down_proj", L.mlp.up_proj);
-      add("mlp.gate/up/down_proj", L.mlp.down_proj);
+  auto add = [&](const model::Tensor& t, model::LayerWeights* l, const std::string& line) {
+    const model::Slot s = t.slot(w, l);
+    if (s.present != nullptr && !*s.present) return;
+    if (s.matrix != nullptr) kinds[line].insert(describe(*s.matrix));
+    if (s.experts != nullptr)
+      for (const model::MlpWeights& e : *s.experts) kinds[line].insert(describe(e.*t.expert));
+  };
+  for (const model::Tensor& t : model::tensor_table()) {
+    if (t.summary == nullptr) continue;
+    if (t.is_layer()) {
+      for (model::LayerWeights& L : w.layers)
+        if (model::in_layer(t, w.config, L.kind)) add(t, &L, t.summary);
+    } else if (t.block == model::Block::kHead) {
+      add(t, nullptr, std::string(t.summary) + (w.tied ? " (tied)" : ""));  // tied: the embedding's copy
+    } else if (t.block == model::Block::kModel) {
+      add(t, nullptr, t.summary);
     }
   }
   if (w.gguf) {  // the file's own tally: every tensor, by ggml type
@@ -114,7 +100,7 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("verdict: NOT SUPPORTED\n");
     return fail("inspect", w.message());
   }
-  const model::ModelWeights& mw = **w;
+  model::ModelWeights& mw = **w;
   const model::ModelConfig& c = mw.config;
   std::printf("checkpoint: %s\n", dir.c_str());
   std::printf("model_type: %s (%s)\n", c.model_type.c_str(), c.moe ? "MoE" : "dense");

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "formats/gguf.h"
 #include "kernels/ops.h"
+#include "model/tensor_table.h"
 #include "model/weights.h"
 
 namespace qwen35::model {
@@ -177,12 +178,14 @@ Result<formats::HfConfig> gguf_config(const GgufModel& g, std::string* arch_out)
     QWEN35_ASSIGN_OR_RETURN(h.intermediate_size, g.get_int(a + "feed_forward_length"));
   }
   // The layer kinds from the tensors each block has; the vocabulary from the embedding table.
+  const std::string qkv = table_entry(Block::kLinearAttn, Role::kInProj).gguf;
+  const std::string q = table_entry(Block::kFullAttn, Role::kInProj).gguf;
   for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
-    const bool linear = g.find(blk(i) + "attn_qkv.weight") != nullptr;
-    const bool full = g.find(blk(i) + "attn_q.weight") != nullptr;
+    const bool linear = g.find(blk(i) + qkv) != nullptr;
+    const bool full = g.find(blk(i) + q) != nullptr;
     if (linear == full)
-      return error("[gguf] block " + std::to_string(i) + (linear ? " has both " : " has neither ") +
-                   "'attn_qkv' (Gated DeltaNet) and 'attn_q' (full attention) tensors");
+      return error("[gguf] block " + std::to_string(i) + (linear ? " has both " : " has neither ") + "'" +
+                   module_of(qkv) + "' (Gated DeltaNet) and '" + module_of(q) + "' (full attention) tensors");
     h.layer_types.push_back(linear ? "linear_attention" : "full_attention");
   }
   // llama.cpp reads the pattern from this key when it is there: a file whose key and tensors
@@ -196,98 +199,87 @@ Result<formats::HfConfig> gguf_config(const GgufModel& g, std::string* arch_out)
                      (rl->ints[size_t(i)] ? "recurrent" : "full attention") + ", but its tensors are " +
                      (rl->ints[size_t(i)] ? "full attention" : "Gated DeltaNet"));
   }
-  const GgufTensor* emb = g.find("token_embd.weight");
-  if (emb == nullptr) return error("[weights] missing tensor 'token_embd.weight'");
+  const std::string embed = table_entry(Block::kModel, Role::kEmbedding).gguf;
+  const GgufTensor* emb = g.find(embed);
+  if (emb == nullptr) return error("[weights] missing tensor '" + embed + "'");
   if (emb->ne.size() != 2 || emb->ne[0] != h.hidden_size)
-    return error("[weights] tensor 'token_embd.weight': expected ggml shape [" + std::to_string(h.hidden_size) +
+    return error("[weights] tensor '" + embed + "': expected ggml shape [" + std::to_string(h.hidden_size) +
                  ", vocab], found " + emb->shape_str());
   h.vocab_size = emb->ne[1];
-  h.tie_word_embeddings = g.find("output.weight") == nullptr;
+  h.tie_word_embeddings = g.find(table_entry(Block::kHead, Role::kEmbedding).gguf) == nullptr;
   if (const formats::GgufValue* eos = g.find_value("tokenizer.ggml.eos_token_id"); eos && eos->is_int())
     h.eos_token_ids.push_back(eos->i);
   return h;
 }
 
-Status bind_mlp(GgufBinder& b, const std::string& p, int64_t H, int64_t I, const char* suffix, MlpWeights* w) {
-  const std::string s = std::string(suffix) + ".weight";
-  QWEN35_ASSIGN_OR_RETURN(w->gate_proj, b.matrix(p + "ffn_gate" + s, I, H));
-  QWEN35_ASSIGN_OR_RETURN(w->up_proj, b.matrix(p + "ffn_up" + s, I, H));
-  QWEN35_ASSIGN_OR_RETURN(w->down_proj, b.matrix(p + "ffn_down" + s, H, I));
-  return Status();
-}
-
-Status bind_moe(GgufBinder& b, const ModelConfig& c, const std::string& p, MoeWeights* w) {
-  const int64_t H = c.hidden, E = c.n_experts, I = c.moe_intermediate;
-  QWEN35_ASSIGN_OR_RETURN(w->router, b.matrix(p + "ffn_gate_inp.weight", E, H));
-  w->experts.resize(size_t(E));
-  QWEN35_ASSIGN_OR_RETURN(Matrix down, b.matrix(p + "ffn_down_exps.weight", H, I, E));
-  if (b.has(p + "ffn_gate_up_exps.weight")) {  // fused: per expert, the gate rows then the up rows
-    QWEN35_ASSIGN_OR_RETURN(Matrix gu, b.matrix(p + "ffn_gate_up_exps.weight", 2 * I, H, E));
-    for (int64_t e = 0; e < E; ++e) {
-      w->experts[size_t(e)].gate_proj = gu.row_slice(e * 2 * I, I);
-      w->experts[size_t(e)].up_proj = gu.row_slice(e * 2 * I + I, I);
+// A layer's routed experts, stacked ne [in, out, E]; gate and up either apart or fused (per
+// expert, the gate rows then the up rows), the fused tensor bound once, at its gate half.
+Status bind_experts(GgufBinder& b, const ModelConfig& c, const Tensor& t, const std::string& p, Slot s,
+                    Matrix* fused) {
+  const int64_t E = c.n_experts;
+  const Dims d = t.dims(c);
+  Matrix m;
+  int64_t stride = d.out, first = 0;  // expert e's rows: [e·stride + first, +d.out)
+  if (t.gguf_fused != nullptr && b.has(p + t.gguf_fused)) {
+    if (t.half == Half::kGate) {
+      QWEN35_ASSIGN_OR_RETURN(*fused, b.matrix(p + t.gguf_fused, 2 * d.out, d.in, E));
     }
+    m = *fused;
+    stride = 2 * d.out;
+    first = t.half == Half::kUp ? d.out : 0;
   } else {
-    QWEN35_ASSIGN_OR_RETURN(Matrix gate, b.matrix(p + "ffn_gate_exps.weight", I, H, E));
-    QWEN35_ASSIGN_OR_RETURN(Matrix up, b.matrix(p + "ffn_up_exps.weight", I, H, E));
-    for (int64_t e = 0; e < E; ++e) {
-      w->experts[size_t(e)].gate_proj = gate.row_slice(e * I, I);
-      w->experts[size_t(e)].up_proj = up.row_slice(e * I, I);
-    }
+    QWEN35_ASSIGN_OR_RETURN(m, b.matrix(p + t.gguf, d.out, d.in, E));
   }
-  for (int64_t e = 0; e < E; ++e) w->experts[size_t(e)].down_proj = down.row_slice(e * H, H);
-  if (c.shared_intermediate > 0) {
-    w->has_shared = true;
-    QWEN35_RETURN_IF_ERROR(bind_mlp(b, p, H, c.shared_intermediate, "_shexp", &w->shared));
-    if (b.has(p + "ffn_gate_inp_shexp.weight")) {
-      w->has_shared_gate = true;
-      QWEN35_ASSIGN_OR_RETURN(w->shared_gate, b.matrix(p + "ffn_gate_inp_shexp.weight", 1, H));
-    }
-  }
+  s.experts->resize(size_t(E));
+  for (int64_t e = 0; e < E; ++e) (*s.experts)[size_t(e)].*t.expert = m.row_slice(e * stride + first, d.out);
   return Status();
 }
 
-Status bind_layer(GgufBinder& b, const ModelConfig& c, int64_t i, LayerKind kind, LayerWeights* L) {
-  const std::string p = blk(i);
-  const int64_t H = c.hidden;
+// Binds table entry `t` under prefix `p`: values as stored (norms hold 1+w, ssm_a holds A).
+Status bind_entry(GgufBinder& b, const ModelConfig& c, const Tensor& t, const std::string& p, Slot s,
+                  Matrix* fused) {
+  const std::string name = p + t.gguf;
+  const Dims d = t.dims(c);
+  if (t.optional && !b.has(name)) return Status();
+  switch (t.form) {
+    case Form::kMatrix: {
+      QWEN35_ASSIGN_OR_RETURN(*s.matrix, b.matrix(name, d.out, d.in));
+      break;
+    }
+    case Form::kExperts: return bind_experts(b, c, t, p, s, fused);
+    case Form::kConv: {
+      QWEN35_ASSIGN_OR_RETURN(*s.floats, b.conv(name, d.out, d.in));
+      break;
+    }
+    case Form::kVector: {
+      QWEN35_ASSIGN_OR_RETURN(*s.floats, b.vec(name, d.out));
+      break;
+    }
+  }
+  if (s.present != nullptr) *s.present = true;
+  return Status();
+}
+
+// Binds the entries of block `i` (c.n_layers: the MTP head's layer) of kind `kind`.
+Status bind_layer(GgufBinder& b, ModelWeights& w, int64_t i, LayerKind kind, LayerWeights* L) {
+  const ModelConfig& c = w.config;
   L->kind = kind;
-  QWEN35_ASSIGN_OR_RETURN(L->input_norm, b.vec(p + "attn_norm.weight", H));
-  QWEN35_ASSIGN_OR_RETURN(L->post_norm, b.vec(p + "post_attention_norm.weight", H));
-  if (kind == LayerKind::kFullAttention) {
-    AttentionWeights& w = L->attn;
-    const int64_t nh = c.n_heads, nkv = c.n_kv_heads, hd = c.head_dim;
-    QWEN35_ASSIGN_OR_RETURN(w.q_proj, b.matrix(p + "attn_q.weight", 2 * nh * hd, H));
-    QWEN35_ASSIGN_OR_RETURN(w.k_proj, b.matrix(p + "attn_k.weight", nkv * hd, H));
-    QWEN35_ASSIGN_OR_RETURN(w.v_proj, b.matrix(p + "attn_v.weight", nkv * hd, H));
-    QWEN35_ASSIGN_OR_RETURN(w.o_proj, b.matrix(p + "attn_output.weight", H, nh * hd));
-    QWEN35_ASSIGN_OR_RETURN(w.q_norm, b.vec(p + "attn_q_norm.weight", hd));
-    QWEN35_ASSIGN_OR_RETURN(w.k_norm, b.vec(p + "attn_k_norm.weight", hd));
-  } else {
-    DeltaNetWeights& w = L->gdn;
-    const int64_t nv = c.n_v_heads, dv = c.d_v, C = c.conv_channels();
-    QWEN35_ASSIGN_OR_RETURN(w.in_proj_qkv, b.matrix(p + "attn_qkv.weight", C, H));
-    QWEN35_ASSIGN_OR_RETURN(w.in_proj_z, b.matrix(p + "attn_gate.weight", nv * dv, H));
-    QWEN35_ASSIGN_OR_RETURN(w.in_proj_b, b.matrix(p + "ssm_beta.weight", nv, H));
-    QWEN35_ASSIGN_OR_RETURN(w.in_proj_a, b.matrix(p + "ssm_alpha.weight", nv, H));
-    QWEN35_ASSIGN_OR_RETURN(w.out_proj, b.matrix(p + "ssm_out.weight", H, nv * dv));
-    QWEN35_ASSIGN_OR_RETURN(w.conv, b.conv(p + "ssm_conv1d.weight", C, c.conv_kernel));
-    QWEN35_ASSIGN_OR_RETURN(w.decay, b.vec(p + "ssm_a", nv));
-    QWEN35_ASSIGN_OR_RETURN(w.dt_bias, b.vec(p + "ssm_dt.bias", nv));
-    QWEN35_ASSIGN_OR_RETURN(w.norm, b.vec(p + "ssm_norm.weight", dv));
-  }
-  if (c.moe) return bind_moe(b, c, p, &L->moe);
-  return bind_mlp(b, p, H, c.intermediate, "", &L->mlp);
+  L->moe.has_shared = c.moe && c.shared_intermediate > 0;
+  Matrix fused;
+  for (const Tensor& t : tensor_table())
+    if (in_layer(t, c, kind))
+      QWEN35_RETURN_IF_ERROR(bind_entry(b, c, t, tensor_prefix(t, Dialect::kGguf, "", c, i), t.slot(w, L), &fused));
+  return Status();
 }
 
-// The MTP head at block n_layers: nextn.eh_proj (fc), its norms and one full-attention layer.
-Status bind_mtp(GgufBinder& b, const ModelConfig& c, MtpWeights* m) {
-  const std::string p = blk(c.n_layers);
-  const int64_t H = c.hidden;
-  QWEN35_ASSIGN_OR_RETURN(m->fc, b.matrix(p + "nextn.eh_proj.weight", H, 2 * H));
-  QWEN35_ASSIGN_OR_RETURN(m->norm_embedding, b.vec(p + "nextn.enorm.weight", H));
-  QWEN35_ASSIGN_OR_RETURN(m->norm_hidden, b.vec(p + "nextn.hnorm.weight", H));
-  QWEN35_ASSIGN_OR_RETURN(m->norm, b.vec(p + "nextn.shared_head_norm.weight", H));
-  return bind_layer(b, c, c.n_layers, LayerKind::kFullAttention, &m->layer);
+// The entries of one model-level block (the MTP head's own: at blk.{n_layers}).
+Status bind_block(GgufBinder& b, ModelWeights& w, Block block) {
+  Matrix unused;
+  for (const Tensor& t : tensor_table())
+    if (t.block == block)
+      QWEN35_RETURN_IF_ERROR(bind_entry(b, w.config, t, tensor_prefix(t, Dialect::kGguf, "", w.config, -1),
+                                        t.slot(w, nullptr), &unused));
+  return Status();
 }
 
 }  // namespace
@@ -304,17 +296,17 @@ Result<std::unique_ptr<ModelWeights>> load_gguf_weights(const std::string& path,
   mw->gguf = g;
   const ModelConfig& c = mw->config;
   GgufBinder b(*g);
-  QWEN35_ASSIGN_OR_RETURN(mw->embed, b.matrix("token_embd.weight", c.vocab, c.hidden));
-  mw->tied = !b.has("output.weight");
+  QWEN35_RETURN_IF_ERROR(bind_block(b, *mw, Block::kModel));
+  const Tensor& head = table_entry(Block::kHead, Role::kEmbedding);
+  mw->tied = !b.has(head.gguf);
   if (mw->tied) {
     mw->head = mw->embed;
   } else {
-    QWEN35_ASSIGN_OR_RETURN(mw->head, b.matrix("output.weight", c.vocab, c.hidden));
+    QWEN35_RETURN_IF_ERROR(bind_block(b, *mw, Block::kHead));
   }
-  QWEN35_ASSIGN_OR_RETURN(mw->final_norm, b.vec("output_norm.weight", c.hidden));
   mw->layers.resize(c.layers.size());
   for (size_t i = 0; i < c.layers.size(); ++i)
-    QWEN35_RETURN_IF_ERROR(bind_layer(b, c, int64_t(i), c.layers[i], &mw->layers[i]));
+    QWEN35_RETURN_IF_ERROR(bind_layer(b, *mw, int64_t(i), c.layers[i], &mw->layers[i]));
   mw->weight_bytes = b.bytes();
   mw->n_params = b.params();
   size_t expert_bytes = 0;
@@ -329,11 +321,13 @@ Result<std::unique_ptr<ModelWeights>> load_gguf_weights(const std::string& path,
                         " layers (nextn_predict_layers); drafting supports 1";
     } else {
       GgufBinder mb(*g);
-      auto m = std::make_unique<MtpWeights>();
-      if (const Status st = bind_mtp(mb, c, m.get()); st.ok()) {
-        mw->mtp = std::move(m);
+      mw->mtp = std::make_unique<MtpWeights>();
+      Status st = bind_block(mb, *mw, Block::kMtp);
+      if (st.ok()) st = bind_layer(mb, *mw, c.n_layers, LayerKind::kFullAttention, &mw->mtp->layer);
+      if (st.ok()) {
         mw->mtp_bytes = mb.bytes();
       } else {
+        mw->mtp.reset();
         mw->mtp_problem = st.message();
       }
     }

@@ -6,35 +6,32 @@
 #include <utility>
 
 #include "model/model.h"
+#include "model/tensor_table.h"
 
 namespace qwen35::model {
 namespace {
 
-void add_mlp(MlpWeights& m, std::vector<kernels::Matrix*>& out) {
-  for (kernels::Matrix* x : {&m.gate_proj, &m.up_proj, &m.down_proj}) out.push_back(x);
-}
-
-void add_layer(LayerWeights& l, std::vector<kernels::Matrix*>& out) {
-  AttentionWeights& a = l.attn;
-  DeltaNetWeights& d = l.gdn;
-  for (kernels::Matrix* x : {&a.q_proj, &a.k_proj, &a.v_proj, &a.o_proj, &d.in_proj_qkv, &d.in_proj_z, &d.in_proj_b,
-                             &d.in_proj_a, &d.out_proj})
-    out.push_back(x);
-  add_mlp(l.mlp, out);
-  // The router and the shared expert's gate stay exact (moe_layer); the experts do not.
-  for (MlpWeights& e : l.moe.experts) add_mlp(e, out);
-  add_mlp(l.moe.shared, out);
-}
-
-// Every matrix a matmul reads (unbound ones are empty and have no form).
+// Every matrix a matmul reads that fast mode may replace: the table's int8 entries, wherever
+// the model has them (unbound ones are empty and have no form). The router and the shared
+// expert's gate are not among them (moe_layer keeps them exact).
 std::vector<kernels::Matrix*> matmul_matrices(ModelWeights& w) {
   std::vector<kernels::Matrix*> out;
-  for (LayerWeights& l : w.layers) add_layer(l, out);
-  if (w.mtp) {
-    out.push_back(&w.mtp->fc);
-    add_layer(w.mtp->layer, out);
+  auto add = [&](const Tensor& t, LayerWeights* l) {
+    const Slot s = t.slot(w, l);
+    if (s.matrix != nullptr) out.push_back(s.matrix);
+    if (s.experts != nullptr)
+      for (MlpWeights& e : *s.experts) out.push_back(&(e.*t.expert));
+  };
+  for (const Tensor& t : tensor_table()) {
+    if (!t.int8) continue;
+    if (t.is_layer()) {
+      for (LayerWeights& l : w.layers)
+        if (in_layer(t, w.config, l.kind)) add(t, &l);
+      if (w.mtp && in_layer(t, w.config, w.mtp->layer.kind)) add(t, &w.mtp->layer);
+    } else if (t.block != Block::kMtp || w.mtp) {
+      add(t, nullptr);  // the head, tied or not, and the MTP fc
+    }
   }
-  out.push_back(&w.head);
   return out;
 }
 
@@ -57,7 +54,6 @@ void Model::set_fast_activations(bool on) {
     replaced_.clear();
     int8_forms_.clear();
   }
-  set_draft_vocab(draft_head_.rows);  // the draft head is a slice of the head now in use
 }
 
 }  // namespace qwen35::model

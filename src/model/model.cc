@@ -21,12 +21,15 @@ Model::Model(std::unique_ptr<ModelWeights> weights, const kernels::Ops& ops, cor
     : w_(std::move(weights)), ops_(ops), workspace_(ops.new_workspace()) {
   ctx_.pool = pool;
   ctx_.workspace = workspace_.get();
-  draft_head_ = w_->head;
 }
 
 void Model::set_draft_vocab(int64_t n) {
   const int64_t v = w_->config.vocab;
-  draft_head_ = n <= 0 || n >= v ? w_->head : w_->head.row_slice(0, n);
+  draft_rows_ = n <= 0 || n >= v ? 0 : n;
+}
+
+kernels::Matrix Model::draft_head() const {
+  return draft_rows_ > 0 ? w_->head.row_slice(0, draft_rows_) : w_->head;
 }
 
 std::unique_ptr<SequenceState> Model::new_state(int64_t capacity) const {

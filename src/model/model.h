@@ -83,7 +83,7 @@ class Model {
   // tokens; scoring n of them costs n/vocab of the head, which dominates a draft's cost for
   // large vocabularies. Drafts only change the speed, never the output.
   void set_draft_vocab(int64_t n);
-  int64_t draft_vocab() const { return draft_head_.rows; }
+  int64_t draft_vocab() const { return draft_head().rows; }
 
   // Fast mode: quantized matmuls take int8-quantized activations (kernels/ops.h). Off by
   // default (the exact mode). Matrices of the ggml block types (GGUF) are multiplied in their
@@ -134,7 +134,10 @@ class Model {
   Activations act_;
   std::vector<Span> spans_;  // of the current call
   bool mtp_on_ = false;
-  kernels::Matrix draft_head_;  // rows [0, draft vocabulary) of the head
+  // The draft vocabulary (0: the whole head). The draft head is taken from the head in use at
+  // each draft, so fast mode swapping the head for its int8 form needs no re-slicing.
+  int64_t draft_rows_ = 0;
+  kernels::Matrix draft_head() const;  // rows [0, draft vocabulary) of the head in use
   // Fast mode's int8 forms, and the matrices of w_ they stand in for (restored when it ends).
   std::vector<std::unique_ptr<kernels::Int8Form>> int8_forms_;
   std::vector<std::pair<kernels::Matrix*, kernels::Matrix>> replaced_;

@@ -90,7 +90,8 @@ void Model::mtp_after_forward(const float* hidden) {
 Status Model::draft(std::span<const DraftRequest> reqs, std::vector<float>* logits) {
   if (!mtp_on_) return error("[draft] MTP drafting is off (Model::enable_mtp)");
   const ModelConfig& c = w_->config;
-  const int64_t H = c.hidden, V = c.vocab, DV = draft_head_.rows;
+  const kernels::Matrix draft_head = this->draft_head();
+  const int64_t H = c.hidden, V = c.vocab, DV = draft_head.rows;
   int64_t most = 0;
   for (const DraftRequest& r : reqs) {
     if (r.state == nullptr || r.out == nullptr) return error("[draft] a request without a state or output");
@@ -126,7 +127,7 @@ Status Model::draft(std::span<const DraftRequest> reqs, std::vector<float>* logi
     float* out = sized(mtp_out_, m * H);
     mtp_rows(m, mtp_tokens_.data(), mtp_in_.data(), out);
     float* lg = sized(draft_logits_, m * DV);
-    ops_.matmul(ctx_, out, m, draft_head_, lg);
+    ops_.matmul(ctx_, out, m, draft_head, lg);
     for (size_t i = 0; i < reqs.size(); ++i) {
       if (prev[i] < 0) continue;
       const float* row = lg + prev[i] * DV;

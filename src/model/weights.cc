@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/log.h"
+#include "model/tensor_table.h"
 
 namespace qwen35::model {
 
@@ -13,7 +14,7 @@ using core::Result;
 using core::Status;
 using formats::TensorView;
 using kernels::WeightType;
-using namespace names;  // module names: kQProj, kMlp, ...
+using namespace names;  // prefixes and suffixes: kTextOnlyPrefix, kWeight, ...
 
 namespace {
 
@@ -47,18 +48,14 @@ class Binder {
     return to_f32(*t, offset);
   }
 
-  // A linear layer's weight [out, in] (".weight" appended), quantized or not.
-  Result<Matrix> linear(const std::string& module, int64_t out, int64_t in) {
-    return stacked(module + kWeight, module, 1, out, in);
-  }
-
-  // `experts` stacked matrices [experts, out, in] as one Matrix of experts*out rows.
-  // `key` is the tensor name, `module` the quantization module path (key without ".weight").
+  // `experts` stacked matrices [experts, out, in] (`three_d`; else one [out, in]) as one Matrix
+  // of experts*out rows, float or MLX-quantized. `key` is the tensor name, `module` the
+  // quantization module path (key without ".weight").
   Result<Matrix> stacked(const std::string& key, const std::string& module, int64_t experts,
-                         int64_t out, int64_t in) {
+                         int64_t out, int64_t in, bool three_d) {
     const TensorView* w = find(key);
     std::vector<int64_t> lead;
-    if (force_3d_) lead.push_back(experts);
+    if (three_d) lead.push_back(experts);
     auto with_lead = [&](std::initializer_list<int64_t> tail) {
       std::vector<int64_t> s = lead;
       s.insert(s.end(), tail);
@@ -123,8 +120,6 @@ class Binder {
     return m;
   }
 
-  void set_3d(bool v) { force_3d_ = v; }
-
  private:
   void account(const TensorView& t, int64_t params) {
     bytes_ += t.nbytes;
@@ -149,20 +144,7 @@ class Binder {
   std::string prefix_;
   size_t bytes_ = 0;
   int64_t params_ = 0;
-  bool force_3d_ = false;
 };
-
-Status bind_attention(Binder& b, const ModelConfig& c, const std::string& p, float norm_offset,
-                      AttentionWeights* w) {
-  const int64_t H = c.hidden, nh = c.n_heads, nkv = c.n_kv_heads, hd = c.head_dim;
-  QWEN35_ASSIGN_OR_RETURN(w->q_proj, b.linear(p + kQProj, 2 * nh * hd, H));
-  QWEN35_ASSIGN_OR_RETURN(w->k_proj, b.linear(p + kKProj, nkv * hd, H));
-  QWEN35_ASSIGN_OR_RETURN(w->v_proj, b.linear(p + kVProj, nkv * hd, H));
-  QWEN35_ASSIGN_OR_RETURN(w->o_proj, b.linear(p + kOProj, H, nh * hd));
-  QWEN35_ASSIGN_OR_RETURN(w->q_norm, b.vec(p + kQNorm + kWeight, hd, norm_offset));
-  QWEN35_ASSIGN_OR_RETURN(w->k_norm, b.vec(p + kKNorm + kWeight, hd, norm_offset));
-  return Status();
-}
 
 // conv1d weight: HF [C, 1, K] or MLX [C, K, 1] -> fp32 [C, K].
 Result<std::vector<float>> conv_weight(Binder& b, const std::string& key, int64_t C, int64_t K) {
@@ -187,95 +169,73 @@ Result<std::vector<float>> conv_weight(Binder& b, const std::string& key, int64_
   return v;
 }
 
-Status bind_deltanet(Binder& b, const ModelConfig& c, const std::string& p, DeltaNetWeights* w) {
-  const int64_t H = c.hidden, nv = c.n_v_heads, dv = c.d_v, C = c.conv_channels();
-  QWEN35_ASSIGN_OR_RETURN(w->in_proj_qkv, b.linear(p + kInProjQkv, C, H));
-  QWEN35_ASSIGN_OR_RETURN(w->in_proj_z, b.linear(p + kInProjZ, nv * dv, H));
-  QWEN35_ASSIGN_OR_RETURN(w->in_proj_b, b.linear(p + kInProjB, nv, H));
-  QWEN35_ASSIGN_OR_RETURN(w->in_proj_a, b.linear(p + kInProjA, nv, H));
-  QWEN35_ASSIGN_OR_RETURN(w->out_proj, b.linear(p + kOutProj, H, nv * dv));
-  QWEN35_ASSIGN_OR_RETURN(w->conv, conv_weight(b, p + kConv1d + kWeight, C, c.conv_kernel));
-  QWEN35_ASSIGN_OR_RETURN(w->decay, b.vec(p + kALog, nv));
-  for (float& a : w->decay) a = -std::exp(a);
-  QWEN35_ASSIGN_OR_RETURN(w->dt_bias, b.vec(p + kDtBias, nv));
-  // Plain weight in both dialects.
-  QWEN35_ASSIGN_OR_RETURN(w->norm, b.vec(p + kGatedNorm + kWeight, dv));
-  return Status();
-}
+// How one layer's routed experts are stored, found at its first expert tensor: HF's fused bare
+// tensors (gate_up bound once, at its gate half, and sliced for both) or MLX's switch_mlp.
+struct ExpertStore {
+  enum { kUnknown, kHfFused, kMlx } kind = kUnknown;
+  Matrix fused;  // HF gate_up [E, 2I, H] as E·2I rows
+};
 
-Status bind_mlp(Binder& b, const std::string& p, int64_t H, int64_t I, MlpWeights* w) {
-  QWEN35_ASSIGN_OR_RETURN(w->gate_proj, b.linear(p + kGateProj, I, H));
-  QWEN35_ASSIGN_OR_RETURN(w->up_proj, b.linear(p + kUpProj, I, H));
-  QWEN35_ASSIGN_OR_RETURN(w->down_proj, b.linear(p + kDownProj, H, I));
-  return Status();
-}
-
-// HF fuses the routed experts: gate_up [E, 2I, H] (gate rows first) and down [E, H, I].
-Status bind_fused_experts(Binder& b, const std::string& p, int64_t E, int64_t H, int64_t I,
-                          MoeWeights* w) {
-  const std::string gate_up = p + kHfExpertsGateUp, down = p + kHfExpertsDown;
-  b.set_3d(true);
-  auto gu = b.stacked(gate_up, gate_up, E, 2 * I, H);
-  auto dn = gu.ok() ? b.stacked(down, down, E, H, I) : gu;
-  b.set_3d(false);
-  if (!gu.ok()) return gu.status();
-  if (!dn.ok()) return dn.status();
-  for (int64_t e = 0; e < E; ++e) {
-    w->experts[e].gate_proj = gu->row_slice(e * 2 * I, I);
-    w->experts[e].up_proj = gu->row_slice(e * 2 * I + I, I);
-    w->experts[e].down_proj = dn->row_slice(e * H, H);
+Status bind_experts(Binder& b, const ModelConfig& c, const Tensor& t, const std::string& p, Slot s,
+                    ExpertStore& st) {
+  const int64_t E = c.n_experts;
+  const Dims d = t.dims(c);
+  if (st.kind == ExpertStore::kUnknown) {
+    if (b.find(p + t.hf) != nullptr) st.kind = ExpertStore::kHfFused;
+    else if (b.find(p + t.mlx) != nullptr) st.kind = ExpertStore::kMlx;
+    else return b.missing(p + t.hf, "HF fused experts or MLX switch_mlp.* tensors");
   }
-  return Status();
-}
-
-// MLX SwitchGLU: switch_mlp.{gate,up,down}_proj modules of stacked [E, out, in] weights.
-Status bind_switch_mlp(Binder& b, const std::string& p, int64_t E, int64_t H, int64_t I,
-                       MoeWeights* w) {
-  const std::string sp = p + kMlxSwitchMlp;
-  auto stacked = [&](const char* module, int64_t out, int64_t in) {
-    return b.stacked(sp + module + kWeight, sp + module, E, out, in);
-  };
-  b.set_3d(true);
-  auto rg = stacked(kGateProj, I, H);
-  auto ru = rg.ok() ? stacked(kUpProj, I, H) : rg;
-  auto rd = ru.ok() ? stacked(kDownProj, H, I) : ru;
-  b.set_3d(false);
-  if (!rd.ok()) return rd.status();
-  for (int64_t e = 0; e < E; ++e) {
-    w->experts[e].gate_proj = rg->row_slice(e * I, I);
-    w->experts[e].up_proj = ru->row_slice(e * I, I);
-    w->experts[e].down_proj = rd->row_slice(e * H, H);
-  }
-  return Status();
-}
-
-Status bind_moe(Binder& b, const ModelConfig& c, const std::string& p, MoeWeights* w) {
-  const int64_t H = c.hidden, E = c.n_experts, I = c.moe_intermediate;
-  QWEN35_ASSIGN_OR_RETURN(w->router, b.linear(p + kRouter, E, H));
-  w->experts.resize(size_t(E));
-  if (b.find(p + kHfExpertsGateUp) != nullptr) {
-    QWEN35_RETURN_IF_ERROR(bind_fused_experts(b, p, E, H, I, w));
-  } else if (b.find(p + kMlxSwitchMlp + kGateProj + kWeight) != nullptr) {
-    QWEN35_RETURN_IF_ERROR(bind_switch_mlp(b, p, E, H, I, w));
+  Matrix m;
+  int64_t stride = d.out, first = 0;  // expert e's rows: [e·stride + first, +d.out)
+  if (st.kind == ExpertStore::kHfFused && t.half != Half::kWhole) {
+    if (t.half == Half::kGate) {
+      QWEN35_ASSIGN_OR_RETURN(st.fused, b.stacked(p + t.hf, p + t.hf, E, 2 * d.out, d.in, true));
+    }
+    m = st.fused;
+    stride = 2 * d.out;
+    first = t.half == Half::kUp ? d.out : 0;
   } else {
-    return b.missing(p + kHfExpertsGateUp, "HF fused experts or MLX switch_mlp.* tensors");
+    const std::string name = p + (st.kind == ExpertStore::kHfFused ? t.hf : t.mlx);
+    QWEN35_ASSIGN_OR_RETURN(m, b.stacked(name, module_of(name), E, d.out, d.in, true));
   }
-  if (c.shared_intermediate > 0) {
-    w->has_shared = true;
-    QWEN35_RETURN_IF_ERROR(bind_mlp(b, p + kSharedExpert, H, c.shared_intermediate, &w->shared));
-    if (b.find(p + kSharedExpertGate + kWeight) != nullptr) {
-      w->has_shared_gate = true;
-      QWEN35_ASSIGN_OR_RETURN(w->shared_gate, b.linear(p + kSharedExpertGate, 1, H));
+  s.experts->resize(size_t(E));
+  for (int64_t e = 0; e < E; ++e) (*s.experts)[size_t(e)].*t.expert = m.row_slice(e * stride + first, d.out);
+  return Status();
+}
+
+// Binds table entry `t` under prefix `p` into its slot. Zero-centred norms get `norm_offset`
+// (1 for HF, which stores w for a norm applied as 1+w).
+Status bind_entry(Binder& b, const ModelConfig& c, Dialect dialect, const Tensor& t, const std::string& p,
+                  float norm_offset, Slot s, ExpertStore& experts) {
+  const std::string name = p + t.name(dialect);
+  const Dims d = t.dims(c);
+  if (t.optional && b.find(name) == nullptr) return Status();
+  switch (t.form) {
+    case Form::kMatrix: {
+      QWEN35_ASSIGN_OR_RETURN(*s.matrix, b.stacked(name, module_of(name), 1, d.out, d.in, false));
+      break;
+    }
+    case Form::kExperts: return bind_experts(b, c, t, p, s, experts);
+    case Form::kConv: {
+      QWEN35_ASSIGN_OR_RETURN(*s.floats, conv_weight(b, name, d.out, d.in));
+      break;
+    }
+    case Form::kVector: {
+      QWEN35_ASSIGN_OR_RETURN(*s.floats, b.vec(name, d.out, t.role == Role::kNorm ? norm_offset : 0.0f));
+      if (t.role == Role::kDecay)
+        for (float& a : *s.floats) a = -std::exp(a);  // A = -exp(A_log)
+      break;
     }
   }
+  if (s.present != nullptr) *s.present = true;
   return Status();
 }
 
 // The text model's prefix: the first under which an embedding table exists.
-Result<std::string> find_prefix(const formats::TensorStore& store) {
+Result<std::string> find_prefix(const formats::TensorStore& store, const Tensor& embed) {
   for (const char* p : {kHfNames.prefix, kMlxNames.prefix, kTextOnlyPrefix, kBarePrefix})
-    if (store.find(std::string(p) + kEmbed + kWeight) != nullptr) return std::string(p);
-  auto quoted = [](const char* p) { return std::string("'") + p + kEmbed + kWeight + "'"; };
+    if (store.find(std::string(p) + embed.hf) != nullptr) return std::string(p);
+  auto quoted = [&](const char* p) { return std::string("'") + p + embed.hf + "'"; };
   return error("[weights] no embedding table: expected " + quoted(kHfNames.prefix) + " (HF), " +
                quoted(kMlxNames.prefix) + " (MLX) or " + quoted(kTextOnlyPrefix));
 }
@@ -284,10 +244,10 @@ Result<std::string> find_prefix(const formats::TensorStore& store) {
 Dialect detect_dialect(const formats::TensorStore& store, const ModelConfig& c,
                        const std::string& prefix) {
   Dialect d = prefix == kMlxNames.prefix ? Dialect::kMlx : Dialect::kHf;
+  const Tensor& conv = table_entry(Block::kLinearAttn, Role::kConvTaps);
   for (size_t i = 0; i < c.layers.size(); ++i)
     if (c.layers[i] == LayerKind::kLinearAttention) {
-      const TensorView* t =
-          store.find(layer(prefix, int64_t(i)) + kLinearAttn + kConv1d + kWeight);
+      const TensorView* t = store.find(layer(prefix, int64_t(i)) + conv.hf);
       if (t != nullptr && t->shape.size() == 3)
         d = (t->shape[1] == 1 && t->shape[2] != 1) ? Dialect::kHf : Dialect::kMlx;
       break;
@@ -295,38 +255,49 @@ Dialect detect_dialect(const formats::TensorStore& store, const ModelConfig& c,
   return d;
 }
 
-// The untied output head's module, or "" when the checkpoint has none.
+// The untied output head's tensor, or "" when the checkpoint has none.
 std::string find_head(const formats::TensorStore& store, const std::string& prefix) {
-  for (const std::string& k : {std::string(kHfNames.lm_head), std::string(kMlxNames.lm_head),
-                               prefix + kHfNames.lm_head})
-    if (store.find(k + kWeight) != nullptr) return k;
+  const Tensor& head = table_entry(Block::kHead, Role::kEmbedding);
+  for (const std::string& k : {std::string(head.hf), std::string(head.mlx), prefix + head.hf})
+    if (store.find(k) != nullptr) return k;
   return "";
 }
 
-Status bind_layer(Binder& b, const ModelConfig& c, const std::string& lp, LayerKind kind,
-                  float norm_offset, LayerWeights* L) {
+// Binds the entries of layer `layer` (c.n_layers: the MTP head's) of kind `kind`.
+Status bind_layer(Binder& b, ModelWeights& w, int64_t layer, LayerKind kind, float norm_offset, LayerWeights* L) {
+  const ModelConfig& c = w.config;
   L->kind = kind;
-  QWEN35_ASSIGN_OR_RETURN(L->input_norm, b.vec(lp + kInputNorm + kWeight, c.hidden, norm_offset));
-  QWEN35_ASSIGN_OR_RETURN(L->post_norm, b.vec(lp + kPostNorm + kWeight, c.hidden, norm_offset));
-  if (kind == LayerKind::kFullAttention)
-    QWEN35_RETURN_IF_ERROR(bind_attention(b, c, lp + kSelfAttn, norm_offset, &L->attn));
-  else
-    QWEN35_RETURN_IF_ERROR(bind_deltanet(b, c, lp + kLinearAttn, &L->gdn));
-  if (c.moe) return bind_moe(b, c, lp + kMlp, &L->moe);
-  return bind_mlp(b, lp + kMlp, c.hidden, c.intermediate, &L->mlp);
+  L->moe.has_shared = c.moe && c.shared_intermediate > 0;
+  ExpertStore experts;
+  for (const Tensor& t : tensor_table()) {
+    if (!in_layer(t, c, kind)) continue;
+    const std::string p = tensor_prefix(t, w.dialect, w.prefix, c, layer);
+    QWEN35_RETURN_IF_ERROR(bind_entry(b, c, w.dialect, t, p, norm_offset, t.slot(w, L), experts));
+  }
+  return Status();
+}
+
+// The model-level entries but the head: the embedding table and the final norm.
+Status bind_model(Binder& b, ModelWeights& w, float norm_offset) {
+  ExpertStore unused;
+  for (const Tensor& t : tensor_table())
+    if (t.block == Block::kModel) {
+      const std::string p = tensor_prefix(t, w.dialect, w.prefix, w.config, -1);
+      QWEN35_RETURN_IF_ERROR(bind_entry(b, w.config, w.dialect, t, p, norm_offset, t.slot(w, nullptr), unused));
+    }
+  return Status();
 }
 
 // The MTP head: fc, its three norms and one full-attention layer (mtp.layers.0), bound like a
-// trunk layer. Outside the text prefix (names.h).
-Status bind_mtp(Binder& b, const ModelConfig& c, float norm_offset, MtpWeights* m) {
-  const int64_t H = c.hidden;
-  QWEN35_ASSIGN_OR_RETURN(m->fc, b.linear(kMtpFc, H, 2 * H));
-  QWEN35_ASSIGN_OR_RETURN(m->norm_embedding,
-                          b.vec(std::string(kMtpPreFcNormEmbedding) + kWeight, H, norm_offset));
-  QWEN35_ASSIGN_OR_RETURN(m->norm_hidden,
-                          b.vec(std::string(kMtpPreFcNormHidden) + kWeight, H, norm_offset));
-  QWEN35_ASSIGN_OR_RETURN(m->norm, b.vec(std::string(kMtpNorm) + kWeight, H, norm_offset));
-  return bind_layer(b, c, kMtpLayer, LayerKind::kFullAttention, norm_offset, &m->layer);
+// trunk layer, into w.mtp. Outside the text prefix.
+Status bind_mtp(Binder& b, ModelWeights& w, float norm_offset) {
+  ExpertStore unused;
+  for (const Tensor& t : tensor_table())
+    if (t.block == Block::kMtp) {
+      const std::string p = tensor_prefix(t, w.dialect, w.prefix, w.config, w.config.n_layers);
+      QWEN35_RETURN_IF_ERROR(bind_entry(b, w.config, w.dialect, t, p, norm_offset, t.slot(w, nullptr), unused));
+    }
+  return bind_layer(b, w, w.config.n_layers, LayerKind::kFullAttention, norm_offset, &w.mtp->layer);
 }
 
 }  // namespace
@@ -345,14 +316,13 @@ Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir, core:
   mw->config = cfg;
   const auto& store = mw->store;
   const ModelConfig& c = mw->config;
-  QWEN35_ASSIGN_OR_RETURN(mw->prefix, find_prefix(store));
+  QWEN35_ASSIGN_OR_RETURN(mw->prefix, find_prefix(store, table_entry(Block::kModel, Role::kEmbedding)));
   mw->dialect = detect_dialect(store, c, mw->prefix);
   const float norm_offset = mw->dialect == Dialect::kHf ? 1.0f : 0.0f;
 
   Binder b(store, c, mw->prefix);
-  const std::string& P = mw->prefix;
-  QWEN35_ASSIGN_OR_RETURN(mw->embed, b.linear(P + kEmbed, c.vocab, c.hidden));
-  const std::string head_key = find_head(store, P);
+  QWEN35_RETURN_IF_ERROR(bind_model(b, *mw, norm_offset));
+  const std::string head_key = find_head(store, mw->prefix);
   mw->tied = c.tie_word_embeddings.value_or(head_key.empty());
   if (!mw->tied && head_key.empty()) {
     QWEN35_LOG_WARN("config says tie_word_embeddings=false but there is no lm_head tensor: using the embedding");
@@ -361,13 +331,11 @@ Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir, core:
   if (mw->tied) {
     mw->head = mw->embed;
   } else {
-    QWEN35_ASSIGN_OR_RETURN(mw->head, b.linear(head_key, c.vocab, c.hidden));
+    QWEN35_ASSIGN_OR_RETURN(mw->head, b.stacked(head_key, module_of(head_key), 1, c.vocab, c.hidden, false));
   }
-  QWEN35_ASSIGN_OR_RETURN(mw->final_norm, b.vec(P + kFinalNorm + kWeight, c.hidden, norm_offset));
   mw->layers.resize(c.layers.size());
   for (size_t i = 0; i < c.layers.size(); ++i)
-    QWEN35_RETURN_IF_ERROR(
-        bind_layer(b, c, layer(P, int64_t(i)), c.layers[i], norm_offset, &mw->layers[i]));
+    QWEN35_RETURN_IF_ERROR(bind_layer(b, *mw, int64_t(i), c.layers[i], norm_offset, &mw->layers[i]));
   mw->weight_bytes = b.bytes();
   mw->n_params = b.params();
   // Bytes one decoded token reads: everything but the embedding table (one row is read) and, for
@@ -390,11 +358,11 @@ Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir, core:
                         " layers (mtp_num_hidden_layers); drafting supports 1";
     } else {
       Binder mb(store, c, "");
-      auto m = std::make_unique<MtpWeights>();
-      if (const Status st = bind_mtp(mb, c, norm_offset, m.get()); st.ok()) {
-        mw->mtp = std::move(m);
+      mw->mtp = std::make_unique<MtpWeights>();
+      if (const Status st = bind_mtp(mb, *mw, norm_offset); st.ok()) {
         mw->mtp_bytes = mb.bytes();
       } else {
+        mw->mtp.reset();
         mw->mtp_problem = st.message();
       }
     }

@@ -1,6 +1,6 @@
-// Tensor registry and weight binding: finds every tensor the forward pass needs in either naming
-// dialect (model/tensor_names.h: HF `model.language_model.*`, MLX `language_model.model.*`,
-// text-only `model.*`), checks
+// Weight binding: finds every tensor of the tensor table (model/tensor_table.h) in its
+// checkpoint's dialect (HF `model.language_model.*`, MLX `language_model.model.*`, text-only
+// `model.*`, GGUF ggml names), checks
 // presence, dtype and shape (quantized shapes included) before any compute, and exposes them as
 // kernel views over the mapped files. Small vectors (norms, conv taps, A_log, dt_bias) are
 // converted to fp32 once; matrices stay in their stored type.

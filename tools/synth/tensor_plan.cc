@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/tensor_table.h"
+
 namespace qwen35::tools {
 
 uint64_t TensorSpec::numel() const {
@@ -16,7 +18,11 @@ uint64_t TensorSpec::nbytes() const { return numel() * core::dtype_size(dtype); 
 namespace {
 
 using core::DType;
-using namespace model::names;  // module names: kQProj, kMlp, ...
+using model::Form;
+using model::Role;
+using model::names::kBiases;
+using model::names::kScales;
+using model::names::kWeight;
 
 // How a weight's standard deviation is chosen (see Preset::fan_in_init).
 enum class Kind { kLinear, kOut, kEmbed, kRouter };
@@ -45,15 +51,12 @@ class Planner {
     plan_.tensors.push_back(std::move(t));
     return plan_.tensors.back();
   }
-  // A Linear / Embedding / SwitchLinear weight (2-D [out, in] or 3-D [E, out, in]). MLX quantizes
-  // it when `in` is divisible by the group size; `ov` forces bits/group (MoE router, shared gate).
-  void linear(const std::string& module, std::vector<int64_t> shape, Kind kind,
-              const QuantOverride* ov = nullptr);
-  void norm(const std::string& module, int64_t n, bool zero_centred);
-  void mlp(const std::string& p);  // p ends in kMlp
-  void linear_attention(const std::string& p);
-  void full_attention(const std::string& p);
-  void mtp();
+  // A Linear / Embedding / SwitchLinear weight `name` (2-D [out, in] or 3-D [E, out, in]). MLX
+  // quantizes it when `in` is divisible by the group size, unless `quant` keeps it bf16;
+  // kGate8 forces 8 bits, group 64 (MoE router, shared gate).
+  void linear(const std::string& name, std::vector<int64_t> shape, Kind kind, model::MlxQuant quant);
+  void norm(const std::string& name, int64_t n, bool zero_centred);
+  void entry(const model::Tensor& t, const std::string& prefix);  // one table entry
 
   const Preset& p_;
   const model::ModelConfig& c_;
@@ -78,17 +81,19 @@ float Planner::std_for(Kind kind, int64_t fan_in) const {
   return 0.02f;
 }
 
-void Planner::linear(const std::string& module, std::vector<int64_t> shape, Kind kind,
-                     const QuantOverride* ov) {
-  const std::string full = module + kWeight;
+void Planner::linear(const std::string& name, std::vector<int64_t> shape, Kind kind,
+                     model::MlxQuant quant) {
   const int64_t in = shape.back();
   const float sd = std_for(kind, in);
+  const QuantOverride gate8{8, 64};
+  const QuantOverride* ov = quant == model::MlxQuant::kGate8 ? &gate8 : nullptr;
   const int bits = ov ? ov->bits : o_.bits;
   const int gs = ov ? ov->group_size : o_.group_size;
-  if (!mlx() || in % gs != 0) {
-    add(full, DType::kBF16, std::move(shape), Init::kNormal, 0.0f, sd);
+  if (!mlx() || in % gs != 0 || quant == model::MlxQuant::kNone) {
+    add(name, DType::kBF16, std::move(shape), Init::kNormal, 0.0f, sd);
     return;
   }
+  const std::string module = model::module_of(name);
   if (ov) plan_.quant_overrides[module] = *ov;
   // Random codes q, uniform in [0, L] with L = 2^bits - 1, have std sqrt(((L+1)^2 - 1) / 12);
   // w = s*q - s*L/2 has mean 0 and std |s|*that. Scales are s0*(0.75 + 0.5u) with random sign,
@@ -99,7 +104,7 @@ void Planner::linear(const std::string& module, std::vector<int64_t> shape, Kind
   std::vector<int64_t> wshape = shape, gshape = shape;
   wshape.back() = in * bits / 32;
   gshape.back() = in / gs;
-  add(full, DType::kU32, wshape, Init::kQuantWords, 0, 0).bits = bits;
+  add(module + kWeight, DType::kU32, wshape, Init::kQuantWords, 0, 0).bits = bits;
   const uint64_t scale_stream =
       add(module + kScales, DType::kBF16, gshape, Init::kQuantScales, s0, 0).stream;
   TensorSpec& biases = add(module + kBiases, DType::kBF16, gshape, Init::kQuantBiases, s0, 0);
@@ -108,107 +113,65 @@ void Planner::linear(const std::string& module, std::vector<int64_t> shape, Kind
   plan_.tensors[plan_.tensors.size() - 2].bits = bits;
 }
 
-void Planner::norm(const std::string& module, int64_t n, bool zero_centred) {
+void Planner::norm(const std::string& name, int64_t n, bool zero_centred) {
   // HF stores zero-centred norms as w (applied as 1+w); MLX stores 1+w. The GDN gated norm is a
   // plain weight in both.
   const float mean = (zero_centred && !mlx()) ? 0.0f : 1.0f;
-  add(module + kWeight, DType::kBF16, {n}, Init::kNormal, mean, 0.1f);
+  add(name, DType::kBF16, {n}, Init::kNormal, mean, 0.1f);
 }
 
-void Planner::mlp(const std::string& p) {
-  const int64_t h = c_.hidden;
-  if (!c_.moe) {
-    const int64_t i = c_.intermediate;
-    linear(p + kGateProj, {i, h}, Kind::kLinear);
-    linear(p + kUpProj, {i, h}, Kind::kLinear);
-    linear(p + kDownProj, {h, i}, Kind::kOut);
-    return;
+// The weight-init kind of a matrix's role.
+Kind kind_of(Role r) {
+  switch (r) {
+    case Role::kEmbedding: return Kind::kEmbed;
+    case Role::kOutProj: return Kind::kOut;
+    case Role::kRouter: return Kind::kRouter;
+    default: return Kind::kLinear;
   }
-  const int64_t e = c_.n_experts, im = c_.moe_intermediate, is = c_.shared_intermediate;
-  if (mlx()) {
-    const std::string sp = p + kMlxSwitchMlp;
-    linear(sp + kGateProj, {e, im, h}, Kind::kLinear);
-    linear(sp + kUpProj, {e, im, h}, Kind::kLinear);
-    linear(sp + kDownProj, {e, h, im}, Kind::kOut);
-  } else {
-    // Fused HF experts: gate rows first, then up rows.
-    add(p + kHfExpertsGateUp, DType::kBF16, {e, 2 * im, h}, Init::kNormal, 0,
-        std_for(Kind::kLinear, h));
-    add(p + kHfExpertsDown, DType::kBF16, {e, h, im}, Init::kNormal, 0, std_for(Kind::kOut, im));
+}
+
+void Planner::entry(const model::Tensor& t, const std::string& prefix) {
+  const std::string name = prefix + t.name(o_.dialect);
+  const model::Dims d = t.dims(c_);
+  switch (t.form) {
+    case Form::kMatrix:
+      linear(name, {d.out, d.in}, kind_of(t.role), t.mlx_quant);
+      return;
+    case Form::kExperts:
+      // HF fuses gate and up into one tensor, gate rows first: written once, at the gate half.
+      if (!mlx() && t.half == model::Half::kUp) return;
+      linear(name, {c_.n_experts, !mlx() && t.half == model::Half::kGate ? 2 * d.out : d.out, d.in},
+             kind_of(t.role), t.mlx_quant);
+      return;
+    case Form::kConv: {
+      // Depthwise conv taps N(0, 1/K): HF [C,1,K], MLX [C,K,1] (same bytes).
+      std::vector<int64_t> conv = mlx() ? std::vector<int64_t>{d.out, d.in, 1} : std::vector<int64_t>{d.out, 1, d.in};
+      add(name, DType::kBF16, conv, Init::kNormal, 0, float(1.0 / std::sqrt(double(d.in))));
+      return;
+    }
+    case Form::kVector:
+      break;
   }
-  // mlx-lm's qwen3_5 quant_predicate keeps the router and the shared-expert gate at 8 bits, g64.
-  const QuantOverride gate8{8, 64};
-  linear(p + kRouter, {e, h}, Kind::kRouter, &gate8);
-  const std::string se = p + kSharedExpert;
-  linear(se + kGateProj, {is, h}, Kind::kLinear);
-  linear(se + kUpProj, {is, h}, Kind::kLinear);
-  linear(se + kDownProj, {h, is}, Kind::kOut);
-  linear(p + kSharedExpertGate, {1, h}, Kind::kLinear, &gate8);
-}
-
-void Planner::linear_attention(const std::string& p) {
-  const int64_t h = c_.hidden, nv = c_.n_v_heads, k = c_.conv_kernel;
-  const int64_t conv_dim = c_.conv_channels(), value_dim = nv * c_.d_v;
-  linear(p + kInProjQkv, {conv_dim, h}, Kind::kLinear);
-  linear(p + kInProjZ, {value_dim, h}, Kind::kLinear);
-  linear(p + kInProjB, {nv, h}, Kind::kLinear);
-  linear(p + kInProjA, {nv, h}, Kind::kLinear);
-  linear(p + kOutProj, {h, value_dim}, Kind::kOut);
-  // Depthwise conv taps N(0, 1/K): HF [C,1,K], MLX [C,K,1] (same bytes).
-  std::vector<int64_t> conv =
-      mlx() ? std::vector<int64_t>{conv_dim, k, 1} : std::vector<int64_t>{conv_dim, 1, k};
-  add(p + kConv1d + kWeight, DType::kBF16, conv, Init::kNormal, 0,
-      float(1.0 / std::sqrt(double(k))));
-  // A = exp(A_log) in [0.02, 2]; A_log stays f32 in both layouts.
-  add(p + kALog, DType::kF32, {nv}, Init::kUniform, float(std::log(0.02)), float(std::log(2.0)));
-  add(p + kDtBias, DType::kBF16, {nv}, Init::kNormal, 1.0f, 0.3f);
-  norm(p + kGatedNorm, c_.d_v, /*zero_centred=*/false);
-}
-
-void Planner::full_attention(const std::string& p) {
-  const int64_t h = c_.hidden, hd = c_.head_dim;
-  linear(p + kQProj, {2 * c_.n_heads * hd, h}, Kind::kLinear);  // query + output gate
-  linear(p + kKProj, {c_.n_kv_heads * hd, h}, Kind::kLinear);
-  linear(p + kVProj, {c_.n_kv_heads * hd, h}, Kind::kLinear);
-  linear(p + kOProj, {h, c_.n_heads * hd}, Kind::kOut);
-  norm(p + kQNorm, hd, true);
-  norm(p + kKNorm, hd, true);
-}
-
-// The multi-token-prediction head (mlx-lm drops it: MLX checkpoints have it only when asked).
-// Its fc stays bf16; the layer's matrices are quantized like the trunk's in MLX.
-void Planner::mtp() {
-  const int64_t h = c_.hidden;
-  add(std::string(kMtpFc) + kWeight, DType::kBF16, {h, 2 * h}, Init::kNormal, 0,
-      std_for(Kind::kLinear, 2 * h));
-  const std::string lp = kMtpLayer;
-  for (const std::string& n : {std::string(kMtpNorm), std::string(kMtpPreFcNormEmbedding),
-                               std::string(kMtpPreFcNormHidden), lp + kInputNorm, lp + kPostNorm})
-    norm(n, h, true);
-  full_attention(lp + kSelfAttn);
-  mlp(lp + kMlp);
-  plan_.has_mtp = true;
+  switch (t.role) {
+    case Role::kDecay:  // A = exp(A_log) in [0.02, 2]; A_log stays f32 in both layouts.
+      add(name, DType::kF32, {d.out}, Init::kUniform, float(std::log(0.02)), float(std::log(2.0)));
+      return;
+    case Role::kDtBias:
+      add(name, DType::kBF16, {d.out}, Init::kNormal, 1.0f, 0.3f);
+      return;
+    default:
+      norm(name, d.out, t.role == Role::kNorm);
+  }
 }
 
 TensorPlan Planner::build() {
-  const int64_t h = c_.hidden;
-  const std::string pfx = names_.prefix;
-  linear(pfx + kEmbed, {c_.vocab, h}, Kind::kEmbed);
-  for (int64_t i = 0; i < c_.n_layers; ++i) {
-    const std::string p = model::names::layer(pfx, i);
-    norm(p + kInputNorm, h, true);
-    norm(p + kPostNorm, h, true);
-    if (c_.layers[size_t(i)] == model::LayerKind::kFullAttention) {
-      full_attention(p + kSelfAttn);
-    } else {
-      linear_attention(p + kLinearAttn);
-    }
-    mlp(p + kMlp);
-  }
-  norm(pfx + kFinalNorm, h, true);
-  if (!c_.tie_word_embeddings.value_or(true)) linear(names_.lm_head, {c_.vocab, h}, Kind::kEmbed);
-  const bool with_mtp = o_.mtp == PlanOptions::Mtp::kOn || (o_.mtp == PlanOptions::Mtp::kAuto && !mlx());
-  if (with_mtp && c_.mtp_layers > 0) mtp();
+  const bool head = !c_.tie_word_embeddings.value_or(true);
+  // The MTP head: mlx-lm drops it, so MLX checkpoints have it only when asked.
+  const bool with_mtp = c_.mtp_layers > 0 && (o_.mtp == PlanOptions::Mtp::kOn ||
+                                              (o_.mtp == PlanOptions::Mtp::kAuto && !mlx()));
+  model::for_each_tensor(c_, o_.dialect, names_.prefix, head, with_mtp,
+                         [&](const model::Tensor& t, const std::string& prefix) { entry(t, prefix); });
+  plan_.has_mtp = with_mtp;
   std::sort(plan_.tensors.begin(), plan_.tensors.end(),
             [](const TensorSpec& x, const TensorSpec& y) { return x.name < y.name; });
   return std::move(plan_);

@@ -1,0 +1,140 @@
+// The tensor table: every tensor of a Qwen3.5 checkpoint, listed once, with what each consumer
+// needs to know about it — where it belongs (model, every layer, full or linear attention, dense
+// MLP, MoE, shared expert, MTP head), its shape in terms of the config, its role (which fixes
+// how a value is converted and how synth draws it), its name in each dialect, and where the bound
+// weight is stored. The HF/MLX binder (weights.cc), the GGUF binder (gguf_weights.cc), fast
+// mode's int8 forms (int8_forms.cc), `qwen35 inspect` and `qwen35 synth` (tools/synth) all walk
+// this table, so a new tensor (an image tower, a new family's block) is one entry here.
+//
+// Names are relative to the entry's block prefix (tensor_prefix): HF/MLX layers
+// "<text prefix>layers.N.", the MTP layer "mtp.layers.0.", the MTP head's own tensors and the
+// untied head the root; GGUF layers "blk.N.", the MTP head "blk.<n_layers>.". Names include their
+// suffix (".weight", ".bias" or none); an MLX-quantized matrix's module is its name without
+// ".weight", with ".scales" and ".biases" beside it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "model/tensor_names.h"
+
+namespace qwen35::kernels {
+struct Matrix;
+}
+
+namespace qwen35::model {
+
+struct ModelWeights;
+struct LayerWeights;
+struct MlpWeights;
+
+// Where a tensor belongs, which decides when it exists and what its names are relative to.
+enum class Block : uint8_t {
+  kModel,         // once, under the text prefix: embedding table, final norm
+  kHead,          // the untied output head: outside the text prefix; absent when tied
+  kLayer,         // every decoder layer (and the MTP head's layer)
+  kFullAttn,      // gated full-attention layers (and the MTP head's layer)
+  kLinearAttn,    // Gated DeltaNet layers
+  kDenseMlp,      // every layer of a dense model
+  kMoe,           // every layer of an MoE model: router and routed experts
+  kSharedExpert,  // MoE models with shared_intermediate > 0
+  kMtp,           // the MTP head's own tensors (fc and norms), when the checkpoint has one
+};
+
+// How a tensor is bound.
+enum class Form : uint8_t {
+  kMatrix,   // [out, in] in its stored type (float, MLX affine, ggml block)
+  kExperts,  // n_experts matrices [out, in] stacked into one tensor, bound as one matrix of
+             // n_experts·out rows and sliced per expert
+  kVector,   // [out] floats, converted to fp32
+  kConv,     // depthwise conv taps, [out = channels, in = kernel], converted to fp32
+};
+
+// What a tensor is, for value conversion and synthetic initialization.
+enum class Role : uint8_t {
+  kEmbedding,  // token rows: the embedding table and the head
+  kInProj,     // a projection reading the hidden state (or a block's input)
+  kOutProj,    // a projection writing back into the residual stream
+  kRouter,     // the MoE router
+  kNorm,       // an RMSNorm weight applied as 1+w: HF stores w, MLX and GGUF store 1+w
+  kGatedNorm,  // the Gated DeltaNet output norm: a plain weight in every dialect
+  kConvTaps,   // HF [C, 1, K], MLX [C, K, 1], GGUF ne [K, C]
+  kDecay,      // HF and MLX store A_log (bound as A = -exp(A_log)); GGUF stores A
+  kDtBias,
+};
+
+// Which half of each expert's rows a kExperts tensor is when gate and up are stored fused
+// ([E, 2·out, in], gate rows first): always in HF, when gguf_fused is present in GGUF.
+enum class Half : uint8_t { kWhole, kGate, kUp };
+
+// How mlx-lm exports a matrix (what synth writes and MLX checkpoints look like).
+enum class MlxQuant : uint8_t {
+  kDefault,  // the checkpoint's bits and group when `in` divides into groups
+  kGate8,    // 8-bit, group 64 (mlx-lm's quant_predicate for the router and the shared gate)
+  kNone,     // kept bf16 (the MTP fc)
+};
+
+struct Dims {
+  int64_t out = 0;
+  int64_t in = 0;  // 0 for vectors
+};
+
+// Where a bound tensor is stored in ModelWeights (exactly one of the first three is set).
+struct Slot {
+  kernels::Matrix* matrix = nullptr;           // kMatrix
+  std::vector<float>* floats = nullptr;        // kVector, kConv
+  std::vector<MlpWeights>* experts = nullptr;  // kExperts: sized n_experts by the binder
+  bool* present = nullptr;                     // optional tensors: set when bound
+};
+
+struct Tensor {
+  Block block = Block::kModel;
+  Form form = Form::kMatrix;
+  Role role = Role::kInProj;
+  const char* hf = nullptr;          // HF name
+  const char* mlx = nullptr;         // MLX name; nullptr: as HF
+  const char* gguf = nullptr;        // ggml name
+  const char* gguf_fused = nullptr;  // kExperts: ggml name of the fused gate+up tensor
+  Half half = Half::kWhole;
+  Dims (*dims)(const ModelConfig&) = nullptr;  // per expert for kExperts
+  bool optional = false;  // bound only when present (the MoE shared-expert gate)
+  bool int8 = false;      // a matmul reads it: fast mode may put an int8 form in its place
+  MlxQuant mlx_quant = MlxQuant::kDefault;
+  const char* summary = nullptr;  // `inspect`'s quantization line it counts in (nullptr: none)
+  Slot (*slot)(ModelWeights&, LayerWeights*) = nullptr;  // the layer for layer blocks
+  kernels::Matrix MlpWeights::*expert = nullptr;         // kExperts: the matrix per expert
+
+  const char* name(Dialect d) const { return d == Dialect::kGguf ? gguf : d == Dialect::kMlx && mlx ? mlx : hf; }
+  bool is_layer() const { return block != Block::kModel && block != Block::kHead && block != Block::kMtp; }
+};
+
+// Every tensor, in binding order: model-level ones first, then a layer's, then the MTP head's.
+std::span<const Tensor> tensor_table();
+
+// The first entry of `block` with `role`, in table order (for the few a binder names: the
+// embedding table, the head, the conv taps, a block's first projection); aborts when the table
+// has none, a bug any load would show.
+const Tensor& table_entry(Block block, Role role);
+
+// Whether a layer-block tensor is in a layer of `kind` under `c`.
+bool in_layer(const Tensor& t, const ModelConfig& c, LayerKind kind);
+
+// The prefix of `t`'s name for layer `layer` (ignored for model-level blocks; c.n_layers names
+// the MTP head's layer). `text_prefix` is the HF/MLX text model's prefix.
+std::string tensor_prefix(const Tensor& t, Dialect d, const std::string& text_prefix,
+                          const ModelConfig& c, int64_t layer);
+
+// Calls fn(entry, prefix) for every tensor a checkpoint of `c` in dialect `d` has, in table
+// order: the model's, the untied head's when `head`, every layer's, then, when `mtp`, the MTP
+// head's own and its layer's. A fused gate+up expert tensor comes twice (once per half).
+void for_each_tensor(const ModelConfig& c, Dialect d, const std::string& text_prefix, bool head, bool mtp,
+                     const std::function<void(const Tensor&, const std::string& prefix)>& fn);
+
+// The MLX quantization module of a tensor name: the name without ".weight".
+std::string module_of(const std::string& name);
+
+}  // namespace qwen35::model
