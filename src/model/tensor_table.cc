@@ -188,19 +188,26 @@ std::string tensor_prefix(const Tensor& t, Dialect d, const std::string& text_pr
   }
 }
 
-void for_each_tensor(const ModelConfig& c, Dialect d, const std::string& text_prefix, bool head, bool mtp,
-                     const std::function<void(const Tensor&, const std::string& prefix)>& fn) {
+void for_each_tensor_at(const ModelConfig& c, bool head, bool mtp,
+                        const std::function<void(const Tensor&, int64_t layer)>& fn) {
   for (const Tensor& t : kTable) {
     const bool wanted =
         t.block == Block::kModel || (t.block == Block::kHead && head) || (t.block == Block::kMtp && mtp);
-    if (wanted) fn(t, tensor_prefix(t, d, text_prefix, c, -1));
+    if (wanted) fn(t, -1);
   }
   auto layer = [&](int64_t i, LayerKind kind) {
     for (const Tensor& t : kTable)
-      if (in_layer(t, c, kind)) fn(t, tensor_prefix(t, d, text_prefix, c, i));
+      if (in_layer(t, c, kind)) fn(t, i);
   };
   for (int64_t i = 0; i < c.n_layers; ++i) layer(i, c.layers[size_t(i)]);
   if (mtp) layer(c.n_layers, LayerKind::kFullAttention);
+}
+
+void for_each_tensor(const ModelConfig& c, Dialect d, const std::string& text_prefix, bool head, bool mtp,
+                     const std::function<void(const Tensor&, const std::string& prefix)>& fn) {
+  for_each_tensor_at(c, head, mtp, [&](const Tensor& t, int64_t layer) {
+    fn(t, tensor_prefix(t, d, text_prefix, c, layer));
+  });
 }
 
 std::string module_of(const std::string& name) {

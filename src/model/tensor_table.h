@@ -133,6 +133,11 @@ std::string tensor_prefix(const Tensor& t, Dialect d, const std::string& text_pr
 // head's own and its layer's. A fused gate+up expert tensor comes twice (once per half).
 void for_each_tensor(const ModelConfig& c, Dialect d, const std::string& text_prefix, bool head, bool mtp,
                      const std::function<void(const Tensor&, const std::string& prefix)>& fn);
+// The same walk, handing out each tensor's layer (-1 for the model's, the head's and the MTP
+// head's own tensors; c.n_layers for the MTP head's layer), for a consumer that names a tensor
+// in two dialects (tensor_prefix).
+void for_each_tensor_at(const ModelConfig& c, bool head, bool mtp,
+                        const std::function<void(const Tensor&, int64_t layer)>& fn);
 
 // The MLX quantization module of a tensor name: the name without ".weight".
 std::string module_of(const std::string& name);

@@ -5,13 +5,13 @@
 #include <cstring>
 #include <map>
 
+#include "model/tensor_table.h"
 #include "tools/synth/gguf_encode.h"
 
 namespace qwen35::tools {
 
 using core::Result;
 using formats::GgmlType;
-using namespace model::names;  // HF module names: kQProj, kMlp, ...
 
 int64_t GgufTensorSpec::numel() const {
   int64_t n = 1;
@@ -50,6 +50,8 @@ bool forced_f32(const std::string& name) {
   return false;
 }
 
+// The GGUF tensors of the tensor table (model/tensor_table.h) for one config: each entry's ggml
+// name, shape and type, the HF tensor its values come from, and how they move on the way.
 class Mapper {
  public:
   Mapper(const Preset& p, const TensorPlan& hf, GgmlType t) : c_(p.config), type_(t) {
@@ -58,14 +60,9 @@ class Mapper {
   Result<std::vector<GgufTensorSpec>> build(bool mtp);
 
  private:
-  // Adds GGUF `name` with `ne` from HF `src`; returns it for the caller to add a mapping.
-  GgufTensorSpec& add(const std::string& name, const std::string& src, std::vector<int64_t> ne,
-                      ValueMap v = ValueMap::kSame);
-  void attention(const std::string& hp, const std::string& gp);
-  void deltanet(const std::string& hp, const std::string& gp);
-  void mlp(const std::string& hp, const std::string& gp);
-  void moe(const std::string& hp, const std::string& gp);
-  void norms(const std::string& hp, const std::string& gp);
+  void add(const model::Tensor& t, int64_t layer);
+  // The value-head axes llama.cpp tiles (the header's list), by ggml name within the block.
+  void tile_value_heads(const std::string& name, GgufTensorSpec* t) const;
   // Row r of a tensor whose rows from `start` on are value heads of `block` rows.
   std::function<int64_t(int64_t)> head_rows(int64_t start, int64_t block) const;
 
@@ -76,20 +73,48 @@ class Mapper {
   std::string missing_;  // the first HF tensor the plan lacks
 };
 
-GgufTensorSpec& Mapper::add(const std::string& name, const std::string& src, std::vector<int64_t> ne,
-                            ValueMap v) {
+void Mapper::add(const model::Tensor& e, int64_t layer) {
+  using model::Dialect;
   GgufTensorSpec t;
-  t.name = name;
+  t.name = model::tensor_prefix(e, Dialect::kGguf, "", c_, layer) + e.gguf;
+  const std::string src = model::tensor_prefix(e, Dialect::kHf, model::kHfNames.prefix, c_, layer) + e.hf;
   const auto it = by_name_.find(src);
   if (it == by_name_.end() && missing_.empty()) missing_ = src;
   t.src = it == by_name_.end() ? nullptr : it->second;
-  t.unit = ne[0];
-  t.ne = std::move(ne);
-  t.values = v;
-  const bool f32 = t.ne.size() == 1 || forced_f32(name) || type_ == GgmlType::kF32;
+  const model::Dims d = e.dims(c_);
+  if (e.form == model::Form::kExperts) t.ne = {d.in, d.out, c_.n_experts};
+  else if (d.in > 0) t.ne = {d.in, d.out};
+  else t.ne = {d.out};
+  t.unit = t.ne[0];
+  t.values = e.role == model::Role::kNorm    ? ValueMap::kPlusOne
+             : e.role == model::Role::kDecay ? ValueMap::kNegExp
+                                             : ValueMap::kSame;
+  if (e.half != model::Half::kWhole) {  // HF gate_up [E, 2I, H]: per expert I gate rows, I up rows
+    const int64_t I = d.out;
+    const bool up = e.half == model::Half::kUp;
+    t.unit_map = [I, up](int64_t r) { return (r / I) * 2 * I + (up ? I : 0) + r % I; };
+  }
+  tile_value_heads(e.gguf, &t);
+  const bool f32 = t.ne.size() == 1 || forced_f32(t.name) || type_ == GgmlType::kF32;
   t.type = f32 ? GgmlType::kF32 : gguf_row_fits(type_, t.ne[0]) ? type_ : GgmlType::kF16;
   out_.push_back(std::move(t));
-  return out_.back();
+}
+
+void Mapper::tile_value_heads(const std::string& name, GgufTensorSpec* t) const {
+  const int64_t dv = c_.d_v, qk = 2 * c_.n_k_heads * c_.d_k;
+  if (name == "attn_qkv.weight" || name == "ssm_conv1d.weight") {
+    t->unit_map = head_rows(qk, dv);
+  } else if (name == "attn_gate.weight") {
+    t->unit_map = head_rows(0, dv);
+  } else if (name == "ssm_beta.weight" || name == "ssm_alpha.weight") {
+    t->unit_map = head_rows(0, 1);
+  } else if (name == "ssm_dt.bias" || name == "ssm_a") {
+    t->unit = 1;
+    t->unit_map = head_rows(0, 1);
+  } else if (name == "ssm_out.weight") {
+    if (const auto cols = head_rows(0, dv))
+      for (int64_t col = 0; col < c_.n_v_heads * dv; ++col) t->col_perm.push_back(int32_t(cols(col)));
+  }
 }
 
 std::function<int64_t(int64_t)> Mapper::head_rows(int64_t start, int64_t block) const {
@@ -102,98 +127,9 @@ std::function<int64_t(int64_t)> Mapper::head_rows(int64_t start, int64_t block) 
   };
 }
 
-void Mapper::norms(const std::string& hp, const std::string& gp) {
-  const int64_t H = c_.hidden;
-  add(gp + "attn_norm.weight", hp + kInputNorm + kWeight, {H}, ValueMap::kPlusOne);
-  add(gp + "post_attention_norm.weight", hp + kPostNorm + kWeight, {H}, ValueMap::kPlusOne);
-}
-
-void Mapper::attention(const std::string& hp, const std::string& gp) {
-  const std::string a = hp + kSelfAttn;
-  const int64_t H = c_.hidden, hd = c_.head_dim;
-  add(gp + "attn_q.weight", a + kQProj + kWeight, {H, 2 * c_.n_heads * hd});  // [q | gate] per head
-  add(gp + "attn_k.weight", a + kKProj + kWeight, {H, c_.n_kv_heads * hd});
-  add(gp + "attn_v.weight", a + kVProj + kWeight, {H, c_.n_kv_heads * hd});
-  add(gp + "attn_output.weight", a + kOProj + kWeight, {c_.n_heads * hd, H});
-  add(gp + "attn_q_norm.weight", a + kQNorm + kWeight, {hd}, ValueMap::kPlusOne);
-  add(gp + "attn_k_norm.weight", a + kKNorm + kWeight, {hd}, ValueMap::kPlusOne);
-}
-
-void Mapper::deltanet(const std::string& hp, const std::string& gp) {
-  const std::string a = hp + kLinearAttn;
-  const int64_t H = c_.hidden, nv = c_.n_v_heads, dv = c_.d_v, C = c_.conv_channels();
-  const int64_t qk = 2 * c_.n_k_heads * c_.d_k;
-  add(gp + "attn_qkv.weight", a + kInProjQkv + kWeight, {H, C}).unit_map = head_rows(qk, dv);
-  add(gp + "attn_gate.weight", a + kInProjZ + kWeight, {H, nv * dv}).unit_map = head_rows(0, dv);
-  add(gp + "ssm_beta.weight", a + kInProjB + kWeight, {H, nv}).unit_map = head_rows(0, 1);
-  add(gp + "ssm_alpha.weight", a + kInProjA + kWeight, {H, nv}).unit_map = head_rows(0, 1);
-  add(gp + "ssm_conv1d.weight", a + kConv1d + kWeight, {c_.conv_kernel, C}).unit_map = head_rows(qk, dv);
-  GgufTensorSpec& dt = add(gp + "ssm_dt.bias", a + kDtBias, {nv});
-  dt.unit = 1;
-  dt.unit_map = head_rows(0, 1);
-  GgufTensorSpec& A = add(gp + "ssm_a", a + kALog, {nv}, ValueMap::kNegExp);
-  A.unit = 1;
-  A.unit_map = head_rows(0, 1);
-  add(gp + "ssm_norm.weight", a + kGatedNorm + kWeight, {dv});  // not zero-centred: no +1
-  GgufTensorSpec& o = add(gp + "ssm_out.weight", a + kOutProj + kWeight, {nv * dv, H});
-  if (const auto cols = head_rows(0, dv))
-    for (int64_t col = 0; col < nv * dv; ++col) o.col_perm.push_back(int32_t(cols(col)));
-}
-
-void Mapper::mlp(const std::string& hp, const std::string& gp) {
-  if (c_.moe) return moe(hp, gp);
-  const std::string m = hp + kMlp;
-  const int64_t H = c_.hidden, I = c_.intermediate;
-  add(gp + "ffn_gate.weight", m + kGateProj + kWeight, {H, I});
-  add(gp + "ffn_up.weight", m + kUpProj + kWeight, {H, I});
-  add(gp + "ffn_down.weight", m + kDownProj + kWeight, {I, H});
-}
-
-void Mapper::moe(const std::string& hp, const std::string& gp) {
-  const std::string m = hp + kMlp;
-  const int64_t H = c_.hidden, E = c_.n_experts, I = c_.moe_intermediate, S = c_.shared_intermediate;
-  add(gp + "ffn_gate_inp.weight", m + kRouter + kWeight, {H, E});
-  // HF gate_up [E, 2I, H]: per expert the I gate rows, then the I up rows.
-  for (const bool up : {false, true}) {
-    GgufTensorSpec& t = add(gp + (up ? "ffn_up_exps.weight" : "ffn_gate_exps.weight"),
-                            m + kHfExpertsGateUp, {H, I, E});
-    t.unit_map = [I, up](int64_t r) { return (r / I) * 2 * I + (up ? I : 0) + r % I; };
-  }
-  add(gp + "ffn_down_exps.weight", m + kHfExpertsDown, {I, H, E});
-  const std::string s = m + kSharedExpert;
-  add(gp + "ffn_gate_shexp.weight", s + kGateProj + kWeight, {H, S});
-  add(gp + "ffn_up_shexp.weight", s + kUpProj + kWeight, {H, S});
-  add(gp + "ffn_down_shexp.weight", s + kDownProj + kWeight, {S, H});
-  add(gp + "ffn_gate_inp_shexp.weight", m + kSharedExpertGate + kWeight, {H, 1});  // HF [1, H]
-}
-
 Result<std::vector<GgufTensorSpec>> Mapper::build(bool mtp) {
-  const std::string P = model::kHfNames.prefix;
-  const int64_t H = c_.hidden, V = c_.vocab;
-  add("token_embd.weight", P + kEmbed + kWeight, {H, V});
-  add("output_norm.weight", P + kFinalNorm + kWeight, {H}, ValueMap::kPlusOne);
-  if (!c_.tie_word_embeddings.value_or(true))
-    add("output.weight", std::string(model::kHfNames.lm_head) + kWeight, {H, V});
-  for (int64_t i = 0; i < c_.n_layers; ++i) {
-    const std::string hp = layer(P, i), gp = "blk." + std::to_string(i) + ".";
-    norms(hp, gp);
-    if (c_.layers[size_t(i)] == model::LayerKind::kFullAttention) {
-      attention(hp, gp);
-    } else {
-      deltanet(hp, gp);
-    }
-    mlp(hp, gp);
-  }
-  if (mtp) {
-    const std::string gp = "blk." + std::to_string(c_.n_layers) + ".";
-    add(gp + "nextn.eh_proj.weight", std::string(kMtpFc) + kWeight, {2 * H, H});
-    add(gp + "nextn.enorm.weight", std::string(kMtpPreFcNormEmbedding) + kWeight, {H}, ValueMap::kPlusOne);
-    add(gp + "nextn.hnorm.weight", std::string(kMtpPreFcNormHidden) + kWeight, {H}, ValueMap::kPlusOne);
-    add(gp + "nextn.shared_head_norm.weight", std::string(kMtpNorm) + kWeight, {H}, ValueMap::kPlusOne);
-    norms(kMtpLayer, gp);
-    attention(kMtpLayer, gp);
-    mlp(kMtpLayer, gp);
-  }
+  const bool head = !c_.tie_word_embeddings.value_or(true);
+  model::for_each_tensor_at(c_, head, mtp, [&](const model::Tensor& e, int64_t layer) { add(e, layer); });
   if (!missing_.empty())
     return core::error("[synth] the HF plan has no tensor '" + missing_ + "' for the GGUF layout");
   return std::move(out_);
