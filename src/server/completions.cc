@@ -230,11 +230,7 @@ void handle_generate(Context& ctx, bool chat, const HttpRequest& req,
   job->endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
   auto fail = [&](const ApiError& e) { fail_request(ctx, job->endpoint, *job->fmt, e, *r); };
   if (ctx.shutting_down.load()) {
-    ApiError e;
-    e.status = 503;
-    e.type = "service_unavailable";
-    e.message = "the server is shutting down";
-    return fail(e);
+    return fail(api_error(ErrorKind::kUnavailable, "the server is shutting down"));
   }
   Json body;
   if (auto e = parse_request_body(req.body, ctx.mi, &body)) return fail(*e);

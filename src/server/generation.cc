@@ -9,8 +9,6 @@
 // posted read or a write fails) has its choices cancelled at the next tick.
 #include "server/generation.h"
 
-#include <cctype>
-
 namespace qwen35::server {
 
 int64_t Job::completion_tokens() const {
@@ -83,22 +81,15 @@ std::optional<ApiError> submit_all(Job& job) {
   std::string msg;
   auto streams = engine.submit_group(std::move(group), &err, &msg);
   if (streams.empty()) {
-    ApiError e;
-    e.message = msg;
     if (err == runtime::SubmitError::kQueueFull) {
-      e.status = 429;
-      e.type = "rate_limit_error";
+      ApiError e = api_error(ErrorKind::kRateLimited, msg);
       e.retry_after_s = 1;  // a slot frees within a few decode steps of the running requests
-    } else if (err == runtime::SubmitError::kShuttingDown) {
-      e.status = 503;
-      e.type = "service_unavailable";
-    } else if (wanted > engine.capacity()) {
-      e.param = "n";
-      e.message += n_prompts > 1 ? "; lower 'n' or send fewer prompts" : "; lower 'n'";
-    } else {
-      e.param = job.req.chat ? "messages" : "prompt";
+      return e;
     }
-    return e;
+    if (err == runtime::SubmitError::kShuttingDown) return api_error(ErrorKind::kUnavailable, msg);
+    if (wanted > engine.capacity())
+      return invalid("n", msg + (n_prompts > 1 ? "; lower 'n' or send fewer prompts" : "; lower 'n'"));
+    return invalid(job.req.prompt_param, msg);
   }
   for (int k = 0; k < int(streams.size()); ++k) {
     job.choices.push_back(
@@ -108,13 +99,7 @@ std::optional<ApiError> submit_all(Job& job) {
   return std::nullopt;
 }
 
-ApiError engine_error(const std::string& message) {
-  ApiError e;
-  e.status = 500;
-  e.type = "server_error";
-  e.message = message;
-  return e;
-}
+ApiError engine_error(const std::string& message) { return api_error(ErrorKind::kServer, message); }
 
 enum class Pump { kMore, kDone, kFailed };
 
@@ -176,11 +161,8 @@ std::optional<ApiError> choice_failure(const Job& job) {
   for (size_t ci = 0; ci < job.choices.size(); ++ci) {
     if (!job.choices[ci]->error().empty()) return engine_error(job.choices[ci]->error());
     if (job.acc[ci].finish_reason == "abort") {
-      ApiError e;
-      e.status = 503;
-      e.type = "service_unavailable";
-      e.message = "the request was cancelled (the server is shutting down)";
-      return e;
+      return api_error(ErrorKind::kUnavailable,
+                       "the request was cancelled (the server is shutting down)");
     }
   }
   return std::nullopt;
@@ -219,7 +201,7 @@ void drive_collect(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
     return;
   }
   if (auto e = choice_failure(*job)) {
-    job->ctx->metrics.count_request(job->endpoint, e->status);
+    job->ctx->metrics.count_request(job->endpoint, e->status());
     return r->send(job->fmt->error(*e));
   }
   const Json out = job->fmt->body(*job);
@@ -234,7 +216,7 @@ void drive_collect(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
 
 void fail_request(Context& ctx, const char* endpoint, const Formatter& fmt, const ApiError& e,
                   Responder& r) {
-  ctx.metrics.count_request(endpoint, e.status);
+  ctx.metrics.count_request(endpoint, e.status());
   r.send(fmt.error(e));
 }
 
@@ -257,72 +239,6 @@ void append_named_event(std::string* out, const char* name, const Json& data) {
   *out += "\ndata: ";
   *out += dump(data);
   *out += "\n\n";
-}
-
-namespace {
-
-bool path_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '[' ||
-         c == ']';
-}
-
-// `s` with every "messages[i]<sub-path>" replaced by origin[i] (kept as is when i is unknown).
-std::string rename_messages(const std::string& s, const std::vector<std::string>& origin) {
-  static constexpr std::string_view kKey = "messages[";
-  std::string out;
-  size_t p = 0;
-  while (p < s.size()) {
-    const size_t m = s.find(kKey, p);
-    if (m == std::string::npos) break;
-    size_t e = m + kKey.size(), i = 0;
-    bool digits = false;
-    while (e < s.size() && std::isdigit(static_cast<unsigned char>(s[e])) && i < (1u << 24))
-      i = i * 10 + size_t(s[e++] - '0'), digits = true;
-    if (!digits || e >= s.size() || s[e] != ']' || i >= origin.size()) {
-      out.append(s, p, e - p);
-      p = e;
-      continue;
-    }
-    ++e;
-    while (e < s.size() && path_char(s[e])) ++e;
-    // A trailing '.' ends the sentence, not the path.
-    if (s[e - 1] == '.') --e;
-    out.append(s, p, m - p);
-    out += origin[i];
-    p = e;
-  }
-  out.append(s, p, std::string::npos);
-  return out;
-}
-
-}  // namespace
-
-void rename_fields(const FieldNames& names, ApiError* e) {
-  e->param = rename_messages(e->param, names.origin);
-  e->message = rename_messages(e->message, names.origin);
-  for (const auto& [chat, theirs] : names.fields) {
-    const bool sub = e->param.size() > chat.size() &&
-                     (e->param[chat.size()] == '.' || e->param[chat.size()] == '[');
-    if (e->param == chat || (sub && e->param.compare(0, chat.size(), chat) == 0))
-      e->param = theirs + e->param.substr(chat.size());
-    for (const std::string quote : {"'", "\""}) {
-      const std::string from = quote + chat, to = quote + theirs;
-      size_t p = 0;
-      while ((p = e->message.find(from, p)) != std::string::npos) {
-        const size_t after = p + from.size();
-        // Only whole names: 'tools' and 'tools[0]', never 'tool_choice' for "tool".
-        const bool whole = after >= e->message.size() || e->message[after] == '\'' ||
-                           e->message[after] == '"' || e->message[after] == '.' ||
-                           e->message[after] == '[';
-        if (!whole) {
-          p = after;
-          continue;
-        }
-        e->message.replace(p, from.size(), to);
-        p += to.size();
-      }
-    }
-  }
 }
 
 }  // namespace qwen35::server

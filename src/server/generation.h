@@ -94,15 +94,4 @@ void fail_request(Context& ctx, const char* endpoint, const Formatter& fmt, cons
 // An SSE event with a name (`event: NAME`), as the Responses and Messages APIs send them.
 void append_named_event(std::string* out, const char* name, const Json& data);
 
-// Renames the chat-completions fields an ApiError names (param and the quoted names in its
-// message) into the terms of the API the client spoke. `fields`: chat name -> client name (a
-// chat name matches itself and its sub-fields: "tools" covers "tools[2].function"). `origin`:
-// for each chat message index, the client's name of what it came from ("input[3]"); a
-// "messages[i]..." path becomes that.
-struct FieldNames {
-  std::vector<std::pair<std::string, std::string>> fields;
-  std::vector<std::string> origin;
-};
-void rename_fields(const FieldNames& names, ApiError* e);
-
 }  // namespace qwen35::server

@@ -11,7 +11,8 @@
 //   thinking enabled {budget_tokens}        enable_thinking true, thinking_token_budget
 //   thinking disabled, or absent            enable_thinking false (Anthropic's default)
 //   stop_sequences, max_tokens, temperature, top_p, top_k, stream    as named in chat
-// metadata and service_tier are ignored. Everything else the chat path validates itself.
+// metadata and service_tier are ignored. Everything else the chat path validates itself, naming
+// the fields in Messages terms (FieldNames, request.h).
 #include <string>
 
 #include "server/request_fields.h"

@@ -14,7 +14,8 @@
 //   max_output_tokens, text.format, reasoning.effort max_tokens, response_format,
 //                                                   reasoning_effort
 //   parallel_tool_calls false                        kept here: the answer keeps the first call
-// Everything else the chat path validates (and refuses) itself; FieldNames renames its errors.
+// Everything else the chat path validates (and refuses) itself, naming the fields in Responses
+// terms (FieldNames, request.h).
 #include <string>
 
 #include "server/request_fields.h"
@@ -331,8 +332,15 @@ std::optional<ApiError> responses_to_chat(const Json& b, Json* chat, ResponsesOp
   if (const Json* u = field(b, "user")) opt->user = *u;
 
   names->origin = std::move(origin);
+  // The chat fields this body maps onto, in Responses terms (text.format is flat: its schema,
+  // name and strict sit beside its type).
   names->fields = {{"max_tokens", "max_output_tokens"},
                    {"response_format", "text.format"},
+                   {"response_format.type", "text.format.type"},
+                   {"response_format.json_schema", "text.format"},
+                   {"response_format.json_schema.schema", "text.format.schema"},
+                   {"response_format.json_schema.name", "text.format.name"},
+                   {"response_format.json_schema.strict", "text.format.strict"},
                    {"reasoning_effort", "reasoning.effort"},
                    {"messages", "input"}};
   return std::nullopt;

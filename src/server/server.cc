@@ -13,13 +13,7 @@
 namespace qwen35::server {
 namespace {
 
-ApiError unavailable(const std::string& why) {
-  ApiError e;
-  e.status = 503;
-  e.type = "service_unavailable";
-  e.message = why;
-  return e;
-}
+ApiError unavailable(const std::string& why) { return api_error(ErrorKind::kUnavailable, why); }
 
 HttpResponse json_response(const Json& j) {
   HttpResponse res;
@@ -29,11 +23,7 @@ HttpResponse json_response(const Json& j) {
 
 // The transport's own errors (malformed requests, 413, 431, too many connections).
 HttpResponse transport_error(int status, const std::string& message) {
-  ApiError e;
-  e.status = status;
-  e.message = message;
-  if (status == 503) e.type = "service_unavailable";
-  return error_response(e);
+  return error_response(api_error(kind_of_status(status), message));
 }
 
 // A float setting as the decimal it was written as (0.7f, not 0.699999988).
@@ -128,10 +118,9 @@ void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
     r->send(anthropic ? anthropic_error_response(e) : error_response(e));
   };
   if (!authorized(req))
-    return answer_error(ApiError{401,
-                                 "missing or wrong API key (Authorization: Bearer KEY, or "
-                                 "x-api-key: KEY)",
-                                 "", "authentication_error"});
+    return answer_error(api_error(ErrorKind::kAuthentication,
+                                  "missing or wrong API key (Authorization: Bearer KEY, or "
+                                  "x-api-key: KEY)"));
   if (get && req.path == "/health") {
     if (!ctx.ready.load()) return r->send(error_response(unavailable("the model is loading")));
     if (ctx.shutting_down.load())
@@ -173,11 +162,8 @@ void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
   bool known = false;
   for (const char* p : kPosts) known = known || req.path == p;
   if (!post || !known) {
-    ApiError e;
-    e.status = 404;
-    e.type = "not_found_error";
-    e.message = "no route for " + req.method + " " + req.path;
-    return answer_error(e);
+    return answer_error(
+        api_error(ErrorKind::kNotFound, "no route for " + req.method + " " + req.path));
   }
   boost::asio::post(*workers_, [this, req = std::move(req), r = std::move(r)] {
     try {
@@ -192,7 +178,7 @@ void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
       if (anthropic) return handle_messages(*ctx_, req.path == "/v1/messages/count_tokens", req, r);
       answer_utility(*ctx_, req, *r);
     } catch (const std::exception& ex) {
-      const ApiError e{500, ex.what(), "", "server_error"};
+      const ApiError e = api_error(ErrorKind::kServer, ex.what());
       r->send(req.path.rfind("/v1/messages", 0) == 0 ? anthropic_error_response(e)
                                                       : error_response(e));
     }

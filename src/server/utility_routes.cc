@@ -26,12 +26,11 @@ void answer_utility(const Context& ctx, const HttpRequest& req, Responder& r) {
     } else if (b.contains("prompt") && b["prompt"].is_string()) {
       text = b["prompt"];
     } else {
-      return send_error(ApiError{400, "'prompt' (a string) or 'messages' is required", "prompt",
-                                 "invalid_request_error"});
+      return send_error(invalid("prompt", "'prompt' (a string) or 'messages' is required"));
     }
     auto ids = ctx.mi.tok->encode(text);
     if (!ids.ok())
-      return send_error(ApiError{400, ids.message(), "prompt", "invalid_request_error"});
+      return send_error(invalid("prompt", ids.message()));
     return r.send(json_response(
         Json{{"count", ids->size()}, {"max_model_len", ctx.mi.ctx}, {"tokens", *ids}}));
   }
