@@ -174,16 +174,13 @@ std::unique_ptr<Formatter> make_messages_formatter(MessagesOptions opt,
   return f;
 }
 
-void handle_messages(Context& ctx, bool count_tokens, const HttpRequest& req,
+void handle_messages(Context& ctx, bool count_tokens, const Json& body,
                      std::shared_ptr<Responder> r) {
   const char* endpoint = count_tokens ? "/v1/messages/count_tokens" : "/v1/messages";
   auto fmt = std::make_unique<MessagesFormatter>();
   auto fail = [&](const ApiError& e) { fail_request(ctx, endpoint, *fmt, e, *r); };
-  if (ctx.shutting_down.load())
-    return fail(api_error(ErrorKind::kUnavailable, "the server is shutting down"));
-  Json body, chat;
+  Json chat;
   FieldNames names;
-  if (auto e = parse_request_body(req.body, ctx.mi, &body)) return fail(*e);
   if (auto e = messages_to_chat(body, count_tokens, &chat, &fmt->opt, &names)) return fail(*e);
   if (count_tokens) chat.erase("stream");
   auto job = std::make_shared<Job>();

@@ -27,8 +27,9 @@ std::optional<ApiError> messages_to_chat(const Json& body, bool count_tokens, Js
 std::unique_ptr<Formatter> make_messages_formatter(MessagesOptions opt,
                                                    const CompletionRequest& req);
 
-// count_tokens = true: /v1/messages/count_tokens ({"input_tokens": N}, nothing generated).
-void handle_messages(Context& ctx, bool count_tokens, const HttpRequest& req,
+// count_tokens = true: /v1/messages/count_tokens ({"input_tokens": N}, nothing generated). After
+// the route prelude (server.cc) parsed the body.
+void handle_messages(Context& ctx, bool count_tokens, const Json& body,
                      std::shared_ptr<Responder> r);
 
 }  // namespace qwen35::server

@@ -222,15 +222,12 @@ std::unique_ptr<Formatter> make_responses_formatter(ResponsesOptions opt,
   return f;
 }
 
-void handle_responses(Context& ctx, const HttpRequest& req, std::shared_ptr<Responder> r) {
+void handle_responses(Context& ctx, const Json& body, std::shared_ptr<Responder> r) {
   const char* endpoint = "/v1/responses";
   auto fmt = std::make_unique<ResponsesFormatter>();
   auto fail = [&](const ApiError& e) { fail_request(ctx, endpoint, *fmt, e, *r); };
-  if (ctx.shutting_down.load())
-    return fail(api_error(ErrorKind::kUnavailable, "the server is shutting down"));
-  Json body, chat;
+  Json chat;
   FieldNames names;
-  if (auto e = parse_request_body(req.body, ctx.mi, &body)) return fail(*e);
   if (auto e = responses_to_chat(body, &chat, &fmt->opt, &names)) return fail(*e);
   auto job = std::make_shared<Job>();
   if (auto e = parse_chat_request(chat, ctx.mi, &job->req, names)) return fail(*e);

@@ -39,6 +39,7 @@ std::optional<ApiError> responses_to_chat(const Json& body, Json* chat, Response
 std::unique_ptr<Formatter> make_responses_formatter(ResponsesOptions opt,
                                                     const CompletionRequest& req);
 
-void handle_responses(Context& ctx, const HttpRequest& req, std::shared_ptr<Responder> r);
+// The handler of POST /v1/responses, after the route prelude (server.cc) parsed the body.
+void handle_responses(Context& ctx, const Json& body, std::shared_ptr<Responder> r);
 
 }  // namespace qwen35::server

@@ -14,11 +14,9 @@ HttpResponse json_response(const Json& j) {
 
 }  // namespace
 
-void answer_utility(const Context& ctx, const HttpRequest& req, Responder& r) {
+void answer_utility(const Context& ctx, const std::string& path, const Json& b, Responder& r) {
   auto send_error = [&r](const ApiError& e) { r.send(error_response(e)); };
-  Json b;
-  if (auto e = parse_request_body(req.body, ctx.mi, &b)) return send_error(*e);
-  if (req.path == "/tokenize") {
+  if (path == "/tokenize") {
     if (auto e = check_model(b, ctx.mi)) return send_error(*e);
     std::string text;
     if (b.contains("messages")) {
@@ -34,7 +32,7 @@ void answer_utility(const Context& ctx, const HttpRequest& req, Responder& r) {
     return r.send(json_response(
         Json{{"count", ids->size()}, {"max_model_len", ctx.mi.ctx}, {"tokens", *ids}}));
   }
-  if (req.path == "/detokenize") {
+  if (path == "/detokenize") {
     std::vector<int32_t> ids;
     if (auto e = parse_detokenize(b, ctx.mi, &ids)) return send_error(*e);
     return r.send(json_response(Json{{"prompt", ctx.mi.tok->decode(ids)}}));

@@ -86,8 +86,12 @@ struct Harness {
       return r.send(std::move(res));
     }
     if (req.method == "POST" &&
-        (req.path == "/tokenize" || req.path == "/detokenize" || req.path == "/apply-template"))
-      return server::answer_utility(ctx, req, r);
+        (req.path == "/tokenize" || req.path == "/detokenize" || req.path == "/apply-template")) {
+      server::Json body;
+      if (auto e = server::parse_request_body(req.body, ctx.mi, &body))
+        return r.send(server::error_response(*e));
+      return server::answer_utility(ctx, req.path, body, r);
+    }
     r.send(server::error_response(server::api_error(server::ErrorKind::kNotFound, "no route")));
   }
 
