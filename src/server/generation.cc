@@ -5,11 +5,23 @@
 //
 // The answer is produced without a thread per request: a driver on the connection's strand
 // drains whatever the engine has produced (non-blocking polls of the RequestStreams), writes it,
-// and waits on a short timer when there is nothing new. A client that hangs up (the Responder's
-// posted read or a write fails) has its choices cancelled at the next tick.
+// and parks when there is nothing new, until the engine's next push or the client's hang-up
+// wakes it (Wake, generation.h). A client that hangs up (the Responder's posted read or a write
+// fails) has its choices cancelled by the pass that wakes.
 #include "server/generation.h"
 
 namespace qwen35::server {
+
+void Wake::notify() {
+  dirty_.store(true);
+  if (parked_.exchange(false)) resume_();
+}
+
+void Wake::park() {
+  parked_.store(true);
+  // A notify since this pass began found the driver running: take the wake-up back and run.
+  if (dirty_.load() && parked_.exchange(false)) resume_();
+}
 
 int64_t Job::completion_tokens() const {
   int64_t n = 0;
@@ -174,16 +186,14 @@ void finish_job(Job& job, int status) {
   job.ctx->metrics.count_request(job.endpoint, status);
 }
 
-// The SSE driver, on the connection's strand: write what there is, then come back.
+// The SSE driver, on the connection's strand: write what there is, then come back (at once after
+// a write, else when woken).
 void drive_stream(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
   if (r->closed()) return finish_job(*job, 499);
+  job->wake->begin_pass();
   std::string out;
   const Pump st = stream_pump(*job, &out);
-  if (out.empty() && st == Pump::kMore) {  // nothing new
-    r->after(job->next_delay(false), [job, r] { drive_stream(job, r); });
-    return;
-  }
-  job->next_delay(true);
+  if (out.empty() && st == Pump::kMore) return job->wake->park();  // nothing new
   r->write(std::move(out), [job, r, st](bool ok) {
     if (!ok) return finish_job(*job, 499);
     if (st == Pump::kMore) return drive_stream(job, r);
@@ -192,13 +202,15 @@ void drive_stream(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
   });
 }
 
-// The non-streaming driver, on the connection's strand.
+// The non-streaming driver, on the connection's strand. After progress it looks again at once (a
+// pass takes a bounded number of events per choice); otherwise it parks until woken.
 void drive_collect(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
   if (r->closed()) return finish_job(*job, 499);  // the client hung up: cancelled
+  job->wake->begin_pass();
   bool progress = false;
   if (!collect_pump(*job, &progress)) {
-    r->after(job->next_delay(progress), [job, r] { drive_collect(job, r); });
-    return;
+    if (progress) return r->post([job, r] { drive_collect(job, r); });
+    return job->wake->park();
   }
   if (auto e = choice_failure(*job)) {
     job->ctx->metrics.count_request(job->endpoint, e->status());
@@ -222,15 +234,34 @@ void fail_request(Context& ctx, const char* endpoint, const Formatter& fmt, cons
 
 void run_job(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
   if (auto e = submit_all(*job)) return fail_request(*job->ctx, job->endpoint, *job->fmt, *e, *r);
-  if (!job->req.stream) {
-    r->after(std::chrono::milliseconds(0), [job, r] { drive_collect(job, r); });
-    return;
+  drive_job(std::move(job), std::move(r));
+}
+
+void drive_job(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
+  const bool stream = job->req.stream;
+  job->wake = std::make_shared<Wake>([wj = std::weak_ptr<Job>(job),
+                                      wr = std::weak_ptr<Responder>(r), stream] {
+    auto j = wj.lock();
+    auto rr = wr.lock();
+    if (!j || !rr) return;  // the connection is gone, and with it the job
+    if (stream)
+      rr->post([j, rr] { drive_stream(j, rr); });
+    else
+      rr->post([j, rr] { drive_collect(j, rr); });
+  });
+  for (auto& c : job->choices) c->set_waker([w = job->wake] { w->notify(); });
+  // The responder's hang-up callback owns the job while it is parked (the exchange holds it until
+  // its answer is out; a connection torn down at shutdown frees it, cancelling its choices).
+  r->on_close([job] { job->wake->notify(); });
+  if (stream) {
+    HttpResponse head;
+    head.content_type = "text/event-stream";
+    head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+    r->start_stream(std::move(head));
+    r->post([job, r] { drive_stream(job, r); });
+  } else {
+    r->post([job, r] { drive_collect(job, r); });
   }
-  HttpResponse head;
-  head.content_type = "text/event-stream";
-  head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
-  r->start_stream(std::move(head));
-  r->after(std::chrono::milliseconds(0), [job, r] { drive_stream(job, r); });
 }
 
 void append_named_event(std::string* out, const char* name, const Json& data) {

@@ -5,8 +5,9 @@
 // Thread-safety: GET routes (/health, /v1/models, /props, /metrics, the web page) answer on an
 // I/O thread, so they answer while the engine and the workers are busy. POST routes parse,
 // render templates and tokenize on a small worker pool, then submit to the engine (thread-safe);
-// the engine's output is drained on the connection's strand by timers (completions.cc), never by
-// a thread per request. Handlers only read the immutable ModelInfo.
+// the engine's output is drained on the connection's strand when the engine wakes it
+// (generation.h), never by a timer or a thread per request. Handlers only read the immutable
+// ModelInfo.
 #pragma once
 
 #include <atomic>
