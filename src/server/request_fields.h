@@ -105,3 +105,31 @@ inline std::optional<ApiError> get_string(const Json& obj, const char* name,
   do {                               \
     if (auto _e = (expr)) return _e; \
   } while (0)
+
+namespace qwen35::server::fields {
+
+// A function tool sent flat ({name, description, <schema_key>}, at `where`: "tools[2]") -> the
+// form the chat template reads, {"type": "function", "function": {name, description,
+// parameters}}. The Responses and Messages APIs both send tools flat; only the schema's key
+// differs ("parameters", which may be left out; Anthropic's "input_schema", which may not).
+inline std::optional<ApiError> flat_function_tool(const Json& tool, const std::string& where,
+                                                  const char* schema_key, bool schema_required,
+                                                  Json* out) {
+  std::string name;
+  QWEN35_TRY(get_string(tool, "name", where, &name));
+  Json fn = {{"name", name}};
+  if (const Json* d = field(tool, "description")) {
+    if (!d->is_string())
+      return bad(where + ".description", "'" + where + ".description' must be a string");
+    fn["description"] = *d;
+  }
+  const Json* schema = field(tool, schema_key);
+  const std::string at = where + "." + schema_key;
+  if ((schema && !schema->is_object()) || (!schema && schema_required))
+    return bad(at, "'" + at + "' must be a JSON schema (an object)");
+  fn["parameters"] = schema ? *schema : Json{{"type", "object"}, {"properties", Json::object()}};
+  *out = {{"type", "function"}, {"function", std::move(fn)}};
+  return std::nullopt;
+}
+
+}  // namespace qwen35::server::fields

@@ -173,19 +173,9 @@ std::optional<ApiError> map_tools(const Json& b, Json* chat, ResponsesOptions* o
         builtin += (builtin.empty() ? "" : ", ") + type;
         continue;
       }
-      std::string name;
-      QWEN35_TRY(get_string(tool, "name", where, &name));
-      Json fn = {{"name", name}};
-      if (const Json* d = field(tool, "description")) {
-        if (!d->is_string())
-          return bad(where + ".description", "'" + where + ".description' must be a string");
-        fn["description"] = *d;
-      }
-      const Json* p = field(tool, "parameters");
-      if (p && !p->is_object())
-        return bad(where + ".parameters", "'" + where + ".parameters' must be a JSON schema");
-      fn["parameters"] = p ? *p : Json{{"type", "object"}, {"properties", Json::object()}};
-      tools.push_back({{"type", "function"}, {"function", std::move(fn)}});
+      Json fn;
+      QWEN35_TRY(flat_function_tool(tool, where, "parameters", false, &fn));
+      tools.push_back(std::move(fn));
     }
     if (!builtin.empty())
       return bad("tools", "built-in tools are not supported: " + builtin +

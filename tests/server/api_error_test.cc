@@ -172,6 +172,39 @@ TEST(ApiErrors, ChatParserNamesMessagesFields) {
   }
 }
 
+// Both APIs send function tools flat; one mapping makes the chat form of each, and its errors
+// name the schema by each API's key.
+TEST(ApiErrors, FlatToolsMapOnceNamedInEachApi) {
+  const Json schema = {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}};
+  Json rchat, mchat;
+  ResponsesOptions ropt;
+  MessagesOptions mopt;
+  FieldNames names;
+  ASSERT_FALSE(responses_to_chat(
+      Json{{"input", "hi"},
+           {"tools", {{{"type", "function"}, {"name", "w"}, {"description", "d"},
+                       {"parameters", schema}}}}},
+      &rchat, &ropt, &names));
+  ASSERT_FALSE(messages_to_chat(
+      Json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+           {"max_tokens", 4},
+           {"tools", {{{"name", "w"}, {"description", "d"}, {"input_schema", schema}}}}},
+      false, &mchat, &mopt, &names));
+  const Json want = {{{"type", "function"},
+                      {"function", {{"name", "w"}, {"description", "d"}, {"parameters", schema}}}}};
+  EXPECT_EQ(rchat["tools"], want);
+  EXPECT_EQ(mchat["tools"], want);
+  const ApiError re = responses_error(
+      Json{{"input", "hi"}, {"tools", {{{"type", "function"}, {"name", "w"}, {"parameters", 3}}}}});
+  EXPECT_EQ(re.param, "tools[0].parameters");
+  EXPECT_EQ(re.message, "'tools[0].parameters' must be a JSON schema (an object)");
+  const ApiError me = messages_error(Json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                          {"max_tokens", 4},
+                                          {"tools", {{{"name", "w"}}}}});
+  EXPECT_EQ(me.param, "tools[0].input_schema");
+  EXPECT_EQ(me.message, "'tools[0].input_schema' must be a JSON schema (an object)");
+}
+
 TEST(ApiErrors, ChatKeepsItsOwnNames) {
   CompletionRequest r;
   const Json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"stop", {""}}};
