@@ -100,7 +100,8 @@ std::optional<ApiError> submit_all(Job& job) {
     }
     if (err == runtime::SubmitError::kShuttingDown) return api_error(ErrorKind::kUnavailable, msg);
     if (wanted > engine.capacity())
-      return invalid("n", msg + (n_prompts > 1 ? "; lower 'n' or send fewer prompts" : "; lower 'n'"));
+      return invalid("n",
+                     msg + (n_prompts > 1 ? "; lower 'n' or send fewer prompts" : "; lower 'n'"));
     return invalid(job.req.prompt_param, msg);
   }
   for (int k = 0; k < int(streams.size()); ++k) {

@@ -265,7 +265,8 @@ std::optional<ApiError> normalize_messages(const Json& b, int max_depth, const F
 
 std::optional<ApiError> render_impl(const Json& b, const ModelInfo& mi, bool use_tools,
                                     const FieldNames& nm, std::string* text) {
-  if (!mi.tmpl) return bad(nm.of("messages"), "the model has no chat template; use /v1/completions");
+  if (!mi.tmpl)
+    return bad(nm.of("messages"), "the model has no chat template; use /v1/completions");
   Json messages;
   QWEN35_TRY(normalize_messages(b, mi.max_json_depth, nm, &messages));
   Json tools = nullptr;

@@ -52,7 +52,8 @@ class ResponsesFormatter : public Formatter {
           {{"response", response(job, cut ? "incomplete" : "completed")}});
   }
   void fail(Job&, const ApiError& e, std::string* out) override {
-    event(out, "error", {{"code", openai_error_type(e.kind)}, {"message", e.message}, {"param", nullptr}});
+    event(out, "error",
+          {{"code", openai_error_type(e.kind)}, {"message", e.message}, {"param", nullptr}});
   }
   void collect(Job&, size_t, const Delta& d) override { take(d, nullptr); }
   Json body(Job& job) override {

@@ -85,6 +85,10 @@ HttpResponse get_metrics(const Context& ctx, const HttpServer& http) {
 
 using R = std::shared_ptr<Responder>;
 
+void utility(Context& c, const HttpRequest& q, const Json& b, R r) {
+  answer_utility(c, q.path, b, *r);
+}
+
 // Which API's shape a route's errors take.
 enum class Api { kOpenAi, kAnthropic };
 
@@ -117,11 +121,11 @@ const Route kRoutes[] = {
     {"POST", "/v1/messages/count_tokens", Api::kAnthropic, true, nullptr,
      [](Context& c, const HttpRequest&, const Json& b, R r) { handle_messages(c, true, b, r); }},
     {"POST", "/tokenize", Api::kOpenAi, false, nullptr,
-     [](Context& c, const HttpRequest& q, const Json& b, R r) { answer_utility(c, q.path, b, *r); }},
+     utility},
     {"POST", "/detokenize", Api::kOpenAi, false, nullptr,
-     [](Context& c, const HttpRequest& q, const Json& b, R r) { answer_utility(c, q.path, b, *r); }},
+     utility},
     {"POST", "/apply-template", Api::kOpenAi, false, nullptr,
-     [](Context& c, const HttpRequest& q, const Json& b, R r) { answer_utility(c, q.path, b, *r); }},
+     utility},
 };
 
 // The route of (method, path), or null; *allow gets the methods the path takes when the method
@@ -227,10 +231,11 @@ void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
                                            "or x-api-key: KEY)")));
   if (!route && allow.empty())
     return r->send(
-        error_in(api, api_error(ErrorKind::kNotFound, "no route for " + req.method + " " + req.path)));
+        error_in(api, api_error(ErrorKind::kNotFound,
+                                "no route for " + req.method + " " + req.path)));
   if (!route) {
-    HttpResponse res = error_in(api, api_error(ErrorKind::kMethodNotAllowed,
-                                               req.path + " takes " + allow + ", not " + req.method));
+    const std::string why = req.path + " takes " + allow + ", not " + req.method;
+    HttpResponse res = error_in(api, api_error(ErrorKind::kMethodNotAllowed, why));
     res.headers.emplace_back("Allow", allow);
     return r->send(std::move(res));
   }

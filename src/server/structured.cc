@@ -182,9 +182,10 @@ std::optional<ApiError> set_structured_output(const Json& body, const ModelInfo&
   }
   const int64_t need = (*a)->finish_tokens((*a)->initial()) + 1 + (r->in_reasoning ? 1 : 0);
   if (r->max_tokens >= 0 && r->max_tokens < need)
-    return bad(nm.of("max_tokens"), "'" + nm.of("max_tokens") + "' is " + std::to_string(r->max_tokens) +
-                                 ", but this format needs up to " + std::to_string(need) +
-                                 " tokens to be sure of a whole value");
+    return bad(nm.of("max_tokens"), "'" + nm.of("max_tokens") + "' is " +
+                                         std::to_string(r->max_tokens) +
+                                         ", but this format needs up to " + std::to_string(need) +
+                                         " tokens to be sure of a whole value");
   s.grammar = std::move(*a);
   return std::nullopt;
 }
