@@ -11,11 +11,19 @@ bool RequestStream::next(StreamEvent* ev, std::chrono::milliseconds timeout) {
 }
 
 void RequestStream::push(StreamEvent ev) {
+  std::function<void()> wake;
   {
     std::lock_guard lk(mu_);
     events_.push_back(std::move(ev));
+    wake = waker_;
   }
   cv_.notify_one();
+  if (wake) wake();
+}
+
+void RequestStream::set_waker(std::function<void()> waker) {
+  std::lock_guard lk(mu_);
+  waker_ = std::move(waker);
 }
 
 RequestTiming RequestStream::timing() const {

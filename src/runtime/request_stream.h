@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -48,6 +49,10 @@ class RequestStream {
   int64_t prompt_tokens() const { return prompt_tokens_; }
   RequestTiming timing() const;
 
+  // Called after each push, outside the stream's lock, on the pushing (engine) thread: how a
+  // reader that does not block in next() learns there is something to read. Must not block.
+  void set_waker(std::function<void()> waker);
+
   // Engine side.
   void push(StreamEvent ev);
   void set_admitted(RequestTiming::Clock::time_point t, int64_t reused);
@@ -58,6 +63,7 @@ class RequestStream {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<StreamEvent> events_;
+  std::function<void()> waker_;
   RequestTiming timing_;
   std::atomic<bool> cancelled_{false};
   int64_t prompt_tokens_;

@@ -50,6 +50,8 @@ class ChoiceRunner {
   // Prompt tokens resumed from the prefix cache instead of computed.
   int64_t cached_tokens() const { return stream_->timing().prompt_reused; }
   runtime::RequestTiming timing() const { return stream_->timing(); }
+  // Called on the engine thread after each event the engine pushes to this choice.
+  void set_waker(std::function<void()> w) { stream_->set_waker(std::move(w)); }
 
   // Prompt tokens 1.. with their log-probabilities (requests with prompt_logprobs).
   std::vector<runtime::SampleResult> prompt_samples;

@@ -221,23 +221,13 @@ class ChatFormatter : public Formatter {
 
 }  // namespace
 
-void handle_generate(Context& ctx, bool chat, const HttpRequest& req,
-                     std::shared_ptr<Responder> r) {
+void handle_generate(Context& ctx, bool chat, const Json& body, std::shared_ptr<Responder> r) {
   auto job = std::make_shared<Job>();
   job->ctx = &ctx;
   job->fmt = std::make_unique<ChatFormatter>();
   job->t0 = Clock::now();
   job->endpoint = chat ? "/v1/chat/completions" : "/v1/completions";
   auto fail = [&](const ApiError& e) { fail_request(ctx, job->endpoint, *job->fmt, e, *r); };
-  if (ctx.shutting_down.load()) {
-    ApiError e;
-    e.status = 503;
-    e.type = "service_unavailable";
-    e.message = "the server is shutting down";
-    return fail(e);
-  }
-  Json body;
-  if (auto e = parse_request_body(req.body, ctx.mi, &body)) return fail(*e);
   auto err = chat ? parse_chat_request(body, ctx.mi, &job->req)
                   : parse_completion_request(body, ctx.mi, &job->req);
   if (err) return fail(*err);

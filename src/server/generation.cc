@@ -5,13 +5,23 @@
 //
 // The answer is produced without a thread per request: a driver on the connection's strand
 // drains whatever the engine has produced (non-blocking polls of the RequestStreams), writes it,
-// and waits on a short timer when there is nothing new. A client that hangs up (the Responder's
-// posted read or a write fails) has its choices cancelled at the next tick.
+// and parks when there is nothing new, until the engine's next push or the client's hang-up
+// wakes it (Wake, generation.h). A client that hangs up (the Responder's posted read or a write
+// fails) has its choices cancelled by the pass that wakes.
 #include "server/generation.h"
 
-#include <cctype>
-
 namespace qwen35::server {
+
+void Wake::notify() {
+  dirty_.store(true);
+  if (parked_.exchange(false)) resume_();
+}
+
+void Wake::park() {
+  parked_.store(true);
+  // A notify since this pass began found the driver running: take the wake-up back and run.
+  if (dirty_.load() && parked_.exchange(false)) resume_();
+}
 
 int64_t Job::completion_tokens() const {
   int64_t n = 0;
@@ -83,22 +93,16 @@ std::optional<ApiError> submit_all(Job& job) {
   std::string msg;
   auto streams = engine.submit_group(std::move(group), &err, &msg);
   if (streams.empty()) {
-    ApiError e;
-    e.message = msg;
     if (err == runtime::SubmitError::kQueueFull) {
-      e.status = 429;
-      e.type = "rate_limit_error";
+      ApiError e = api_error(ErrorKind::kRateLimited, msg);
       e.retry_after_s = 1;  // a slot frees within a few decode steps of the running requests
-    } else if (err == runtime::SubmitError::kShuttingDown) {
-      e.status = 503;
-      e.type = "service_unavailable";
-    } else if (wanted > engine.capacity()) {
-      e.param = "n";
-      e.message += n_prompts > 1 ? "; lower 'n' or send fewer prompts" : "; lower 'n'";
-    } else {
-      e.param = job.req.chat ? "messages" : "prompt";
+      return e;
     }
-    return e;
+    if (err == runtime::SubmitError::kShuttingDown) return api_error(ErrorKind::kUnavailable, msg);
+    if (wanted > engine.capacity())
+      return invalid("n",
+                     msg + (n_prompts > 1 ? "; lower 'n' or send fewer prompts" : "; lower 'n'"));
+    return invalid(job.req.prompt_param, msg);
   }
   for (int k = 0; k < int(streams.size()); ++k) {
     job.choices.push_back(
@@ -108,13 +112,7 @@ std::optional<ApiError> submit_all(Job& job) {
   return std::nullopt;
 }
 
-ApiError engine_error(const std::string& message) {
-  ApiError e;
-  e.status = 500;
-  e.type = "server_error";
-  e.message = message;
-  return e;
-}
+ApiError engine_error(const std::string& message) { return api_error(ErrorKind::kServer, message); }
 
 enum class Pump { kMore, kDone, kFailed };
 
@@ -176,11 +174,8 @@ std::optional<ApiError> choice_failure(const Job& job) {
   for (size_t ci = 0; ci < job.choices.size(); ++ci) {
     if (!job.choices[ci]->error().empty()) return engine_error(job.choices[ci]->error());
     if (job.acc[ci].finish_reason == "abort") {
-      ApiError e;
-      e.status = 503;
-      e.type = "service_unavailable";
-      e.message = "the request was cancelled (the server is shutting down)";
-      return e;
+      return api_error(ErrorKind::kUnavailable,
+                       "the request was cancelled (the server is shutting down)");
     }
   }
   return std::nullopt;
@@ -192,16 +187,14 @@ void finish_job(Job& job, int status) {
   job.ctx->metrics.count_request(job.endpoint, status);
 }
 
-// The SSE driver, on the connection's strand: write what there is, then come back.
+// The SSE driver, on the connection's strand: write what there is, then come back (at once after
+// a write, else when woken).
 void drive_stream(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
   if (r->closed()) return finish_job(*job, 499);
+  job->wake->begin_pass();
   std::string out;
   const Pump st = stream_pump(*job, &out);
-  if (out.empty() && st == Pump::kMore) {  // nothing new
-    r->after(job->next_delay(false), [job, r] { drive_stream(job, r); });
-    return;
-  }
-  job->next_delay(true);
+  if (out.empty() && st == Pump::kMore) return job->wake->park();  // nothing new
   r->write(std::move(out), [job, r, st](bool ok) {
     if (!ok) return finish_job(*job, 499);
     if (st == Pump::kMore) return drive_stream(job, r);
@@ -210,16 +203,18 @@ void drive_stream(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
   });
 }
 
-// The non-streaming driver, on the connection's strand.
+// The non-streaming driver, on the connection's strand. After progress it looks again at once (a
+// pass takes a bounded number of events per choice); otherwise it parks until woken.
 void drive_collect(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
   if (r->closed()) return finish_job(*job, 499);  // the client hung up: cancelled
+  job->wake->begin_pass();
   bool progress = false;
   if (!collect_pump(*job, &progress)) {
-    r->after(job->next_delay(progress), [job, r] { drive_collect(job, r); });
-    return;
+    if (progress) return r->post([job, r] { drive_collect(job, r); });
+    return job->wake->park();
   }
   if (auto e = choice_failure(*job)) {
-    job->ctx->metrics.count_request(job->endpoint, e->status);
+    job->ctx->metrics.count_request(job->endpoint, e->status());
     return r->send(job->fmt->error(*e));
   }
   const Json out = job->fmt->body(*job);
@@ -234,21 +229,40 @@ void drive_collect(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
 
 void fail_request(Context& ctx, const char* endpoint, const Formatter& fmt, const ApiError& e,
                   Responder& r) {
-  ctx.metrics.count_request(endpoint, e.status);
+  ctx.metrics.count_request(endpoint, e.status());
   r.send(fmt.error(e));
 }
 
 void run_job(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
   if (auto e = submit_all(*job)) return fail_request(*job->ctx, job->endpoint, *job->fmt, *e, *r);
-  if (!job->req.stream) {
-    r->after(std::chrono::milliseconds(0), [job, r] { drive_collect(job, r); });
-    return;
+  drive_job(std::move(job), std::move(r));
+}
+
+void drive_job(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
+  const bool stream = job->req.stream;
+  job->wake = std::make_shared<Wake>([wj = std::weak_ptr<Job>(job),
+                                      wr = std::weak_ptr<Responder>(r), stream] {
+    auto j = wj.lock();
+    auto rr = wr.lock();
+    if (!j || !rr) return;  // the connection is gone, and with it the job
+    if (stream)
+      rr->post([j, rr] { drive_stream(j, rr); });
+    else
+      rr->post([j, rr] { drive_collect(j, rr); });
+  });
+  for (auto& c : job->choices) c->set_waker([w = job->wake] { w->notify(); });
+  // The responder's hang-up callback owns the job while it is parked (the exchange holds it until
+  // its answer is out; a connection torn down at shutdown frees it, cancelling its choices).
+  r->on_close([job] { job->wake->notify(); });
+  if (stream) {
+    HttpResponse head;
+    head.content_type = "text/event-stream";
+    head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
+    r->start_stream(std::move(head));
+    r->post([job, r] { drive_stream(job, r); });
+  } else {
+    r->post([job, r] { drive_collect(job, r); });
   }
-  HttpResponse head;
-  head.content_type = "text/event-stream";
-  head.headers = {{"Cache-Control", "no-cache"}, {"X-Accel-Buffering", "no"}};
-  r->start_stream(std::move(head));
-  r->after(std::chrono::milliseconds(0), [job, r] { drive_stream(job, r); });
 }
 
 void append_named_event(std::string* out, const char* name, const Json& data) {
@@ -257,72 +271,6 @@ void append_named_event(std::string* out, const char* name, const Json& data) {
   *out += "\ndata: ";
   *out += dump(data);
   *out += "\n\n";
-}
-
-namespace {
-
-bool path_char(char c) {
-  return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '[' ||
-         c == ']';
-}
-
-// `s` with every "messages[i]<sub-path>" replaced by origin[i] (kept as is when i is unknown).
-std::string rename_messages(const std::string& s, const std::vector<std::string>& origin) {
-  static constexpr std::string_view kKey = "messages[";
-  std::string out;
-  size_t p = 0;
-  while (p < s.size()) {
-    const size_t m = s.find(kKey, p);
-    if (m == std::string::npos) break;
-    size_t e = m + kKey.size(), i = 0;
-    bool digits = false;
-    while (e < s.size() && std::isdigit(static_cast<unsigned char>(s[e])) && i < (1u << 24))
-      i = i * 10 + size_t(s[e++] - '0'), digits = true;
-    if (!digits || e >= s.size() || s[e] != ']' || i >= origin.size()) {
-      out.append(s, p, e - p);
-      p = e;
-      continue;
-    }
-    ++e;
-    while (e < s.size() && path_char(s[e])) ++e;
-    // A trailing '.' ends the sentence, not the path.
-    if (s[e - 1] == '.') --e;
-    out.append(s, p, m - p);
-    out += origin[i];
-    p = e;
-  }
-  out.append(s, p, std::string::npos);
-  return out;
-}
-
-}  // namespace
-
-void rename_fields(const FieldNames& names, ApiError* e) {
-  e->param = rename_messages(e->param, names.origin);
-  e->message = rename_messages(e->message, names.origin);
-  for (const auto& [chat, theirs] : names.fields) {
-    const bool sub = e->param.size() > chat.size() &&
-                     (e->param[chat.size()] == '.' || e->param[chat.size()] == '[');
-    if (e->param == chat || (sub && e->param.compare(0, chat.size(), chat) == 0))
-      e->param = theirs + e->param.substr(chat.size());
-    for (const std::string quote : {"'", "\""}) {
-      const std::string from = quote + chat, to = quote + theirs;
-      size_t p = 0;
-      while ((p = e->message.find(from, p)) != std::string::npos) {
-        const size_t after = p + from.size();
-        // Only whole names: 'tools' and 'tools[0]', never 'tool_choice' for "tool".
-        const bool whole = after >= e->message.size() || e->message[after] == '\'' ||
-                           e->message[after] == '"' || e->message[after] == '.' ||
-                           e->message[after] == '[';
-        if (!whole) {
-          p = after;
-          continue;
-        }
-        e->message.replace(p, from.size(), to);
-        p += to.size();
-      }
-    }
-  }
 }
 
 }  // namespace qwen35::server

@@ -1,12 +1,16 @@
 // The one generation path every API shares: a validated CompletionRequest (request.h) is
 // submitted to the engine (one RequestStream per choice, all or nothing), and a driver on the
-// connection's strand drains the streams without a thread per request. What the client reads is
+// connection's strand drains the streams without a thread per request and without timers: it
+// runs when the engine has pushed to one of the job's streams or the client has hung up (Wake),
+// and parks when there is nothing to do. What the client reads is
 // the business of a Formatter: OpenAI chat/completions chunks (completions.cc), Responses events
 // (responses.cc), Anthropic Messages events (messages.cc). The driver decides when; the
 // formatter decides the bytes.
 #pragma once
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -43,6 +47,27 @@ class Formatter {
 
 using Clock = std::chrono::steady_clock;
 
+// Wakes a job's driver. notify() comes from the engine thread (RequestStream's waker, after each
+// push) or the strand (Responder::on_close); it posts the driver when the driver is parked, and
+// only then, so at most one pass is queued. A notify that comes while a pass runs (after its
+// polls, before it parks) makes the parking pass run again instead of being lost: each pass
+// clears `dirty_` before it polls, and park() looks at it after setting `parked_`.
+class Wake {
+ public:
+  explicit Wake(std::function<void()> resume) : resume_(std::move(resume)) {}
+  void notify();
+  // The driver, at the start of a pass (before it polls).
+  void begin_pass() { dirty_.store(false); }
+  // The driver, when the pass found nothing to do.
+  void park();
+
+ private:
+  std::atomic<bool> dirty_{false}, parked_{false};
+  // Posts a pass of the driver onto the strand. It holds the job and the responder weakly: the
+  // streams' wakers hold this, and the engine holds the streams.
+  std::function<void()> resume_;
+};
+
 // Everything one generation request needs; shared with the driver, which runs after the handler
 // returns.
 struct Job {
@@ -60,13 +85,7 @@ struct Job {
   // Non-streaming: what each choice has produced so far (the driver fills these).
   std::vector<Delta> acc;
   std::vector<std::vector<ToolCall>> calls;
-  int idle_ticks = 0;
-
-  // The driver's next wait: short after progress, a few ms when the engine is busy elsewhere.
-  std::chrono::milliseconds next_delay(bool progress) {
-    idle_ticks = progress ? 0 : std::min(idle_ticks + 1, 2);
-    return std::chrono::milliseconds(1 << idle_ticks);
-  }
+  std::shared_ptr<Wake> wake;  // set by drive_job
   int64_t completion_tokens() const;
   // Prompt tokens, each prompt of a batch counted once.
   int64_t prompt_tokens() const;
@@ -87,22 +106,15 @@ struct Job {
 // req.stream. Returns at once; the answer is written later on the connection's strand.
 void run_job(std::shared_ptr<Job> job, std::shared_ptr<Responder> r);
 
+// The second half of run_job, for a job whose choices are submitted: installs the wakers (the
+// choices' streams, the responder's hang-up) and starts the driver.
+void drive_job(std::shared_ptr<Job> job, std::shared_ptr<Responder> r);
+
 // Answers an error before a job runs (counted in /metrics under `endpoint`).
 void fail_request(Context& ctx, const char* endpoint, const Formatter& fmt, const ApiError& e,
                   Responder& r);
 
 // An SSE event with a name (`event: NAME`), as the Responses and Messages APIs send them.
 void append_named_event(std::string* out, const char* name, const Json& data);
-
-// Renames the chat-completions fields an ApiError names (param and the quoted names in its
-// message) into the terms of the API the client spoke. `fields`: chat name -> client name (a
-// chat name matches itself and its sub-fields: "tools" covers "tools[2].function"). `origin`:
-// for each chat message index, the client's name of what it came from ("input[3]"); a
-// "messages[i]..." path becomes that.
-struct FieldNames {
-  std::vector<std::pair<std::string, std::string>> fields;
-  std::vector<std::string> origin;
-};
-void rename_fields(const FieldNames& names, ApiError* e);
 
 }  // namespace qwen35::server

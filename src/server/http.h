@@ -3,7 +3,6 @@
 // The Beast connection (server/http_server.h) implements Responder; handlers never see sockets.
 #pragma once
 
-#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -48,8 +47,11 @@ class Responder {
   // Writes one chunk; `done(ok)` runs on the strand once it is written (or has failed).
   virtual void write(std::string data, std::function<void(bool ok)> done) = 0;
   virtual void end_stream() = 0;
-  // Runs `fn` on the strand after `delay` (for polling the engine's streams without a thread).
-  virtual void after(std::chrono::milliseconds delay, std::function<void()> fn) = 0;
+  // Runs `fn` on the strand, after what is queued there (a driver woken by the engine).
+  virtual void post(std::function<void()> fn) = 0;
+  // Runs `fn` on the strand once the client hangs up or the connection is dropped (at once when
+  // that has happened), at most once; forgotten when the exchange ends.
+  virtual void on_close(std::function<void()> fn) = 0;
   // True once the client has hung up or the connection was dropped.
   virtual bool closed() const = 0;
 };

@@ -125,9 +125,14 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
       self->queue_write("0\r\n\r\n", [self](bool) { self->end_exchange(); });
     });
   }
-  void after(std::chrono::milliseconds delay, std::function<void()> fn) override {
-    auto t = std::make_shared<net::steady_timer>(stream_.get_executor(), delay);
-    t->async_wait([self = shared_from_this(), t, fn = std::move(fn)](beast::error_code) { fn(); });
+  void post(std::function<void()> fn) override {
+    net::post(stream_.get_executor(), [self = shared_from_this(), fn = std::move(fn)] { fn(); });
+  }
+  void on_close(std::function<void()> fn) override {
+    net::post(stream_.get_executor(), [self = shared_from_this(), fn = std::move(fn)]() mutable {
+      if (self->closed_) return fn();
+      self->on_close_ = std::move(fn);
+    });
   }
   bool closed() const override { return closed_.load(); }
 
@@ -281,6 +286,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   void end_exchange() {
     if (!exchange_open_) return;
     exchange_open_ = false;
+    on_close_ = nullptr;  // the answer is out: nothing waits on this exchange any more
     --sh_->in_flight;
     if (closed_) return;
     if (lingering_) return linger();
@@ -308,6 +314,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
 
   void close() {
     closed_ = true;
+    if (auto fn = std::exchange(on_close_, nullptr)) fn();
     if (!stream_.socket().is_open()) return;
     beast::error_code ec;
     stream_.socket().shutdown(tcp::socket::shutdown_both, ec);
@@ -325,6 +332,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   std::optional<http::request_parser<http::string_body>> parser_;
   std::deque<Out> out_;
   std::shared_ptr<std::array<char, 4096>> discard_;
+  std::function<void()> on_close_;  // Responder::on_close, on the strand
   size_t lingered_ = 0;
   bool keep_alive_ = false, responded_ = false, exchange_open_ = false, watching_ = false;
   bool lingering_ = false;

@@ -20,7 +20,6 @@ namespace {
 class MessagesFormatter : public Formatter {
  public:
   MessagesOptions opt;
-  FieldNames names;
 
   void start(const CompletionRequest& req) {
     blocks_.emplace(req.in_reasoning, opt.parallel_tool_calls ? -1 : 1);
@@ -42,10 +41,10 @@ class MessagesFormatter : public Formatter {
       event(out, "message_start", {{"message", message(job, false)}});
     }
     if (finish_reason_ == "abort") {  // cancelled by a shutdown: an error, not a stop reason
-      ApiError e;
-      e.status = 503;
-      e.message = "the request was cancelled (the server is shutting down)";
-      append_named_event(out, "error", anthropic_error_body(e));
+      append_named_event(out, "error",
+                         anthropic_error_body(api_error(
+                             ErrorKind::kUnavailable,
+                             "the request was cancelled (the server is shutting down)")));
       return;
     }
     Json usage = this->usage(job);
@@ -59,11 +58,7 @@ class MessagesFormatter : public Formatter {
   }
   void collect(Job& job, size_t i, const Delta& d) override { take(*job.choices[i], d, nullptr); }
   Json body(Job& job) override { return message(job, true); }
-  HttpResponse error(const ApiError& e) const override {
-    ApiError x = e;
-    rename_fields(names, &x);
-    return anthropic_error_response(x);
-  }
+  HttpResponse error(const ApiError& e) const override { return anthropic_error_response(e); }
 
  private:
   void take(const ChoiceRunner& c, const Delta& d, std::string* out) {
@@ -169,72 +164,27 @@ class MessagesFormatter : public Formatter {
   bool started_ = false;
 };
 
-const char* error_type(int status) {
-  switch (status) {
-    case 400:
-      return "invalid_request_error";
-    case 401:
-      return "authentication_error";
-    case 403:
-      return "permission_error";
-    case 404:
-      return "not_found_error";
-    case 413:
-      return "request_too_large";
-    case 429:
-      return "rate_limit_error";
-    case 503:
-      return "overloaded_error";
-    default:
-      return status >= 500 ? "api_error" : "invalid_request_error";
-  }
-}
-
 }  // namespace
 
-std::unique_ptr<Formatter> make_messages_formatter(MessagesOptions opt, FieldNames names,
+std::unique_ptr<Formatter> make_messages_formatter(MessagesOptions opt,
                                                    const CompletionRequest& req) {
   auto f = std::make_unique<MessagesFormatter>();
   f->opt = std::move(opt);
-  f->names = std::move(names);
   f->start(req);
   return f;
 }
 
-Json anthropic_error_body(const ApiError& e) {
-  // Anthropic's errors have no "param": the message names the field when it does not already.
-  std::string message = e.message;
-  if (!e.param.empty() && message.find(e.param) == std::string::npos)
-    message = e.param + ": " + message;
-  return Json{{"type", "error"}, {"error", {{"type", error_type(e.status)}, {"message", message}}}};
-}
-
-HttpResponse anthropic_error_response(const ApiError& e) {
-  HttpResponse res;
-  res.status = e.status;
-  if (e.retry_after_s > 0) res.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
-  res.set_content(dump(anthropic_error_body(e)), "application/json");
-  return res;
-}
-
-void handle_messages(Context& ctx, bool count_tokens, const HttpRequest& req,
+void handle_messages(Context& ctx, bool count_tokens, const Json& body,
                      std::shared_ptr<Responder> r) {
   const char* endpoint = count_tokens ? "/v1/messages/count_tokens" : "/v1/messages";
   auto fmt = std::make_unique<MessagesFormatter>();
   auto fail = [&](const ApiError& e) { fail_request(ctx, endpoint, *fmt, e, *r); };
-  if (ctx.shutting_down.load()) {
-    ApiError e;
-    e.status = 503;
-    e.type = "service_unavailable";
-    e.message = "the server is shutting down";
-    return fail(e);
-  }
-  Json body, chat;
-  if (auto e = parse_request_body(req.body, ctx.mi, &body)) return fail(*e);
-  if (auto e = messages_to_chat(body, count_tokens, &chat, &fmt->opt, &fmt->names)) return fail(*e);
+  Json chat;
+  FieldNames names;
+  if (auto e = messages_to_chat(body, count_tokens, &chat, &fmt->opt, &names)) return fail(*e);
   if (count_tokens) chat.erase("stream");
   auto job = std::make_shared<Job>();
-  if (auto e = parse_chat_request(chat, ctx.mi, &job->req)) return fail(*e);  // renamed by fmt
+  if (auto e = parse_chat_request(chat, ctx.mi, &job->req, names)) return fail(*e);
   if (count_tokens) {
     // The rendered prompt's length, as the generation would see it; nothing is generated.
     ctx.metrics.count_request(endpoint, 200);

@@ -11,7 +11,8 @@
 //   thinking enabled {budget_tokens}        enable_thinking true, thinking_token_budget
 //   thinking disabled, or absent            enable_thinking false (Anthropic's default)
 //   stop_sequences, max_tokens, temperature, top_p, top_k, stream    as named in chat
-// metadata and service_tier are ignored. Everything else the chat path validates itself.
+// metadata and service_tier are ignored. Everything else the chat path validates itself, naming
+// the fields in Messages terms (FieldNames, request.h).
 #include <string>
 
 #include "server/request_fields.h"
@@ -165,20 +166,9 @@ std::optional<ApiError> map_tools(const Json& b, Json* chat, MessagesOptions* op
             (builtin.empty() ? "" : ", ") + (ty->is_string() ? ty->get<std::string>() : ty->dump());
         continue;
       }
-      std::string name;
-      QWEN35_TRY(get_string(tool, "name", where, &name));
-      Json fn = {{"name", name}};
-      if (const Json* d = field(tool, "description")) {
-        if (!d->is_string())
-          return bad(where + ".description", "'" + where + ".description' must be a string");
-        fn["description"] = *d;
-      }
-      const Json* schema = field(tool, "input_schema");
-      if (!schema || !schema->is_object())
-        return bad(where + ".input_schema",
-                   "'" + where + ".input_schema' must be a JSON schema (an object)");
-      fn["parameters"] = *schema;
-      tools.push_back({{"type", "function"}, {"function", std::move(fn)}});
+      Json fn;
+      QWEN35_TRY(flat_function_tool(tool, where, "input_schema", true, &fn));
+      tools.push_back(std::move(fn));
     }
     if (!builtin.empty())
       return bad("tools", "server tools are not supported: " + builtin +

@@ -117,23 +117,25 @@ std::optional<ApiError> refuse_unsupported(const Json& b, bool chat, int n) {
 }
 
 // Fields shared by both endpoints: sampling, lengths, stop, n, stream, debugging extras.
-std::optional<ApiError> parse_common(const Json& b, const ModelInfo& mi, CompletionRequest* r) {
+std::optional<ApiError> parse_common(const Json& b, const ModelInfo& mi, const FieldNames& nm,
+                                     CompletionRequest* r) {
   if (!b.is_object()) return bad("", "the request body must be a JSON object");
   QWEN35_TRY(check_model(b, mi));
   r->model = mi.name;
   r->sampling = mi.defaults;
   r->eos_ids = mi.eos_ids;
   auto& s = r->sampling;
-  QWEN35_TRY(get_float(b, "temperature", &s.temperature));
-  if (s.temperature < 0) return bad("temperature", "'temperature' must be >= 0");
-  QWEN35_TRY(get_float(b, "top_p", &s.top_p));
-  QWEN35_TRY(get_float(b, "min_p", &s.min_p));
-  QWEN35_TRY(get_float(b, "presence_penalty", &s.presence_penalty));
-  QWEN35_TRY(get_float(b, "frequency_penalty", &s.frequency_penalty));
-  QWEN35_TRY(get_float(b, "repetition_penalty", &s.repetition_penalty));
+  QWEN35_TRY(get_float(b, "temperature", nm.of("temperature"), &s.temperature));
+  if (s.temperature < 0)
+    return bad(nm.of("temperature"), "'" + nm.of("temperature") + "' must be >= 0");
+  for (auto [key, v] : {std::pair{"top_p", &s.top_p}, {"min_p", &s.min_p},
+                        {"presence_penalty", &s.presence_penalty},
+                        {"frequency_penalty", &s.frequency_penalty},
+                        {"repetition_penalty", &s.repetition_penalty}})
+    QWEN35_TRY(get_float(b, key, nm.of(key), v));
   int64_t v = 0;
   if (field(b, "top_k")) {
-    QWEN35_TRY(get_int(b, "top_k", &v, -1, INT32_MAX));
+    QWEN35_TRY(get_int(b, "top_k", nm.of("top_k"), &v, -1, INT32_MAX));
     s.top_k = int32_t(v);
   }
   if (field(b, "seed")) {
@@ -142,29 +144,32 @@ std::optional<ApiError> parse_common(const Json& b, const ModelInfo& mi, Complet
     s.seed = f.is_number_unsigned() ? f.get<uint64_t>() : uint64_t(f.get<int64_t>());
   }
   const char* len_name = field(b, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  if (field(b, len_name)) QWEN35_TRY(get_int(b, len_name, &r->max_tokens, 1, INT64_MAX));
+  if (field(b, len_name))
+    QWEN35_TRY(get_int(b, len_name, nm.of(len_name), &r->max_tokens, 1, INT64_MAX));
   if (field(b, "n")) {
     QWEN35_TRY(get_int(b, "n", &v, 1, 16));
     r->n = int(v);
   }
-  QWEN35_TRY(get_bool(b, "stream", &r->stream));
+  QWEN35_TRY(get_bool(b, "stream", nm.of("stream"), &r->stream));
   if (const Json* so = field(b, "stream_options")) {
     if (!so->is_object()) return bad("stream_options", "'stream_options' must be an object");
     QWEN35_TRY(get_bool(*so, "include_usage", &r->include_usage));
   }
   if (const Json* st = field(b, "stop")) {
+    const std::string stop = nm.of("stop");
+    const std::string what = "'" + stop + "' must be a string or a list of strings";
     if (st->is_string()) {
       r->stops.push_back(st->get<std::string>());
     } else if (st->is_array()) {
       for (const auto& x : *st) {
-        if (!x.is_string()) return bad("stop", "'stop' must be a string or a list of strings");
+        if (!x.is_string()) return bad(stop, what);
         r->stops.push_back(x.get<std::string>());
       }
     } else {
-      return bad("stop", "'stop' must be a string or a list of strings");
+      return bad(stop, what);
     }
     for (const auto& x : r->stops)
-      if (x.empty()) return bad("stop", "stop strings must not be empty");
+      if (x.empty()) return bad(stop, "the strings of '" + stop + "' must not be empty");
   }
   bool ignore_eos = false;
   QWEN35_TRY(get_bool(b, "ignore_eos", &ignore_eos));
@@ -178,8 +183,8 @@ std::optional<ApiError> parse_common(const Json& b, const ModelInfo& mi, Complet
 }
 
 // Content: a string, or a list of {"type": "text", "text": ...} parts (joined).
-std::optional<ApiError> flatten_content(Json* content, size_t i) {
-  const std::string where = "messages[" + std::to_string(i) + "].content";
+std::optional<ApiError> flatten_content(Json* content, size_t i, const FieldNames& nm) {
+  const std::string where = nm.message(i, ".content");
   if (content->is_string() || content->is_null()) return std::nullopt;
   if (!content->is_array())
     return bad(where, "'" + where + "' must be a string or a list of parts");
@@ -198,42 +203,46 @@ std::optional<ApiError> flatten_content(Json* content, size_t i) {
   return std::nullopt;
 }
 
-std::optional<ApiError> normalize_messages(const Json& b, int max_depth, Json* messages) {
+std::optional<ApiError> normalize_messages(const Json& b, int max_depth, const FieldNames& nm,
+                                           Json* messages) {
+  const std::string all = nm.of("messages");
   const Json* m = field(b, "messages");
-  if (!m) return bad("messages", "'messages' is required");
-  if (!m->is_array()) return bad("messages", "'messages' must be an array");
-  if (m->empty()) return bad("messages", "'messages' must not be empty");
+  if (!m) return bad(all, "'" + all + "' is required");
+  if (!m->is_array()) return bad(all, "'" + all + "' must be an array");
+  if (m->empty()) return bad(all, "'" + all + "' must not be empty");
   *messages = Json::array();
   for (size_t i = 0; i < m->size(); ++i) {
     Json msg = (*m)[i];
-    const std::string where = "messages[" + std::to_string(i) + "]";
+    const std::string where = nm.message(i);
     if (!msg.is_object()) return bad(where, "'" + where + "' must be an object");
     if (!msg.contains("role") || !msg["role"].is_string())
-      return bad(where + ".role", "'" + where + ".role' must be a string");
+      return bad(nm.message(i, ".role"), "'" + nm.message(i, ".role") + "' must be a string");
     std::string role = msg["role"];
     if (role == "developer") {
       role = "system";
       msg["role"] = "system";
     }
     if (role != "system" && role != "user" && role != "assistant" && role != "tool")
-      return bad(where + ".role", "unknown role '" + role + "' in " + where +
+      return bad(nm.message(i, ".role"), "unknown role '" + role + "' in " + where +
                                       " (expected system, developer, user, assistant or tool)");
     if (!msg.contains("content")) {
       if (role != "assistant")
-        return bad(where + ".content", "'" + where + ".content' is required");
+        return bad(nm.message(i, ".content"), "'" + nm.message(i, ".content") + "' is required");
       msg["content"] = "";
     }
     if (msg["content"].is_null()) {
-      if (role != "assistant") return bad(where + ".content", "'" + where + ".content' is null");
+      if (role != "assistant")
+        return bad(nm.message(i, ".content"), "'" + nm.message(i, ".content") + "' is null");
       msg["content"] = "";
     }
-    QWEN35_TRY(flatten_content(&msg["content"], i));
+    QWEN35_TRY(flatten_content(&msg["content"], i, nm));
     if (msg.contains("tool_calls") && !msg["tool_calls"].is_null()) {
       Json& tc = msg["tool_calls"];
-      if (!tc.is_array()) return bad(where + ".tool_calls", "'tool_calls' must be an array");
+      const std::string calls = nm.message(i, ".tool_calls");
+      if (!tc.is_array()) return bad(calls, "'" + calls + "' must be an array");
       for (auto& c : tc) {
         if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
-          return bad(where + ".tool_calls", "each tool call needs a 'function' object");
+          return bad(calls, "each tool call needs a 'function' object");
         Json& f = c["function"];
         // OpenAI sends arguments as a JSON string; the template iterates them as a mapping.
         // The string is client JSON like the body, so it gets the same depth bound.
@@ -241,7 +250,7 @@ std::optional<ApiError> normalize_messages(const Json& b, int max_depth, Json* m
           JsonStatus st;
           auto parsed = parse_json(f["arguments"].get<std::string>(), max_depth, &st);
           if (st == JsonStatus::kTooDeep)
-            return bad(where + ".tool_calls",
+            return bad(calls,
                        "tool call arguments nest JSON deeper than the "
                        "limit of " +
                            std::to_string(max_depth) + " levels");
@@ -255,71 +264,50 @@ std::optional<ApiError> normalize_messages(const Json& b, int max_depth, Json* m
 }
 
 std::optional<ApiError> render_impl(const Json& b, const ModelInfo& mi, bool use_tools,
-                                    std::string* text) {
-  if (!mi.tmpl) return bad("messages", "the model has no chat template; use /v1/completions");
+                                    const FieldNames& nm, std::string* text) {
+  if (!mi.tmpl)
+    return bad(nm.of("messages"), "the model has no chat template; use /v1/completions");
   Json messages;
-  QWEN35_TRY(normalize_messages(b, mi.max_json_depth, &messages));
+  QWEN35_TRY(normalize_messages(b, mi.max_json_depth, nm, &messages));
   Json tools = nullptr;
   if (use_tools) {
     if (const Json* t = field(b, "tools")) {
-      if (!t->is_array()) return bad("tools", "'tools' must be an array");
+      if (!t->is_array()) return bad(nm.of("tools"), "'" + nm.of("tools") + "' must be an array");
       for (const auto& x : *t)
         if (!x.is_object() || !x.contains("function") || !x["function"].is_object() ||
             !x["function"].contains("name") || !x["function"]["name"].is_string())
-          return bad("tools",
+          return bad(nm.of("tools"),
                      "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
       if (!t->empty()) tools = *t;
     }
   }
   Json kwargs = Json::object();
   if (const Json* k = field(b, "chat_template_kwargs")) {
-    if (!k->is_object())
-      return bad("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    const std::string kw = nm.of("chat_template_kwargs");
+    if (!k->is_object()) return bad(kw, "'" + kw + "' must be an object");
     // The template variables the server fills from validated fields: a kwarg of the same name
     // would replace them (issue 14: image parts smuggled in through "messages").
     for (const char* key : {"messages", "tools", "documents", "add_generation_prompt"})
       if (k->contains(key))
-        return bad("chat_template_kwargs",
-                   std::string("'chat_template_kwargs' must not set '") + key +
+        return bad(kw, "'" + kw + "' must not set '" + key +
                        "': the server sets it from the request's validated fields");
     kwargs = *k;
   }
   bool add_gen = true;
-  QWEN35_TRY(get_bool(b, "add_generation_prompt", &add_gen));
+  QWEN35_TRY(get_bool(b, "add_generation_prompt", nm.of("add_generation_prompt"), &add_gen));
   bool over_limit = false;
   auto r = mi.tmpl->render(messages, tools, add_gen, kwargs, &over_limit);
   if (r.ok()) {
     *text = std::move(*r);
     return std::nullopt;
   }
-  if (!over_limit) return bad("messages", "chat template: " + r.message());
+  if (!over_limit) return bad(nm.of("messages"), "chat template: " + r.message());
   // A template that runs past its work bounds (an endless loop, a runaway string) is the
   // server's template misbehaving, not a malformed request: 500, as for any server fault.
-  ApiError e;
-  e.status = 500;
-  e.type = "server_error";
-  e.message = "the chat template failed: " + r.message();
-  return e;
+  return api_error(ErrorKind::kServer, "the chat template failed: " + r.message());
 }
 
 }  // namespace
-
-Json error_body(const ApiError& e) {
-  Json err = {{"message", e.message}, {"type", e.type}};
-  err["param"] = e.param.empty() ? Json(nullptr) : Json(e.param);
-  err["code"] = e.status;
-  return Json{{"error", err}};
-}
-
-HttpResponse error_response(const ApiError& e) {
-  HttpResponse res;
-  res.status = e.status;
-  if (e.retry_after_s > 0) res.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
-  res.set_content(dump(error_body(e)), "application/json");
-  return res;
-}
-
-std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
 std::optional<ApiError> parse_request_body(std::string_view body, const ModelInfo& mi, Json* out) {
   if (tokenizer::utf8_valid_prefix(body) != body.size())
@@ -370,7 +358,7 @@ std::optional<ApiError> check_model(const Json& b, const ModelInfo& mi) {
   if (name != mi.name && name != mi.path) {
     ApiError e = bad(
         "model", "the model '" + name + "' does not exist (this server serves '" + mi.name + "')");
-    e.type = "model_not_found";  // 400 as for any other bad field (issue 6)
+    e.kind = ErrorKind::kModelNotFound;  // 400 as for any other bad field (issue 6)
     return e;
   }
   return std::nullopt;
@@ -378,7 +366,7 @@ std::optional<ApiError> check_model(const Json& b, const ModelInfo& mi) {
 
 std::optional<ApiError> render_messages(const Json& b, const ModelInfo& mi, std::string* text) {
   if (!b.is_object()) return bad("", "the request body must be a JSON object");
-  return render_impl(b, mi, true, text);
+  return render_impl(b, mi, true, FieldNames{}, text);
 }
 
 namespace {
@@ -406,7 +394,7 @@ std::vector<int64_t> shared_prefix_hint(const Json& b, const ModelInfo& mi, bool
   part["messages"] = head;
   part["add_generation_prompt"] = false;
   std::string text;
-  if (render_impl(part, mi, use_tools, &text)) return {};
+  if (render_impl(part, mi, use_tools, FieldNames{}, &text)) return {};
   auto head_ids = mi.tok->encode(text);
   if (!head_ids.ok()) return {};
   size_t n = 0;
@@ -422,41 +410,45 @@ std::vector<int64_t> shared_prefix_hint(const Json& b, const ModelInfo& mi, bool
 // "minimal" is 128 tokens, "low" 1024, "medium" 4096, "high" and "xhigh" no cap. An explicit
 // thinking_token_budget wins over the effort's, and either over the server's default for chat
 // (--reasoning-budget). *body is the request to render (b, or a copy with enable_thinking set).
-std::optional<ApiError> parse_reasoning_budget(const Json& b, bool chat, const ModelInfo& mi, Json* body,
-                                               int64_t* budget) {
+std::optional<ApiError> parse_reasoning_budget(const Json& b, bool chat, const ModelInfo& mi,
+                                               const FieldNames& nm, Json* body, int64_t* budget) {
   *budget = chat ? mi.reasoning_budget : -1;
   if (const Json* e = field(b, "reasoning_effort"); e && chat) {
     static const std::pair<const char*, int64_t> kEfforts[] = {
         {"none", -1}, {"minimal", 128}, {"low", 1024}, {"medium", 4096}, {"high", -1}, {"xhigh", -1}};
     const auto* it = std::find_if(std::begin(kEfforts), std::end(kEfforts),
                                   [&](const auto& x) { return e->is_string() && *e == x.first; });
+    const std::string effort = nm.of("reasoning_effort");
     if (it == std::end(kEfforts))
-      return bad("reasoning_effort",
-                 "'reasoning_effort' must be \"none\", \"minimal\", \"low\", \"medium\", \"high\" or \"xhigh\"");
+      return bad(effort, "'" + effort +
+                             "' must be \"none\", \"minimal\", \"low\", \"medium\", \"high\" "
+                             "or \"xhigh\"");
     *budget = it->second;
     if (std::string_view(it->first) == "none") {
       const Json* k = field(b, "chat_template_kwargs");
       if (k && k->is_object() && k->contains("enable_thinking") && (*k)["enable_thinking"] != false)
-        return bad("reasoning_effort",
-                   "'reasoning_effort': \"none\" turns thinking off, but "
-                   "chat_template_kwargs.enable_thinking asks for it");
+        return bad(effort, "'" + effort + "': \"none\" turns thinking off, but " +
+                               nm.of("chat_template_kwargs") + ".enable_thinking asks for it");
       if (!k || k->is_object()) {
         *body = b;
         (*body)["chat_template_kwargs"]["enable_thinking"] = false;
       }
     }
   }
-  if (field(b, "thinking_token_budget")) QWEN35_TRY(get_int(b, "thinking_token_budget", budget, 0, INT64_MAX));
+  if (field(b, "thinking_token_budget"))
+    QWEN35_TRY(get_int(b, "thinking_token_budget", nm.of("thinking_token_budget"), budget, 0,
+                       INT64_MAX));
   return std::nullopt;
 }
 
 // Sets the sampler's reasoning budget: the thinking block is open from the start when the
 // prompt (its last non-blank text) opened it.
 std::optional<ApiError> set_reasoning_budget(int64_t budget, bool open, const ModelInfo& mi,
-                                             CompletionRequest* r) {
+                                             const FieldNames& nm, CompletionRequest* r) {
   if (budget < 0) return std::nullopt;
   const int32_t end_id = mi.tok->token_to_id("</think>");
-  if (end_id < 0) return bad("thinking_token_budget", "this model's vocabulary has no </think> token");
+  if (end_id < 0)
+    return bad(nm.of("thinking_token_budget"), "this model's vocabulary has no </think> token");
   r->sampling.reasoning_budget = budget;
   r->sampling.think_end = end_id;
   r->sampling.think_start = mi.tok->token_to_id("<think>");
@@ -473,9 +465,10 @@ bool opens_thinking(const std::string& text) {
 }  // namespace
 
 std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
-                                           CompletionRequest* r) {
+                                           CompletionRequest* r, const FieldNames& nm) {
   r->chat = true;
-  QWEN35_TRY(parse_common(b, mi, r));
+  r->prompt_param = nm.of("messages");
+  QWEN35_TRY(parse_common(b, mi, nm, r));
   bool logprobs = false;
   QWEN35_TRY(get_bool(b, "logprobs", &logprobs));
   int64_t top = 0;
@@ -487,39 +480,40 @@ std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
   // {"type": "function", "function": {"name": N}} (one call of N); the forced ones are grammars.
   std::string tool_choice = "auto", forced_tool;
   if (const Json* tc = field(b, "tool_choice")) {
-    const char* what =
-        "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
-        "\"function\": {\"name\": ...}}";
+    const std::string param = nm.of("tool_choice");
+    const std::string what = "'" + param +
+                             "' must be \"auto\", \"none\", \"required\" or {\"type\": "
+                             "\"function\", \"function\": {\"name\": ...}}";
     if (tc->is_string()) {
       tool_choice = tc->get<std::string>();
       if (tool_choice != "auto" && tool_choice != "none" && tool_choice != "required")
-        return bad("tool_choice", what);
+        return bad(param, what);
     } else if (tc->is_object() && has_type(*tc, "function") && tc->contains("function") &&
                (*tc)["function"].is_object() && (*tc)["function"].contains("name") &&
                (*tc)["function"]["name"].is_string()) {
       forced_tool = (*tc)["function"]["name"].get<std::string>();
-      if (forced_tool.empty()) return bad("tool_choice", what);
+      if (forced_tool.empty()) return bad(param, what);
     } else {
-      return bad("tool_choice", what);
+      return bad(param, what);
     }
   }
   const bool use_tools = tool_choice != "none";
   Json adjusted;
   int64_t budget = -1;
-  QWEN35_TRY(parse_reasoning_budget(b, true, mi, &adjusted, &budget));
+  QWEN35_TRY(parse_reasoning_budget(b, true, mi, nm, &adjusted, &budget));
   const Json& body = adjusted.is_null() ? b : adjusted;
   std::string text;
-  QWEN35_TRY(render_impl(body, mi, use_tools, &text));
+  QWEN35_TRY(render_impl(body, mi, use_tools, nm, &text));
   if (use_tools && field(b, "tools") && !field(b, "tools")->empty()) {
     r->parse_tools = true;
     r->tools = *field(b, "tools");
   }
   // Qwen3.5's generation prompt opens <think> unless thinking is off: the answer starts inside.
   r->in_reasoning = opens_thinking(text);
-  QWEN35_TRY(set_reasoning_budget(budget, r->in_reasoning, mi, r));
-  QWEN35_TRY(set_structured_output(b, mi, forced_tool, tool_choice == "required", r));
+  QWEN35_TRY(set_reasoning_budget(budget, r->in_reasoning, mi, nm, r));
+  QWEN35_TRY(set_structured_output(b, mi, forced_tool, tool_choice == "required", nm, r));
   auto ids = mi.tok->encode(text);
-  if (!ids.ok()) return bad("messages", ids.message());
+  if (!ids.ok()) return bad(nm.of("messages"), ids.message());
   r->batch = {{std::move(*ids), ""}};
   r->snapshot_hints = shared_prefix_hint(body, mi, use_tools, r->batch[0].ids);
   return std::nullopt;
@@ -527,7 +521,8 @@ std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
 
 std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo& mi,
                                                  CompletionRequest* r) {
-  QWEN35_TRY(parse_common(b, mi, r));
+  const FieldNames nm;  // completions has no other API on top of it
+  QWEN35_TRY(parse_common(b, mi, nm, r));
   const Json* p = field(b, "prompt");
   if (!p) return bad("prompt", "'prompt' is required");
   // One prompt: a string or a list of token ids. A batch: a list of those (strings or id lists).
@@ -574,14 +569,14 @@ std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo&
   // parameters are shared, so a batch must agree).
   Json unused;
   int64_t budget = -1;
-  QWEN35_TRY(parse_reasoning_budget(b, false, mi, &unused, &budget));
+  QWEN35_TRY(parse_reasoning_budget(b, false, mi, nm, &unused, &budget));
   if (budget >= 0) {
     const bool open = opens_thinking(r->batch[0].text);
     for (const auto& q : r->batch)
       if (opens_thinking(q.text) != open)
         return bad("thinking_token_budget",
                    "a batch of prompts with a reasoning budget must all end inside <think>, or none");
-    QWEN35_TRY(set_reasoning_budget(budget, open, mi, r));
+    QWEN35_TRY(set_reasoning_budget(budget, open, mi, nm, r));
   }
   if (field(b, "response_format")) {
     // The grammar starts after the thinking block when the prompts open one (a batch agrees).
@@ -590,12 +585,23 @@ std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo&
       if (opens_thinking(q.text) != r->in_reasoning)
         return bad("response_format",
                    "a batch of prompts with a response_format must all end inside <think>, or none");
-    QWEN35_TRY(set_structured_output(b, mi, "", false, r));
+    QWEN35_TRY(set_structured_output(b, mi, "", false, nm, r));
   }
   QWEN35_TRY(get_bool(b, "echo", &r->echo));
   if (r->echo && lp >= 0) r->prompt_logprobs = int32_t(lp);
   r->parse_reasoning = false;
   return std::nullopt;
+}
+
+std::string FieldNames::of(const std::string& chat) const {
+  for (const auto& [from, to] : fields)
+    if (from == chat) return to;
+  return chat;
+}
+
+std::string FieldNames::message(size_t i, const std::string& sub) const {
+  if (i < origin.size()) return origin[i];
+  return "messages[" + std::to_string(i) + "]" + sub;
 }
 
 }  // namespace qwen35::server

@@ -1,6 +1,6 @@
 // OpenAI request bodies -> validated generation requests. Every malformed field gives an
-// ApiError (HTTP 400 with an OpenAI-style error object) that names the field; nothing here
-// throws or asserts on client input.
+// ApiError (api_error.h) that names the field in the client's API's terms; nothing here throws
+// or asserts on client input.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -10,6 +10,7 @@
 
 #include "runtime/drafter.h"
 #include "runtime/sampler.h"
+#include "server/api_error.h"
 #include "server/http.h"
 #include "server/json_limits.h"
 #include "template/chat_template.h"
@@ -17,23 +18,7 @@
 
 namespace qwen35::server {
 
-using Json = nlohmann::ordered_json;
 class GrammarCache;  // server/structured.h
-
-struct ApiError {
-  int status = 400;
-  std::string message;
-  std::string param;  // the offending field, "" when none
-  std::string type = "invalid_request_error";
-  int retry_after_s = 0;  // > 0: the transport sends "Retry-After: N" (429, 503)
-};
-
-// Error object as OpenAI clients expect: {"error": {"message", "type", "param", "code"}}.
-Json error_body(const ApiError& e);
-// The HTTP answer of an error: error_body, with Retry-After when the error says when to retry.
-HttpResponse error_response(const ApiError& e);
-// JSON text that never throws on invalid UTF-8 (replaced by U+FFFD).
-std::string dump(const Json& j);
 
 // What request parsing needs from the server.
 struct ModelInfo {
@@ -62,6 +47,22 @@ std::optional<ApiError> get_token_id(const Json& x, const tokenizer::Tokenizer& 
 // /detokenize: {"tokens": [id, ...]} -> ids (each checked by get_token_id).
 std::optional<ApiError> parse_detokenize(const Json& body, const ModelInfo& mi,
                                          std::vector<int32_t>* ids);
+
+// How the client's API names what the chat parser reads. Responses and Messages requests are
+// read by the chat parser too, as the chat body they map onto; an error names its field by
+// asking here, where it arises: of("max_tokens") is "max_output_tokens" for a Responses request.
+// Lookups are exact (a path the table does not list is the API's own, as in chat).
+struct FieldNames {
+  std::vector<std::pair<std::string, std::string>> fields;  // chat path -> the API's path
+  // For each chat message index, the API's path of what it came from ("input[3]"); empty for
+  // chat, whose messages are the client's own.
+  std::vector<std::string> origin;
+
+  std::string of(const std::string& chat) const;
+  // Message i's sub-path `sub` (".content"): the item it came from when the message was mapped
+  // from another API (the item as a whole), else "messages[i]" + sub.
+  std::string message(size_t i, const std::string& sub = "") const;
+};
 
 struct CompletionRequest {
   bool chat = false;
@@ -93,10 +94,13 @@ struct CompletionRequest {
   std::optional<runtime::SpecMethod> spec_method;
   std::optional<int> spec_draft_tokens;
   std::vector<int32_t> prediction;  // "prediction": tokens the answer is expected to repeat
+  // The field a prompt over the context is blamed on, in the client's API's terms.
+  std::string prompt_param = "prompt";
 };
 
+// names: the API's terms for the fields of `body` (identity for chat itself).
 std::optional<ApiError> parse_chat_request(const Json& body, const ModelInfo& mi,
-                                           CompletionRequest* out);
+                                           CompletionRequest* out, const FieldNames& names = {});
 std::optional<ApiError> parse_completion_request(const Json& body, const ModelInfo& mi,
                                                  CompletionRequest* out);
 

@@ -1,7 +1,9 @@
 // Reading fields of client JSON: shared by the request parsers of every endpoint (request.cc,
 // structured.cc, responses_request.cc, messages_request.cc). Each getter leaves *v alone when
 // the field is absent or null, and otherwise returns an ApiError that names the field when its
-// value has the wrong type or range.
+// value has the wrong type or range. `name` is the key read; `path` (when given) is how the
+// client's API names that field, which the error uses: a parser reading a mapped body passes
+// the API's path, so the error is in the client's terms where it arises.
 #pragma once
 
 #include <algorithm>
@@ -15,10 +17,7 @@
 namespace qwen35::server::fields {
 
 inline ApiError bad(const std::string& param, const std::string& message) {
-  ApiError e;
-  e.param = param;
-  e.message = message;
-  return e;
+  return invalid(param, message);
 }
 
 // The field, or null when it is absent or JSON null.
@@ -35,27 +34,29 @@ inline bool has_type(const Json& f, const char* t) {
   return it != f.end() && it->is_string() && it->get<std::string>() == t;
 }
 
-inline std::optional<ApiError> get_bool(const Json& b, const char* name, bool* v) {
+inline std::optional<ApiError> get_bool(const Json& b, const char* name, const std::string& path,
+                                        bool* v) {
   const Json* f = field(b, name);
   if (!f) return std::nullopt;
-  if (!f->is_boolean()) return bad(name, std::string("'") + name + "' must be a boolean");
+  if (!f->is_boolean()) return bad(path, "'" + path + "' must be a boolean");
   *v = f->get<bool>();
   return std::nullopt;
 }
 
-inline std::optional<ApiError> get_float(const Json& b, const char* name, float* v) {
+inline std::optional<ApiError> get_float(const Json& b, const char* name, const std::string& path,
+                                         float* v) {
   const Json* f = field(b, name);
   if (!f) return std::nullopt;
-  if (!f->is_number()) return bad(name, std::string("'") + name + "' must be a number");
+  if (!f->is_number()) return bad(path, "'" + path + "' must be a number");
   const double d = f->get<double>();
-  if (!std::isfinite(d)) return bad(name, std::string("'") + name + "' must be finite");
+  if (!std::isfinite(d)) return bad(path, "'" + path + "' must be finite");
   *v = float(d);
   return std::nullopt;
 }
 
 // An integer in [lo, hi]; a float with an integral value is taken too (clients send 64.0).
-inline std::optional<ApiError> get_int(const Json& b, const char* name, int64_t* v, int64_t lo,
-                                       int64_t hi) {
+inline std::optional<ApiError> get_int(const Json& b, const char* name, const std::string& path,
+                                       int64_t* v, int64_t lo, int64_t hi) {
   const Json* f = field(b, name);
   if (!f) return std::nullopt;
   int64_t x = 0;
@@ -66,13 +67,25 @@ inline std::optional<ApiError> get_int(const Json& b, const char* name, int64_t*
              std::fabs(f->get<double>()) < 9e15) {
     x = int64_t(f->get<double>());
   } else {
-    return bad(name, std::string("'") + name + "' must be an integer");
+    return bad(path, "'" + path + "' must be an integer");
   }
   if (x < lo || x > hi)
-    return bad(name, std::string("'") + name + "' must be in [" + std::to_string(lo) + ", " +
+    return bad(path, "'" + path + "' must be in [" + std::to_string(lo) + ", " +
                          std::to_string(hi) + "], got " + std::to_string(x));
   *v = x;
   return std::nullopt;
+}
+
+// The same, for a field the client's API names as it is read.
+inline std::optional<ApiError> get_bool(const Json& b, const char* name, bool* v) {
+  return get_bool(b, name, name, v);
+}
+inline std::optional<ApiError> get_float(const Json& b, const char* name, float* v) {
+  return get_float(b, name, name, v);
+}
+inline std::optional<ApiError> get_int(const Json& b, const char* name, int64_t* v, int64_t lo,
+                                       int64_t hi) {
+  return get_int(b, name, name, v, lo, hi);
 }
 
 // A required string field of an object at `where` ("input[2]"): absent is an error too.
@@ -92,3 +105,31 @@ inline std::optional<ApiError> get_string(const Json& obj, const char* name,
   do {                               \
     if (auto _e = (expr)) return _e; \
   } while (0)
+
+namespace qwen35::server::fields {
+
+// A function tool sent flat ({name, description, <schema_key>}, at `where`: "tools[2]") -> the
+// form the chat template reads, {"type": "function", "function": {name, description,
+// parameters}}. The Responses and Messages APIs both send tools flat; only the schema's key
+// differs ("parameters", which may be left out; Anthropic's "input_schema", which may not).
+inline std::optional<ApiError> flat_function_tool(const Json& tool, const std::string& where,
+                                                  const char* schema_key, bool schema_required,
+                                                  Json* out) {
+  std::string name;
+  QWEN35_TRY(get_string(tool, "name", where, &name));
+  Json fn = {{"name", name}};
+  if (const Json* d = field(tool, "description")) {
+    if (!d->is_string())
+      return bad(where + ".description", "'" + where + ".description' must be a string");
+    fn["description"] = *d;
+  }
+  const Json* schema = field(tool, schema_key);
+  const std::string at = where + "." + schema_key;
+  if ((schema && !schema->is_object()) || (!schema && schema_required))
+    return bad(at, "'" + at + "' must be a JSON schema (an object)");
+  fn["parameters"] = schema ? *schema : Json{{"type", "object"}, {"properties", Json::object()}};
+  *out = {{"type", "function"}, {"function", std::move(fn)}};
+  return std::nullopt;
+}
+
+}  // namespace qwen35::server::fields

@@ -31,7 +31,6 @@ double decimal(float v) {
 class ResponsesFormatter : public Formatter {
  public:
   ResponsesOptions opt;
-  FieldNames names;
 
   void start(const CompletionRequest& req) {
     blocks_.emplace(req.in_reasoning, opt.parallel_tool_calls ? -1 : 1);
@@ -53,16 +52,12 @@ class ResponsesFormatter : public Formatter {
           {{"response", response(job, cut ? "incomplete" : "completed")}});
   }
   void fail(Job&, const ApiError& e, std::string* out) override {
-    event(out, "error", {{"code", e.type}, {"message", e.message}, {"param", nullptr}});
+    event(out, "error",
+          {{"code", openai_error_type(e.kind)}, {"message", e.message}, {"param", nullptr}});
   }
   void collect(Job&, size_t, const Delta& d) override { take(d, nullptr); }
   Json body(Job& job) override {
     return response(job, finish_reason_ == "length" ? "incomplete" : "completed");
-  }
-  HttpResponse error(const ApiError& e) const override {
-    ApiError x = e;
-    rename_fields(names, &x);
-    return error_response(x);
   }
 
  private:
@@ -220,31 +215,23 @@ class ResponsesFormatter : public Formatter {
 
 }  // namespace
 
-std::unique_ptr<Formatter> make_responses_formatter(ResponsesOptions opt, FieldNames names,
+std::unique_ptr<Formatter> make_responses_formatter(ResponsesOptions opt,
                                                     const CompletionRequest& req) {
   auto f = std::make_unique<ResponsesFormatter>();
   f->opt = std::move(opt);
-  f->names = std::move(names);
   f->start(req);
   return f;
 }
 
-void handle_responses(Context& ctx, const HttpRequest& req, std::shared_ptr<Responder> r) {
+void handle_responses(Context& ctx, const Json& body, std::shared_ptr<Responder> r) {
   const char* endpoint = "/v1/responses";
   auto fmt = std::make_unique<ResponsesFormatter>();
   auto fail = [&](const ApiError& e) { fail_request(ctx, endpoint, *fmt, e, *r); };
-  if (ctx.shutting_down.load()) {
-    ApiError e;
-    e.status = 503;
-    e.type = "service_unavailable";
-    e.message = "the server is shutting down";
-    return fail(e);
-  }
-  Json body, chat;
-  if (auto e = parse_request_body(req.body, ctx.mi, &body)) return fail(*e);
-  if (auto e = responses_to_chat(body, &chat, &fmt->opt, &fmt->names)) return fail(*e);
+  Json chat;
+  FieldNames names;
+  if (auto e = responses_to_chat(body, &chat, &fmt->opt, &names)) return fail(*e);
   auto job = std::make_shared<Job>();
-  if (auto e = parse_chat_request(chat, ctx.mi, &job->req)) return fail(*e);  // renamed by fmt
+  if (auto e = parse_chat_request(chat, ctx.mi, &job->req, names)) return fail(*e);
   fmt->start(job->req);
   job->ctx = &ctx;
   job->fmt = std::move(fmt);

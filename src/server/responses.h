@@ -29,16 +29,17 @@ struct ResponsesOptions {
 };
 
 // A Responses request body -> the equivalent chat-completions body (*chat), the fields to echo
-// (*opt), and the renaming of chat's field names into the request's (*names) for the errors
-// parse_chat_request gives. Errors here name the Responses fields.
+// (*opt), and the Responses names of the chat fields (*names), which parse_chat_request names
+// its errors by. Errors here name the Responses fields.
 std::optional<ApiError> responses_to_chat(const Json& body, Json* chat, ResponsesOptions* opt,
                                           FieldNames* names);
 
 // The formatter of a Responses answer to `req` (parsed from the chat body responses_to_chat
-// made): the Response object, its SSE events, errors renamed by `names`.
-std::unique_ptr<Formatter> make_responses_formatter(ResponsesOptions opt, FieldNames names,
+// made): the Response object, its SSE events, errors in OpenAI's format.
+std::unique_ptr<Formatter> make_responses_formatter(ResponsesOptions opt,
                                                     const CompletionRequest& req);
 
-void handle_responses(Context& ctx, const HttpRequest& req, std::shared_ptr<Responder> r);
+// The handler of POST /v1/responses, after the route prelude (server.cc) parsed the body.
+void handle_responses(Context& ctx, const Json& body, std::shared_ptr<Responder> r);
 
 }  // namespace qwen35::server

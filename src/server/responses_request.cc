@@ -14,7 +14,8 @@
 //   max_output_tokens, text.format, reasoning.effort max_tokens, response_format,
 //                                                   reasoning_effort
 //   parallel_tool_calls false                        kept here: the answer keeps the first call
-// Everything else the chat path validates (and refuses) itself; FieldNames renames its errors.
+// Everything else the chat path validates (and refuses) itself, naming the fields in Responses
+// terms (FieldNames, request.h).
 #include <string>
 
 #include "server/request_fields.h"
@@ -172,19 +173,9 @@ std::optional<ApiError> map_tools(const Json& b, Json* chat, ResponsesOptions* o
         builtin += (builtin.empty() ? "" : ", ") + type;
         continue;
       }
-      std::string name;
-      QWEN35_TRY(get_string(tool, "name", where, &name));
-      Json fn = {{"name", name}};
-      if (const Json* d = field(tool, "description")) {
-        if (!d->is_string())
-          return bad(where + ".description", "'" + where + ".description' must be a string");
-        fn["description"] = *d;
-      }
-      const Json* p = field(tool, "parameters");
-      if (p && !p->is_object())
-        return bad(where + ".parameters", "'" + where + ".parameters' must be a JSON schema");
-      fn["parameters"] = p ? *p : Json{{"type", "object"}, {"properties", Json::object()}};
-      tools.push_back({{"type", "function"}, {"function", std::move(fn)}});
+      Json fn;
+      QWEN35_TRY(flat_function_tool(tool, where, "parameters", false, &fn));
+      tools.push_back(std::move(fn));
     }
     if (!builtin.empty())
       return bad("tools", "built-in tools are not supported: " + builtin +
@@ -331,8 +322,15 @@ std::optional<ApiError> responses_to_chat(const Json& b, Json* chat, ResponsesOp
   if (const Json* u = field(b, "user")) opt->user = *u;
 
   names->origin = std::move(origin);
+  // The chat fields this body maps onto, in Responses terms (text.format is flat: its schema,
+  // name and strict sit beside its type).
   names->fields = {{"max_tokens", "max_output_tokens"},
                    {"response_format", "text.format"},
+                   {"response_format.type", "text.format.type"},
+                   {"response_format.json_schema", "text.format"},
+                   {"response_format.json_schema.schema", "text.format.schema"},
+                   {"response_format.json_schema.name", "text.format.name"},
+                   {"response_format.json_schema.strict", "text.format.strict"},
                    {"reasoning_effort", "reasoning.effort"},
                    {"messages", "input"}};
   return std::nullopt;

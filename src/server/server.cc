@@ -13,13 +13,7 @@
 namespace qwen35::server {
 namespace {
 
-ApiError unavailable(const std::string& why) {
-  ApiError e;
-  e.status = 503;
-  e.type = "service_unavailable";
-  e.message = why;
-  return e;
-}
+ApiError unavailable(const std::string& why) { return api_error(ErrorKind::kUnavailable, why); }
 
 HttpResponse json_response(const Json& j) {
   HttpResponse res;
@@ -29,11 +23,7 @@ HttpResponse json_response(const Json& j) {
 
 // The transport's own errors (malformed requests, 413, 431, too many connections).
 HttpResponse transport_error(int status, const std::string& message) {
-  ApiError e;
-  e.status = status;
-  e.message = message;
-  if (status == 503) e.type = "service_unavailable";
-  return error_response(e);
+  return error_response(api_error(kind_of_status(status), message));
 }
 
 // A float setting as the decimal it was written as (0.7f, not 0.699999988).
@@ -59,6 +49,116 @@ Json props(const Context& ctx) {
                 {"presence_penalty", decimal(d.presence_penalty)},
                 {"frequency_penalty", decimal(d.frequency_penalty)},
                 {"repetition_penalty", decimal(d.repetition_penalty)}}}};
+}
+
+HttpResponse get_health(const Context& ctx, const HttpServer&) {
+  if (!ctx.ready.load()) return error_response(unavailable("the model is loading"));
+  if (ctx.shutting_down.load()) return error_response(unavailable("the server is shutting down"));
+  HttpResponse res;
+  res.set_content("{\"status\":\"ok\"}", "application/json");
+  return res;
+}
+
+HttpResponse get_models(const Context& ctx, const HttpServer&) {
+  if (!ctx.ready.load()) return error_response(unavailable("the model is loading"));
+  Json m = {{"id", ctx.mi.name},    {"object", "model"},   {"created", int64_t(std::time(nullptr))},
+            {"owned_by", "qwen35"}, {"root", ctx.mi.path}, {"max_model_len", ctx.mi.ctx}};
+  return json_response(Json{{"object", "list"}, {"data", Json::array({m})}});
+}
+
+HttpResponse get_props(const Context& ctx, const HttpServer&) {
+  if (!ctx.ready.load()) return error_response(unavailable("the model is loading"));
+  return json_response(props(ctx));
+}
+
+HttpResponse get_metrics(const Context& ctx, const HttpServer& http) {
+  runtime::EngineStats st;
+  const runtime::EngineStats* sp = nullptr;
+  if (ctx.ready.load() && ctx.engine) {
+    st = ctx.engine->stats();
+    sp = &st;
+  }
+  HttpResponse res;
+  res.set_content(ctx.metrics.render(sp, http.open_connections()), "text/plain; version=0.0.4");
+  return res;
+}
+
+using R = std::shared_ptr<Responder>;
+
+void utility(Context& c, const HttpRequest& q, const Json& b, R r) {
+  answer_utility(c, q.path, b, *r);
+}
+
+// Which API's shape a route's errors take.
+enum class Api { kOpenAi, kAnthropic };
+
+// One route. GET routes answer on the I/O thread (`get` must not block); POST routes run `post`
+// on a worker after the prelude (Server::run_post).
+struct Route {
+  const char* method;
+  const char* path;
+  Api api;
+  // A generation: refused while shutting down, its answers counted in /metrics by status.
+  bool generates;
+  HttpResponse (*get)(const Context&, const HttpServer&);
+  void (*post)(Context&, const HttpRequest&, const Json& body, R r);
+};
+
+// Every route the server has: the 404s and 405s are this table's complement.
+const Route kRoutes[] = {
+    {"GET", "/health", Api::kOpenAi, false, get_health, nullptr},
+    {"GET", "/v1/models", Api::kOpenAi, false, get_models, nullptr},
+    {"GET", "/props", Api::kOpenAi, false, get_props, nullptr},
+    {"GET", "/metrics", Api::kOpenAi, false, get_metrics, nullptr},
+    {"POST", "/v1/chat/completions", Api::kOpenAi, true, nullptr,
+     [](Context& c, const HttpRequest&, const Json& b, R r) { handle_generate(c, true, b, r); }},
+    {"POST", "/v1/completions", Api::kOpenAi, true, nullptr,
+     [](Context& c, const HttpRequest&, const Json& b, R r) { handle_generate(c, false, b, r); }},
+    {"POST", "/v1/responses", Api::kOpenAi, true, nullptr,
+     [](Context& c, const HttpRequest&, const Json& b, R r) { handle_responses(c, b, r); }},
+    {"POST", "/v1/messages", Api::kAnthropic, true, nullptr,
+     [](Context& c, const HttpRequest&, const Json& b, R r) { handle_messages(c, false, b, r); }},
+    {"POST", "/v1/messages/count_tokens", Api::kAnthropic, true, nullptr,
+     [](Context& c, const HttpRequest&, const Json& b, R r) { handle_messages(c, true, b, r); }},
+    {"POST", "/tokenize", Api::kOpenAi, false, nullptr,
+     utility},
+    {"POST", "/detokenize", Api::kOpenAi, false, nullptr,
+     utility},
+    {"POST", "/apply-template", Api::kOpenAi, false, nullptr,
+     utility},
+};
+
+// The route of (method, path), or null; *allow gets the methods the path takes when the method
+// is not one of them, and *api the API of a path the table lists.
+const Route* find_route(const HttpRequest& req, std::string* allow, Api* api) {
+  const Route* found = nullptr;
+  for (const Route& x : kRoutes) {
+    if (req.path != x.path) continue;
+    *api = x.api;
+    if (req.method == x.method) found = &x;
+    else *allow += std::string(allow->empty() ? "" : ", ") + x.method;
+  }
+  return found;
+}
+
+HttpResponse error_in(Api api, const ApiError& e) {
+  return api == Api::kAnthropic ? anthropic_error_response(e) : error_response(e);
+}
+
+// The prelude of every POST route, on a worker: the model is loaded, a generation is not
+// refused for a shutdown, the body is a JSON object; then the handler. Errors take the route's
+// API's shape.
+void run_post(Context& ctx, const Route& route, const HttpRequest& req, R r) {
+  const auto fail = [&](const ApiError& e) {
+    if (route.generates) ctx.metrics.count_request(route.path, e.status());
+    r->send(error_in(route.api, e));
+  };
+  if (!ctx.ready.load()) return r->send(error_in(route.api, unavailable("the model is loading")));
+  if (route.generates && ctx.shutting_down.load())
+    return fail(unavailable("the server is shutting down"));
+  Json body;
+  if (auto e = parse_request_body(req.body, ctx.mi, &body)) return fail(*e);
+  route.post(ctx, req, body, std::move(r));
 }
 
 std::chrono::milliseconds ms(double seconds) {
@@ -116,85 +216,35 @@ bool Server::authorized(const HttpRequest& req) const {
 
 // On an I/O thread: must not block. GET routes answer here; POST routes go to the workers.
 void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
-  Context& ctx = *ctx_;
-  const bool get = req.method == "GET", post = req.method == "POST";
   // The page and its files load without the API key: they hold no data, and the page asks for
   // the key and sends it with its API calls, which are checked below.
-  if (get && web_ && WebPage::owns(req.path))
+  if (req.method == "GET" && web_ && WebPage::owns(req.path))
     return r->send(web_->answer(req.path, req.header("If-None-Match")));
-  // Anthropic's clients read errors in Anthropic's format, on every /v1/messages route.
-  const bool anthropic = req.path == "/v1/messages" || req.path.rfind("/v1/messages/", 0) == 0;
-  const auto answer_error = [&](const ApiError& e) {
-    r->send(anthropic ? anthropic_error_response(e) : error_response(e));
-  };
+  // Anthropic's clients read errors in Anthropic's format, on every /v1/messages route (the
+  // unknown ones under it too).
+  Api api = req.path.rfind("/v1/messages/", 0) == 0 ? Api::kAnthropic : Api::kOpenAi;
+  std::string allow;
+  const Route* route = find_route(req, &allow, &api);
   if (!authorized(req))
-    return answer_error(ApiError{401,
-                                 "missing or wrong API key (Authorization: Bearer KEY, or "
-                                 "x-api-key: KEY)",
-                                 "", "authentication_error"});
-  if (get && req.path == "/health") {
-    if (!ctx.ready.load()) return r->send(error_response(unavailable("the model is loading")));
-    if (ctx.shutting_down.load())
-      return r->send(error_response(unavailable("the server is shutting down")));
-    HttpResponse res;
-    res.set_content("{\"status\":\"ok\"}", "application/json");
+    return r->send(error_in(api, api_error(ErrorKind::kAuthentication,
+                                           "missing or wrong API key (Authorization: Bearer KEY, "
+                                           "or x-api-key: KEY)")));
+  if (!route && allow.empty())
+    return r->send(
+        error_in(api, api_error(ErrorKind::kNotFound,
+                                "no route for " + req.method + " " + req.path)));
+  if (!route) {
+    const std::string why = req.path + " takes " + allow + ", not " + req.method;
+    HttpResponse res = error_in(api, api_error(ErrorKind::kMethodNotAllowed, why));
+    res.headers.emplace_back("Allow", allow);
     return r->send(std::move(res));
   }
-  if (get && req.path == "/v1/models") {
-    if (!ctx.ready.load()) return r->send(error_response(unavailable("the model is loading")));
-    Json m = {
-        {"id", ctx.mi.name},    {"object", "model"},   {"created", int64_t(std::time(nullptr))},
-        {"owned_by", "qwen35"}, {"root", ctx.mi.path}, {"max_model_len", ctx.mi.ctx}};
-    return r->send(json_response(Json{{"object", "list"}, {"data", Json::array({m})}}));
-  }
-  if (get && req.path == "/props") {
-    if (!ctx.ready.load()) return r->send(error_response(unavailable("the model is loading")));
-    return r->send(json_response(props(ctx)));
-  }
-  if (get && req.path == "/metrics") {
-    runtime::EngineStats st;
-    const runtime::EngineStats* sp = nullptr;
-    if (ctx.ready.load() && ctx.engine) {
-      st = ctx.engine->stats();
-      sp = &st;
-    }
-    HttpResponse res;
-    res.set_content(ctx.metrics.render(sp, http_->open_connections()), "text/plain; version=0.0.4");
-    return r->send(std::move(res));
-  }
-  static const char* const kPosts[] = {"/v1/chat/completions",
-                                       "/v1/completions",
-                                       "/v1/responses",
-                                       "/v1/messages",
-                                       "/v1/messages/count_tokens",
-                                       "/tokenize",
-                                       "/detokenize",
-                                       "/apply-template"};
-  bool known = false;
-  for (const char* p : kPosts) known = known || req.path == p;
-  if (!post || !known) {
-    ApiError e;
-    e.status = 404;
-    e.type = "not_found_error";
-    e.message = "no route for " + req.method + " " + req.path;
-    return answer_error(e);
-  }
-  boost::asio::post(*workers_, [this, req = std::move(req), r = std::move(r)] {
+  if (route->get) return r->send(route->get(*ctx_, *http_));
+  boost::asio::post(*workers_, [this, route, req = std::move(req), r = std::move(r)]() mutable {
     try {
-      const bool chat = req.path == "/v1/chat/completions";
-      const bool anthropic = req.path.rfind("/v1/messages", 0) == 0;
-      if (!ctx_->ready.load()) {
-        const ApiError e = unavailable("the model is loading");
-        return r->send(anthropic ? anthropic_error_response(e) : error_response(e));
-      }
-      if (chat || req.path == "/v1/completions") return handle_generate(*ctx_, chat, req, r);
-      if (req.path == "/v1/responses") return handle_responses(*ctx_, req, r);
-      if (anthropic) return handle_messages(*ctx_, req.path == "/v1/messages/count_tokens", req, r);
-      answer_utility(*ctx_, req, *r);
+      run_post(*ctx_, *route, req, r);
     } catch (const std::exception& ex) {
-      const ApiError e{500, ex.what(), "", "server_error"};
-      r->send(req.path.rfind("/v1/messages", 0) == 0 ? anthropic_error_response(e)
-                                                      : error_response(e));
+      r->send(error_in(route->api, api_error(ErrorKind::kServer, ex.what())));
     }
   });
 }

@@ -5,8 +5,9 @@
 // Thread-safety: GET routes (/health, /v1/models, /props, /metrics, the web page) answer on an
 // I/O thread, so they answer while the engine and the workers are busy. POST routes parse,
 // render templates and tokenize on a small worker pool, then submit to the engine (thread-safe);
-// the engine's output is drained on the connection's strand by timers (completions.cc), never by
-// a thread per request. Handlers only read the immutable ModelInfo.
+// the engine's output is drained on the connection's strand when the engine wakes it
+// (generation.h), never by a timer or a thread per request. Handlers only read the immutable
+// ModelInfo.
 #pragma once
 
 #include <atomic>
@@ -67,6 +68,8 @@ class Server {
   void stop();
 
  private:
+  // Routes a request by the table in server.cc: GET answers on the I/O thread, POST runs the
+  // prelude and its handler on a worker.
   void dispatch(HttpRequest req, std::shared_ptr<Responder> r);
   bool authorized(const HttpRequest& req) const;
 
@@ -78,12 +81,13 @@ class Server {
   bool stopped_ = false;
 };
 
-// Handlers of POST /v1/chat/completions (chat = true) and /v1/completions: they answer through
-// `r`, later (the engine's output is drained asynchronously on the connection's strand).
-void handle_generate(Context& ctx, bool chat, const HttpRequest& req,
-                     std::shared_ptr<Responder> r);
-// POST /tokenize, /detokenize and /apply-template (utility_routes.cc): they need the tokenizer
-// and template only, never the engine, and answer before returning.
-void answer_utility(const Context& ctx, const HttpRequest& req, Responder& r);
+// The POST handlers run after the route prelude (server.cc: the model is loaded, a generation is
+// not refused for a shutdown, the body is a JSON object), on a worker.
+// POST /v1/chat/completions (chat = true) and /v1/completions: they answer through `r`, later
+// (the engine's output is drained asynchronously on the connection's strand).
+void handle_generate(Context& ctx, bool chat, const Json& body, std::shared_ptr<Responder> r);
+// POST /tokenize, /detokenize and /apply-template (`path`; utility_routes.cc): they need the
+// tokenizer and template only, never the engine, and answer before returning.
+void answer_utility(const Context& ctx, const std::string& path, const Json& body, Responder& r);
 
 }  // namespace qwen35::server

@@ -117,42 +117,50 @@ core::Result<grammar::Grammar> tool_call_grammar(const Json& tools, const std::s
 
 std::optional<ApiError> set_structured_output(const Json& body, const ModelInfo& mi,
                                               const std::string& forced_tool, bool tools_required,
-                                              CompletionRequest* r) {
+                                              const FieldNames& nm, CompletionRequest* r) {
   std::string key, param;
   std::function<core::Result<grammar::Grammar>()> build;
   if (const Json* rf = field(body, "response_format")) {
-    const char* what =
-        "'response_format' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
+    const std::string format = nm.of("response_format");
+    const std::string what =
+        "'" + format +
+        "' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
         "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": {...}}}";
     if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
-      return bad("response_format", what);
+      return bad(format, what);
     const std::string type = (*rf)["type"];
-    param = "response_format";
+    param = format;
     if (type == "json_object") {
       key = "json_object";
       build = [] { return grammar::json_object_grammar(); };
     } else if (type == "json_schema") {
       const Json* js = field(*rf, "json_schema");
-      if (!js || !js->is_object()) return bad("response_format.json_schema", what);
+      if (!js || !js->is_object()) return bad(nm.of("response_format.json_schema"), what);
+      const std::string schema_at = nm.of("response_format.json_schema.schema");
+      const std::string strict_at = nm.of("response_format.json_schema.strict");
+      const std::string name_at = nm.of("response_format.json_schema.name");
       const Json* schema = field(*js, "schema");
-      if (!schema) return bad("response_format.json_schema.schema", "'response_format.json_schema.schema' is required");
+      if (!schema) return bad(schema_at, "'" + schema_at + "' is required");
       if (const Json* st = field(*js, "strict"); st && !st->is_boolean())
-        return bad("response_format.json_schema.strict", "'response_format.json_schema.strict' must be a boolean");
-      if (const Json* nm = field(*js, "name"); nm && !nm->is_string())
-        return bad("response_format.json_schema.name", "'response_format.json_schema.name' must be a string");
-      param = "response_format.json_schema.schema";
+        return bad(strict_at, "'" + strict_at + "' must be a boolean");
+      if (const Json* n = field(*js, "name"); n && !n->is_string())
+        return bad(name_at, "'" + name_at + "' must be a string");
+      param = schema_at;
       key = "schema:" + dump(*schema);
       build = [s = *schema] { return grammar::json_schema_grammar(s); };
     } else if (type != "text") {
-      return bad("response_format.type", what);
+      return bad(nm.of("response_format.type"), what);
     }
   }
   if (!forced_tool.empty() || tools_required) {
     if (!key.empty())
-      return bad("tool_choice", "a forced tool call cannot be combined with 'response_format'");
+      return bad(nm.of("tool_choice"), "a forced tool call cannot be combined with '" +
+                                           nm.of("response_format") + "'");
     if (!r->tools.is_array() || r->tools.empty())
-      return bad("tool_choice", "'tool_choice' forces a tool call, but the request has no 'tools'");
-    param = "tools";
+      return bad(nm.of("tool_choice"), "'" + nm.of("tool_choice") +
+                                           "' forces a tool call, but the request has no '" +
+                                           nm.of("tools") + "'");
+    param = nm.of("tools");
     key = "tools:" + forced_tool + (r->in_reasoning ? ":think:" : ":") + dump(r->tools);
     build = [tools = r->tools, forced_tool, think = r->in_reasoning] {
       return tool_call_grammar(tools, forced_tool, think);
@@ -174,9 +182,10 @@ std::optional<ApiError> set_structured_output(const Json& body, const ModelInfo&
   }
   const int64_t need = (*a)->finish_tokens((*a)->initial()) + 1 + (r->in_reasoning ? 1 : 0);
   if (r->max_tokens >= 0 && r->max_tokens < need)
-    return bad("max_tokens", "'max_tokens' is " + std::to_string(r->max_tokens) +
-                                 ", but this format needs up to " + std::to_string(need) +
-                                 " tokens to be sure of a whole value");
+    return bad(nm.of("max_tokens"), "'" + nm.of("max_tokens") + "' is " +
+                                         std::to_string(r->max_tokens) +
+                                         ", but this format needs up to " + std::to_string(need) +
+                                         " tokens to be sure of a whole value");
   s.grammar = std::move(*a);
   return std::nullopt;
 }

@@ -63,6 +63,7 @@ core::Result<grammar::Grammar> tool_call_grammar(const Json& tools, const std::s
 // function, or empty (none forced).
 std::optional<ApiError> set_structured_output(const Json& body, const ModelInfo& mi,
                                               const std::string& forced_tool,
-                                              bool tools_required, CompletionRequest* r);
+                                              bool tools_required, const FieldNames& names,
+                                              CompletionRequest* r);
 
 }  // namespace qwen35::server

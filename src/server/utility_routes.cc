@@ -14,11 +14,9 @@ HttpResponse json_response(const Json& j) {
 
 }  // namespace
 
-void answer_utility(const Context& ctx, const HttpRequest& req, Responder& r) {
+void answer_utility(const Context& ctx, const std::string& path, const Json& b, Responder& r) {
   auto send_error = [&r](const ApiError& e) { r.send(error_response(e)); };
-  Json b;
-  if (auto e = parse_request_body(req.body, ctx.mi, &b)) return send_error(*e);
-  if (req.path == "/tokenize") {
+  if (path == "/tokenize") {
     if (auto e = check_model(b, ctx.mi)) return send_error(*e);
     std::string text;
     if (b.contains("messages")) {
@@ -26,16 +24,15 @@ void answer_utility(const Context& ctx, const HttpRequest& req, Responder& r) {
     } else if (b.contains("prompt") && b["prompt"].is_string()) {
       text = b["prompt"];
     } else {
-      return send_error(ApiError{400, "'prompt' (a string) or 'messages' is required", "prompt",
-                                 "invalid_request_error"});
+      return send_error(invalid("prompt", "'prompt' (a string) or 'messages' is required"));
     }
     auto ids = ctx.mi.tok->encode(text);
     if (!ids.ok())
-      return send_error(ApiError{400, ids.message(), "prompt", "invalid_request_error"});
+      return send_error(invalid("prompt", ids.message()));
     return r.send(json_response(
         Json{{"count", ids->size()}, {"max_model_len", ctx.mi.ctx}, {"tokens", *ids}}));
   }
-  if (req.path == "/detokenize") {
+  if (path == "/detokenize") {
     std::vector<int32_t> ids;
     if (auto e = parse_detokenize(b, ctx.mi, &ids)) return send_error(*e);
     return r.send(json_response(Json{{"prompt", ctx.mi.tok->decode(ids)}}));

@@ -55,7 +55,7 @@ struct Harness {
           handle(req, *r);
         },
         [](int status, const std::string& message) {
-          return server::error_response(server::ApiError{status, message, "", "invalid_request_error"});
+          return server::error_response(server::api_error(server::kind_of_status(status), message));
         },
         1);
     auto p = http_->bind("127.0.0.1", 0);
@@ -86,9 +86,13 @@ struct Harness {
       return r.send(std::move(res));
     }
     if (req.method == "POST" &&
-        (req.path == "/tokenize" || req.path == "/detokenize" || req.path == "/apply-template"))
-      return server::answer_utility(ctx, req, r);
-    r.send(server::error_response(server::ApiError{404, "no route", "", "not_found_error"}));
+        (req.path == "/tokenize" || req.path == "/detokenize" || req.path == "/apply-template")) {
+      server::Json body;
+      if (auto e = server::parse_request_body(req.body, ctx.mi, &body))
+        return r.send(server::error_response(*e));
+      return server::answer_utility(ctx, req.path, body, r);
+    }
+    r.send(server::error_response(server::api_error(server::ErrorKind::kNotFound, "no route")));
   }
 
   std::unique_ptr<tokenizer::Tokenizer> tok;

@@ -117,8 +117,8 @@ TEST(ApiFormatters, ResponsesFunctionCall) {
   ASSERT_FALSE(responses_to_chat(body, &chat, &opt, &names));
   auto streamed = scripted_job(chat), whole = scripted_job(chat);
   ASSERT_TRUE(streamed->req.in_reasoning);
-  streamed->fmt = make_responses_formatter(opt, names, streamed->req);
-  whole->fmt = make_responses_formatter(opt, names, whole->req);
+  streamed->fmt = make_responses_formatter(opt, streamed->req);
+  whole->fmt = make_responses_formatter(opt, whole->req);
   const auto events = parse_sse(run_stream(*streamed));
   const Json r = run_whole(*whole);
   ASSERT_EQ(r["output"].size(), 3u) << r.dump();
@@ -173,8 +173,8 @@ TEST(ApiFormatters, MessagesToolUse) {
   FieldNames names;
   ASSERT_FALSE(messages_to_chat(body, false, &chat, &opt, &names));
   auto streamed = scripted_job(chat), whole = scripted_job(chat);
-  streamed->fmt = make_messages_formatter(opt, names, streamed->req);
-  whole->fmt = make_messages_formatter(opt, names, whole->req);
+  streamed->fmt = make_messages_formatter(opt, streamed->req);
+  whole->fmt = make_messages_formatter(opt, whole->req);
   const auto events = parse_sse(run_stream(*streamed));
   const Json m = run_whole(*whole);
   ASSERT_EQ(m["content"].size(), 3u) << m.dump();

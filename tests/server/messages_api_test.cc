@@ -356,6 +356,28 @@ TEST_F(ApiCompatTest, MessagesErrors) {
     EXPECT_NE(r["error"]["message"].get<std::string>().find(what), std::string::npos)
         << what << ": " << r;
   }
+  // Whole bodies, in Anthropic's shape: no param, the message leads with the Messages name of
+  // the field, from the Messages parser and from the chat parser under it alike.
+  const std::vector<std::pair<Json, std::string>> exact = {
+      {Json{{"messages", msgs}}, "max_tokens: 'max_tokens' is required"},
+      {Json{{"messages", msgs}, {"max_tokens", 4}, {"stop_sequences", {""}}},
+       "stop_sequences: the strings of 'stop_sequences' must not be empty"},
+      {Json{{"messages", msgs},
+            {"max_tokens", 4},
+            {"thinking", {{"type", "enabled"}, {"budget_tokens", "lots"}}}},
+       "thinking.budget_tokens: 'thinking.budget_tokens' must be an integer"},
+      {Json{{"messages", msgs}, {"max_tokens", 4}, {"temperature", "x"}},
+       "temperature: 'temperature' must be a number"},
+      {Json{{"messages", {{{"role", "robot"}, {"content", "x"}}}}, {"max_tokens", 4}},
+       "messages[0].role: unknown role 'robot' in 'messages[0]' (expected user or assistant)"},
+  };
+  for (const auto& [body, message] : exact) {
+    auto [st, r] = post(s(), "/v1/messages", body);
+    EXPECT_EQ(st, 400) << body.dump();
+    EXPECT_EQ(r, (Json{{"type", "error"},
+                       {"error", {{"type", "invalid_request_error"}, {"message", message}}}}))
+        << body.dump();
+  }
   auto [st, r] = post(s(), "/v1/messages", std::string("{not json"));
   expect_anthropic_error(st, r, 400, "invalid_request_error");
   auto [st2, r2] = post(s(), "/v1/messages/nope", Json{{"max_tokens", 1}});

@@ -283,6 +283,37 @@ TEST_F(ApiCompatTest, ResponsesErrors) {
     EXPECT_EQ(r["error"]["param"], param) << r;
     EXPECT_FALSE(r["error"]["message"].get<std::string>().empty());
   }
+  // Whole bodies, in OpenAI's shape with the Responses names: from the Responses parser, and
+  // from the chat parser under it (named where the error arises, not renamed).
+  const std::vector<std::pair<Json, Json>> exact = {
+      {with("input", 5),
+       {{"message", "'input' must be a string or a list of items"}, {"param", "input"}}},
+      {with("max_output_tokens", -1),
+       {{"message", "'max_output_tokens' must be in [1, 9223372036854775807], got -1"},
+        {"param", "max_output_tokens"}}},
+      {with("reasoning", Json{{"effort", "extreme"}}),
+       {{"message",
+         "'reasoning.effort' must be \"none\", \"minimal\", \"low\", \"medium\", \"high\" "
+         "or \"xhigh\""},
+        {"param", "reasoning.effort"}}},
+      {with("text", Json{{"format", {{"type", "json_schema"}, {"name", "a"}}}}),
+       {{"message", "'text.format.schema' must be a JSON schema (an object)"},
+        {"param", "text.format.schema"}}},
+  };
+  for (const auto& [body, want] : exact) {
+    auto [st, r] = post(s(), "/v1/responses", body);
+    EXPECT_EQ(st, 400) << body.dump();
+    EXPECT_EQ(r, (Json{{"error",
+                        {{"message", want["message"]},
+                         {"type", "invalid_request_error"},
+                         {"param", want["param"]},
+                         {"code", 400}}}}))
+        << body.dump();
+  }
+  auto [stm, rm] = post(s(), "/v1/responses", with("model", "gpt-9"));
+  EXPECT_EQ(stm, 400);
+  EXPECT_EQ(rm["error"]["type"], "model_not_found") << rm;
+  EXPECT_EQ(rm["error"]["param"], "model") << rm;
   auto [st, r] =
       post(s(), "/v1/responses", with("tools", Json::parse(R"([{"type": "web_search"}])")));
   EXPECT_NE(r["error"]["message"].get<std::string>().find("web_search"), std::string::npos) << r;

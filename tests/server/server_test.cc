@@ -283,6 +283,41 @@ TEST_F(ServerTest, MalformedRequestsGet400) {
   EXPECT_EQ(s().get("/health").first, 200);
 }
 
+// One route table: an unknown path is a 404, a known path with another method a 405 that says
+// which methods it takes (Allow), each in its API's error shape.
+TEST_F(ServerTest, UnknownRoutesAre404AndWrongMethods405) {
+  auto c = s().client();
+  auto nope = c.send("POST", "/v1/nope", "{}", nullptr);
+  EXPECT_EQ(nope.status, 404);
+  EXPECT_EQ(Json::parse(nope.body), Json::parse(R"({"error": {"message": "no route for POST /v1/nope",
+      "type": "not_found_error", "param": null, "code": 404}})"));
+  auto get_chat = c.get("/v1/chat/completions");
+  EXPECT_EQ(get_chat.status, 405);
+  EXPECT_EQ(get_chat.header("Allow"), "POST");
+  EXPECT_EQ(Json::parse(get_chat.body),
+            Json::parse(R"({"error": {"message": "/v1/chat/completions takes POST, not GET",
+      "type": "invalid_request_error", "param": null, "code": 405}})"));
+  auto post_health = c.send("POST", "/health", "{}", nullptr);
+  EXPECT_EQ(post_health.status, 405);
+  EXPECT_EQ(post_health.header("Allow"), "GET");
+  auto get_messages = c.get("/v1/messages");
+  EXPECT_EQ(get_messages.status, 405);
+  EXPECT_EQ(Json::parse(get_messages.body),
+            Json::parse(R"({"type": "error", "error": {"type": "invalid_request_error",
+      "message": "/v1/messages takes POST, not GET"}})"));
+  // The one prelude: a body that is not a JSON object, in each API's shape.
+  auto bad_chat = c.post("/v1/chat/completions", "[1]");
+  EXPECT_EQ(bad_chat.status, 400);
+  EXPECT_EQ(Json::parse(bad_chat.body),
+            Json::parse(R"({"error": {"message": "the request body is not a valid JSON object",
+      "type": "invalid_request_error", "param": null, "code": 400}})"));
+  auto bad_messages = c.post("/v1/messages", "[1]");
+  EXPECT_EQ(Json::parse(bad_messages.body),
+            Json::parse(R"({"type": "error", "error": {"type": "invalid_request_error",
+      "message": "the request body is not a valid JSON object"}})"));
+  EXPECT_EQ(s().get("/health").first, 200);
+}
+
 TEST_F(ServerTest, DisconnectFreesTheSlot) {
   for (int k = 0; k < 3; ++k) {
     int chunks = 0;

@@ -1,0 +1,100 @@
+#include "server/api_error.h"
+
+namespace qwen35::server {
+namespace {
+
+struct KindInfo {
+  int status;
+  const char* openai;     // OpenAI's error type
+  const char* anthropic;  // Anthropic's
+};
+
+KindInfo info(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::kInvalidRequest:
+      return {400, "invalid_request_error", "invalid_request_error"};
+    case ErrorKind::kModelNotFound:
+      return {400, "model_not_found", "invalid_request_error"};
+    case ErrorKind::kAuthentication:
+      return {401, "authentication_error", "authentication_error"};
+    case ErrorKind::kNotFound:
+      return {404, "not_found_error", "not_found_error"};
+    case ErrorKind::kMethodNotAllowed:
+      return {405, "invalid_request_error", "invalid_request_error"};
+    case ErrorKind::kTooLarge:
+      return {413, "invalid_request_error", "request_too_large"};
+    case ErrorKind::kHeadersTooLarge:
+      return {431, "invalid_request_error", "invalid_request_error"};
+    case ErrorKind::kRateLimited:
+      return {429, "rate_limit_error", "rate_limit_error"};
+    case ErrorKind::kServer:
+      return {500, "server_error", "api_error"};
+    case ErrorKind::kUnavailable:
+      return {503, "service_unavailable", "overloaded_error"};
+  }
+  return {500, "server_error", "api_error"};
+}
+
+HttpResponse answer(const ApiError& e, const Json& body) {
+  HttpResponse res;
+  res.status = e.status();
+  if (e.retry_after_s > 0) res.headers.emplace_back("Retry-After", std::to_string(e.retry_after_s));
+  res.set_content(dump(body), "application/json");
+  return res;
+}
+
+}  // namespace
+
+const char* openai_error_type(ErrorKind kind) { return info(kind).openai; }
+
+int ApiError::status() const { return info(kind).status; }
+
+ApiError invalid(std::string param, std::string message) {
+  ApiError e;
+  e.param = std::move(param);
+  e.message = std::move(message);
+  return e;
+}
+
+ApiError api_error(ErrorKind kind, std::string message) {
+  ApiError e;
+  e.kind = kind;
+  e.message = std::move(message);
+  return e;
+}
+
+ErrorKind kind_of_status(int status) {
+  switch (status) {
+    case 413:
+      return ErrorKind::kTooLarge;
+    case 431:
+      return ErrorKind::kHeadersTooLarge;
+    case 503:
+      return ErrorKind::kUnavailable;
+    default:
+      return status >= 500 ? ErrorKind::kServer : ErrorKind::kInvalidRequest;
+  }
+}
+
+Json error_body(const ApiError& e) {
+  Json err = {{"message", e.message}, {"type", info(e.kind).openai}};
+  err["param"] = e.param.empty() ? Json(nullptr) : Json(e.param);
+  err["code"] = e.status();
+  return Json{{"error", err}};
+}
+
+Json anthropic_error_body(const ApiError& e) {
+  const std::string message = e.param.empty() ? e.message : e.param + ": " + e.message;
+  return Json{{"type", "error"},
+              {"error", {{"type", info(e.kind).anthropic}, {"message", message}}}};
+}
+
+HttpResponse error_response(const ApiError& e) { return answer(e, error_body(e)); }
+
+HttpResponse anthropic_error_response(const ApiError& e) {
+  return answer(e, anthropic_error_body(e));
+}
+
+std::string dump(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+}  // namespace qwen35::server

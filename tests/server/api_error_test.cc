@@ -1,0 +1,223 @@
+// Typed errors (api_error.h): each kind in each API's own shape, and the shared chat parser
+// naming the fields of a Responses or Messages request in that API's terms where the error
+// arises (FieldNames), with nothing renamed afterwards.
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "server/messages.h"
+#include "server/responses.h"
+#include "template/chat_template.h"
+#include "test_util.h"
+
+namespace qwen35::server {
+namespace {
+
+TEST(ApiErrors, OpenAiShapeByKind) {
+  ApiError e = invalid("temperature", "'temperature' must be a number");
+  EXPECT_EQ(error_body(e), Json::parse(R"({"error": {"message": "'temperature' must be a number",
+      "type": "invalid_request_error", "param": "temperature", "code": 400}})"));
+  e = api_error(ErrorKind::kRateLimited, "the queue is full");
+  e.retry_after_s = 1;
+  EXPECT_EQ(error_body(e), Json::parse(R"({"error": {"message": "the queue is full",
+      "type": "rate_limit_error", "param": null, "code": 429}})"));
+  const HttpResponse res = error_response(e);
+  EXPECT_EQ(res.status, 429);
+  ASSERT_EQ(res.headers.size(), 1u);
+  EXPECT_EQ(res.headers[0].first, "Retry-After");
+  EXPECT_EQ(res.headers[0].second, "1");
+  const std::vector<std::tuple<ErrorKind, int, const char*>> kinds = {
+      {ErrorKind::kModelNotFound, 400, "model_not_found"},
+      {ErrorKind::kAuthentication, 401, "authentication_error"},
+      {ErrorKind::kNotFound, 404, "not_found_error"},
+      {ErrorKind::kMethodNotAllowed, 405, "invalid_request_error"},
+      {ErrorKind::kTooLarge, 413, "invalid_request_error"},
+      {ErrorKind::kServer, 500, "server_error"},
+      {ErrorKind::kUnavailable, 503, "service_unavailable"}};
+  for (const auto& [kind, status, type] : kinds) {
+    const Json b = error_body(api_error(kind, "x"));
+    EXPECT_EQ(b["error"]["code"], status) << b;
+    EXPECT_EQ(b["error"]["type"], type) << b;
+  }
+}
+
+TEST(ApiErrors, AnthropicShapeByKind) {
+  // No param in Anthropic's shape: the message leads with it, as Anthropic's own errors do.
+  EXPECT_EQ(anthropic_error_body(invalid("max_tokens", "'max_tokens' is required")),
+            Json::parse(R"({"type": "error", "error": {"type": "invalid_request_error",
+                "message": "max_tokens: 'max_tokens' is required"}})"));
+  EXPECT_EQ(anthropic_error_body(api_error(ErrorKind::kUnavailable, "shutting down")),
+            Json::parse(R"({"type": "error", "error": {"type": "overloaded_error",
+                "message": "shutting down"}})"));
+  const std::vector<std::tuple<ErrorKind, int, const char*>> kinds = {
+      {ErrorKind::kModelNotFound, 400, "invalid_request_error"},
+      {ErrorKind::kAuthentication, 401, "authentication_error"},
+      {ErrorKind::kNotFound, 404, "not_found_error"},
+      {ErrorKind::kTooLarge, 413, "request_too_large"},
+      {ErrorKind::kRateLimited, 429, "rate_limit_error"},
+      {ErrorKind::kServer, 500, "api_error"}};
+  for (const auto& [kind, status, type] : kinds) {
+    const ApiError e = api_error(kind, "x");
+    EXPECT_EQ(anthropic_error_response(e).status, status);
+    EXPECT_EQ(anthropic_error_body(e)["error"]["type"], type);
+  }
+}
+
+struct ErrorModel {
+  ErrorModel() {
+    const std::string dir = testing::source_dir() + "/models/qwen35-tiny-kjv";
+    auto t = tokenizer::Tokenizer::load(dir);
+    auto c = tmpl::load_chat_template(dir);
+    EXPECT_TRUE(t.ok() && c.ok());
+    tok = std::make_unique<tokenizer::Tokenizer>(std::move(*t));
+    chat = std::make_unique<tmpl::ChatTemplate>(std::move(*c));
+    mi.tok = tok.get();
+    mi.tmpl = chat.get();
+    mi.name = "m";
+    mi.ctx = 4096;
+    mi.eos_ids = {tok->eos_id()};
+  }
+  std::unique_ptr<tokenizer::Tokenizer> tok;
+  std::unique_ptr<tmpl::ChatTemplate> chat;
+  ModelInfo mi;
+};
+
+ErrorModel& error_model() {
+  static ErrorModel m;
+  return m;
+}
+
+// The error of a Responses body, from whichever parser finds it.
+ApiError responses_error(const Json& body) {
+  Json chat;
+  ResponsesOptions opt;
+  FieldNames names;
+  if (auto e = responses_to_chat(body, &chat, &opt, &names)) return *e;
+  CompletionRequest r;
+  auto e = parse_chat_request(chat, error_model().mi, &r, names);
+  EXPECT_TRUE(e.has_value()) << body;
+  return e.value_or(ApiError{});
+}
+
+ApiError messages_error(const Json& body) {
+  Json chat;
+  MessagesOptions opt;
+  FieldNames names;
+  if (auto e = messages_to_chat(body, false, &chat, &opt, &names)) return *e;
+  CompletionRequest r;
+  auto e = parse_chat_request(chat, error_model().mi, &r, names);
+  EXPECT_TRUE(e.has_value()) << body;
+  return e.value_or(ApiError{});
+}
+
+TEST(ApiErrors, ChatParserNamesResponsesFields) {
+  const Json ok = {{"input", "hi"}, {"max_output_tokens", 4}};
+  auto with = [&](const char* key, Json v) {
+    Json b = ok;
+    b[key] = std::move(v);
+    return b;
+  };
+  const std::vector<std::tuple<Json, std::string, std::string>> cases = {
+      {with("max_output_tokens", 0), "max_output_tokens",
+       "'max_output_tokens' must be in [1, 9223372036854775807], got 0"},
+      {with("reasoning", {{"effort", "extreme"}}), "reasoning.effort",
+       "'reasoning.effort' must be \"none\", \"minimal\", \"low\", \"medium\", \"high\" or "
+       "\"xhigh\""},
+      {with("temperature", -1), "temperature", "'temperature' must be >= 0"},
+      {with("input", Json::array({{{"role", "user"}, {"content", "x"}},
+                                  {{"type", "function_call"},
+                                   {"call_id", "c"},
+                                   {"name", "f"},
+                                   {"arguments", std::string(100, '[') + std::string(100, ']')}}})),
+       "input[1]", "tool call arguments nest JSON deeper than the limit of 64 levels"},
+      // Forced tool call without tools: the chat parser's check, in Responses terms.
+      {with("tool_choice", "required"), "tool_choice",
+       "'tool_choice' forces a tool call, but the request has no 'tools'"},
+  };
+  for (const auto& [body, param, message] : cases) {
+    const ApiError e = responses_error(body);
+    EXPECT_EQ(e.kind, ErrorKind::kInvalidRequest) << body;
+    EXPECT_EQ(error_body(e), (Json{{"error",
+                                    {{"message", message},
+                                     {"type", "invalid_request_error"},
+                                     {"param", param},
+                                     {"code", 400}}}}))
+        << body;
+  }
+}
+
+TEST(ApiErrors, ChatParserNamesMessagesFields) {
+  const Json msgs = {{{"role", "user"}, {"content", "hi"}}};
+  const std::vector<std::pair<Json, std::string>> cases = {
+      {Json{{"messages", msgs}, {"max_tokens", 0}},
+       "max_tokens: 'max_tokens' must be in [1, 9223372036854775807], got 0"},
+      {Json{{"messages", msgs}, {"max_tokens", 4}, {"stop_sequences", {""}}},
+       "stop_sequences: the strings of 'stop_sequences' must not be empty"},
+      {Json{{"messages", msgs}, {"max_tokens", 4}, {"stop_sequences", 5}},
+       "stop_sequences: 'stop_sequences' must be a string or a list of strings"},
+      {Json{{"messages", msgs},
+            {"max_tokens", 4},
+            {"thinking", {{"type", "enabled"}, {"budget_tokens", -1}}}},
+       "thinking.budget_tokens: 'thinking.budget_tokens' must be in [0, 9223372036854775807], "
+       "got -1"},
+      {Json{{"messages", msgs}, {"max_tokens", 4}, {"top_k", "many"}},
+       "top_k: 'top_k' must be an integer"},
+  };
+  for (const auto& [body, message] : cases) {
+    const ApiError e = messages_error(body);
+    EXPECT_EQ(anthropic_error_body(e),
+              (Json{{"type", "error"},
+                    {"error", {{"type", "invalid_request_error"}, {"message", message}}}}))
+        << body;
+  }
+}
+
+// Both APIs send function tools flat; one mapping makes the chat form of each, and its errors
+// name the schema by each API's key.
+TEST(ApiErrors, FlatToolsMapOnceNamedInEachApi) {
+  const Json schema = {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}};
+  Json rchat, mchat;
+  ResponsesOptions ropt;
+  MessagesOptions mopt;
+  FieldNames names;
+  ASSERT_FALSE(responses_to_chat(
+      Json{{"input", "hi"},
+           {"tools", {{{"type", "function"}, {"name", "w"}, {"description", "d"},
+                       {"parameters", schema}}}}},
+      &rchat, &ropt, &names));
+  ASSERT_FALSE(messages_to_chat(
+      Json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+           {"max_tokens", 4},
+           {"tools", {{{"name", "w"}, {"description", "d"}, {"input_schema", schema}}}}},
+      false, &mchat, &mopt, &names));
+  const Json want = {{{"type", "function"},
+                      {"function", {{"name", "w"}, {"description", "d"}, {"parameters", schema}}}}};
+  EXPECT_EQ(rchat["tools"], want);
+  EXPECT_EQ(mchat["tools"], want);
+  const ApiError re = responses_error(
+      Json{{"input", "hi"}, {"tools", {{{"type", "function"}, {"name", "w"}, {"parameters", 3}}}}});
+  EXPECT_EQ(re.param, "tools[0].parameters");
+  EXPECT_EQ(re.message, "'tools[0].parameters' must be a JSON schema (an object)");
+  const ApiError me = messages_error(Json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                          {"max_tokens", 4},
+                                          {"tools", {{{"name", "w"}}}}});
+  EXPECT_EQ(me.param, "tools[0].input_schema");
+  EXPECT_EQ(me.message, "'tools[0].input_schema' must be a JSON schema (an object)");
+}
+
+TEST(ApiErrors, ChatKeepsItsOwnNames) {
+  CompletionRequest r;
+  const Json body = {{"messages", {{{"role", "user"}, {"content", "hi"}}}}, {"stop", {""}}};
+  auto e = parse_chat_request(body, error_model().mi, &r);
+  ASSERT_TRUE(e);
+  EXPECT_EQ(e->param, "stop");
+  EXPECT_EQ(e->message, "the strings of 'stop' must not be empty");
+  CompletionRequest r2;
+  auto e2 = parse_chat_request(Json{{"messages", {{{"role", "robot"}, {"content", "x"}}}}},
+                               error_model().mi, &r2);
+  ASSERT_TRUE(e2);
+  EXPECT_EQ(e2->param, "messages[0].role");
+}
+
+}  // namespace
+}  // namespace qwen35::server
