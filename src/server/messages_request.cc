@@ -152,29 +152,11 @@ std::optional<ApiError> map_assistant(const Json& content, const std::string& wh
 }
 
 std::optional<ApiError> map_tools(const Json& b, Json* chat, MessagesOptions* opt) {
-  if (const Json* t = field(b, "tools")) {
-    if (!t->is_array()) return bad("tools", "'tools' must be an array");
-    Json tools = Json::array();
-    std::string builtin;
-    for (size_t k = 0; k < t->size(); ++k) {
-      const std::string where = "tools[" + std::to_string(k) + "]";
-      const Json& tool = (*t)[k];
-      if (!tool.is_object()) return bad(where, "'" + where + "' must be an object");
-      // Anthropic's own tools (bash_20250124, web_search_20250305, ...) carry a versioned type.
-      if (const Json* ty = field(tool, "type"); ty && *ty != "custom") {
-        builtin +=
-            (builtin.empty() ? "" : ", ") + (ty->is_string() ? ty->get<std::string>() : ty->dump());
-        continue;
-      }
-      Json fn;
-      QWEN35_TRY(flat_function_tool(tool, where, "input_schema", true, &fn));
-      tools.push_back(std::move(fn));
-    }
-    if (!builtin.empty())
-      return bad("tools", "server tools are not supported: " + builtin +
-                              " (only client tools: {name, description, input_schema})");
-    if (!tools.empty()) (*chat)["tools"] = std::move(tools);
-  }
+  static constexpr ToolDialect kTools{"custom", false, "input_schema", true, "server tools",
+                                      "(only client tools: {name, description, input_schema})"};
+  Json tools;
+  QWEN35_TRY(map_function_tools(b, kTools, &tools));
+  if (!tools.empty()) (*chat)["tools"] = std::move(tools);
   if (const Json* tc = field(b, "tool_choice")) {
     const char* what =
         "'tool_choice' must be {\"type\": \"auto\"}, {\"type\": \"any\"}, {\"type\": \"none\"} "

@@ -132,4 +132,43 @@ inline std::optional<ApiError> flat_function_tool(const Json& tool, const std::s
   return std::nullopt;
 }
 
+// How an API sends its tools, where the Responses and Messages APIs differ.
+struct ToolDialect {
+  const char* function_type;  // the type of a function tool: "function", Anthropic's "custom"
+  bool type_required;         // whether a tool must name its type (Anthropic's may leave it out)
+  const char* schema_key;     // "parameters" (optional), "input_schema" (required)
+  bool schema_required;
+  const char* refused;  // what the error calls the other tools, e.g. "built-in tools"
+  const char* only;     // what it says is supported, e.g. "(only tools of type \"function\")"
+};
+
+// The request's `tools` (an array of flat tools) -> the chat template's function tools in
+// *tools (left alone without `tools`). Tools of another type are refused together, by name.
+inline std::optional<ApiError> map_function_tools(const Json& b, const ToolDialect& d,
+                                                  Json* tools) {
+  const Json* t = field(b, "tools");
+  if (!t) return std::nullopt;
+  if (!t->is_array()) return bad("tools", "'tools' must be an array");
+  *tools = Json::array();
+  std::string other;
+  for (size_t k = 0; k < t->size(); ++k) {
+    const std::string where = "tools[" + std::to_string(k) + "]";
+    const Json& tool = (*t)[k];
+    const Json* ty = tool.is_object() ? field(tool, "type") : nullptr;
+    if (!tool.is_object() || (d.type_required && !(ty && ty->is_string())))
+      return bad(where, "'" + where + "' must be an object" +
+                            (d.type_required ? " with a string 'type'" : ""));
+    if (ty && *ty != d.function_type) {  // the API's own tools (bash_20250124, web_search, ...)
+      other += (other.empty() ? "" : ", ") + (ty->is_string() ? ty->get<std::string>() : ty->dump());
+      continue;
+    }
+    Json fn;
+    QWEN35_TRY(flat_function_tool(tool, where, d.schema_key, d.schema_required, &fn));
+    tools->push_back(std::move(fn));
+  }
+  if (!other.empty())
+    return bad("tools", std::string(d.refused) + " are not supported: " + other + " " + d.only);
+  return std::nullopt;
+}
+
 }  // namespace qwen35::server::fields

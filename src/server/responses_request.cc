@@ -159,30 +159,12 @@ std::optional<ApiError> map_items(const Json& input, std::string* system,
 }
 
 std::optional<ApiError> map_tools(const Json& b, Json* chat, ResponsesOptions* opt) {
-  if (const Json* t = field(b, "tools")) {
-    if (!t->is_array()) return bad("tools", "'tools' must be an array");
-    Json tools = Json::array();
-    std::string builtin;
-    for (size_t k = 0; k < t->size(); ++k) {
-      const std::string where = "tools[" + std::to_string(k) + "]";
-      const Json& tool = (*t)[k];
-      if (!tool.is_object() || !field(tool, "type") || !tool["type"].is_string())
-        return bad(where, "'" + where + "' must be an object with a string 'type'");
-      const std::string type = tool["type"];
-      if (type != "function") {
-        builtin += (builtin.empty() ? "" : ", ") + type;
-        continue;
-      }
-      Json fn;
-      QWEN35_TRY(flat_function_tool(tool, where, "parameters", false, &fn));
-      tools.push_back(std::move(fn));
-    }
-    if (!builtin.empty())
-      return bad("tools", "built-in tools are not supported: " + builtin +
-                              " (only tools of type \"function\")");
-    opt->tools = *t;
-    if (!tools.empty()) (*chat)["tools"] = std::move(tools);
-  }
+  static constexpr ToolDialect kTools{"function", true, "parameters", false, "built-in tools",
+                                      "(only tools of type \"function\")"};
+  Json tools;
+  QWEN35_TRY(map_function_tools(b, kTools, &tools));
+  if (const Json* t = field(b, "tools")) opt->tools = *t;
+  if (!tools.empty()) (*chat)["tools"] = std::move(tools);
   if (const Json* tc = field(b, "tool_choice")) {
     opt->tool_choice = *tc;
     if (tc->is_string()) {
