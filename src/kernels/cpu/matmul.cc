@@ -372,11 +372,11 @@ bool limit_simd(const std::string& name) {
     for (auto& c : t) c = char(std::tolower(static_cast<unsigned char>(c)));
     for (auto& c : want) c = char(std::tolower(static_cast<unsigned char>(c)));
     if (t != want) continue;
-    // This target and every lower one (higher bits are better targets in Highway's encoding).
-    int64_t mask = 0;
-    for (int64_t other : hwy::SupportedAndGeneratedTargets())
-      if (other >= target) mask |= other;
-    hwy::SetSupportedTargetsForTest(mask);
+    // In Highway's encoding a lower bit is a better target: disabling every bit below this one
+    // leaves it the best target dispatch may choose, with the lower ones as its fallbacks.
+    // DisableTargets is Highway's production switch for this (it resets the chosen target, so
+    // the next dispatch of every kernel re-chooses); it holds for the process, like the flag.
+    hwy::DisableTargets(target - 1);
     return true;
   }
   return false;
