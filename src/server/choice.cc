@@ -9,7 +9,6 @@ namespace qwen35::server {
 ChoiceRunner::ChoiceRunner(int index, const CompletionRequest& req, const tokenizer::Tokenizer& tok,
                            std::shared_ptr<runtime::RequestStream> stream)
     : index_(index),
-      req_(req),
       stream_(std::move(stream)),
       dec_(tok, req.skip_special),
       stop_(req.stops) {

@@ -63,7 +63,6 @@ class ChoiceRunner {
   void finish(Delta* d, const std::string& reason);
 
   int index_;
-  const CompletionRequest& req_;
   std::shared_ptr<runtime::RequestStream> stream_;
   tokenizer::StreamDecoder dec_;
   tokenizer::StopMatcher stop_;

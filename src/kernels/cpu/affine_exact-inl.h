@@ -4,8 +4,9 @@
 // width takes the per-row kernel. Biases enter through per-group activation sums:
 // Σ x(s·q + b) = s·Σ x q + b·Σ x.
 //
-// A part of matmul.cc: included there, once per SIMD target, inside its per-target namespace and
-// after the parts it builds on. It has no includes or guards of its own.
+// A part of matmul.cc and of the tile units (affine_tiles_*.cc): included there, once per SIMD
+// target, inside its per-target namespace and after the parts it builds on. It has no includes or
+// guards of its own.
 
 #if HWY_TARGET == HWY_AVX3_DL
 // Groups [g, g + 4) of one row (G a multiple of 64) against one activation row, codes kept in
@@ -202,8 +203,9 @@ HWY_INLINE void TileRowsF(const Matrix& m, const float* const* x, const float* c
 #endif
 
 // x[k]·2^-(bits·(k mod C)) for the exact tile kernels (powers of two: exact for any activation
-// above 1e-29).
-void ScaleForTiles(const float* x, int64_t K, int bits, float* out) {
+// above 1e-29). Inline, as GroupSums below: the tile units include this part too; matmul.cc alone
+// calls them.
+inline void ScaleForTiles(const float* x, int64_t K, int bits, float* out) {
   const int C = 32 / bits;  // 4, 8 or 16: divides 16, so the factors repeat every 16 floats
   HWY_ALIGN float f[16];
   for (int i = 0; i < 16; ++i) f[i] = i % C == C - 1 ? 1.0f : std::ldexp(1.0f, -bits * (i % C));
@@ -216,7 +218,7 @@ void ScaleForTiles(const float* x, int64_t K, int bits, float* out) {
 }
 
 // Per-group sums of one activation row (exact mode's bias term).
-void GroupSums(const float* x, int64_t K, int64_t group, float* out) {
+inline void GroupSums(const float* x, int64_t K, int64_t group, float* out) {
   const DF df;
   const int64_t N = int64_t(hn::Lanes(df));
   for (int64_t g = 0; g < K / group; ++g) {

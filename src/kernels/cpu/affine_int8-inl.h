@@ -1,8 +1,9 @@
 // MLX affine weights in the fast mode: activations quantized to int8 per weight group and
 // multiplied with the unsigned codes in integers.
 //
-// A part of matmul.cc: included there, once per SIMD target, inside its per-target namespace and
-// after the parts it builds on. It has no includes or guards of its own.
+// A part of matmul.cc and of the tile units (affine_tiles_*.cc): included there, once per SIMD
+// target, inside its per-target namespace and after the parts it builds on. It has no includes or
+// guards of its own.
 
 // ---- Fast mode: int8 activations, u8 x s8 integer dot products ----
 // The weight codes are unsigned (0..2^bits-1) and the activations are quantized to int8 per weight
@@ -17,8 +18,9 @@
 // Activation layout: weight word jj (C = 32/bits codes) meets 4·per bytes of xq (per = 8/bits):
 // for m < per, the 4 bytes x[C·jj + b·per + m], b < 4 (the codes bits [m·bits, (m+1)·bits) of the
 // word's 4 bytes). Odd widths (3, 5, 6), whose codes run across words, keep the natural order.
-// q: scratch for the row in natural order (the caller share's buffer).
-void QuantizeRow8(const float* x, int64_t K, int bits, int64_t group, int8_t* xq, float* dx, float* xsum,
+// q: scratch for the row in natural order (the caller share's buffer). Inline: the tile units
+// include this part too; matmul.cc alone calls it.
+inline void QuantizeRow8(const float* x, int64_t K, int bits, int64_t group, int8_t* xq, float* dx, float* xsum,
                   std::vector<int8_t>& q) {
   const int64_t per = OddWidth(bits) ? 1 : 8 / bits, C = 4 * per;
   q.resize(size_t(K));

@@ -2,8 +2,9 @@
 // (3/5/6/7-bit codes cross 32-bit word boundaries). Unpacking to floats, and the per-row scales and
 // biases converted to f32.
 //
-// A part of matmul.cc: included there, once per SIMD target, inside its per-target namespace and
-// after the parts it builds on. It has no includes or guards of its own.
+// A part of matmul.cc and of the tile units (affine_tiles_*.cc): included there, once per SIMD
+// target, inside its per-target namespace and after the parts it builds on. It has no includes or
+// guards of its own.
 
 // MLX widths whose codes run across 32-bit words; the fast mode reads them in blocks of
 // lcm(16, bits) words (a whole number of 16-word tiles and of 32-code runs).

@@ -3,8 +3,9 @@
 // AVX-512 (16 lanes) and AVX2 (8 lanes). Other targets have no tile kernels (kTileRows = 0) and
 // run the scalar loops, which perform the same float operations.
 //
-// A part of matmul.cc: included there, once per SIMD target, inside its per-target namespace and
-// after the parts it builds on. It has no includes or guards of its own.
+// A part of matmul.cc and of the tile units (affine_tiles_*.cc): included there, once per SIMD
+// target, inside its per-target namespace and after the parts it builds on. It has no includes or
+// guards of its own.
 
 // Up to 16 lanes (AVX-512). The float kernels' lane order depends on the lane count, which is fixed
 // per target, so results are reproducible on a given machine.
