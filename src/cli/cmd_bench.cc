@@ -10,7 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
+#include "cli/flags.h"
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -126,7 +126,7 @@ double measure_bandwidth_in_child(int threads) {
 }  // namespace
 
 int cmd_bench(int argc, char** argv) {
-  CLI::App app{"Prompt and generation throughput, with the memory bandwidth roofline", "qwen35 bench"};
+  flags::App app{"Prompt and generation throughput, with the memory bandwidth roofline", "qwen35 bench"};
   LoadOptions lo;
   int64_t n_prompt = 512, n_gen = 128, depth = 0;
   int reps = 3;
@@ -173,7 +173,7 @@ int cmd_bench(int argc, char** argv) {
   app.add_flag("--json", json, "one JSON object on stdout");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const flags::ParseError& e) {
     return app.exit(e);
   }
   if (n_prompt < 0 || n_gen < 0 || depth < 0 || reps < 1 || batch < 1 || batch > 256)

@@ -3,7 +3,7 @@
 //   --jsonl: each input line is a JSON array of ids (or an object with an "ids" array); writes
 //   one JSON string per line. F may be "-" for stdin.
 // An id outside the vocabulary is an error (the library's decode() would skip it).
-#include <CLI/CLI.hpp>
+#include "cli/flags.h"
 #include <charconv>
 #include <cstdio>
 #include <fstream>
@@ -94,7 +94,7 @@ int run_jsonl(const tokenizer::Tokenizer& tok, const std::string& path, bool ski
 }  // namespace
 
 int cmd_detokenize(int argc, char** argv) {
-  CLI::App app{"Token ids to text.", "qwen35 detokenize"};
+  flags::App app{"Token ids to text.", "qwen35 detokenize"};
   std::string model, ids_arg, jsonl;
   bool skip = false;
   app.add_option("-m,--model", model, "directory with tokenizer.json, or a .gguf file")->required();
@@ -105,10 +105,10 @@ int cmd_detokenize(int argc, char** argv) {
   o_ids->excludes(o_jsonl);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
+  } catch (const flags::CallForHelp&) {
     std::cout << app.help();
     return 0;
-  } catch (const CLI::ParseError& e) {
+  } catch (const flags::ParseError& e) {
     return fail(kCmd, e.what());
   }
   if (o_ids->count() + o_jsonl->count() == 0) {

@@ -1,6 +1,6 @@
 // qwen35 inspect -m DIR|FILE.gguf: geometry, layer pattern, quantization summary, parameter count, memory,
 // and the support verdict. Exit 0 when the checkpoint is supported, 1 (with the reason) otherwise.
-#include <CLI/CLI.hpp>
+#include "cli/flags.h"
 #include <cstdio>
 #include <map>
 #include <set>
@@ -86,13 +86,13 @@ void quant_summary(model::ModelWeights& w) {
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
-  CLI::App app{"Geometry, layer pattern, quantization, memory and support verdict of a checkpoint",
+  flags::App app{"Geometry, layer pattern, quantization, memory and support verdict of a checkpoint",
                "qwen35 inspect"};
   std::string dir;
   app.add_option("-m,--model", dir, "checkpoint directory or .gguf file")->required();
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const flags::ParseError& e) {
     return app.exit(e);
   }
   auto w = model::load_weights(dir);

@@ -5,7 +5,7 @@
 // --disconnect K makes the first K requests hang up after their first tokens.
 // --soak SECONDS instead runs mixed traffic for that long (cli/soak.h); --multi-turn runs
 // conversations that resend their history (cli/multiturn.h).
-#include <CLI/CLI.hpp>
+#include "cli/flags.h"
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -107,7 +107,7 @@ Sample one_request(const std::string& host, int port, const std::string& key, co
 }  // namespace
 
 int cmd_loadtest(int argc, char** argv) {
-  CLI::App app{"Concurrent streaming clients against a running qwen35 serve", "qwen35 loadtest"};
+  flags::App app{"Concurrent streaming clients against a running qwen35 serve", "qwen35 loadtest"};
   std::string host = "127.0.0.1", key, prompt = "The quick brown fox jumps over the lazy dog.";
   int port = 8080, clients = 8, requests = 64, disconnect = 0;
   int64_t max_tokens = 32;
@@ -143,7 +143,7 @@ int cmd_loadtest(int argc, char** argv) {
                  "to after the run");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const flags::ParseError& e) {
     return app.exit(e);
   }
   if (clients < 1 || requests < 1) return fail("loadtest", "--clients and --requests must be >= 1");

@@ -2,7 +2,7 @@
 // Runs the forward pass and writes float32 [n_tokens, vocab] logits in NumPy .npy format.
 // --chunk N prefills N tokens per forward call; --decode feeds one token per call (the decode
 // path); --greedy N also prints the N-token greedy continuation as a JSON array.
-#include <CLI/CLI.hpp>
+#include "cli/flags.h"
 #include <algorithm>
 #include <cstdio>
 
@@ -36,7 +36,7 @@ core::Result<std::vector<int32_t>> parse_ids(const std::string& s) {
 }  // namespace
 
 int cmd_logits(int argc, char** argv) {
-  CLI::App app{"Run the forward pass on token ids and write the logits as .npy", "qwen35 logits"};
+  flags::App app{"Run the forward pass on token ids and write the logits as .npy", "qwen35 logits"};
   LoadOptions lo;
   std::string tokens, out;
   int64_t chunk = 0;
@@ -55,7 +55,7 @@ int cmd_logits(int argc, char** argv) {
   app.add_flag("--fast", lo.fast, "int8 activations for quantized matmuls: MLX, and GGUF Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (faster; not bit-identical to the exact mode)");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const flags::ParseError& e) {
     return app.exit(e);
   }
   auto ids = parse_ids(tokens);

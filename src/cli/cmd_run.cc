@@ -12,7 +12,7 @@
 #include <signal.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
+#include "cli/flags.h"
 #include <atomic>
 #include <cstdio>
 #include <fstream>
@@ -92,7 +92,7 @@ struct Flags {
   SpecFlags spec;
 };
 
-void add_flags(CLI::App& app, Flags& f) {
+void add_flags(flags::App& app, Flags& f) {
   app.add_option("-m,--model", f.lo.model_dir, "checkpoint directory (with tokenizer files) or .gguf file")->required();
   app.add_option("-p,--prompt", f.prompt, "prompt (without it: interactive chat)");
   app.add_flag("--chat", f.chat, "apply the chat template to -p (a single user turn)");
@@ -257,12 +257,12 @@ struct Session {
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  CLI::App app{"Generate text: a completion of -p PROMPT, or an interactive chat", "qwen35 run"};
+  flags::App app{"Generate text: a completion of -p PROMPT, or an interactive chat", "qwen35 run"};
   Flags f;
   add_flags(app, f);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const flags::ParseError& e) {
     return app.exit(e);
   }
   struct sigaction sa {};

@@ -7,7 +7,7 @@
 #include <signal.h>
 #include <sys/resource.h>
 
-#include <CLI/CLI.hpp>
+#include "cli/flags.h"
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
@@ -39,7 +39,7 @@ std::string model_name(const std::string& dir) {
 }  // namespace
 
 int cmd_serve(int argc, char** argv) {
-  CLI::App app{"OpenAI-compatible HTTP server with continuous batching", "qwen35 serve"};
+  flags::App app{"OpenAI-compatible HTTP server with continuous batching", "qwen35 serve"};
   LoadOptions lo;
   server::ServerOptions so;
   runtime::EngineOptions eo;
@@ -111,7 +111,7 @@ int cmd_serve(int argc, char** argv) {
   app.add_flag("--fast", lo.fast, "int8 activations for quantized matmuls: MLX, and GGUF Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (faster; not bit-identical to the exact mode; concurrent == solo still holds within the mode)");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const flags::ParseError& e) {
     return app.exit(e);
   }
   if (eo.parallel < 1) return fail("serve", "--parallel must be at least 1");

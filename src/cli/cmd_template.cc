@@ -2,7 +2,7 @@
 //   qwen35 template -m DIR --messages FILE.json [--tools FILE.json] [--no-generation-prompt]
 //                   [--kwargs '{"enable_thinking":false}']
 //   qwen35 template -m DIR --jsonl FILE   # one case per line -> {"rendered": ...} | {"error": ...}
-#include <CLI/CLI.hpp>
+#include "cli/flags.h"
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -58,7 +58,7 @@ Json render_case(const tmpl::ChatTemplate& tmpl, const std::string& line) {
 
 int cmd_template(int argc, char** argv) {
   const std::string cmd = "template";
-  CLI::App app{"Render the model's chat template", "qwen35 template"};
+  flags::App app{"Render the model's chat template", "qwen35 template"};
   std::string dir, messages_path, tools_path, kwargs_text, jsonl_path;
   bool no_generation_prompt = false;
   app.add_option("-m,--model", dir,
@@ -73,9 +73,9 @@ int cmd_template(int argc, char** argv) {
                  "render one case object per line; print {\"rendered\"} or {\"error\"} lines");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
+  } catch (const flags::CallForHelp& e) {
     return app.exit(e);
-  } catch (const CLI::ParseError& e) {
+  } catch (const flags::ParseError& e) {
     return fail(cmd, e.what());
   }
   if (messages_path.empty() == jsonl_path.empty())

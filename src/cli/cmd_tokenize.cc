@@ -2,7 +2,7 @@
 //   --text / --file: prints one JSON array of ids.
 //   --jsonl: each input line is a JSON string (or an object with a "text" string); writes one
 //   JSON array of ids per line. F may be "-" for stdin.
-#include <CLI/CLI.hpp>
+#include "cli/flags.h"
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -77,7 +77,7 @@ int run_jsonl(const tokenizer::Tokenizer& tok, const std::string& path) {
 }  // namespace
 
 int cmd_tokenize(int argc, char** argv) {
-  CLI::App app{"Text to token ids, printed as a JSON array.", "qwen35 tokenize"};
+  flags::App app{"Text to token ids, printed as a JSON array.", "qwen35 tokenize"};
   std::string model, text, file, jsonl;
   app.add_option("-m,--model", model, "directory with tokenizer.json, or a .gguf file")->required();
   auto* o_text = app.add_option("--text", text, "text to tokenize");
@@ -88,10 +88,10 @@ int cmd_tokenize(int argc, char** argv) {
   o_file->excludes(o_jsonl);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
+  } catch (const flags::CallForHelp&) {
     std::cout << app.help();
     return 0;
-  } catch (const CLI::ParseError& e) {
+  } catch (const flags::ParseError& e) {
     return fail(kCmd, e.what());
   }
   if (o_text->count() + o_file->count() + o_jsonl->count() == 0) {

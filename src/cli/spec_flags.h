@@ -1,7 +1,7 @@
 // --spec and --draft-tokens: speculative decoding flags, shared by run and serve.
 #pragma once
 
-#include <CLI/CLI.hpp>
+#include "cli/flags.h"
 #include <string>
 
 #include "model/model.h"
@@ -15,7 +15,7 @@ struct SpecFlags {
   int64_t draft_vocab = 32768;
 };
 
-inline void add_spec_flags(CLI::App& app, SpecFlags* f) {
+inline void add_spec_flags(flags::App& app, SpecFlags* f) {
   app.add_option("--spec", f->method,
                  "speculative decoding: lookup (drafts by copying what followed the latest "
                  "earlier occurrence of the last tokens, no weights), mtp (the checkpoint's MTP "

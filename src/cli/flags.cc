@@ -1,0 +1,83 @@
+// CLI11, compiled once for every command (flags.h).
+#include "cli/flags.h"
+
+#include <CLI/CLI.hpp>
+
+namespace qwen35::cli::flags {
+
+Option* Option::required() {
+  o_->required();
+  return this;
+}
+
+Option* Option::excludes(Option* other) {
+  o_->excludes(other->o_);
+  return this;
+}
+
+size_t Option::count() const { return o_->count(); }
+
+App::App(const std::string& description, const std::string& name)
+    : app_(std::make_unique<CLI::App>(description, name)) {}
+
+App::~App() = default;
+
+Option* App::keep(CLI::Option* o) { return &options_.emplace_back(o); }
+
+Option* App::add_option(const std::string& names, std::string& v, const std::string& help) {
+  return keep(app_->add_option(names, v, help));
+}
+Option* App::add_option(const std::string& names, int32_t& v, const std::string& help) {
+  return keep(app_->add_option(names, v, help));
+}
+Option* App::add_option(const std::string& names, int64_t& v, const std::string& help) {
+  return keep(app_->add_option(names, v, help));
+}
+Option* App::add_option(const std::string& names, uint64_t& v, const std::string& help) {
+  return keep(app_->add_option(names, v, help));
+}
+Option* App::add_option(const std::string& names, float& v, const std::string& help) {
+  return keep(app_->add_option(names, v, help));
+}
+Option* App::add_option(const std::string& names, double& v, const std::string& help) {
+  return keep(app_->add_option(names, v, help));
+}
+Option* App::add_option(const std::string& names, std::optional<int32_t>& v, const std::string& help) {
+  return keep(app_->add_option(names, v, help));
+}
+Option* App::add_option(const std::string& names, std::optional<uint64_t>& v, const std::string& help) {
+  return keep(app_->add_option(names, v, help));
+}
+Option* App::add_option(const std::string& names, std::optional<float>& v, const std::string& help) {
+  return keep(app_->add_option(names, v, help));
+}
+Option* App::add_option(const std::string& names, std::vector<std::string>& v, const std::string& help) {
+  return keep(app_->add_option(names, v, help));
+}
+Option* App::add_flag(const std::string& names, bool& v, const std::string& help) {
+  return keep(app_->add_flag(names, v, help));
+}
+
+void App::parse(int argc, char** argv) {
+  try {
+    app_->parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    throw CallForHelp(std::current_exception(), e.what());
+  } catch (const CLI::ParseError& e) {
+    throw ParseError(std::current_exception(), e.what());
+  }
+}
+
+int App::exit(const ParseError& e) {
+  try {
+    std::rethrow_exception(e.original());
+  } catch (const CLI::Error& original) {
+    return app_->exit(original);
+  }
+}
+
+std::string App::help() const { return app_->help(); }
+
+size_t App::count(const std::string& name) const { return app_->count(name); }
+
+}  // namespace qwen35::cli::flags
