@@ -6,7 +6,7 @@
 //   Anthropic (/v1/messages...)
 //       {"type": "error", "error": {"type", "message"}}
 // The parameter is named in the client's API's terms where the error arises (each parser is
-// given its API's field paths, FieldNames in request.h); no formatter renames anything.
+// reads its own API's fields, ChatNames in chat_request.h); no formatter renames anything.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -179,12 +179,9 @@ void handle_messages(Context& ctx, bool count_tokens, const Json& body,
   const char* endpoint = count_tokens ? "/v1/messages/count_tokens" : "/v1/messages";
   auto fmt = std::make_unique<MessagesFormatter>();
   auto fail = [&](const ApiError& e) { fail_request(ctx, endpoint, *fmt, e, *r); };
-  Json chat;
-  FieldNames names;
-  if (auto e = messages_to_chat(body, count_tokens, &chat, &fmt->opt, &names)) return fail(*e);
-  if (count_tokens) chat.erase("stream");
   auto job = std::make_shared<Job>();
-  if (auto e = parse_chat_request(chat, ctx.mi, &job->req, names)) return fail(*e);
+  if (auto e = parse_messages_request(body, count_tokens, ctx.mi, &job->req, &fmt->opt))
+    return fail(*e);
   if (count_tokens) {
     // The rendered prompt's length, as the generation would see it; nothing is generated.
     ctx.metrics.count_request(endpoint, 200);

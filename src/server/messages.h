@@ -1,8 +1,7 @@
 // POST /v1/messages and /v1/messages/count_tokens, the Anthropic Messages API (what Claude Code
-// speaks), on top of the chat path: a request is translated into the equivalent
-// chat-completions body (messages_request.cc), parsed by parse_chat_request, run by the shared
-// driver (generation.h), and answered as a Message or its SSE events (messages.cc). Errors are
-// Anthropic's: {"type": "error", "error": {"type", "message"}}.
+// speaks): a request is read into the chat-like ChatRequest (messages_request.cc,
+// chat_request.h), run by the shared driver (generation.h), and answered as a Message or its SSE
+// events (messages.cc). Errors are Anthropic's: {"type": "error", "error": {"type", "message"}}.
 #pragma once
 
 #include <memory>
@@ -16,11 +15,12 @@ struct MessagesOptions {
   bool parallel_tool_calls = true;  // tool_choice.disable_parallel_tool_use: false
 };
 
-// A Messages request body -> the equivalent chat-completions body (*chat), and the Messages
-// names of the chat fields (*names), which parse_chat_request names its errors by.
-// count_tokens: the body of /v1/messages/count_tokens (max_tokens is not required there).
-std::optional<ApiError> messages_to_chat(const Json& body, bool count_tokens, Json* chat,
-                                         MessagesOptions* opt, FieldNames* names);
+// A Messages request body -> the generation request *r (read into a ChatRequest,
+// chat_request.h). count_tokens: the body of /v1/messages/count_tokens (max_tokens is not
+// required there, and stream is not read). Errors name the Messages fields.
+std::optional<ApiError> parse_messages_request(const Json& body, bool count_tokens,
+                                               const ModelInfo& mi, CompletionRequest* r,
+                                               MessagesOptions* opt);
 
 // The formatter of a Messages answer to `req`: the Message, its SSE events, errors in
 // Anthropic's format (api_error.h).

@@ -1,20 +1,21 @@
-// Messages request -> chat-completions body (messages.h). The mapping:
+// Messages request -> ChatRequest -> CompletionRequest (messages.h). The reading:
 //   system (a string or text blocks)       the first, system message
 //   user text blocks                        a user message (blocks joined)
-//   user tool_result blocks                 role "tool" messages, in order (is_error: the
-//                                           content is prefixed "Error: ", which is how the
-//                                           model can tell)
-//   assistant text / tool_use / thinking    one assistant message: content, tool_calls,
-//                                           reasoning_content (redacted_thinking is dropped)
-//   tools [{name, description, input_schema}]  [{type: function, function: {...}}]
-//   tool_choice auto | any | tool | none    "auto" | "required" | {type: function, ...} | "none"
-//   thinking enabled {budget_tokens}        enable_thinking true, thinking_token_budget
+//   user tool_result blocks                 tool messages, in order (is_error: the content is
+//                                           prefixed "Error: ", which is how the model can tell)
+//   assistant text / tool_use / thinking    one assistant message: content, tool calls,
+//                                           reasoning (redacted_thinking is dropped)
+//   tools [{name, description, input_schema}]  the template's function tools
+//   tool_choice auto | any | tool | none    the typed tool choice
+//   thinking enabled {budget_tokens}        enable_thinking true, the budget
 //   thinking disabled, or absent            enable_thinking false (Anthropic's default)
-//   stop_sequences, max_tokens, temperature, top_p, top_k, stream    as named in chat
-// metadata and service_tier are ignored. Everything else the chat path validates itself, naming
-// the fields in Messages terms (FieldNames, request.h).
+//   stop_sequences, max_tokens, temperature, top_p, top_k, stream    as chat reads its own
+// metadata and service_tier are ignored. Every error names the Messages field.
+#include <climits>
 #include <string>
+#include <utility>
 
+#include "server/chat_request.h"
 #include "server/request_fields.h"
 #include "server/messages.h"
 
@@ -50,23 +51,24 @@ std::optional<ApiError> text_of(const Json& c, const std::string& where, std::st
   return std::nullopt;
 }
 
+ChatMessage message(ChatMessage::Role role, std::string content, const std::string& where) {
+  ChatMessage m;
+  m.role = role;
+  m.content = std::move(content);
+  m.origin = where;
+  return m;
+}
+
 // One user turn: tool results become tool messages, text a user message.
-std::optional<ApiError> map_user(const Json& content, const std::string& where, Json* messages,
-                                 std::vector<std::string>* origin) {
+std::optional<ApiError> read_user(const Json& content, const std::string& where,
+                                  std::vector<ChatMessage>* out) {
+  using Role = ChatMessage::Role;
   if (content.is_string()) {
-    messages->push_back({{"role", "user"}, {"content", content}});
-    origin->push_back(where);
+    out->push_back(message(Role::kUser, content.get<std::string>(), where));
     return std::nullopt;
   }
   std::string text;
   bool any = false;
-  auto flush_text = [&] {
-    if (text.empty()) return;
-    messages->push_back({{"role", "user"}, {"content", text}});
-    origin->push_back(where);
-    text.clear();
-    any = true;
-  };
   for (size_t k = 0; k < content.size(); ++k) {
     const std::string w = where + ".content[" + std::to_string(k) + "]";
     const Json& blk = content[k];
@@ -77,153 +79,73 @@ std::optional<ApiError> map_user(const Json& content, const std::string& where, 
       QWEN35_TRY(get_string(blk, "text", w, &t));
       text += t;
     } else if (type == "tool_result") {
-      flush_text();
-      std::string id, out;
-      QWEN35_TRY(get_string(blk, "tool_use_id", w, &id));
-      if (const Json* c = field(blk, "content")) QWEN35_TRY(text_of(*c, w + ".content", &out));
+      if (!text.empty()) out->push_back(message(Role::kUser, std::exchange(text, ""), where));
+      std::string result;
+      ChatMessage m = message(Role::kTool, "", w);
+      QWEN35_TRY(get_string(blk, "tool_use_id", w, &m.tool_call_id));
+      if (const Json* c = field(blk, "content")) QWEN35_TRY(text_of(*c, w + ".content", &result));
       if (const Json* err = field(blk, "is_error")) {
         if (!err->is_boolean())
           return bad(w + ".is_error", "'" + w + ".is_error' must be a boolean");
-        if (err->get<bool>()) out = "Error: " + out;
+        if (err->get<bool>()) result = "Error: " + result;
       }
-      messages->push_back({{"role", "tool"}, {"tool_call_id", id}, {"content", out}});
-      origin->push_back(w);
+      m.content = std::move(result);
+      out->push_back(std::move(m));
       any = true;
     } else {
       return bad(w + ".type", "content block type '" + type + "' in '" + w +
                                   "' is not supported in a user turn (text, tool_result)");
     }
   }
-  if (!text.empty() || !any) {
-    messages->push_back({{"role", "user"}, {"content", text}});
-    origin->push_back(where);
-  }
+  if (!text.empty() || !any) out->push_back(message(Role::kUser, text, where));
   return std::nullopt;
 }
 
-std::optional<ApiError> map_assistant(const Json& content, const std::string& where, Json* messages,
-                                      std::vector<std::string>* origin) {
-  Json msg = {{"role", "assistant"}, {"content", ""}};
+// One assistant turn: text, thinking and tool_use blocks make one message.
+std::optional<ApiError> read_assistant(const Json& content, const std::string& where,
+                                       std::vector<ChatMessage>* out) {
+  ChatMessage m = message(ChatMessage::Role::kAssistant, "", where);
   if (content.is_string()) {
-    msg["content"] = content;
-  } else {
-    std::string text, thinking;
-    bool has_thinking = false;
-    Json calls = Json::array();
-    for (size_t k = 0; k < content.size(); ++k) {
-      const std::string w = where + ".content[" + std::to_string(k) + "]";
-      const Json& blk = content[k];
-      std::string type;
-      QWEN35_TRY(block_type(blk, w, &type));
-      if (type == "text") {
-        std::string t;
-        QWEN35_TRY(get_string(blk, "text", w, &t));
-        text += t;
-      } else if (type == "thinking") {
-        std::string t;
-        QWEN35_TRY(get_string(blk, "thinking", w, &t));
-        thinking += t;
-        has_thinking = true;
-      } else if (type == "redacted_thinking") {
-        // Encrypted by Anthropic for Anthropic's models: nothing this model can read.
-      } else if (type == "tool_use") {
-        std::string id, name;
-        QWEN35_TRY(get_string(blk, "id", w, &id));
-        QWEN35_TRY(get_string(blk, "name", w, &name));
-        const Json* input = field(blk, "input");
-        if (!input || !input->is_object())
-          return bad(w + ".input", "'" + w + ".input' must be an object");
-        calls.push_back({{"id", id},
-                         {"type", "function"},
-                         {"function", {{"name", name}, {"arguments", *input}}}});
-      } else {
-        return bad(w + ".type", "content block type '" + type + "' in '" + w +
-                                    "' is not supported in an assistant turn (text, thinking, "
-                                    "redacted_thinking, tool_use)");
-      }
-    }
-    msg["content"] = text;
-    if (has_thinking) msg["reasoning_content"] = thinking;
-    if (!calls.empty()) msg["tool_calls"] = std::move(calls);
+    m.content = content.get<std::string>();
+    out->push_back(std::move(m));
+    return std::nullopt;
   }
-  messages->push_back(std::move(msg));
-  origin->push_back(where);
-  return std::nullopt;
-}
-
-std::optional<ApiError> map_tools(const Json& b, Json* chat, MessagesOptions* opt) {
-  static constexpr ToolDialect kTools{"custom", false, "input_schema", true, "server tools",
-                                      "(only client tools: {name, description, input_schema})"};
-  Json tools;
-  QWEN35_TRY(map_function_tools(b, kTools, &tools));
-  if (!tools.empty()) (*chat)["tools"] = std::move(tools);
-  if (const Json* tc = field(b, "tool_choice")) {
-    const char* what =
-        "'tool_choice' must be {\"type\": \"auto\"}, {\"type\": \"any\"}, {\"type\": \"none\"} "
-        "or {\"type\": \"tool\", \"name\": ...}";
-    std::string type;
-    if (!tc->is_object() || get_string(*tc, "type", "tool_choice", &type))
-      return bad("tool_choice", what);
-    if (type == "auto") {
-      (*chat)["tool_choice"] = "auto";
-    } else if (type == "any") {
-      (*chat)["tool_choice"] = "required";
-    } else if (type == "none") {
-      (*chat)["tool_choice"] = "none";
-    } else if (type == "tool") {
-      std::string name;
-      QWEN35_TRY(get_string(*tc, "name", "tool_choice", &name));
-      (*chat)["tool_choice"] = {{"type", "function"}, {"function", {{"name", name}}}};
+  for (size_t k = 0; k < content.size(); ++k) {
+    const std::string w = where + ".content[" + std::to_string(k) + "]";
+    const Json& blk = content[k];
+    std::string type, t;
+    QWEN35_TRY(block_type(blk, w, &type));
+    if (type == "text") {
+      QWEN35_TRY(get_string(blk, "text", w, &t));
+      m.content += t;
+    } else if (type == "thinking") {
+      QWEN35_TRY(get_string(blk, "thinking", w, &t));
+      m.reasoning = m.reasoning.value_or("") + t;
+    } else if (type == "redacted_thinking") {
+      // Encrypted by Anthropic for Anthropic's models: nothing this model can read.
+    } else if (type == "tool_use") {
+      ChatToolCall call;
+      QWEN35_TRY(get_string(blk, "id", w, &call.id));
+      QWEN35_TRY(get_string(blk, "name", w, &call.name));
+      const Json* input = field(blk, "input");
+      if (!input || !input->is_object())
+        return bad(w + ".input", "'" + w + ".input' must be an object");
+      call.arguments = *input;
+      m.tool_calls.push_back(std::move(call));
     } else {
-      return bad("tool_choice.type", what);
-    }
-    if (const Json* d = field(*tc, "disable_parallel_tool_use")) {
-      if (!d->is_boolean())
-        return bad("tool_choice.disable_parallel_tool_use",
-                   "'tool_choice.disable_parallel_tool_use' must be a boolean");
-      opt->parallel_tool_calls = !d->get<bool>();
+      return bad(w + ".type", "content block type '" + type + "' in '" + w +
+                                  "' is not supported in an assistant turn (text, thinking, "
+                                  "redacted_thinking, tool_use)");
     }
   }
+  out->push_back(std::move(m));
   return std::nullopt;
 }
 
-std::optional<ApiError> map_thinking(const Json& b, Json* chat) {
-  bool enabled = false;
-  if (const Json* t = field(b, "thinking")) {
-    const char* what =
-        "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N}, {\"type\": "
-        "\"adaptive\"} or {\"type\": \"disabled\"}";
-    std::string type;
-    if (!t->is_object() || get_string(*t, "type", "thinking", &type)) return bad("thinking", what);
-    if (type == "enabled") {
-      enabled = true;
-      if (const Json* n = field(*t, "budget_tokens")) (*chat)["thinking_token_budget"] = *n;
-    } else if (type == "adaptive") {
-      enabled = true;  // the model decides how long to think: no budget
-    } else if (type != "disabled") {
-      return bad("thinking.type", what);
-    }
-  }
-  (*chat)["chat_template_kwargs"] = {{"enable_thinking", enabled}};
-  return std::nullopt;
-}
-
-}  // namespace
-
-std::optional<ApiError> messages_to_chat(const Json& b, bool count_tokens, Json* chat,
-                                         MessagesOptions* opt, FieldNames* names) {
-  if (!b.is_object()) return bad("", "the request body must be a JSON object");
-  for (const char* name : {"container", "mcp_servers"})
-    if (field(b, name)) return bad(name, std::string("'") + name + "' is not supported");
-  *chat = Json::object();
-  if (const Json* m = field(b, "model")) (*chat)["model"] = *m;
-  if (!count_tokens) {
-    const Json* mt = field(b, "max_tokens");
-    if (!mt) return bad("max_tokens", "'max_tokens' is required");
-    (*chat)["max_tokens"] = *mt;
-  }
-  Json messages = Json::array();
-  std::vector<std::string> origin;
+// system, then the turns. System turns among the messages (newer clients send them) join the
+// system message while they lead, and become user messages after.
+std::optional<ApiError> read_messages(const Json& b, ChatRequest* c) {
+  using Role = ChatMessage::Role;
   std::string system;
   if (const Json* s = field(b, "system")) QWEN35_TRY(text_of(*s, "system", &system));
   const Json* m = field(b, "messages");
@@ -241,43 +163,116 @@ std::optional<ApiError> messages_to_chat(const Json& b, bool count_tokens, Json*
     if (!content || !(content->is_string() || content->is_array()))
       return bad(where + ".content",
                  "'" + where + ".content' must be a string or a list of content blocks");
-    if (role == "system") {  // newer clients may send system turns among the messages
+    if (role == "system") {
       std::string text;
       QWEN35_TRY(text_of(*content, where + ".content", &text));
-      if (leading) {
+      if (!leading) {
+        c->messages.push_back(message(Role::kUser, text, where));
+      } else {
         if (!system.empty() && !text.empty()) system += "\n\n";
         system += text;
-      } else {
-        messages.push_back({{"role", "user"}, {"content", text}});
-        origin.push_back(where);
       }
       continue;
     }
     leading = false;
     if (role == "user") {
-      QWEN35_TRY(map_user(*content, where, &messages, &origin));
+      QWEN35_TRY(read_user(*content, where, &c->messages));
     } else if (role == "assistant") {
-      QWEN35_TRY(map_assistant(*content, where, &messages, &origin));
+      QWEN35_TRY(read_assistant(*content, where, &c->messages));
     } else {
       return bad(where + ".role",
                  "unknown role '" + role + "' in '" + where + "' (expected user or assistant)");
     }
   }
-  if (!system.empty()) {
-    messages.insert(messages.begin(), Json{{"role", "system"}, {"content", system}});
-    origin.insert(origin.begin(), "system");
-  }
-  (*chat)["messages"] = std::move(messages);
-  QWEN35_TRY(map_tools(b, chat, opt));
-  QWEN35_TRY(map_thinking(b, chat));
-  if (const Json* s = field(b, "stop_sequences")) (*chat)["stop"] = *s;
-  for (const char* name : {"temperature", "top_p", "top_k", "stream"})
-    if (const Json* f = field(b, name)) (*chat)[name] = *f;
-  names->origin = std::move(origin);
-  names->fields = {{"stop", "stop_sequences"},
-                   {"thinking_token_budget", "thinking.budget_tokens"},
-                   {"chat_template_kwargs", "thinking"}};
+  if (!system.empty())
+    c->messages.insert(c->messages.begin(), message(Role::kSystem, system, "system"));
   return std::nullopt;
+}
+
+std::optional<ApiError> read_tools(const Json& b, ChatRequest* c, MessagesOptions* opt) {
+  static constexpr ToolDialect kTools{"custom", false, "input_schema", true, "server tools",
+                                      "(only client tools: {name, description, input_schema})"};
+  QWEN35_TRY(map_function_tools(b, kTools, &c->tools));
+  const Json* tc = field(b, "tool_choice");
+  if (!tc) return std::nullopt;
+  const char* what =
+      "'tool_choice' must be {\"type\": \"auto\"}, {\"type\": \"any\"}, {\"type\": \"none\"} "
+      "or {\"type\": \"tool\", \"name\": ...}";
+  std::string type;
+  if (!tc->is_object() || get_string(*tc, "type", "tool_choice", &type))
+    return bad("tool_choice", what);
+  using Mode = ToolChoice::Mode;
+  if (type == "auto") {
+    c->tool_choice.mode = Mode::kAuto;
+  } else if (type == "any") {
+    c->tool_choice.mode = Mode::kRequired;
+  } else if (type == "none") {
+    c->tool_choice.mode = Mode::kNone;
+  } else if (type == "tool") {
+    c->tool_choice.mode = Mode::kNamed;
+    QWEN35_TRY(get_string(*tc, "name", "tool_choice", &c->tool_choice.name));
+    if (c->tool_choice.name.empty()) return bad("tool_choice", what);
+  } else {
+    return bad("tool_choice.type", what);
+  }
+  if (const Json* d = field(*tc, "disable_parallel_tool_use")) {
+    if (!d->is_boolean())
+      return bad("tool_choice.disable_parallel_tool_use",
+                 "'tool_choice.disable_parallel_tool_use' must be a boolean");
+    opt->parallel_tool_calls = !d->get<bool>();
+  }
+  return std::nullopt;
+}
+
+// thinking: enabled (with its budget), adaptive (no budget), or disabled, Anthropic's default.
+std::optional<ApiError> read_thinking(const Json& b, ChatRequest* c) {
+  bool enabled = false;
+  if (const Json* t = field(b, "thinking")) {
+    const char* what =
+        "'thinking' must be {\"type\": \"enabled\", \"budget_tokens\": N}, {\"type\": "
+        "\"adaptive\"} or {\"type\": \"disabled\"}";
+    std::string type;
+    if (!t->is_object() || get_string(*t, "type", "thinking", &type)) return bad("thinking", what);
+    if (type == "enabled") {
+      enabled = true;
+      if (field(*t, "budget_tokens")) {
+        int64_t budget = 0;
+        QWEN35_TRY(get_int(*t, "budget_tokens", "thinking.budget_tokens", &budget, 0, INT64_MAX));
+        c->budget = budget;
+      }
+    } else if (type == "adaptive") {
+      enabled = true;  // the model decides how long to think: no budget
+    } else if (type != "disabled") {
+      return bad("thinking.type", what);
+    }
+  }
+  c->template_kwargs = {{"enable_thinking", enabled}};
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_messages_request(const Json& b, bool count_tokens,
+                                               const ModelInfo& mi, CompletionRequest* r,
+                                               MessagesOptions* opt) {
+  if (!b.is_object()) return bad("", "the request body must be a JSON object");
+  for (const char* name : {"container", "mcp_servers"})
+    if (field(b, name)) return bad(name, std::string("'") + name + "' is not supported");
+  QWEN35_TRY(start_request(b, mi, r));
+  if (!count_tokens) {
+    if (!field(b, "max_tokens")) return bad("max_tokens", "'max_tokens' is required");
+    QWEN35_TRY(read_max_tokens(b, "max_tokens", r));
+    QWEN35_TRY(get_bool(b, "stream", &r->stream));
+  }
+  ChatRequest c;
+  c.names.budget = "thinking.budget_tokens";
+  QWEN35_TRY(read_messages(b, &c));
+  QWEN35_TRY(read_tools(b, &c, opt));
+  QWEN35_TRY(read_thinking(b, &c));
+  QWEN35_TRY(read_stop(b, "stop_sequences", r));
+  QWEN35_TRY(read_sampling(b, {"temperature", "top_p", "top_k"}, r));
+  QWEN35_TRY(check_sampling(*r));
+  return finish_chat_request(c, mi, r);
 }
 
 }  // namespace qwen35::server

@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "model/state.h"
+#include "server/chat_request.h"
 #include "server/request_fields.h"
 #include "server/structured.h"
 #include "tokenizer/utf8.h"
@@ -116,198 +117,44 @@ std::optional<ApiError> refuse_unsupported(const Json& b, bool chat, int n) {
   return std::nullopt;
 }
 
-// Fields shared by both endpoints: sampling, lengths, stop, n, stream, debugging extras.
-std::optional<ApiError> parse_common(const Json& b, const ModelInfo& mi, const FieldNames& nm,
-                                     CompletionRequest* r) {
-  if (!b.is_object()) return bad("", "the request body must be a JSON object");
-  QWEN35_TRY(check_model(b, mi));
-  r->model = mi.name;
-  r->sampling = mi.defaults;
-  r->eos_ids = mi.eos_ids;
+// Fields that chat and completions share: sampling, lengths, stop, n, stream, debugging extras.
+}  // namespace
+
+std::optional<ApiError> read_openai_common(const Json& b, const ModelInfo& mi,
+                                           CompletionRequest* r) {
+  QWEN35_TRY(start_request(b, mi, r));
+  QWEN35_TRY(read_sampling(b, {"temperature", "top_p", "top_k", "min_p", "presence_penalty",
+                               "frequency_penalty", "repetition_penalty"},
+                           r));
   auto& s = r->sampling;
-  QWEN35_TRY(get_float(b, "temperature", nm.of("temperature"), &s.temperature));
-  if (s.temperature < 0)
-    return bad(nm.of("temperature"), "'" + nm.of("temperature") + "' must be >= 0");
-  for (auto [key, v] : {std::pair{"top_p", &s.top_p}, {"min_p", &s.min_p},
-                        {"presence_penalty", &s.presence_penalty},
-                        {"frequency_penalty", &s.frequency_penalty},
-                        {"repetition_penalty", &s.repetition_penalty}})
-    QWEN35_TRY(get_float(b, key, nm.of(key), v));
-  int64_t v = 0;
-  if (field(b, "top_k")) {
-    QWEN35_TRY(get_int(b, "top_k", nm.of("top_k"), &v, -1, INT32_MAX));
-    s.top_k = int32_t(v);
-  }
   if (field(b, "seed")) {
     const Json& f = *field(b, "seed");
     if (!f.is_number_integer()) return bad("seed", "'seed' must be an integer");
     s.seed = f.is_number_unsigned() ? f.get<uint64_t>() : uint64_t(f.get<int64_t>());
   }
-  const char* len_name = field(b, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
-  if (field(b, len_name))
-    QWEN35_TRY(get_int(b, len_name, nm.of(len_name), &r->max_tokens, 1, INT64_MAX));
+  QWEN35_TRY(read_max_tokens(
+      b, field(b, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens", r));
+  int64_t v = 0;
   if (field(b, "n")) {
     QWEN35_TRY(get_int(b, "n", &v, 1, 16));
     r->n = int(v);
   }
-  QWEN35_TRY(get_bool(b, "stream", nm.of("stream"), &r->stream));
+  QWEN35_TRY(get_bool(b, "stream", &r->stream));
   if (const Json* so = field(b, "stream_options")) {
     if (!so->is_object()) return bad("stream_options", "'stream_options' must be an object");
     QWEN35_TRY(get_bool(*so, "include_usage", &r->include_usage));
   }
-  if (const Json* st = field(b, "stop")) {
-    const std::string stop = nm.of("stop");
-    const std::string what = "'" + stop + "' must be a string or a list of strings";
-    if (st->is_string()) {
-      r->stops.push_back(st->get<std::string>());
-    } else if (st->is_array()) {
-      for (const auto& x : *st) {
-        if (!x.is_string()) return bad(stop, what);
-        r->stops.push_back(x.get<std::string>());
-      }
-    } else {
-      return bad(stop, what);
-    }
-    for (const auto& x : r->stops)
-      if (x.empty()) return bad(stop, "the strings of '" + stop + "' must not be empty");
-  }
+  QWEN35_TRY(read_stop(b, "stop", r));
   bool ignore_eos = false;
   QWEN35_TRY(get_bool(b, "ignore_eos", &ignore_eos));
   if (ignore_eos) r->eos_ids.clear();
   QWEN35_TRY(get_bool(b, "return_token_ids", &r->return_token_ids));
   QWEN35_TRY(get_bool(b, "skip_special_tokens", &r->skip_special));
   QWEN35_TRY(parse_speculative(b, mi, r));
-  if (auto st = s.validate(); !st.ok()) return bad("", st.message());
+  QWEN35_TRY(check_sampling(*r));
   QWEN35_TRY(refuse_unsupported(b, r->chat, r->n));
   return std::nullopt;
 }
-
-// Content: a string, or a list of {"type": "text", "text": ...} parts (joined).
-std::optional<ApiError> flatten_content(Json* content, size_t i, const FieldNames& nm) {
-  const std::string where = nm.message(i, ".content");
-  if (content->is_string() || content->is_null()) return std::nullopt;
-  if (!content->is_array())
-    return bad(where, "'" + where + "' must be a string or a list of parts");
-  std::string text;
-  for (const auto& part : *content) {
-    if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
-      return bad(where, "each part of '" + where + "' must be an object with a 'type'");
-    if (part["type"] != "text")
-      return bad(where, "content part type '" + part["type"].get<std::string>() +
-                            "' is not supported (text only)");
-    if (!part.contains("text") || !part["text"].is_string())
-      return bad(where, "a text part of '" + where + "' needs a string 'text'");
-    text += part["text"].get<std::string>();
-  }
-  *content = text;
-  return std::nullopt;
-}
-
-std::optional<ApiError> normalize_messages(const Json& b, int max_depth, const FieldNames& nm,
-                                           Json* messages) {
-  const std::string all = nm.of("messages");
-  const Json* m = field(b, "messages");
-  if (!m) return bad(all, "'" + all + "' is required");
-  if (!m->is_array()) return bad(all, "'" + all + "' must be an array");
-  if (m->empty()) return bad(all, "'" + all + "' must not be empty");
-  *messages = Json::array();
-  for (size_t i = 0; i < m->size(); ++i) {
-    Json msg = (*m)[i];
-    const std::string where = nm.message(i);
-    if (!msg.is_object()) return bad(where, "'" + where + "' must be an object");
-    if (!msg.contains("role") || !msg["role"].is_string())
-      return bad(nm.message(i, ".role"), "'" + nm.message(i, ".role") + "' must be a string");
-    std::string role = msg["role"];
-    if (role == "developer") {
-      role = "system";
-      msg["role"] = "system";
-    }
-    if (role != "system" && role != "user" && role != "assistant" && role != "tool")
-      return bad(nm.message(i, ".role"), "unknown role '" + role + "' in " + where +
-                                      " (expected system, developer, user, assistant or tool)");
-    if (!msg.contains("content")) {
-      if (role != "assistant")
-        return bad(nm.message(i, ".content"), "'" + nm.message(i, ".content") + "' is required");
-      msg["content"] = "";
-    }
-    if (msg["content"].is_null()) {
-      if (role != "assistant")
-        return bad(nm.message(i, ".content"), "'" + nm.message(i, ".content") + "' is null");
-      msg["content"] = "";
-    }
-    QWEN35_TRY(flatten_content(&msg["content"], i, nm));
-    if (msg.contains("tool_calls") && !msg["tool_calls"].is_null()) {
-      Json& tc = msg["tool_calls"];
-      const std::string calls = nm.message(i, ".tool_calls");
-      if (!tc.is_array()) return bad(calls, "'" + calls + "' must be an array");
-      for (auto& c : tc) {
-        if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
-          return bad(calls, "each tool call needs a 'function' object");
-        Json& f = c["function"];
-        // OpenAI sends arguments as a JSON string; the template iterates them as a mapping.
-        // The string is client JSON like the body, so it gets the same depth bound.
-        if (f.contains("arguments") && f["arguments"].is_string()) {
-          JsonStatus st;
-          auto parsed = parse_json(f["arguments"].get<std::string>(), max_depth, &st);
-          if (st == JsonStatus::kTooDeep)
-            return bad(calls,
-                       "tool call arguments nest JSON deeper than the "
-                       "limit of " +
-                           std::to_string(max_depth) + " levels");
-          f["arguments"] = parsed.is_object() ? parsed : Json::object();
-        }
-      }
-    }
-    messages->push_back(std::move(msg));
-  }
-  return std::nullopt;
-}
-
-std::optional<ApiError> render_impl(const Json& b, const ModelInfo& mi, bool use_tools,
-                                    const FieldNames& nm, std::string* text) {
-  if (!mi.tmpl)
-    return bad(nm.of("messages"), "the model has no chat template; use /v1/completions");
-  Json messages;
-  QWEN35_TRY(normalize_messages(b, mi.max_json_depth, nm, &messages));
-  Json tools = nullptr;
-  if (use_tools) {
-    if (const Json* t = field(b, "tools")) {
-      if (!t->is_array()) return bad(nm.of("tools"), "'" + nm.of("tools") + "' must be an array");
-      for (const auto& x : *t)
-        if (!x.is_object() || !x.contains("function") || !x["function"].is_object() ||
-            !x["function"].contains("name") || !x["function"]["name"].is_string())
-          return bad(nm.of("tools"),
-                     "each tool must be {\"type\": \"function\", \"function\": {\"name\": ...}}");
-      if (!t->empty()) tools = *t;
-    }
-  }
-  Json kwargs = Json::object();
-  if (const Json* k = field(b, "chat_template_kwargs")) {
-    const std::string kw = nm.of("chat_template_kwargs");
-    if (!k->is_object()) return bad(kw, "'" + kw + "' must be an object");
-    // The template variables the server fills from validated fields: a kwarg of the same name
-    // would replace them (issue 14: image parts smuggled in through "messages").
-    for (const char* key : {"messages", "tools", "documents", "add_generation_prompt"})
-      if (k->contains(key))
-        return bad(kw, "'" + kw + "' must not set '" + key +
-                       "': the server sets it from the request's validated fields");
-    kwargs = *k;
-  }
-  bool add_gen = true;
-  QWEN35_TRY(get_bool(b, "add_generation_prompt", nm.of("add_generation_prompt"), &add_gen));
-  bool over_limit = false;
-  auto r = mi.tmpl->render(messages, tools, add_gen, kwargs, &over_limit);
-  if (r.ok()) {
-    *text = std::move(*r);
-    return std::nullopt;
-  }
-  if (!over_limit) return bad(nm.of("messages"), "chat template: " + r.message());
-  // A template that runs past its work bounds (an endless loop, a runaway string) is the
-  // server's template misbehaving, not a malformed request: 500, as for any server fault.
-  return api_error(ErrorKind::kServer, "the chat template failed: " + r.message());
-}
-
-}  // namespace
 
 std::optional<ApiError> parse_request_body(std::string_view body, const ModelInfo& mi, Json* out) {
   if (tokenizer::utf8_valid_prefix(body) != body.size())
@@ -364,91 +211,72 @@ std::optional<ApiError> check_model(const Json& b, const ModelInfo& mi) {
   return std::nullopt;
 }
 
-std::optional<ApiError> render_messages(const Json& b, const ModelInfo& mi, std::string* text) {
-  if (!b.is_object()) return bad("", "the request body must be a JSON object");
-  return render_impl(b, mi, true, FieldNames{}, text);
-}
-
-namespace {
-
-// Where other conversations' prompts are likely to part from this one: after the leading
-// system messages and the tools, which agents and chat clients resend unchanged. The prefix
-// cache takes a snapshot at the last 64-token boundary below it. Empty when there is no such
-// part, or its rendering shares under 64 tokens with the prompt.
-std::vector<int64_t> shared_prefix_hint(const Json& b, const ModelInfo& mi, bool use_tools,
-                                        const std::vector<int32_t>& ids) {
-  const Json* msgs = field(b, "messages");
-  if (!msgs || !msgs->is_array()) return {};
-  Json head = Json::array();
-  for (const auto& m : *msgs) {
-    if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) break;
-    const std::string role = m["role"];
-    if (role != "system" && role != "developer") break;
-    head.push_back(m);
-  }
-  if (head.empty() && !(use_tools && field(b, "tools"))) return {};
-  // Templates may insist on a user message (Qwen3.5's does): an empty one, which parts from any
-  // real one right after its role header.
-  Json part = b;
-  head.push_back({{"role", "user"}, {"content", ""}});
-  part["messages"] = head;
-  part["add_generation_prompt"] = false;
-  std::string text;
-  if (render_impl(part, mi, use_tools, FieldNames{}, &text)) return {};
-  auto head_ids = mi.tok->encode(text);
-  if (!head_ids.ok()) return {};
-  size_t n = 0;
-  while (n < head_ids->size() && n < ids.size() && (*head_ids)[n] == ids[n]) ++n;
-  if (n < 64) return {};
-  return {int64_t(n)};
-}
-
-
-// The reasoning budget: "thinking_token_budget" (vLLM's name) caps the tokens sampled inside
-// the thinking block, after which </think> is forced and the answer follows; "reasoning_effort"
-// (OpenAI's, chat only) "none" turns thinking off (enable_thinking false in the template),
-// "minimal" is 128 tokens, "low" 1024, "medium" 4096, "high" and "xhigh" no cap. An explicit
-// thinking_token_budget wins over the effort's, and either over the server's default for chat
-// (--reasoning-budget). *body is the request to render (b, or a copy with enable_thinking set).
-std::optional<ApiError> parse_reasoning_budget(const Json& b, bool chat, const ModelInfo& mi,
-                                               const FieldNames& nm, Json* body, int64_t* budget) {
-  *budget = chat ? mi.reasoning_budget : -1;
-  if (const Json* e = field(b, "reasoning_effort"); e && chat) {
-    static const std::pair<const char*, int64_t> kEfforts[] = {
-        {"none", -1}, {"minimal", 128}, {"low", 1024}, {"medium", 4096}, {"high", -1}, {"xhigh", -1}};
-    const auto* it = std::find_if(std::begin(kEfforts), std::end(kEfforts),
-                                  [&](const auto& x) { return e->is_string() && *e == x.first; });
-    const std::string effort = nm.of("reasoning_effort");
-    if (it == std::end(kEfforts))
-      return bad(effort, "'" + effort +
-                             "' must be \"none\", \"minimal\", \"low\", \"medium\", \"high\" "
-                             "or \"xhigh\"");
-    *budget = it->second;
-    if (std::string_view(it->first) == "none") {
-      const Json* k = field(b, "chat_template_kwargs");
-      if (k && k->is_object() && k->contains("enable_thinking") && (*k)["enable_thinking"] != false)
-        return bad(effort, "'" + effort + "': \"none\" turns thinking off, but " +
-                               nm.of("chat_template_kwargs") + ".enable_thinking asks for it");
-      if (!k || k->is_object()) {
-        *body = b;
-        (*body)["chat_template_kwargs"]["enable_thinking"] = false;
-      }
-    }
-  }
-  if (field(b, "thinking_token_budget"))
-    QWEN35_TRY(get_int(b, "thinking_token_budget", nm.of("thinking_token_budget"), budget, 0,
-                       INT64_MAX));
+std::optional<ApiError> start_request(const Json& b, const ModelInfo& mi, CompletionRequest* r) {
+  QWEN35_TRY(check_model(b, mi));
+  r->model = mi.name;
+  r->sampling = mi.defaults;
+  r->eos_ids = mi.eos_ids;
   return std::nullopt;
 }
 
-// Sets the sampler's reasoning budget: the thinking block is open from the start when the
-// prompt (its last non-blank text) opened it.
+std::optional<ApiError> read_sampling(const Json& b, std::initializer_list<const char*> keys,
+                                      CompletionRequest* r) {
+  auto& s = r->sampling;
+  const std::pair<const char*, float*> floats[] = {
+      {"temperature", &s.temperature},           {"top_p", &s.top_p},
+      {"min_p", &s.min_p},                       {"presence_penalty", &s.presence_penalty},
+      {"frequency_penalty", &s.frequency_penalty}, {"repetition_penalty", &s.repetition_penalty}};
+  for (const char* key : keys) {
+    const std::string_view k = key;
+    if (k == "top_k") {
+      int64_t v = 0;
+      if (!field(b, "top_k")) continue;
+      QWEN35_TRY(get_int(b, "top_k", &v, -1, INT32_MAX));
+      s.top_k = int32_t(v);
+      continue;
+    }
+    for (const auto& [name, dst] : floats)
+      if (k == name) QWEN35_TRY(get_float(b, name, dst));
+  }
+  if (s.temperature < 0) return bad("temperature", "'temperature' must be >= 0");
+  return std::nullopt;
+}
+
+std::optional<ApiError> read_max_tokens(const Json& b, const char* key, CompletionRequest* r) {
+  if (!field(b, key)) return std::nullopt;
+  return get_int(b, key, &r->max_tokens, 1, INT64_MAX);
+}
+
+std::optional<ApiError> read_stop(const Json& b, const char* key, CompletionRequest* r) {
+  const Json* st = field(b, key);
+  if (!st) return std::nullopt;
+  const std::string stop = key;
+  const std::string what = "'" + stop + "' must be a string or a list of strings";
+  if (st->is_string()) {
+    r->stops.push_back(st->get<std::string>());
+  } else if (st->is_array()) {
+    for (const auto& x : *st) {
+      if (!x.is_string()) return bad(stop, what);
+      r->stops.push_back(x.get<std::string>());
+    }
+  } else {
+    return bad(stop, what);
+  }
+  for (const auto& x : r->stops)
+    if (x.empty()) return bad(stop, "the strings of '" + stop + "' must not be empty");
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_sampling(const CompletionRequest& r) {
+  if (auto st = r.sampling.validate(); !st.ok()) return bad("", st.message());
+  return std::nullopt;
+}
+
 std::optional<ApiError> set_reasoning_budget(int64_t budget, bool open, const ModelInfo& mi,
-                                             const FieldNames& nm, CompletionRequest* r) {
+                                             const std::string& param, CompletionRequest* r) {
   if (budget < 0) return std::nullopt;
   const int32_t end_id = mi.tok->token_to_id("</think>");
-  if (end_id < 0)
-    return bad(nm.of("thinking_token_budget"), "this model's vocabulary has no </think> token");
+  if (end_id < 0) return bad(param, "this model's vocabulary has no </think> token");
   r->sampling.reasoning_budget = budget;
   r->sampling.think_end = end_id;
   r->sampling.think_start = mi.tok->token_to_id("<think>");
@@ -462,67 +290,9 @@ bool opens_thinking(const std::string& text) {
   return end >= 7 && text.compare(end - 7, 7, "<think>") == 0;
 }
 
-}  // namespace
-
-std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
-                                           CompletionRequest* r, const FieldNames& nm) {
-  r->chat = true;
-  r->prompt_param = nm.of("messages");
-  QWEN35_TRY(parse_common(b, mi, nm, r));
-  bool logprobs = false;
-  QWEN35_TRY(get_bool(b, "logprobs", &logprobs));
-  int64_t top = 0;
-  QWEN35_TRY(get_int(b, "top_logprobs", &top, 0, 20));
-  if (field(b, "top_logprobs") && !logprobs)
-    return bad("top_logprobs", "'top_logprobs' needs 'logprobs': true");
-  r->sampling.logprobs = logprobs ? int32_t(top) : -1;
-  // tool_choice: "auto", "none", "required" (one or more calls of any tool) or
-  // {"type": "function", "function": {"name": N}} (one call of N); the forced ones are grammars.
-  std::string tool_choice = "auto", forced_tool;
-  if (const Json* tc = field(b, "tool_choice")) {
-    const std::string param = nm.of("tool_choice");
-    const std::string what = "'" + param +
-                             "' must be \"auto\", \"none\", \"required\" or {\"type\": "
-                             "\"function\", \"function\": {\"name\": ...}}";
-    if (tc->is_string()) {
-      tool_choice = tc->get<std::string>();
-      if (tool_choice != "auto" && tool_choice != "none" && tool_choice != "required")
-        return bad(param, what);
-    } else if (tc->is_object() && has_type(*tc, "function") && tc->contains("function") &&
-               (*tc)["function"].is_object() && (*tc)["function"].contains("name") &&
-               (*tc)["function"]["name"].is_string()) {
-      forced_tool = (*tc)["function"]["name"].get<std::string>();
-      if (forced_tool.empty()) return bad(param, what);
-    } else {
-      return bad(param, what);
-    }
-  }
-  const bool use_tools = tool_choice != "none";
-  Json adjusted;
-  int64_t budget = -1;
-  QWEN35_TRY(parse_reasoning_budget(b, true, mi, nm, &adjusted, &budget));
-  const Json& body = adjusted.is_null() ? b : adjusted;
-  std::string text;
-  QWEN35_TRY(render_impl(body, mi, use_tools, nm, &text));
-  if (use_tools && field(b, "tools") && !field(b, "tools")->empty()) {
-    r->parse_tools = true;
-    r->tools = *field(b, "tools");
-  }
-  // Qwen3.5's generation prompt opens <think> unless thinking is off: the answer starts inside.
-  r->in_reasoning = opens_thinking(text);
-  QWEN35_TRY(set_reasoning_budget(budget, r->in_reasoning, mi, nm, r));
-  QWEN35_TRY(set_structured_output(b, mi, forced_tool, tool_choice == "required", nm, r));
-  auto ids = mi.tok->encode(text);
-  if (!ids.ok()) return bad(nm.of("messages"), ids.message());
-  r->batch = {{std::move(*ids), ""}};
-  r->snapshot_hints = shared_prefix_hint(body, mi, use_tools, r->batch[0].ids);
-  return std::nullopt;
-}
-
 std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo& mi,
                                                  CompletionRequest* r) {
-  const FieldNames nm;  // completions has no other API on top of it
-  QWEN35_TRY(parse_common(b, mi, nm, r));
+  QWEN35_TRY(read_openai_common(b, mi, r));
   const Json* p = field(b, "prompt");
   if (!p) return bad("prompt", "'prompt' is required");
   // One prompt: a string or a list of token ids. A batch: a list of those (strings or id lists).
@@ -567,41 +337,31 @@ std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo&
   r->sampling.logprobs = int32_t(lp);
   // A budget applies to prompts that end inside an open <think> (per prompt: the sampler
   // parameters are shared, so a batch must agree).
-  Json unused;
   int64_t budget = -1;
-  QWEN35_TRY(parse_reasoning_budget(b, false, mi, nm, &unused, &budget));
+  QWEN35_TRY(get_int(b, "thinking_token_budget", &budget, 0, INT64_MAX));
   if (budget >= 0) {
     const bool open = opens_thinking(r->batch[0].text);
     for (const auto& q : r->batch)
       if (opens_thinking(q.text) != open)
         return bad("thinking_token_budget",
                    "a batch of prompts with a reasoning budget must all end inside <think>, or none");
-    QWEN35_TRY(set_reasoning_budget(budget, open, mi, nm, r));
+    QWEN35_TRY(set_reasoning_budget(budget, open, mi, "thinking_token_budget", r));
   }
-  if (field(b, "response_format")) {
+  OutputFormat format;
+  QWEN35_TRY(read_response_format(b, &format));
+  if (format.kind != OutputFormat::Kind::kText) {
     // The grammar starts after the thinking block when the prompts open one (a batch agrees).
     r->in_reasoning = opens_thinking(r->batch[0].text);
     for (const auto& q : r->batch)
       if (opens_thinking(q.text) != r->in_reasoning)
         return bad("response_format",
                    "a batch of prompts with a response_format must all end inside <think>, or none");
-    QWEN35_TRY(set_structured_output(b, mi, "", false, nm, r));
+    QWEN35_TRY(set_structured_output(format, ToolChoice{}, ChatNames{}, mi, r));
   }
   QWEN35_TRY(get_bool(b, "echo", &r->echo));
   if (r->echo && lp >= 0) r->prompt_logprobs = int32_t(lp);
   r->parse_reasoning = false;
   return std::nullopt;
-}
-
-std::string FieldNames::of(const std::string& chat) const {
-  for (const auto& [from, to] : fields)
-    if (from == chat) return to;
-  return chat;
-}
-
-std::string FieldNames::message(size_t i, const std::string& sub) const {
-  if (i < origin.size()) return origin[i];
-  return "messages[" + std::to_string(i) + "]" + sub;
 }
 
 }  // namespace qwen35::server

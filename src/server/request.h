@@ -3,6 +3,7 @@
 // or asserts on client input.
 #pragma once
 
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -48,22 +49,6 @@ std::optional<ApiError> get_token_id(const Json& x, const tokenizer::Tokenizer& 
 std::optional<ApiError> parse_detokenize(const Json& body, const ModelInfo& mi,
                                          std::vector<int32_t>* ids);
 
-// How the client's API names what the chat parser reads. Responses and Messages requests are
-// read by the chat parser too, as the chat body they map onto; an error names its field by
-// asking here, where it arises: of("max_tokens") is "max_output_tokens" for a Responses request.
-// Lookups are exact (a path the table does not list is the API's own, as in chat).
-struct FieldNames {
-  std::vector<std::pair<std::string, std::string>> fields;  // chat path -> the API's path
-  // For each chat message index, the API's path of what it came from ("input[3]"); empty for
-  // chat, whose messages are the client's own.
-  std::vector<std::string> origin;
-
-  std::string of(const std::string& chat) const;
-  // Message i's sub-path `sub` (".content"): the item it came from when the message was mapped
-  // from another API (the item as a whole), else "messages[i]" + sub.
-  std::string message(size_t i, const std::string& sub = "") const;
-};
-
 struct CompletionRequest {
   bool chat = false;
   std::string model;
@@ -98,11 +83,40 @@ struct CompletionRequest {
   std::string prompt_param = "prompt";
 };
 
-// names: the API's terms for the fields of `body` (identity for chat itself).
+// POST /v1/chat/completions (chat_body.cc) and /v1/completions. The Responses and Messages
+// APIs have their own parsers (responses.h, messages.h); all three chat-like ones read into a
+// ChatRequest (chat_request.h).
 std::optional<ApiError> parse_chat_request(const Json& body, const ModelInfo& mi,
-                                           CompletionRequest* out, const FieldNames& names = {});
+                                           CompletionRequest* out);
 std::optional<ApiError> parse_completion_request(const Json& body, const ModelInfo& mi,
                                                  CompletionRequest* out);
+
+// The building blocks each API's parser composes, every field read under the name the API
+// gives it (`key`), which its errors name.
+// The start of every request: the "model" check, the served name, the sampling defaults
+// (generation_config.json) and the end tokens.
+std::optional<ApiError> start_request(const Json& body, const ModelInfo& mi,
+                                      CompletionRequest* r);
+// The fields OpenAI's chat and completions share (start_request, sampling, lengths, stop, n,
+// stream, the extras); fields they do not implement are refused by name.
+std::optional<ApiError> read_openai_common(const Json& body, const ModelInfo& mi,
+                                           CompletionRequest* r);
+// Sampling fields that every API names alike: any of temperature, top_p, top_k, min_p,
+// presence_penalty, frequency_penalty, repetition_penalty.
+std::optional<ApiError> read_sampling(const Json& body, std::initializer_list<const char*> keys,
+                                      CompletionRequest* r);
+// The answer's length cap (max_tokens, max_completion_tokens, max_output_tokens).
+std::optional<ApiError> read_max_tokens(const Json& body, const char* key, CompletionRequest* r);
+// Stop strings: a string or a list of non-empty strings (stop, stop_sequences).
+std::optional<ApiError> read_stop(const Json& body, const char* key, CompletionRequest* r);
+// After every sampling field is read: the combination is valid.
+std::optional<ApiError> check_sampling(const CompletionRequest& r);
+// Sets the sampler's reasoning budget (budget < 0: none); `open`: the prompt ends inside
+// <think>. `param` names what set the budget.
+std::optional<ApiError> set_reasoning_budget(int64_t budget, bool open, const ModelInfo& mi,
+                                             const std::string& param, CompletionRequest* r);
+// Whether a rendered prompt ends inside an open <think> (its last non-blank text).
+bool opens_thinking(const std::string& text);
 
 // Renders `messages` (validated) through the chat template: for /apply-template and /tokenize.
 std::optional<ApiError> render_messages(const Json& body, const ModelInfo& mi, std::string* text);

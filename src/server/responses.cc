@@ -227,11 +227,8 @@ void handle_responses(Context& ctx, const Json& body, std::shared_ptr<Responder>
   const char* endpoint = "/v1/responses";
   auto fmt = std::make_unique<ResponsesFormatter>();
   auto fail = [&](const ApiError& e) { fail_request(ctx, endpoint, *fmt, e, *r); };
-  Json chat;
-  FieldNames names;
-  if (auto e = responses_to_chat(body, &chat, &fmt->opt, &names)) return fail(*e);
   auto job = std::make_shared<Job>();
-  if (auto e = parse_chat_request(chat, ctx.mi, &job->req, names)) return fail(*e);
+  if (auto e = parse_responses_request(body, ctx.mi, &job->req, &fmt->opt)) return fail(*e);
   fmt->start(job->req);
   job->ctx = &ctx;
   job->fmt = std::move(fmt);

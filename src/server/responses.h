@@ -1,6 +1,5 @@
-// POST /v1/responses, the OpenAI Responses API (what Codex CLI speaks), on top of the chat path:
-// a request is translated into the equivalent chat-completions body (responses_request.cc),
-// parsed by parse_chat_request like any chat request, run by the shared driver
+// POST /v1/responses, the OpenAI Responses API (what Codex CLI speaks): a request is read into
+// the chat-like ChatRequest (responses_request.cc, chat_request.h), run by the shared driver
 // (generation.h), and answered as a Response object or its SSE events (responses.cc).
 //
 // Stateless: previous_response_id, conversation and item references are refused (a client
@@ -28,14 +27,12 @@ struct ResponsesOptions {
   bool parallel_tool_calls = true;
 };
 
-// A Responses request body -> the equivalent chat-completions body (*chat), the fields to echo
-// (*opt), and the Responses names of the chat fields (*names), which parse_chat_request names
-// its errors by. Errors here name the Responses fields.
-std::optional<ApiError> responses_to_chat(const Json& body, Json* chat, ResponsesOptions* opt,
-                                          FieldNames* names);
+// A Responses request body -> the generation request *r (read into a ChatRequest,
+// chat_request.h) and the fields to echo (*opt). Errors name the Responses fields.
+std::optional<ApiError> parse_responses_request(const Json& body, const ModelInfo& mi,
+                                                CompletionRequest* r, ResponsesOptions* opt);
 
-// The formatter of a Responses answer to `req` (parsed from the chat body responses_to_chat
-// made): the Response object, its SSE events, errors in OpenAI's format.
+// The formatter of a Responses answer to `req` (parsed by parse_responses_request): the Response object, its SSE events, errors in OpenAI's format.
 std::unique_ptr<Formatter> make_responses_formatter(ResponsesOptions opt,
                                                     const CompletionRequest& req);
 

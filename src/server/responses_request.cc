@@ -1,23 +1,23 @@
-// Responses request -> chat-completions body (responses.h). The mapping:
+// Responses request -> ChatRequest -> CompletionRequest (responses.h). The reading:
 //   instructions + leading system/developer items   one system message (Qwen3.5's template takes
 //                                                   a system message first only; a later one
 //                                                   becomes a user message, so that a client's
 //                                                   mid-conversation instruction still reaches
 //                                                   the model)
 //   message items (user / assistant)                 messages, text parts joined
-//   function_call items                              tool_calls of the assistant message they
+//   function_call items                              tool calls of the assistant message they
 //                                                   follow (or of a new one)
-//   function_call_output items                       role "tool" messages
-//   reasoning items                                  reasoning_content of the next assistant turn
-//   tools [{type: function, name, ...}]              [{type: function, function: {...}}]
-//   tool_choice {type: function, name}               {type: function, function: {name}}
-//   max_output_tokens, text.format, reasoning.effort max_tokens, response_format,
-//                                                   reasoning_effort
+//   function_call_output items                       tool messages
+//   reasoning items                                  the reasoning of the next assistant turn
+//   tools [{type: function, name, ...}]              the template's function tools
+//   tool_choice, text.format, reasoning.effort       the typed tool choice, output format, budget
+//   max_output_tokens, temperature, top_p, stream    read as chat reads its own
 //   parallel_tool_calls false                        kept here: the answer keeps the first call
-// Everything else the chat path validates (and refuses) itself, naming the fields in Responses
-// terms (FieldNames, request.h).
+// Every error names the Responses field.
 #include <string>
+#include <utility>
 
+#include "server/chat_request.h"
 #include "server/request_fields.h"
 #include "server/responses.h"
 
@@ -52,136 +52,175 @@ std::optional<ApiError> content_text(const Json& c, const std::string& where, st
   return std::nullopt;
 }
 
-// Items -> chat messages; origin[i] names the item message i came from.
-std::optional<ApiError> map_items(const Json& input, std::string* system,
-                                  std::string* system_origin, Json* messages,
-                                  std::vector<std::string>* origin) {
-  bool leading = true;  // still in the leading system/developer items
-  std::string reasoning;
-  bool has_reasoning = false;
-  auto take_reasoning = [&](Json* msg) {
-    if (has_reasoning) (*msg)["reasoning_content"] = reasoning;
-    has_reasoning = false;
-    reasoning.clear();
-  };
-  for (size_t j = 0; j < input.size(); ++j) {
+// The input items, read in order into the conversation. Leading system/developer items and the
+// instructions become the one first system message; reasoning items wait for the assistant
+// turn they precede.
+class ItemReader {
+ public:
+  ItemReader(int max_depth, ChatRequest* c) : max_depth_(max_depth), c_(c) {}
+
+  std::optional<ApiError> instructions(const Json& ins) {
+    if (!ins.is_string()) return bad("instructions", "'instructions' must be a string");
+    system_ = ins.get<std::string>();
+    system_origin_ = "instructions";
+    return std::nullopt;
+  }
+
+  std::optional<ApiError> input(const Json& input) {
+    if (input.is_string()) {
+      push(ChatMessage::Role::kUser, input.get<std::string>(), "input");
+      return std::nullopt;
+    }
+    if (!input.is_array()) return bad("input", "'input' must be a string or a list of items");
+    for (size_t j = 0; j < input.size(); ++j) QWEN35_TRY(item(input[j], j));
+    return std::nullopt;
+  }
+
+  // The system message goes first, once every item is read.
+  void finish() {
+    if (system_.empty()) return;
+    ChatMessage m;
+    m.role = ChatMessage::Role::kSystem;
+    m.content = system_;
+    m.origin = system_origin_;
+    c_->messages.insert(c_->messages.begin(), std::move(m));
+  }
+
+ private:
+  std::optional<ApiError> item(const Json& item, size_t j) {
     const std::string where = "input[" + std::to_string(j) + "]";
-    const Json& item = input[j];
     if (!item.is_object()) return bad(where, "'" + where + "' must be an object");
     std::string type = "message";  // a message item may leave out its type
     if (const Json* t = field(item, "type")) {
       if (!t->is_string()) return bad(where + ".type", "'" + where + ".type' must be a string");
       type = t->get<std::string>();
     }
-    if (type == "message") {
-      std::string role, text;
-      QWEN35_TRY(get_string(item, "role", where, &role));
-      if (role != "user" && role != "assistant" && role != "system" && role != "developer")
-        return bad(where + ".role", "unknown role '" + role + "' in '" + where +
-                                        "' (expected user, assistant, system or developer)");
-      const Json* c = field(item, "content");
-      if (!c) return bad(where + ".content", "'" + where + ".content' is required");
-      QWEN35_TRY(content_text(*c, where + ".content", &text));
-      if (role == "system" || role == "developer") {
-        if (leading) {
-          if (system_origin->empty()) *system_origin = where;
-          if (!system->empty() && !text.empty()) *system += "\n\n";
-          *system += text;
-          continue;
-        }
-        role = "user";
-      }
-      leading = false;
-      Json msg = {{"role", role}, {"content", text}};
-      if (role == "assistant") take_reasoning(&msg);
-      messages->push_back(std::move(msg));
-      origin->push_back(where);
-    } else if (type == "function_call") {
-      leading = false;
-      std::string call_id, name, arguments;
-      QWEN35_TRY(get_string(item, "call_id", where, &call_id));
-      QWEN35_TRY(get_string(item, "name", where, &name));
-      QWEN35_TRY(get_string(item, "arguments", where, &arguments));
-      Json call = {{"id", call_id},
-                   {"type", "function"},
-                   {"function", {{"name", name}, {"arguments", arguments}}}};
-      // Calls that follow an assistant turn (its text, or earlier calls) belong to it: that is
-      // how the model wrote them, so the rendered history matches what it generated.
-      if (!messages->empty() && messages->back()["role"] == "assistant" && !has_reasoning) {
-        (*messages).back()["tool_calls"].push_back(std::move(call));
-      } else {
-        Json msg = {{"role", "assistant"}, {"content", ""}, {"tool_calls", Json::array({call})}};
-        take_reasoning(&msg);
-        messages->push_back(std::move(msg));
-        origin->push_back(where);
-      }
-    } else if (type == "function_call_output") {
-      leading = false;
-      std::string call_id, text;
-      QWEN35_TRY(get_string(item, "call_id", where, &call_id));
-      const Json* out = field(item, "output");
-      if (!out) return bad(where + ".output", "'" + where + ".output' is required");
-      QWEN35_TRY(content_text(*out, where + ".output", &text));
-      messages->push_back({{"role", "tool"}, {"tool_call_id", call_id}, {"content", text}});
-      origin->push_back(where);
-    } else if (type == "reasoning") {
-      leading = false;
-      // The summary (what this server sends) or the raw reasoning content, as text.
-      std::string text;
-      for (const char* key : {"summary", "content"}) {
-        const Json* parts = field(item, key);
-        if (!parts) continue;
-        if (!parts->is_array())
-          return bad(where + "." + key, "'" + where + "." + key + "' must be a list of parts");
-        for (size_t k = 0; k < parts->size(); ++k) {
-          const std::string w = where + "." + key + "[" + std::to_string(k) + "]";
-          std::string t;
-          if (!(*parts)[k].is_object()) return bad(w, "'" + w + "' must be an object");
-          QWEN35_TRY(get_string((*parts)[k], "text", w, &t));
-          if (!text.empty() && !t.empty()) text += "\n\n";
-          text += t;
-        }
-        if (!parts->empty()) break;
-      }
-      reasoning += text;
-      has_reasoning = true;
-    } else if (type == "item_reference") {
+    if (type == "message") return message(item, where);
+    leading_ = false;
+    if (type == "function_call") return function_call(item, where);
+    if (type == "function_call_output") return function_call_output(item, where);
+    if (type == "reasoning") return reasoning(item, where);
+    if (type == "item_reference")
       return bad(where, "'" + where +
                             "': item references need stored responses, and this server is "
                             "stateless; send the items themselves");
-    } else {
-      return bad(where + ".type", "input item type '" + type + "' in '" + where +
-                                      "' is not supported (message, function_call, "
-                                      "function_call_output, reasoning)");
-    }
+    return bad(where + ".type", "input item type '" + type + "' in '" + where +
+                                    "' is not supported (message, function_call, "
+                                    "function_call_output, reasoning)");
   }
-  return std::nullopt;
-}
 
-std::optional<ApiError> map_tools(const Json& b, Json* chat, ResponsesOptions* opt) {
+  std::optional<ApiError> message(const Json& item, const std::string& where) {
+    std::string role, text;
+    QWEN35_TRY(get_string(item, "role", where, &role));
+    if (role != "user" && role != "assistant" && role != "system" && role != "developer")
+      return bad(where + ".role", "unknown role '" + role + "' in '" + where +
+                                      "' (expected user, assistant, system or developer)");
+    const Json* c = field(item, "content");
+    if (!c) return bad(where + ".content", "'" + where + ".content' is required");
+    QWEN35_TRY(content_text(*c, where + ".content", &text));
+    if (role == "system" || role == "developer") {
+      if (leading_) {
+        if (system_origin_.empty()) system_origin_ = where;
+        if (!system_.empty() && !text.empty()) system_ += "\n\n";
+        system_ += text;
+        return std::nullopt;
+      }
+      role = "user";  // a later instruction still reaches the model
+    }
+    leading_ = false;
+    push(role == "user" ? ChatMessage::Role::kUser : ChatMessage::Role::kAssistant, text, where);
+    return std::nullopt;
+  }
+
+  std::optional<ApiError> function_call(const Json& item, const std::string& where) {
+    ChatToolCall call;
+    std::string arguments;
+    QWEN35_TRY(get_string(item, "call_id", where, &call.id));
+    QWEN35_TRY(get_string(item, "name", where, &call.name));
+    QWEN35_TRY(get_string(item, "arguments", where, &arguments));
+    QWEN35_TRY(parse_call_arguments(arguments, max_depth_, where, &call.arguments));
+    // Calls that follow an assistant turn (its text, or earlier calls) belong to it: that is
+    // how the model wrote them, so the rendered history matches what it generated.
+    auto& msgs = c_->messages;
+    if (msgs.empty() || msgs.back().role != ChatMessage::Role::kAssistant || reasoning_)
+      push(ChatMessage::Role::kAssistant, "", where);
+    msgs.back().tool_calls.push_back(std::move(call));
+    return std::nullopt;
+  }
+
+  std::optional<ApiError> function_call_output(const Json& item, const std::string& where) {
+    std::string call_id, text;
+    QWEN35_TRY(get_string(item, "call_id", where, &call_id));
+    const Json* out = field(item, "output");
+    if (!out) return bad(where + ".output", "'" + where + ".output' is required");
+    QWEN35_TRY(content_text(*out, where + ".output", &text));
+    push(ChatMessage::Role::kTool, text, where);
+    c_->messages.back().tool_call_id = call_id;
+    return std::nullopt;
+  }
+
+  // The summary (what this server sends) or the raw reasoning content, as text.
+  std::optional<ApiError> reasoning(const Json& item, const std::string& where) {
+    std::string text;
+    for (const char* key : {"summary", "content"}) {
+      const Json* parts = field(item, key);
+      if (!parts) continue;
+      if (!parts->is_array())
+        return bad(where + "." + key, "'" + where + "." + key + "' must be a list of parts");
+      for (size_t k = 0; k < parts->size(); ++k) {
+        const std::string w = where + "." + key + "[" + std::to_string(k) + "]";
+        std::string t;
+        if (!(*parts)[k].is_object()) return bad(w, "'" + w + "' must be an object");
+        QWEN35_TRY(get_string((*parts)[k], "text", w, &t));
+        if (!text.empty() && !t.empty()) text += "\n\n";
+        text += t;
+      }
+      if (!parts->empty()) break;
+    }
+    reasoning_ = reasoning_.value_or("") + text;
+    return std::nullopt;
+  }
+
+  // A new message; an assistant's takes the reasoning items read since the last one.
+  void push(ChatMessage::Role role, std::string content, const std::string& where) {
+    ChatMessage m;
+    m.role = role;
+    m.content = std::move(content);
+    m.origin = where;
+    if (role == ChatMessage::Role::kAssistant) m.reasoning = std::exchange(reasoning_, std::nullopt);
+    c_->messages.push_back(std::move(m));
+  }
+
+  int max_depth_;
+  ChatRequest* c_;
+  std::string system_, system_origin_;
+  bool leading_ = true;  // still in the leading system/developer items
+  std::optional<std::string> reasoning_;
+};
+
+std::optional<ApiError> read_tools(const Json& b, ChatRequest* c, ResponsesOptions* opt) {
   static constexpr ToolDialect kTools{"function", true, "parameters", false, "built-in tools",
                                       "(only tools of type \"function\")"};
-  Json tools;
-  QWEN35_TRY(map_function_tools(b, kTools, &tools));
+  QWEN35_TRY(map_function_tools(b, kTools, &c->tools));
   if (const Json* t = field(b, "tools")) opt->tools = *t;
-  if (!tools.empty()) (*chat)["tools"] = std::move(tools);
   if (const Json* tc = field(b, "tool_choice")) {
     opt->tool_choice = *tc;
+    const char* what =
+        "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
+        "\"name\": ...}";
+    using Mode = ToolChoice::Mode;
     if (tc->is_string()) {
-      if (*tc != "auto" && *tc != "none" && *tc != "required")
-        return bad("tool_choice",
-                   "'tool_choice' must be \"auto\", \"none\", \"required\" or "
-                   "{\"type\": \"function\", \"name\": ...}");
-      (*chat)["tool_choice"] = *tc;
+      if (*tc == "auto") c->tool_choice.mode = Mode::kAuto;
+      else if (*tc == "none") c->tool_choice.mode = Mode::kNone;
+      else if (*tc == "required") c->tool_choice.mode = Mode::kRequired;
+      else return bad("tool_choice", what);
     } else if (tc->is_object() && field(*tc, "type") && (*tc)["type"] == "function") {
-      std::string name;
-      QWEN35_TRY(get_string(*tc, "name", "tool_choice", &name));
-      (*chat)["tool_choice"] = {{"type", "function"}, {"function", {{"name", name}}}};
+      c->tool_choice.mode = Mode::kNamed;
+      QWEN35_TRY(get_string(*tc, "name", "tool_choice", &c->tool_choice.name));
+      if (c->tool_choice.name.empty()) return bad("tool_choice", what);
     } else {
-      return bad("tool_choice",
-                 "'tool_choice' must be \"auto\", \"none\", \"required\" or "
-                 "{\"type\": \"function\", \"name\": ...} (built-in tools and "
-                 "allowed_tools are not supported)");
+      return bad("tool_choice", std::string(what) +
+                                    " (built-in tools and allowed_tools are not supported)");
     }
   }
   if (const Json* p = field(b, "parallel_tool_calls")) {
@@ -192,7 +231,9 @@ std::optional<ApiError> map_tools(const Json& b, Json* chat, ResponsesOptions* o
   return std::nullopt;
 }
 
-std::optional<ApiError> map_text(const Json& b, Json* chat, ResponsesOptions* opt) {
+// text.format: {"type": "text" | "json_object"} or {"type": "json_schema", "name", "schema",
+// "strict", "description"} (flat: the schema sits beside the type).
+std::optional<ApiError> read_text(const Json& b, ChatRequest* c, ResponsesOptions* opt) {
   const Json* t = field(b, "text");
   if (!t) return std::nullopt;
   if (!t->is_object()) return bad("text", "'text' must be an object");
@@ -206,37 +247,31 @@ std::optional<ApiError> map_text(const Json& b, Json* chat, ResponsesOptions* op
   if (!f->is_object() || !field(*f, "type") || !(*f)["type"].is_string())
     return bad("text.format", what);
   const std::string type = (*f)["type"];
-  if (type == "text" || type == "json_object") {
-    (*chat)["response_format"] = {{"type", type}};
+  OutputFormat& out = c->format;
+  out.field = "text.format";
+  out.schema_field = "text.format.schema";
+  if (type == "json_object") {
+    out.kind = OutputFormat::Kind::kJsonObject;
   } else if (type == "json_schema") {
     const Json* schema = field(*f, "schema");
     if (!schema || !schema->is_object())
       return bad("text.format.schema", "'text.format.schema' must be a JSON schema (an object)");
-    Json js = {{"name", "response"}, {"schema", *schema}};
-    if (const Json* n = field(*f, "name")) {
-      if (!n->is_string()) return bad("text.format.name", "'text.format.name' must be a string");
-      js["name"] = *n;
-    }
-    if (const Json* d = field(*f, "description")) js["description"] = *d;
-    if (const Json* s = field(*f, "strict")) {
-      if (!s->is_boolean())
-        return bad("text.format.strict", "'text.format.strict' must be a boolean");
-      js["strict"] = *s;
-    }
-    (*chat)["response_format"] = {{"type", "json_schema"}, {"json_schema", std::move(js)}};
-  } else {
+    if (const Json* n = field(*f, "name"); n && !n->is_string())
+      return bad("text.format.name", "'text.format.name' must be a string");
+    bool strict = false;
+    QWEN35_TRY(get_bool(*f, "strict", "text.format.strict", &strict));
+    out.kind = OutputFormat::Kind::kJsonSchema;
+    out.schema = *schema;
+  } else if (type != "text") {
     return bad("text.format.type", what);
   }
   opt->text["format"] = *f;
   return std::nullopt;
 }
 
-}  // namespace
-
-std::optional<ApiError> responses_to_chat(const Json& b, Json* chat, ResponsesOptions* opt,
-                                          FieldNames* names) {
-  if (!b.is_object()) return bad("", "the request body must be a JSON object");
-  // Stateless: the answer cannot continue a stored response or conversation.
+// Stateless: the answer cannot continue a stored response or conversation, and the other
+// server-side features are refused by name.
+std::optional<ApiError> refuse_unsupported(const Json& b) {
   if (field(b, "previous_response_id"))
     return bad("previous_response_id",
                "'previous_response_id' is not supported: this server stores no responses; send "
@@ -252,70 +287,57 @@ std::optional<ApiError> responses_to_chat(const Json& b, Json* chat, ResponsesOp
   if (field(b, "max_tool_calls")) return bad("max_tool_calls", "'max_tool_calls' is not supported");
   if (const Json* t = field(b, "top_logprobs"); t && *t != 0)
     return bad("top_logprobs", "'top_logprobs' is not supported");
+  return std::nullopt;
+}
 
-  *chat = Json::object();
-  if (const Json* m = field(b, "model")) (*chat)["model"] = *m;
-  std::string system, system_origin;
-  if (const Json* ins = field(b, "instructions")) {
-    if (!ins->is_string()) return bad("instructions", "'instructions' must be a string");
-    system = ins->get<std::string>();
-    system_origin = "instructions";
-    opt->instructions = *ins;
-  }
-  Json messages = Json::array();
-  std::vector<std::string> origin;
-  const Json* input = field(b, "input");
-  if (!input) return bad("input", "'input' is required");
-  if (input->is_string()) {
-    messages.push_back({{"role", "user"}, {"content", *input}});
-    origin.push_back("input");
-  } else if (input->is_array()) {
-    QWEN35_TRY(map_items(*input, &system, &system_origin, &messages, &origin));
-  } else {
-    return bad("input", "'input' must be a string or a list of items");
-  }
-  if (messages.empty()) return bad("input", "'input' must hold at least one message");
-  if (!system.empty()) {
-    messages.insert(messages.begin(), Json{{"role", "system"}, {"content", system}});
-    origin.insert(origin.begin(), system_origin);
-  }
-  (*chat)["messages"] = std::move(messages);
-
-  QWEN35_TRY(map_tools(b, chat, opt));
-  QWEN35_TRY(map_text(b, chat, opt));
-  if (const Json* m = field(b, "max_output_tokens")) {
-    (*chat)["max_tokens"] = *m;
-    opt->max_output_tokens = *m;
-  }
-  for (const char* name : {"temperature", "top_p", "stream"})
-    if (const Json* f = field(b, name)) (*chat)[name] = *f;
-  if (const Json* r = field(b, "reasoning")) {
-    if (!r->is_object()) return bad("reasoning", "'reasoning' must be an object");
-    if (const Json* e = field(*r, "effort")) {
-      (*chat)["reasoning_effort"] = *e;
-      opt->reasoning_effort = *e;
-    }
-  }
+// The fields a Response echoes and nothing else reads.
+std::optional<ApiError> read_echoed(const Json& b, ResponsesOptions* opt) {
   if (const Json* s = field(b, "store")) {
     if (!s->is_boolean()) return bad("store", "'store' must be a boolean");
     opt->store = s->get<bool>();
   }
   if (const Json* m = field(b, "metadata")) opt->metadata = *m;
   if (const Json* u = field(b, "user")) opt->user = *u;
-
-  names->origin = std::move(origin);
-  // The chat fields this body maps onto, in Responses terms (text.format is flat: its schema,
-  // name and strict sit beside its type).
-  names->fields = {{"max_tokens", "max_output_tokens"},
-                   {"response_format", "text.format"},
-                   {"response_format.type", "text.format.type"},
-                   {"response_format.json_schema", "text.format"},
-                   {"response_format.json_schema.schema", "text.format.schema"},
-                   {"response_format.json_schema.name", "text.format.name"},
-                   {"response_format.json_schema.strict", "text.format.strict"},
-                   {"reasoning_effort", "reasoning.effort"},
-                   {"messages", "input"}};
+  if (const Json* m = field(b, "max_output_tokens")) opt->max_output_tokens = *m;
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_responses_request(const Json& b, const ModelInfo& mi,
+                                                CompletionRequest* r, ResponsesOptions* opt) {
+  if (!b.is_object()) return bad("", "the request body must be a JSON object");
+  QWEN35_TRY(refuse_unsupported(b));
+  QWEN35_TRY(start_request(b, mi, r));
+  ChatRequest c;
+  c.names.messages = "input";
+  c.names.max_tokens = "max_output_tokens";
+  c.names.budget = "reasoning.effort";
+  ItemReader items(mi.max_json_depth, &c);
+  if (const Json* ins = field(b, "instructions")) {
+    QWEN35_TRY(items.instructions(*ins));
+    opt->instructions = *ins;
+  }
+  const Json* input = field(b, "input");
+  if (!input) return bad("input", "'input' is required");
+  QWEN35_TRY(items.input(*input));
+  if (c.messages.empty()) return bad("input", "'input' must hold at least one message");
+  items.finish();
+  QWEN35_TRY(read_tools(b, &c, opt));
+  QWEN35_TRY(read_text(b, &c, opt));
+  QWEN35_TRY(read_max_tokens(b, "max_output_tokens", r));
+  QWEN35_TRY(read_sampling(b, {"temperature", "top_p"}, r));
+  QWEN35_TRY(get_bool(b, "stream", &r->stream));
+  if (const Json* re = field(b, "reasoning")) {
+    if (!re->is_object()) return bad("reasoning", "'reasoning' must be an object");
+    if (const Json* e = field(*re, "effort")) {
+      QWEN35_TRY(apply_reasoning_effort(*e, "reasoning.effort", "reasoning", &c));
+      opt->reasoning_effort = *e;
+    }
+  }
+  QWEN35_TRY(read_echoed(b, opt));
+  QWEN35_TRY(check_sampling(*r));
+  return finish_chat_request(c, mi, r);
 }
 
 }  // namespace qwen35::server

@@ -115,55 +115,33 @@ core::Result<grammar::Grammar> tool_call_grammar(const Json& tools, const std::s
   return b.finish(b.seq({pad, body}));
 }
 
-std::optional<ApiError> set_structured_output(const Json& body, const ModelInfo& mi,
-                                              const std::string& forced_tool, bool tools_required,
-                                              const FieldNames& nm, CompletionRequest* r) {
+std::optional<ApiError> set_structured_output(const OutputFormat& format, const ToolChoice& tc,
+                                              const ChatNames& nm, const ModelInfo& mi,
+                                              CompletionRequest* r) {
   std::string key, param;
   std::function<core::Result<grammar::Grammar>()> build;
-  if (const Json* rf = field(body, "response_format")) {
-    const std::string format = nm.of("response_format");
-    const std::string what =
-        "'" + format +
-        "' must be {\"type\": \"text\"}, {\"type\": \"json_object\"} or "
-        "{\"type\": \"json_schema\", \"json_schema\": {\"name\": ..., \"schema\": {...}}}";
-    if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
-      return bad(format, what);
-    const std::string type = (*rf)["type"];
-    param = format;
-    if (type == "json_object") {
-      key = "json_object";
-      build = [] { return grammar::json_object_grammar(); };
-    } else if (type == "json_schema") {
-      const Json* js = field(*rf, "json_schema");
-      if (!js || !js->is_object()) return bad(nm.of("response_format.json_schema"), what);
-      const std::string schema_at = nm.of("response_format.json_schema.schema");
-      const std::string strict_at = nm.of("response_format.json_schema.strict");
-      const std::string name_at = nm.of("response_format.json_schema.name");
-      const Json* schema = field(*js, "schema");
-      if (!schema) return bad(schema_at, "'" + schema_at + "' is required");
-      if (const Json* st = field(*js, "strict"); st && !st->is_boolean())
-        return bad(strict_at, "'" + strict_at + "' must be a boolean");
-      if (const Json* n = field(*js, "name"); n && !n->is_string())
-        return bad(name_at, "'" + name_at + "' must be a string");
-      param = schema_at;
-      key = "schema:" + dump(*schema);
-      build = [s = *schema] { return grammar::json_schema_grammar(s); };
-    } else if (type != "text") {
-      return bad(nm.of("response_format.type"), what);
-    }
+  if (format.kind == OutputFormat::Kind::kJsonObject) {
+    key = "json_object";
+    param = format.field;
+    build = [] { return grammar::json_object_grammar(); };
+  } else if (format.kind == OutputFormat::Kind::kJsonSchema) {
+    key = "schema:" + dump(format.schema);
+    param = format.schema_field;
+    build = [s = format.schema] { return grammar::json_schema_grammar(s); };
   }
-  if (!forced_tool.empty() || tools_required) {
+  const bool forced = tc.mode == ToolChoice::Mode::kRequired || tc.mode == ToolChoice::Mode::kNamed;
+  if (forced) {
     if (!key.empty())
-      return bad(nm.of("tool_choice"), "a forced tool call cannot be combined with '" +
-                                           nm.of("response_format") + "'");
+      return bad(nm.tool_choice,
+                 "a forced tool call cannot be combined with '" + format.field + "'");
     if (!r->tools.is_array() || r->tools.empty())
-      return bad(nm.of("tool_choice"), "'" + nm.of("tool_choice") +
-                                           "' forces a tool call, but the request has no '" +
-                                           nm.of("tools") + "'");
-    param = nm.of("tools");
-    key = "tools:" + forced_tool + (r->in_reasoning ? ":think:" : ":") + dump(r->tools);
-    build = [tools = r->tools, forced_tool, think = r->in_reasoning] {
-      return tool_call_grammar(tools, forced_tool, think);
+      return bad(nm.tool_choice, "'" + nm.tool_choice +
+                                     "' forces a tool call, but the request has no '" + nm.tools +
+                                     "'");
+    param = nm.tools;
+    key = "tools:" + tc.name + (r->in_reasoning ? ":think:" : ":") + dump(r->tools);
+    build = [tools = r->tools, name = tc.name, think = r->in_reasoning] {
+      return tool_call_grammar(tools, name, think);
     };
   }
   if (key.empty()) return std::nullopt;
@@ -182,7 +160,7 @@ std::optional<ApiError> set_structured_output(const Json& body, const ModelInfo&
   }
   const int64_t need = (*a)->finish_tokens((*a)->initial()) + 1 + (r->in_reasoning ? 1 : 0);
   if (r->max_tokens >= 0 && r->max_tokens < need)
-    return bad(nm.of("max_tokens"), "'" + nm.of("max_tokens") + "' is " +
+    return bad(nm.max_tokens, "'" + nm.max_tokens + "' is " +
                                          std::to_string(r->max_tokens) +
                                          ", but this format needs up to " + std::to_string(need) +
                                          " tokens to be sure of a whole value");

@@ -20,7 +20,7 @@
 
 #include "grammar/json_schema.h"
 #include "grammar/matcher.h"
-#include "server/request.h"
+#include "server/chat_request.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qwen35::server {
@@ -58,12 +58,11 @@ class GrammarCache {
 core::Result<grammar::Grammar> tool_call_grammar(const Json& tools, const std::string& name,
                                                  bool after_think);
 
-// Reads response_format and tool_choice of a parsed request and sets r->sampling's grammar (r's
-// prompt, in_reasoning and eos_ids are set already). `tool_choice` is "required", a named
-// function, or empty (none forced).
-std::optional<ApiError> set_structured_output(const Json& body, const ModelInfo& mi,
-                                              const std::string& forced_tool,
-                                              bool tools_required, const FieldNames& names,
+// Sets r->sampling's grammar from the output format or the forced tool call (r's prompt,
+// in_reasoning, tools, max_tokens and eos_ids are set already); `names` names the fields of the
+// client's API in errors.
+std::optional<ApiError> set_structured_output(const OutputFormat& format, const ToolChoice& tc,
+                                              const ChatNames& names, const ModelInfo& mi,
                                               CompletionRequest* r);
 
 }  // namespace qwen35::server

@@ -1,14 +1,13 @@
-// Typed errors (api_error.h): each kind in each API's own shape, and the shared chat parser
-// naming the fields of a Responses or Messages request in that API's terms where the error
-// arises (FieldNames), with nothing renamed afterwards.
+// Typed errors (api_error.h): each kind in each API's own shape, and the Responses and Messages
+// parsers naming their own fields where the error arises, also for what the shared chat stage
+// (finish_chat_request) finds, with nothing renamed afterwards.
 #include <gtest/gtest.h>
 
 #include <memory>
 
 #include "server/messages.h"
 #include "server/responses.h"
-#include "template/chat_template.h"
-#include "test_util.h"
+#include "bundled_model_info.h"
 
 namespace qwen35::server {
 namespace {
@@ -63,54 +62,27 @@ TEST(ApiErrors, AnthropicShapeByKind) {
   }
 }
 
-struct ErrorModel {
-  ErrorModel() {
-    const std::string dir = testing::source_dir() + "/models/qwen35-tiny-kjv";
-    auto t = tokenizer::Tokenizer::load(dir);
-    auto c = tmpl::load_chat_template(dir);
-    EXPECT_TRUE(t.ok() && c.ok());
-    tok = std::make_unique<tokenizer::Tokenizer>(std::move(*t));
-    chat = std::make_unique<tmpl::ChatTemplate>(std::move(*c));
-    mi.tok = tok.get();
-    mi.tmpl = chat.get();
-    mi.name = "m";
-    mi.ctx = 4096;
-    mi.eos_ids = {tok->eos_id()};
-  }
-  std::unique_ptr<tokenizer::Tokenizer> tok;
-  std::unique_ptr<tmpl::ChatTemplate> chat;
-  ModelInfo mi;
-};
+using testing_model::BundledModelInfo;
+BundledModelInfo& error_model() { return testing_model::bundled_model_info(); }
 
-ErrorModel& error_model() {
-  static ErrorModel m;
-  return m;
-}
-
-// The error of a Responses body, from whichever parser finds it.
+// The error of a Responses body.
 ApiError responses_error(const Json& body) {
-  Json chat;
   ResponsesOptions opt;
-  FieldNames names;
-  if (auto e = responses_to_chat(body, &chat, &opt, &names)) return *e;
   CompletionRequest r;
-  auto e = parse_chat_request(chat, error_model().mi, &r, names);
+  auto e = parse_responses_request(body, error_model().mi, &r, &opt);
   EXPECT_TRUE(e.has_value()) << body;
   return e.value_or(ApiError{});
 }
 
 ApiError messages_error(const Json& body) {
-  Json chat;
   MessagesOptions opt;
-  FieldNames names;
-  if (auto e = messages_to_chat(body, false, &chat, &opt, &names)) return *e;
   CompletionRequest r;
-  auto e = parse_chat_request(chat, error_model().mi, &r, names);
+  auto e = parse_messages_request(body, false, error_model().mi, &r, &opt);
   EXPECT_TRUE(e.has_value()) << body;
   return e.value_or(ApiError{});
 }
 
-TEST(ApiErrors, ChatParserNamesResponsesFields) {
+TEST(ApiErrors, ResponsesErrorsNameResponsesFields) {
   const Json ok = {{"input", "hi"}, {"max_output_tokens", 4}};
   auto with = [&](const char* key, Json v) {
     Json b = ok;
@@ -130,7 +102,7 @@ TEST(ApiErrors, ChatParserNamesResponsesFields) {
                                    {"name", "f"},
                                    {"arguments", std::string(100, '[') + std::string(100, ']')}}})),
        "input[1]", "tool call arguments nest JSON deeper than the limit of 64 levels"},
-      // Forced tool call without tools: the chat parser's check, in Responses terms.
+      // Forced tool call without tools: the shared chat stage's check, in Responses terms.
       {with("tool_choice", "required"), "tool_choice",
        "'tool_choice' forces a tool call, but the request has no 'tools'"},
   };
@@ -146,7 +118,7 @@ TEST(ApiErrors, ChatParserNamesResponsesFields) {
   }
 }
 
-TEST(ApiErrors, ChatParserNamesMessagesFields) {
+TEST(ApiErrors, MessagesErrorsNameMessagesFields) {
   const Json msgs = {{{"role", "user"}, {"content", "hi"}}};
   const std::vector<std::pair<Json, std::string>> cases = {
       {Json{{"messages", msgs}, {"max_tokens", 0}},
@@ -176,24 +148,24 @@ TEST(ApiErrors, ChatParserNamesMessagesFields) {
 // name the schema by each API's key.
 TEST(ApiErrors, FlatToolsMapOnceNamedInEachApi) {
   const Json schema = {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}};
-  Json rchat, mchat;
   ResponsesOptions ropt;
   MessagesOptions mopt;
-  FieldNames names;
-  ASSERT_FALSE(responses_to_chat(
+  CompletionRequest rreq, mreq;
+  ASSERT_FALSE(parse_responses_request(
       Json{{"input", "hi"},
            {"tools", {{{"type", "function"}, {"name", "w"}, {"description", "d"},
                        {"parameters", schema}}}}},
-      &rchat, &ropt, &names));
-  ASSERT_FALSE(messages_to_chat(
+      error_model().mi, &rreq, &ropt));
+  ASSERT_FALSE(parse_messages_request(
       Json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
            {"max_tokens", 4},
            {"tools", {{{"name", "w"}, {"description", "d"}, {"input_schema", schema}}}}},
-      false, &mchat, &mopt, &names));
+      false, error_model().mi, &mreq, &mopt));
   const Json want = {{{"type", "function"},
                       {"function", {{"name", "w"}, {"description", "d"}, {"parameters", schema}}}}};
-  EXPECT_EQ(rchat["tools"], want);
-  EXPECT_EQ(mchat["tools"], want);
+  EXPECT_EQ(rreq.tools, want);
+  EXPECT_EQ(mreq.tools, want);
+  EXPECT_TRUE(rreq.parse_tools && mreq.parse_tools);
   const ApiError re = responses_error(
       Json{{"input", "hi"}, {"tools", {{{"type", "function"}, {"name", "w"}, {"parameters", 3}}}}});
   EXPECT_EQ(re.param, "tools[0].parameters");

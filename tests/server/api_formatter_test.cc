@@ -5,12 +5,13 @@
 // events, the stop reason, and the same answer both ways.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <memory>
+#include <optional>
 
 #include "server/messages.h"
 #include "server/responses.h"
-#include "template/chat_template.h"
-#include "test_util.h"
+#include "bundled_model_info.h"
 
 namespace qwen35::server {
 namespace {
@@ -19,29 +20,8 @@ constexpr const char* kScript =
     "plan</think>\n\nLet me check.\n<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n"
     "</parameter>\n</function>\n</tool_call>";
 
-struct Model {
-  Model() {
-    const std::string dir = testing::source_dir() + "/models/qwen35-tiny-kjv";
-    auto t = tokenizer::Tokenizer::load(dir);
-    auto c = tmpl::load_chat_template(dir);
-    EXPECT_TRUE(t.ok() && c.ok());
-    tok = std::make_unique<tokenizer::Tokenizer>(std::move(*t));
-    chat = std::make_unique<tmpl::ChatTemplate>(std::move(*c));
-    mi.tok = tok.get();
-    mi.tmpl = chat.get();
-    mi.name = "m";
-    mi.ctx = 4096;
-    mi.eos_ids = {tok->eos_id()};
-  }
-  std::unique_ptr<tokenizer::Tokenizer> tok;
-  std::unique_ptr<tmpl::ChatTemplate> chat;
-  ModelInfo mi;
-};
-
-Model& model() {
-  static Model m;
-  return m;
-}
+using testing_model::BundledModelInfo;
+BundledModelInfo& model() { return testing_model::bundled_model_info(); }
 
 struct Event {
   std::string name;
@@ -62,10 +42,12 @@ std::vector<Event> parse_sse(const std::string& all) {
   return out;
 }
 
-// A job whose one choice reads the scripted tokens; the formatter is set by the caller.
-std::shared_ptr<Job> scripted_job(const Json& chat_body) {
+// A job whose request `parse` reads and whose one choice reads the scripted tokens; the
+// formatter is set by the caller.
+std::shared_ptr<Job> scripted_job(
+    const std::function<std::optional<ApiError>(CompletionRequest*)>& parse) {
   auto job = std::make_shared<Job>();
-  auto err = parse_chat_request(chat_body, model().mi, &job->req);
+  auto err = parse(&job->req);
   EXPECT_FALSE(err) << (err ? err->message : "");
   job->id = "id_1";
   job->created = 1;
@@ -111,11 +93,11 @@ TEST(ApiFormatters, ResponsesFunctionCall) {
        {{{"type", "function"},
          {"name", "get_weather"},
          {"parameters", {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}}};
-  Json chat;
   ResponsesOptions opt;
-  FieldNames names;
-  ASSERT_FALSE(responses_to_chat(body, &chat, &opt, &names));
-  auto streamed = scripted_job(chat), whole = scripted_job(chat);
+  auto parse = [&](CompletionRequest* r) {
+    return parse_responses_request(body, model().mi, r, &(opt = ResponsesOptions{}));
+  };
+  auto streamed = scripted_job(parse), whole = scripted_job(parse);
   ASSERT_TRUE(streamed->req.in_reasoning);
   streamed->fmt = make_responses_formatter(opt, streamed->req);
   whole->fmt = make_responses_formatter(opt, whole->req);
@@ -168,11 +150,11 @@ TEST(ApiFormatters, MessagesToolUse) {
        {{{"name", "get_weather"},
          {"input_schema",
           {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}}}}}};
-  Json chat;
   MessagesOptions opt;
-  FieldNames names;
-  ASSERT_FALSE(messages_to_chat(body, false, &chat, &opt, &names));
-  auto streamed = scripted_job(chat), whole = scripted_job(chat);
+  auto parse = [&](CompletionRequest* r) {
+    return parse_messages_request(body, false, model().mi, r, &(opt = MessagesOptions{}));
+  };
+  auto streamed = scripted_job(parse), whole = scripted_job(parse);
   streamed->fmt = make_messages_formatter(opt, streamed->req);
   whole->fmt = make_messages_formatter(opt, whole->req);
   const auto events = parse_sse(run_stream(*streamed));

@@ -9,8 +9,7 @@
 #include <memory>
 
 #include "server/responses.h"
-#include "template/chat_template.h"
-#include "test_util.h"
+#include "bundled_model_info.h"
 
 namespace qwen35::server {
 namespace {
@@ -51,22 +50,10 @@ class ManualResponder : public Responder {
   std::function<void()> close_fn;
 };
 
+// The bundled model's tokenizer and template in a server Context (no engine: the test pushes).
 struct WakeModel {
-  WakeModel() {
-    const std::string dir = testing::source_dir() + "/models/qwen35-tiny-kjv";
-    auto t = tokenizer::Tokenizer::load(dir);
-    auto c = tmpl::load_chat_template(dir);
-    EXPECT_TRUE(t.ok() && c.ok());
-    tok = std::make_unique<tokenizer::Tokenizer>(std::move(*t));
-    chat = std::make_unique<tmpl::ChatTemplate>(std::move(*c));
-    ctx.mi.tok = tok.get();
-    ctx.mi.tmpl = chat.get();
-    ctx.mi.name = "m";
-    ctx.mi.ctx = 4096;
-    ctx.mi.eos_ids = {tok->eos_id()};
-  }
-  std::unique_ptr<tokenizer::Tokenizer> tok;
-  std::unique_ptr<tmpl::ChatTemplate> chat;
+  WakeModel() { ctx.mi = testing_model::bundled_model_info().mi; }
+  tokenizer::Tokenizer* tok = testing_model::bundled_model_info().tok.get();
   Context ctx;
 };
 
@@ -79,12 +66,9 @@ WakeModel& wake_model() {
 std::shared_ptr<Job> job_on(const std::shared_ptr<runtime::RequestStream>& stream, bool streamed) {
   WakeModel& m = wake_model();
   Json body = {{"input", "hi"}, {"reasoning", {{"effort", "none"}}}, {"stream", streamed}};
-  Json chat;
   ResponsesOptions opt;
-  FieldNames names;
-  EXPECT_FALSE(responses_to_chat(body, &chat, &opt, &names));
   auto job = std::make_shared<Job>();
-  EXPECT_FALSE(parse_chat_request(chat, m.ctx.mi, &job->req, names));
+  EXPECT_FALSE(parse_responses_request(body, m.ctx.mi, &job->req, &opt));
   job->ctx = &m.ctx;
   job->fmt = make_responses_formatter(opt, job->req);
   job->endpoint = "/v1/responses";
