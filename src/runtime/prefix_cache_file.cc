@@ -91,84 +91,94 @@ core::Status PrefixCache::save(const std::string& dir, uint64_t fingerprint) con
   return core::Status();
 }
 
+namespace {
+
+// What this process's model expects of a file.
+struct Geometry {
+  uint64_t fingerprint, n_layers, stride, recurrent;
+};
+
+// Reads one snapshot file into *b when its header matches `g` and its length and checksum are
+// right; otherwise says why not. The header is checked before the body is read, so a file of
+// another model or of the wrong length costs no more than its first bytes.
+std::string read_snapshot(const std::filesystem::path& path, const Geometry& g,
+                          std::vector<char>* b, uint64_t* n_tokens) {
+  std::error_code ec;
+  const uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec || size < 56) return "not a snapshot file (size)";
+  std::ifstream f(path, std::ios::binary);
+  char head[48];
+  if (!f.read(head, sizeof head)) return "unreadable";
+  if (std::memcmp(head, kMagic, 8) != 0) return "not a snapshot file (magic)";
+  uint64_t h[5];
+  std::memcpy(h, head + 8, sizeof h);
+  if (h[0] != g.fingerprint) return "made by another checkpoint or mode";
+  *n_tokens = h[1];
+  if (h[1] == 0 || h[1] % kBlock != 0 || h[1] > (uint64_t(1) << 24) || h[2] != g.n_layers ||
+      h[3] != g.stride || h[4] != g.recurrent)
+    return "geometry does not match this model";
+  const uint64_t n_blocks = h[1] / kBlock;
+  const uint64_t want = 48 + h[1] * 4 + n_blocks * h[2] * 2 * h[3] * 4 + h[4] * 4 + 8;
+  if (want != size) return "truncated or padded";
+  b->resize(static_cast<size_t>(size));
+  std::memcpy(b->data(), head, sizeof head);
+  if (!f.read(b->data() + 48, std::streamsize(size - 48))) return "unreadable";
+  uint64_t sum;
+  std::memcpy(&sum, b->data() + b->size() - 8, 8);
+  if (fnv(b->data(), b->size() - 8) != sum) return "checksum mismatch";
+  return "";
+}
+
+}  // namespace
+
+std::string PrefixCache::restore(const std::vector<char>& b, uint64_t n_tokens) {
+  const int64_t stride = pool_->block_floats();
+  const uint64_t n_blocks = n_tokens / kBlock;
+  std::vector<int32_t> tokens(static_cast<size_t>(n_tokens));
+  const char* p = b.data() + 48;
+  std::memcpy(tokens.data(), p, tokens.size() * 4);
+  p += tokens.size() * 4;
+  std::vector<int32_t> blocks;
+  for (uint64_t d = 0; d < n_blocks; ++d) {
+    int32_t blk = pool_->allocate();
+    if (blk < 0 && free_blocks(1)) blk = pool_->allocate();
+    if (blk < 0) break;
+    blocks.push_back(blk);
+    for (int64_t l = 0; l < pool_->n_layers(); ++l) {
+      std::memcpy(pool_->k(l, blk), p, size_t(stride) * 4);
+      p += stride * 4;
+      std::memcpy(pool_->v(l, blk), p, size_t(stride) * 4);
+      p += stride * 4;
+    }
+  }
+  if (blocks.size() != n_blocks) {
+    for (int32_t blk : blocks) pool_->release(blk);
+    return "the KV pool is full";
+  }
+  const size_t n_snap = (b.size() - 8 - size_t(p - b.data())) / 4;
+  std::vector<float> snap(n_snap);
+  std::memcpy(snap.data(), p, snap.size() * 4);
+  return insert_blocks(tokens, blocks, std::move(snap)) ? "" : "over --cache-mb";
+}
+
 int64_t PrefixCache::load(const std::string& dir, uint64_t fingerprint, int64_t recurrent_floats,
                           std::vector<std::string>* warnings) {
   namespace fs = std::filesystem;
   std::error_code ec;
   int64_t loaded = 0;
   if (!fs::is_directory(dir, ec)) return 0;
-  const int64_t stride = pool_->block_floats();
+  const Geometry g{fingerprint, uint64_t(pool_->n_layers()), uint64_t(pool_->block_floats()),
+                   uint64_t(recurrent_floats)};
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     if (e.path().extension() != ".q35pc") continue;
-    const std::string name = e.path().string();
-    auto skip = [&](const std::string& why) { warnings->push_back(name + ": " + why + "; skipped"); };
-    const uintmax_t size = fs::file_size(e.path(), ec);
-    if (ec || size < 56 || size > (uintmax_t(1) << 40)) {
-      skip("not a snapshot file (size)");
-      continue;
-    }
-    std::vector<char> b(static_cast<size_t>(size));
-    std::ifstream f(name, std::ios::binary);
-    if (!f.read(b.data(), std::streamsize(b.size()))) {
-      skip("unreadable");
-      continue;
-    }
-    uint64_t h[5], sum;
-    std::memcpy(h, b.data() + 8, sizeof h);
-    std::memcpy(&sum, b.data() + b.size() - 8, 8);
-    if (std::memcmp(b.data(), kMagic, 8) != 0) {
-      skip("not a snapshot file (magic)");
-      continue;
-    }
-    if (h[0] != fingerprint) {
-      skip("made by another checkpoint or mode");
-      continue;
-    }
-    const uint64_t n_tokens = h[1];
-    if (n_tokens == 0 || n_tokens % kBlock != 0 || n_tokens > (uint64_t(1) << 24) ||
-        h[2] != uint64_t(pool_->n_layers()) || h[3] != uint64_t(stride) ||
-        h[4] != uint64_t(recurrent_floats)) {
-      skip("geometry does not match this model");
-      continue;
-    }
-    const uint64_t n_blocks = n_tokens / kBlock;
-    const uint64_t want = 48 + n_tokens * 4 + n_blocks * h[2] * 2 * h[3] * 4 + h[4] * 4 + 8;
-    if (want != b.size()) {
-      skip("truncated or padded");
-      continue;
-    }
-    if (fnv(b.data(), b.size() - 8) != sum) {
-      skip("checksum mismatch");
-      continue;
-    }
-    std::vector<int32_t> tokens(static_cast<size_t>(n_tokens));
-    const char* p = b.data() + 48;
-    std::memcpy(tokens.data(), p, tokens.size() * 4);
-    p += tokens.size() * 4;
-    std::vector<int32_t> blocks;
-    for (uint64_t d = 0; d < n_blocks; ++d) {
-      int32_t blk = pool_->allocate();
-      if (blk < 0 && free_blocks(1)) blk = pool_->allocate();
-      if (blk < 0) break;
-      blocks.push_back(blk);
-      for (int64_t l = 0; l < pool_->n_layers(); ++l) {
-        std::memcpy(pool_->k(l, blk), p, size_t(stride) * 4);
-        p += stride * 4;
-        std::memcpy(pool_->v(l, blk), p, size_t(stride) * 4);
-        p += stride * 4;
-      }
-    }
-    if (blocks.size() != n_blocks) {
-      for (int32_t blk : blocks) pool_->release(blk);
-      skip("the KV pool is full");
-      continue;
-    }
-    std::vector<float> snap(static_cast<size_t>(h[4]));
-    std::memcpy(snap.data(), p, snap.size() * 4);
-    if (insert_blocks(tokens, blocks, std::move(snap)))
+    std::vector<char> b;
+    uint64_t n_tokens = 0;
+    std::string why = read_snapshot(e.path(), g, &b, &n_tokens);
+    if (why.empty()) why = restore(b, n_tokens);
+    if (why.empty())
       ++loaded;
     else
-      skip("over --cache-mb");
+      warnings->push_back(e.path().string() + ": " + why + "; skipped");
   }
   return loaded;
 }
