@@ -143,19 +143,14 @@ std::optional<ApiError> read_tool_choice(const Json& b, ToolChoice* tc) {
   const char* what =
       "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
       "\"function\": {\"name\": ...}}";
-  using Mode = ToolChoice::Mode;
   if (f->is_string()) {
-    const std::string s = *f;
-    if (s == "auto") tc->mode = Mode::kAuto;
-    else if (s == "none") tc->mode = Mode::kNone;
-    else if (s == "required") tc->mode = Mode::kRequired;
-    else return bad("tool_choice", what);
+    if (!tc->set_mode(*f)) return bad("tool_choice", what);
     return std::nullopt;
   }
   if (f->is_object() && has_type(*f, "function") && f->contains("function") &&
       (*f)["function"].is_object() && (*f)["function"].contains("name") &&
       (*f)["function"]["name"].is_string() && !(*f)["function"]["name"].get<std::string>().empty()) {
-    tc->mode = Mode::kNamed;
+    tc->mode = ToolChoice::Mode::kNamed;
     tc->name = (*f)["function"]["name"];
     return std::nullopt;
   }

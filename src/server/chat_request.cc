@@ -30,6 +30,17 @@ Json ChatMessage::to_template() const {
   return m;
 }
 
+bool ToolChoice::set_mode(const std::string& s) {
+  static const std::pair<const char*, Mode> kModes[] = {
+      {"auto", Mode::kAuto}, {"none", Mode::kNone}, {"required", Mode::kRequired}};
+  for (const auto& [n, m] : kModes)
+    if (s == n) {
+      mode = m;
+      return true;
+    }
+  return false;
+}
+
 std::optional<ApiError> apply_reasoning_effort(const Json& e, const std::string& param,
                                                const std::string& kwargs_param, ChatRequest* c) {
   static const std::pair<const char*, int64_t> kEfforts[] = {

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "server/request.h"
@@ -22,6 +23,10 @@ struct ChatToolCall {
 
 struct ChatMessage {
   enum class Role { kSystem, kUser, kAssistant, kTool };
+  ChatMessage() = default;
+  ChatMessage(Role r, std::string text, std::string where)
+      : role(r), content(std::move(text)), origin(std::move(where)) {}
+
   Role role = Role::kUser;
   std::string content;
   std::optional<std::string> reasoning;  // an assistant's thinking, when the client sent it
@@ -49,6 +54,10 @@ struct ToolChoice {
   enum class Mode { kAuto, kNone, kRequired, kNamed };
   Mode mode = Mode::kAuto;
   std::string name;  // kNamed
+
+  // OpenAI's string forms, which chat and Responses share: "auto", "none", "required".
+  // False for any other string.
+  bool set_mode(const std::string& s);
 };
 
 // How the client's API names the fields finish_chat_request may find wrong.

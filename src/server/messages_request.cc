@@ -51,20 +51,12 @@ std::optional<ApiError> text_of(const Json& c, const std::string& where, std::st
   return std::nullopt;
 }
 
-ChatMessage message(ChatMessage::Role role, std::string content, const std::string& where) {
-  ChatMessage m;
-  m.role = role;
-  m.content = std::move(content);
-  m.origin = where;
-  return m;
-}
-
 // One user turn: tool results become tool messages, text a user message.
 std::optional<ApiError> read_user(const Json& content, const std::string& where,
                                   std::vector<ChatMessage>* out) {
   using Role = ChatMessage::Role;
   if (content.is_string()) {
-    out->push_back(message(Role::kUser, content.get<std::string>(), where));
+    out->push_back(ChatMessage(Role::kUser, content.get<std::string>(), where));
     return std::nullopt;
   }
   std::string text;
@@ -79,9 +71,9 @@ std::optional<ApiError> read_user(const Json& content, const std::string& where,
       QWEN35_TRY(get_string(blk, "text", w, &t));
       text += t;
     } else if (type == "tool_result") {
-      if (!text.empty()) out->push_back(message(Role::kUser, std::exchange(text, ""), where));
+      if (!text.empty()) out->push_back(ChatMessage(Role::kUser, std::exchange(text, ""), where));
       std::string result;
-      ChatMessage m = message(Role::kTool, "", w);
+      ChatMessage m(Role::kTool, "", w);
       QWEN35_TRY(get_string(blk, "tool_use_id", w, &m.tool_call_id));
       if (const Json* c = field(blk, "content")) QWEN35_TRY(text_of(*c, w + ".content", &result));
       if (const Json* err = field(blk, "is_error")) {
@@ -97,14 +89,14 @@ std::optional<ApiError> read_user(const Json& content, const std::string& where,
                                   "' is not supported in a user turn (text, tool_result)");
     }
   }
-  if (!text.empty() || !any) out->push_back(message(Role::kUser, text, where));
+  if (!text.empty() || !any) out->push_back(ChatMessage(Role::kUser, text, where));
   return std::nullopt;
 }
 
 // One assistant turn: text, thinking and tool_use blocks make one message.
 std::optional<ApiError> read_assistant(const Json& content, const std::string& where,
                                        std::vector<ChatMessage>* out) {
-  ChatMessage m = message(ChatMessage::Role::kAssistant, "", where);
+  ChatMessage m(ChatMessage::Role::kAssistant, "", where);
   if (content.is_string()) {
     m.content = content.get<std::string>();
     out->push_back(std::move(m));
@@ -167,7 +159,7 @@ std::optional<ApiError> read_messages(const Json& b, ChatRequest* c) {
       std::string text;
       QWEN35_TRY(text_of(*content, where + ".content", &text));
       if (!leading) {
-        c->messages.push_back(message(Role::kUser, text, where));
+        c->messages.push_back(ChatMessage(Role::kUser, text, where));
       } else {
         if (!system.empty() && !text.empty()) system += "\n\n";
         system += text;
@@ -185,7 +177,7 @@ std::optional<ApiError> read_messages(const Json& b, ChatRequest* c) {
     }
   }
   if (!system.empty())
-    c->messages.insert(c->messages.begin(), message(Role::kSystem, system, "system"));
+    c->messages.insert(c->messages.begin(), ChatMessage(Role::kSystem, system, "system"));
   return std::nullopt;
 }
 

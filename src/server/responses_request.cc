@@ -79,11 +79,8 @@ class ItemReader {
   // The system message goes first, once every item is read.
   void finish() {
     if (system_.empty()) return;
-    ChatMessage m;
-    m.role = ChatMessage::Role::kSystem;
-    m.content = system_;
-    m.origin = system_origin_;
-    c_->messages.insert(c_->messages.begin(), std::move(m));
+    c_->messages.insert(c_->messages.begin(),
+                        ChatMessage(ChatMessage::Role::kSystem, system_, system_origin_));
   }
 
  private:
@@ -183,10 +180,7 @@ class ItemReader {
 
   // A new message; an assistant's takes the reasoning items read since the last one.
   void push(ChatMessage::Role role, std::string content, const std::string& where) {
-    ChatMessage m;
-    m.role = role;
-    m.content = std::move(content);
-    m.origin = where;
+    ChatMessage m(role, std::move(content), where);
     if (role == ChatMessage::Role::kAssistant) m.reasoning = std::exchange(reasoning_, std::nullopt);
     c_->messages.push_back(std::move(m));
   }
@@ -208,14 +202,10 @@ std::optional<ApiError> read_tools(const Json& b, ChatRequest* c, ResponsesOptio
     const char* what =
         "'tool_choice' must be \"auto\", \"none\", \"required\" or {\"type\": \"function\", "
         "\"name\": ...}";
-    using Mode = ToolChoice::Mode;
     if (tc->is_string()) {
-      if (*tc == "auto") c->tool_choice.mode = Mode::kAuto;
-      else if (*tc == "none") c->tool_choice.mode = Mode::kNone;
-      else if (*tc == "required") c->tool_choice.mode = Mode::kRequired;
-      else return bad("tool_choice", what);
+      if (!c->tool_choice.set_mode(*tc)) return bad("tool_choice", what);
     } else if (tc->is_object() && field(*tc, "type") && (*tc)["type"] == "function") {
-      c->tool_choice.mode = Mode::kNamed;
+      c->tool_choice.mode = ToolChoice::Mode::kNamed;
       QWEN35_TRY(get_string(*tc, "name", "tool_choice", &c->tool_choice.name));
       if (c->tool_choice.name.empty()) return bad("tool_choice", what);
     } else {
