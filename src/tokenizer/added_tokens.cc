@@ -45,6 +45,13 @@ uint32_t last_code_point(std::string_view s, size_t end) {
   return next_code_point(s, &i);
 }
 
+// Whether [b, e) overlaps one of `r` (sorted, disjoint), from the cursor *k on: the callers ask
+// with nondecreasing b, so the cursor only moves forward.
+bool overlaps(std::span<const TextRange> r, size_t* k, size_t b, size_t e) {
+  while (*k < r.size() && r[*k].end <= b) ++*k;
+  return *k < r.size() && r[*k].begin < e;
+}
+
 }  // namespace
 
 void AddedTokenMatcher::init(const std::vector<const AddedToken*>& tokens) {
@@ -63,15 +70,19 @@ void AddedTokenMatcher::init(const std::vector<const AddedToken*>& tokens) {
   }
 }
 
-void AddedTokenMatcher::split(std::string_view text, size_t base, std::vector<Segment>* out) const {
+void AddedTokenMatcher::split(std::string_view text, size_t base, std::vector<Segment>* out,
+                              std::span<const TextRange> literal) const {
   size_t emitted = 0;  // end of the last segment pushed
   size_t pos = 0;
+  size_t cursor = 0;  // into literal
   while (pos < text.size()) {
     const auto& cands = by_first_byte_[static_cast<uint8_t>(text[pos])];
     const AddedToken* hit = nullptr;
     for (uint32_t idx : cands) {
       const std::string& c = tokens_[idx].content;
       if (text.compare(pos, c.size(), c) == 0) {
+        if (tokens_[idx].special && overlaps(literal, &cursor, base + pos, base + pos + c.size()))
+          continue;
         hit = &tokens_[idx];
         break;
       }

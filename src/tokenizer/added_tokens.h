@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -23,6 +24,11 @@ struct AddedToken {
   bool normalized = false;
 };
 
+// A byte range [begin, end) of a text.
+struct TextRange {
+  size_t begin, end;
+};
+
 // One segment of the text: an added token (id >= 0) or plain text (id == -1).
 struct Segment {
   size_t begin, end;
@@ -35,7 +41,11 @@ class AddedTokenMatcher {
   void init(const std::vector<const AddedToken*>& tokens);
   bool empty() const { return tokens_.empty(); }
   // Appends the segments of `text`, offset by `base`. Plain segments are never empty.
-  void split(std::string_view text, size_t base, std::vector<Segment>* out) const;
+  // `literal` (sorted, disjoint, in the same offsets as the segments): where a special token
+  // would overlap one, it is not a candidate, as if special tokens were unknown there (Hugging
+  // Face's split_special_tokens); tokens not flagged special still match.
+  void split(std::string_view text, size_t base, std::vector<Segment>* out,
+             std::span<const TextRange> literal = {}) const;
 
  private:
   std::vector<AddedToken> tokens_;

@@ -1,5 +1,7 @@
 #include "tokenizer/tokenizer.h"
 
+#include <algorithm>
+
 #include "tokenizer/tokenizer_data.h"
 #include "tokenizer/utf8.h"
 
@@ -17,7 +19,8 @@ core::Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text) cons
   return ids;
 }
 
-core::Status Tokenizer::encode_into(std::string_view text, std::vector<int32_t>* ids) const {
+core::Status Tokenizer::encode_into(std::string_view text, std::vector<int32_t>* ids,
+                                    std::span<const TextRange> literal) const {
   const size_t valid = utf8_valid_prefix(text);
   if (valid != text.size()) {
     return core::error("[tokenizer] input text is not valid UTF-8 at byte " +
@@ -28,10 +31,11 @@ core::Status Tokenizer::encode_into(std::string_view text, std::vector<int32_t>*
   if (d_->raw_matcher.empty()) {
     segs.push_back({0, text.size(), -1});
   } else {
-    d_->raw_matcher.split(text, 0, &segs);
+    d_->raw_matcher.split(text, 0, &segs, literal);
   }
   std::string norm;
   std::vector<Segment> sub;
+  std::vector<TextRange> local;
   for (const Segment& s : segs) {
     if (s.id >= 0) {
       ids->push_back(s.id);
@@ -48,8 +52,21 @@ core::Status Tokenizer::encode_into(std::string_view text, std::vector<int32_t>*
       QWEN35_RETURN_IF_ERROR(encode_plain(plain, ids));
       continue;
     }
+    // The literal ranges in this segment's terms. Normalization may move offsets: then the
+    // whole segment is literal when any of it is (special tokens that are matched after
+    // normalization are rare, and text that spells one stays text).
+    local.clear();
+    for (const TextRange& r : literal) {
+      const size_t b = std::max(r.begin, s.begin), e = std::min(r.end, s.end);
+      if (b >= e) continue;
+      if (plain.size() != s.end - s.begin || plain != text.substr(s.begin, s.end - s.begin)) {
+        local.assign(1, {0, plain.size()});
+        break;
+      }
+      local.push_back({b - s.begin, e - s.begin});
+    }
     sub.clear();
-    d_->normalized_matcher.split(plain, 0, &sub);
+    d_->normalized_matcher.split(plain, 0, &sub, local);
     for (const Segment& t : sub) {
       if (t.id >= 0) {
         ids->push_back(t.id);

@@ -56,8 +56,12 @@ class Tokenizer {
   // Text to ids, as HF `encode(text, add_special_tokens=False)`: added tokens are matched in the
   // raw text. Fails only when `text` is not valid UTF-8 (the error gives the byte offset).
   core::Result<std::vector<int32_t>> encode(std::string_view text) const;
-  // Appends to *ids; same contract as encode().
-  core::Status encode_into(std::string_view text, std::vector<int32_t>* ids) const;
+  // Appends to *ids; same contract as encode(). `literal` (sorted, disjoint byte ranges of
+  // `text`): no special added token is matched where it would overlap one, so text there that
+  // spells a control token (<|im_end|>) is tokenized as the plain text it is; everywhere else,
+  // and for added tokens not flagged special, the result is encode()'s.
+  core::Status encode_into(std::string_view text, std::vector<int32_t>* ids,
+                           std::span<const TextRange> literal = {}) const;
 
   // Ids to text. `skip_special` drops the added tokens flagged special (not other added tokens).
   // Ids outside [0, vocab_size()) and ids with no token are skipped, as HF does. Invalid UTF-8 in

@@ -136,6 +136,36 @@ TEST(Tokenizer, NormalizedAddedTokensMatchAfterNfc) {
   EXPECT_EQ(enc(t, "e\xCC\x81!"), (Ids{261}));
 }
 
+// Literal ranges (encode_into's third argument): a special token that would overlap one is not
+// matched there, and the text is tokenized as the plain text it is; tokens not flagged special
+// still match, and outside the ranges nothing changes.
+TEST(Tokenizer, LiteralRangesKeepSpecialSpellingsAsText) {
+  json j = synthetic_json();
+  j["added_tokens"] =
+      json::array({added_token("<s>", 260, true), added_token("<t>", 261, false),
+                   added_token("<l>", 262, true, /*lstrip=*/true),
+                   added_token("\xC3\xA9\xC3\xA9", 263, true, false, false, false, true)});
+  const Tokenizer t = make(j);
+  auto lit = [&](std::string_view text, std::vector<TextRange> r) {
+    Ids ids;
+    EXPECT_TRUE(t.encode_into(text, &ids, r).ok());
+    return ids;
+  };
+  const std::string text = "a<s>b<s><t>c";
+  EXPECT_EQ(enc(t, text), (Ids{'a', 260, 'b', 260, 261, 'c'}));
+  EXPECT_EQ(lit(text, {{5, 11}}), (Ids{'a', 260, 'b', '<', 's', '>', 261, 'c'}));
+  // Overlapping a token by one byte is enough; a range over plain text changes nothing.
+  EXPECT_EQ(lit(text, {{3, 4}}), (Ids{'a', '<', 's', '>', 'b', 260, 261, 'c'}));
+  EXPECT_EQ(lit(text, {{0, 1}, {11, 12}}), enc(t, text));
+  // A literal lstrip token absorbs no white space.
+  EXPECT_EQ(lit("a  <l>", {{3, 6}}), (Ids{'a', ' ', ' ', '<', 'l', '>'}));
+  EXPECT_EQ(enc(t, "a  <l>"), (Ids{'a', 262}));
+  // A normalized special token: matched after NFC, literal in its segment.
+  const std::string decomposed = "xe\xCC\x81" "e\xCC\x81y";
+  EXPECT_EQ(enc(t, decomposed), (Ids{'x', 263, 'y'}));
+  EXPECT_EQ(lit(decomposed, {{1, 4}}), (Ids{'x', 0xC3, 0xA9, 0xC3, 0xA9, 'y'}));
+}
+
 TEST(Tokenizer, GptByteLevelRegexWhenUseRegex) {
   json j = synthetic_json();
   j["pre_tokenizer"] = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}};
