@@ -82,6 +82,11 @@ int cmd_serve(int argc, char** argv) {
                  "default thinking budget of chat requests: at most N tokens of thinking, then "
                  "</think> is forced (-1: no cap; a request's thinking_token_budget or "
                  "reasoning_effort replaces it)");
+  bool special_in_content = false;
+  app.add_flag("--special-tokens-in-content", special_in_content,
+               "match control tokens (<|im_end|>, ...) typed into chat content as tokens, as a "
+               "plain tokenize of the rendered prompt does; by default they stay text, so that "
+               "no message, tool result or tool definition can forge a turn");
   int max_json_depth = server::kDefaultMaxJsonDepth;
   app.add_option("--max-json-depth", max_json_depth,
                  "deepest JSON nesting a request may use (deeper get HTTP 400)");
@@ -191,6 +196,7 @@ int cmd_serve(int argc, char** argv) {
   mi.ctx = eo.ctx;
   mi.max_json_depth = max_json_depth;
   mi.reasoning_budget = reasoning_budget;
+  mi.special_tokens_in_content = special_in_content;
   mi.grammars = std::make_shared<server::GrammarCache>(server::grammar_vocab(*tok, m.config().vocab));
   if (reasoning_budget >= 0 && tok->token_to_id("</think>") < 0)
     return finish(fail("serve", "--reasoning-budget: this model's vocabulary has no </think> token"));

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "server/chat_request.h"
+#include "server/prompt_tokens.h"
 #include "server/request_fields.h"
 #include "server/structured.h"
 
@@ -130,6 +131,12 @@ std::optional<ApiError> read_conversation(const Json& b, const ModelInfo& mi, Ch
         return bad("chat_template_kwargs",
                    std::string("'chat_template_kwargs' must not set '") + key +
                        "': the server sets it from the request's validated fields");
+    // Nor replace what the template's own code calls (range, raise_exception, eos_token, ...).
+    if (mi.tmpl)
+      for (const auto& [key, v] : k->items())
+        if (mi.tmpl->is_reserved(key))
+          return bad("chat_template_kwargs", "'chat_template_kwargs' must not set '" + key +
+                                                 "': the chat template's own code uses that name");
     c->template_kwargs = *k;
   }
   return get_bool(b, "add_generation_prompt", &c->add_generation_prompt);
@@ -215,11 +222,13 @@ std::optional<ApiError> parse_chat_request(const Json& b, const ModelInfo& mi,
   return finish_chat_request(c, mi, r);
 }
 
-std::optional<ApiError> render_messages(const Json& b, const ModelInfo& mi, std::string* text) {
+std::optional<ApiError> render_messages(const Json& b, const ModelInfo& mi, std::string* text,
+                                        std::vector<int32_t>* ids) {
   if (!b.is_object()) return bad("", "the request body must be a JSON object");
   ChatRequest c;
   QWEN35_TRY(read_conversation(b, mi, &c));
-  return render_chat(c, mi, text);
+  QWEN35_TRY(render_chat(c, mi, text));
+  return ids ? encode_chat_prompt(c, mi, *text, ids) : std::nullopt;
 }
 
 }  // namespace qwen35::server

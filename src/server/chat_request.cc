@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "server/prompt_tokens.h"
 #include "server/request_fields.h"
 #include "server/structured.h"
 
@@ -84,13 +85,14 @@ std::optional<ApiError> render_messages_of(const ChatRequest& c, const ModelInfo
   for (const auto& m : messages) msgs.push_back(m.to_template());
   const bool use_tools = c.tool_choice.mode != ToolChoice::Mode::kNone && !c.tools.empty();
   bool over_limit = false;
+  std::string reason;
   auto r = mi.tmpl->render(msgs, use_tools ? c.tools : Json(nullptr), add_gen, c.template_kwargs,
-                           &over_limit);
+                           &over_limit, &reason);
   if (r.ok()) {
     *text = std::move(*r);
     return std::nullopt;
   }
-  if (!over_limit) return bad(c.names.messages, "chat template: " + r.message());
+  if (!over_limit) return bad(c.names.messages, "the chat template refused the request: " + reason);
   // A template that runs past its work bounds (an endless loop, a runaway string) is the
   // server's template misbehaving, not a malformed request: 500, as for any server fault.
   return api_error(ErrorKind::kServer, "the chat template failed: " + r.message());
@@ -143,9 +145,9 @@ std::optional<ApiError> finish_chat_request(const ChatRequest& c, const ModelInf
   QWEN35_TRY(set_reasoning_budget(c.budget.value_or(mi.reasoning_budget), r->in_reasoning, mi,
                                   c.names.budget, r));
   QWEN35_TRY(set_structured_output(c.format, c.tool_choice, c.names, mi, r));
-  auto ids = mi.tok->encode(text);
-  if (!ids.ok()) return bad(c.names.messages, ids.message());
-  r->batch = {{std::move(*ids), ""}};
+  std::vector<int32_t> ids;
+  QWEN35_TRY(encode_chat_prompt(c, mi, text, &ids));
+  r->batch = {{std::move(ids), ""}};
   r->snapshot_hints = shared_prefix_hint(c, mi, r->batch[0].ids);
   return std::nullopt;
 }

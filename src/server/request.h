@@ -32,6 +32,9 @@ struct ModelInfo {
   int64_t ctx = 0;
   int max_json_depth = kDefaultMaxJsonDepth;  // nesting bound of request bodies (json_limits.h)
   int64_t reasoning_budget = -1;  // chat requests' default thinking budget (-1: no cap)
+  // Control tokens typed into chat content are matched as tokens (prompt_tokens.h): off by
+  // default, where they stay text.
+  bool special_tokens_in_content = false;
   // Compiled grammars of structured outputs (null: response_format and forced tool calls are
   // refused).
   std::shared_ptr<GrammarCache> grammars;
@@ -118,8 +121,10 @@ std::optional<ApiError> set_reasoning_budget(int64_t budget, bool open, const Mo
 // Whether a rendered prompt ends inside an open <think> (its last non-blank text).
 bool opens_thinking(const std::string& text);
 
-// Renders `messages` (validated) through the chat template: for /apply-template and /tokenize.
-std::optional<ApiError> render_messages(const Json& body, const ModelInfo& mi, std::string* text);
+// Renders `messages` (validated) through the chat template: for /apply-template and /tokenize;
+// *ids (when given) are the prompt's ids as a chat request's (prompt_tokens.h).
+std::optional<ApiError> render_messages(const Json& body, const ModelInfo& mi, std::string* text,
+                                        std::vector<int32_t>* ids = nullptr);
 
 // Checks the "model" field: absent, the served name, or the checkpoint path.
 std::optional<ApiError> check_model(const Json& body, const ModelInfo& mi);

@@ -19,18 +19,19 @@ void answer_utility(const Context& ctx, const std::string& path, const Json& b, 
   if (path == "/tokenize") {
     if (auto e = check_model(b, ctx.mi)) return send_error(*e);
     std::string text;
+    std::vector<int32_t> ids;
     if (b.contains("messages")) {
-      if (auto e = render_messages(b, ctx.mi, &text)) return send_error(*e);
+      // The ids a chat request of these messages gets (control tokens in content stay text).
+      if (auto e = render_messages(b, ctx.mi, &text, &ids)) return send_error(*e);
     } else if (b.contains("prompt") && b["prompt"].is_string()) {
-      text = b["prompt"];
+      auto enc = ctx.mi.tok->encode(b["prompt"].get<std::string>());
+      if (!enc.ok()) return send_error(invalid("prompt", enc.message()));
+      ids = std::move(*enc);
     } else {
       return send_error(invalid("prompt", "'prompt' (a string) or 'messages' is required"));
     }
-    auto ids = ctx.mi.tok->encode(text);
-    if (!ids.ok())
-      return send_error(invalid("prompt", ids.message()));
     return r.send(json_response(
-        Json{{"count", ids->size()}, {"max_model_len", ctx.mi.ctx}, {"tokens", *ids}}));
+        Json{{"count", ids.size()}, {"max_model_len", ctx.mi.ctx}, {"tokens", ids}}));
   }
   if (path == "/detokenize") {
     std::vector<int32_t> ids;
