@@ -134,8 +134,8 @@ std::optional<ApiError> read_assistant(const Json& content, const std::string& w
   return std::nullopt;
 }
 
-// system, then the turns. System turns among the messages (newer clients send them) join the
-// system message while they lead, and become user messages after.
+// system, then the turns: user and assistant only, as Anthropic's API takes them (the system
+// prompt is the top-level 'system').
 std::optional<ApiError> read_messages(const Json& b, ChatRequest* c) {
   using Role = ChatMessage::Role;
   std::string system;
@@ -144,7 +144,6 @@ std::optional<ApiError> read_messages(const Json& b, ChatRequest* c) {
   if (!m) return bad("messages", "'messages' is required");
   if (!m->is_array()) return bad("messages", "'messages' must be an array");
   if (m->empty()) return bad("messages", "'messages' must not be empty");
-  bool leading = true;
   for (size_t i = 0; i < m->size(); ++i) {
     const std::string where = "messages[" + std::to_string(i) + "]";
     const Json& msg = (*m)[i];
@@ -155,25 +154,14 @@ std::optional<ApiError> read_messages(const Json& b, ChatRequest* c) {
     if (!content || !(content->is_string() || content->is_array()))
       return bad(where + ".content",
                  "'" + where + ".content' must be a string or a list of content blocks");
-    if (role == "system") {
-      std::string text;
-      QWEN35_TRY(text_of(*content, where + ".content", &text));
-      if (!leading) {
-        c->messages.push_back(ChatMessage(Role::kUser, text, where));
-      } else {
-        if (!system.empty() && !text.empty()) system += "\n\n";
-        system += text;
-      }
-      continue;
-    }
-    leading = false;
     if (role == "user") {
       QWEN35_TRY(read_user(*content, where, &c->messages));
     } else if (role == "assistant") {
       QWEN35_TRY(read_assistant(*content, where, &c->messages));
     } else {
-      return bad(where + ".role",
-                 "unknown role '" + role + "' in '" + where + "' (expected user or assistant)");
+      return bad(where + ".role", "unknown role '" + role + "' in '" + where +
+                                      "' (expected user or assistant; the system prompt goes in "
+                                      "'system')");
     }
   }
   if (!system.empty())

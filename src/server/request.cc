@@ -25,6 +25,7 @@ ApiError not_supported(const std::string& name, const std::string& why) {
 // "nothing special". (response_format and tool_choice are read in server/structured.cc.)
 // Decisions (issue 14):
 //   logit_bias           {} only                  the sampler has no per-token bias
+//   prompt_logprobs                               vLLM's; completions' echo + logprobs gives them
 //   parallel_tool_calls  true only                nothing stops the model emitting several calls
 //   functions, function_call (chat)               deprecated; use "tools"
 //   audio, web_search_options (chat)              no audio out, no search
@@ -98,6 +99,9 @@ std::optional<ApiError> refuse_unsupported(const Json& b, bool chat, int n) {
     return not_supported("logit_bias", "");
   if (const Json* f = field(b, "parallel_tool_calls"); f && !(f->is_boolean() && f->get<bool>()))
     return not_supported("parallel_tool_calls", "only true");
+  if (field(b, "prompt_logprobs"))
+    return not_supported("prompt_logprobs", chat ? "" : "'echo': true with 'logprobs' gives the "
+                                                        "prompt's logprobs");
   if (const Json* f = field(b, "modalities");
       f && !(f->is_array() && f->size() == 1 && (*f)[0] == "text"))
     return not_supported("modalities", "only [\"text\"]");
@@ -128,8 +132,12 @@ std::optional<ApiError> read_openai_common(const Json& b, const ModelInfo& mi,
                            r));
   auto& s = r->sampling;
   if (field(b, "seed")) {
+    // The sampler's seed is 64 unsigned bits: a negative seed would alias a large one (-1 is
+    // 2^64 - 1), so it is refused rather than mapped.
     const Json& f = *field(b, "seed");
-    if (!f.is_number_integer()) return bad("seed", "'seed' must be an integer");
+    if (!f.is_number_integer() || (!f.is_number_unsigned() && f.get<int64_t>() < 0))
+      return bad("seed", "'seed' must be an integer in [0, 18446744073709551615] (leave it out "
+                         "for a random one)");
     s.seed = f.is_number_unsigned() ? f.get<uint64_t>() : uint64_t(f.get<int64_t>());
   }
   QWEN35_TRY(read_max_tokens(

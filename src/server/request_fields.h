@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -49,7 +50,9 @@ inline std::optional<ApiError> get_float(const Json& b, const char* name, const 
   if (!f) return std::nullopt;
   if (!f->is_number()) return bad(path, "'" + path + "' must be a number");
   const double d = f->get<double>();
-  if (!std::isfinite(d)) return bad(path, "'" + path + "' must be finite");
+  // A double past float's range would become inf: refused here, where the field is known.
+  if (!std::isfinite(d) || std::fabs(d) > double(std::numeric_limits<float>::max()))
+    return bad(path, "'" + path + "' must be a finite number within float range");
   *v = float(d);
   return std::nullopt;
 }

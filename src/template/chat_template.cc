@@ -93,7 +93,7 @@ core::Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& mes
                                                const nlohmann::ordered_json& tools,
                                                bool add_generation_prompt,
                                                const nlohmann::ordered_json& extra_kwargs,
-                                               bool* over_limit) const {
+                                               bool* over_limit, std::string* reason) const {
   if (over_limit) *over_limit = false;
   if (!program_) return core::error("[chat_template] render of an empty template");
   if (!extra_kwargs.is_null() && !extra_kwargs.is_object())
@@ -118,10 +118,23 @@ core::Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& mes
     return interp.render(program_->body, root);
   } catch (const jinja::TemplateError& e) {
     if (over_limit) *over_limit = e.over_limit();
+    if (reason) *reason = e.message();
     return template_error(e);
   } catch (const std::exception& e) {
+    if (reason) *reason = "internal error";
     return core::error(std::string("[chat_template] internal error: ") + e.what());
   }
+}
+
+bool ChatTemplate::is_reserved(const std::string& name) const {
+  static const jinja::Dict globals = [] {
+    jinja::Dict d;
+    jinja::add_globals(d);
+    return d;
+  }();
+  for (const auto& [k, v] : globals.items())
+    if (k == name) return true;
+  return default_vars_.contains(name);
 }
 
 core::Result<ChatTemplate> load_chat_template(const std::string& dir) {

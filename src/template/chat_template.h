@@ -26,11 +26,18 @@ class ChatTemplate {
   // of tool schemas; extra_kwargs: an object of further template variables (enable_thinking,
   // add_vision_id, ...) or null. A variable that is absent is undefined to the template.
   // On failure *over_limit (when given) tells whether a work bound (set_limits) stopped the
-  // render, as opposed to the template rejecting its input or an unsupported construct.
+  // render, as opposed to the template rejecting its input or an unsupported construct, and
+  // *reason (when given) is what went wrong without the template's line: what a client is told
+  // (the template's own code is no business of theirs).
   core::Result<std::string> render(const nlohmann::ordered_json& messages,
                                    const nlohmann::ordered_json& tools, bool add_generation_prompt,
                                    const nlohmann::ordered_json& extra_kwargs,
-                                   bool* over_limit = nullptr) const;
+                                   bool* over_limit = nullptr, std::string* reason = nullptr) const;
+
+  // Whether `name` is one the template's own code relies on: a global function (range,
+  // namespace, raise_exception, ...) or a default variable (eos_token, ...). A template kwarg of
+  // that name would replace it.
+  bool is_reserved(const std::string& name) const;
 
   // Variables every render sees unless extra_kwargs overrides them (transformers passes the
   // tokenizer's named special tokens: eos_token, pad_token, ...). Must be an object.

@@ -3,6 +3,7 @@
 // (finish_chat_request) finds, with nothing renamed afterwards.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <memory>
 
 #include "server/messages.h"
@@ -189,6 +190,59 @@ TEST(ApiErrors, ChatKeepsItsOwnNames) {
                                error_model().mi, &r2);
   ASSERT_TRUE(e2);
   EXPECT_EQ(e2->param, "messages[0].role");
+}
+
+// The validation gaps of the second hostile round: each refused by name, in the client's terms.
+TEST(ApiErrors, OutOfRangeAndUnsupportedFieldsAreNamed) {
+  const Json msgs = {{{"role", "user"}, {"content", "hi"}}};
+  auto chat_error = [&](Json extra) {
+    Json b = {{"messages", msgs}};
+    for (auto& [k, v] : extra.items()) b[k] = v;
+    CompletionRequest r;
+    auto e = parse_chat_request(b, error_model().mi, &r);
+    EXPECT_TRUE(e) << b;
+    return e.value_or(ApiError{});
+  };
+  ApiError e = chat_error({{"temperature", 1e308}});
+  EXPECT_EQ(e.param, "temperature");
+  EXPECT_EQ(e.message, "'temperature' must be a finite number within float range");
+  e = chat_error({{"top_p", -1e300}});
+  EXPECT_EQ(e.param, "top_p");
+  // -1 would alias 2^64 - 1: refused, not mapped.
+  e = chat_error({{"seed", -1}});
+  EXPECT_EQ(e.param, "seed");
+  CompletionRequest big;
+  EXPECT_FALSE(parse_chat_request(Json{{"messages", msgs}, {"seed", UINT64_MAX}},
+                                  error_model().mi, &big));
+  EXPECT_EQ(big.sampling.seed, UINT64_MAX);
+  e = chat_error({{"prompt_logprobs", 1}});
+  EXPECT_EQ(e.param, "prompt_logprobs");
+  CompletionRequest c;
+  auto ce = parse_completion_request(Json{{"prompt", "hi"}, {"prompt_logprobs", 1}},
+                                     error_model().mi, &c);
+  ASSERT_TRUE(ce);
+  EXPECT_EQ(ce->param, "prompt_logprobs");
+  EXPECT_NE(ce->message.find("'echo': true"), std::string::npos) << ce->message;
+  // Template kwargs cannot replace what the template's own code calls.
+  for (const char* name : {"range", "namespace", "raise_exception", "eos_token"}) {
+    e = chat_error({{"chat_template_kwargs", {{name, 1}}}});
+    EXPECT_EQ(e.param, "chat_template_kwargs") << name;
+    EXPECT_NE(e.message.find(std::string("'") + name + "'"), std::string::npos) << e.message;
+  }
+  // A template's refusal says the template's words, not where in its code they are.
+  e = chat_error({{"messages", {msgs[0], {{"role", "system"}, {"content", "late"}}}}});
+  EXPECT_EQ(e.param, "messages");
+  EXPECT_EQ(e.message,
+            "the chat template refused the request: System message must be at the beginning.");
+}
+
+// Anthropic's API has no system turns among the messages: the system prompt is 'system'.
+TEST(ApiErrors, MessagesRefusesSystemTurns) {
+  const ApiError e = messages_error(Json{{"messages", {{{"role", "system"}, {"content", "x"}},
+                                                       {{"role", "user"}, {"content", "hi"}}}},
+                                         {"max_tokens", 4}});
+  EXPECT_EQ(e.param, "messages[0].role");
+  EXPECT_NE(e.message.find("'system'"), std::string::npos) << e.message;
 }
 
 }  // namespace
