@@ -369,7 +369,8 @@ TEST_F(ApiCompatTest, MessagesErrors) {
       {Json{{"messages", msgs}, {"max_tokens", 4}, {"temperature", "x"}},
        "temperature: 'temperature' must be a number"},
       {Json{{"messages", {{{"role", "robot"}, {"content", "x"}}}}, {"max_tokens", 4}},
-       "messages[0].role: unknown role 'robot' in 'messages[0]' (expected user or assistant)"},
+       "messages[0].role: unknown role 'robot' in 'messages[0]' (expected user or assistant; the "
+       "system prompt goes in 'system')"},
   };
   for (const auto& [body, message] : exact) {
     auto [st, r] = post(s(), "/v1/messages", body);
