@@ -4,7 +4,10 @@
 // kKvBlock), n_attention_layers, block_floats (K or V of one block and layer), n_recurrent; then
 // the i32 token ids; for each block, for each attention layer, its K then V floats; the f32
 // recurrent state; and an FNV-1a 64-bit checksum of everything before it. Each file holds the
-// whole KV prefix of its snapshot, so nested snapshots repeat the KV they share.
+// whole KV prefix of its snapshot, so nested snapshots repeat the KV they share. It is named
+// <fingerprint>-<FNV-1a of its token ids>.q35pc (16 hex digits each), so a prefix keeps its
+// name from one save to the next and its new file replaces its old one in one rename; while
+// being written it is <name>.tmp, which load() never reads.
 //
 // Loading: a path that is not a regular file is never opened (a FIFO or a device could block
 // or never end); the header is checked against this process's model, the file's size and the
@@ -12,16 +15,22 @@
 // 48 bytes; then the token ids, each KV block straight into a pool block, and the recurrent
 // state are read in file order into their destinations while the checksum is computed. No
 // buffer holds the file: memory beyond the destinations is O(1).
+//
+// Saving: write <name>.tmp, fsync it, rename it to <name>, and after every snapshot is in
+// place fsync the directory (so the renames outlive a power cut) and only then remove the
+// fingerprint's other files. At every instant each prefix has its old file or its new one.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
+#include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -38,6 +47,7 @@ constexpr int64_t kBlock = kernels::kKvBlock;
 constexpr uint64_t kFnvBasis = 1469598103934665603ull;
 constexpr uint64_t kMaxTokens = uint64_t(1) << 24;  // no context is longer
 constexpr char kExt[] = ".q35pc";
+constexpr char kTmp[] = ".tmp";
 
 // The header after the magic (five u64, no padding).
 struct Header {
@@ -52,26 +62,76 @@ uint64_t fnv(const void* data, size_t n, uint64_t h = kFnvBasis) {
   return h;
 }
 
+std::string hex16(uint64_t v) {
+  char s[17];
+  std::snprintf(s, sizeof s, "%016llx", (unsigned long long)v);
+  return s;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
 std::string errno_text() { return std::strerror(errno); }
 
-// Streams to a file, hashing what it writes.
-class Writer {
+// Writes a new file through a small buffer, hashing what it writes. The first error sticks and
+// finish() reports it.
+class FileOut {
  public:
-  explicit Writer(const std::string& path) : f_(path, std::ios::binary) {}
+  explicit FileOut(const std::string& path)
+      : fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644)) {
+    if (fd_ < 0) error_ = errno_text();
+  }
+  ~FileOut() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileOut(const FileOut&) = delete;
+  FileOut& operator=(const FileOut&) = delete;
+
   void put(const void* p, size_t n) {
-    f_.write(static_cast<const char*>(p), std::streamsize(n));
     hash_ = fnv(p, n, hash_);
+    if (buf_.size() + n > kBuffer) flush();
+    if (n >= kBuffer) {
+      write_all(p, n);
+    } else {
+      const char* c = static_cast<const char*>(p);
+      buf_.insert(buf_.end(), c, c + n);
+    }
   }
   void u64(uint64_t v) { put(&v, 8); }
-  bool finish() {
-    const uint64_t h = hash_;
-    f_.write(reinterpret_cast<const char*>(&h), 8);
-    f_.close();
-    return bool(f_);
+  // Appends the checksum and fsyncs: "" once the whole file is on disk, else why not.
+  std::string finish() {
+    const uint64_t sum = hash_;
+    put(&sum, 8);
+    flush();
+    if (error_.empty() && ::fsync(fd_) != 0) error_ = errno_text();
+    if (fd_ >= 0 && ::close(fd_) != 0 && error_.empty()) error_ = errno_text();
+    fd_ = -1;
+    return error_;
   }
 
  private:
-  std::ofstream f_;
+  static constexpr size_t kBuffer = size_t(1) << 16;
+  void flush() {
+    write_all(buf_.data(), buf_.size());
+    buf_.clear();
+  }
+  void write_all(const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0 && error_.empty()) {
+      const ssize_t w = ::write(fd_, c, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        error_ = w < 0 ? errno_text() : "nothing written";
+        return;
+      }
+      c += w;
+      n -= size_t(w);
+    }
+  }
+  int fd_;
+  std::string error_;
+  std::vector<char> buf_;
   uint64_t hash_ = kFnvBasis;
 };
 
@@ -142,48 +202,112 @@ std::string read_header(FileIn& in, const Header& want, uint64_t* n_tokens) {
   return "";
 }
 
+// Writes one snapshot file at `path` (a temporary name) and fsyncs it; "" or why not.
+std::string write_file(const std::string& path, const model::KvPool& pool, uint64_t fingerprint,
+                       std::span<const int32_t> tokens, std::span<const int32_t> blocks,
+                       std::span<const float> snapshot) {
+  const size_t half = size_t(pool.block_floats()) * 4;
+  FileOut f(path);
+  f.put(kMagic, 8);
+  f.u64(fingerprint);
+  f.u64(tokens.size());
+  f.u64(uint64_t(pool.n_layers()));
+  f.u64(uint64_t(pool.block_floats()));
+  f.u64(snapshot.size());
+  f.put(tokens.data(), tokens.size() * 4);
+  for (int32_t b : blocks)
+    for (int64_t l = 0; l < pool.n_layers(); ++l) {
+      f.put(pool.k(l, b), half);
+      f.put(pool.v(l, b), half);
+    }
+  f.put(snapshot.data(), snapshot.size() * 4);
+  return f.finish();
+}
+
+// fsyncs a directory: the renames and removals in it survive a power cut. A filesystem that
+// cannot sync directories (EINVAL) has no more to offer, and that is not an error.
+core::Status sync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return core::error("[prefix cache] cannot open '" + dir + "': " + errno_text());
+  const int r = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (r != 0 && err != EINVAL)
+    return core::error("[prefix cache] cannot sync '" + dir + "': " + std::strerror(err));
+  return core::Status();
+}
+
+// save()'s last step: removes the files named `prefix`* (this fingerprint's snapshots and
+// temporaries) that are not in `keep`, the files this save wrote.
+core::Status remove_stale(const std::string& dir, const std::string& prefix,
+                          const std::set<std::string>& keep, const PrefixCache::SaveHook& hook) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  fs::directory_iterator it(dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && !keep.count(name) &&
+        (ends_with(name, kExt) || ends_with(name, std::string(kExt) + kTmp)))
+      stale.push_back(it->path());
+  }
+  if (ec) return core::error("[prefix cache] cannot list '" + dir + "': " + ec.message());
+  core::Status st;
+  for (const auto& p : stale) {
+    if (hook) hook(PrefixCache::SaveStep::kRemoving, p.string());
+    if (!fs::remove(p, ec) && ec && st.ok())
+      st = core::error("[prefix cache] cannot remove '" + p.string() + "': " + ec.message());
+    if (hook) hook(PrefixCache::SaveStep::kRemoved, p.string());
+  }
+  return st;
+}
+
 }  // namespace
 
-core::Status PrefixCache::save(const std::string& dir, uint64_t fingerprint) const {
+core::Status PrefixCache::save(const std::string& dir, uint64_t fingerprint,
+                               const SaveHook& hook) const {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return core::error("[prefix cache] cannot create '" + dir + "': " + ec.message());
-  // Files are named by fingerprint: another checkpoint's (sharing the directory) stay.
-  char prefix[24];
-  std::snprintf(prefix, sizeof prefix, "%016llx-", (unsigned long long)fingerprint);
-  std::vector<fs::path> old;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".q35pc" && e.path().filename().string().rfind(prefix, 0) == 0)
-      old.push_back(e.path());
-  for (const auto& f : old) fs::remove(f, ec);
+  const auto step = [&](SaveStep s, const std::string& path) {
+    if (hook) hook(s, path);
+  };
+  // Every name starts with the fingerprint: another checkpoint's files never match `prefix`.
+  const std::string prefix = hex16(fingerprint) + "-";
+  std::set<std::string> written;
   std::vector<const Node*> stack = {root_.get()};
-  int n = 0;
   while (!stack.empty()) {
     const Node* node = stack.back();
     stack.pop_back();
     for (const auto& c : node->children) stack.push_back(c.get());
     if (node->snapshot.empty()) continue;
-    std::vector<const Node*> path;
-    for (const Node* p = node; p != root_.get(); p = p->parent) path.insert(path.begin(), p);
-    const int64_t stride = pool_->block_floats();
-    const std::string path_name = dir + "/" + prefix + std::to_string(n++) + ".q35pc";
-    Writer w(path_name);
-    w.put(kMagic, 8);
-    w.u64(fingerprint);
-    w.u64(uint64_t(node->depth * kBlock));
-    w.u64(uint64_t(pool_->n_layers()));
-    w.u64(uint64_t(stride));
-    w.u64(node->snapshot.size());
-    for (const Node* p : path) w.put(p->key.data(), p->key.size() * 4);
-    for (const Node* p : path)
-      for (int64_t l = 0; l < pool_->n_layers(); ++l) {
-        w.put(pool_->k(l, p->block), size_t(stride) * 4);
-        w.put(pool_->v(l, p->block), size_t(stride) * 4);
-      }
-    w.put(node->snapshot.data(), node->snapshot.size() * 4);
-    if (!w.finish()) return core::error("[prefix cache] cannot write '" + path_name + "'");
+    std::vector<int32_t> tokens(size_t(node->depth * kBlock)), blocks(size_t(node->depth));
+    for (const Node* p = node; p != root_.get(); p = p->parent) {
+      blocks[size_t(p->depth - 1)] = p->block;
+      std::copy(p->key.begin(), p->key.end(), tokens.begin() + (p->depth - 1) * kBlock);
+    }
+    // Two prefixes whose hashes collide would share a name, the later written winning: one
+    // snapshot lost, never a wrong one (a file carries its tokens).
+    const std::string name = prefix + hex16(fnv(tokens.data(), tokens.size() * 4)) + kExt;
+    const std::string path = dir + "/" + name, tmp = path + kTmp;
+    written.insert(name);
+    step(SaveStep::kWriting, tmp);
+    if (std::string why = write_file(tmp, *pool_, fingerprint, tokens, blocks, node->snapshot);
+        !why.empty()) {
+      ::unlink(tmp.c_str());
+      return core::error("[prefix cache] cannot write '" + tmp + "': " + why);
+    }
+    step(SaveStep::kWritten, tmp);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      const std::string why = errno_text();
+      ::unlink(tmp.c_str());
+      return core::error("[prefix cache] cannot rename '" + tmp + "': " + why);
+    }
+    step(SaveStep::kRenamed, path);
   }
-  return core::Status();
+  // A failure above returns before anything is removed: the old files stay.
+  QWEN35_RETURN_IF_ERROR(sync_dir(dir));
+  QWEN35_RETURN_IF_ERROR(remove_stale(dir, prefix, written, hook));
+  return sync_dir(dir);
 }
 
 std::string PrefixCache::load_file(const std::string& path, uint64_t fingerprint,
@@ -231,7 +355,7 @@ int64_t PrefixCache::load(const std::string& dir, uint64_t fingerprint, int64_t 
   fs::directory_iterator it(dir, ec);
   for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
     const fs::path& path = it->path();
-    if (path.extension() != kExt) continue;
+    if (path.extension() != kExt) continue;  // save()'s temporaries end in .tmp
     std::string why;
     try {
       why = load_file(path.string(), fingerprint, uint64_t(recurrent_floats));

@@ -1,9 +1,13 @@
-// The prefix cache's files against an attacker (issue 32): files that are huge, sparse, lying
-// about their size or not files at all are skipped with a warning, without blocking and without
-// memory for them, while valid files beside them load. A tiny geometry (one Gated DeltaNet
-// layer, one attention layer, 4 KiB blocks) and made-up state: no model is run.
+// The prefix cache's files against an attacker and a crash (issue 32): files that are huge,
+// sparse, lying about their size or not files at all are skipped with a warning, without
+// blocking and without memory for them, while valid files beside them load; a save killed at
+// any of its steps leaves every prefix its old snapshot or its new one, whole, and the next save
+// cleans up after it. A tiny geometry (one Gated DeltaNet layer, one attention layer, 4 KiB
+// blocks) and made-up state: no model is run. Nothing waits for time: children are killed at a
+// step of save() by its hook and waited for.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -12,6 +16,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <set>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,10 +29,17 @@ namespace qwen35::runtime {
 namespace {
 
 namespace sfs = std::filesystem;
+using Step = PrefixCache::SaveStep;
 
-constexpr uint64_t kFp = 0x1234abcd5678ef00ull;
+constexpr uint64_t kFp = 0x1234abcd5678ef00ull, kOtherFp = 0x0badc0ffee000001ull;
 constexpr size_t kBound = 4 << 20;  // --cache-mb of the caches here
 constexpr int64_t kPoolBlocks = 64;
+
+std::string fp_prefix(uint64_t fp) {  // how save() names a fingerprint's files
+  char s[18];
+  std::snprintf(s, sizeof s, "%016llx-", (unsigned long long)fp);
+  return s;
+}
 
 model::ModelConfig tiny_config() {
   model::ModelConfig c;
@@ -73,6 +86,16 @@ std::vector<std::string> lines_of(const std::string& path) {
   std::ifstream f(path);
   std::vector<std::string> out;
   for (std::string l; std::getline(f, l);) out.push_back(l);
+  return out;
+}
+
+// name -> bytes of the directory's files whose names start with `prefix`.
+std::map<std::string, std::string> files_of(const std::string& dir, const std::string& prefix) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : sfs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) out[name] = testing::read_file(e.path().string());
+  }
   return out;
 }
 
@@ -249,6 +272,119 @@ TEST_F(CacheFileSafetyTest, NonFilesAreSkippedWithoutBlocking) {
   for (const char* f : {"pipe.q35pc", "folder.q35pc", "device.q35pc"})
     EXPECT_TRUE(said(warnings, f, "not a regular file; skipped")) << f;
   EXPECT_EQ(resumed_version(cache, seq(1, 64)), 1);
+}
+
+// A save killed at step k of its hook, for every k. On disk before it: an earlier complete
+// save's snapshots (version 1), another checkpoint's files and a crashed save's temporary; in
+// the cache being saved: version 2 of two of those prefixes, two new prefixes, and not the
+// third old one, which that save removes as stale.
+class KilledSaveTest : public CacheFileSafetyTest {
+ protected:
+  using Tokens = std::vector<int32_t>;
+  const std::vector<Tokens> both_ = {seq(1, 64), seq(1, 192)};
+  const std::vector<Tokens> old_only_ = {seq(2, 128)};
+  const std::vector<Tokens> new_only_ = {seq(1, 256), seq(3, 64)};
+  const size_t n_new_ = both_.size() + new_only_.size();
+
+  // The directory after a save killed once it had logged `events` ("<step> <path>" each):
+  // every prefix has its old snapshot or its new one, whole; the new ones are exactly those
+  // renamed, the old-only ones gone exactly those removed; nothing else is read.
+  void expect_old_or_new(const std::string& dir, const std::vector<std::string>& events) {
+    int renamed = 0, removed = 0;
+    bool removing = false;
+    for (const auto& e : events) {
+      const int step = std::stoi(e);
+      renamed += step == int(Step::kRenamed);
+      removing |= step == int(Step::kRemoving);
+      removed += step == int(Step::kRemoved) && e.ends_with(".q35pc");
+    }
+    // Removal starts only once every new file is in place.
+    if (removing) {
+      EXPECT_EQ(renamed, int(n_new_));
+    }
+    PrefixCache cache(&pool_, kBound);
+    std::vector<std::string> warnings;
+    const int64_t loaded = cache.load(dir, kFp, recurrent_floats(), &warnings);
+    // The other checkpoint's files only: no temporary is read, no file is torn.
+    EXPECT_EQ(warnings.size(), 3u) << ::testing::PrintToString(warnings);
+    for (const auto& w : warnings) EXPECT_NE(w.find("another checkpoint"), std::string::npos) << w;
+    // Each set with the versions its prefixes may show (-1: none).
+    const std::pair<const std::vector<Tokens>*, std::set<int>> sets[] = {
+        {&both_, {1, 2}}, {&new_only_, {-1, 2}}, {&old_only_, {-1, 1}}};
+    int present = 0, fresh = 0, gone = 0;
+    for (const auto& [set, allowed] : sets)
+      for (const auto& t : *set) {
+        const int v = resumed_version(cache, t);
+        EXPECT_TRUE(allowed.count(v)) << "prefix of " << t.size() << " tokens: version " << v;
+        present += v > 0;
+        fresh += v == 2;
+        gone += set == &old_only_ && v == -1;
+      }
+    EXPECT_EQ(fresh, renamed);
+    EXPECT_EQ(gone, removed);
+    EXPECT_EQ(loaded, present);
+  }
+  // The directory after a complete save: the new snapshots alone, no temporary.
+  void expect_saved(const std::string& dir) {
+    const auto ours = files_of(dir, fp_prefix(kFp));
+    EXPECT_EQ(ours.size(), n_new_);
+    for (const auto& [name, bytes] : ours) EXPECT_TRUE(name.ends_with(".q35pc")) << name;
+    PrefixCache cache(&pool_, kBound);
+    std::vector<std::string> warnings;
+    EXPECT_EQ(cache.load(dir, kFp, recurrent_floats(), &warnings), int64_t(n_new_));
+    for (const auto& t : both_) EXPECT_EQ(resumed_version(cache, t), 2);
+    for (const auto& t : new_only_) EXPECT_EQ(resumed_version(cache, t), 2);
+    for (const auto& t : old_only_) EXPECT_EQ(resumed_version(cache, t), -1);
+  }
+};
+
+TEST_F(KilledSaveTest, EveryPrefixKeepsItsOldOrNewSnapshot) {
+  PrefixCache old_cache(&pool_, kBound), new_cache(&pool_, kBound);
+  for (const auto& t : both_) {
+    insert(old_cache, t, 1);
+    insert(new_cache, t, 2);
+  }
+  for (const auto& t : old_only_) insert(old_cache, t, 1);
+  for (const auto& t : new_only_) insert(new_cache, t, 2);
+  testing::TempDir d;
+  const std::string before = d.file("before");
+  ASSERT_TRUE(old_cache.save(before, kFp).ok());
+  ASSERT_TRUE(old_cache.save(before, kOtherFp).ok());
+  testing::write_file(before + "/" + fp_prefix(kFp) + "0123.q35pc.tmp", "a crashed save's");
+  const auto foreign = files_of(before, fp_prefix(kOtherFp));
+  ASSERT_EQ(foreign.size(), 3u);
+  // Writing, written and renamed for each new file; removing and removed for the stale
+  // snapshot and the temporary. Step k = steps + 1 never comes: that save completes.
+  const int steps = 3 * int(n_new_) + 2 * 2;
+  for (int k = 1; k <= steps + 1; ++k) {
+    SCOPED_TRACE("killed at step " + std::to_string(k));
+    const std::string dir = d.file("k" + std::to_string(k)), log = dir + ".log";
+    sfs::copy(before, dir, sfs::copy_options::recursive);
+    const int status = in_child([&] {
+      const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+      int n = 0;
+      const auto st = new_cache.save(dir, kFp, [&](Step s, const std::string& path) {
+        const std::string line = std::to_string(int(s)) + " " + path + "\n";
+        if (::write(fd, line.data(), line.size()) != ssize_t(line.size())) ::_exit(5);
+        if (++n == k) ::raise(SIGKILL);
+      });
+      return st.ok() ? 0 : 6;
+    });
+    const auto events = lines_of(log);
+    if (k <= steps) {
+      ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "status " << status;
+      ASSERT_EQ(events.size(), size_t(k));
+    } else {
+      ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+      ASSERT_EQ(events.size(), size_t(steps));
+    }
+    expect_old_or_new(dir, events);
+    EXPECT_EQ(files_of(dir, fp_prefix(kOtherFp)), foreign);
+    // The next save completes the job and cleans up after the killed one.
+    ASSERT_TRUE(new_cache.save(dir, kFp).ok());
+    expect_saved(dir);
+    EXPECT_EQ(files_of(dir, fp_prefix(kOtherFp)), foreign);
+  }
 }
 
 }  // namespace
