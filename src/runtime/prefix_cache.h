@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -60,11 +61,29 @@ class PrefixCache {
 
   // Persistence (serve --cache-dir): one file per snapshot, holding its tokens, the KV rows
   // below it and the recurrent state, tagged with `fingerprint` (the checkpoint and the
-  // arithmetic mode that computed it, and naming the file) and a checksum. save() replaces the
-  // directory's files of that fingerprint; load() inserts every valid file whose fingerprint
-  // matches, as far as the pool and the bound allow, and skips the others with a line in
-  // *warnings each: a file is never trusted, and its header is checked before its body is read.
-  core::Status save(const std::string& dir, uint64_t fingerprint) const;
+  // arithmetic mode that computed it, and naming the file) and a checksum.
+  //
+  // save() replaces the directory's files of that fingerprint, crash-safely: each file is
+  // written under a temporary name, fsynced and renamed over its final name (which a prefix
+  // keeps from one save to the next); the directory is fsynced; only then are the
+  // fingerprint's other files (stale snapshots, a crashed save's temporaries) removed. Killed
+  // at any point, it leaves every prefix either its old file or its new one, each whole. Files
+  // of other fingerprints are never touched. `hook`, when set, is told each step as it happens.
+  //
+  // load() inserts every valid file whose fingerprint matches, as far as the pool and the bound
+  // allow, and skips the others with a line in *warnings each, never failing: a file is never
+  // trusted. Only regular files are opened; the header is checked against the model, the
+  // file's size and the bounds before the body is read, and the body goes in pieces straight
+  // into its destinations (no buffer holds a file). save()'s temporaries are ignored.
+  enum class SaveStep {
+    kWriting,   // before a snapshot's temporary file is written
+    kWritten,   // it is written and fsynced, not yet renamed
+    kRenamed,   // it has its final name: this prefix's new snapshot is in place
+    kRemoving,  // before a stale file (or a crashed save's temporary) is removed
+    kRemoved,
+  };
+  using SaveHook = std::function<void(SaveStep, const std::string& path)>;
+  core::Status save(const std::string& dir, uint64_t fingerprint, const SaveHook& hook = {}) const;
   int64_t load(const std::string& dir, uint64_t fingerprint, int64_t recurrent_floats,
                std::vector<std::string>* warnings);
 
@@ -81,10 +100,9 @@ class PrefixCache {
   Node* child(Node* n, std::span<const int32_t> key) const;
   void touch(Node* n);
   bool evict_one();  // the least recently used leaf; false when there is none
-  // load()'s second half: the blocks and state of a file whose header, length and checksum
-  // were checked (its bytes, its token count) into the pool and the tree; "" when inserted,
-  // else why not.
-  std::string restore(const std::vector<char>& file, uint64_t n_tokens);
+  // load() of one file: its blocks and state into the pool and the tree; "" when inserted,
+  // else why not (the blocks it took are given back).
+  std::string load_file(const std::string& path, uint64_t fingerprint, uint64_t recurrent_floats);
   // insert() for a loaded snapshot: the blocks are the file's (each with one reference, handed
   // over); positions already in the tree keep their blocks and the file's go back.
   bool insert_blocks(std::span<const int32_t> tokens, std::span<const int32_t> blocks,

@@ -3,183 +3,371 @@
 // A file, little-endian: the magic "Q35PCv1\0"; u64 fingerprint, n_tokens (a multiple of
 // kKvBlock), n_attention_layers, block_floats (K or V of one block and layer), n_recurrent; then
 // the i32 token ids; for each block, for each attention layer, its K then V floats; the f32
-// recurrent state; and an FNV-1a 64-bit checksum of everything before it. load() checks every
-// field against this process's model and the file's length before reading anything else. Each
-// file holds the whole KV prefix of its snapshot, so nested snapshots repeat the KV they share.
+// recurrent state; and an FNV-1a 64-bit checksum of everything before it. Each file holds the
+// whole KV prefix of its snapshot, so nested snapshots repeat the KV they share. It is named
+// <fingerprint>-<FNV-1a of its token ids>.q35pc (16 hex digits each), so a prefix keeps its
+// name from one save to the next and its new file replaces its old one in one rename; while
+// being written it is <name>.tmp, which load() never reads.
+//
+// Loading: a path that is not a regular file is never opened (a FIFO or a device could block
+// or never end); the header is checked against this process's model, the file's size and the
+// cache's bounds before anything else is read, so a file claiming a huge size costs its first
+// 48 bytes; then the token ids, each KV block straight into a pool block, and the recurrent
+// state are read in file order into their destinations while the checksum is computed. No
+// buffer holds the file: memory beyond the destinations is O(1).
+//
+// Saving: write <name>.tmp, fsync it, rename it to <name>, and after every snapshot is in
+// place fsync the directory (so the renames outlive a power cut) and only then remove the
+// fingerprint's other files. At every instant each prefix has its old file or its new one.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
-#include <fstream>
+#include <set>
+#include <span>
+#include <string>
+#include <vector>
 
+#include "core/check.h"
 #include "runtime/prefix_cache.h"
 
 namespace qwen35::runtime {
 namespace {
 
+namespace fs = std::filesystem;
+
 constexpr char kMagic[8] = {'Q', '3', '5', 'P', 'C', 'v', '1', '\0'};
 constexpr int64_t kBlock = kernels::kKvBlock;
+constexpr uint64_t kFnvBasis = 1469598103934665603ull;
+constexpr uint64_t kMaxTokens = uint64_t(1) << 24;  // no context is longer
+constexpr char kExt[] = ".q35pc";
+constexpr char kTmp[] = ".tmp";
 
-uint64_t fnv(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
+// The header after the magic (five u64, no padding).
+struct Header {
+  uint64_t fingerprint, n_tokens, n_layers, stride, recurrent;
+};
+static_assert(sizeof(Header) == 40);
+constexpr uint64_t kHeaderBytes = 8 + sizeof(Header);
+
+uint64_t fnv(const void* data, size_t n, uint64_t h = kFnvBasis) {
   const auto* p = static_cast<const unsigned char*>(data);
   for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
   return h;
 }
 
-// Streams to a file, hashing what it writes.
-class Writer {
+std::string hex16(uint64_t v) {
+  char s[17];
+  std::snprintf(s, sizeof s, "%016llx", (unsigned long long)v);
+  return s;
+}
+
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+std::string errno_text() { return std::strerror(errno); }
+
+// Writes a new file through a small buffer, hashing what it writes. The first error sticks and
+// finish() reports it.
+class FileOut {
  public:
-  explicit Writer(const std::string& path) : f_(path, std::ios::binary) {}
+  explicit FileOut(const std::string& path)
+      : fd_(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644)) {
+    if (fd_ < 0) error_ = errno_text();
+  }
+  ~FileOut() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  FileOut(const FileOut&) = delete;
+  FileOut& operator=(const FileOut&) = delete;
+
   void put(const void* p, size_t n) {
-    f_.write(static_cast<const char*>(p), std::streamsize(n));
     hash_ = fnv(p, n, hash_);
+    if (buf_.size() + n > kBuffer) flush();
+    if (n >= kBuffer) {
+      write_all(p, n);
+    } else {
+      const char* c = static_cast<const char*>(p);
+      buf_.insert(buf_.end(), c, c + n);
+    }
   }
   void u64(uint64_t v) { put(&v, 8); }
-  bool finish() {
-    const uint64_t h = hash_;
-    f_.write(reinterpret_cast<const char*>(&h), 8);
-    f_.close();
-    return bool(f_);
+  // Appends the checksum and fsyncs: "" once the whole file is on disk, else why not.
+  std::string finish() {
+    const uint64_t sum = hash_;
+    put(&sum, 8);
+    flush();
+    if (error_.empty() && ::fsync(fd_) != 0) error_ = errno_text();
+    if (fd_ >= 0 && ::close(fd_) != 0 && error_.empty()) error_ = errno_text();
+    fd_ = -1;
+    return error_;
   }
 
  private:
-  std::ofstream f_;
-  uint64_t hash_ = 1469598103934665603ull;
+  static constexpr size_t kBuffer = size_t(1) << 16;
+  void flush() {
+    write_all(buf_.data(), buf_.size());
+    buf_.clear();
+  }
+  void write_all(const void* p, size_t n) {
+    const char* c = static_cast<const char*>(p);
+    while (n > 0 && error_.empty()) {
+      const ssize_t w = ::write(fd_, c, n);
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        error_ = w < 0 ? errno_text() : "nothing written";
+        return;
+      }
+      c += w;
+      n -= size_t(w);
+    }
+  }
+  int fd_;
+  std::string error_;
+  std::vector<char> buf_;
+  uint64_t hash_ = kFnvBasis;
 };
+
+// Reads a file in order, exactly the bytes asked for, into the caller's memory, hashing them.
+class FileIn {
+ public:
+  ~FileIn() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  // "" when `path` is a regular file, now open. It is stat()ed first, so a FIFO or a device is
+  // never opened; O_NONBLOCK keeps one swapped in after the stat from blocking the open, and
+  // fstat() then rejects it.
+  std::string open(const std::string& path) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return "cannot stat (" + errno_text() + ")";
+    if (!S_ISREG(st.st_mode)) return "not a regular file";
+    fd_ = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd_ < 0) return "cannot open (" + errno_text() + ")";
+    if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) return "not a regular file";
+    size_ = uint64_t(st.st_size);
+    return "";
+  }
+  uint64_t size() const { return size_; }
+  bool read(void* dst, size_t n) {
+    char* c = static_cast<char*>(dst);
+    for (size_t left = n; left > 0;) {
+      const ssize_t r = ::read(fd_, c, left);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) return false;
+      c += r;
+      left -= size_t(r);
+    }
+    hash_ = fnv(dst, n, hash_);
+    return true;
+  }
+  // Reads the trailing checksum: whether it is the hash of everything read before it.
+  bool checksum_matches() {
+    const uint64_t want = hash_;
+    uint64_t sum = 0;
+    return read(&sum, 8) && sum == want;
+  }
+
+ private:
+  int fd_ = -1;
+  uint64_t size_ = 0;
+  uint64_t hash_ = kFnvBasis;
+};
+
+// Reads and checks a header: the magic, every field against `want` (this model; its n_tokens
+// is not compared), then the size the fields imply against the file's. "" and *n_tokens when
+// the file is one of this model's.
+std::string read_header(FileIn& in, const Header& want, uint64_t* n_tokens) {
+  if (in.size() < kHeaderBytes + 8) return "not a snapshot file (size)";
+  char magic[8];
+  Header h;
+  if (!in.read(magic, 8) || !in.read(&h, sizeof h)) return "unreadable";
+  if (std::memcmp(magic, kMagic, 8) != 0) return "not a snapshot file (magic)";
+  if (h.fingerprint != want.fingerprint) return "made by another checkpoint or mode";
+  if (h.n_tokens == 0 || h.n_tokens % kBlock != 0 || h.n_tokens > kMaxTokens ||
+      h.n_layers != want.n_layers || h.stride != want.stride || h.recurrent != want.recurrent)
+    return "geometry does not match this model";
+  // No overflow: every factor is this model's or at most kMaxTokens.
+  const uint64_t n_blocks = h.n_tokens / kBlock;
+  const uint64_t size = kHeaderBytes + h.n_tokens * 4 + n_blocks * h.n_layers * 2 * h.stride * 4 +
+                        h.recurrent * 4 + 8;
+  if (size != in.size()) return "truncated or padded";
+  *n_tokens = h.n_tokens;
+  return "";
+}
+
+// Writes one snapshot file at `path` (a temporary name) and fsyncs it; "" or why not.
+std::string write_file(const std::string& path, const model::KvPool& pool, uint64_t fingerprint,
+                       std::span<const int32_t> tokens, std::span<const int32_t> blocks,
+                       std::span<const float> snapshot) {
+  const size_t half = size_t(pool.block_floats()) * 4;
+  FileOut f(path);
+  f.put(kMagic, 8);
+  f.u64(fingerprint);
+  f.u64(tokens.size());
+  f.u64(uint64_t(pool.n_layers()));
+  f.u64(uint64_t(pool.block_floats()));
+  f.u64(snapshot.size());
+  f.put(tokens.data(), tokens.size() * 4);
+  for (int32_t b : blocks)
+    for (int64_t l = 0; l < pool.n_layers(); ++l) {
+      f.put(pool.k(l, b), half);
+      f.put(pool.v(l, b), half);
+    }
+  f.put(snapshot.data(), snapshot.size() * 4);
+  return f.finish();
+}
+
+// fsyncs a directory: the renames and removals in it survive a power cut. A filesystem that
+// cannot sync directories (EINVAL) has no more to offer, and that is not an error.
+core::Status sync_dir(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return core::error("[prefix cache] cannot open '" + dir + "': " + errno_text());
+  const int r = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (r != 0 && err != EINVAL)
+    return core::error("[prefix cache] cannot sync '" + dir + "': " + std::strerror(err));
+  return core::Status();
+}
+
+// save()'s last step: removes the files named `prefix`* (this fingerprint's snapshots and
+// temporaries) that are not in `keep`, the files this save wrote.
+core::Status remove_stale(const std::string& dir, const std::string& prefix,
+                          const std::set<std::string>& keep, const PrefixCache::SaveHook& hook) {
+  std::error_code ec;
+  std::vector<fs::path> stale;
+  fs::directory_iterator it(dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind(prefix, 0) == 0 && !keep.count(name) &&
+        (ends_with(name, kExt) || ends_with(name, std::string(kExt) + kTmp)))
+      stale.push_back(it->path());
+  }
+  if (ec) return core::error("[prefix cache] cannot list '" + dir + "': " + ec.message());
+  core::Status st;
+  for (const auto& p : stale) {
+    if (hook) hook(PrefixCache::SaveStep::kRemoving, p.string());
+    if (!fs::remove(p, ec) && ec && st.ok())
+      st = core::error("[prefix cache] cannot remove '" + p.string() + "': " + ec.message());
+    if (hook) hook(PrefixCache::SaveStep::kRemoved, p.string());
+  }
+  return st;
+}
 
 }  // namespace
 
-core::Status PrefixCache::save(const std::string& dir, uint64_t fingerprint) const {
-  namespace fs = std::filesystem;
+core::Status PrefixCache::save(const std::string& dir, uint64_t fingerprint,
+                               const SaveHook& hook) const {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return core::error("[prefix cache] cannot create '" + dir + "': " + ec.message());
-  // Files are named by fingerprint: another checkpoint's (sharing the directory) stay.
-  char prefix[24];
-  std::snprintf(prefix, sizeof prefix, "%016llx-", (unsigned long long)fingerprint);
-  std::vector<fs::path> old;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".q35pc" && e.path().filename().string().rfind(prefix, 0) == 0)
-      old.push_back(e.path());
-  for (const auto& f : old) fs::remove(f, ec);
+  const auto step = [&](SaveStep s, const std::string& path) {
+    if (hook) hook(s, path);
+  };
+  // Every name starts with the fingerprint: another checkpoint's files never match `prefix`.
+  const std::string prefix = hex16(fingerprint) + "-";
+  std::set<std::string> written;
   std::vector<const Node*> stack = {root_.get()};
-  int n = 0;
   while (!stack.empty()) {
     const Node* node = stack.back();
     stack.pop_back();
     for (const auto& c : node->children) stack.push_back(c.get());
     if (node->snapshot.empty()) continue;
-    std::vector<const Node*> path;
-    for (const Node* p = node; p != root_.get(); p = p->parent) path.insert(path.begin(), p);
-    const int64_t stride = pool_->block_floats();
-    const std::string path_name = dir + "/" + prefix + std::to_string(n++) + ".q35pc";
-    Writer w(path_name);
-    w.put(kMagic, 8);
-    w.u64(fingerprint);
-    w.u64(uint64_t(node->depth * kBlock));
-    w.u64(uint64_t(pool_->n_layers()));
-    w.u64(uint64_t(stride));
-    w.u64(node->snapshot.size());
-    for (const Node* p : path) w.put(p->key.data(), p->key.size() * 4);
-    for (const Node* p : path)
-      for (int64_t l = 0; l < pool_->n_layers(); ++l) {
-        w.put(pool_->k(l, p->block), size_t(stride) * 4);
-        w.put(pool_->v(l, p->block), size_t(stride) * 4);
-      }
-    w.put(node->snapshot.data(), node->snapshot.size() * 4);
-    if (!w.finish()) return core::error("[prefix cache] cannot write '" + path_name + "'");
-  }
-  return core::Status();
-}
-
-namespace {
-
-// What this process's model expects of a file.
-struct Geometry {
-  uint64_t fingerprint, n_layers, stride, recurrent;
-};
-
-// Reads one snapshot file into *b when its header matches `g` and its length and checksum are
-// right; otherwise says why not. The header is checked before the body is read, so a file of
-// another model or of the wrong length costs no more than its first bytes.
-std::string read_snapshot(const std::filesystem::path& path, const Geometry& g,
-                          std::vector<char>* b, uint64_t* n_tokens) {
-  std::error_code ec;
-  const uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec || size < 56) return "not a snapshot file (size)";
-  std::ifstream f(path, std::ios::binary);
-  char head[48];
-  if (!f.read(head, sizeof head)) return "unreadable";
-  if (std::memcmp(head, kMagic, 8) != 0) return "not a snapshot file (magic)";
-  uint64_t h[5];
-  std::memcpy(h, head + 8, sizeof h);
-  if (h[0] != g.fingerprint) return "made by another checkpoint or mode";
-  *n_tokens = h[1];
-  if (h[1] == 0 || h[1] % kBlock != 0 || h[1] > (uint64_t(1) << 24) || h[2] != g.n_layers ||
-      h[3] != g.stride || h[4] != g.recurrent)
-    return "geometry does not match this model";
-  const uint64_t n_blocks = h[1] / kBlock;
-  const uint64_t want = 48 + h[1] * 4 + n_blocks * h[2] * 2 * h[3] * 4 + h[4] * 4 + 8;
-  if (want != size) return "truncated or padded";
-  b->resize(static_cast<size_t>(size));
-  std::memcpy(b->data(), head, sizeof head);
-  if (!f.read(b->data() + 48, std::streamsize(size - 48))) return "unreadable";
-  uint64_t sum;
-  std::memcpy(&sum, b->data() + b->size() - 8, 8);
-  if (fnv(b->data(), b->size() - 8) != sum) return "checksum mismatch";
-  return "";
-}
-
-}  // namespace
-
-std::string PrefixCache::restore(const std::vector<char>& b, uint64_t n_tokens) {
-  const int64_t stride = pool_->block_floats();
-  const uint64_t n_blocks = n_tokens / kBlock;
-  std::vector<int32_t> tokens(static_cast<size_t>(n_tokens));
-  const char* p = b.data() + 48;
-  std::memcpy(tokens.data(), p, tokens.size() * 4);
-  p += tokens.size() * 4;
-  std::vector<int32_t> blocks;
-  for (uint64_t d = 0; d < n_blocks; ++d) {
-    int32_t blk = pool_->allocate();
-    if (blk < 0 && free_blocks(1)) blk = pool_->allocate();
-    if (blk < 0) break;
-    blocks.push_back(blk);
-    for (int64_t l = 0; l < pool_->n_layers(); ++l) {
-      std::memcpy(pool_->k(l, blk), p, size_t(stride) * 4);
-      p += stride * 4;
-      std::memcpy(pool_->v(l, blk), p, size_t(stride) * 4);
-      p += stride * 4;
+    std::vector<int32_t> tokens(size_t(node->depth * kBlock)), blocks(size_t(node->depth));
+    for (const Node* p = node; p != root_.get(); p = p->parent) {
+      blocks[size_t(p->depth - 1)] = p->block;
+      std::copy(p->key.begin(), p->key.end(), tokens.begin() + (p->depth - 1) * kBlock);
     }
+    // Two prefixes whose hashes collide would share a name, the later written winning: one
+    // snapshot lost, never a wrong one (a file carries its tokens).
+    const std::string name = prefix + hex16(fnv(tokens.data(), tokens.size() * 4)) + kExt;
+    const std::string path = dir + "/" + name, tmp = path + kTmp;
+    written.insert(name);
+    step(SaveStep::kWriting, tmp);
+    if (std::string why = write_file(tmp, *pool_, fingerprint, tokens, blocks, node->snapshot);
+        !why.empty()) {
+      ::unlink(tmp.c_str());
+      return core::error("[prefix cache] cannot write '" + tmp + "': " + why);
+    }
+    step(SaveStep::kWritten, tmp);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+      const std::string why = errno_text();
+      ::unlink(tmp.c_str());
+      return core::error("[prefix cache] cannot rename '" + tmp + "': " + why);
+    }
+    step(SaveStep::kRenamed, path);
   }
-  if (blocks.size() != n_blocks) {
-    for (int32_t blk : blocks) pool_->release(blk);
-    return "the KV pool is full";
+  // A failure above returns before anything is removed: the old files stay.
+  QWEN35_RETURN_IF_ERROR(sync_dir(dir));
+  QWEN35_RETURN_IF_ERROR(remove_stale(dir, prefix, written, hook));
+  return sync_dir(dir);
+}
+
+std::string PrefixCache::load_file(const std::string& path, uint64_t fingerprint,
+                                   uint64_t recurrent_floats) {
+  FileIn in;
+  if (std::string why = in.open(path); !why.empty()) return why;
+  const Header want{fingerprint, 0, uint64_t(pool_->n_layers()), uint64_t(pool_->block_floats()),
+                    recurrent_floats};
+  uint64_t n_tokens = 0;
+  if (std::string why = read_header(in, want, &n_tokens); !why.empty()) return why;
+  // The bounds before the body: a header that fits its file but not the cache or the pool
+  // costs nothing more. Room is made by eviction only when the pool is full, and before the
+  // checksum is known: a damaged file can then cost an entry, never put a wrong one in.
+  const int64_t n_blocks = int64_t(n_tokens) / kBlock;
+  if (recurrent_floats * 4 + size_t(n_blocks) * pool_->block_bytes() > max_bytes_)
+    return "over --cache-mb";
+  if (n_blocks > pool_->n_blocks()) return "larger than the KV pool";
+  if (!free_blocks(n_blocks)) return "the KV pool is full";
+  // Allocated before any block is taken: a failed allocation holds no block.
+  std::vector<int32_t> tokens(static_cast<size_t>(n_tokens)), blocks;
+  std::vector<float> snapshot(static_cast<size_t>(recurrent_floats));
+  blocks.reserve(size_t(n_blocks));
+  const size_t half = size_t(pool_->block_floats()) * 4;
+  bool ok = in.read(tokens.data(), tokens.size() * 4);
+  for (int64_t d = 0; ok && d < n_blocks; ++d) {
+    const int32_t b = pool_->allocate();
+    QWEN35_CHECK(b >= 0);  // free_blocks(n_blocks) above
+    blocks.push_back(b);
+    for (int64_t l = 0; ok && l < pool_->n_layers(); ++l)
+      ok = in.read(pool_->k(l, b), half) && in.read(pool_->v(l, b), half);
   }
-  const size_t n_snap = (b.size() - 8 - size_t(p - b.data())) / 4;
-  std::vector<float> snap(n_snap);
-  std::memcpy(snap.data(), p, snap.size() * 4);
-  return insert_blocks(tokens, blocks, std::move(snap)) ? "" : "over --cache-mb";
+  ok = ok && in.read(snapshot.data(), snapshot.size() * 4);
+  if (!ok || !in.checksum_matches()) {
+    for (int32_t b : blocks) pool_->release(b);
+    return ok ? "checksum mismatch" : "unreadable (shorter than its size said)";
+  }
+  return insert_blocks(tokens, blocks, std::move(snapshot)) ? "" : "over --cache-mb";
 }
 
 int64_t PrefixCache::load(const std::string& dir, uint64_t fingerprint, int64_t recurrent_floats,
                           std::vector<std::string>* warnings) {
-  namespace fs = std::filesystem;
   std::error_code ec;
-  int64_t loaded = 0;
   if (!fs::is_directory(dir, ec)) return 0;
-  const Geometry g{fingerprint, uint64_t(pool_->n_layers()), uint64_t(pool_->block_floats()),
-                   uint64_t(recurrent_floats)};
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    if (e.path().extension() != ".q35pc") continue;
-    std::vector<char> b;
-    uint64_t n_tokens = 0;
-    std::string why = read_snapshot(e.path(), g, &b, &n_tokens);
-    if (why.empty()) why = restore(b, n_tokens);
+  int64_t loaded = 0;
+  fs::directory_iterator it(dir, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    const fs::path& path = it->path();
+    if (path.extension() != kExt) continue;  // save()'s temporaries end in .tmp
+    std::string why;
+    try {
+      why = load_file(path.string(), fingerprint, uint64_t(recurrent_floats));
+    } catch (const std::exception& e) {  // a file is never fatal, even one that exhausts memory
+      why = std::string("failed (") + e.what() + ")";
+    }
     if (why.empty())
       ++loaded;
     else
-      warnings->push_back(e.path().string() + ": " + why + "; skipped");
+      warnings->push_back(path.string() + ": " + why + "; skipped");
   }
+  if (ec) warnings->push_back(dir + ": cannot list (" + ec.message() + "); the rest skipped");
   return loaded;
 }
 
