@@ -114,7 +114,8 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   void write(std::string data, std::function<void(bool)> done) override {
     net::post(stream_.get_executor(), [self = shared_from_this(), data = std::move(data),
                                        done = std::move(done)]() mutable {
-      if (data.empty()) {  // an empty chunk would end the body
+      // An empty chunk would end the body; a HEAD request's answer has none.
+      if (data.empty() || self->head_request_) {
         if (done) done(!self->closed_);
         return;
       }
@@ -125,7 +126,9 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   }
   void end_stream() override {
     net::post(stream_.get_executor(), [self = shared_from_this()] {
-      self->queue_write("0\r\n\r\n", [self](bool) { self->end_exchange(); });
+      // After what is queued, in order: the exchange ends once the head is out.
+      self->queue_write(self->head_request_ ? "" : "0\r\n\r\n",
+                        [self](bool) { self->end_exchange(); });
     });
   }
   void post(std::function<void()> fn) override {
@@ -145,6 +148,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->header_limit(uint32_t(std::min<size_t>(sh_->limits.max_header_bytes, UINT32_MAX)));
     parser_->body_limit(sh_->limits.max_body_bytes);
+    head_request_ = false;
     // The deadline of the whole request: set once, every read of this request shares it.
     stream_.expires_after(sh_->limits.read_timeout);
     read_head();
@@ -158,6 +162,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     const size_t limit = sh_->limits.max_header_bytes;
     if (const size_t n = head_length(got, limit)) {
       const std::string_view head = got.substr(0, n);
+      head_request_ = is_head_request(head);
       if (auto e = check_head(head)) return fail(e->status, e->message);
       http::async_read_header(
           stream_, buf_, *parser_,
@@ -285,12 +290,19 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     msg->body() = std::move(res.body);
     msg->keep_alive(keep_alive_ && !sh_->draining.load());
     keep_alive_ = msg->keep_alive();
-    msg->prepare_payload();
+    msg->prepare_payload();  // Content-Length: what GET sends, for a HEAD request too
     stream_.expires_after(sh_->limits.write_timeout);
-    http::async_write(stream_, *msg, [self = shared_from_this(), msg](beast::error_code ec, size_t) {
+    auto done = [self = shared_from_this(), msg](beast::error_code ec, size_t) {
       if (ec) self->close();
       self->end_exchange();
-    });
+    };
+    if (!head_request_) return http::async_write(stream_, *msg, std::move(done));
+    // HEAD: the head alone (RFC 9110 §9.3.2), so the connection's next answer starts right
+    // after it.
+    auto sr = std::make_shared<http::response_serializer<http::string_body>>(*msg);
+    http::async_write_header(
+        stream_, *sr,
+        [sr, done = std::move(done)](beast::error_code ec, size_t n) { done(ec, n); });
   }
 
   void queue_write(std::string bytes, std::function<void(bool)> done) {
@@ -375,6 +387,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   size_t lingered_ = 0;
   bool keep_alive_ = false, responded_ = false, exchange_open_ = false, watching_ = false;
   bool lingering_ = false;
+  bool head_request_ = false;  // this exchange answers a HEAD request: heads only, no body
   std::atomic<bool> closed_{false};
 };
 

@@ -1,8 +1,9 @@
-// Request framing against a live server (issue 32): the forms a proxy in front may read
-// differently from the server (folded lines, transfer codings, Transfer-Encoding with
+// Request framing and methods against a live server (issue 32): the forms a proxy in front may
+// read differently from the server (folded lines, transfer codings, Transfer-Encoding with
 // Content-Length) are refused with the connection closed, so no second request can hide in a
-// body. Every exchange ends with the server closing the connection (a refusal, or Connection:
-// close), so the tests wait for that, never for a time.
+// body; HEAD is answered as GET without the body; methods are 405 or 501 by a fixed rule. Every
+// exchange ends with the server closing the connection (a refusal, or Connection: close), so the
+// tests wait for that, never for a time.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -178,6 +179,81 @@ TEST_F(FramingTest, TransferEncodingVariants) {
       EXPECT_EQ(got[0].header("Connection"), "close") << c.fields;
     }
   }
+}
+
+// HEAD on a GET route is GET's answer without the body: the same status and fields, the
+// Content-Length of GET's body, and the next answer on the connection right after the head.
+TEST_F(FramingTest, HeadIsGetWithoutTheBody) {
+  for (const std::string path : {"/health", "/props"}) {
+    const std::string raw =
+        exchange("HEAD " + path + " HTTP/1.1\r\nHost: x\r\n" + kKey + "\r\nGET " + path +
+                 " HTTP/1.1\r\nHost: x\r\n" + kKey + "Connection: close\r\n\r\n");
+    const auto got = answers(raw, {true, false});
+    ASSERT_EQ(got.size(), 2u) << raw;
+    const Answer &head = got[0], &get = got[1];
+    EXPECT_EQ(head.status, 200) << path;
+    EXPECT_EQ(get.status, 200) << path;
+    EXPECT_TRUE(head.body.empty());
+    EXPECT_FALSE(get.body.empty());
+    EXPECT_EQ(head.header("Content-Length"), std::to_string(get.body.size())) << path;
+    EXPECT_EQ(head.header("Content-Type"), get.header("Content-Type")) << path;
+  }
+  // The errors of HEAD are heads too: a POST-only route is a 405 that allows POST, an unknown
+  // path a 404.
+  const auto got = answers(
+      exchange("HEAD /tokenize HTTP/1.1\r\nHost: x\r\n" + kKey +
+               "\r\nHEAD /nope HTTP/1.1\r\nHost: x\r\n" + kKey + "Connection: close\r\n\r\n"),
+      {true, true});
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_EQ(got[0].status, 405);
+  EXPECT_EQ(got[0].header("Allow"), "POST");
+  EXPECT_NE(got[0].header("Content-Length"), "0");
+  EXPECT_EQ(got[1].status, 404);
+  // A GET route allows HEAD.
+  const auto post =
+      answers(exchange("POST /health HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                       "Connection: close\r\n\r\n"));
+  ASSERT_EQ(post.size(), 1u);
+  EXPECT_EQ(post[0].status, 405);
+  EXPECT_EQ(post[0].header("Allow"), "GET, HEAD");
+}
+
+// PUT, DELETE, PATCH and OPTIONS are 405 with Allow on a listed path and 404 elsewhere; TRACE,
+// CONNECT and unknown tokens (methods are case-sensitive) are 501 on any path.
+TEST_F(FramingTest, MethodsAre405Or501) {
+  struct Case {
+    std::string request_line;
+    int status;
+    const char* allow = "";
+  };
+  const Case cases[] = {
+      {"OPTIONS /tokenize", 405, "POST"},
+      {"OPTIONS /v1/chat/completions", 405, "POST"},
+      {"PUT /health", 405, "GET, HEAD"},
+      {"DELETE /v1/models", 405, "GET, HEAD"},
+      {"PATCH /v1/responses", 405, "POST"},
+      {"OPTIONS /nope", 404},
+      {"OPTIONS *", 404},
+      {"TRACE /health", 501},
+      {"TRACE /v1/chat/completions", 501},
+      {"TRACE /nope", 501},
+      {"CONNECT 127.0.0.1:443", 501},
+      {"FOO /health", 501},
+      {"get /health", 501},
+  };
+  for (const Case& c : cases) {
+    const auto got = answers(
+        exchange(c.request_line + " HTTP/1.1\r\nHost: x\r\n" + kKey + "Connection: close\r\n\r\n"));
+    ASSERT_EQ(got.size(), 1u) << c.request_line;
+    EXPECT_EQ(got[0].status, c.status) << c.request_line << ": " << got[0].body;
+    EXPECT_EQ(got[0].header("Allow"), c.allow) << c.request_line;
+  }
+  // On an Anthropic path the 501 is in Anthropic's shape.
+  const auto got = answers(
+      exchange("TRACE /v1/messages HTTP/1.1\r\nHost: x\r\n" + kKey + "Connection: close\r\n\r\n"));
+  ASSERT_EQ(got.size(), 1u);
+  EXPECT_EQ(got[0].status, 501);
+  EXPECT_NE(got[0].body.find("\"type\":\"error\""), std::string::npos) << got[0].body;
 }
 
 }  // namespace
