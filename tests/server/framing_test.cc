@@ -1,9 +1,9 @@
 // Request framing and methods against a live server (issue 32): the forms a proxy in front may
 // read differently from the server (folded lines, transfer codings, Transfer-Encoding with
 // Content-Length) are refused with the connection closed, so no second request can hide in a
-// body; HEAD is answered as GET without the body; methods are 405 or 501 by a fixed rule. Every
-// exchange ends with the server closing the connection (a refusal, or Connection: close), so the
-// tests wait for that, never for a time.
+// body; HEAD is answered as GET without the body; methods are 405 or 501 by a fixed rule; the
+// Bearer scheme is case-insensitive. Every exchange ends with the server closing the connection
+// (a refusal, or Connection: close), so the tests wait for that, never for a time.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -254,6 +254,22 @@ TEST_F(FramingTest, MethodsAre405Or501) {
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].status, 501);
   EXPECT_NE(got[0].body.find("\"type\":\"error\""), std::string::npos) << got[0].body;
+}
+
+// The auth scheme is case-insensitive (RFC 9110 §11.1); the key is not.
+TEST_F(FramingTest, BearerSchemeIsCaseInsensitive) {
+  const std::pair<const char*, int> cases[] = {
+      {"Bearer sekret", 200}, {"bearer sekret", 200},  {"BEARER sekret", 200},
+      {"bEaReR sekret", 200}, {"Bearer  sekret", 200}, {"Bearer SEKRET", 401},
+      {"bearer wrong", 401},  {"Basic sekret", 401},   {"bearersekret", 401},
+      {"Bearer", 401},
+  };
+  for (const auto& [auth, status] : cases) {
+    const auto got = answers(exchange(std::string("GET /v1/models HTTP/1.1\r\nHost: x\r\n") +
+                                      "Authorization: " + auth + "\r\nConnection: close\r\n\r\n"));
+    ASSERT_EQ(got.size(), 1u) << auth;
+    EXPECT_EQ(got[0].status, status) << auth;
+  }
 }
 
 }  // namespace
