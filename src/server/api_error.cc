@@ -31,6 +31,8 @@ KindInfo info(ErrorKind k) {
       return {500, "server_error", "api_error"};
     case ErrorKind::kUnavailable:
       return {503, "service_unavailable", "overloaded_error"};
+    case ErrorKind::kNotImplemented:
+      return {501, "invalid_request_error", "invalid_request_error"};
   }
   return {500, "server_error", "api_error"};
 }
@@ -69,6 +71,8 @@ ErrorKind kind_of_status(int status) {
       return ErrorKind::kTooLarge;
     case 431:
       return ErrorKind::kHeadersTooLarge;
+    case 501:
+      return ErrorKind::kNotImplemented;
     case 503:
       return ErrorKind::kUnavailable;
     default:

@@ -29,6 +29,7 @@ enum class ErrorKind {
   kRateLimited,      // 429: the queue is full now (retryable)
   kServer,           // 500: the server failed (an engine error, a runaway template)
   kUnavailable,      // 503: loading, shutting down, too many connections, cancelled
+  kNotImplemented,   // 501: a method or transfer coding the server does not implement at all
 };
 
 struct ApiError {
@@ -44,7 +45,7 @@ struct ApiError {
 ApiError invalid(std::string param, std::string message);
 // An error of `kind` about no field in particular.
 ApiError api_error(ErrorKind kind, std::string message);
-// The kind of an HTTP status the transport answers itself (400, 413, 431, 500, 503).
+// The kind of an HTTP status the transport answers itself (400, 413, 431, 500, 501, 503).
 ErrorKind kind_of_status(int status);
 
 // OpenAI's name of the kind ("invalid_request_error", "rate_limit_error", ...).

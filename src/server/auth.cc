@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <string>
 
 namespace qwen35::server {
 
@@ -22,9 +21,20 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 }
 
 bool bearer_matches(std::string_view header, std::string_view key) {
-  std::string want = "Bearer ";
-  want.append(key);
-  return constant_time_equal(header, want);
+  // credentials = auth-scheme 1*SP token68 (RFC 9110 §11.4), and the scheme is case-insensitive
+  // (§11.1): "bearer KEY" and "BEARER KEY" are the same credentials. The scheme is no secret, so
+  // only the key is compared in constant time; when the scheme is wrong the key is still
+  // compared (with "" in its place), so either way the time depends on lengths alone.
+  constexpr std::string_view kScheme = "bearer";
+  bool scheme = header.size() > kScheme.size() && header[kScheme.size()] == ' ';
+  for (size_t i = 0; scheme && i < kScheme.size(); ++i) scheme = (header[i] | 0x20) == kScheme[i];
+  std::string_view given;
+  if (scheme) {
+    given = header.substr(kScheme.size());
+    while (!given.empty() && given.front() == ' ') given.remove_prefix(1);
+  }
+  const bool key_ok = constant_time_equal(given, key);
+  return scheme && key_ok;
 }
 
 bool api_key_matches(std::string_view authorization, std::string_view x_api_key,

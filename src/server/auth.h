@@ -10,7 +10,8 @@ namespace qwen35::server {
 // bytes first differ; a length mismatch still reads every byte of the longer string.
 bool constant_time_equal(std::string_view a, std::string_view b);
 
-// `header` (the Authorization header's value) is exactly "Bearer " + key.
+// `header` (the Authorization header's value) is "Bearer", in any case, one or more spaces and
+// exactly `key`.
 bool bearer_matches(std::string_view header, std::string_view key);
 
 // A request carries the key: "Authorization: Bearer KEY" (OpenAI's clients) or "x-api-key: KEY"

@@ -2,6 +2,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
@@ -12,6 +13,8 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+
+#include "server/http_framing.h"
 
 namespace qwen35::server {
 
@@ -111,7 +114,8 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   void write(std::string data, std::function<void(bool)> done) override {
     net::post(stream_.get_executor(), [self = shared_from_this(), data = std::move(data),
                                        done = std::move(done)]() mutable {
-      if (data.empty()) {  // an empty chunk would end the body
+      // An empty chunk would end the body; a HEAD request's answer has none.
+      if (data.empty() || self->head_request_) {
         if (done) done(!self->closed_);
         return;
       }
@@ -122,7 +126,9 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   }
   void end_stream() override {
     net::post(stream_.get_executor(), [self = shared_from_this()] {
-      self->queue_write("0\r\n\r\n", [self](bool) { self->end_exchange(); });
+      // After what is queued, in order: the exchange ends once the head is out.
+      self->queue_write(self->head_request_ ? "" : "0\r\n\r\n",
+                        [self](bool) { self->end_exchange(); });
     });
   }
   void post(std::function<void()> fn) override {
@@ -142,16 +148,39 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->header_limit(uint32_t(std::min<size_t>(sh_->limits.max_header_bytes, UINT32_MAX)));
     parser_->body_limit(sh_->limits.max_body_bytes);
+    head_request_ = false;
     // The deadline of the whole request: set once, every read of this request shares it.
     stream_.expires_after(sh_->limits.read_timeout);
-    http::async_read_header(stream_, buf_, *parser_,
-                            [self = shared_from_this()](beast::error_code ec, size_t) {
-                              self->on_header(ec);
+    read_head();
+  }
+
+  // Reads until the whole head is in buf_ and checks it raw (http_framing.h), then lets Beast
+  // parse it from buf_. Beast parses a head only once its empty line has arrived too, so it sees
+  // the same bytes, and no more are read for it.
+  void read_head() {
+    const std::string_view got(static_cast<const char*>(buf_.data().data()), buf_.size());
+    const size_t limit = sh_->limits.max_header_bytes;
+    if (const size_t n = head_length(got, limit)) {
+      const std::string_view head = got.substr(0, n);
+      head_request_ = is_head_request(head);
+      if (auto e = check_head(head)) return fail(e->status, e->message);
+      http::async_read_header(
+          stream_, buf_, *parser_,
+          [self = shared_from_this()](beast::error_code ec, size_t) { self->on_header(ec); });
+      return;
+    }
+    if (got.size() >= limit) return fail(431, "the request header is too large");
+    stream_.async_read_some(buf_.prepare(std::clamp<size_t>(limit - got.size(), 4096, 65536)),
+                            [self = shared_from_this()](beast::error_code ec, size_t n) {
+                              self->buf_.commit(n);
+                              if (ec) return self->close();  // gone, reset, deadline passed
+                              self->read_head();
                             });
   }
 
   void on_header(beast::error_code ec) {
     if (ec) return on_read_error(ec);
+    if (auto e = check_framing()) return fail(e->status, e->message);
     if (beast::iequals(parser_->get()[http::field::expect], "100-continue") &&
         !parser_->is_done()) {
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -163,6 +192,21 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
       return;
     }
     read_body();
+  }
+
+  // The body's framing as http_framing.h states it. Accepted, a Transfer-Encoding is exactly
+  // `chunked`: then Beast must be reading the body as chunked too, or the two would disagree
+  // on where the request ends.
+  std::optional<FramingError> check_framing() const {
+    const auto& h = parser_->get();
+    std::vector<std::string_view> te;
+    for (auto [it, end] = h.equal_range(http::field::transfer_encoding); it != end; ++it)
+      te.emplace_back(it->value().data(), it->value().size());
+    if (auto e = check_transfer_encoding(te, h.count(http::field::content_length) > 0, h.version()))
+      return e;
+    if (!te.empty() && !parser_->chunked())
+      return FramingError{400, "malformed HTTP request (bad Transfer-Encoding)"};
+    return std::nullopt;
   }
 
   void read_body() {
@@ -246,12 +290,19 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     msg->body() = std::move(res.body);
     msg->keep_alive(keep_alive_ && !sh_->draining.load());
     keep_alive_ = msg->keep_alive();
-    msg->prepare_payload();
+    msg->prepare_payload();  // Content-Length: what GET sends, for a HEAD request too
     stream_.expires_after(sh_->limits.write_timeout);
-    http::async_write(stream_, *msg, [self = shared_from_this(), msg](beast::error_code ec, size_t) {
+    auto done = [self = shared_from_this(), msg](beast::error_code ec, size_t) {
       if (ec) self->close();
       self->end_exchange();
-    });
+    };
+    if (!head_request_) return http::async_write(stream_, *msg, std::move(done));
+    // HEAD: the head alone (RFC 9110 §9.3.2), so the connection's next answer starts right
+    // after it.
+    auto sr = std::make_shared<http::response_serializer<http::string_body>>(*msg);
+    http::async_write_header(
+        stream_, *sr,
+        [sr, done = std::move(done)](beast::error_code ec, size_t n) { done(ec, n); });
   }
 
   void queue_write(std::string bytes, std::function<void(bool)> done) {
@@ -336,6 +387,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   size_t lingered_ = 0;
   bool keep_alive_ = false, responded_ = false, exchange_open_ = false, watching_ = false;
   bool lingering_ = false;
+  bool head_request_ = false;  // this exchange answers a HEAD request: heads only, no body
   std::atomic<bool> closed_{false};
 };
 

@@ -12,6 +12,12 @@
 // write_timeout (a client that stops reading is dropped); connections over max_connections, or
 // over max_connections_per_client from one address, are closed at accept.
 //
+// Framing: a head is read whole and checked raw before Beast parses it, and the body's framing
+// after (server/http_framing.h: no folded lines, Transfer-Encoding only as a single final
+// `chunked`, never with Content-Length); a refused request is answered 400 or 501 and its
+// connection closed. A HEAD request's answer is sent as a head alone, with the Content-Length
+// (or the Transfer-Encoding) its body would have had.
+//
 // While a request is being answered the connection keeps one read posted: a client that hangs up
 // is seen at once (Responder::closed()), with no polling of sockets. Bytes of a pipelined next
 // request are kept for later.

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <string_view>
 
 #include "server/auth.h"
 #include "server/messages.h"
@@ -104,7 +105,8 @@ struct Route {
   void (*post)(Context&, const HttpRequest&, const Json& body, R r);
 };
 
-// Every route the server has: the 404s and 405s are this table's complement.
+// Every route the server has: the 404s and 405s are this table's complement (with the 501s of
+// recognized_method below). A GET route answers HEAD too.
 const Route kRoutes[] = {
     {"GET", "/health", Api::kOpenAi, false, get_health, nullptr},
     {"GET", "/v1/models", Api::kOpenAi, false, get_models, nullptr},
@@ -128,15 +130,38 @@ const Route kRoutes[] = {
      utility},
 };
 
+// Methods. GET, HEAD and POST are what the routes take; HEAD is answered as GET (the transport
+// sends the head alone). PUT, DELETE, PATCH and OPTIONS are methods an HTTP API takes on its
+// resources: on a path the table lists they are a 405 with the path's Allow, and a 404
+// elsewhere, like GET and POST. Every other method (TRACE, CONNECT, any other token) is a 501 on
+// every path: no resource here could ever take it (TRACE echoes the request, credentials
+// included; CONNECT asks for a tunnel, a proxy's job) and RFC 9110 §9.1 gives 501 for a method
+// the server does not recognize, where 405 and its Allow would claim the method is understood.
+bool recognized_method(std::string_view m) {
+  for (std::string_view x : {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"})
+    if (m == x) return true;
+  return false;
+}
+
+// The methods a route answers to: HEAD wherever GET is.
+std::string_view allowed(const Route& r) {
+  return std::string_view(r.method) == "GET" ? "GET, HEAD" : r.method;
+}
+
 // The route of (method, path), or null; *allow gets the methods the path takes when the method
 // is not one of them, and *api the API of a path the table lists.
 const Route* find_route(const HttpRequest& req, std::string* allow, Api* api) {
   const Route* found = nullptr;
+  // Both branches string_views: a mixed conditional would be a std::string temporary.
+  const std::string_view method =
+      req.method == "HEAD" ? std::string_view("GET") : std::string_view(req.method);
   for (const Route& x : kRoutes) {
     if (req.path != x.path) continue;
     *api = x.api;
-    if (req.method == x.method) found = &x;
-    else *allow += std::string(allow->empty() ? "" : ", ") + x.method;
+    if (method == x.method)
+      found = &x;
+    else
+      *allow += std::string(allow->empty() ? "" : ", ") + std::string(allowed(x));
   }
   return found;
 }
@@ -218,7 +243,7 @@ bool Server::authorized(const HttpRequest& req) const {
 void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
   // The page and its files load without the API key: they hold no data, and the page asks for
   // the key and sends it with its API calls, which are checked below.
-  if (req.method == "GET" && web_ && WebPage::owns(req.path))
+  if ((req.method == "GET" || req.method == "HEAD") && web_ && WebPage::owns(req.path))
     return r->send(web_->answer(req.path, req.header("If-None-Match")));
   // Anthropic's clients read errors in Anthropic's format, on every /v1/messages route (the
   // unknown ones under it too).
@@ -229,6 +254,9 @@ void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
     return r->send(error_in(api, api_error(ErrorKind::kAuthentication,
                                            "missing or wrong API key (Authorization: Bearer KEY, "
                                            "or x-api-key: KEY)")));
+  if (!recognized_method(req.method))
+    return r->send(error_in(api, api_error(ErrorKind::kNotImplemented,
+                                           "method " + req.method + " is not implemented")));
   if (!route && allow.empty())
     return r->send(
         error_in(api, api_error(ErrorKind::kNotFound,

@@ -1,8 +1,9 @@
 // libFuzzer: raw bytes on a connection to the HTTP transport (server/http_server.h), answered by
-// the server's own request handling: the JSON body parse with its depth bound, the chat and
-// completion request parsers, /tokenize, /detokenize and /apply-template with the bundled
-// model's tokenizer and chat template. Generation itself is not run (a parsed request is
-// answered 200 with what was parsed), so each input costs milliseconds, not a forward.
+// the server's own request handling: the JSON body parse with its depth bound, the request
+// parsers of the four generation APIs (chat, completions, Responses, Messages and its
+// count_tokens), /tokenize, /detokenize and /apply-template with the bundled model's tokenizer
+// and chat template. Generation itself is not run (a parsed request is answered 200 with what
+// was parsed), so each input costs milliseconds, not a forward.
 //
 // Per input: one loopback connection gets the bytes, its write side is shut, and everything the
 // server answers is read until it closes. The answers must be well-formed HTTP responses (as
@@ -20,11 +21,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "server/http_server.h"
+#include "server/messages.h"
 #include "server/request.h"
+#include "server/responses.h"
 #include "server/server.h"
 
 namespace {
@@ -66,25 +72,17 @@ struct Harness {
 
   // The routes of server.cc, without the engine.
   void handle(const server::HttpRequest& req, server::Responder& r) {
-    if (req.method == "GET" && req.path == "/health") {
+    {
+      std::lock_guard lk(mu);
+      heads.push_back(req.method == "HEAD");
+    }
+    if ((req.method == "GET" || req.method == "HEAD") && req.path == "/health") {
       server::HttpResponse res;
       res.set_content("{\"status\":\"ok\"}", "application/json");
       return r.send(std::move(res));
     }
-    const bool chat_path = req.path == "/v1/chat/completions";
-    if (req.method == "POST" && (chat_path || req.path == "/v1/completions")) {
-      server::Json body;
-      if (auto e = server::parse_request_body(req.body, ctx.mi, &body))
-        return r.send(server::error_response(*e));
-      server::CompletionRequest parsed;
-      auto e = chat_path ? server::parse_chat_request(body, ctx.mi, &parsed)
-                         : server::parse_completion_request(body, ctx.mi, &parsed);
-      if (e) return r.send(server::error_response(*e));
-      server::HttpResponse res;
-      res.set_content(server::dump(server::Json{{"prompts", parsed.batch.size()}, {"n", parsed.n}}),
-                      "application/json");
-      return r.send(std::move(res));
-    }
+    if (req.method == "POST" && generation_api(req.path) != Api::kNone)
+      return generation(generation_api(req.path), req, r);
     if (req.method == "POST" &&
         (req.path == "/tokenize" || req.path == "/detokenize" || req.path == "/apply-template")) {
       server::Json body;
@@ -95,11 +93,63 @@ struct Harness {
     r.send(server::error_response(server::api_error(server::ErrorKind::kNotFound, "no route")));
   }
 
+  enum class Api { kNone, kChat, kCompletions, kResponses, kMessages, kCountTokens };
+  static Api generation_api(const std::string& path) {
+    if (path == "/v1/chat/completions") return Api::kChat;
+    if (path == "/v1/completions") return Api::kCompletions;
+    if (path == "/v1/responses") return Api::kResponses;
+    if (path == "/v1/messages") return Api::kMessages;
+    if (path == "/v1/messages/count_tokens") return Api::kCountTokens;
+    return Api::kNone;
+  }
+
+  // A generation route up to its parsed request: the body, then the API's own request parser
+  // (which renders the template, encodes and compiles any grammar). Errors take the API's shape.
+  void generation(Api api, const server::HttpRequest& req, server::Responder& r) {
+    const bool anthropic = api == Api::kMessages || api == Api::kCountTokens;
+    const auto fail = [&](const server::ApiError& e) {
+      r.send(anthropic ? server::anthropic_error_response(e) : server::error_response(e));
+    };
+    server::Json body;
+    if (auto e = server::parse_request_body(req.body, ctx.mi, &body)) return fail(*e);
+    server::CompletionRequest parsed;
+    server::ResponsesOptions responses;
+    server::MessagesOptions messages;
+    std::optional<server::ApiError> e;
+    switch (api) {
+      case Api::kChat:
+        e = server::parse_chat_request(body, ctx.mi, &parsed);
+        break;
+      case Api::kCompletions:
+        e = server::parse_completion_request(body, ctx.mi, &parsed);
+        break;
+      case Api::kResponses:
+        e = server::parse_responses_request(body, ctx.mi, &parsed, &responses);
+        break;
+      case Api::kMessages:
+      case Api::kCountTokens:
+        e = server::parse_messages_request(body, api == Api::kCountTokens, ctx.mi, &parsed,
+                                           &messages);
+        break;
+      case Api::kNone:
+        break;
+    }
+    if (e) return fail(*e);
+    server::HttpResponse res;
+    res.set_content(server::dump(server::Json{{"prompts", parsed.batch.size()}, {"n", parsed.n}}),
+                    "application/json");
+    r.send(std::move(res));
+  }
+
   std::unique_ptr<tokenizer::Tokenizer> tok;
   std::unique_ptr<tmpl::ChatTemplate> chat;
   server::Context ctx;
   std::unique_ptr<server::HttpServer> http_;
   int port = 0;
+  // Per input: whether each request the handler answered was a HEAD request, in order (the
+  // transport sends the answer to one as a head alone).
+  std::mutex mu;
+  std::vector<bool> heads;
 };
 
 Harness& harness() {
@@ -153,10 +203,29 @@ std::string exchange(int port, const uint8_t* data, size_t size) {
   return out;
 }
 
+// One answer at out[*off], advanced past it; `head_only`: an answer to a HEAD request (a head
+// whose Content-Length counts no bytes that follow). False when it is not a complete answer.
+bool parse_answer(const std::string& out, size_t* off, bool head_only, unsigned* status) {
+  http::response_parser<http::string_body> p;
+  p.body_limit(1u << 24);
+  p.eager(true);
+  p.skip(head_only);
+  boost::beast::error_code ec;
+  const size_t n = p.put(boost::asio::buffer(out.data() + *off, out.size() - *off), ec);
+  if (ec || !p.is_done()) return false;
+  *off += n;
+  *status = p.get().result_int();
+  return true;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Harness& h = harness();
+  {
+    std::lock_guard lk(h.mu);
+    h.heads.clear();
+  }
   const std::string out = exchange(h.port, data, size);
   // The server has closed the connection; wait until it has let go of it too, so that what the
   // input allocated is freed within the input (libFuzzer's leak check counts per input).
@@ -164,16 +233,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (i > 500000) std::abort();  // a connection that outlives its socket by seconds
     std::this_thread::sleep_for(std::chrono::microseconds(10));
   }
-  // The answers: a sequence of complete HTTP responses, none a 500.
-  boost::beast::error_code ec;
-  size_t off = 0;
+  // The answers: a sequence of complete HTTP responses, none a 500. The k-th final answer (not
+  // a 100 Continue) answers the k-th request the handler saw; after those can come only the
+  // transport's own refusal of a request (then it closes), which is a head alone when that
+  // request was a HEAD one, and the harness cannot know whether it was.
+  std::lock_guard lk(h.mu);
+  size_t off = 0, k = 0;
   while (off < out.size()) {
-    http::response_parser<http::string_body> p;
-    p.body_limit(1u << 24);
-    p.eager(true);
-    off += p.put(boost::asio::buffer(out.data() + off, out.size() - off), ec);
-    if (ec || !p.is_done()) std::abort();
-    if (p.get().result_int() == 500 || p.get().result_int() < 100) std::abort();
+    unsigned status = 0;
+    const bool known = k < h.heads.size();
+    if (!parse_answer(out, &off, known && h.heads[k], &status) &&
+        (known || !parse_answer(out, &off, true, &status)))
+      std::abort();
+    if (status == 500 || status < 100) std::abort();
+    if (status >= 200) ++k;
   }
   return 0;
 }

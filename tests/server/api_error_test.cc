@@ -33,12 +33,16 @@ TEST(ApiErrors, OpenAiShapeByKind) {
       {ErrorKind::kMethodNotAllowed, 405, "invalid_request_error"},
       {ErrorKind::kTooLarge, 413, "invalid_request_error"},
       {ErrorKind::kServer, 500, "server_error"},
-      {ErrorKind::kUnavailable, 503, "service_unavailable"}};
+      {ErrorKind::kUnavailable, 503, "service_unavailable"},
+      {ErrorKind::kNotImplemented, 501, "invalid_request_error"}};
   for (const auto& [kind, status, type] : kinds) {
     const Json b = error_body(api_error(kind, "x"));
     EXPECT_EQ(b["error"]["code"], status) << b;
     EXPECT_EQ(b["error"]["type"], type) << b;
   }
+  // The statuses the transport answers itself keep their code (a 501 is not a 500).
+  for (const int status : {400, 413, 431, 501, 503})
+    EXPECT_EQ(api_error(kind_of_status(status), "x").status(), status);
 }
 
 TEST(ApiErrors, AnthropicShapeByKind) {

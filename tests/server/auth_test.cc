@@ -28,7 +28,19 @@ TEST(ConstantTimeEqual, ComparesContentsAndLengths) {
 TEST(ConstantTimeEqual, BearerHeader) {
   EXPECT_TRUE(bearer_matches("Bearer sekret", "sekret"));
   EXPECT_FALSE(bearer_matches("Bearer sekret2", "sekret"));
-  EXPECT_FALSE(bearer_matches("bearer sekret", "sekret"));
+  // The scheme is case-insensitive (RFC 9110 §11.1) and followed by 1*SP; the key is exact.
+  EXPECT_TRUE(bearer_matches("bearer sekret", "sekret"));
+  EXPECT_TRUE(bearer_matches("BEARER sekret", "sekret"));
+  EXPECT_TRUE(bearer_matches("bEaReR sekret", "sekret"));
+  EXPECT_TRUE(bearer_matches("Bearer   sekret", "sekret"));
+  EXPECT_FALSE(bearer_matches("Bearer SEKRET", "sekret"));
+  EXPECT_FALSE(bearer_matches("bearer sekret ", "sekret"));
+  EXPECT_FALSE(bearer_matches("Bearer	sekret", "sekret"));
+  EXPECT_FALSE(bearer_matches("Bearersekret", "sekret"));
+  EXPECT_FALSE(bearer_matches("Bearer", "sekret"));
+  EXPECT_FALSE(bearer_matches("Bearer ", "sekret"));
+  EXPECT_FALSE(bearer_matches("Basic sekret", "sekret"));
+  EXPECT_FALSE(bearer_matches("Bearxr sekret", "sekret"));
   EXPECT_FALSE(bearer_matches("sekret", "sekret"));
   EXPECT_FALSE(bearer_matches("", "sekret"));
   // Anthropic's clients send x-api-key; either header carries the key.
