@@ -116,7 +116,7 @@ void Engine::loop() {
     StepOutput out;
     size_t before = waiting_.size();
     stepper_.drop_cancelled(&waiting_, &out);
-    stepper_.admit(&waiting_);
+    stepper_.admit(&waiting_, &out);
     queued_ -= int64_t(before - waiting_.size());
     publish();
     stepper_.step(&out);

@@ -7,6 +7,15 @@
 #include "runtime/logprobs.h"
 
 namespace qwen35::runtime {
+namespace {
+
+std::string grammar_error(grammar::Unavailable::Why why) {
+  return std::string("structured output: ") + grammar::Unavailable(why).what() +
+         " (the format needs a larger automaton than this server allows: serve "
+         "--grammar-max-mb)";
+}
+
+}  // namespace
 
 const char* phase_name(Phase p) {
   switch (p) {
@@ -108,11 +117,21 @@ bool Sequence::after_chunk(int64_t rows, const float* logits, bool all, PrefixCa
     return true;
   }
   phase_ = spec_.method == SpecMethod::kOff ? Phase::kDecode : Phase::kVerify;
-  return emit(sampler_->sample(last), state_->pos(), out);
+  return sample(last, state_->pos(), out);
 }
 
 bool Sequence::after_decode(const float* logits, StepOutput* out) {
-  return emit(sampler_->sample(logits), state_->pos(), out);
+  return sample(logits, state_->pos(), out);
+}
+
+bool Sequence::sample(const float* logits, int64_t fed, StepOutput* out) {
+  grammar::Unavailable::Why why;
+  auto s = sampler_->try_sample(logits, grammar::Access::kBuild, &why);
+  if (!s) {
+    finish("error", out, grammar_error(why));
+    return true;
+  }
+  return emit(std::move(*s), fed, out);
 }
 
 bool Sequence::emit(SampleResult s, int64_t fed, StepOutput* out) {
@@ -155,7 +174,7 @@ int64_t Sequence::after_verify(const float* logits, StepOutput* out, bool* done)
   while (kept < n && !*done) {
     const float* lg = logits + size_t(kept * lim_.vocab);
     ++kept;
-    *done = emit(sampler_->sample(lg), pos0 + kept, out);
+    *done = sample(lg, pos0 + kept, out);
     if (kept < n && next_token_ != verify_[size_t(kept)]) break;  // the draft there is rejected
   }
   out->drafted += n - 1;

@@ -114,6 +114,9 @@ class Sequence {
   // each multiple of the interval, the prompt's last grid boundary (the longest prefix a
   // request for the same prompt can resume from) and the request's hints. -1: none.
   int64_t snapshot_after(int64_t from) const;
+  // Samples from `logits` (the state consumed `fed` tokens) and emits the token; true when the
+  // request ends (emit's reasons, or a grammar whose automaton may grow no more: an error).
+  bool sample(const float* logits, int64_t fed, StepOutput* out);
   // Sends token s, sampled after the state consumed `fed` tokens; true when it ends the
   // request (an end-of-sequence id, max_tokens, or a full context).
   bool emit(SampleResult s, int64_t fed, StepOutput* out);

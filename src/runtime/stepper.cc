@@ -111,7 +111,7 @@ int64_t Stepper::kv_deficit(const GenerationRequest& r) const {
 // First come, first served: a request whose KV cannot be promised now waits, and so do those
 // behind it. Making room is explicit: prefix-cache entries are evicted only when the request
 // at the head could be promised its worst case once they are gone.
-void Stepper::admit(std::deque<std::unique_ptr<Sequence>>* waiting) {
+void Stepper::admit(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* out) {
   for (size_t i = 0; i < slots_.size() && !waiting->empty(); ++i) {
     if (slots_[i]) continue;
     const GenerationRequest& r = waiting->front()->request();
@@ -121,10 +121,17 @@ void Stepper::admit(std::deque<std::unique_ptr<Sequence>>* waiting) {
     if (kv_deficit(r) > 0) break;
     std::unique_ptr<Sequence> s = std::move(waiting->front());
     waiting->pop_front();
-        states_[i]->reset();
+    states_[i]->reset();
     const SequenceLimits lim{context(), model_.config().vocab,
                              cache_ ? opts_.cache_interval : 0};
-    s->start(states_[i].get(), cache_.get(), lim, next_order_++, opts_.before_resume);
+    const std::string oom = out_of_memory([&] {
+      s->start(states_[i].get(), cache_.get(), lim, next_order_++, opts_.before_resume);
+    });
+    if (!oom.empty()) {
+      states_[i]->reset();
+      s->finish("error", out, oom + " while starting the request");
+      continue;
+    }
     slots_[i] = std::move(s);
   }
 }

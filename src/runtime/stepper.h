@@ -17,6 +17,8 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,21 @@
 #include "runtime/sequence.h"
 
 namespace qwen35::runtime {
+
+// Runs f. An allocation failure inside it (std::bad_alloc, or std::length_error from a size
+// past what a container can hold) comes back as the start of a request's error message, so that
+// it ends that request rather than the engine thread; empty when f returned.
+template <class F>
+std::string out_of_memory(F&& f) {
+  try {
+    f();
+  } catch (const std::bad_alloc&) {
+    return "the server ran out of memory";
+  } catch (const std::length_error&) {
+    return "the server ran out of memory (a size past a container's limit)";
+  }
+  return {};
+}
 
 class Stepper {
  public:
@@ -43,8 +60,9 @@ class Stepper {
   int64_t context() const;  // positions a sequence may reach: min(ctx, the pool)
 
   // Moves sequences from the front of `waiting` into free slots while each can be promised its
-  // worst case (see above), resuming each from the prefix cache.
-  void admit(std::deque<std::unique_ptr<Sequence>>* waiting);
+  // worst case (see above), resuming each from the prefix cache. One that runs out of memory
+  // on the way ends with an error (its kDone event into *out, or its stream without `out`).
+  void admit(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* out = nullptr);
   // Closes cancelled sequences, waiting or running (their kDone events into *out).
   void drop_cancelled(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* out);
   void cancel_running();  // asks every running sequence to stop (drop_cancelled closes them)
@@ -53,6 +71,8 @@ class Stepper {
 
   // One step: a forward call over every running sequence's rows for this step, then each
   // sequence advanced (sampled, finished, its slot freed). Nothing when no sequence runs.
+  // Running out of memory ends the rows' sequences with an error, never the thread: in the
+  // forward call all of them, in a sequence's sampling that one.
   void step(StepOutput* out);
 
   // The gauges (slots, KV, prefix cache) and the totals (slots, blocks, state bytes).

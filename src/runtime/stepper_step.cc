@@ -15,10 +15,18 @@ void Stepper::step(StepOutput* out) {
   schedule();
   if (rows_.empty()) return;
   const auto t1 = Clock::now();
-  const core::Status st = model_.forward(rows_, &logits_);
+  core::Status st;
+  if (std::string oom = out_of_memory([&] { st = model_.forward(rows_, &logits_); });
+      !oom.empty())
+    st = core::error(oom + " in the forward call");
   const auto t2 = Clock::now();
   for (size_t r = 0; r < rows_.size(); ++r) {
-    if (advance(r, st, out)) {
+    bool done = false;
+    if (std::string oom = out_of_memory([&] { done = advance(r, st, out); }); !oom.empty()) {
+      slots_[size_t(row_slot_[r])]->finish("error", out, oom + " while sampling");
+      done = true;
+    }
+    if (done) {
       release(size_t(row_slot_[r]));  // the slot is free for the next admission
       ++out->done;
     }
