@@ -44,7 +44,7 @@ core::Result<StepRun> run_steps(model::Model& m, const runtime::EngineOptions& e
     const auto t0 = Clock::now();
     stepper.step(&out);
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (!prefill) {
+    if (!prefill && out.steps > 0) {  // (a step whose sequences all wait for a worker is none)
       ++run.steps;
       run.seconds += dt;
       run.tokens += out.generated;
@@ -67,6 +67,7 @@ core::Result<StepRun> run_steps(model::Model& m, const runtime::EngineOptions& e
         start(i);
       }
     }
+    if (out.steps == 0) stepper.wait_for_sample();
   }
   return run;
 }

@@ -221,6 +221,35 @@ size_t Sampler::allowed_prefix(std::span<const int32_t> draft, grammar::Access a
   return k;
 }
 
+std::vector<std::pair<int32_t, int64_t>> Sampler::masks_ahead(
+    std::span<const int32_t> drafts) const {
+  std::vector<std::pair<int32_t, int64_t>> out;
+  if (!p_.grammar || candidates_wanted() > 0) return out;
+  grammar::Automaton& a = *p_.grammar;
+  Session g(a, grammar::Access::kBounded);
+  if (!g.locked()) return out;
+  bool think = in_think_;
+  int32_t st = gstate_;
+  int64_t drawn = int64_t(drawn_);
+  try {
+    for (size_t k = 0;; ++k, ++drawn) {
+      if (!think) out.emplace_back(st, limit_at(drawn));
+      if (k == drafts.size()) break;
+      const int32_t t = drafts[k];
+      if (think) {
+        if (t == p_.think_end) think = false;
+        continue;
+      }
+      if (a.is_end(t)) break;
+      st = g.step(st, t);
+      if (st == grammar::Automaton::kDead) break;
+    }
+  } catch (const grammar::Unavailable&) {
+    // As far as it is built.
+  }
+  return out;
+}
+
 bool Sampler::grammar_complete() const {
   return !p_.grammar || (!in_think_ && p_.grammar->complete(gstate_));
 }

@@ -83,6 +83,11 @@ class Sampler {
                         grammar::Access access = grammar::Access::kBuild) const;
   // The grammar's value is complete (always true without a grammar).
   bool grammar_complete() const;
+  // The masks (configuration, limit) that the next samples will read whole, for a worker to
+  // compute ahead (runtime/sample_workers.h): the next sample's, then one per token of `drafts`
+  // (the tokens a verification feeds after it), as far as the automaton has them built. Empty
+  // for samplers that look for their few candidates token by token (greedy, top-k).
+  std::vector<std::pair<int32_t, int64_t>> masks_ahead(std::span<const int32_t> drafts) const;
 
   const SamplingParams& params() const { return p_; }
 

@@ -24,6 +24,8 @@ Stepper::Stepper(model::Model& model, const EngineOptions& opts) : model_(model)
   if (opts_.cache_bytes > 0)
     cache_ = std::make_unique<PrefixCache>(pool_.get(), size_t(opts_.cache_bytes));
   slots_.resize(size_t(opts_.parallel));
+  // A sequence has at most a sample and a prefetch in flight: no job waits for a thread.
+  workers_ = std::make_unique<SampleWorkers>(2 * opts_.parallel, std::function<void()>{});
 }
 
 Stepper::~Stepper() = default;
@@ -123,7 +125,7 @@ void Stepper::admit(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* 
     waiting->pop_front();
     states_[i]->reset();
     const SequenceLimits lim{context(), model_.config().vocab,
-                             cache_ ? opts_.cache_interval : 0};
+                             cache_ ? opts_.cache_interval : 0, workers_.get()};
     const std::string oom = out_of_memory([&] {
       s->start(states_[i].get(), cache_.get(), lim, next_order_++, opts_.before_resume);
     });
@@ -161,6 +163,13 @@ void Stepper::release(size_t i) {
 
 bool Stepper::running() const {
   return std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return bool(s); });
+}
+
+void Stepper::wait_for_sample() {
+  const int64_t seen = workers_->samples_done();  // before the checks: no finish is missed
+  for (const auto& s : slots_)
+    if (s && (!s->waiting() || s->sample_ready())) return;
+  if (running()) workers_->wait_for_sample(seen);
 }
 
 void Stepper::cancel_running() {

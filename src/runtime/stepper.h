@@ -4,13 +4,19 @@
 // Engine runs one on its engine thread, and `qwen35 bench` drives one directly, so what bench
 // times is the path that serves.
 //
+// A sample that would make the engine thread build a grammar's automaton goes to SampleWorkers
+// (runtime/sample_workers.h): its sequence runs no row until the worker is done, and the other
+// sequences' steps go on; before each forward call the workers are asked for the masks the
+// step's samples will read. Steps take the finished samples first.
+//
 // Admission is by promise: a sequence takes a free slot only when the free blocks cover what
 // every running sequence may still take plus its own worst case, min(context, prompt +
 // max_tokens); prefix-cache entries are evicted only when, once they are gone, the sequence at
 // the head of the queue could be promised that. Otherwise it waits, first come first served, so
 // decode never runs out of blocks.
 //
-// Thread-safety: none; one thread at a time.
+// Thread-safety: none; one thread at a time (the workers touch only what a sequence handed
+// them).
 #pragma once
 
 #include <chrono>
@@ -67,6 +73,13 @@ class Stepper {
   void drop_cancelled(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* out);
   void cancel_running();  // asks every running sequence to stop (drop_cancelled closes them)
   bool running() const;
+  // Called on a worker when it finished a sample (the engine's loop may be waiting for one).
+  void set_wake(std::function<void()> wake) { workers_->set_wake(std::move(wake)); }
+  // Blocks while every running sequence waits for a worker's sample (for a driver that has
+  // nothing else to wait for; returns at once otherwise).
+  void wait_for_sample();
+  // Waits for the workers' running jobs and drops the rest (before what a wake refers to goes).
+  void stop_workers() { workers_.reset(); }
   const Sequence* slot(size_t i) const { return slots_[i].get(); }
 
   // One step: a forward call over every running sequence's rows for this step, then each
@@ -87,6 +100,7 @@ class Stepper {
   bool promisable(const GenerationRequest& r) const;
   int64_t kv_deficit(const GenerationRequest& r) const;
   void release(size_t slot);  // frees a finished sequence's slot; its blocks go back
+  void resume_samples(StepOutput* out);  // emits what the workers sampled
   void schedule();
   void draft();  // the drafts of the step's verifying sequences
   bool advance(size_t row, const core::Status& st, StepOutput* out);
@@ -98,6 +112,7 @@ class Stepper {
   std::vector<std::unique_ptr<model::SequenceState>> states_;
   std::vector<std::unique_ptr<Sequence>> slots_;  // null: free
   uint64_t next_order_ = 0;                       // admission counter
+  std::unique_ptr<SampleWorkers> workers_;        // two threads per slot at most, as needed
 
   // Step scratch.
   std::vector<model::SequenceRows> rows_;

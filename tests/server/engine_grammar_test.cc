@@ -1,7 +1,9 @@
-// The engine under structured outputs' failures (issue 32), in process on a synthetic tiny
-// checkpoint: an automaton that reaches its memory bound ends its own request with an error
-// that says so while a plain request beside it keeps its solo bits; an allocation that fails on
-// the engine thread ends that request only, and the engine goes on.
+// The engine under structured outputs' costs and failures (issue 32), in process on a synthetic
+// tiny checkpoint: a grammar's work never holds up another request's rows (shown without
+// timing: the test holds the automaton's lock while plain requests run to their end), and the
+// paused request keeps its solo bits, drafted or not; an automaton that reaches its memory bound
+// ends its own request with an error that says so while a plain request beside it keeps its
+// solo bits; an allocation that fails on the engine thread ends that request only.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -90,6 +92,38 @@ void expect_same(const testing::EngineOut& a, const testing::EngineOut& b) {
     EXPECT_EQ(std::memcmp(&a.samples[k].logprob, &b.samples[k].logprob, 4), 0) << k;
   }
   EXPECT_EQ(a.finish, b.finish);
+}
+
+// Repeats nested three deep, under the states bound: its configurations hold many parse stacks,
+// and every token needs a new mask.
+constexpr const char* kNested = R"({"type":"string","pattern":"^((a{2,20}){2,20}){2,20}$"})";
+
+TEST_F(EngineGrammarTest, AGrammarsWorkNeverHoldsUpOtherRequests) {
+  Engine engine(*model_, EngineOptions{4, 256, 8, 64});
+  std::vector<testing::EngineOut> plain_solo;
+  for (int i = 0; i < 3; ++i) plain_solo.push_back(run(engine, request(i, nullptr)));
+  const testing::EngineOut grammar_solo = run(engine, request(3, automaton(kNested)));
+  ASSERT_NE(grammar_solo.finish, "error") << grammar_solo.error;
+  ASSERT_GE(grammar_solo.samples.size(), 3u);
+  // A fresh automaton, its lock held here: every sample of the request must wait for it.
+  auto held = automaton(kNested);
+  auto lock = std::make_unique<grammar::Automaton::Session>(*held, grammar::Access::kBuild);
+  SubmitError err;
+  std::string msg;
+  auto g = engine.submit(request(3, held), &err, &msg);
+  ASSERT_TRUE(g) << msg;
+  for (int i = 0; i < 3; ++i) expect_same(run(engine, request(i, nullptr)), plain_solo[size_t(i)]);
+  StreamEvent ev;
+  EXPECT_FALSE(g->next(&ev, std::chrono::milliseconds(0)));  // not one token yet
+  EXPECT_EQ(engine.stats().running, 1);
+  lock.reset();
+  expect_same(testing::drain(*g), grammar_solo);
+  // Drafted: verifications paused at a row whose sample went to a worker give the same bits.
+  GenerationRequest drafted = request(3, automaton(kNested));
+  drafted.spec = SpecOptions{SpecMethod::kLookup, 4};
+  drafted.prediction.assign(40, int32_t('a'));
+  expect_same(run(engine, std::move(drafted)), grammar_solo);
+  EXPECT_GT(engine.stats().drafted_tokens, 0);
 }
 
 TEST_F(EngineGrammarTest, AnAutomatonPastItsBoundEndsItsRequestOnly) {
