@@ -150,7 +150,8 @@ class Automaton {
   };
   static constexpr size_t kMaxLimited = 8;
 
-  // The state of the locked calls (Session).
+  // The Session's calls, under mu_. Everything below may throw Unavailable; an Unavailable (or
+  // a failed allocation) leaves every memo consistent, with at most fewer entries.
   int32_t step_locked(int32_t config, int32_t token);
   bool allows_locked(int32_t config, int32_t token, int64_t limit);
   bool has_mask_locked(int32_t config, int64_t limit);
@@ -167,8 +168,9 @@ class Automaton {
   // The first bytes (as many as the longest token, plus one) of a shortest string of a rule.
   const std::string& shortest(int32_t rule);
   std::string completion(int32_t config);  // the start of a shortest completion of config
-  // Bookkeeping of growth: spend() charges a kBounded session's work; room() throws when the
-  // automaton may not grow (exhausted, or out of work); grown() counts new bytes.
+  // Bookkeeping of growth: spend() charges a kBounded session's work (kNotBuilt past it);
+  // room() throws kExhausted once the automaton may not grow; grown() and masks_grown() count
+  // new bytes (grown() marks the automaton exhausted past the bound).
   void spend(int64_t work);
   void room();
   void grown(size_t bytes);
