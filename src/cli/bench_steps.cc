@@ -43,12 +43,14 @@ core::Result<StepRun> run_steps(model::Model& m, const runtime::EngineOptions& e
     runtime::StepOutput out;
     const auto t0 = Clock::now();
     stepper.step(&out);
+    // Every sequence waits for a grammar worker: the wait is part of what generating costs.
+    if (out.steps == 0) stepper.wait_for_sample();
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
     if (!prefill) {
-      ++run.steps;
+      run.steps += out.steps;
       run.seconds += dt;
       run.tokens += out.generated;
-      run.rows += generating + out.drafted;
+      if (out.steps > 0) run.rows += generating + out.drafted;
       run.plan_s += out.plan_s;
       run.forward_s += out.forward_s;
       run.advance_s += out.advance_s;

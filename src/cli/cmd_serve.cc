@@ -87,6 +87,21 @@ int cmd_serve(int argc, char** argv) {
                "match control tokens (<|im_end|>, ...) typed into chat content as tokens, as a "
                "plain tokenize of the rendered prompt does; by default they stay text, so that "
                "no message, tool result or tool definition can forge a turn");
+  server::GrammarLimits grammar_limits;
+  app.add_option("--grammar-max-states", grammar_limits.max_states,
+                 "structured outputs: the largest grammar a response_format or forced tool call "
+                 "may compile to, in states (positions with every repeat written out: nested "
+                 "repeats multiply their counts, properties add); a larger one gets HTTP 400 "
+                 "before anything is built (default 250000)");
+  double grammar_mb = double(grammar_limits.automaton_bytes >> 20);
+  app.add_option("--grammar-max-mb", grammar_mb,
+                 "structured outputs: MiB one grammar's token automaton may grow to while in use "
+                 "(configurations, transitions, cached masks; masks are dropped first); a "
+                 "request that needs it to grow further ends with an error (default 128)");
+  double grammar_cache_mb = double(grammar_limits.cache_bytes >> 20);
+  app.add_option("--grammar-cache-mb", grammar_cache_mb,
+                 "structured outputs: MiB of automata kept for requests with the same format "
+                 "(least recently used dropped; default 512)");
   int max_json_depth = server::kDefaultMaxJsonDepth;
   app.add_option("--max-json-depth", max_json_depth,
                  "deepest JSON nesting a request may use (deeper get HTTP 400)");
@@ -124,6 +139,11 @@ int cmd_serve(int argc, char** argv) {
   if (eo.max_queue < 0) return fail("serve", "--max-queue must be >= 0");
   if (max_json_depth < 1) return fail("serve", "--max-json-depth must be at least 1");
   if (reasoning_budget < -1) return fail("serve", "--reasoning-budget must be >= 0 (or -1: no cap)");
+  if (grammar_limits.max_states < 1 || !(grammar_mb >= 1) || !(grammar_cache_mb >= 0))
+    return fail("serve", "--grammar-max-states and --grammar-max-mb must be >= 1, "
+                         "--grammar-cache-mb >= 0");
+  grammar_limits.automaton_bytes = size_t(grammar_mb * (1 << 20));
+  grammar_limits.cache_bytes = size_t(grammar_cache_mb * (1 << 20));
   so.web = !no_web;
   if (std::error_code ec; !so.web_dir.empty() && !std::filesystem::is_directory(so.web_dir, ec))
     return fail("serve", "--web-dir " + so.web_dir + " is not a directory");
@@ -197,7 +217,8 @@ int cmd_serve(int argc, char** argv) {
   mi.max_json_depth = max_json_depth;
   mi.reasoning_budget = reasoning_budget;
   mi.special_tokens_in_content = special_in_content;
-  mi.grammars = std::make_shared<server::GrammarCache>(server::grammar_vocab(*tok, m.config().vocab));
+  mi.grammars = std::make_shared<server::GrammarCache>(
+      server::grammar_vocab(*tok, m.config().vocab), grammar_limits);
   if (reasoning_budget >= 0 && tok->token_to_id("</think>") < 0)
     return finish(fail("serve", "--reasoning-budget: this model's vocabulary has no </think> token"));
 

@@ -1,9 +1,46 @@
 #include "grammar/grammar.h"
 
 #include <algorithm>
-#include <functional>
 
 namespace qwen35::grammar {
+namespace {
+
+// Whether the graph of leftmost references has a cycle: a depth-first search with an explicit
+// stack (left chains, such as a repeat of something that may be empty, can be long).
+bool left_recursive(const std::vector<std::vector<int32_t>>& left) {
+  const size_t n = left.size();
+  std::vector<uint8_t> mark(n, 0);  // 0 new, 1 on the path, 2 done
+  std::vector<std::pair<int32_t, size_t>> stack;  // rule, next edge
+  for (size_t r0 = 0; r0 < n; ++r0) {
+    if (mark[r0]) continue;
+    mark[r0] = 1;
+    stack.assign(1, {int32_t(r0), 0});
+    while (!stack.empty()) {
+      auto& [r, e] = stack.back();
+      if (e == left[size_t(r)].size()) {
+        mark[size_t(r)] = 2;
+        stack.pop_back();
+        continue;
+      }
+      const int32_t c = left[size_t(r)][e++];
+      if (mark[size_t(c)] == 1) return true;
+      if (mark[size_t(c)] == 0) {
+        mark[size_t(c)] = 1;
+        stack.emplace_back(c, 0);
+      }
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+size_t Grammar::bytes() const {
+  size_t n = sizeof(Grammar) + elems_.size() * (sizeof(Elem) + sizeof(int64_t)) +
+             sets_.size() * sizeof(ByteSet) + min_len_.size() * sizeof(int64_t);
+  for (const auto& a : alts_) n += sizeof(a) + a.size() * sizeof(int32_t);
+  return n;
+}
 
 Sym Builder::bytes(const ByteSet& s) {
   sets_.push_back(s);
@@ -25,7 +62,66 @@ Sym Builder::range(uint8_t lo, uint8_t hi) {
 
 Sym Builder::rule() {
   rules_.emplace_back();
+  unit_.push_back(0);
   return Sym{true, int32_t(rules_.size() - 1)};
+}
+
+void Builder::unit(Sym r) {
+  if (r.rule) unit_[size_t(r.id)] = 1;
+}
+
+// Depth-first over the rule references with an explicit stack (a chain of rules, such as a
+// long repeat's, may be as deep as the grammar is large). A rule's count is the sum over its
+// alternatives of their symbols' counts; a reference to a rule still on the stack (recursion)
+// counts 1.
+int64_t Builder::states(Sym s) const {
+  if (!s.rule) return 1;
+  auto add = [](int64_t a, int64_t b) { return std::min(kInf, a + b); };
+  constexpr int64_t kUnknown = -1, kOnStack = -2;
+  std::vector<int64_t> val(rules_.size(), kUnknown);
+  struct Frame {
+    int32_t rule;
+    size_t alt = 0, sym = 0;
+    int64_t acc = 0;
+  };
+  std::vector<Frame> stack{{s.id}};
+  val[size_t(s.id)] = kOnStack;
+  while (!stack.empty()) {
+    Frame f = stack.back();
+    const auto& alts = rules_[size_t(f.rule)];
+    bool pushed = false;
+    if (unit_[size_t(f.rule)]) f.acc = 1, f.alt = alts.size();
+    while (f.alt < alts.size() && !pushed) {
+      if (f.sym == alts[f.alt].size()) {
+        ++f.alt, f.sym = 0;
+        continue;
+      }
+      const Sym x = alts[f.alt][f.sym];
+      const int64_t v = x.rule ? val[size_t(x.id)] : 1;
+      if (v == kUnknown) {  // visit it first; this symbol is counted when the frame resumes
+        val[size_t(x.id)] = kOnStack;
+        pushed = true;
+        continue;
+      }
+      f.acc = add(f.acc, v == kOnStack ? 1 : v);
+      ++f.sym;
+    }
+    if (pushed) {
+      stack.back() = f;
+      stack.push_back({alts[f.alt][f.sym].id});
+      continue;
+    }
+    val[size_t(f.rule)] = f.acc;
+    stack.pop_back();
+  }
+  return val[size_t(s.id)];
+}
+
+std::string Builder::too_many_states(int64_t states) const {
+  const std::string n = states >= kInf ? "too many" : "about " + std::to_string(states);
+  return n + " states once its repeats and properties are written out (nested repeats "
+             "multiply their counts), over this server's bound of " +
+         std::to_string(max_states_) + " (--grammar-max-states)";
 }
 
 void Builder::add(Sym r, std::vector<Sym> seq) {
@@ -117,6 +213,9 @@ core::Result<Grammar> Builder::finish(Sym root) {
     add(r, {root});
     root = r;
   }
+  g.states_ = states(root);
+  if (g.states_ > max_states_)
+    return core::error("the format is too large: " + too_many_states(g.states_));
   const size_t n = rules_.size();
   // Minimal lengths by fixpoint (recursive rules start infinite).
   std::vector<int64_t> len(n, kInf);
@@ -141,18 +240,7 @@ core::Result<Grammar> Builder::finish(Sym root) {
         left[r].push_back(s.id);
         if (len[size_t(s.id)] != 0) break;
       }
-  std::vector<uint8_t> mark(n, 0);  // 0 new, 1 on the path, 2 done
-  std::function<bool(int32_t)> cyclic = [&](int32_t r) {
-    mark[size_t(r)] = 1;
-    for (int32_t c : left[size_t(r)]) {
-      if (mark[size_t(c)] == 1) return true;
-      if (mark[size_t(c)] == 0 && cyclic(c)) return true;
-    }
-    mark[size_t(r)] = 2;
-    return false;
-  };
-  for (size_t r = 0; r < n; ++r)
-    if (mark[r] == 0 && cyclic(int32_t(r))) return core::error("the grammar is left-recursive");
+  if (left_recursive(left)) return core::error("the grammar is left-recursive");
   // Flat table.
   g.alts_.resize(n);
   for (size_t r = 0; r < n; ++r)

@@ -382,8 +382,8 @@ core::Result<Grammar> document(Builder& b, core::Result<Sym> v) {
 }
 }  // namespace
 
-core::Result<Grammar> json_schema_grammar(const Json& schema) {
-  Builder b;
+core::Result<Grammar> json_schema_grammar(const Json& schema, int64_t max_states) {
+  Builder b(max_states);
   JsonSchemaCompiler c(b, schema);
   return document(b, c.value(schema, "#"));
 }

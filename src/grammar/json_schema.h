@@ -62,8 +62,9 @@ class JsonSchemaCompiler {
   Sym ws_{}, any_{}, any_object_{}, string_{}, number_{}, integer_{};
 };
 
-// A whole document: the value, with up to two newlines before and after it.
-core::Result<Grammar> json_schema_grammar(const Json& schema);
+// A whole document: the value, with up to two newlines before and after it. A grammar of more
+// than max_states states (Builder::states) is an error that says so.
+core::Result<Grammar> json_schema_grammar(const Json& schema, int64_t max_states = Builder::kInf);
 // Any JSON object ({"type": "json_object"}).
 core::Result<Grammar> json_object_grammar();
 

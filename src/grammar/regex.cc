@@ -262,7 +262,11 @@ core::Result<Sym> compile_pattern(std::string_view pattern, Builder& b, CharSyms
                                   Encoding enc) {
   try {
     Parser p(pattern, b, chars, enc);
-    return p.top();
+    const Sym s = p.top();
+    // Checked here, not only for the whole grammar, so that the error names the pattern.
+    if (const int64_t n = b.states(s); n > b.max_states())
+      return core::error("the pattern is too large: " + b.too_many_states(n));
+    return s;
   } catch (const PatternError& e) {
     return core::error(e.what());
   }

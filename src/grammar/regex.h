@@ -16,7 +16,8 @@
 
 namespace qwen35::grammar {
 
-// Largest count a quantifier may give (a larger one is an error).
+// Largest count a quantifier may give (a larger one is an error). Nested quantifiers multiply:
+// a pattern over the Builder's max_states (Builder::states) is an error too.
 constexpr int64_t kMaxRepeat = 1000;
 
 core::Result<Sym> compile_pattern(std::string_view pattern, Builder& b, CharSyms& chars,

@@ -151,6 +151,7 @@ Sym CharSyms::of(const CharSet& set, Encoding enc) {
     r = b_.rule();  // no alternative: matches nothing
   } else {
     r = b_.alt(std::move(options));
+    b_.unit(r);  // one character: one state, however many encodings it has
   }
   memo_.emplace(std::move(key), r);
   return r;
@@ -171,6 +172,7 @@ Sym CharSyms::json_any() {
   const Sym u = b_.alt({b_.seq({b_.bytes(hex_not_d), h, h, h}),
                         b_.seq({b_.bytes(hex_digit(13)), b_.bytes(lo8), h, h})});
   json_any_ = b_.alt({direct, b_.seq({b_.literal("\\u"), u})});
+  b_.unit(json_any_);
   return json_any_;
 }
 

@@ -1,6 +1,7 @@
 #include "runtime/engine.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/check.h"
 
@@ -14,6 +15,13 @@ Engine::Engine(model::Model& model, const EngineOptions& opts)
     cache_log_.push_back("loaded " + std::to_string(n) + " prefix-cache snapshots from " +
                          opts_.cache_dir);
   }
+  stepper_.set_wake([this] {
+    {
+      std::lock_guard lk(mu_);
+      wake_ = true;
+    }
+    cv_.notify_one();
+  });
   publish();
   thread_ = std::thread([this] { loop(); });
 }
@@ -98,6 +106,7 @@ void Engine::shutdown(bool drain) {
   }
   cv_.notify_one();
   if (thread_.joinable()) thread_.join();
+  stepper_.stop_workers();  // their wake refers to mu_ and cv_
   PrefixCache* cache = stepper_.cache();
   if (cache && !opts_.cache_dir.empty() && !saved_) {
     saved_ = true;
@@ -112,26 +121,37 @@ void Engine::shutdown(bool drain) {
 // Each pass: take what was submitted, close what was cancelled, admit, run a step, publish;
 // then the kDone events of the pass, so that a client that has its answer sees the slot free.
 void Engine::loop() {
-  while (take_queue()) {
+  bool idle = false;
+  while (take_queue(idle)) {
     StepOutput out;
     size_t before = waiting_.size();
     stepper_.drop_cancelled(&waiting_, &out);
-    stepper_.admit(&waiting_);
+    stepper_.admit(&waiting_, &out);
+    const bool moved = before != waiting_.size();
     queued_ -= int64_t(before - waiting_.size());
     publish();
     stepper_.step(&out);
     count(out);
     publish();
     held_ -= int64_t(out.finished.size());
+    idle = !moved && out.steps == 0 && out.resumed == 0 && out.finished.empty();
     for (auto& [stream, ev] : out.finished) stream->push(std::move(ev));
   }
 }
 
 // The only place the engine thread takes mu_: it waits until there is work (or a stop), and
-// moves what was submitted into waiting_. Returns false when the thread is to end.
-bool Engine::take_queue() {
+// moves what was submitted into waiting_. Returns false when the thread is to end. After a
+// pass that did nothing while requests run, they all wait for the workers: it sleeps until one
+// wakes it, polling for cancellations.
+bool Engine::take_queue(bool idle) {
+  constexpr auto kIdlePoll = std::chrono::milliseconds(20);
   std::unique_lock lk(mu_);
-  cv_.wait(lk, [&] { return stop_ || !queue_.empty() || !waiting_.empty() || stepper_.running(); });
+  const auto woken = [&] { return stop_ || !queue_.empty() || wake_; };
+  if (idle && stepper_.running())
+    cv_.wait_for(lk, kIdlePoll, woken);
+  else
+    cv_.wait(lk, [&] { return woken() || !waiting_.empty() || stepper_.running(); });
+  wake_ = false;
   for (auto& s : queue_) waiting_.push_back(std::move(s));
   queue_.clear();
   if (stop_ && !drain_) {

@@ -16,6 +16,10 @@
 // request resumed from the prefix cache starts from a state computed on the same grid, so it is
 // bit-identical to a fresh one too.
 //
+// Sampling off the engine thread (runtime/sample_workers.h): a step never waits for a grammar's
+// work; when every running request waits for a worker's sample, the engine thread sleeps until
+// one is done (a worker sets wake_), a request comes, or kIdlePoll passes (cancellations).
+//
 // Locking: mu_ guards the submission queue and the stop flags only; the engine thread holds it
 // to move the queue into its own list, never through admission (cache resumes, samplers) or a
 // step. stats() reads a copy the engine thread publishes after admission and after every step,
@@ -76,7 +80,9 @@ class Engine {
 
  private:
   void loop();
-  bool take_queue();  // waits for work, moves the queue into waiting_; false: stop now
+  // Waits for work (after an idle pass, for a worker's sample too), moves the queue into
+  // waiting_; false: stop now.
+  bool take_queue(bool idle);
   void publish();     // the gauges and counters, for stats()
   void count(const StepOutput& out);
 
@@ -93,6 +99,7 @@ class Engine {
   std::condition_variable cv_;
   std::deque<std::unique_ptr<Sequence>> queue_;
   bool accepting_ = true, stop_ = false, drain_ = false;
+  bool wake_ = false;  // a worker finished a sample
   // Requests held (queued, waiting or running): submit() adds, the engine thread takes away
   // before it closes their streams. capacity() bounds it.
   std::atomic<int64_t> held_{0};

@@ -43,7 +43,10 @@ Sampler::Sampler(const SamplingParams& params, int64_t vocab)
       key_(p_.seed ? *p_.seed : (uint64_t(std::random_device{}()) << 32) ^ std::random_device{}()),
       in_think_(p_.reasoning_open),
       gstate_(p_.grammar ? p_.grammar->initial() : -1),
-      grammar_need_(p_.grammar ? p_.grammar->finish_tokens(gstate_) : 0),
+      // The server works the count out before it submits the request: no lock taken here.
+      grammar_need_(!p_.grammar                          ? 0
+                    : p_.grammar->initial_finish() >= 0 ? p_.grammar->initial_finish()
+                                                        : p_.grammar->finish_tokens(gstate_)),
       seen_(size_t(vocab), 0),
       work_(size_t(vocab)),
       order_(size_t(vocab)) {
@@ -55,22 +58,53 @@ void Sampler::add_prompt(std::span<const int32_t> tokens) {
 }
 
 SampleResult Sampler::sample(const float* logits) {
+  grammar::Unavailable::Why why;
+  if (auto r = try_sample(logits, grammar::Access::kBuild, &why)) return std::move(*r);
+  // Only an exhausted automaton gets here: the output ends, as when the grammar allows nothing.
+  const int32_t end = p_.grammar->end_ids().empty() ? 0 : p_.grammar->end_ids()[0];
+  record(end, false, gstate_);
+  if (p_.logprobs < 0) return SampleResult{end, 0.0f, {}};
+  return token_logprobs(logits, vocab_, end, p_.logprobs, &order_);
+}
+
+std::optional<SampleResult> Sampler::try_sample(const float* logits, grammar::Access access,
+                                                grammar::Unavailable::Why* why) {
   const bool masked = p_.grammar && !in_think_;  // the grammar constrains this token
-  // A forced end makes the other stages moot: it is chosen whatever they would allow.
-  int32_t chosen = forced_end();
-  if (chosen < 0) chosen = pick(logits);
-  if (chosen < 0) {
-    // The grammar allows nothing: only a vocabulary without some single-byte token can get
-    // here. The output ends (with the end token when the request has one).
-    chosen = p_.grammar->end_ids().empty() ? 0 : p_.grammar->end_ids()[0];
+  int32_t chosen = -1, next = gstate_;
+  try {
+    std::optional<Session> g;
+    if (masked) g.emplace(*p_.grammar, access);
+    // A forced end makes the other stages moot: it is chosen whatever they would allow.
+    chosen = forced_end();
+    if (chosen < 0) chosen = pick(logits, g ? &*g : nullptr);
+    if (chosen < 0) {
+      // The grammar allows nothing: only a vocabulary without some single-byte token can get
+      // here. The output ends (with the end token when the request has one).
+      chosen = p_.grammar->end_ids().empty() ? 0 : p_.grammar->end_ids()[0];
+    }
+    if (masked && !p_.grammar->is_end(chosen)) next = g->step(gstate_, chosen);
+  } catch (const grammar::Unavailable& u) {
+    *why = u.why();
+    return std::nullopt;
   }
-  record(chosen, masked);
+  record(chosen, masked, next);
   if (p_.logprobs < 0) return SampleResult{chosen, 0.0f, {}};
   return token_logprobs(logits, vocab_, chosen, p_.logprobs, &order_);
 }
 
 int64_t Sampler::tokens_left() const {
   return p_.max_output < 0 ? grammar::Automaton::kInf : p_.max_output - int64_t(drawn_);
+}
+
+// The value is finished within what is left, this token and the end token aside.
+int64_t Sampler::limit_at(int64_t drawn) const {
+  if (p_.max_output < 0) return grammar::Automaton::kInf;
+  return p_.max_output - drawn - 2;
+}
+
+int64_t Sampler::candidates_wanted() const {
+  if (p_.temperature == 0.0f) return 1;
+  return p_.top_k > 0 ? std::min<int64_t>(p_.top_k, vocab_) : 0;
 }
 
 // Reasoning budget: inside a thinking block, think_end once reasoning_budget tokens were sampled
@@ -84,13 +118,13 @@ int32_t Sampler::forced_end() const {
   return spent || late ? p_.think_end : -1;
 }
 
-int32_t Sampler::pick(const float* logits) {
+int32_t Sampler::pick(const float* logits, Session* g) {
   std::span<float> w(work_);
   std::copy(logits, logits + vocab_, w.begin());
   sampling::repetition_penalty(w, seen_, p_.repetition_penalty);
   sampling::frequency_presence_penalty(w, output_counts_, p_.frequency_penalty,
                                        p_.presence_penalty);
-  const int64_t found = constrain(w);
+  const int64_t found = constrain(w, g);
   return p_.temperature == 0.0f ? greedy(found) : draw(found);
 }
 
@@ -100,20 +134,16 @@ int32_t Sampler::pick(const float* logits) {
 // only: where the mask is not cached yet (computing it is a pass over the vocabulary), they are
 // looked for among the best tokens first. Returns n > 0 when order_[0, n) already holds the
 // candidates, best first; 0 when the refused tokens' logits were set to -inf instead.
-int64_t Sampler::constrain(std::span<float> w) {
-  grammar::Automaton* g = p_.grammar.get();
-  if (!g) return 0;
+int64_t Sampler::constrain(std::span<float> w, Session* g) {
+  if (!p_.grammar) return 0;
   if (in_think_) {
-    for (int32_t e : g->end_ids())
+    for (int32_t e : p_.grammar->end_ids())
       if (e >= 0 && e < vocab_) w[size_t(e)] = -INFINITY;
     return 0;
   }
-  const int64_t left = tokens_left();
-  const int64_t limit = left >= grammar::Automaton::kInf ? left : left - 2;
-  const int64_t want = p_.temperature == 0.0f ? 1
-                       : p_.top_k > 0         ? std::min<int64_t>(p_.top_k, vocab_)
-                                              : 0;
-  if (want > 0 && !g->has_mask(gstate_)) {
+  const int64_t limit = limit_at(int64_t(drawn_));
+  const int64_t want = candidates_wanted();
+  if (want > 0 && !g->has_mask(gstate_, limit)) {
     const int64_t found = sampling::best_allowed(*g, gstate_, limit, w, want, order_);
     if (found > 0) return found;
   }
@@ -141,8 +171,8 @@ int32_t Sampler::draw(int64_t found) {
   return order_[size_t(sampling::draw(std::span<const double>(probs_).first(size_t(n)), u))];
 }
 
-void Sampler::record(int32_t token, bool masked) {
-  if (masked && !p_.grammar->is_end(token)) gstate_ = p_.grammar->step(gstate_, token);
+void Sampler::record(int32_t token, bool masked, int32_t next) {
+  if (masked && !p_.grammar->is_end(token)) gstate_ = next;
   output_counts_[token]++;
   seen_[size_t(token)] = 1;
   ++drawn_;
@@ -162,27 +192,62 @@ void Sampler::record(int32_t token, bool masked) {
 
 namespace qwen35::runtime {
 
-size_t Sampler::allowed_prefix(std::span<const int32_t> draft) const {
+size_t Sampler::allowed_prefix(std::span<const int32_t> draft, grammar::Access access) const {
   if (!p_.grammar) return draft.size();
-  grammar::Automaton& g = *p_.grammar;
+  grammar::Automaton& a = *p_.grammar;
+  std::optional<Session> g;  // opened at the first token the grammar decides
   bool think = in_think_;
   int32_t st = gstate_;
   size_t k = 0;
-  for (; k < draft.size(); ++k) {
-    const int32_t t = draft[k];
-    if (think) {
-      if (g.is_end(t)) break;
-      if (t == p_.think_end) think = false;
-      continue;
+  try {
+    for (; k < draft.size(); ++k) {
+      const int32_t t = draft[k];
+      if (think) {
+        if (a.is_end(t)) break;
+        if (t == p_.think_end) think = false;
+        continue;
+      }
+      if (!g) g.emplace(a, access);
+      if (a.is_end(t)) {
+        if (g->complete(st)) ++k;
+        break;
+      }
+      st = g->step(st, t);
+      if (st == grammar::Automaton::kDead) break;
     }
-    if (g.is_end(t)) {
-      if (g.complete(st)) ++k;
-      break;
-    }
-    st = g.step(st, t);
-    if (st == grammar::Automaton::kDead) break;
+  } catch (const grammar::Unavailable&) {
+    // The draft ends where the automaton cannot answer now.
   }
   return k;
+}
+
+std::vector<std::pair<int32_t, int64_t>> Sampler::masks_ahead(
+    std::span<const int32_t> drafts) const {
+  std::vector<std::pair<int32_t, int64_t>> out;
+  if (!p_.grammar || candidates_wanted() > 0) return out;
+  grammar::Automaton& a = *p_.grammar;
+  Session g(a, grammar::Access::kBounded);
+  if (!g.locked()) return out;
+  bool think = in_think_;
+  int32_t st = gstate_;
+  int64_t drawn = int64_t(drawn_);
+  try {
+    for (size_t k = 0;; ++k, ++drawn) {
+      if (!think) out.emplace_back(st, limit_at(drawn));
+      if (k == drafts.size()) break;
+      const int32_t t = drafts[k];
+      if (think) {
+        if (t == p_.think_end) think = false;
+        continue;
+      }
+      if (a.is_end(t)) break;
+      st = g.step(st, t);
+      if (st == grammar::Automaton::kDead) break;
+    }
+  } catch (const grammar::Unavailable&) {
+    // As far as it is built.
+  }
+  return out;
 }
 
 bool Sampler::grammar_complete() const {

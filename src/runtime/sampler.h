@@ -69,24 +69,44 @@ class Sampler {
   void add_prompt(std::span<const int32_t> tokens);
   // Picks the next token from logits [vocab] and records it as output.
   SampleResult sample(const float* logits);
+  // sample() with the grammar's automaton opened under `access` (grammar/matcher.h): nullopt,
+  // with nothing recorded and *why set, when the automaton cannot answer that way (busy, more
+  // work than kBounded allows, or exhausted). The same logits then give the same token later:
+  // a sample is a function of the logits and of what this sampler recorded, never of when or
+  // on which thread it runs.
+  std::optional<SampleResult> try_sample(const float* logits, grammar::Access access,
+                                         grammar::Unavailable::Why* why);
   // How many of `draft` (tokens proposed to follow what was sampled so far) the grammar allows
-  // in order: a speculative draft is cut at the first token the mask would never pick.
-  size_t allowed_prefix(std::span<const int32_t> draft) const;
+  // in order: a speculative draft is cut at the first token the mask would never pick, and
+  // (drafts only change the speed) where the automaton cannot answer under `access`.
+  size_t allowed_prefix(std::span<const int32_t> draft,
+                        grammar::Access access = grammar::Access::kBuild) const;
   // The grammar's value is complete (always true without a grammar).
   bool grammar_complete() const;
+  // The masks (configuration, limit) that the next samples will read whole, for a worker to
+  // compute ahead (runtime/sample_workers.h): the next sample's, then one per token of `drafts`
+  // (the tokens a verification feeds after it), as far as the automaton has them built. Empty
+  // for samplers that look for their few candidates token by token (greedy, top-k).
+  std::vector<std::pair<int32_t, int64_t>> masks_ahead(std::span<const int32_t> drafts) const;
 
   const SamplingParams& params() const { return p_; }
 
  private:
   // sample() composes these: forced_end, else pick (penalties, constrain, then greedy or draw);
   // a token of -1 means none settled yet. record keeps what the next token's stages read.
-  int32_t forced_end() const;               // reasoning budget (inside a thinking block)
-  int32_t pick(const float* logits);        // penalties, grammar mask, truncation, draw
-  int64_t constrain(std::span<float> w);    // grammar mask
-  int32_t greedy(int64_t found) const;      // temperature 0
-  int32_t draw(int64_t found);              // top-k, softmax, top-p, min-p, the draw
-  void record(int32_t token, bool masked);  // what the next token's stages depend on
+  // The automaton's calls go through `g`, open while the grammar constrains the token (else
+  // null); they may throw grammar::Unavailable before anything is recorded.
+  using Session = grammar::Automaton::Session;
+  int32_t forced_end() const;                       // reasoning budget (inside a thinking block)
+  int32_t pick(const float* logits, Session* g);    // penalties, grammar mask, truncation, draw
+  int64_t constrain(std::span<float> w, Session* g);  // grammar mask
+  int32_t greedy(int64_t found) const;              // temperature 0
+  int32_t draw(int64_t found);                      // top-k, softmax, top-p, min-p, the draw
+  // What the next token's stages depend on; `next`: the grammar configuration after `token`.
+  void record(int32_t token, bool masked, int32_t next);
   int64_t tokens_left() const;              // of max_output (Automaton::kInf: unbounded)
+  int64_t limit_at(int64_t drawn) const;    // the grammar's limit after `drawn` samples
+  int64_t candidates_wanted() const;        // of the fast path (0: the whole mask)
 
   SamplingParams p_;
   int64_t vocab_;

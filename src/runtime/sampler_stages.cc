@@ -19,8 +19,8 @@ void frequency_presence_penalty(std::span<float> w,
   for (const auto& [tok, cnt] : counts) w[size_t(tok)] -= frequency * float(cnt) + presence;
 }
 
-int64_t best_allowed(grammar::Automaton& g, int32_t state, int64_t limit, std::span<const float> w,
-                     int64_t want, std::span<int32_t> order) {
+int64_t best_allowed(grammar::Automaton::Session& g, int32_t state, int64_t limit,
+                     std::span<const float> w, int64_t want, std::span<int32_t> order) {
   // A prefix of the best tokens, checked one by one, keeps their order: its allowed tokens are
   // the best allowed ones as long as `want` of them turn up inside it.
   const int64_t V = int64_t(w.size());
@@ -34,7 +34,7 @@ int64_t best_allowed(grammar::Automaton& g, int32_t state, int64_t limit, std::s
   return k == want ? want : 0;
 }
 
-void mask_refused(grammar::Automaton& g, int32_t state, int64_t limit, std::span<float> w,
+void mask_refused(grammar::Automaton::Session& g, int32_t state, int64_t limit, std::span<float> w,
                   std::vector<uint64_t>* words) {
   g.mask(state, limit, words);
   const int64_t V = int64_t(w.size());

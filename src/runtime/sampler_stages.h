@@ -37,10 +37,11 @@ void frequency_presence_penalty(std::span<float> w,
 // tokens), looked for among the best max(64, 4 * want) logits. Returns want with them in
 // order[0, want), best first, exactly the candidates masking the whole vocabulary would give;
 // 0 when fewer turn up (then mask_refused is needed). `order` has [w.size()] entries.
-int64_t best_allowed(grammar::Automaton& g, int32_t state, int64_t limit, std::span<const float> w,
-                     int64_t want, std::span<int32_t> order);
+// Both read the automaton through an open session (grammar::Unavailable passes through).
+int64_t best_allowed(grammar::Automaton::Session& g, int32_t state, int64_t limit,
+                     std::span<const float> w, int64_t want, std::span<int32_t> order);
 // Grammar mask: the logits of the tokens `g` refuses at `state` become -inf. `words` is scratch.
-void mask_refused(grammar::Automaton& g, int32_t state, int64_t limit, std::span<float> w,
+void mask_refused(grammar::Automaton::Session& g, int32_t state, int64_t limit, std::span<float> w,
                   std::vector<uint64_t>* words);
 
 // Greedy: the best token (ties to the lower id).

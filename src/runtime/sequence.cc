@@ -7,6 +7,15 @@
 #include "runtime/logprobs.h"
 
 namespace qwen35::runtime {
+namespace {
+
+std::string grammar_error(grammar::Unavailable::Why why) {
+  return std::string("structured output: ") + grammar::Unavailable(why).what() +
+         " (the format needs a larger automaton than this server allows: serve "
+         "--grammar-max-mb)";
+}
+
+}  // namespace
 
 const char* phase_name(Phase p) {
   switch (p) {
@@ -51,7 +60,7 @@ void Sequence::start(model::SequenceState* state, PrefixCache* cache, const Sequ
     if (req_.max_tokens >= 0) room = std::min(room, req_.max_tokens);
     req_.sampling.max_output = room;
   }
-  sampler_ = std::make_unique<Sampler>(req_.sampling, lim_.vocab);
+  sampler_ = std::make_shared<Sampler>(req_.sampling, lim_.vocab);
   sampler_->add_prompt(prompt);
   stream_->set_admitted(RequestTiming::Clock::now(), prefilled_);
 }
@@ -108,11 +117,51 @@ bool Sequence::after_chunk(int64_t rows, const float* logits, bool all, PrefixCa
     return true;
   }
   phase_ = spec_.method == SpecMethod::kOff ? Phase::kDecode : Phase::kVerify;
-  return emit(sampler_->sample(last), state_->pos(), out);
+  return sample(last, state_->pos(), out);
 }
 
 bool Sequence::after_decode(const float* logits, StepOutput* out) {
-  return emit(sampler_->sample(logits), state_->pos(), out);
+  return sample(logits, state_->pos(), out);
+}
+
+bool Sequence::sample(const float* logits, int64_t fed, StepOutput* out) {
+  grammar::Unavailable::Why why = grammar::Unavailable::kExhausted;
+  const auto access = lim_.workers ? grammar::Access::kBounded : grammar::Access::kBuild;
+  auto s = sampler_->try_sample(logits, access, &why);
+  if (s) return emit(std::move(*s), fed, out);
+  if (why == grammar::Unavailable::kExhausted) {
+    finish("error", out, grammar_error(why));
+    return true;
+  }
+  // More than the engine thread does, or the automaton busy on a worker: a worker samples this
+  // row, and the same token comes out (the sample is a function of the row and the sampler).
+  auto d = std::make_shared<DeferredSample>();
+  d->sampler = sampler_;
+  d->logits.assign(logits, logits + lim_.vocab);
+  d->fed = fed;
+  deferred_ = d;
+  lim_.workers->sample(std::move(d));
+  return false;
+}
+
+bool Sequence::resume(StepOutput* out) {
+  QWEN35_CHECK(sample_ready());
+  const std::shared_ptr<DeferredSample> d = std::move(deferred_);
+  deferred_.reset();
+  if (!d->result) {
+    finish("error", out,
+           d->out_of_memory ? "the server ran out of memory while sampling" : grammar_error(d->why));
+    return true;
+  }
+  return emit(std::move(*d->result), d->fed, out);
+}
+
+void Sequence::prefetch_masks() {
+  if (!lim_.workers || !req_.sampling.grammar || waiting()) return;
+  std::span<const int32_t> drafts;
+  if (phase_ == Phase::kVerify && !verify_.empty())
+    drafts = std::span<const int32_t>(verify_).subspan(1);
+  lim_.workers->prefetch(req_.sampling.grammar, sampler_->masks_ahead(drafts), prefetching_);
 }
 
 bool Sequence::emit(SampleResult s, int64_t fed, StepOutput* out) {
@@ -144,7 +193,9 @@ int64_t Sequence::draft_budget() {
 
 void Sequence::set_verify_rows(std::span<const int32_t> drafts) {
   verify_.assign(1, next_token_);
-  const size_t ok = sampler_->allowed_prefix(drafts);  // the grammar's mask checks drafts
+  // The grammar's mask checks drafts, from what the automaton has built on the engine thread.
+  const size_t ok = sampler_->allowed_prefix(
+      drafts, lim_.workers ? grammar::Access::kBounded : grammar::Access::kBuild);
   verify_.insert(verify_.end(), drafts.begin(), drafts.begin() + ptrdiff_t(ok));
 }
 
@@ -155,7 +206,8 @@ int64_t Sequence::after_verify(const float* logits, StepOutput* out, bool* done)
   while (kept < n && !*done) {
     const float* lg = logits + size_t(kept * lim_.vocab);
     ++kept;
-    *done = emit(sampler_->sample(lg), pos0 + kept, out);
+    *done = sample(lg, pos0 + kept, out);
+    if (waiting()) break;  // that row's sample went to a worker: the rows after it are dropped
     if (kept < n && next_token_ != verify_[size_t(kept)]) break;  // the draft there is rejected
   }
   out->drafted += n - 1;

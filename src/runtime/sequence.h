@@ -7,6 +7,8 @@
 //   reads its prompt in chunks cut on the absolute kDeltaChunk grid.
 // - decode: one row a step (its last sampled token); verify: the same, with the tokens its
 //   drafter proposes after it (runtime/drafter.h), kept while they equal what is sampled.
+//   A sample the engine thread hands to a worker (a grammar's slow work) leaves the sequence
+//   waiting: it runs no row until the sample comes back, then goes on where it was.
 // - finished: its stream has (or is about to get) its kDone event; the slot is freed.
 //
 // A Sequence owns what is its own: the request, its stream, its sampler (penalties, grammar
@@ -31,6 +33,7 @@
 #include "runtime/generation_request.h"
 #include "runtime/prefix_cache.h"
 #include "runtime/request_stream.h"
+#include "runtime/sample_workers.h"
 #include "runtime/sampler.h"
 
 namespace qwen35::runtime {
@@ -43,6 +46,7 @@ const char* phase_name(Phase p);
 // stats() sees its slot and KV released).
 struct StepOutput {
   int64_t steps = 0, prompt = 0, generated = 0, done = 0, cancelled = 0;
+  int64_t resumed = 0;  // samples taken from the workers
   int64_t drafted = 0, accepted = 0;
   std::array<int64_t, model::kMaxVerifyRows - 1> drafted_at{}, accepted_at{};
   std::vector<std::pair<std::shared_ptr<RequestStream>, StreamEvent>> finished;
@@ -56,6 +60,9 @@ struct SequenceLimits {
   int64_t context = 0;         // positions a sequence may reach: min(ctx, the pool)
   int64_t vocab = 0;
   int64_t cache_interval = 0;  // snapshot interval in long prompts; 0: no prefix cache
+  // Where a sample goes that would make the engine thread build a grammar's automaton (null:
+  // it is built on the spot).
+  SampleWorkers* workers = nullptr;
 };
 
 class Sequence {
@@ -89,6 +96,16 @@ class Sequence {
                    StepOutput* out);
   // decode: the row fed this step is the last sampled token.
   const int32_t* next_token() const { return &next_token_; }
+  // Waiting for a worker to sample its last row (the grammar needed more than the engine
+  // thread builds): no row runs, no draft is made, until resume().
+  bool waiting() const { return deferred_ != nullptr; }
+  bool sample_ready() const {
+    return deferred_ && deferred_->done.load(std::memory_order_acquire);
+  }
+  // Emits the worker's sample (sample_ready()); true when the sequence finished.
+  bool resume(StepOutput* out);
+  // Before this step's forward call: asks the workers for the masks its samples will read.
+  void prefetch_masks();
   // After a decode row: samples from its logits; true when the sequence finished.
   bool after_decode(const float* logits, StepOutput* out);
 
@@ -114,6 +131,11 @@ class Sequence {
   // each multiple of the interval, the prompt's last grid boundary (the longest prefix a
   // request for the same prompt can resume from) and the request's hints. -1: none.
   int64_t snapshot_after(int64_t from) const;
+  // Samples from `logits` (the state consumed `fed` tokens) and emits the token; true when the
+  // request ends (emit's reasons, or a grammar whose automaton may grow no more: an error).
+  // With workers, the engine thread samples only what the automaton has built (Access::
+  // kBounded); else the row goes to a worker and the sequence waits (waiting()).
+  bool sample(const float* logits, int64_t fed, StepOutput* out);
   // Sends token s, sampled after the state consumed `fed` tokens; true when it ends the
   // request (an end-of-sequence id, max_tokens, or a full context).
   bool emit(SampleResult s, int64_t fed, StepOutput* out);
@@ -124,7 +146,9 @@ class Sequence {
   Phase phase_ = Phase::kQueued;
   SequenceLimits lim_;
   model::SequenceState* state_ = nullptr;
-  std::unique_ptr<Sampler> sampler_;
+  std::shared_ptr<Sampler> sampler_;  // shared with a worker while one samples for it
+  std::shared_ptr<DeferredSample> deferred_;  // the worker's sample (waiting())
+  std::shared_ptr<std::atomic<bool>> prefetching_ = std::make_shared<std::atomic<bool>>(false);
   uint64_t order_ = 0;
   int64_t prefilled_ = 0;    // prompt tokens consumed
   int64_t generated_ = 0;    // tokens sampled and sent

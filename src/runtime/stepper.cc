@@ -24,6 +24,8 @@ Stepper::Stepper(model::Model& model, const EngineOptions& opts) : model_(model)
   if (opts_.cache_bytes > 0)
     cache_ = std::make_unique<PrefixCache>(pool_.get(), size_t(opts_.cache_bytes));
   slots_.resize(size_t(opts_.parallel));
+  // A sequence has at most a sample and a prefetch in flight: no job waits for a thread.
+  workers_ = std::make_unique<SampleWorkers>(2 * opts_.parallel, std::function<void()>{});
 }
 
 Stepper::~Stepper() = default;
@@ -111,7 +113,7 @@ int64_t Stepper::kv_deficit(const GenerationRequest& r) const {
 // First come, first served: a request whose KV cannot be promised now waits, and so do those
 // behind it. Making room is explicit: prefix-cache entries are evicted only when the request
 // at the head could be promised its worst case once they are gone.
-void Stepper::admit(std::deque<std::unique_ptr<Sequence>>* waiting) {
+void Stepper::admit(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* out) {
   for (size_t i = 0; i < slots_.size() && !waiting->empty(); ++i) {
     if (slots_[i]) continue;
     const GenerationRequest& r = waiting->front()->request();
@@ -121,10 +123,17 @@ void Stepper::admit(std::deque<std::unique_ptr<Sequence>>* waiting) {
     if (kv_deficit(r) > 0) break;
     std::unique_ptr<Sequence> s = std::move(waiting->front());
     waiting->pop_front();
-        states_[i]->reset();
+    states_[i]->reset();
     const SequenceLimits lim{context(), model_.config().vocab,
-                             cache_ ? opts_.cache_interval : 0};
-    s->start(states_[i].get(), cache_.get(), lim, next_order_++, opts_.before_resume);
+                             cache_ ? opts_.cache_interval : 0, workers_.get()};
+    const std::string oom = out_of_memory([&] {
+      s->start(states_[i].get(), cache_.get(), lim, next_order_++, opts_.before_resume);
+    });
+    if (!oom.empty()) {
+      states_[i]->reset();
+      s->finish("error", out, oom + " while starting the request");
+      continue;
+    }
     slots_[i] = std::move(s);
   }
 }
@@ -154,6 +163,13 @@ void Stepper::release(size_t i) {
 
 bool Stepper::running() const {
   return std::any_of(slots_.begin(), slots_.end(), [](const auto& s) { return bool(s); });
+}
+
+void Stepper::wait_for_sample() {
+  const int64_t seen = workers_->samples_done();  // before the checks: no finish is missed
+  for (const auto& s : slots_)
+    if (s && (!s->waiting() || s->sample_ready())) return;
+  if (running()) workers_->wait_for_sample(seen);
 }
 
 void Stepper::cancel_running() {

@@ -4,19 +4,27 @@
 // Engine runs one on its engine thread, and `qwen35 bench` drives one directly, so what bench
 // times is the path that serves.
 //
+// A sample that would make the engine thread build a grammar's automaton goes to SampleWorkers
+// (runtime/sample_workers.h): its sequence runs no row until the worker is done, and the other
+// sequences' steps go on; before each forward call the workers are asked for the masks the
+// step's samples will read. Steps take the finished samples first.
+//
 // Admission is by promise: a sequence takes a free slot only when the free blocks cover what
 // every running sequence may still take plus its own worst case, min(context, prompt +
 // max_tokens); prefix-cache entries are evicted only when, once they are gone, the sequence at
 // the head of the queue could be promised that. Otherwise it waits, first come first served, so
 // decode never runs out of blocks.
 //
-// Thread-safety: none; one thread at a time.
+// Thread-safety: none; one thread at a time (the workers touch only what a sequence handed
+// them).
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,6 +34,21 @@
 #include "runtime/sequence.h"
 
 namespace qwen35::runtime {
+
+// Runs f. An allocation failure inside it (std::bad_alloc, or std::length_error from a size
+// past what a container can hold) comes back as the start of a request's error message, so that
+// it ends that request rather than the engine thread; empty when f returned.
+template <class F>
+std::string out_of_memory(F&& f) {
+  try {
+    f();
+  } catch (const std::bad_alloc&) {
+    return "the server ran out of memory";
+  } catch (const std::length_error&) {
+    return "the server ran out of memory (a size past a container's limit)";
+  }
+  return {};
+}
 
 class Stepper {
  public:
@@ -43,16 +66,26 @@ class Stepper {
   int64_t context() const;  // positions a sequence may reach: min(ctx, the pool)
 
   // Moves sequences from the front of `waiting` into free slots while each can be promised its
-  // worst case (see above), resuming each from the prefix cache.
-  void admit(std::deque<std::unique_ptr<Sequence>>* waiting);
+  // worst case (see above), resuming each from the prefix cache. One that runs out of memory
+  // on the way ends with an error (its kDone event into *out, or its stream without `out`).
+  void admit(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* out = nullptr);
   // Closes cancelled sequences, waiting or running (their kDone events into *out).
   void drop_cancelled(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* out);
   void cancel_running();  // asks every running sequence to stop (drop_cancelled closes them)
   bool running() const;
+  // Called on a worker when it finished a sample (the engine's loop may be waiting for one).
+  void set_wake(std::function<void()> wake) { workers_->set_wake(std::move(wake)); }
+  // Blocks while every running sequence waits for a worker's sample (for a driver that has
+  // nothing else to wait for; returns at once otherwise).
+  void wait_for_sample();
+  // Waits for the workers' running jobs and drops the rest (before what a wake refers to goes).
+  void stop_workers() { workers_.reset(); }
   const Sequence* slot(size_t i) const { return slots_[i].get(); }
 
   // One step: a forward call over every running sequence's rows for this step, then each
   // sequence advanced (sampled, finished, its slot freed). Nothing when no sequence runs.
+  // Running out of memory ends the rows' sequences with an error, never the thread: in the
+  // forward call all of them, in a sequence's sampling that one.
   void step(StepOutput* out);
 
   // The gauges (slots, KV, prefix cache) and the totals (slots, blocks, state bytes).
@@ -67,6 +100,7 @@ class Stepper {
   bool promisable(const GenerationRequest& r) const;
   int64_t kv_deficit(const GenerationRequest& r) const;
   void release(size_t slot);  // frees a finished sequence's slot; its blocks go back
+  void resume_samples(StepOutput* out);  // emits what the workers sampled
   void schedule();
   void draft();  // the drafts of the step's verifying sequences
   bool advance(size_t row, const core::Status& st, StepOutput* out);
@@ -78,6 +112,7 @@ class Stepper {
   std::vector<std::unique_ptr<model::SequenceState>> states_;
   std::vector<std::unique_ptr<Sequence>> slots_;  // null: free
   uint64_t next_order_ = 0;                       // admission counter
+  std::unique_ptr<SampleWorkers> workers_;        // two threads per slot at most, as needed
 
   // Step scratch.
   std::vector<model::SequenceRows> rows_;

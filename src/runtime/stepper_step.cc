@@ -12,13 +12,22 @@ namespace qwen35::runtime {
 void Stepper::step(StepOutput* out) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
+  resume_samples(out);
   schedule();
   if (rows_.empty()) return;
   const auto t1 = Clock::now();
-  const core::Status st = model_.forward(rows_, &logits_);
+  core::Status st;
+  if (std::string oom = out_of_memory([&] { st = model_.forward(rows_, &logits_); });
+      !oom.empty())
+    st = core::error(oom + " in the forward call");
   const auto t2 = Clock::now();
   for (size_t r = 0; r < rows_.size(); ++r) {
-    if (advance(r, st, out)) {
+    bool done = false;
+    if (std::string oom = out_of_memory([&] { done = advance(r, st, out); }); !oom.empty()) {
+      slots_[size_t(row_slot_[r])]->finish("error", out, oom + " while sampling");
+      done = true;
+    }
+    if (done) {
       release(size_t(row_slot_[r]));  // the slot is free for the next admission
       ++out->done;
     }
@@ -29,13 +38,32 @@ void Stepper::step(StepOutput* out) {
   out->advance_s += std::chrono::duration<double>(Clock::now() - t2).count();
 }
 
+// The samples the workers finished, emitted in slot order (each sequence's own tokens do not
+// depend on the order; the events of different requests go to different streams).
+void Stepper::resume_samples(StepOutput* out) {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Sequence* s = slots_[i].get();
+    if (!s || !s->sample_ready()) continue;
+    ++out->resumed;
+    bool done = false;
+    if (std::string oom = out_of_memory([&] { done = s->resume(out); }); !oom.empty()) {
+      s->finish("error", out, oom + " while sampling");
+      done = true;
+    }
+    if (done) {
+      release(i);
+      ++out->done;
+    }
+  }
+}
+
 // Each verifying sequence's rows: the sampled token and what its drafter proposes. A step with
 // no draft goes the same way, as one verified row. The MTP head drafts for all its sequences in
 // one call; drafts only change the speed, so a failed drafting pass verifies no draft.
 void Stepper::draft() {
   draft_reqs_.clear();
   for (auto& s : slots_) {
-    if (!s || s->phase() != Phase::kVerify) continue;
+    if (!s || s->phase() != Phase::kVerify || s->waiting()) continue;
     s->drafts().clear();
     const int64_t k = s->draft_budget();
     if (k <= 0) continue;
@@ -47,7 +75,7 @@ void Stepper::draft() {
   if (!draft_reqs_.empty() && !model_.draft(draft_reqs_).ok())
     for (auto& r : draft_reqs_) r.out->clear();
   for (auto& s : slots_)
-    if (s && s->phase() == Phase::kVerify) s->set_verify_rows(s->drafts());
+    if (s && s->phase() == Phase::kVerify && !s->waiting()) s->set_verify_rows(s->drafts());
 }
 
 // Fills rows_: one decode row (or the verification rows) per generating sequence, then prefill
@@ -62,11 +90,12 @@ void Stepper::schedule() {
   draft();
   for (size_t i = 0; i < slots_.size(); ++i) {
     Sequence* s = slots_[i].get();
-    if (!s) continue;
+    if (!s || s->waiting()) continue;  // no row until its sample comes back
     if (s->phase() == Phase::kPrefill) {
       prefilling.push_back(int(i));
       continue;
     }
+    s->prefetch_masks();  // computed on the workers while the forward call runs
     row_slot_.push_back(int(i));
     if (s->phase() == Phase::kDecode) {
       rows_.push_back({s->state(), std::span<const int32_t>(s->next_token(), 1), false});
@@ -87,6 +116,7 @@ void Stepper::schedule() {
     if (chunk.empty()) break;  // no budget left: later prompts wait (first come, first served)
     budget -= int64_t(chunk.size());
     first = false;
+    if (s.prefilled() + int64_t(chunk.size()) == s.prompt_size()) s.prefetch_masks();
     rows_.push_back({s.state(), chunk, s.request().prompt_logprobs >= 0});
     row_slot_.push_back(i);
   }

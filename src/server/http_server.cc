@@ -10,7 +10,9 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <new>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <unordered_map>
 
@@ -25,6 +27,20 @@ using tcp = net::ip::tcp;
 
 namespace {
 std::string str(beast::string_view s) { return std::string(s.data(), s.size()); }
+
+// An I/O thread. A handler that runs out of memory (a body read into memory, an answer built)
+// throws out of run(); the exchange it served is dropped with it (its connection's last owner
+// was the handler), and the thread runs the loop again instead of ending the process.
+void run_io(net::io_context& ioc) {
+  for (;;) {
+    try {
+      ioc.run();
+      return;
+    } catch (const std::bad_alloc&) {
+    } catch (const std::length_error&) {
+    }
+  }
+}
 }  // namespace
 
 std::string HttpRequest::header(std::string_view name) const {
@@ -494,7 +510,7 @@ void HttpServer::start() {
   if (!impl_->acceptor) return;
   impl_->accept();
   for (int i = 0; i < impl_->io_threads; ++i)
-    impl_->threads.emplace_back([ioc = impl_->ioc.get()] { ioc->run(); });
+    impl_->threads.emplace_back([ioc = impl_->ioc.get()] { run_io(*ioc); });
 }
 
 void HttpServer::stop_accepting() {

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <new>
+#include <stdexcept>
 #include <string_view>
 
 #include "server/auth.h"
@@ -170,6 +172,22 @@ HttpResponse error_in(Api api, const ApiError& e) {
   return api == Api::kAnthropic ? anthropic_error_response(e) : error_response(e);
 }
 
+// What escaped a route's handler (a library's exception, an allocation that failed) is the
+// server's failure: a 500 for this request, while the worker thread goes on. An allocation
+// failure says so rather than "std::bad_alloc". Nothing may escape from here (an exception out
+// of a worker's task ends the process): if even the answer cannot be made, the exchange is left
+// to the connection's timeouts.
+void answer_failure(Api api, const std::exception& ex, Responder& r) noexcept {
+  try {
+    const bool oom = dynamic_cast<const std::bad_alloc*>(&ex) != nullptr ||
+                     dynamic_cast<const std::length_error*>(&ex) != nullptr;
+    r.send(error_in(api, api_error(ErrorKind::kServer,
+                                   oom ? "the server ran out of memory while handling the request"
+                                       : ex.what())));
+  } catch (...) {
+  }
+}
+
 // The prelude of every POST route, on a worker: the model is loaded, a generation is not
 // refused for a shutdown, the body is a JSON object; then the handler. Errors take the route's
 // API's shape.
@@ -272,7 +290,7 @@ void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
     try {
       run_post(*ctx_, *route, req, r);
     } catch (const std::exception& ex) {
-      r->send(error_in(route->api, api_error(ErrorKind::kServer, ex.what())));
+      answer_failure(route->api, ex, *r);
     }
   });
 }

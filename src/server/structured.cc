@@ -2,6 +2,8 @@
 #include "server/structured.h"
 
 #include <algorithm>
+#include <new>
+#include <stdexcept>
 
 namespace qwen35::server {
 using namespace fields;
@@ -33,39 +35,83 @@ std::shared_ptr<const grammar::Vocab> grammar_vocab(const tokenizer::Tokenizer& 
   return std::make_shared<const grammar::Vocab>(std::move(bytes), usable);
 }
 
-core::Result<std::shared_ptr<grammar::Automaton>> GrammarCache::get(
-    const std::string& key, const std::vector<int32_t>& end_ids,
-    const std::function<core::Result<grammar::Grammar>()>& build) {
+std::string GrammarCache::full_key(const std::string& key, const std::vector<int32_t>& end_ids) {
   std::string full = key;
   for (int32_t e : end_ids) {
     full += ',';
     full += std::to_string(e);
   }
+  return full;
+}
+
+core::Result<std::shared_ptr<grammar::Automaton>> GrammarCache::get(
+    const std::string& key, const std::vector<int32_t>& end_ids, const Build& build) {
+  const std::string full = full_key(key, end_ids);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = index_.find(full); it != index_.end()) {
-      lru_.splice(lru_.begin(), lru_, it->second);
-      return it->second->second;
+      if (!it->second->second->exhausted()) {
+        lru_.splice(lru_.begin(), lru_, it->second);
+        return it->second->second;
+      }
+      lru_.erase(it->second);  // it can grow no more: this request starts a fresh one
+      index_.erase(it);
     }
   }
-  auto g = build();  // outside the lock: a large schema does not hold up the other workers
+  auto g = build(limits_.max_states);  // outside the lock: a large schema holds up no one
   if (!g.ok()) return g.status();
-  auto a = std::make_shared<grammar::Automaton>(std::move(*g), vocab_, end_ids);
+  return std::make_shared<grammar::Automaton>(std::move(*g), vocab_, end_ids,
+                                              grammar::AutomatonLimits{limits_.automaton_bytes});
+}
+
+void GrammarCache::keep(const std::string& key, const std::vector<int32_t>& end_ids,
+                        std::shared_ptr<grammar::Automaton> a) {
+  const std::string full = full_key(key, end_ids);
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = index_.find(full); it != index_.end()) return it->second->second;
-  lru_.emplace_front(full, a);
-  index_[full] = lru_.begin();
-  if (lru_.size() > capacity_) {
+  if (auto it = index_.find(full); it != index_.end()) {
+    // Kept already (this one, or another request's twin compiled meanwhile): the first stays.
+    lru_.splice(lru_.begin(), lru_, it->second);
+  } else {
+    lru_.emplace_front(full, std::move(a));
+    index_[full] = lru_.begin();
+  }
+  trim();
+}
+
+void GrammarCache::trim() {
+  size_t total = 0;
+  for (auto it = lru_.begin(); it != lru_.end();) {
+    if (it->second->exhausted()) {  // no later request could use it
+      index_.erase(it->first);
+      it = lru_.erase(it);
+      continue;
+    }
+    total += it->second->bytes();
+    ++it;
+  }
+  while (!lru_.empty() && (lru_.size() > limits_.capacity || total > limits_.cache_bytes)) {
+    total -= lru_.back().second->bytes();  // (it may have grown since: the sum is an estimate)
     index_.erase(lru_.back().first);
     lru_.pop_back();
   }
-  return a;
+}
+
+size_t GrammarCache::size() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lru_.size();
+}
+
+size_t GrammarCache::bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t total = 0;
+  for (const auto& [k, a] : lru_) total += a->bytes();
+  return total;
 }
 
 core::Result<grammar::Grammar> tool_call_grammar(const Json& tools, const std::string& name,
-                                                 bool after_think) {
+                                                 bool after_think, int64_t max_states) {
   using grammar::Sym;
-  grammar::Builder b;
+  grammar::Builder b(max_states);
   // Compilers keep the schema they resolve $ref in: one per tool, alive until finish().
   std::vector<std::unique_ptr<grammar::JsonSchemaCompiler>> compilers;
   std::vector<Sym> calls;
@@ -115,57 +161,94 @@ core::Result<grammar::Grammar> tool_call_grammar(const Json& tools, const std::s
   return b.finish(b.seq({pad, body}));
 }
 
-std::optional<ApiError> set_structured_output(const OutputFormat& format, const ToolChoice& tc,
-                                              const ChatNames& nm, const ModelInfo& mi,
-                                              CompletionRequest* r) {
+namespace {
+
+// The grammar a request asks for: its cache key, the field that names it, how to build it.
+// Empty key: none.
+struct Wanted {
   std::string key, param;
-  std::function<core::Result<grammar::Grammar>()> build;
+  GrammarCache::Build build;
+};
+
+std::optional<ApiError> wanted(const OutputFormat& format, const ToolChoice& tc,
+                               const ChatNames& nm, const CompletionRequest& r, Wanted* w) {
   if (format.kind == OutputFormat::Kind::kJsonObject) {
-    key = "json_object";
-    param = format.field;
-    build = [] { return grammar::json_object_grammar(); };
+    w->key = "json_object";
+    w->param = format.field;
+    w->build = [](int64_t) { return grammar::json_object_grammar(); };
   } else if (format.kind == OutputFormat::Kind::kJsonSchema) {
-    key = "schema:" + dump(format.schema);
-    param = format.schema_field;
-    build = [s = format.schema] { return grammar::json_schema_grammar(s); };
+    w->key = "schema:" + dump(format.schema);
+    w->param = format.schema_field;
+    w->build = [s = format.schema](int64_t max) { return grammar::json_schema_grammar(s, max); };
   }
   const bool forced = tc.mode == ToolChoice::Mode::kRequired || tc.mode == ToolChoice::Mode::kNamed;
-  if (forced) {
-    if (!key.empty())
-      return bad(nm.tool_choice,
-                 "a forced tool call cannot be combined with '" + format.field + "'");
-    if (!r->tools.is_array() || r->tools.empty())
-      return bad(nm.tool_choice, "'" + nm.tool_choice +
-                                     "' forces a tool call, but the request has no '" + nm.tools +
-                                     "'");
-    param = nm.tools;
-    key = "tools:" + tc.name + (r->in_reasoning ? ":think:" : ":") + dump(r->tools);
-    build = [tools = r->tools, name = tc.name, think = r->in_reasoning] {
-      return tool_call_grammar(tools, name, think);
-    };
-  }
-  if (key.empty()) return std::nullopt;
-  if (!mi.grammars) return bad(param, "structured outputs are not available on this server");
-  if (r->eos_ids.empty())
-    return bad("ignore_eos", "'ignore_eos' cannot be combined with structured outputs (the end "
-                             "token closes the value)");
-  auto a = mi.grammars->get(key, r->eos_ids, build);
-  if (!a.ok()) return bad(param, a.message());
+  if (!forced) return std::nullopt;
+  if (!w->key.empty())
+    return bad(nm.tool_choice, "a forced tool call cannot be combined with '" + format.field + "'");
+  if (!r.tools.is_array() || r.tools.empty())
+    return bad(nm.tool_choice, "'" + nm.tool_choice +
+                                   "' forces a tool call, but the request has no '" + nm.tools +
+                                   "'");
+  w->param = nm.tools;
+  w->key = "tools:" + tc.name + (r.in_reasoning ? ":think:" : ":") + dump(r.tools);
+  w->build = [tools = r.tools, name = tc.name, think = r.in_reasoning](int64_t max) {
+    return tool_call_grammar(tools, name, think, max);
+  };
+  return std::nullopt;
+}
+
+// Compiles (or finds) the grammar, checks what it needs against the request, and only then
+// caches it.
+std::optional<ApiError> attach(const Wanted& w, const ChatNames& nm, const ModelInfo& mi,
+                               CompletionRequest* r) {
+  GrammarCache& cache = *mi.grammars;
+  auto a = cache.get(w.key, r->eos_ids, w.build);
+  if (!a.ok()) return bad(w.param, a.message());
   auto& s = r->sampling;
   if (r->in_reasoning) {
     s.think_end = mi.tok->token_to_id("</think>");
     s.think_start = mi.tok->token_to_id("<think>");
     s.reasoning_open = true;
-    if (s.think_end < 0) return bad(param, "the prompt opens thinking, but the vocabulary has no </think>");
+    if (s.think_end < 0)
+      return bad(w.param, "the prompt opens thinking, but the vocabulary has no </think>");
   }
-  const int64_t need = (*a)->finish_tokens((*a)->initial()) + 1 + (r->in_reasoning ? 1 : 0);
+  const int64_t finish = (*a)->finish_tokens((*a)->initial());
+  if ((*a)->exhausted())
+    return bad(w.param, "the format is too large: its automaton passed this server's bound of " +
+                            std::to_string(cache.limits().automaton_bytes >> 20) +
+                            " MiB (--grammar-max-mb) while working out its shortest value");
+  const int64_t need = finish + 1 + (r->in_reasoning ? 1 : 0);
   if (r->max_tokens >= 0 && r->max_tokens < need)
-    return bad(nm.max_tokens, "'" + nm.max_tokens + "' is " +
-                                         std::to_string(r->max_tokens) +
-                                         ", but this format needs up to " + std::to_string(need) +
-                                         " tokens to be sure of a whole value");
+    return bad(nm.max_tokens, "'" + nm.max_tokens + "' is " + std::to_string(r->max_tokens) +
+                                  ", but this format needs up to " + std::to_string(need) +
+                                  " tokens to be sure of a whole value");
+  cache.keep(w.key, r->eos_ids, *a);
   s.grammar = std::move(*a);
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> set_structured_output(const OutputFormat& format, const ToolChoice& tc,
+                                              const ChatNames& nm, const ModelInfo& mi,
+                                              CompletionRequest* r) {
+  // Compiling is where a request's size turns into memory: running out there is the server's
+  // failure (500), and the process goes on.
+  try {
+    Wanted w;
+    if (auto e = wanted(format, tc, nm, *r, &w)) return e;
+    if (w.key.empty()) return std::nullopt;
+    if (!mi.grammars) return bad(w.param, "structured outputs are not available on this server");
+    if (r->eos_ids.empty())
+      return bad("ignore_eos", "'ignore_eos' cannot be combined with structured outputs (the end "
+                               "token closes the value)");
+    return attach(w, nm, mi, r);
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  r->sampling.grammar = nullptr;
+  return api_error(ErrorKind::kServer,
+                   "the server ran out of memory while compiling the output format's grammar");
 }
 
 }  // namespace qwen35::server

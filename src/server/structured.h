@@ -31,36 +31,64 @@ namespace qwen35::server {
 std::shared_ptr<const grammar::Vocab> grammar_vocab(const tokenizer::Tokenizer& tok,
                                                     int64_t model_vocab);
 
+// What structured outputs may cost a server (serve's --grammar-max-states, --grammar-max-mb,
+// --grammar-cache-mb). A grammar is refused before its automaton is built when its states
+// (grammar::Builder::states: nested repeats multiply, properties add) pass max_states; an
+// automaton that grows past automaton_bytes while in use ends the requests that need more of
+// it with an error; the cache keeps automata for reuse up to cache_bytes and `capacity`.
+struct GrammarLimits {
+  int64_t max_states = 250000;
+  size_t automaton_bytes = size_t(128) << 20;
+  size_t cache_bytes = size_t(512) << 20;
+  size_t capacity = 32;
+};
+
 // Compiled automata by request (the schema text, the kind, the end tokens), least recently used
-// first out: a client that sends the same schema again reuses the masks computed for it.
-// Thread-safe.
+// first out: a client that sends the same schema again reuses the masks computed for it. Only
+// requests that pass every check are kept, so a refused request leaves nothing behind. The
+// bytes of the kept automata are summed afresh at each keep() (they grow while in use), and the
+// oldest go while the sum is over cache_bytes; an exhausted automaton is never handed out again.
+// Thread-safe; never waits for an automaton's own lock.
 class GrammarCache {
  public:
-  explicit GrammarCache(std::shared_ptr<const grammar::Vocab> vocab, size_t capacity = 32)
-      : vocab_(std::move(vocab)), capacity_(capacity) {}
+  explicit GrammarCache(std::shared_ptr<const grammar::Vocab> vocab, GrammarLimits limits = {})
+      : vocab_(std::move(vocab)), limits_(limits) {}
   const std::shared_ptr<const grammar::Vocab>& vocab() const { return vocab_; }
-  // The automaton for `key`, compiled by `build` when it is not cached.
-  core::Result<std::shared_ptr<grammar::Automaton>> get(
-      const std::string& key, const std::vector<int32_t>& end_ids,
-      const std::function<core::Result<grammar::Grammar>()>& build);
+  const GrammarLimits& limits() const { return limits_; }
+  using Build = std::function<core::Result<grammar::Grammar>(int64_t max_states)>;
+  // The automaton for `key`: the cached one, else a new one from build(limits().max_states),
+  // not cached until keep().
+  core::Result<std::shared_ptr<grammar::Automaton>> get(const std::string& key,
+                                                        const std::vector<int32_t>& end_ids,
+                                                        const Build& build);
+  // Caches `a` for `key` (a request for it passed its checks).
+  void keep(const std::string& key, const std::vector<int32_t>& end_ids,
+            std::shared_ptr<grammar::Automaton> a);
+  size_t size() const;
+  size_t bytes() const;  // of the cached automata, now
 
  private:
+  static std::string full_key(const std::string& key, const std::vector<int32_t>& end_ids);
+  void trim();  // under mu_: the bounds
+
   std::shared_ptr<const grammar::Vocab> vocab_;
-  size_t capacity_;
-  std::mutex mu_;
+  GrammarLimits limits_;
+  mutable std::mutex mu_;
   std::list<std::pair<std::string, std::shared_ptr<grammar::Automaton>>> lru_;  // newest first
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;
 };
 
 // The grammar of forced tool calls: one call of `name`, or (name empty) one or more calls of
 // any of `tools` (OpenAI's tools array, validated). after_think: the output opens with a thinking
-// block, after which up to two newlines may come.
+// block, after which up to two newlines may come. More than max_states states is an error.
 core::Result<grammar::Grammar> tool_call_grammar(const Json& tools, const std::string& name,
-                                                 bool after_think);
+                                                 bool after_think,
+                                                 int64_t max_states = grammar::Builder::kInf);
 
 // Sets r->sampling's grammar from the output format or the forced tool call (r's prompt,
 // in_reasoning, tools, max_tokens and eos_ids are set already); `names` names the fields of the
-// client's API in errors.
+// client's API in errors. A grammar over the limits is a 400 that says which; running out of
+// memory while compiling one is a 500.
 std::optional<ApiError> set_structured_output(const OutputFormat& format, const ToolChoice& tc,
                                               const ChatNames& names, const ModelInfo& mi,
                                               CompletionRequest* r);

@@ -196,5 +196,49 @@ TEST(StructuredErrors, BadFormatsAre400sThatSayWhat) {
   EXPECT_EQ(st, 200) << r;
 }
 
+// Formats whose grammars would cost too much are refused before anything is built (issue 32):
+// the states of the grammar (nested repeats multiply, properties add) are over the bound,
+// which --grammar-max-states sets. The server answers the next request as before.
+TEST(StructuredErrors, FormatsTooLargeAreRefusedBeforeTheyAreBuilt) {
+  Json props = Json::object(), required = Json::array();
+  for (int i = 0; i < 10000; ++i) {
+    props["p" + std::to_string(i)] = {{"type", "integer"}};
+    required.push_back("p" + std::to_string(i));
+  }
+  const Json wide = {{"type", "object"}, {"properties", props}, {"required", required}};
+  const Json nested = {{"type", "string"}, {"pattern", "^((a{2,100}){2,100}){2,100}$"}};
+  const Json tools = {{{"type", "function"},
+                       {"function", {{"name", "f"}, {"parameters", {{"type", "object"},
+                                     {"properties", {{"a", nested}}}}}}}}};
+  const Json msgs = {{{"role", "user"}, {"content", "hi"}}};
+  ServerProcess srv(kBundled, {"--parallel", "1", "--ctx", "512"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  const std::vector<std::tuple<Json, std::string, std::string>> cases = {
+      {{{"response_format", schema_format(wide)}}, "response_format.json_schema.schema",
+       "--grammar-max-states"},
+      {{{"response_format", schema_format(nested)}}, "response_format.json_schema.schema",
+       "the pattern is too large"},
+      {{{"tools", tools}, {"tool_choice", "required"}}, "tools", "the pattern is too large"},
+  };
+  for (const auto& [extra, param, want] : cases) {
+    Json body = {{"messages", msgs}, {"max_tokens", 400}};
+    for (const auto& [k, v] : extra.items()) body[k] = v;
+    auto [st, r] = srv.post("/v1/chat/completions", body);
+    EXPECT_EQ(st, 400) << r;
+    EXPECT_EQ(r["error"]["param"], param) << r;
+    EXPECT_NE(r["error"]["message"].get<std::string>().find(want), std::string::npos) << r;
+  }
+  auto [st, r] = srv.post("/v1/chat/completions", chat(schema_format(kPerson), 1, false));
+  EXPECT_EQ(st, 200) << r;
+  // The bound is the server's: at 100 states, even the person schema (about 250) is too large.
+  ServerProcess strict(kBundled,
+                       {"--parallel", "1", "--ctx", "512", "--grammar-max-states", "100"});
+  ASSERT_TRUE(strict.ready()) << strict.log();
+  auto [st2, r2] = strict.post("/v1/chat/completions", chat(schema_format(kPerson), 1, false));
+  EXPECT_EQ(st2, 400) << r2;
+  EXPECT_NE(r2["error"]["message"].get<std::string>().find("bound of 100"), std::string::npos)
+      << r2;
+}
+
 }  // namespace
 }  // namespace qwen35
