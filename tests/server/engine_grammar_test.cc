@@ -15,28 +15,15 @@
 #include "model/weights.h"
 #include "runtime/engine.h"
 #include "test_util.h"
+#include "tiny_model_suite.h"
 
 namespace qwen35::runtime {
 namespace {
 
 using testing::TempDir;
 
-class EngineGrammarTest : public ::testing::Test {
+class EngineGrammarTest : public testing::TinyModelSuite<EngineGrammarTest> {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + dir_->file("m"));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    auto w = model::load_weights(dir_->file("m"), core::LoadMode::kMmap);
-    ASSERT_TRUE(w.ok()) << w.message();
-    pool_ = new core::ThreadPool(2);
-    model_ = new model::Model(std::move(*w), kernels::cpu_ops(), pool_);
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete pool_;
-    delete dir_;
-  }
   int64_t vocab() const { return model_->config().vocab; }
   int32_t end_id() const { return int32_t(vocab() - 1); }
 
@@ -77,13 +64,7 @@ class EngineGrammarTest : public ::testing::Test {
     return s ? testing::drain(*s) : testing::EngineOut{};
   }
 
-  static TempDir* dir_;
-  static core::ThreadPool* pool_;
-  static model::Model* model_;
 };
-TempDir* EngineGrammarTest::dir_ = nullptr;
-core::ThreadPool* EngineGrammarTest::pool_ = nullptr;
-model::Model* EngineGrammarTest::model_ = nullptr;
 
 void expect_same(const testing::EngineOut& a, const testing::EngineOut& b) {
   ASSERT_EQ(a.samples.size(), b.samples.size());

@@ -11,35 +11,14 @@
 #include "model/weights.h"
 #include "engine_drain.h"
 #include "test_util.h"
+#include "tiny_model_suite.h"
 
 namespace qwen35::runtime {
 namespace {
 
 using testing::TempDir;
 
-class EngineTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + dir_->file("m"));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    auto w = model::load_weights(dir_->file("m"), core::LoadMode::kMmap);
-    ASSERT_TRUE(w.ok()) << w.message();
-    pool_ = new core::ThreadPool(2);
-    model_ = new model::Model(std::move(*w), kernels::cpu_ops(), pool_);
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete pool_;
-    delete dir_;
-  }
-  static TempDir* dir_;
-  static core::ThreadPool* pool_;
-  static model::Model* model_;
-};
-TempDir* EngineTest::dir_ = nullptr;
-core::ThreadPool* EngineTest::pool_ = nullptr;
-model::Model* EngineTest::model_ = nullptr;
+class EngineTest : public testing::TinyModelSuite<EngineTest> {};
 
 using Out = testing::EngineOut;
 using testing::drain;

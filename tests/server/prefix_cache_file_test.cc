@@ -11,6 +11,7 @@
 #include "model/weights.h"
 #include "runtime/engine.h"
 #include "test_util.h"
+#include "tiny_model_suite.h"
 
 namespace qwen35::runtime {
 namespace {
@@ -18,22 +19,8 @@ namespace {
 using testing::TempDir;
 namespace fs = std::filesystem;
 
-class CacheFileTest : public ::testing::Test {
+class CacheFileTest : public testing::TinyModelSuite<CacheFileTest> {
  protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + dir_->file("m"));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    auto w = model::load_weights(dir_->file("m"), core::LoadMode::kMmap);
-    ASSERT_TRUE(w.ok()) << w.message();
-    pool_ = new core::ThreadPool(2);
-    model_ = new model::Model(std::move(*w), kernels::cpu_ops(), pool_);
-  }
-  static void TearDownTestSuite() {
-    delete model_;
-    delete pool_;
-    delete dir_;
-  }
   static std::vector<int32_t> prompt(int64_t n) {
     std::vector<int32_t> p;
     for (int64_t k = 0; k < n; ++k) p.push_back(int32_t((k * 53 + 9) % 3000));
@@ -67,13 +54,7 @@ class CacheFileTest : public ::testing::Test {
     o.cache_fingerprint = fingerprint;
     return o;
   }
-  static TempDir* dir_;
-  static core::ThreadPool* pool_;
-  static model::Model* model_;
 };
-TempDir* CacheFileTest::dir_ = nullptr;
-core::ThreadPool* CacheFileTest::pool_ = nullptr;
-model::Model* CacheFileTest::model_ = nullptr;
 
 TEST_F(CacheFileTest, SavedSnapshotsResumeAfterRestart) {
   TempDir d;
