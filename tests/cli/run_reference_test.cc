@@ -14,6 +14,7 @@
 #include "model/weights.h"
 #include "runtime/sampler.h"
 #include "test_util.h"
+#include "tiny_model_suite.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -24,16 +25,11 @@ using Json = nlohmann::ordered_json;
 using testing::run_qwen35;
 using testing::TempDir;
 
-class RunReferenceTest : public ::testing::Test {
+class RunReferenceTest : public testing::TinyModelSuite<RunReferenceTest> {
  protected:
   static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    auto r = run_qwen35("synth --preset tiny --quiet --out " + dir_->file("m"));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-    auto w = model::load_weights(dir_->file("m"), core::LoadMode::kMmap);
-    ASSERT_TRUE(w.ok()) << w.message();
-    pool_ = new core::ThreadPool(2);
-    model_ = new model::Model(std::move(*w), kernels::cpu_ops(), pool_);
+    TinyModelSuite::SetUpTestSuite();
+    if (::testing::Test::HasFatalFailure()) return;
     auto tok = tokenizer::Tokenizer::load(dir_->file("m"));
     ASSERT_TRUE(tok.ok()) << tok.message();
     tok_ = new tokenizer::Tokenizer(std::move(*tok));
@@ -44,9 +40,7 @@ class RunReferenceTest : public ::testing::Test {
   static void TearDownTestSuite() {
     delete gen_;
     delete tok_;
-    delete model_;
-    delete pool_;
-    delete dir_;
+    TinyModelSuite::TearDownTestSuite();
   }
 
   static std::string model_dir() { return dir_->file("m"); }
@@ -93,17 +87,9 @@ class RunReferenceTest : public ::testing::Test {
     return *text;
   }
 
-  static TempDir* dir_;
-  static core::ThreadPool* pool_;
-  static model::Model* model_;
-  static tokenizer::Tokenizer* tok_;
-  static formats::GenerationConfig* gen_;
+  static inline tokenizer::Tokenizer* tok_ = nullptr;
+  static inline formats::GenerationConfig* gen_ = nullptr;
 };
-TempDir* RunReferenceTest::dir_ = nullptr;
-core::ThreadPool* RunReferenceTest::pool_ = nullptr;
-model::Model* RunReferenceTest::model_ = nullptr;
-tokenizer::Tokenizer* RunReferenceTest::tok_ = nullptr;
-formats::GenerationConfig* RunReferenceTest::gen_ = nullptr;
 
 TEST_F(RunReferenceTest, RawCompletionEqualsThePlainLoop) {
   std::string long_prompt;  // past one 64-token prefill chunk
