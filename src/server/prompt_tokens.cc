@@ -51,7 +51,8 @@ class Neutralizer {
       for (auto& [k, v] : j->items()) {
         std::string key = k;
         Json value = v;
-        changed |= apply(&key) | apply(&value);
+        changed |= apply(&key);
+        changed |= apply(&value);
         out[key] = std::move(value);
       }
       if (changed) *j = std::move(out);
@@ -64,12 +65,18 @@ class Neutralizer {
   // `c` with its client text neutralized; false when nothing in it spells a special token.
   bool copy(const ChatRequest& c, ChatRequest* out) const {
     *out = c;
-    bool changed = apply(&out->tools) | apply(&out->template_kwargs);
+    // Every string is neutralized: no short-circuit once one has changed.
+    bool changed = apply(&out->tools);
+    changed |= apply(&out->template_kwargs);
     for (auto& m : out->messages) {
-      changed |= apply(&m.content) | apply(&m.tool_call_id);
+      changed |= apply(&m.content);
+      changed |= apply(&m.tool_call_id);
       if (m.reasoning) changed |= apply(&*m.reasoning);
-      for (auto& call : m.tool_calls)
-        changed |= apply(&call.id) | apply(&call.name) | apply(&call.arguments);
+      for (auto& call : m.tool_calls) {
+        changed |= apply(&call.id);
+        changed |= apply(&call.name);
+        changed |= apply(&call.arguments);
+      }
     }
     return changed;
   }
