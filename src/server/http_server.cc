@@ -186,7 +186,11 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
       return;
     }
     if (got.size() >= limit) return fail(431, "the request header is too large");
-    stream_.async_read_some(buf_.prepare(std::clamp<size_t>(limit - got.size(), 4096, 65536)),
+    // Grown as Beast grows it: the room the buffer already has, at least 512 bytes, so that a
+    // connection's buffer stays the size of what it sent, not of the head limit (thousands of
+    // slow or idle connections each holding 64 KiB would add up).
+    const size_t room = std::max<size_t>(512, buf_.capacity() - buf_.size());
+    stream_.async_read_some(buf_.prepare(std::min({room, limit - got.size(), size_t(65536)})),
                             [self = shared_from_this()](beast::error_code ec, size_t n) {
                               self->buf_.commit(n);
                               if (ec) return self->close();  // gone, reset, deadline passed
