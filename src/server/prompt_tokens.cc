@@ -37,48 +37,74 @@ class Neutralizer {
     return changed;
   }
 
-  bool apply(Json* j) const {
-    if (j->is_string()) {
-      std::string s = j->get<std::string>();
-      if (!apply(&s)) return false;
-      *j = std::move(s);
-      return true;
-    }
-    bool changed = false;
-    if (j->is_object()) {
-      // Keys are client text too (tool parameter names, argument names).
-      Json out = Json::object();
-      for (auto& [k, v] : j->items()) {
-        std::string key = k;
-        Json value = v;
-        changed |= apply(&key);
-        changed |= apply(&value);
-        out[key] = std::move(value);
-      }
-      if (changed) *j = std::move(out);
-    } else if (j->is_array()) {
-      for (auto& v : *j) changed |= apply(&v);
-    }
-    return changed;
+  // Whether `s` spells a special token (a scan; nothing is copied).
+  bool spells(const std::string& s) const {
+    return fill_ && std::any_of(specials_.begin(), specials_.end(), [&](const std::string& sp) {
+             return s.find(sp) != std::string::npos;
+           });
+  }
+  bool spells(const Json& j) const {
+    if (j.is_string()) return spells(j.get_ref<const std::string&>());
+    if (j.is_object())  // keys are client text too (tool parameter names, argument names)
+      for (const auto& [k, v] : j.items())
+        if (spells(k) || spells(v)) return true;
+    if (j.is_array())
+      for (const auto& v : j)
+        if (spells(v)) return true;
+    return false;
   }
 
-  // `c` with its client text neutralized; false when nothing in it spells a special token.
+  bool apply(Json* j) const {
+    if (j->is_string()) return apply(&j->get_ref<std::string&>());
+    if (j->is_array()) {
+      bool changed = false;
+      for (auto& v : *j) changed |= apply(&v);
+      return changed;
+    }
+    if (!j->is_object() || !spells(*j)) return false;
+    Json out = Json::object();  // rebuilt: a key may change
+    for (auto& [k, v] : j->items()) {
+      std::string key = k;
+      Json value = v;
+      apply(&key);
+      apply(&value);
+      out[key] = std::move(value);
+    }
+    *j = std::move(out);
+    return true;
+  }
+
+  // Whether any client text of `c` spells a special token: the common case is no, and then
+  // nothing is copied or rendered again.
+  bool spells(const ChatRequest& c) const {
+    if (spells(c.tools) || spells(c.template_kwargs)) return true;
+    for (const auto& m : c.messages) {
+      if (spells(m.content) || spells(m.tool_call_id) || (m.reasoning && spells(*m.reasoning)))
+        return true;
+      for (const auto& call : m.tool_calls)
+        if (spells(call.id) || spells(call.name) || spells(call.arguments)) return true;
+    }
+    return false;
+  }
+
+  // `c` with its client text neutralized; false (and *out untouched) when nothing in it spells
+  // a special token.
   bool copy(const ChatRequest& c, ChatRequest* out) const {
+    if (!spells(c)) return false;
     *out = c;
-    // Every string is neutralized: no short-circuit once one has changed.
-    bool changed = apply(&out->tools);
-    changed |= apply(&out->template_kwargs);
+    apply(&out->tools);
+    apply(&out->template_kwargs);
     for (auto& m : out->messages) {
-      changed |= apply(&m.content);
-      changed |= apply(&m.tool_call_id);
-      if (m.reasoning) changed |= apply(&*m.reasoning);
+      apply(&m.content);
+      apply(&m.tool_call_id);
+      if (m.reasoning) apply(&*m.reasoning);
       for (auto& call : m.tool_calls) {
-        changed |= apply(&call.id);
-        changed |= apply(&call.name);
-        changed |= apply(&call.arguments);
+        apply(&call.id);
+        apply(&call.name);
+        apply(&call.arguments);
       }
     }
-    return changed;
+    return true;
   }
 
  private:

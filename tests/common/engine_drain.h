@@ -2,7 +2,10 @@
 // by the engine-level tests (header only: test_util does not link the runtime).
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <chrono>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -32,6 +35,16 @@ inline EngineOut drain(runtime::RequestStream& s,
     }
     if (ev.kind == runtime::StreamEvent::kToken) o.samples.push_back(ev.sample);
   }
+}
+
+// The same tokens and the same logprob bits, and the same finish.
+inline void expect_same_bits(const EngineOut& a, const EngineOut& b) {
+  ASSERT_EQ(a.samples.size(), b.samples.size());
+  for (size_t k = 0; k < a.samples.size(); ++k) {
+    EXPECT_EQ(a.samples[k].token, b.samples[k].token) << k;
+    EXPECT_EQ(std::memcmp(&a.samples[k].logprob, &b.samples[k].logprob, 4), 0) << k;
+  }
+  EXPECT_EQ(a.finish, b.finish);
 }
 
 }  // namespace qwen35::testing

@@ -66,14 +66,6 @@ class EngineGrammarTest : public testing::TinyModelSuite<EngineGrammarTest> {
 
 };
 
-void expect_same(const testing::EngineOut& a, const testing::EngineOut& b) {
-  ASSERT_EQ(a.samples.size(), b.samples.size());
-  for (size_t k = 0; k < a.samples.size(); ++k) {
-    EXPECT_EQ(a.samples[k].token, b.samples[k].token) << k;
-    EXPECT_EQ(std::memcmp(&a.samples[k].logprob, &b.samples[k].logprob, 4), 0) << k;
-  }
-  EXPECT_EQ(a.finish, b.finish);
-}
 
 // Repeats nested three deep, under the states bound: its configurations hold many parse stacks,
 // and every token needs a new mask.
@@ -93,17 +85,17 @@ TEST_F(EngineGrammarTest, AGrammarsWorkNeverHoldsUpOtherRequests) {
   std::string msg;
   auto g = engine.submit(request(3, held), &err, &msg);
   ASSERT_TRUE(g) << msg;
-  for (int i = 0; i < 3; ++i) expect_same(run(engine, request(i, nullptr)), plain_solo[size_t(i)]);
+  for (int i = 0; i < 3; ++i) testing::expect_same_bits(run(engine, request(i, nullptr)), plain_solo[size_t(i)]);
   StreamEvent ev;
   EXPECT_FALSE(g->next(&ev, std::chrono::milliseconds(0)));  // not one token yet
   EXPECT_EQ(engine.stats().running, 1);
   lock.reset();
-  expect_same(testing::drain(*g), grammar_solo);
+  testing::expect_same_bits(testing::drain(*g), grammar_solo);
   // Drafted: verifications paused at a row whose sample went to a worker give the same bits.
   GenerationRequest drafted = request(3, automaton(kNested));
   drafted.spec = SpecOptions{SpecMethod::kLookup, 4};
   drafted.prediction.assign(40, int32_t('a'));
-  expect_same(run(engine, std::move(drafted)), grammar_solo);
+  testing::expect_same_bits(run(engine, std::move(drafted)), grammar_solo);
   EXPECT_GT(engine.stats().drafted_tokens, 0);
 }
 
@@ -125,7 +117,7 @@ TEST_F(EngineGrammarTest, AnAutomatonPastItsBoundEndsItsRequestOnly) {
   EXPECT_NE(out.error.find("memory bound"), std::string::npos) << out.error;
   EXPECT_NE(out.error.find("--grammar-max-mb"), std::string::npos) << out.error;
   EXPECT_TRUE(bounded->exhausted());
-  expect_same(testing::drain(*p), plain_solo);
+  testing::expect_same_bits(testing::drain(*p), plain_solo);
   // The same format with room to grow runs to its end.
   EXPECT_NE(run(engine, request(1, automaton(schema))).finish, "error");
 }
@@ -144,7 +136,7 @@ TEST_F(EngineGrammarTest, AnAllocationFailureOnTheEngineThreadEndsOneRequest) {
   EXPECT_NE(failed.error.find("ran out of memory"), std::string::npos) << failed.error;
   const testing::EngineOut again = run(engine, request(2, a));
   Engine fresh(*model_, EngineOptions{2, 256, 8, 64});
-  expect_same(again, run(fresh, request(2, a)));
+  testing::expect_same_bits(again, run(fresh, request(2, a)));
   EXPECT_EQ(engine.stats().slots_busy, 0);
 }
 

@@ -65,14 +65,6 @@ GenerationRequest request(int64_t n, uint64_t seed) {
   return g;
 }
 
-void expect_same(const testing::EngineOut& a, const testing::EngineOut& b) {
-  ASSERT_EQ(a.samples.size(), b.samples.size());
-  for (size_t k = 0; k < a.samples.size(); ++k) {
-    EXPECT_EQ(a.samples[k].token, b.samples[k].token) << k;
-    EXPECT_EQ(std::memcmp(&a.samples[k].logprob, &b.samples[k].logprob, 4), 0) << k;
-  }
-  EXPECT_EQ(a.finish, b.finish);
-}
 
 TEST(EngineLock, NothingWaitsForAResumeInProgress) {
   TempDir dir;
@@ -130,7 +122,7 @@ TEST(EngineLock, NothingWaitsForAResumeInProgress) {
   gate.open();
   const testing::EngineOut again = testing::drain(*resumed);
   EXPECT_EQ(resumed->timing().prompt_reused, 128);
-  expect_same(again, fresh);
+  testing::expect_same_bits(again, fresh);
   EXPECT_EQ(testing::drain(*other).finish, "length");
   srv.begin_shutdown();
   srv.stop();
