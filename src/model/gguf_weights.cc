@@ -255,6 +255,8 @@ Status bind_entry(GgufBinder& b, const ModelConfig& c, const Tensor& t, const st
       QWEN35_ASSIGN_OR_RETURN(*s.floats, b.vec(name, d.out));
       break;
     }
+    case Form::kPatch:
+    case Form::kTable: return error("[weights] tensor '" + name + "': a vision form in the text table (a table bug)");
   }
   if (s.present != nullptr) *s.present = true;
   return Status();
