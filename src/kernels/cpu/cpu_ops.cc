@@ -259,6 +259,22 @@ class CpuOps final : public Ops {
     });
   }
 
+  // Provisional: the scalar reference, until the SIMD versions land (same interface).
+  void layer_norm(const Context& ctx, const float* x, int64_t n, int64_t dim, const float* w,
+                  const float* b, float eps, float* out) const override {
+    ref_ops().layer_norm(ctx, x, n, dim, w, b, eps, out);
+  }
+  void gelu(const Context& ctx, float* x, int64_t n, int64_t dim, bool tanh_form) const override {
+    ref_ops().gelu(ctx, x, n, dim, tanh_form);
+  }
+  void add_bias(const Context& ctx, float* y, int64_t n, int64_t dim, const float* bias) const override {
+    ref_ops().add_bias(ctx, y, n, dim, bias);
+  }
+  void vision_attention(const Context& ctx, const VisionAttentionParams& p, const float* qkv, int64_t n,
+                        const float* cos, const float* sin, float* out) const override {
+    ref_ops().vision_attention(ctx, p, qkv, n, cos, sin, out);
+  }
+
   void router_topk(const Context& ctx, const float* logits, int64_t n, int64_t ne, int64_t k,
                    bool renorm, int32_t* idx, float* weight) const override {
     std::unique_ptr<cpu::CpuWorkspace> temp;
