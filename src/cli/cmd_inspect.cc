@@ -83,6 +83,29 @@ void quant_summary(model::ModelWeights& w) {
   }
 }
 
+// The vision tower: geometry, size and verdict, or why there is none.
+void vision_report(const model::ModelWeights& w) {
+  if (!w.vision) {
+    std::printf("vision: %s\n", w.vision_problem.empty() ? "no vision tower" : w.vision_problem.c_str());
+    return;
+  }
+  const model::VisionWeights& v = *w.vision;
+  const model::VisionConfig& c = v.config;
+  std::printf("vision: %lld blocks, width %lld, %lld heads of %lld, mlp %lld, patch %lldx%lldx%lld, merge %lldx%lld, "
+              "position table %lldx%lld, out %lld\n",
+              (long long)c.depth, (long long)c.hidden, (long long)c.n_heads, (long long)c.head_dim,
+              (long long)c.intermediate, (long long)c.patch, (long long)c.patch, (long long)c.temporal,
+              (long long)c.merge, (long long)c.merge, (long long)c.grid_side, (long long)c.grid_side,
+              (long long)c.out_hidden);
+  std::set<std::string> types;
+  for (const model::VisionBlockWeights& b : v.blocks) types.insert(describe(b.qkv));
+  std::string t;
+  for (const std::string& d : types) t += (t.empty() ? "" : ", ") + d;
+  std::printf("vision weights: %s, %.0f parameters (%.3f B), %zu bytes (%s), blocks %s\n", v.source.c_str(),
+              double(v.n_params), double(v.n_params) / 1e9, v.bytes, human(double(v.bytes)).c_str(), t.c_str());
+  std::printf("vision verdict: usable (image token %lld)\n", (long long)c.image_token_id);
+}
+
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
@@ -135,6 +158,7 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("mtp: present, not usable: %s\n", mw.mtp_problem.c_str());
   else
     std::printf("mtp: absent (no MTP tensors; --spec mtp unavailable)\n");
+  vision_report(mw);
   quant_summary(mw);
   const double params = double(mw.n_params);
   std::printf("parameters: %.0f (%.3f B)\n", params, params / 1e9);

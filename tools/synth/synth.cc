@@ -53,6 +53,11 @@ Status validate(const SynthOptions& o, PlanOptions* plan) {
     return core::error("[synth] --mtp must be auto, on or off, got '" + o.mtp + "'");
   plan->mtp = o.mtp == "on" ? PlanOptions::Mtp::kOn
               : o.mtp == "off" ? PlanOptions::Mtp::kOff : PlanOptions::Mtp::kAuto;
+  if (o.vision != "auto" && o.vision != "on" && o.vision != "off")
+    return core::error("[synth] --vision must be auto, on or off, got '" + o.vision + "'");
+  if (o.vision == "on" && o.format == "gguf")
+    return core::error("[synth] --vision on: a GGUF model file holds no tower (llama.cpp keeps it in an mmproj file)");
+  plan->vision = o.vision == "on" || (o.vision == "auto" && o.format == "hf");
   return core::ok_status();
 }
 
@@ -92,6 +97,8 @@ Result<SynthSummary> write_synthetic_checkpoint(const SynthOptions& opts, const 
   QWEN35_RETURN_IF_ERROR(write_text(dir / "config.json", make_config_json(preset, popts, plan)));
   QWEN35_RETURN_IF_ERROR(
       write_text(dir / "generation_config.json", make_generation_config_json(preset)));
+  if (preset.config.vision.depth > 0)
+    QWEN35_RETURN_IF_ERROR(write_text(dir / "preprocessor_config.json", make_preprocessor_config_json(preset)));
   QWEN35_RETURN_IF_ERROR(write_text(dir / "tokenizer.json", make_tokenizer_json(preset.bpe_vocab)));
   QWEN35_RETURN_IF_ERROR(write_text(
       dir / "tokenizer_config.json",

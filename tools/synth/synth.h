@@ -24,6 +24,9 @@ struct SynthOptions {
   std::string outtype;          // gguf only: f32, f16 (when empty), bf16, q8_0 or q4_0
   // The MTP head (mtp.*): auto (hf and gguf: yes, as the converter; mlx: no, as mlx-lm), on, off.
   std::string mtp = "auto";
+  // The vision tower: auto (hf: yes; mlx: no, as mlx-lm exports; gguf: no, llama.cpp keeps it in
+  // a separate mmproj file), on, off. A checkpoint without it is text-only.
+  std::string vision = "auto";
   uint64_t seed = 1;
   std::string out_dir;  // hf, mlx: the directory; gguf: the file, NAME.gguf
   bool progress = true;                          // progress bar on stderr
