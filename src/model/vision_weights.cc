@@ -125,6 +125,22 @@ Result<VisionConfig> vision_config_of(const formats::HfConfig& hf, int64_t text_
   return v;
 }
 
+Result<std::unique_ptr<VisionWeights>> load_vision_weights(const std::string& dir, core::LoadMode mode) {
+  QWEN35_ASSIGN_OR_RETURN(formats::HfConfig hf, formats::load_hf_config(dir));
+  ModelConfig c;
+  c.hidden = hf.hidden_size;
+  QWEN35_ASSIGN_OR_RETURN(c.vision, vision_config_of(hf, hf.hidden_size));
+  c.quantization = hf.quantization;
+  QWEN35_ASSIGN_OR_RETURN(formats::TensorStore store, formats::TensorStore::open_dir(dir, mode));
+  auto owned = std::make_shared<const formats::TensorStore>(std::move(store));
+  Dialect d = Dialect::kHf;
+  if (!has_vision_tensors(*owned, &d))
+    return error("[weights] '" + dir + "': no vision tower tensors ('" + kHfVisual + "*' or '" + kMlxVisual + "*')");
+  QWEN35_ASSIGN_OR_RETURN(std::unique_ptr<VisionWeights> w, bind_vision(*owned, c, d));
+  w->store = std::move(owned);
+  return w;
+}
+
 void attach_vision(const formats::HfConfig& hf, ModelWeights& w) {
   Dialect d = Dialect::kHf;
   const bool tensors = has_vision_tensors(w.store, &d);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "formats/gguf.h"
+#include "formats/safetensors.h"
 #include "kernels/ops.h"
 #include "model/vision_config.h"
 
@@ -35,6 +36,7 @@ struct VisionWeights {
   int64_t n_params = 0;
   std::string source;  // where it was bound from: the checkpoint, or the mmproj file
   std::shared_ptr<const formats::GgufModel> gguf;  // owns an mmproj file's mapping
+  std::shared_ptr<const formats::TensorStore> store;  // owns the files of a tower loaded alone
 
   void finish();  // points `patch` at patch_w once bound
 };

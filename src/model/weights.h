@@ -110,6 +110,10 @@ core::Result<std::unique_ptr<VisionWeights>> bind_vision(const formats::TensorSt
                                                          Dialect d);
 // The tower's config from config.json (vision_config through the gate, and the root token ids).
 core::Result<VisionConfig> vision_config_of(const formats::HfConfig& hf, int64_t text_hidden);
+// The tower alone, from a checkpoint directory (config.json with vision_config, its safetensors):
+// for tools and tests; checkpoints holding only model.visual.* tensors load too.
+core::Result<std::unique_ptr<VisionWeights>> load_vision_weights(const std::string& dir,
+                                                                 core::LoadMode mode = core::LoadMode::kMmap);
 // load_weights' step for the tower: sets w.vision and w.config.vision, or w.vision_problem.
 void attach_vision(const formats::HfConfig& hf, ModelWeights& w);
 

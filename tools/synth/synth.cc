@@ -83,7 +83,15 @@ Status clean_dir(const fs::path& dir) {
 }  // namespace
 
 Result<SynthSummary> write_synthetic_checkpoint(const SynthOptions& opts) {
-  QWEN35_ASSIGN_OR_RETURN(const Preset preset, find_preset(opts.preset));
+  QWEN35_ASSIGN_OR_RETURN(Preset preset, find_preset(opts.preset));
+  if (!opts.vision_preset.empty()) {
+    QWEN35_ASSIGN_OR_RETURN(const Preset other, find_preset(opts.vision_preset));
+    preset.config.vision = other.config.vision;
+    preset.config.vision.out_hidden = preset.config.hidden;
+  }
+  if (opts.vision_depth < 0 || opts.vision_depth > 1024)
+    return core::error("[synth] --vision-depth " + std::to_string(opts.vision_depth) + ": expected 0..1024");
+  if (opts.vision_depth > 0) preset.config.vision.depth = opts.vision_depth;
   return write_synthetic_checkpoint(opts, preset);
 }
 

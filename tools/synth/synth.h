@@ -27,6 +27,11 @@ struct SynthOptions {
   // The vision tower: auto (hf: yes; mlx: no, as mlx-lm exports; gguf: no, llama.cpp keeps it in
   // a separate mmproj file), on, off. A checkpoint without it is text-only.
   std::string vision = "auto";
+  // The tower's geometry from another preset (its width, heads and MLP, projecting into this
+  // preset's hidden size), and its depth (0: the preset's): real-width towers on a tiny text
+  // model, for tests and fixtures.
+  std::string vision_preset;
+  int64_t vision_depth = 0;
   uint64_t seed = 1;
   std::string out_dir;  // hf, mlx: the directory; gguf: the file, NAME.gguf
   bool progress = true;                          // progress bar on stderr
