@@ -103,7 +103,8 @@ void vision_report(const model::ModelWeights& w) {
   for (const std::string& d : types) t += (t.empty() ? "" : ", ") + d;
   std::printf("vision weights: %s, %.0f parameters (%.3f B), %zu bytes (%s), blocks %s\n", v.source.c_str(),
               double(v.n_params), double(v.n_params) / 1e9, v.bytes, human(double(v.bytes)).c_str(), t.c_str());
-  std::printf("vision verdict: usable (image token %lld)\n", (long long)c.image_token_id);
+  if (c.image_token_id >= 0) std::printf("vision verdict: usable (image token %lld)\n", (long long)c.image_token_id);
+  else std::printf("vision verdict: usable (image token: <|image_pad|> of the tokenizer)\n");
 }
 
 }  // namespace
@@ -111,8 +112,10 @@ void vision_report(const model::ModelWeights& w) {
 int cmd_inspect(int argc, char** argv) {
   flags::App app{"Geometry, layer pattern, quantization, memory and support verdict of a checkpoint",
                "qwen35 inspect"};
-  std::string dir;
+  std::string dir, mmproj;
   app.add_option("-m,--model", dir, "checkpoint directory or .gguf file")->required();
+  app.add_option("--mmproj", mmproj, "GGUF models: the vision tower's mmproj file (default: the one "
+                 "mmproj*.gguf beside the model, if any)");
   try {
     app.parse(argc, argv);
   } catch (const flags::ParseError& e) {
@@ -124,6 +127,16 @@ int cmd_inspect(int argc, char** argv) {
     return fail("inspect", w.message());
   }
   model::ModelWeights& mw = **w;
+  if (mw.dialect == model::Dialect::kGguf) {
+    if (mmproj.empty()) {
+      auto found = model::find_mmproj(dir);
+      if (!found.ok()) mw.vision_problem = found.message();
+      else mmproj = *found;
+    }
+    if (!mmproj.empty()) model::attach_mmproj(mw, mmproj);
+  } else if (!mmproj.empty()) {
+    return fail("inspect", "--mmproj applies to GGUF models; this checkpoint's tower is in its safetensors");
+  }
   const model::ModelConfig& c = mw.config;
   std::printf("checkpoint: %s\n", dir.c_str());
   std::printf("model_type: %s (%s)\n", c.model_type.c_str(), c.moe ? "MoE" : "dense");

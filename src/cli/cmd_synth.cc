@@ -38,7 +38,7 @@ void synth_usage(FILE* f) {
                "  --mtp         the MTP head (mtp.*): auto (default: hf and gguf yes, mlx no, as\n"
                "                mlx-lm exports), on, off\n"
                "  --vision      the vision tower: auto (default: hf yes; mlx no, as mlx-lm exports;\n"
-               "                gguf no, llama.cpp keeps it in an mmproj file), on, off\n"
+               "                gguf no), on (gguf: an mmproj-NAME.gguf file beside NAME.gguf), off\n"
                "  --vision-preset  the tower of another preset (into this preset's hidden size)\n"
                "  --vision-depth   the tower's number of blocks (default: the preset's)\n"
                "  --seed        RNG seed (default 1); same seed, same bytes\n"

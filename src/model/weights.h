@@ -122,6 +122,9 @@ void attach_vision(const formats::HfConfig& hf, ModelWeights& w);
 // the text hidden size).
 core::Result<std::unique_ptr<VisionWeights>> load_mmproj(const std::string& path, const ModelConfig& text,
                                                          core::LoadMode mode = core::LoadMode::kMmap);
+// Binds the mmproj file at `path` as w's tower (w.vision, w.config.vision), or records why not in
+// w.vision_problem (the text model stays usable).
+void attach_mmproj(ModelWeights& w, const std::string& path);
 // The mmproj file beside a model GGUF: the one "mmproj*.gguf" in its directory; "" when there is
 // none, an error when there are several (the caller must name one).
 core::Result<std::string> find_mmproj(const std::string& model_gguf);

@@ -179,6 +179,75 @@ TEST(VisionLoad, BrokenTowersAreRefusedByName) {
   }
 }
 
+// A GGUF model with its mmproj file (synth --vision on): the tower llama.cpp's converter writes,
+// bound back, gives the HF checkpoint's tokens: bit for bit in f32 and bf16 (the same values,
+// and the scalar reference sums the same way whatever the stored type), close in q8_0.
+TEST(VisionLoad, MmprojFilesGiveTheHfTower) {
+  TempDir hf_dir, g;
+  synth(hf_dir.path());
+  auto hf = load_vision_weights(hf_dir.path());
+  ASSERT_TRUE(hf.ok()) << hf.message();
+  std::vector<float> rows(size_t(24 * 1536));
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = float(int64_t(i * 7919 % 2001) - 1000) / 1000.0f;
+  auto encode = [&](const VisionWeights& w) {
+    VisionTower tower(w, kernels::ref_ops());
+    std::vector<float> out(size_t(6 * 128));
+    EXPECT_TRUE(tower.encode(kernels::Context{}, rows.data(), 1, 4, 6, out.data()).ok());
+    return out;
+  };
+  const std::vector<float> want = encode(**hf);
+  for (const char* type : {"f32", "bf16", "q8_0"}) {
+    tools::SynthOptions o;
+    o.preset = "tiny";
+    o.format = "gguf";
+    o.outtype = type;
+    o.vision = "on";
+    o.progress = false;
+    o.out_dir = g.file(std::string("m_") + type + ".gguf");
+    auto r = tools::write_synthetic_checkpoint(o);
+    ASSERT_TRUE(r.ok()) << r.message();
+    auto text = load_weights(o.out_dir);
+    ASSERT_TRUE(text.ok()) << text.message();
+    EXPECT_EQ((*text)->vision, nullptr);
+    EXPECT_NE((*text)->vision_problem.find("mmproj"), std::string::npos);
+    const std::string mmproj = g.file(std::string("mmproj-m_") + type + ".gguf");
+    attach_mmproj(**text, mmproj);
+    ASSERT_NE((*text)->vision, nullptr) << type << ": " << (*text)->vision_problem;
+    const VisionWeights& v = *(*text)->vision;
+    EXPECT_EQ(v.config.depth, 2);
+    EXPECT_EQ(v.config.hidden, 64);
+    EXPECT_EQ(v.config.grid_side, 48);
+    EXPECT_EQ(v.n_params, (*hf)->n_params) << type;
+    if (std::string(type) != "q8_0") {
+      EXPECT_EQ(v.patch_w, (*hf)->patch_w) << type;
+    }
+    const std::vector<float> got = encode(v);
+    if (std::string(type) != "q8_0") {
+      EXPECT_EQ(got, want) << type;
+    } else {
+      double m = 0;
+      for (size_t i = 0; i < got.size(); ++i) m = std::max(m, std::abs(double(got[i]) - double(want[i])));
+      EXPECT_LT(m, 0.05) << "q8_0 weights";
+      EXPECT_GT(m, 0.0) << "q8_0 weights round";
+    }
+  }
+  // One mmproj file beside the model is found; none is ""; several are an error naming them.
+  auto found = find_mmproj(g.file("m_f32.gguf"));
+  EXPECT_FALSE(found.ok());
+  EXPECT_NE(found.message().find("mmproj-m_bf16.gguf"), std::string::npos) << found.message();
+  TempDir one;
+  fs::copy_file(g.file("m_f32.gguf"), one.file("model.gguf"));
+  EXPECT_EQ(*find_mmproj(one.file("model.gguf")), "");
+  fs::copy_file(g.file("mmproj-m_f32.gguf"), one.file("mmproj-model.gguf"));
+  EXPECT_EQ(*find_mmproj(one.file("model.gguf")), one.file("mmproj-model.gguf"));
+  // The model file is not an mmproj file.
+  ModelConfig text;
+  text.hidden = 128;
+  auto wrong = load_mmproj(g.file("m_f32.gguf"), text);
+  EXPECT_FALSE(wrong.ok());
+  EXPECT_NE(wrong.message().find("is not an mmproj file"), std::string::npos) << wrong.message();
+}
+
 // --- The forward pass against the float64 reference. ---
 
 struct Fixture {

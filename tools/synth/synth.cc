@@ -55,8 +55,6 @@ Status validate(const SynthOptions& o, PlanOptions* plan) {
               : o.mtp == "off" ? PlanOptions::Mtp::kOff : PlanOptions::Mtp::kAuto;
   if (o.vision != "auto" && o.vision != "on" && o.vision != "off")
     return core::error("[synth] --vision must be auto, on or off, got '" + o.vision + "'");
-  if (o.vision == "on" && o.format == "gguf")
-    return core::error("[synth] --vision on: a GGUF model file holds no tower (llama.cpp keeps it in an mmproj file)");
   plan->vision = o.vision == "on" || (o.vision == "auto" && o.format == "hf");
   return core::ok_status();
 }
