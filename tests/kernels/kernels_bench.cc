@@ -252,6 +252,7 @@ void BM_VisionAttention(benchmark::State& st) {
                                               benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_VisionAttention)->ArgNames({"n", "heads", "head_dim"})->Args({256, 12, 64})->Args({1024, 16, 72})
+    ->Args({4096, 16, 72})
     ->Unit(benchmark::kMillisecond);
 
 // GELU (tanh form) over one MLP row of the 1152-wide tower (4304 values).
