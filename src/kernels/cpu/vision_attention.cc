@@ -118,31 +118,31 @@ void Values(const float* p, int64_t nq, int64_t jn, const float* v, int64_t vs, 
 }
 
 // The online-softmax step of one row for one block: s[kKB] scores (keys ≥ jn masked) become
-// e^(s − m); the running maximum m, sum l and output o[vs] are rescaled when the maximum grows.
-HWY_INLINE void SoftmaxBlock(float* s, int64_t jn, float& m, float& l, float* o, int64_t vs) {
+// e^(s − m); the running maximum m, the lanes of the running sum l[N] and the output o[vs] are
+// rescaled when the maximum grows (the sum's lanes are added once, at the end of the row).
+HWY_INLINE void SoftmaxBlock(float* s, int64_t jn, float& m, float* l, float* o, int64_t vs) {
   const DF df;
   const int64_t N = int64_t(hn::Lanes(df));
   for (int64_t j = jn; j < kKB; ++j) s[j] = -INFINITY;
   auto vmax = hn::Set(df, -INFINITY);
   for (int64_t j = 0; j < kKB; j += N) vmax = hn::Max(vmax, hn::LoadU(df, s + j));
   const float bmx = hn::GetLane(hn::MaxOfLanes(df, vmax));
+  auto vsum = hn::LoadU(df, l);
   if (bmx > m) {
-    if (l > 0) {
-      const float f = std::exp(m - bmx);
-      l *= f;
-      const auto vf = hn::Set(df, f);
+    if (m > -INFINITY) {  // the first block has no sum or output to rescale
+      const auto vf = hn::Set(df, std::exp(m - bmx));
+      vsum = hn::Mul(vsum, vf);
       for (int64_t c = 0; c < vs; c += N) hn::StoreU(hn::Mul(vf, hn::LoadU(df, o + c)), df, o + c);
     }
     m = bmx;
   }
   const auto vm = hn::Set(df, m);
-  auto vsum = hn::Zero(df);
   for (int64_t j = 0; j < kKB; j += N) {
     const auto e = hn::Exp(df, hn::Sub(hn::LoadU(df, s + j), vm));
     hn::StoreU(e, df, s + j);
     vsum = hn::Add(vsum, e);
   }
-  l += hn::GetLane(hn::SumOfLanes(df, vsum));
+  hn::StoreU(vsum, df, l);
 }
 
 // Query rows [q0, q1) of head h, rotated and scaled by 1/√hd, into q [nq, hd].
@@ -168,20 +168,23 @@ void AttendRowsImpl(const VisionKv& kv, const float* qkv, const float* cos, cons
   float* s = q + kVisionQueryBlock * hd;
   float* o = s + kVisionQueryBlock * kKB;
   float* m = o + kVisionQueryBlock * vs;
-  float* l = m + kVisionQueryBlock;
+  float* l = m + kVisionQueryBlock;  // [nq][N]
+  const DF df;
+  const int64_t N = int64_t(hn::Lanes(df));
   RotateQueries(kv, qkv, cos, sin, h, q0, q1, q);
   std::fill_n(o, nq * vs, 0.0f);
   std::fill_n(m, nq, -INFINITY);
-  std::fill_n(l, nq, 0.0f);
+  std::fill_n(l, nq * N, 0.0f);
   for (int64_t b = 0; b < blocks; ++b) {
     const int64_t jn = std::min(kKB, kv.n - b * kKB);
     Scores(q, nq, hd, kv.kt + (h * blocks + b) * hd * kKB, s);
-    for (int64_t a = 0; a < nq; ++a) SoftmaxBlock(s + a * kKB, jn, m[a], l[a], o + a * vs, vs);
+    for (int64_t a = 0; a < nq; ++a) SoftmaxBlock(s + a * kKB, jn, m[a], l + a * N, o + a * vs, vs);
     Values(s, nq, jn, kv.v + (h * kv.n + b * kKB) * vs, vs, o);
   }
   for (int64_t a = 0; a < nq; ++a) {
+    const float sum = hn::GetLane(hn::SumOfLanes(df, hn::LoadU(df, l + a * N)));
     float* r = out + (q0 + a) * kv.n_heads * hd + h * hd;
-    for (int64_t i = 0; i < hd; ++i) r[i] = o[a * vs + i] / l[a];
+    for (int64_t i = 0; i < hd; ++i) r[i] = o[a * vs + i] / sum;
   }
 }
 
@@ -196,7 +199,7 @@ HWY_EXPORT(AttendRowsImpl);
 int64_t vision_value_stride(int64_t head_dim) { return HWY_DYNAMIC_DISPATCH(ValueStrideImpl)(head_dim); }
 
 int64_t vision_scratch_floats(int64_t head_dim, int64_t v_stride) {
-  return kVisionQueryBlock * (head_dim + kVisionKeyBlock + v_stride + 2);
+  return kVisionQueryBlock * (head_dim + kVisionKeyBlock + v_stride + 1 + 16);  // 16: the most lanes
 }
 
 void vision_prepare_rows(const float* qkv, const float* cos, const float* sin, const VisionKv& kv,
