@@ -219,85 +219,144 @@ void rotary_tables(int64_t n, int64_t hd, int64_t width, std::vector<float>& cos
     }
 }
 
-struct AttentionCase {
-  int64_t n, n_heads, head_dim;
+// Rows `rows` of the attention in float64 (want) and the error bound of the CPU kernel's float
+// arithmetic for each of its elements (tol), worst case, from the operations the kernel does:
+// - score of key j: rotation and 1/√hd scaling (≤ 3 roundings per factor), then one FMA chain of
+//   hd terms: |error| ≤ (hd + 6)·u·Σ_c|q_c·k_c|/√hd ≤ D (the row's largest);
+// - score errors ≤ D scale the weights by e^(±D), which moves the output by ≤ 2D·(weighted mean
+//   of |v − out|) to first order;
+// - the weights e^(s − m) (Highway's Exp, 1 ulp; the subtraction, 1), their sum (≤ n/4 additions
+//   per lane with 4 lanes or more, then the lanes, rescaled ≤ once per block) and each output's
+//   sum (one FMA chain over the n keys, rescaled with the weights): ≤ (n + n/4 + 8)·u relative to
+//   the weighted mean of |v|.
+struct Expectation {
+  std::vector<double> want, tol;  // [rows.size(), n_heads, head_dim]
 };
 
-// One image's attention by the CPU backend against the reference, with 1, 2 and 3 threads.
-void vision_attention_case(const AttentionCase& c, core::ThreadPool& two, core::ThreadPool& three, uint32_t seed) {
-  const int64_t n = c.n, nh = c.n_heads, hd = c.head_dim, half = hd / 2, row = 3 * nh * hd;
-  // q and k of scale 1.5: scores of spread ~2.25 after 1/√hd, so the softmax is neither flat nor
-  // one-hot.
-  const auto qkv = randn(size_t(n * row), seed, 1.5f);
-  std::vector<float> cos, sin;
-  rotary_tables(n, hd, 24, cos, sin);
-  const Ops::VisionAttentionParams p{nh, hd};
-  std::vector<float> r(size_t(n * nh * hd)), one(r.size()), two_out(r.size()), three_out(r.size());
-  ref.vision_attention({}, p, qkv.data(), n, cos.data(), sin.data(), r.data());
-  cpu.vision_attention({}, p, qkv.data(), n, cos.data(), sin.data(), one.data());
-  cpu.vision_attention({&two}, p, qkv.data(), n, cos.data(), sin.data(), two_out.data());
-  cpu.vision_attention({&three}, p, qkv.data(), n, cos.data(), sin.data(), three_out.data());
-  ASSERT_EQ(one, two_out) << "2 threads changed the bits";
-  ASSERT_EQ(one, three_out) << "3 threads changed the bits";
-  // Tolerance per output element, from the float arithmetic of one row: the score of key j is an
-  // FMA chain of hd terms over rotated and scaled q, k (each ≤ 3 roundings), so its absolute
-  // error is ≲ (hd + 6)·u·Σ_c|q_c·k_c|/√hd =: δ_j; a score error δ changes the weight of key j by
-  // a factor e^δ and the output by at most 2·max δ times the weighted mean of |v − out|; the
-  // exponentials (1 ulp), the sum of the weights and the value sums (FMA chains of n terms,
-  // rescaled once per block) add ≲ (n/16 + n/64 + 8)·u relative to the weighted mean of |v|
-  // (rounding errors of chains this long grow like their square root in practice; the bound
-  // keeps the linear count of the accumulator's lanes instead, with 16 lanes at most).
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t h = 0; h < nh; ++h) {
-      std::vector<double> q(static_cast<size_t>(hd)), k(static_cast<size_t>(hd));
-      auto rot = [&](int64_t at, int part, std::vector<double>& o) {
-        const float* x = qkv.data() + at * row + (part * nh + h) * hd;
-        for (int64_t i = 0; i < half; ++i) {
-          const double cc = cos[size_t(at * half + i)], ss = sin[size_t(at * half + i)];
-          o[size_t(i)] = x[i] * cc - x[i + half] * ss;
-          o[size_t(i + half)] = x[i + half] * cc + x[i] * ss;
-        }
-      };
-      rot(t, 0, q);
-      std::vector<double> w(static_cast<size_t>(n));
+Expectation expected_rows(const float* qkv, const float* cos, const float* sin, int64_t n, int64_t nh, int64_t hd,
+                          const std::vector<int64_t>& rows) {
+  const int64_t half = hd / 2, row = 3 * nh * hd;
+  auto rot = [&](int64_t at, int part, int64_t h, double* o) {
+    const float* x = qkv + at * row + (part * nh + h) * hd;
+    for (int64_t i = 0; i < half; ++i) {
+      const double cc = cos[at * half + i], ss = sin[at * half + i];
+      o[i] = x[i] * cc - x[i + half] * ss;
+      o[i + half] = x[i + half] * cc + x[i] * ss;
+    }
+  };
+  Expectation e{std::vector<double>(rows.size() * size_t(nh * hd)), std::vector<double>(rows.size() * size_t(nh * hd))};
+  std::vector<double> k(static_cast<size_t>(n * hd)), q(static_cast<size_t>(hd)), w(static_cast<size_t>(n));
+  for (int64_t h = 0; h < nh; ++h) {
+    for (int64_t j = 0; j < n; ++j) rot(j, 1, h, &k[size_t(j * hd)]);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      rot(rows[r], 0, h, q.data());
       double mx = -INFINITY, sum = 0, dmax = 0;
       for (int64_t j = 0; j < n; ++j) {
-        rot(j, 1, k);
         double d = 0, a = 0;
-        for (int64_t i = 0; i < hd; ++i) d += q[size_t(i)] * k[size_t(i)], a += std::fabs(q[size_t(i)] * k[size_t(i)]);
+        for (int64_t i = 0; i < hd; ++i) {
+          d += q[size_t(i)] * k[size_t(j * hd + i)];
+          a += std::fabs(q[size_t(i)] * k[size_t(j * hd + i)]);
+        }
         w[size_t(j)] = d / std::sqrt(double(hd));
         dmax = std::max(dmax, double(hd + 6) * kEps * a / std::sqrt(double(hd)));
         mx = std::max(mx, w[size_t(j)]);
       }
-      for (auto& e : w) sum += (e = std::exp(e - mx));
+      for (auto& x : w) sum += (x = std::exp(x - mx));
       for (int64_t i = 0; i < hd; ++i) {
-        const size_t o = size_t(t * nh * hd + h * hd + i);
-        double mean_abs = 0, mean_dev = 0;
+        const float* v = qkv + (2 * nh + h) * hd + i;
+        double out = 0, mean_abs = 0, mean_dev = 0;
+        for (int64_t j = 0; j < n; ++j) out += w[size_t(j)] * v[j * row];
+        out /= sum;
         for (int64_t j = 0; j < n; ++j) {
-          const double v = qkv[size_t(j * row + (2 * nh + h) * hd + i)];
-          mean_abs += w[size_t(j)] * std::fabs(v) / sum;
-          mean_dev += w[size_t(j)] * std::fabs(v - r[o]) / sum;
+          mean_abs += w[size_t(j)] * std::fabs(v[j * row]);
+          mean_dev += w[size_t(j)] * std::fabs(v[j * row] - out);
         }
-        const double tol = 2 * dmax * mean_dev + double(n / 16 + n / 64 + 8) * kEps * mean_abs + 1e-30;
-        ASSERT_LE(std::fabs(double(one[o]) - r[o]), tol)
-            << "n " << n << " heads " << nh << " head_dim " << hd << " row " << t << " head " << h << " dim " << i;
+        const size_t o = r * size_t(nh * hd) + size_t(h * hd + i);
+        e.want[o] = out;
+        e.tol[o] = 2 * dmax * mean_dev / sum + double(n + n / 4 + 8) * kEps * mean_abs / sum + 1e-30;
       }
     }
+  }
+  return e;
 }
 
+// One image: its inputs, the reference op's output and the float64 expectation, made once for
+// all targets.
+struct AttentionCase {
+  int64_t n, n_heads, head_dim;
+  std::vector<float> qkv, cos, sin, ref_out;
+  Expectation e;
+};
+
+AttentionCase make_case(int64_t n, int64_t nh, int64_t hd, uint32_t seed) {
+  AttentionCase c{n, nh, hd, {}, {}, {}, {}, {}};
+  // q and k of scale 1.5: scores of spread ~2.25 after 1/√hd, so the softmax is neither flat nor
+  // one-hot.
+  c.qkv = randn(size_t(n * 3 * nh * hd), seed, 1.5f);
+  rotary_tables(n, hd, 24, c.cos, c.sin);
+  c.ref_out.resize(size_t(n * nh * hd));
+  ref.vision_attention({}, {nh, hd}, c.qkv.data(), n, c.cos.data(), c.sin.data(), c.ref_out.data());
+  std::vector<int64_t> rows(static_cast<size_t>(n));
+  for (int64_t t = 0; t < n; ++t) rows[size_t(t)] = t;
+  c.e = expected_rows(c.qkv.data(), c.cos.data(), c.sin.data(), n, nh, hd, rows);
+  return c;
+}
+
+const std::vector<AttentionCase>& attention_cases() {
+  static const std::vector<AttentionCase> cases = [] {
+    std::vector<AttentionCase> v;
+    uint32_t seed = 50;
+    for (int64_t hd : {64, 72, 80, 96})
+      for (int64_t n : {1, 3, 37, 65}) v.push_back(make_case(n, hd == 72 ? 16 : hd == 64 ? 12 : 3, hd, seed++));
+    // 700 rows: 11 key blocks (the last one partial), 11 query blocks.
+    v.push_back(make_case(700, 2, 72, seed++));
+    v.push_back(make_case(700, 3, 64, seed++));
+    return v;
+  }();
+  return cases;
+}
+
+// The CPU backend against the reference, with 1, 2 and 3 threads (the same bits).
 void vision_attention_checks() {
   core::ThreadPool two(2), three(3);
-  uint32_t seed = 50;
-  for (int64_t hd : {64, 72, 80, 96})
-    for (int64_t n : {1, 3, 37, 65})
-      vision_attention_case({n, hd == 72 ? 16 : hd == 64 ? 12 : 3, hd}, two, three, seed++);
-  // 700 rows: 11 key blocks (the last one partial), 11 query blocks.
-  vision_attention_case({700, 2, 72}, two, three, seed++);
-  vision_attention_case({700, 3, 64}, two, three, seed++);
+  for (const AttentionCase& c : attention_cases()) {
+    const Ops::VisionAttentionParams p{c.n_heads, c.head_dim};
+    std::vector<float> one(c.ref_out.size()), two_out(one.size()), three_out(one.size());
+    cpu.vision_attention({}, p, c.qkv.data(), c.n, c.cos.data(), c.sin.data(), one.data());
+    cpu.vision_attention({&two}, p, c.qkv.data(), c.n, c.cos.data(), c.sin.data(), two_out.data());
+    cpu.vision_attention({&three}, p, c.qkv.data(), c.n, c.cos.data(), c.sin.data(), three_out.data());
+    ASSERT_EQ(one, two_out) << "2 threads changed the bits";
+    ASSERT_EQ(one, three_out) << "3 threads changed the bits";
+    for (size_t o = 0; o < one.size(); ++o) {
+      // The reference is the float64 result rounded once.
+      ASSERT_LE(std::fabs(c.ref_out[o] - c.e.want[o]), 1.001 * kEps * std::fabs(c.e.want[o]) + 1e-40);
+      ASSERT_LE(std::fabs(double(one[o]) - c.ref_out[o]), c.e.tol[o])
+          << "n " << c.n << " heads " << c.n_heads << " head_dim " << c.head_dim << " at " << o;
+    }
+  }
 }
 
 TEST(VisionOps, VisionAttentionMatchesReferenceOnEveryTarget) {
   on_every_target([](const std::string&) { vision_attention_checks(); });
+}
+
+// The largest image before max_pixels caps it (1344² pixels: 84² = 7056 patch rows, 111 key
+// blocks, the last partial) on the best target, sampled rows against float64 (the reference op
+// would take minutes at this size).
+TEST(VisionOps, VisionAttentionOfALargeImageMatchesFloat64OnSampledRows) {
+  const int64_t n = 7056, nh = 2, hd = 72;
+  const auto qkv = randn(size_t(n * 3 * nh * hd), 77, 1.5f);
+  std::vector<float> cos, sin, out(size_t(n * nh * hd));
+  rotary_tables(n, hd, 84, cos, sin);
+  core::ThreadPool pool(2);
+  cpu.vision_attention({&pool}, {nh, hd}, qkv.data(), n, cos.data(), sin.data(), out.data());
+  const std::vector<int64_t> rows = {0, 1, 63, 64, 3000, n - 17, n - 1};
+  const Expectation e = expected_rows(qkv.data(), cos.data(), sin.data(), n, nh, hd, rows);
+  for (size_t r = 0; r < rows.size(); ++r)
+    for (int64_t i = 0; i < nh * hd; ++i) {
+      const size_t o = r * size_t(nh * hd) + size_t(i);
+      ASSERT_LE(std::fabs(out[size_t(rows[r] * nh * hd + i)] - e.want[o]), e.tol[o]) << "row " << rows[r] << " at " << i;
+    }
 }
 
 // A query row's bits do not depend on which rows share its work item: rows computed in any
