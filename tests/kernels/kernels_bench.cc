@@ -232,6 +232,41 @@ void BM_AttendMany(benchmark::State& st) {
 }
 BENCHMARK(BM_AttendMany)->Arg(512)->Arg(4096);
 
+// The vision tower's attention over one image of n patch rows (args: n, heads, head_dim; 16×72 is
+// the 1152-wide tower's). Reports GFLOP/s of its two matrix products (4·n²·heads·head_dim).
+void BM_VisionAttention(benchmark::State& st) {
+  const int64_t n = st.range(0), nh = st.range(1), hd = st.range(2);
+  const std::vector<float> qkv = random_floats(size_t(n * 3 * nh * hd), 20, 1.5f);
+  std::vector<float> cos(size_t(n * hd / 2)), sin(cos.size()), out(size_t(n * nh * hd));
+  for (size_t i = 0; i < cos.size(); ++i) {
+    cos[i] = std::cos(0.01f * float(i));
+    sin[i] = std::sin(0.01f * float(i));
+  }
+  const Ops& ops = cpu_ops();
+  const auto ws = ops.new_workspace();
+  for (auto _ : st) {
+    ops.vision_attention({nullptr, false, ws.get()}, {nh, hd}, qkv.data(), n, cos.data(), sin.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(4.0 * double(n) * double(n) * double(nh * hd) * double(st.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_VisionAttention)->ArgNames({"n", "heads", "head_dim"})->Args({256, 12, 64})->Args({1024, 16, 72})
+    ->Args({4096, 16, 72})
+    ->Unit(benchmark::kMillisecond);
+
+// GELU (tanh form) over one MLP row of the 1152-wide tower (4304 values).
+void BM_GeluTanh(benchmark::State& st) {
+  std::vector<float> x = random_floats(4304, 21, 2.0f);
+  for (auto _ : st) {
+    std::vector<float> y = x;
+    cpu::gelu(y.data(), int64_t(y.size()), true);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.SetItemsProcessed(int64_t(st.iterations()) * 4304);
+}
+BENCHMARK(BM_GeluTanh);
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -254,12 +254,15 @@ class RefOps final : public Ops {
     }
   }
 
+  // 0.5·x·(1 + tanh(u)) as x/(1 + e^(−2u)) and 0.5·x·(1 + erf(x/√2)) as 0.5·x·erfc(−x/√2): the
+  // same functions, without the cancellation of 1 + tanh or 1 + erf for x < 0 (in double it
+  // flushes results below ~10⁻¹⁶·|x| to 0).
   void gelu(const Context&, float* x, int64_t n, int64_t dim, bool tanh_form) const override {
     const double k = std::sqrt(2.0 / std::acos(-1.0));
     for (int64_t i = 0; i < n * dim; ++i) {
       const double v = x[i];
-      x[i] = float(tanh_form ? 0.5 * v * (1.0 + std::tanh(k * (v + 0.044715 * v * v * v)))
-                             : 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))));
+      x[i] = float(tanh_form ? v / (1.0 + std::exp(-2.0 * k * (v + 0.044715 * v * v * v)))
+                             : 0.5 * v * std::erfc(-v / std::sqrt(2.0)));
     }
   }
 
