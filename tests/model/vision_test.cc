@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -177,6 +178,42 @@ TEST(VisionLoad, BrokenTowersAreRefusedByName) {
     auto alone = load_vision_weights(d.path());
     EXPECT_FALSE(alone.ok()) << c.what;
   }
+}
+
+// MLX (mlx-vlm's layout): "vision_tower.*", the patch embedding channels last ([O, T, P, P, C]),
+// linears affine-quantized where their width divides into groups.
+TEST(VisionLoad, MlxTowerBinds) {
+  TempDir d;
+  tools::SynthOptions o;
+  o.preset = "tiny";
+  o.format = "mlx";
+  o.vision = "on";
+  o.progress = false;
+  o.out_dir = d.path();
+  auto r = tools::write_synthetic_checkpoint(o);
+  ASSERT_TRUE(r.ok()) << r.message();
+  auto w = load_weights(d.path());
+  ASSERT_TRUE(w.ok()) << w.message();
+  ASSERT_NE((*w)->vision, nullptr) << (*w)->vision_problem;
+  const VisionWeights& v = *(*w)->vision;
+  EXPECT_EQ(v.source, "MLX vision_tower.*");
+  EXPECT_EQ(v.blocks[0].qkv.type, kernels::WeightType::kAffine);
+  EXPECT_EQ(v.blocks[0].qkv.bits, 4);
+  auto store = formats::TensorStore::open_dir(d.path());
+  ASSERT_TRUE(store.ok());
+  const formats::TensorView* raw = store->find("vision_tower.patch_embed.proj.weight");
+  ASSERT_NE(raw, nullptr);
+  EXPECT_EQ(raw->shape, (std::vector<int64_t>{64, 2, 16, 16, 3}));
+  // Element (o, c, t, p) of the bound rows is raw element (o, t, p, c).
+  for (auto [o, c, t, p] : {std::tuple{0, 0, 0, 0}, {5, 2, 1, 77}, {63, 1, 0, 255}}) {
+    uint16_t h;
+    std::memcpy(&h, raw->data + 2 * size_t(((o * 2 + t) * 256 + p) * 3 + c), 2);
+    EXPECT_EQ(v.patch_w[size_t(((o * 3 + c) * 2 + t) * 256 + p)], core::bf16_to_f32(h));
+  }
+  VisionTower tower(v, kernels::cpu_ops());
+  std::vector<float> rows(size_t(16 * 1536), 0.1f), out(size_t(4 * 128));
+  ASSERT_TRUE(tower.encode(kernels::Context{}, rows.data(), 1, 4, 4, out.data()).ok());
+  for (float x : out) ASSERT_TRUE(std::isfinite(x));
 }
 
 // A GGUF model with its mmproj file (synth --vision on): the tower llama.cpp's converter writes,
