@@ -33,7 +33,7 @@ TEST(Npy, ReadsIntegerArrays) {
   EXPECT_EQ(g->ints, (std::vector<int64_t>{1, 2, 2, 1, 4, 6, 1, 6, 10, 1, 14, 8}));
   EXPECT_TRUE(g->data.empty());
   std::string header = "{'descr': '<i4', 'fortran_order': False, 'shape': (3,), }";
-  header.append(64 - 10 - header.size() - 1, ' ');
+  header.append((64 - (10 + header.size() + 1) % 64) % 64, ' ');  // 10 + header + '\n' = 64·k
   header += '\n';
   std::string raw = std::string("\x93NUMPY\x01\x00", 8) + char(header.size()) + char(0) + header;
   for (int32_t v : {7, -2, 1 << 30}) raw.append(reinterpret_cast<const char*>(&v), 4);
