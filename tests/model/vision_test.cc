@@ -17,7 +17,10 @@
 #include "model/vision.h"
 #include "model/weights.h"
 #include "test_util.h"
+#include "tools/synth/config_gen.h"
+#include "tools/synth/presets.h"
 #include "tools/synth/synth.h"
+#include "tools/synth/tensor_plan.h"
 
 namespace qwen35::model {
 namespace {
@@ -285,6 +288,64 @@ TEST(VisionLoad, MmprojFilesGiveTheHfTower) {
   EXPECT_NE(wrong.message().find("is not an mmproj file"), std::string::npos) << wrong.message();
 }
 
+// Every preset's config.json gives back its tower through the gate (and the CLI reports it).
+TEST(VisionLoad, PresetTowersReadBack) {
+  for (const std::string& name : tools::preset_names()) {
+    auto p = tools::find_preset(name);
+    ASSERT_TRUE(p.ok());
+    const VisionConfig& want = p->config.vision;
+    ASSERT_GT(want.depth, 0) << name << ": every preset has a tower";
+    const tools::PlanOptions opts{Dialect::kHf, 4, 64};
+    TempDir d;
+    std::ofstream(d.file("config.json")) << tools::make_config_json(*p, opts, tools::build_tensor_plan(*p, opts));
+    auto hf = formats::load_hf_config(d.path());
+    ASSERT_TRUE(hf.ok()) << hf.message();
+    auto v = vision_config_of(*hf, p->config.hidden);
+    ASSERT_TRUE(v.ok()) << name << ": " << v.message();
+    EXPECT_EQ(v->depth, want.depth) << name;
+    EXPECT_EQ(v->hidden, want.hidden) << name;
+    EXPECT_EQ(v->n_heads, want.n_heads) << name;
+    EXPECT_EQ(v->head_dim, want.head_dim) << name;
+    EXPECT_EQ(v->intermediate, want.intermediate) << name;
+    EXPECT_EQ(v->out_hidden, p->config.hidden) << name;
+    EXPECT_EQ(v->grid_side, 48) << name;
+    EXPECT_TRUE(v->tanh_gelu) << name;
+  }
+  // The released towers: width × depth (heads) of 0.8B, 4B and 27B.
+  for (auto [name, hidden, depth, heads] : {std::tuple{"0.8b", 768, 12, 12}, {"4b", 1024, 24, 16}, {"27b", 1152, 27, 16}}) {
+    const VisionConfig v = tools::find_preset(name)->config.vision;
+    EXPECT_EQ(v.hidden, hidden) << name;
+    EXPECT_EQ(v.depth, depth) << name;
+    EXPECT_EQ(v.n_heads, heads) << name;
+  }
+  TempDir d, d0;
+  synth(d.path());
+  synth(d0.path(), "tiny", "off");
+  const auto with = qwen35::testing::run_qwen35("inspect -m " + d.path());
+  EXPECT_EQ(with.exit_code, 0) << with.err;
+  EXPECT_NE(with.out.find("vision: 2 blocks, width 64, 4 heads of 16, mlp 128"), std::string::npos) << with.out;
+  EXPECT_NE(with.out.find("vision verdict: usable (image token 4012)"), std::string::npos) << with.out;
+  const auto without = qwen35::testing::run_qwen35("inspect -m " + d0.path());
+  EXPECT_EQ(without.exit_code, 0) << without.err;
+  EXPECT_NE(without.out.find("vision: no vision tower: the checkpoint has no"), std::string::npos) << without.out;
+}
+
+// The end-to-end fixture's checkpoint (text model and tower in one file) loads both, with the
+// placeholder and delimiter ids its config.json moves into the vocabulary.
+TEST(VisionLoad, TokenIdsComeFromConfigJson) {
+  const std::string dir = vision_fixtures() + "/prompt_tiny/ckpt";
+  const json c = json::parse(std::ifstream(dir + "/config.json"));
+  auto w = load_weights(dir);
+  ASSERT_TRUE(w.ok()) << w.message();
+  ASSERT_NE((*w)->vision, nullptr) << (*w)->vision_problem;
+  const VisionConfig& v = (*w)->vision->config;
+  EXPECT_EQ(v.image_token_id, c["image_token_id"].get<int64_t>());
+  EXPECT_EQ(v.video_token_id, c["video_token_id"].get<int64_t>());
+  EXPECT_EQ(v.vision_start_token_id, c["vision_start_token_id"].get<int64_t>());
+  EXPECT_EQ(v.vision_end_token_id, c["vision_end_token_id"].get<int64_t>());
+  EXPECT_LT(v.image_token_id, (*w)->config.vocab);
+}
+
 // --- The forward pass against the float64 reference. ---
 
 struct Fixture {
@@ -332,8 +393,14 @@ TEST_F(VisionForward, MatchesTheFloat64ReferenceOnEveryCase) {
   int ran = 0;
   for (const auto& e : fs::directory_iterator(vision_fixtures())) {
     const std::string dir = e.path().string();
-    if (!fs::exists(dir + "/case.json") || !fs::exists(dir + "/merged.npy")) continue;
-    const json c = json::parse(std::ifstream(dir + "/case.json"));
+    if (!fs::exists(dir + "/merged.npy")) continue;
+    // A case, or the end-to-end prompt case (its checkpoint, with a text model, in ckpt/).
+    json c;
+    if (fs::exists(dir + "/case.json")) c = json::parse(std::ifstream(dir + "/case.json"));
+    else if (fs::exists(dir + "/ckpt/config.json"))
+      c = {{"checkpoint", {{"committed", true}, {"path", "tests/fixtures/vision/" + e.path().filename().string() + "/ckpt"}}}};
+    else
+      continue;
     TempDir scratch;
     Fixture f;
     f.name = e.path().filename().string();
@@ -376,7 +443,7 @@ TEST_F(VisionForward, MatchesTheFloat64ReferenceOnEveryCase) {
                 f.name.c_str(), ref_err, cpu_err, max_diff(cpu, ref));
     ++ran;
   }
-  EXPECT_GE(ran, 8);  // the reference worker's committed cases and the synth ones
+  EXPECT_GE(ran, 9);  // the reference worker's committed cases, its prompt case, the synth ones
 }
 
 TEST(VisionTowerGrid, BadGridsAreRefusedWithoutWriting) {
