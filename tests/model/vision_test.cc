@@ -14,6 +14,7 @@
 #include "core/thread_pool.h"
 #include "formats/npy.h"
 #include "formats/safetensors.h"
+#include "model/model.h"
 #include "model/vision.h"
 #include "model/weights.h"
 #include "test_util.h"
@@ -444,6 +445,36 @@ TEST_F(VisionForward, MatchesTheFloat64ReferenceOnEveryCase) {
     ++ran;
   }
   EXPECT_GE(ran, 9);  // the reference worker's committed cases, its prompt case, the synth ones
+}
+
+// Through the model: its pool and workspace give the tower's bits; a text-only model refuses with
+// the reason.
+TEST(VisionTowerGrid, ModelEncodesImages) {
+  TempDir d, d0;
+  synth(d.path());
+  synth(d0.path(), "tiny", "off");
+  auto w = load_weights(d.path());
+  ASSERT_TRUE(w.ok()) << w.message();
+  auto solo = load_vision_weights(d.path());
+  ASSERT_TRUE(solo.ok()) << solo.message();
+  core::ThreadPool pool(2);
+  Model m(std::move(*w), kernels::cpu_ops(), &pool);
+  ASSERT_TRUE(m.has_vision());
+  std::vector<float> rows(size_t(24 * 1536));
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = float(int64_t(i * 104729 % 1999) - 999) / 999.0f;
+  std::vector<float> got(size_t(6 * 128)), want(got.size());
+  ASSERT_TRUE(m.encode_image(rows.data(), 1, 4, 6, got.data()).ok());
+  VisionTower tower(**solo, kernels::cpu_ops());
+  ASSERT_TRUE(tower.encode(kernels::Context{}, rows.data(), 1, 4, 6, want.data()).ok());
+  EXPECT_EQ(got, want);
+  EXPECT_FALSE(m.encode_image(rows.data(), 1, 3, 8, got.data()).ok());
+  auto w0 = load_weights(d0.path());
+  ASSERT_TRUE(w0.ok());
+  Model m0(std::move(*w0), kernels::cpu_ops(), nullptr);
+  EXPECT_FALSE(m0.has_vision());
+  const core::Status st = m0.encode_image(rows.data(), 1, 4, 6, got.data());
+  EXPECT_NE(st.message().find("[vision] no vision tower: the checkpoint has no"), std::string::npos)
+      << st.message();
 }
 
 TEST(VisionTowerGrid, BadGridsAreRefusedWithoutWriting) {
