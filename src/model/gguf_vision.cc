@@ -25,7 +25,7 @@ namespace {
 constexpr const char* kProjector = "qwen3vl_merger";
 
 // vision_config's fields from the metadata.
-Result<formats::HfVisionConfig> mmproj_config(const GgufModel& g) {
+Result<formats::HfVisionConfig> mmproj_config(const GgufModel& g, int64_t text_hidden) {
   QWEN35_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
   if (arch != "clip")
     return error("[gguf] '" + g.path() + "': architecture '" + arch + "' is not an mmproj file (expected 'clip')");
@@ -43,7 +43,8 @@ Result<formats::HfVisionConfig> mmproj_config(const GgufModel& g) {
   QWEN35_ASSIGN_OR_RETURN(v.hidden_size, g.get_int("clip.vision.embedding_length"));
   QWEN35_ASSIGN_OR_RETURN(v.intermediate_size, g.get_int("clip.vision.feed_forward_length"));
   QWEN35_ASSIGN_OR_RETURN(v.num_heads, g.get_int("clip.vision.attention.head_count"));
-  QWEN35_ASSIGN_OR_RETURN(v.out_hidden_size, g.get_int("clip.vision.projection_dim"));
+  // Without projection_dim, mm.2's shape is checked against the text hidden size instead.
+  QWEN35_ASSIGN_OR_RETURN(v.out_hidden_size, g.get_int_or("clip.vision.projection_dim", text_hidden));
   QWEN35_ASSIGN_OR_RETURN(v.patch_size, g.get_int("clip.vision.patch_size"));
   QWEN35_ASSIGN_OR_RETURN(v.spatial_merge_size, g.get_int_or("clip.vision.spatial_merge_size", 2));
   // The converter writes image_size = sqrt(num_position_embeddings) · patch_size.
@@ -110,7 +111,7 @@ Status bind_entry(GgufBinder& b, const ModelConfig& c, const Tensor& t, int64_t 
 Result<std::unique_ptr<VisionWeights>> load_mmproj(const std::string& path, const ModelConfig& text,
                                                    core::LoadMode mode) {
   QWEN35_ASSIGN_OR_RETURN(std::shared_ptr<GgufModel> g, GgufModel::open(path, mode));
-  QWEN35_ASSIGN_OR_RETURN(formats::HfVisionConfig hv, mmproj_config(*g));
+  QWEN35_ASSIGN_OR_RETURN(formats::HfVisionConfig hv, mmproj_config(*g, text.hidden));
   ModelConfig c;
   c.hidden = text.hidden;
   QWEN35_ASSIGN_OR_RETURN(c.vision, make_vision_config(hv, text.hidden));
