@@ -89,6 +89,29 @@ TEST(VisionLoad, SynthTowerBindsWithThePresetGeometry) {
   const int64_t block = 4 * 64 + 3 * 64 * 65 + 64 * 65 + 128 * 65 + 64 * 129;
   EXPECT_EQ(t.n_params, 64 * 1536 + 64 + 2304 * 64 + 2 * block + 2 * 64 + 256 * 257 + 128 * 257);
   EXPECT_EQ(t.bytes, size_t(t.n_params) * 2);  // all bf16
+  // The image processor's settings beside it.
+  const json pp = json::parse(std::ifstream(d.file("preprocessor_config.json")));
+  EXPECT_EQ(pp["patch_size"], 16);
+  EXPECT_EQ(pp["merge_size"], 2);
+  EXPECT_EQ(pp["temporal_patch_size"], 2);
+  EXPECT_EQ(pp["image_mean"], json({0.5, 0.5, 0.5}));
+  EXPECT_EQ(pp["image_std"], json({0.5, 0.5, 0.5}));
+  EXPECT_EQ(pp["size"]["shortest_edge"], 65536);
+  EXPECT_EQ(pp["size"]["longest_edge"], 16777216);
+  // Bad tower options are refused by name.
+  for (auto [vision, vpreset, depth, expect] :
+       {std::tuple{"maybe", "", 0, "--vision must be auto, on or off"}, {"on", "70b", 0, "unknown preset '70b'"},
+        {"on", "", -1, "--vision-depth -1"}}) {
+    tools::SynthOptions o;
+    o.out_dir = d.file("bad");
+    o.vision = vision;
+    o.vision_preset = vpreset;
+    o.vision_depth = depth;
+    o.progress = false;
+    auto r = tools::write_synthetic_checkpoint(o);
+    ASSERT_FALSE(r.ok()) << vision;
+    EXPECT_NE(r.message().find(expect), std::string::npos) << r.message();
+  }
   // The text model binds as without a tower: the tower is outside its counts.
   TempDir d0;
   synth(d0.path(), "tiny", "off");
