@@ -407,5 +407,17 @@ TEST(VisionOps, VisionAttentionUniformWeightsAverageTheValues) {
   for (int64_t i = 0; i < nh * hd; ++i) EXPECT_EQ(out[size_t(i)], 0.0f);
 }
 
+// Shapes the ops cannot run are broken invariants of the caller (the tower validates its config
+// first): both backends stop naming the parameter instead of reading out of bounds.
+TEST(VisionOps, ImpossibleShapesStopNamingTheParameter) {
+  std::vector<float> qkv(3 * 2 * 6, 0.5f), cs(4, 1.0f), out(2 * 6);
+  std::vector<float> w(4, 1.0f);
+  for (const Ops* ops : {&ref, &cpu}) {
+    EXPECT_DEATH(ops->vision_attention({}, {2, 5}, qkv.data(), 1, cs.data(), cs.data(), out.data()), "head_dim");
+    EXPECT_DEATH(ops->vision_attention({}, {0, 6}, qkv.data(), 1, cs.data(), cs.data(), out.data()), "n_heads");
+    EXPECT_DEATH(ops->layer_norm({}, w.data(), 1, 0, w.data(), w.data(), 1e-6f, out.data()), "dim");
+  }
+}
+
 }  // namespace
 }  // namespace qwen35::kernels
