@@ -309,7 +309,7 @@ const std::vector<AttentionCase>& attention_cases() {
     uint32_t seed = 50;
     for (int64_t hd : {64, 72, 80, 96})
       for (int64_t n : {1, 3, 37, 65}) v.push_back(make_case(n, hd == 72 ? 16 : hd == 64 ? 12 : 3, hd, seed++));
-    // 700 rows: 11 key blocks (the last one partial), 11 query blocks.
+    // 700 rows: 11 key blocks and 6 query blocks, the last ones partial.
     v.push_back(make_case(700, 2, 72, seed++));
     v.push_back(make_case(700, 3, 64, seed++));
     return v;
