@@ -216,7 +216,7 @@ class Ops {
                            const float* a, const float* b, int64_t n, bool chunked, float* state,
                            float* out) const = 0;
 
-  // The vision tower's ops (docs/design.md §2, "Vision ops").
+  // The vision tower's ops (their CPU kernels: docs/design.md §2, kernels/cpu).
   // out[n, dim] = (x − mean)/sqrt(var + eps)·w + b per row (population variance).
   virtual void layer_norm(const Context& ctx, const float* x, int64_t n, int64_t dim,
                           const float* w, const float* b, float eps, float* out) const = 0;

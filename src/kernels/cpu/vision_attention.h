@@ -7,9 +7,10 @@
 
 namespace qwen35::kernels::cpu {
 
-// Keys per block of the online softmax, and query rows per work item (one head).
+// Keys per block of the online softmax, and query rows per work item (one head; each item streams
+// the head's keys and values once, so larger items mean less memory traffic per flop).
 inline constexpr int64_t kVisionKeyBlock = 64;
-inline constexpr int64_t kVisionQueryBlock = 64;
+inline constexpr int64_t kVisionQueryBlock = 128;
 
 // The keys and values of one image, laid out for the kernel by vision_prepare_rows:
 //   kt [n_heads, blocks, head_dim, kVisionKeyBlock]: rotated keys, each block transposed (key j's
