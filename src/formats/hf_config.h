@@ -57,6 +57,9 @@ struct HfConfig {
   double partial_rotary_factor = 0.25;
   int64_t rotary_dim = 0;  // > 0: the rotary width itself (GGUF rope.dimension_count), wins over the factor
   std::string rope_type = "default";
+  // Multimodal RoPE: rotary pairs per axis (temporal, height, width), interleaved; empty when
+  // absent (every pair turns by the one text position).
+  std::vector<int64_t> mrope_section;
   int64_t max_position_embeddings = 0;
 
   std::optional<bool> tie_word_embeddings;  // text_config first, then root; nullopt if absent
