@@ -16,11 +16,14 @@ function(qwen35_make_view view_name)
       set(target_dir ${PROJECT_SOURCE_DIR}/src/${layer})
     endif()
     if(layer STREQUAL "kernels" AND view_name STREQUAL "model")
-      # model/ sees only the op interface of the kernels, never a concrete backend.
+      # model/ sees only the op interface of the kernels (with the rotary rule it states),
+      # never a concrete backend.
       file(MAKE_DIRECTORY ${dir}/kernels)
-      if(NOT EXISTS ${dir}/kernels/ops.h)
-        file(CREATE_LINK ${target_dir}/ops.h ${dir}/kernels/ops.h SYMBOLIC)
-      endif()
+      foreach(h ops.h rope.h)
+        if(NOT EXISTS ${dir}/kernels/${h})
+          file(CREATE_LINK ${target_dir}/${h} ${dir}/kernels/${h} SYMBOLIC)
+        endif()
+      endforeach()
     elseif(NOT EXISTS ${dir}/${layer})
       file(CREATE_LINK ${target_dir} ${dir}/${layer} SYMBOLIC)
     endif()

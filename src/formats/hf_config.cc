@@ -251,6 +251,15 @@ Result<HfConfig> parse_hf_config(const std::string& text, const std::string& lab
       if (!it->is_number()) return r.err("rope_parameters.partial_rotary_factor", "expected a number");
       c.partial_rotary_factor = it->get<double>();
     }
+    if (auto it = rp->find("mrope_section"); it != rp->end()) {
+      if (!it->is_array() || it->size() > 3)
+        return r.err("rope_parameters.mrope_section", "expected an array of at most 3 integers");
+      for (const auto& v : *it) {
+        if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > (1 << 20))
+          return r.err("rope_parameters.mrope_section", "expected non-negative integers");
+        c.mrope_section.push_back(v.get<int64_t>());
+      }
+    }
     auto t = rp->find("rope_type");
     if (t == rp->end()) t = rp->find("type");
     if (t != rp->end() && t->is_string()) c.rope_type = t->get<std::string>();

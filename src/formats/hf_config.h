@@ -71,6 +71,9 @@ struct HfConfig {
   double partial_rotary_factor = 0.25;
   int64_t rotary_dim = 0;  // > 0: the rotary width itself (GGUF rope.dimension_count), wins over the factor
   std::string rope_type = "default";
+  // Multimodal RoPE: rotary pairs per axis (temporal, height, width), interleaved; empty when
+  // absent (every pair turns by the one text position).
+  std::vector<int64_t> mrope_section;
   int64_t max_position_embeddings = 0;
 
   std::optional<bool> tie_word_embeddings;  // text_config first, then root; nullopt if absent
@@ -85,11 +88,11 @@ struct HfConfig {
   std::vector<int64_t> eos_token_ids;
 
   std::optional<QuantConfig> quantization;
-  std::string quant_method;
+  std::string quant_method;  // non-MLX "quantization_config.quant_method" (gptq, fp8, ...)
 
   std::optional<HfVisionConfig> vision;  // nullopt: no vision_config
   // Root keys of multimodal checkpoints; -1 when absent.
-  int64_t image_token_id = -1, video_token_id = -1, vision_start_token_id = -1, vision_end_token_id = -1;  // non-MLX "quantization_config.quant_method" (gptq, fp8, ...)
+  int64_t image_token_id = -1, video_token_id = -1, vision_start_token_id = -1, vision_end_token_id = -1;
 };
 
 core::Result<HfConfig> parse_hf_config(const std::string& text, const std::string& label);

@@ -14,6 +14,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/rope.h"
 
 namespace qwen35::kernels {
 
@@ -174,7 +175,7 @@ class Ops {
   // Full attention of one sequence, in place on the query/gate projection:
   //   qg [n, n_heads, 2*head_dim] (query | gate per head), k [n, n_kv, hd], v [n, n_kv, hd].
   // Applies QK-norm (q_norm/k_norm weights [hd], 1+w folded) and partial RoPE (first rotary_dim
-  // dims, rotate-half, positions pos0..pos0+n-1), appends k/v to `cache` at pos0.., then writes
+  // dims, rotate-half, at p.positions or else pos0..pos0+n-1), appends k/v to `cache` at pos0.., then writes
   // out [n, n_heads*hd] = softmax(q·kᵀ/√hd) v · sigmoid(gate) over cache positions
   // first_key..pos (positions before first_key are never read: the MTP head's cache has no row
   // at position 0, model/state.h).
@@ -184,6 +185,20 @@ class Ops {
     const float* q_norm;
     const float* k_norm;
     int64_t first_key = 0;
+    // Multimodal RoPE (kernels/rope.h): the axis of each of the rotary_dim/2 pairs, and the
+    // rows' positions [n, 3] (temporal, height, width). Null positions: pos0 + t on every axis.
+    const uint8_t* pair_axis = nullptr;
+    const int64_t* positions = nullptr;
+
+    // RoPE of row t of a call at pos0, in place on x[head_dim].
+    void rope(float* x, int64_t t, int64_t pos0) const {
+      if (positions) {
+        apply_rope(x, rotary_dim, rope_theta, positions + 3 * t, pair_axis);
+      } else {
+        const int64_t p3[3] = {pos0 + t, pos0 + t, pos0 + t};
+        apply_rope(x, rotary_dim, rope_theta, p3, nullptr);
+      }
+    }
   };
   virtual void attention(const Context& ctx, const AttentionParams& p, const float* qg,
                          const float* k, const float* v, int64_t n, int64_t pos0, KvView cache,

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -28,6 +29,19 @@ core::Status check_quant_spec(const std::string& field, const formats::QuantSpec
   return core::Status();
 }
 }  // namespace
+
+// The interleaved rule of Qwen3.5's text rotary embedding (transformers'
+// Qwen3_5TextRotaryEmbedding.recomposition_frequencies): pair j turns with the height position when j % 3 == 1 and
+// j < 3·section[1], with the width position when j % 3 == 2 and j < 3·section[2], else with
+// the temporal one.
+std::vector<uint8_t> mrope_pair_axis(const std::vector<int64_t>& section, int64_t pairs) {
+  std::vector<uint8_t> axis(size_t(std::max<int64_t>(pairs, 0)), 0);
+  for (int64_t j = 0; j < pairs; ++j) {
+    if (section.size() > 1 && j % 3 == 1 && j < 3 * section[1]) axis[size_t(j)] = 1;
+    if (section.size() > 2 && j % 3 == 2 && j < 3 * section[2]) axis[size_t(j)] = 2;
+  }
+  return axis;
+}
 
 int64_t ModelConfig::n_full_layers() const {
   int64_t n = 0;
@@ -130,7 +144,7 @@ core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
 
   // RoPE.
   if (hf.rope_type != "default" && hf.rope_type != "mrope")
-    return reject("rope_parameters.rope_type", "\"" + hf.rope_type + "\"", "only default (and text-only mrope) RoPE is supported");
+    return reject("rope_parameters.rope_type", "\"" + hf.rope_type + "\"", "only default and mrope RoPE are supported");
   if (!(hf.partial_rotary_factor > 0) || hf.partial_rotary_factor > 1)
     return reject("partial_rotary_factor", num(hf.partial_rotary_factor), "must be in (0, 1]");
   c.rotary_dim = hf.rotary_dim > 0 ? hf.rotary_dim : int64_t(double(c.head_dim) * hf.partial_rotary_factor);
@@ -141,6 +155,7 @@ core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
   if (!(hf.rope_theta > 0) || !std::isfinite(hf.rope_theta))
     return reject("rope_theta", num(hf.rope_theta), "must be positive");
   c.rope_theta = hf.rope_theta;
+  c.rope_pair_axis = mrope_pair_axis(hf.mrope_section, c.rotary_dim / 2);
   c.max_position = hf.max_position_embeddings;
 
   // MLP / MoE.

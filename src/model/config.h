@@ -31,6 +31,11 @@ struct ModelConfig {
   int64_t head_dim = 0;
   int64_t rotary_dim = 0;
   double rope_theta = 1e7;
+  // Multimodal RoPE: the axis (0 temporal, 1 height, 2 width) that turns each of the
+  // rotary_dim/2 pairs, from mrope_section (interleaved: pair j is height when j % 3 == 1 and
+  // j < 3·section[1], width when j % 3 == 2 and j < 3·section[2], else temporal); all temporal
+  // without a section. Text rows have one position on every axis, so only images see it.
+  std::vector<uint8_t> rope_pair_axis;
   int64_t max_position = 0;
 
   // Gated DeltaNet.
@@ -63,6 +68,10 @@ struct ModelConfig {
 };
 
 // The support gate.
+// ModelConfig::rope_pair_axis of an mrope_section (temporal, height, width pair counts) over
+// `pairs` rotary pairs.
+std::vector<uint8_t> mrope_pair_axis(const std::vector<int64_t>& section, int64_t pairs);
+
 core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf);
 
 }  // namespace qwen35::model

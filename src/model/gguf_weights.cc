@@ -65,6 +65,16 @@ Result<formats::HfConfig> gguf_config(const GgufModel& g, std::string* arch_out)
                  std::to_string(h.head_dim));
   h.partial_rotary_factor = double(rot) / double(h.head_dim);
   h.rotary_dim = rot;
+  // llama.cpp's converter writes mrope_section as four integers (the fourth 0).
+  if (const formats::GgufValue* v = g.find_value(a + "rope.dimension_sections")) {
+    if (!v->is_array() || v->ints.size() != v->array_size() || v->array_size() > 4)
+      return error("[gguf] '" + a + "rope.dimension_sections' must be an array of at most 4 integers");
+    for (size_t i = 0; i < v->ints.size() && i < 3; ++i) {
+      if (v->ints[i] < 0 || v->ints[i] > (1 << 20))
+        return error("[gguf] '" + a + "rope.dimension_sections' holds " + std::to_string(v->ints[i]));
+      h.mrope_section.push_back(v->ints[i]);
+    }
+  }
   QWEN35_ASSIGN_OR_RETURN(h.max_position_embeddings, g.get_int_or(a + "context_length", 0));
   QWEN35_ASSIGN_OR_RETURN(h.full_attention_interval, g.get_int_or(a + "full_attention_interval", 4));
   QWEN35_ASSIGN_OR_RETURN(h.linear_conv_kernel_dim, g.get_int(a + "ssm.conv_kernel"));

@@ -86,7 +86,16 @@ Status Model::validate(std::span<const SequenceRows> batch, int64_t* n_tokens, i
     if (!r.state->reserve(r.state->pos() + len))
       return error("[forward] the KV pool is out of blocks: sequence " + std::to_string(s) +
                    " needs " + std::to_string(r.state->pos() + len) + " positions");
-    spans_.push_back({r.state, n, len, r.state->pos(), r.verify});
+    if (!r.positions.empty() && int64_t(r.positions.size()) != 3 * len)
+      return error("[forward] sequence " + std::to_string(s) + " has " +
+                   std::to_string(r.positions.size()) + " rotary positions for " +
+                   std::to_string(len) + " rows (3 per row)");
+    if (!r.embeddings.empty() && int64_t(r.embeddings.size()) != len)
+      return error("[forward] sequence " + std::to_string(s) + " has " +
+                   std::to_string(r.embeddings.size()) + " input rows for " + std::to_string(len) +
+                   " tokens");
+    spans_.push_back({r.state, n, len, r.state->pos(), r.verify,
+                      r.positions.empty() ? nullptr : r.positions.data()});
     n += len;
     n_logits += r.all_logits || r.verify ? len : 1;
   }
@@ -111,6 +120,10 @@ Status Model::forward(std::span<const SequenceRows> batch, std::vector<float>* l
   float* normed = sized(a.normed, n * H);    // [n, H]
   float* out = sized(a.layer_out, n * H);    // [n, H]
   ops_.embed(ctx_, w_->embed, a.tokens.data(), n, x);
+  for (size_t s = 0; s < batch.size(); ++s)  // image rows in place of their pad tokens
+    for (size_t t = 0; t < batch[s].embeddings.size(); ++t)
+      if (const float* e = batch[s].embeddings[t])
+        std::memcpy(x + (spans_[s].row0 + int64_t(t)) * H, e, size_t(H) * sizeof(float));
   for (int64_t l = 0; l < c.n_layers; ++l) {
     const LayerWeights& L = w_->layers[size_t(l)];
     ops_.rms_norm(ctx_, x, n, H, L.input_norm.data(), eps, normed);
@@ -245,13 +258,24 @@ void Model::attention_layer(int64_t l, const float* in, int64_t n, float* out) {
     ops_.matmul_many(ctx_, in, n, ws, ys, 3);
   }
   // The MTP head's cache has no row at position 0 (state.h).
-  const kernels::Ops::AttentionParams ap{nh, nkv, hd, c.rotary_dim, float(c.rope_theta), float(c.eps),
-                                         w.q_norm.data(), w.k_norm.data(), l == c.n_layers ? 1 : 0};
+  kernels::Ops::AttentionParams ap{nh, nkv, hd, c.rotary_dim, float(c.rope_theta), float(c.eps),
+                                   w.q_norm.data(), w.k_norm.data(), l == c.n_layers ? 1 : 0};
+  ap.pair_axis = c.rope_pair_axis.empty() ? nullptr : c.rope_pair_axis.data();
   for (const Span& sp : spans_) {
+    ap.positions = rope_positions(sp);
     ops_.attention(ctx_, ap, q_gate + sp.row0 * 2 * nh * hd, k + sp.row0 * nkv * hd, v + sp.row0 * nkv * hd,
                    sp.n, sp.pos0, sp.state->kv(l), o + sp.row0 * nh * hd);
   }
   ops_.matmul(ctx_, o, n, w.o_proj, out);
+}
+
+const int64_t* Model::rope_positions(const Span& sp) {
+  if (sp.positions) return sp.positions;
+  const int64_t d = sp.state->rope_delta();
+  if (d == 0) return nullptr;
+  int64_t* p = sized(rope_pos_, 3 * sp.n);
+  for (int64_t t = 0; t < sp.n; ++t) p[3 * t] = p[3 * t + 1] = p[3 * t + 2] = sp.pos0 + t + d;
+  return p;
 }
 
 void Model::mlp_layer(int64_t l, const float* in, int64_t n, float* out) {

@@ -39,6 +39,12 @@ struct SequenceRows {
   // row), with logits for every row, so each row has the bits of plain decoding. The state is
   // left pending: commit() keeps the first rows and puts the state back to exactly there.
   bool verify = false;
+  // Images (docs/design.md "Images"): the rows' rotary positions [n, 3] (temporal, height,
+  // width); empty: KV position + the state's rope_delta() on every axis. And the rows' input
+  // vectors: n entries, each a row of [hidden] floats in place of its token's embedding (an
+  // image's merged tower rows), or null for the token's own; empty: every row's token.
+  std::span<const int64_t> positions{};
+  std::span<const float* const> embeddings{};
 };
 
 // One sequence's MTP drafting request (Model::draft).
@@ -118,6 +124,7 @@ class Model {
     SequenceState* state;
     int64_t row0, n, pos0;
     bool verify;
+    const int64_t* positions = nullptr;  // [n, 3], or null (SequenceRows::positions)
   };
   core::Status validate(std::span<const SequenceRows> batch, int64_t* n_tokens, int64_t* n_logit_rows);
   // Layer l: a trunk layer, or for l == n_layers the MTP head's (with its cache).
@@ -155,6 +162,10 @@ class Model {
   std::vector<float> mtp_in_, mtp_out_, mtp_cat_, hidden_, draft_logits_;
   std::vector<int64_t> draft_prev_;
   std::vector<Span> trunk_spans_;
+  std::vector<int64_t> rope_pos_;  // a span's rotary positions when its state has a rope delta
+  // The rotary positions of a span's rows for the attention kernel: its own, the KV positions
+  // moved by the state's rope delta, or null (the KV positions themselves).
+  const int64_t* rope_positions(const Span& sp);
   std::unique_ptr<VisionTower> vision_;  // made at the first image
 };
 

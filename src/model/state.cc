@@ -114,6 +114,7 @@ void SequenceState::prepare_verify(const ModelConfig& c) {
 
 void SequenceState::reset() {
   pos_ = 0;
+  rope_delta_ = 0;
   verify_rows_ = 0;
   if (!own_pool_) release_blocks();
   for (auto& v : conv_) std::fill(v.begin(), v.end(), 0.0f);

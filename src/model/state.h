@@ -39,6 +39,11 @@ class SequenceState {
   SequenceState& operator=(const SequenceState&) = delete;
 
   int64_t pos() const { return pos_; }  // tokens already consumed
+  // Rows without explicit rotary positions (SequenceRows::positions: decode, drafts) turn at
+  // KV position + rope_delta on every axis: after an image, whose tokens span fewer rotary
+  // positions than KV rows, the delta is negative (docs/design.md "Images"). 0 after reset().
+  int64_t rope_delta() const { return rope_delta_; }
+  void set_rope_delta(int64_t d) { rope_delta_ = d; }
   int64_t capacity() const { return capacity_; }
   // pos 0, recurrent state cleared; the blocks go back to a shared pool (a private pool's stay).
   void reset();
@@ -120,6 +125,7 @@ class SequenceState {
   std::vector<float> mtp_hidden_;     // MTP: h_{pos-1} [hidden]; empty without MTP
 
   int64_t pos_ = 0;
+  int64_t rope_delta_ = 0;
   int64_t capacity_ = 0;
   int64_t kv_row_ = 0;  // floats per position: n_kv_heads · head_dim
   std::unique_ptr<KvPool> own_pool_;

@@ -120,29 +120,37 @@ void Engine::shutdown(bool drain) {
 
 // Each pass: take what was submitted, close what was cancelled, admit, run a step, publish;
 // then the kDone events of the pass, so that a client that has its answer sees the slot free.
+// Memory that runs out where the stepper has no narrower guard ends the running requests with
+// an error, never the engine thread; ending a request allocates nothing on this thread
+// (RequestStream).
 void Engine::loop() {
   bool idle = false;
   while (take_queue(idle)) {
     StepOutput out;
-    size_t before = waiting_.size();
-    stepper_.drop_cancelled(&waiting_, &out);
-    stepper_.admit(&waiting_, &out);
-    const bool moved = before != waiting_.size();
-    queued_ -= int64_t(before - waiting_.size());
-    publish();
-    stepper_.step(&out);
+    const size_t before = waiting_.size();
+    const std::string oom = out_of_memory([&] {
+      stepper_.drop_cancelled(&waiting_, &out);
+      stepper_.admit(&waiting_, &out);
+      count_waiting();
+      publish();
+      stepper_.step(&out);
+    });
+    if (!oom.empty()) stepper_.fail_running(&out, oom);
+    count_waiting();
     count(out);
     publish();
-    held_ -= int64_t(out.finished.size());
-    idle = !moved && out.steps == 0 && out.resumed == 0 && out.finished.empty();
-    for (auto& [stream, ev] : out.finished) stream->push(std::move(ev));
+    held_ -= int64_t(out.finished.size()) + out.closed;
+    idle = oom.empty() && before == waiting_.size() && out.steps == 0 && out.resumed == 0 &&
+           out.finished.empty() && out.closed == 0;
+    for (auto& [stream, ev] : out.finished) stream->push(std::move(ev));  // kDone: no allocation
   }
 }
 
 // The only place the engine thread takes mu_: it waits until there is work (or a stop), and
 // moves what was submitted into waiting_. Returns false when the thread is to end. After a
 // pass that did nothing while requests run, they all wait for the workers: it sleeps until one
-// wakes it, polling for cancellations.
+// wakes it, polling for cancellations. A move that fails to allocate leaves the rest queued
+// for the next pass.
 bool Engine::take_queue(bool idle) {
   constexpr auto kIdlePoll = std::chrono::milliseconds(20);
   std::unique_lock lk(mu_);
@@ -152,13 +160,21 @@ bool Engine::take_queue(bool idle) {
   else
     cv_.wait(lk, [&] { return woken() || !waiting_.empty() || stepper_.running(); });
   wake_ = false;
-  for (auto& s : queue_) waiting_.push_back(std::move(s));
-  queue_.clear();
+  const bool moved = out_of_memory([&] {
+    for (; !queue_.empty(); queue_.pop_front()) waiting_.push_back(std::move(queue_.front()));
+  }).empty();
+  counted_waiting_ = waiting_.size();
   if (stop_ && !drain_) {
     for (auto& s : waiting_) s->stream()->cancel();
     stepper_.cancel_running();
   }
-  return !(stop_ && waiting_.empty() && !stepper_.running());
+  return !(moved && stop_ && waiting_.empty() && !stepper_.running());
+}
+
+// queued_ less the waiting sequences that left waiting_ since it was last counted.
+void Engine::count_waiting() {
+  queued_ -= int64_t(counted_waiting_) - int64_t(waiting_.size());
+  counted_waiting_ = waiting_.size();
 }
 
 void Engine::count(const StepOutput& out) {

@@ -84,6 +84,7 @@ class Engine {
   // waiting_; false: stop now.
   bool take_queue(bool idle);
   void publish();     // the gauges and counters, for stats()
+  void count_waiting();
   void count(const StepOutput& out);
 
   Stepper stepper_;
@@ -91,6 +92,7 @@ class Engine {
 
   // Engine thread only.
   std::deque<std::unique_ptr<Sequence>> waiting_;  // taken from the queue, not yet admitted
+  size_t counted_waiting_ = 0;                     // waiting_'s size as queued_ last counted it
   EngineStats stats_;                              // the engine's own copy
   bool saved_ = false;
 

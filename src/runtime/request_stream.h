@@ -10,7 +10,9 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,11 @@ struct StreamEvent {
 
 // The per-request queue the engine writes to. cancel() asks the engine to drop the request; it
 // does so at the start of its next step and then closes the stream with "cancelled".
+//
+// Ending a stream never allocates on the engine thread: the kDone event moves into a slot of its
+// own, and close() ends it from string literals when even building the event failed (an engine
+// thread out of memory). next() returns the other events first, then the end; what is pushed
+// after the end is dropped.
 class RequestStream {
  public:
   // Blocks until an event is there or `timeout` passes; false on timeout.
@@ -53,8 +60,11 @@ class RequestStream {
   // reader that does not block in next() learns there is something to read. Must not block.
   void set_waker(std::function<void()> waker);
 
-  // Engine side.
-  void push(StreamEvent ev);
+  // Engine side. A push that fails to allocate throws with the stream unchanged (`ev` intact).
+  void push(StreamEvent&& ev);
+  // Ends the stream without allocating: its kDone event, made by the reader, has `reason` and
+  // `error` (string literals; error may be null). Nothing when the stream has ended already.
+  void close(const char* reason, const char* error) noexcept;
   void set_admitted(RequestTiming::Clock::time_point t, int64_t reused);
   void set_prompt_read(RequestTiming::Clock::time_point t);
   explicit RequestStream(int64_t prompt_tokens) : prompt_tokens_(prompt_tokens) {}
@@ -63,8 +73,15 @@ class RequestStream {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<StreamEvent> events_;
-  std::function<void()> waker_;
+  std::optional<StreamEvent> done_;        // the kDone event, once pushed
+  const char* closed_reason_ = nullptr;     // close(): the end, as literals
+  const char* closed_error_ = nullptr;
+  bool end_read_ = false;                   // next() returned the end
+  // Shared, so that a push copies a pointer, not the function (which may allocate).
+  std::shared_ptr<const std::function<void()>> waker_;
   RequestTiming timing_;
+  bool ended() const { return done_.has_value() || closed_reason_ != nullptr; }
+  void wake(std::unique_lock<std::mutex>& lk) noexcept;
   std::atomic<bool> cancelled_{false};
   int64_t prompt_tokens_;
 };

@@ -218,14 +218,19 @@ int64_t Sequence::after_verify(const float* logits, StepOutput* out, bool* done)
   return kept;
 }
 
-void Sequence::finish(const char* reason, StepOutput* out, const std::string& error) {
+void Sequence::finish(const char* reason, StepOutput* out, std::string_view error) noexcept {
   phase_ = Phase::kFinished;
-  StreamEvent ev;
-  ev.kind = StreamEvent::kDone;
-  ev.finish_reason = reason;
-  ev.error = error;
-  if (out) out->finished.emplace_back(stream_, std::move(ev));
-  else stream_->push(std::move(ev));
+  try {
+    StreamEvent ev;
+    ev.kind = StreamEvent::kDone;
+    ev.finish_reason = reason;
+    ev.error = error;
+    if (out) out->finished.emplace_back(stream_, std::move(ev));
+    else stream_->push(std::move(ev));
+  } catch (const std::exception&) {  // std::bad_alloc, std::length_error
+    stream_->close(reason, error.empty() ? nullptr : "the server ran out of memory");
+    if (out) ++out->closed;
+  }
 }
 
 }  // namespace qwen35::runtime

@@ -50,6 +50,9 @@ struct StepOutput {
   int64_t drafted = 0, accepted = 0;
   std::array<int64_t, model::kMaxVerifyRows - 1> drafted_at{}, accepted_at{};
   std::vector<std::pair<std::shared_ptr<RequestStream>, StreamEvent>> finished;
+  // Streams ended in place (RequestStream::close) because their kDone event could not be made:
+  // finished too, for the engine's count of the requests it holds.
+  int64_t closed = 0;
   // Where the steps' time went: planning the rows (the drafters included), the forward call,
   // and advancing the sequences (sampling included). For bench; the engine does not read them.
   double plan_s = 0, forward_s = 0, advance_s = 0;
@@ -123,8 +126,10 @@ class Sequence {
   int64_t after_verify(const float* logits, StepOutput* out, bool* done);
 
   // → finished: the kDone event goes into out->finished (pushed after the step) or, without
-  // `out`, straight to the stream.
-  void finish(const char* reason, StepOutput* out, const std::string& error = "");
+  // `out`, straight to the stream. Never throws: when memory runs out making the event, the
+  // stream is closed in place with `reason` (and the error that memory ran out, where there was
+  // an error to tell), counted in out->closed. `reason` is a string literal.
+  void finish(const char* reason, StepOutput* out, std::string_view error = {}) noexcept;
 
  private:
   // The first position after `from` where the prefix cache takes a snapshot of the prompt:

@@ -156,6 +156,15 @@ void Stepper::drop_cancelled(std::deque<std::unique_ptr<Sequence>>* waiting, Ste
   }
 }
 
+void Stepper::fail_running(StepOutput* out, std::string_view why) noexcept {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    if (!slots_[i]) continue;
+    slots_[i]->finish("error", out, why);
+    release(i);
+    ++out->done;
+  }
+}
+
 void Stepper::release(size_t i) {
   slots_[i]->state()->reset();  // its KV blocks go back to the pool
   slots_[i].reset();

@@ -72,6 +72,10 @@ class Stepper {
   // Closes cancelled sequences, waiting or running (their kDone events into *out).
   void drop_cancelled(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* out);
   void cancel_running();  // asks every running sequence to stop (drop_cancelled closes them)
+  // Ends every running sequence with the error `why` and frees its slot: the engine's last
+  // resort when memory ran out where no narrower guard applies (the sequences' states may be
+  // half-way through a change).
+  void fail_running(StepOutput* out, std::string_view why) noexcept;
   bool running() const;
   // Called on a worker when it finished a sample (the engine's loop may be waiting for one).
   void set_wake(std::function<void()> wake) { workers_->set_wake(std::move(wake)); }
@@ -102,7 +106,10 @@ class Stepper {
   void release(size_t slot);  // frees a finished sequence's slot; its blocks go back
   void resume_samples(StepOutput* out);  // emits what the workers sampled
   void schedule();
-  void draft();  // the drafts of the step's verifying sequences
+  // The drafts of the step's verifying sequences; when memory runs out drafting, they verify
+  // no draft (drafts change the speed, never the tokens).
+  void draft();
+  void propose_drafts();
   bool advance(size_t row, const core::Status& st, StepOutput* out);
 
   model::Model& model_;

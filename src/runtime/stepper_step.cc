@@ -13,7 +13,11 @@ void Stepper::step(StepOutput* out) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   resume_samples(out);
-  schedule();
+  if (std::string oom = out_of_memory([&] { schedule(); }); !oom.empty()) {
+    rows_.clear();
+    fail_running(out, oom + " while planning a step");
+    return;
+  }
   if (rows_.empty()) return;
   const auto t1 = Clock::now();
   core::Status st;
@@ -61,6 +65,17 @@ void Stepper::resume_samples(StepOutput* out) {
 // no draft goes the same way, as one verified row. The MTP head drafts for all its sequences in
 // one call; drafts only change the speed, so a failed drafting pass verifies no draft.
 void Stepper::draft() {
+  if (!out_of_memory([&] { propose_drafts(); }).empty())
+    for (auto& s : slots_)
+      if (s) s->drafts().clear();
+  for (auto& s : slots_) {
+    if (!s || s->phase() != Phase::kVerify || s->waiting()) continue;
+    if (!out_of_memory([&] { s->set_verify_rows(s->drafts()); }).empty())
+      s->set_verify_rows({});  // the sampled token alone: its room was reserved at the start
+  }
+}
+
+void Stepper::propose_drafts() {
   draft_reqs_.clear();
   for (auto& s : slots_) {
     if (!s || s->phase() != Phase::kVerify || s->waiting()) continue;
@@ -74,8 +89,6 @@ void Stepper::draft() {
   }
   if (!draft_reqs_.empty() && !model_.draft(draft_reqs_).ok())
     for (auto& r : draft_reqs_) r.out->clear();
-  for (auto& s : slots_)
-    if (s && s->phase() == Phase::kVerify && !s->waiting()) s->set_verify_rows(s->drafts());
 }
 
 // Fills rows_: one decode row (or the verification rows) per generating sequence, then prefill

@@ -57,12 +57,12 @@ std::shared_ptr<Job> scripted_job(
   for (int32_t id : *ids) {
     runtime::StreamEvent ev;
     ev.sample.token = id;
-    stream->push(ev);
+    stream->push(std::move(ev));
   }
   runtime::StreamEvent done;
   done.kind = runtime::StreamEvent::kDone;
   done.finish_reason = "stop";
-  stream->push(done);
+  stream->push(std::move(done));
   job->choices.push_back(std::make_unique<ChoiceRunner>(0, job->req, *model().tok, stream));
   return job;
 }

@@ -84,7 +84,7 @@ void push_text(runtime::RequestStream& s, const std::string& text) {
   for (int32_t id : *ids) {
     runtime::StreamEvent ev;
     ev.sample.token = id;
-    s.push(ev);
+    s.push(std::move(ev));
   }
 }
 
@@ -92,7 +92,7 @@ void push_done(runtime::RequestStream& s) {
   runtime::StreamEvent ev;
   ev.kind = runtime::StreamEvent::kDone;
   ev.finish_reason = "stop";
-  s.push(ev);
+  s.push(std::move(ev));
 }
 
 TEST(StreamWake, StreamAdvancesOnlyWhenTheEngineWakesIt) {
@@ -161,11 +161,41 @@ TEST(StreamWake, WakerRunsOnEachPushOutsideTheLock) {
   for (int32_t t : {7, 8, 9}) {
     runtime::StreamEvent ev;
     ev.sample.token = t;
-    s.push(ev);
+    s.push(std::move(ev));
     EXPECT_EQ(seen.sample.token, t);
   }
   EXPECT_EQ(calls, 3);
 }
 
 }  // namespace
+// The engine's last resort (issue 32): close() ends a stream from literals; the reader gets the
+// events pushed before it, then the end, once; what comes after the end is dropped.
+TEST(StreamWake, CloseEndsTheStreamAfterItsEventsOnce) {
+  runtime::RequestStream s(1);
+  int calls = 0;
+  s.set_waker([&] { ++calls; });
+  runtime::StreamEvent tok;
+  tok.sample.token = 5;
+  s.push(std::move(tok));
+  s.close("error", "the server ran out of memory");
+  runtime::StreamEvent late;
+  late.sample.token = 6;
+  s.push(std::move(late));
+  runtime::StreamEvent done;
+  done.kind = runtime::StreamEvent::kDone;
+  done.finish_reason = "stop";
+  s.push(std::move(done));
+  s.close("cancelled", nullptr);
+  EXPECT_EQ(calls, 2);  // the token and the close
+  runtime::StreamEvent ev;
+  ASSERT_TRUE(s.next(&ev, std::chrono::milliseconds(0)));
+  EXPECT_EQ(ev.kind, runtime::StreamEvent::kToken);
+  EXPECT_EQ(ev.sample.token, 5);
+  ASSERT_TRUE(s.next(&ev, std::chrono::milliseconds(0)));
+  EXPECT_EQ(ev.kind, runtime::StreamEvent::kDone);
+  EXPECT_EQ(ev.finish_reason, "error");
+  EXPECT_EQ(ev.error, "the server ran out of memory");
+  EXPECT_FALSE(s.next(&ev, std::chrono::milliseconds(0)));
+}
+
 }  // namespace qwen35::server

@@ -160,7 +160,7 @@ class CpuOps final : public Ops {
         const int64_t t = int64_t(it) / nkv, h = int64_t(it) % nkv;
         float* kc = cache.k_at(pos0 + t) + h * hd;
         rms_norm_row(k + (t * nkv + h) * hd, hd, p.k_norm, p.eps, kc);
-        apply_rope(kc, p.rotary_dim, p.rope_theta, pos0 + t);
+        p.rope(kc, t, pos0);
         std::memcpy(cache.v_at(pos0 + t) + h * hd, v + (t * nkv + h) * hd, size_t(hd) * 4);
       }
     });
@@ -190,7 +190,7 @@ class CpuOps final : public Ops {
           for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {
             float* q = qs + nq * hd;
             rms_norm_row(qg + (t * nh + h) * 2 * hd, hd, p.q_norm, p.eps, q);
-            apply_rope(q, p.rotary_dim, p.rope_theta, pos0 + t);
+            p.rope(q, t, pos0);
             qp[nq] = q;
             op[nq] = out + (t * nh + h) * hd;
             np[nq] = pos0 + t + 1;

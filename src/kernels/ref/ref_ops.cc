@@ -96,7 +96,7 @@ class RefOps final : public Ops {
       for (int64_t h = 0; h < nkv; ++h) {
         float* kc = cache.k_at(pos0 + t) + h * hd;
         rms_norm_row(k + (t * nkv + h) * hd, hd, p.k_norm, p.eps, kc);
-        apply_rope(kc, p.rotary_dim, p.rope_theta, pos0 + t);
+        p.rope(kc, t, pos0);
         std::copy_n(v + (t * nkv + h) * hd, hd, cache.v_at(pos0 + t) + h * hd);
       }
     const double scale = 1.0 / std::sqrt(double(hd));
@@ -106,7 +106,7 @@ class RefOps final : public Ops {
         const float* q_in = qg + (t * nh + h) * 2 * hd;
         const float* gate = q_in + hd;
         rms_norm_row(q_in, hd, p.q_norm, p.eps, tmp.data());
-        apply_rope(tmp.data(), p.rotary_dim, p.rope_theta, pos);
+        p.rope(tmp.data(), t, pos0);
         const int64_t kh = h / rep;
         const int64_t j0 = p.first_key;
         std::vector<double> s(static_cast<size_t>(pos + 1 - j0));
