@@ -231,6 +231,27 @@ class Ops {
                            const float* a, const float* b, int64_t n, bool chunked, float* state,
                            float* out) const = 0;
 
+  // The vision tower's ops (their CPU kernels: docs/design.md §2, kernels/cpu).
+  // out[n, dim] = (x − mean)/sqrt(var + eps)·w + b per row (population variance).
+  virtual void layer_norm(const Context& ctx, const float* x, int64_t n, int64_t dim,
+                          const float* w, const float* b, float eps, float* out) const = 0;
+  // In place on x[n, dim]: GELU, the tanh form 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+  // (gelu_pytorch_tanh) or the exact erf form 0.5·x·(1 + erf(x/√2)).
+  virtual void gelu(const Context& ctx, float* x, int64_t n, int64_t dim, bool tanh_form) const = 0;
+  // y[t, :] += bias over y[n, dim].
+  virtual void add_bias(const Context& ctx, float* y, int64_t n, int64_t dim,
+                        const float* bias) const = 0;
+  // Bidirectional attention of one image: qkv [n, 3, n_heads, head_dim] (the fused projection,
+  // bias added), cos/sin [n, head_dim/2] (row t's angle i rotates the pair (i, i + head_dim/2) of
+  // q and k, rotate-half); out [n, n_heads·head_dim] = softmax(q·kᵀ/√head_dim)·v, every row seeing
+  // all n rows. head_dim must be even.
+  struct VisionAttentionParams {
+    int64_t n_heads, head_dim;
+  };
+  virtual void vision_attention(const Context& ctx, const VisionAttentionParams& p,
+                                const float* qkv, int64_t n, const float* cos, const float* sin,
+                                float* out) const = 0;
+
   // MoE router: softmax over logits [n, n_experts] in fp32, top-k (ties to the lower index),
   // renormalised. idx [n, k], weight [n, k].
   virtual void router_topk(const Context& ctx, const float* logits, int64_t n, int64_t n_experts, int64_t k,

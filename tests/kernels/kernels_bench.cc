@@ -1,5 +1,6 @@
 // Micro-benchmarks of the hot CPU kernels (Google Benchmark; not part of the test suite: speed is
-// measured, never asserted). One thread, on the SIMD target the dispatcher picks. Shapes are the
+// measured, never asserted). One thread (unless an argument says otherwise), on the SIMD target
+// the dispatcher picks. Shapes are the
 // 0.8B geometry's. Matmuls report the weight bytes streamed (bytes_per_second) and GFLOP/s.
 //   build/tests/kernels/kernels_bench [--benchmark_filter=Matmul]
 #include <benchmark/benchmark.h>
@@ -7,10 +8,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/conv1d.h"
@@ -231,6 +234,44 @@ void BM_AttendMany(benchmark::State& st) {
       benchmark::Counter(double(kQ) * double(pos) * double(st.iterations()), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_AttendMany)->Arg(512)->Arg(4096);
+
+// The vision tower's attention over one image of n patch rows (args: n, heads, head_dim, threads;
+// 16×72 is the 1152-wide tower's). Reports GFLOP/s of its two matrix products
+// (4·n²·heads·head_dim); with threads > 1, per wall-clock second.
+void BM_VisionAttention(benchmark::State& st) {
+  const int64_t n = st.range(0), nh = st.range(1), hd = st.range(2), threads = st.range(3);
+  std::unique_ptr<qwen35::core::ThreadPool> pool;
+  if (threads > 1) pool = std::make_unique<qwen35::core::ThreadPool>(int(threads));
+  const std::vector<float> qkv = random_floats(size_t(n * 3 * nh * hd), 20, 1.5f);
+  std::vector<float> cos(size_t(n * hd / 2)), sin(cos.size()), out(size_t(n * nh * hd));
+  for (size_t i = 0; i < cos.size(); ++i) {
+    cos[i] = std::cos(0.01f * float(i));
+    sin[i] = std::sin(0.01f * float(i));
+  }
+  const Ops& ops = cpu_ops();
+  const auto ws = ops.new_workspace();
+  for (auto _ : st) {
+    ops.vision_attention({pool.get(), false, ws.get()}, {nh, hd}, qkv.data(), n, cos.data(), sin.data(), out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.counters["GFLOP/s"] = benchmark::Counter(4.0 * double(n) * double(n) * double(nh * hd) * double(st.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_VisionAttention)->ArgNames({"n", "heads", "head_dim", "threads"})->Args({256, 12, 64, 1})
+    ->Args({1024, 16, 72, 1})->Args({4096, 16, 72, 1})->Args({1024, 16, 72, 2})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// GELU (tanh form) over one MLP row of the 1152-wide tower (4304 values).
+void BM_GeluTanh(benchmark::State& st) {
+  std::vector<float> x = random_floats(4304, 21, 2.0f);
+  for (auto _ : st) {
+    std::vector<float> y = x;
+    cpu::gelu(y.data(), int64_t(y.size()), true);
+    benchmark::DoNotOptimize(y.data());
+  }
+  st.SetItemsProcessed(int64_t(st.iterations()) * 4304);
+}
+BENCHMARK(BM_GeluTanh);
 
 }  // namespace
 

@@ -2,7 +2,8 @@
 // channels); every reduction runs inside one work item in a fixed order, so results do not depend
 // on the batch size or the thread count (docs/design.md §6). The SIMD kernels (Highway, run-time
 // dispatch) live beside this file, one concept each (matmul.cc dispatches the matmul kernels;
-// attention.cc, delta_rule.cc, conv1d.cc, elementwise.cc); every op's scalar twin is in kernels/ref.
+// attention.cc, delta_rule.cc, conv1d.cc, elementwise.cc, layer_norm.cc, vision_attention.cc);
+// every op's scalar twin is in kernels/ref.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -15,6 +16,8 @@
 #include "kernels/cpu/conv1d.h"
 #include "kernels/cpu/delta_rule.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/layer_norm.h"
+#include "kernels/cpu/vision_attention.h"
 #include "kernels/cpu/workspace.h"
 #include "kernels/int8_form.h"
 #include "kernels/math.h"
@@ -255,6 +258,54 @@ class CpuOps final : public Ops {
           std::memcpy(hd.S, p.state_in + h * dk * dv, size_t(dk * dv) * sizeof(float));
         if (chunked) delta_chunk(hd, threads[tid].delta_chunk);
         else delta_recurrent(hd);
+      }
+    });
+  }
+
+  void layer_norm(const Context& ctx, const float* x, int64_t n, int64_t dim, const float* w,
+                  const float* b, float eps, float* out) const override {
+    QWEN35_CHECK_MSG(dim > 0, "layer_norm: dim must be positive");
+    run(ctx, size_t(n), [&](size_t r0, size_t r1, int) {
+      for (size_t t = r0; t < r1; ++t) cpu::layer_norm_row(x + int64_t(t) * dim, dim, w, b, eps, out + int64_t(t) * dim);
+    }, 4);
+  }
+
+  void gelu(const Context& ctx, float* x, int64_t n, int64_t dim, bool tanh_form) const override {
+    run(ctx, size_t(n), [&](size_t r0, size_t r1, int) {
+      for (size_t t = r0; t < r1; ++t) cpu::gelu(x + int64_t(t) * dim, dim, tanh_form);
+    }, 4);
+  }
+
+  void add_bias(const Context& ctx, float* y, int64_t n, int64_t dim, const float* bias) const override {
+    run(ctx, size_t(n), [&](size_t r0, size_t r1, int) {
+      for (size_t t = r0; t < r1; ++t) cpu::add(y + int64_t(t) * dim, bias, dim);
+    }, 8);
+  }
+
+  // Keys rotated and transposed per block and values padded, once per call (threads over rows);
+  // then work items of (head, kVisionQueryBlock query rows), head-major so that a thread's
+  // consecutive items share the head's keys and values in cache.
+  void vision_attention(const Context& ctx, const VisionAttentionParams& p, const float* qkv, int64_t n,
+                        const float* cos, const float* sin, float* out) const override {
+    const int64_t nh = p.n_heads, hd = p.head_dim;
+    QWEN35_CHECK_MSG(nh > 0 && hd > 0 && hd % 2 == 0,
+                     "vision_attention: n_heads must be positive and head_dim positive and even");
+    if (n <= 0) return;
+    std::unique_ptr<cpu::CpuWorkspace> temp;
+    cpu::CpuWorkspace& ws = cpu::workspace_of(ctx, this, temp);
+    cpu::ThreadScratch* threads = ws.threads(ctx);
+    cpu::VisionKv kv{n, nh, hd, cpu::vision_value_stride(hd), nullptr, nullptr};
+    kv.kt = cpu::grow(ws.vision_kv, kv.kt_floats() + kv.v_floats());
+    kv.v = kv.kt + kv.kt_floats();
+    run(ctx, size_t(kv.blocks() * cpu::kVisionKeyBlock), [&](size_t r0, size_t r1, int) {
+      cpu::vision_prepare_rows(qkv, cos, sin, kv, int64_t(r0), int64_t(r1));
+    }, 16);
+    const int64_t qblocks = (n + cpu::kVisionQueryBlock - 1) / cpu::kVisionQueryBlock;
+    run(ctx, size_t(nh * qblocks), [&](size_t i0, size_t i1, int tid) {
+      float* scratch = cpu::grow(threads[tid].vision, size_t(cpu::vision_scratch_floats(hd, kv.v_stride)));
+      for (size_t it = i0; it < i1; ++it) {
+        const int64_t h = int64_t(it) / qblocks, q0 = int64_t(it) % qblocks * cpu::kVisionQueryBlock;
+        cpu::vision_attend_rows(kv, qkv, cos, sin, h, q0, std::min(n, q0 + cpu::kVisionQueryBlock), scratch, out);
       }
     });
   }

@@ -32,6 +32,7 @@ struct ThreadScratch {
   std::vector<float*> out_rows;
   std::vector<int64_t> n_pos;
   std::vector<float> delta_chunk;  // cpu::delta_chunk's scratch (delta_rule.h)
+  std::vector<float> vision;  // cpu::vision_attend_rows's scratch (vision_attention.h)
 };
 
 class CpuWorkspace final : public Workspace {
@@ -53,6 +54,8 @@ class CpuWorkspace final : public Workspace {
   // router_topk: probabilities [n_experts] and candidate order [n_experts] of one row.
   std::vector<float> router_probs;
   std::vector<int32_t> router_order;
+  // vision_attention: the image's prepared keys and values (cpu::VisionKv).
+  std::vector<float> vision_kv;
 
  private:
   std::vector<ThreadScratch> threads_;

@@ -240,6 +240,73 @@ class RefOps final : public Ops {
     }
   }
 
+  void layer_norm(const Context&, const float* x, int64_t n, int64_t dim, const float* w,
+                  const float* b, float eps, float* out) const override {
+    QWEN35_CHECK_MSG(dim > 0, "layer_norm: dim must be positive");
+    for (int64_t t = 0; t < n; ++t) {
+      const float* r = x + t * dim;
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < dim; ++i) mean += r[i];
+      mean /= double(dim);
+      for (int64_t i = 0; i < dim; ++i) var += (r[i] - mean) * (r[i] - mean);
+      const double inv = 1.0 / std::sqrt(var / double(dim) + double(eps));
+      for (int64_t i = 0; i < dim; ++i) out[t * dim + i] = float((r[i] - mean) * inv * w[i] + b[i]);
+    }
+  }
+
+  // 0.5·x·(1 + tanh(u)) as x/(1 + e^(−2u)) and 0.5·x·(1 + erf(x/√2)) as 0.5·x·erfc(−x/√2): the
+  // same functions, without the cancellation of 1 + tanh or 1 + erf for x < 0 (in double it
+  // flushes results below ~10⁻¹⁶·|x| to 0).
+  void gelu(const Context&, float* x, int64_t n, int64_t dim, bool tanh_form) const override {
+    const double k = std::sqrt(2.0 / std::acos(-1.0));
+    for (int64_t i = 0; i < n * dim; ++i) {
+      const double v = x[i];
+      x[i] = float(tanh_form ? v / (1.0 + std::exp(-2.0 * k * (v + 0.044715 * v * v * v)))
+                             : 0.5 * v * std::erfc(-v / std::sqrt(2.0)));
+    }
+  }
+
+  void add_bias(const Context&, float* y, int64_t n, int64_t dim, const float* bias) const override {
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t i = 0; i < dim; ++i) y[t * dim + i] += bias[i];
+  }
+
+  void vision_attention(const Context&, const VisionAttentionParams& p, const float* qkv, int64_t n,
+                        const float* cos, const float* sin, float* out) const override {
+    const int64_t nh = p.n_heads, hd = p.head_dim, half = hd / 2, row = 3 * nh * hd;
+    QWEN35_CHECK_MSG(nh > 0 && hd > 0 && hd % 2 == 0,
+                     "vision_attention: n_heads must be positive and head_dim positive and even");
+    // Row t's rotated head h of q (part 0) or k (part 1), in double.
+    auto rotated = [&](int64_t t, int part, int64_t h, double* r) {
+      const float* x = qkv + t * row + (part * nh + h) * hd;
+      for (int64_t i = 0; i < half; ++i) {
+        const double c = cos[t * half + i], s = sin[t * half + i];
+        r[i] = x[i] * c - x[i + half] * s;
+        r[i + half] = x[i + half] * c + x[i] * s;
+      }
+    };
+    const double scale = 1.0 / std::sqrt(double(hd));
+    std::vector<double> k(static_cast<size_t>(n * hd)), q(static_cast<size_t>(hd)), s(static_cast<size_t>(n));
+    for (int64_t h = 0; h < nh; ++h) {
+      for (int64_t j = 0; j < n; ++j) rotated(j, 1, h, &k[size_t(j * hd)]);
+      for (int64_t t = 0; t < n; ++t) {
+        rotated(t, 0, h, q.data());
+        double mx = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < n; ++j) {
+          double d = 0;
+          for (int64_t i = 0; i < hd; ++i) d += q[size_t(i)] * k[size_t(j * hd + i)];
+          mx = std::max(mx, s[size_t(j)] = d * scale);
+        }
+        for (auto& e : s) sum += (e = std::exp(e - mx));
+        for (int64_t i = 0; i < hd; ++i) {
+          double acc = 0;
+          for (int64_t j = 0; j < n; ++j) acc += s[size_t(j)] * qkv[j * row + (2 * nh + h) * hd + i];
+          out[t * nh * hd + h * hd + i] = float(acc / sum);
+        }
+      }
+    }
+  }
+
   void router_topk(const Context&, const float* logits, int64_t n, int64_t ne, int64_t k, bool renorm,
                    int32_t* idx, float* weight) const override {
     std::vector<double> pr(static_cast<size_t>(ne));
