@@ -97,21 +97,22 @@ Image horizontal(const Image& in, int64_t row0, int64_t rows, int64_t out_w) {
 }
 
 // `in` resized along y; taps index rows of `in` shifted by `row0` (the rows the horizontal pass
-// kept).
+// kept). Each output row accumulates its input rows in tap order, a whole row at a time.
 Image vertical(const Image& in, const Taps& t, int64_t row0, int64_t out_h) {
-  const int64_t w = in.width;
-  Image out{w, out_h, std::vector<uint8_t>(static_cast<size_t>(w * out_h * 3))};
+  const int64_t n = in.width * 3;
+  Image out{in.width, out_h, std::vector<uint8_t>(static_cast<size_t>(n * out_h))};
+  std::vector<int64_t> acc(static_cast<size_t>(n));
   for (int64_t yy = 0; yy < out_h; ++yy) {
     const int32_t* k = &t.weights[static_cast<size_t>(yy * t.ksize)];
     const int64_t y0 = t.first[yy] - row0;
-    uint8_t* dst = &out.rgb[static_cast<size_t>(yy * w * 3)];
-    for (int64_t i = 0; i < w * 3; ++i) {
-      int64_t s = kHalf;
-      for (int64_t y = 0; y < t.count[yy]; ++y) {
-        s += int64_t{in.rgb[static_cast<size_t>((y0 + y) * w * 3 + i)]} * k[y];
-      }
-      dst[i] = clip8(s);
+    std::fill(acc.begin(), acc.end(), kHalf);
+    for (int64_t y = 0; y < t.count[yy]; ++y) {
+      const uint8_t* src = &in.rgb[static_cast<size_t>((y0 + y) * n)];
+      const int64_t w = k[y];
+      for (int64_t i = 0; i < n; ++i) acc[static_cast<size_t>(i)] += int64_t{src[i]} * w;
     }
+    uint8_t* dst = &out.rgb[static_cast<size_t>(yy * n)];
+    for (int64_t i = 0; i < n; ++i) dst[i] = clip8(acc[static_cast<size_t>(i)]);
   }
   return out;
 }

@@ -19,7 +19,7 @@ const char* status_text(VP8StatusCode s) {
     case VP8_STATUS_INVALID_PARAM: return "invalid parameter";
     case VP8_STATUS_BITSTREAM_ERROR: return "corrupt bitstream";
     case VP8_STATUS_UNSUPPORTED_FEATURE: return "unsupported feature";
-    case VP8_STATUS_NOT_ENOUGH_DATA: return kTruncated;
+    case VP8_STATUS_NOT_ENOUGH_DATA: return "the data ends early";
     default: return "decoding failed";
   }
 }
@@ -85,18 +85,18 @@ core::Status decode_first_frame(const WebPData& data, Raster& r) {
 core::Result<Raster> decode_webp(std::string_view bytes, const ImageLimits& limits) {
   const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
   // The RIFF size covers the whole file: fewer bytes than it declares is a cut file, even when
-  // the cut falls after the image data (libwebp would decode it).
+  // the cut falls after the image data (libwebp would decode it). Bytes past it are not read.
   const uint64_t riff = uint64_t{p[4]} | uint64_t{p[5]} << 8 | uint64_t{p[6]} << 16 |
                         uint64_t{p[7]} << 24;
   if (riff + 8 > bytes.size()) return core::error(kTruncated);
+  const WebPData data{p, static_cast<size_t>(riff + 8)};
   WebPBitstreamFeatures f;
-  const VP8StatusCode s = WebPGetFeatures(p, bytes.size(), &f);
+  const VP8StatusCode s = WebPGetFeatures(data.bytes, data.size, &f);
   if (s != VP8_STATUS_OK) return core::error(std::string("invalid header: ") + status_text(s));
   QWEN35_RETURN_IF_ERROR(check_dimensions(f.width, f.height, limits));
   Raster r;
   r.width = f.width;
   r.height = f.height;
-  const WebPData data{p, static_cast<size_t>(riff + 8)};
   QWEN35_RETURN_IF_ERROR(f.has_animation ? decode_first_frame(data, r) : decode_still(data, f, r));
   return r;
 }
