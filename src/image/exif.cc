@@ -17,8 +17,9 @@ struct TiffReader {
   bool u32(size_t at, uint32_t* v) const {
     if (at > b.size() || b.size() - at < 4) return false;
     const auto p = reinterpret_cast<const uint8_t*>(b.data()) + at;
-    *v = little ? (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24)
-                : (uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]});
+    *v = little
+             ? (uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24)
+             : (uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | uint32_t{p[3]});
     return true;
   }
 };

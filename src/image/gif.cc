@@ -105,8 +105,8 @@ core::Status read_indices(GifFileType* gif, const Source& src, int64_t w, int64_
 }
 
 // Draws the first frame (its descriptor just read) on an RGBA canvas.
-core::Status draw_first_frame(GifFileType* gif, const Source& src, int transparent, const ImageLimits& limits,
-                              Raster& r) {
+core::Status draw_first_frame(GifFileType* gif, const Source& src, int transparent,
+                              const ImageLimits& limits, Raster& r) {
   const GifImageDesc& desc = gif->Image;
   if (desc.Width <= 0 || desc.Height <= 0) return core::error("the first frame is empty");
   r.width = std::max<int64_t>(gif->SWidth, int64_t{desc.Left} + desc.Width);

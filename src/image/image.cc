@@ -14,10 +14,14 @@ namespace qwen35::image {
 
 const char* format_name(Format f) {
   switch (f) {
-    case Format::kPng: return "PNG";
-    case Format::kJpeg: return "JPEG";
-    case Format::kWebp: return "WebP";
-    case Format::kGif: return "GIF";
+    case Format::kPng:
+      return "PNG";
+    case Format::kJpeg:
+      return "JPEG";
+    case Format::kWebp:
+      return "WebP";
+    case Format::kGif:
+      return "GIF";
   }
   return "?";
 }
@@ -64,10 +68,14 @@ namespace {
 core::Result<detail::Raster> decode_raster(Format f, std::string_view bytes,
                                            const ImageLimits& limits) {
   switch (f) {
-    case Format::kPng: return detail::decode_png(bytes, limits);
-    case Format::kJpeg: return detail::decode_jpeg(bytes, limits);
-    case Format::kWebp: return detail::decode_webp(bytes, limits);
-    case Format::kGif: return detail::decode_gif(bytes, limits);
+    case Format::kPng:
+      return detail::decode_png(bytes, limits);
+    case Format::kJpeg:
+      return detail::decode_jpeg(bytes, limits);
+    case Format::kWebp:
+      return detail::decode_webp(bytes, limits);
+    case Format::kGif:
+      return detail::decode_gif(bytes, limits);
   }
   return core::error("unknown format");
 }
@@ -92,8 +100,8 @@ Image to_rgb(detail::Raster r) {
 
 core::Result<Image> decode(std::string_view bytes, const ImageLimits& limits) {
   if (bytes.size() > limits.max_bytes) {
-    return core::error("image is " + std::to_string(bytes.size()) + " bytes, more than the limit of " +
-                       std::to_string(limits.max_bytes));
+    return core::error("image is " + std::to_string(bytes.size()) +
+                       " bytes, more than the limit of " + std::to_string(limits.max_bytes));
   }
   QWEN35_ASSIGN_OR_RETURN(const Format f, sniff_format(bytes));
   try {

@@ -29,7 +29,7 @@ struct ImageLimits {
   // The longer side over the shorter one. The processor's smart_resize refuses a ratio over 200
   // (transformers' rule), so a larger one could never reach the model.
   double max_aspect_ratio = 200;
-  int max_jpeg_scans = 256;             // a progressive JPEG of many tiny scans costs CPU per scan
+  int max_jpeg_scans = 256;  // a progressive JPEG of many tiny scans costs CPU per scan
 };
 
 enum class Format { kPng, kJpeg, kWebp, kGif };

@@ -120,7 +120,8 @@ core::Result<Raster> decode_jpeg(std::string_view bytes, const ImageLimits& limi
   Raster r;
   // Before the pixels: jpeg_finish_decompress frees the saved markers.
   for (jpeg_saved_marker_ptr m = d.cinfo.marker_list; m != nullptr; m = m->next) {
-    if (m->marker == JPEG_APP0 + 1 && m->data_length > 6 && std::memcmp(m->data, "Exif\0\0", 6) == 0) {
+    if (m->marker == JPEG_APP0 + 1 && m->data_length > 6 &&
+        std::memcmp(m->data, "Exif\0\0", 6) == 0) {
       r.exif.assign(reinterpret_cast<const char*>(m->data) + 6, m->data_length - 6);
       break;
     }

@@ -61,13 +61,32 @@ Image apply_orientation(Image in, int orientation) {
       // The source pixel (sx, sy) of output pixel (x, y), for each of PIL's transposes.
       int64_t sx = x, sy = y;
       switch (orientation) {
-        case 2: sx = w - 1 - x; break;                  // FLIP_LEFT_RIGHT
-        case 3: sx = w - 1 - x; sy = h - 1 - y; break;  // ROTATE_180
-        case 4: sy = h - 1 - y; break;                  // FLIP_TOP_BOTTOM
-        case 5: sx = y; sy = x; break;                  // TRANSPOSE
-        case 6: sx = y; sy = h - 1 - x; break;          // ROTATE_270 (90° clockwise)
-        case 7: sx = w - 1 - y; sy = h - 1 - x; break;  // TRANSVERSE
-        case 8: sx = w - 1 - y; sy = x; break;          // ROTATE_90 (90° counter-clockwise)
+        case 2:  // FLIP_LEFT_RIGHT
+          sx = w - 1 - x;
+          break;
+        case 3:  // ROTATE_180
+          sx = w - 1 - x;
+          sy = h - 1 - y;
+          break;
+        case 4:  // FLIP_TOP_BOTTOM
+          sy = h - 1 - y;
+          break;
+        case 5:  // TRANSPOSE
+          sx = y;
+          sy = x;
+          break;
+        case 6:  // ROTATE_270: 90° clockwise
+          sx = y;
+          sy = h - 1 - x;
+          break;
+        case 7:  // TRANSVERSE
+          sx = w - 1 - y;
+          sy = h - 1 - x;
+          break;
+        case 8:  // ROTATE_90: 90° counter-clockwise
+          sx = w - 1 - y;
+          sy = x;
+          break;
       }
       const uint8_t* s = &in.rgb[static_cast<size_t>((sy * w + sx) * 3)];
       uint8_t* d = &out.rgb[static_cast<size_t>((y * out.width + x) * 3)];

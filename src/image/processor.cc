@@ -2,9 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "image/resample.h"
 
@@ -87,7 +86,8 @@ core::Status read_config(const json& j, ProcessorConfig& c) {
   int64_t resample = 3;
   QWEN35_RETURN_IF_ERROR(read_int(j, "resample", 0, 5, &resample));
   if (resample != 3) {
-    return core::error("'resample' is " + std::to_string(resample) + ": only bicubic (3) is implemented");
+    return core::error("'resample' is " + std::to_string(resample) +
+                       ": only bicubic (3) is implemented");
   }
   QWEN35_RETURN_IF_ERROR(read_bool(j, "do_resize", &c.do_resize));
   QWEN35_RETURN_IF_ERROR(read_bool(j, "do_rescale", &c.do_rescale));
@@ -112,8 +112,9 @@ core::Result<ProcessorConfig> parse_processor_config(std::string_view json_text)
   return parse_processor_config_json(j);
 }
 
-core::Result<std::pair<int64_t, int64_t>> smart_resize(int64_t height, int64_t width, int64_t factor,
-                                                       int64_t min_pixels, int64_t max_pixels) {
+core::Result<std::pair<int64_t, int64_t>> smart_resize(int64_t height, int64_t width,
+                                                       int64_t factor, int64_t min_pixels,
+                                                       int64_t max_pixels) {
   if (height <= 0 || width <= 0 || factor <= 0) return core::error("smart_resize: empty size");
   const double h = static_cast<double>(height), w = static_cast<double>(width);
   if (std::max(h, w) / std::min(h, w) > 200) {
@@ -142,8 +143,8 @@ core::Result<Patches> preprocess(const Image& image, const ProcessorConfig& c) {
   }
   int64_t rh = image.height, rw = image.width;
   if (c.do_resize) {
-    QWEN35_ASSIGN_OR_RETURN(std::tie(rh, rw),
-                            smart_resize(image.height, image.width, c.factor(), c.min_pixels, c.max_pixels));
+    QWEN35_ASSIGN_OR_RETURN(std::tie(rh, rw), smart_resize(image.height, image.width, c.factor(),
+                                                           c.min_pixels, c.max_pixels));
   } else if (rh % c.factor() != 0 || rw % c.factor() != 0) {
     return core::error("preprocess: without resizing, the image's sides must be multiples of " +
                        std::to_string(c.factor()));
@@ -177,7 +178,8 @@ core::Result<Patches> preprocess(const Image& image, const ProcessorConfig& c) {
           for (int64_t ch = 0; ch < 3; ++ch) {
             for (int64_t t = 0; t < T; ++t) {
               for (int64_t py = 0; py < P; ++py) {
-                const uint8_t* src = &resized.rgb[static_cast<size_t>(((y0 + py) * rw + x0) * 3 + ch)];
+                const uint8_t* src =
+                    &resized.rgb[static_cast<size_t>(((y0 + py) * rw + x0) * 3 + ch)];
                 for (int64_t px = 0; px < P; ++px) *dst++ = table[ch][src[px * 3]];
               }
             }

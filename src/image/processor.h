@@ -7,11 +7,10 @@
 
 #include <array>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "core/result.h"
 #include "image/image.h"
@@ -19,7 +18,8 @@
 namespace qwen35::image {
 
 // preprocessor_config.json. The defaults are Qwen3.5's published file (Qwen2VLImageProcessorFast,
-// size {shortest_edge 65536, longest_edge 16777216}, patch 16, temporal 2, merge 2, mean = std = 0.5).
+// size {shortest_edge 65536, longest_edge 16777216}, patch 16, temporal 2, merge 2, mean = std =
+// 0.5).
 struct ProcessorConfig {
   int64_t patch_size = 16;
   int64_t temporal_patch_size = 2;
@@ -46,8 +46,9 @@ core::Result<ProcessorConfig> parse_processor_config_json(const nlohmann::json& 
 
 // transformers' smart_resize: (height, width) rounded to multiples of `factor`, scaled into
 // [min_pixels, max_pixels] keeping the aspect ratio; an aspect ratio over 200 is an error.
-core::Result<std::pair<int64_t, int64_t>> smart_resize(int64_t height, int64_t width, int64_t factor,
-                                                       int64_t min_pixels, int64_t max_pixels);
+core::Result<std::pair<int64_t, int64_t>> smart_resize(int64_t height, int64_t width,
+                                                       int64_t factor, int64_t min_pixels,
+                                                       int64_t max_pixels);
 
 struct Patches {
   std::vector<float> rows;  // [grid_t · grid_h · grid_w, row_size], merge-block row order

@@ -28,7 +28,8 @@ struct Taps {
 // The double arithmetic follows PIL's precompute_coeffs step by step, so that its truncations
 // ((int) casts) and the normalization fall on the same values.
 Taps make_taps(int64_t in_size, int64_t out_size) {
-  const double scale = static_cast<double>(static_cast<float>(in_size)) / static_cast<double>(out_size);
+  const double scale =
+      static_cast<double>(static_cast<float>(in_size)) / static_cast<double>(out_size);
   const double filterscale = std::max(scale, 1.0);
   const double support = 2.0 * filterscale;
   Taps t;

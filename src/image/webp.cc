@@ -15,12 +15,18 @@ namespace {
 
 const char* status_text(VP8StatusCode s) {
   switch (s) {
-    case VP8_STATUS_OUT_OF_MEMORY: return "out of memory";
-    case VP8_STATUS_INVALID_PARAM: return "invalid parameter";
-    case VP8_STATUS_BITSTREAM_ERROR: return "corrupt bitstream";
-    case VP8_STATUS_UNSUPPORTED_FEATURE: return "unsupported feature";
-    case VP8_STATUS_NOT_ENOUGH_DATA: return "the data ends early";
-    default: return "decoding failed";
+    case VP8_STATUS_OUT_OF_MEMORY:
+      return "out of memory";
+    case VP8_STATUS_INVALID_PARAM:
+      return "invalid parameter";
+    case VP8_STATUS_BITSTREAM_ERROR:
+      return "corrupt bitstream";
+    case VP8_STATUS_UNSUPPORTED_FEATURE:
+      return "unsupported feature";
+    case VP8_STATUS_NOT_ENOUGH_DATA:
+      return "the data ends early";
+    default:
+      return "decoding failed";
   }
 }
 
@@ -86,8 +92,8 @@ core::Result<Raster> decode_webp(std::string_view bytes, const ImageLimits& limi
   const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
   // The RIFF size covers the whole file: fewer bytes than it declares is a cut file, even when
   // the cut falls after the image data (libwebp would decode it). Bytes past it are not read.
-  const uint64_t riff = uint64_t{p[4]} | uint64_t{p[5]} << 8 | uint64_t{p[6]} << 16 |
-                        uint64_t{p[7]} << 24;
+  const uint64_t riff =
+      uint64_t{p[4]} | uint64_t{p[5]} << 8 | uint64_t{p[6]} << 16 | uint64_t{p[7]} << 24;
   if (riff + 8 > bytes.size()) return core::error(kTruncated);
   const WebPData data{p, static_cast<size_t>(riff + 8)};
   WebPBitstreamFeatures f;

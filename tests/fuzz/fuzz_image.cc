@@ -29,7 +29,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   config.max_pixels = 16384;
   auto p = image::preprocess(*img, config);
   if (!p.ok()) std::abort();
-  if (p->rows.size() != static_cast<size_t>(p->grid_t * p->grid_h * p->grid_w * config.row_size())) {
+  if (p->rows.size() !=
+      static_cast<size_t>(p->grid_t * p->grid_h * p->grid_w * config.row_size())) {
     std::abort();
   }
   return 0;

@@ -37,11 +37,13 @@ TEST(ImageHostile, LimitsAreTheCallers) {
   const std::string png = fixture_bytes("png_rgb.png");  // 24 × 16
   ImageLimits limits;
   limits.max_pixels = 383;
-  EXPECT_EQ(decode(png, limits).message(), "PNG: image has 24 × 16 pixels, more than the limit of 383");
+  EXPECT_EQ(decode(png, limits).message(),
+            "PNG: image has 24 × 16 pixels, more than the limit of 383");
   limits.max_pixels = 384;
   EXPECT_TRUE(decode(png, limits).ok());
   limits.max_aspect_ratio = 1.4;
-  EXPECT_EQ(decode(png, limits).message(), "PNG: image has 24 × 16 pixels: the aspect ratio is over 1.4");
+  EXPECT_EQ(decode(png, limits).message(),
+            "PNG: image has 24 × 16 pixels: the aspect ratio is over 1.4");
   limits = {};
   limits.max_bytes = png.size() - 1;
   EXPECT_EQ(decode(png, limits).message(), "image is " + std::to_string(png.size()) +
@@ -64,14 +66,16 @@ TEST(ImageHostile, ZeroSizedImages) {
   const size_t sof = jpg.find("\xff\xc0");
   ASSERT_NE(sof, std::string::npos);
   jpg.replace(sof + 5, 2, std::string(2, '\0'));  // height 0
-  EXPECT_NE(decode(jpg).message().find("JPEG: Empty JPEG image"), std::string::npos) << decode(jpg).message();
+  EXPECT_NE(decode(jpg).message().find("JPEG: Empty JPEG image"), std::string::npos)
+      << decode(jpg).message();
 }
 
 // Every proper prefix of a valid file is an error; once past the signature, a cut one.
 TEST(ImageHostile, EveryTruncationIsAnError) {
-  for (const char* name : {"png_rgb.png", "png_interlaced.png", "png_orient_6.png", "jpeg_rgb.jpg",
-                           "jpeg_progressive.jpg", "webp_lossy.webp", "webp_alpha.webp",
-                           "webp_anim.webp", "gif_plain.gif", "gif_anim.gif", "gif_interlaced.gif"}) {
+  for (const char* name :
+       {"png_rgb.png", "png_interlaced.png", "png_orient_6.png", "jpeg_rgb.jpg",
+        "jpeg_progressive.jpg", "webp_lossy.webp", "webp_alpha.webp", "webp_anim.webp",
+        "gif_plain.gif", "gif_anim.gif", "gif_interlaced.gif"}) {
     const std::string full = fixture_bytes(name);
     ASSERT_TRUE(decode(full).ok()) << name;
     for (size_t n = 0; n < full.size(); ++n) {

@@ -3,9 +3,8 @@
 #pragma once
 
 #include <cstdint>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "image/image.h"
 #include "test_util.h"

@@ -70,7 +70,8 @@ TEST(ImagePreprocess, EqualsTransformersSlowProcessor) {
     EXPECT_EQ(patches->grid_w, c["grid"][2].get<int64_t>());
     auto want = formats::read_npy(fixture_path(c["rows"]));
     ASSERT_TRUE(want.ok()) << want.message();
-    ASSERT_EQ(want->shape, (std::vector<int64_t>{patches->grid_h * patches->grid_w, config->row_size()}));
+    ASSERT_EQ(want->shape,
+              (std::vector<int64_t>{patches->grid_h * patches->grid_w, config->row_size()}));
     ASSERT_EQ(patches->rows.size(), want->data.size());
     // One level of the 8-bit resize, through rescale and normalize.
     const float min_std = *std::min_element(config->image_std.begin(), config->image_std.end());
@@ -102,14 +103,14 @@ TEST(ImagePreprocess, RowOrderByHand) {
   auto at = [&](int row, int c, int t, int py, int px) {
     return p->rows[static_cast<size_t>(row * 24 + ((c * 2 + t) * 2 + py) * 2 + px)];
   };
-  EXPECT_EQ(at(0, 0, 0, 0, 0), 0);    // patch (0,0): pixel (0,0)
-  EXPECT_EQ(at(1, 0, 0, 0, 0), 6);    // patch (0,1): pixel (2,0)
-  EXPECT_EQ(at(2, 0, 0, 0, 0), 48);   // patch (1,0): pixel (0,2)
-  EXPECT_EQ(at(3, 2, 1, 1, 1), 83);   // patch (1,1): pixel (3,3), c 2, second frame
-  EXPECT_EQ(at(4, 0, 0, 0, 0), 12);   // patch (0,2): pixel (4,0)
-  EXPECT_EQ(at(5, 0, 0, 0, 0), 18);   // patch (0,3): pixel (6,0)
-  EXPECT_EQ(at(5, 1, 1, 1, 1), 46);   // patch (0,3): pixel (7,1), c 1
-  EXPECT_EQ(at(7, 0, 0, 1, 0), 90);   // patch (1,3): pixel (6,3)
+  EXPECT_EQ(at(0, 0, 0, 0, 0), 0);     // patch (0,0): pixel (0,0)
+  EXPECT_EQ(at(1, 0, 0, 0, 0), 6);     // patch (0,1): pixel (2,0)
+  EXPECT_EQ(at(2, 0, 0, 0, 0), 48);    // patch (1,0): pixel (0,2)
+  EXPECT_EQ(at(3, 2, 1, 1, 1), 83);    // patch (1,1): pixel (3,3), c 2, second frame
+  EXPECT_EQ(at(4, 0, 0, 0, 0), 12);    // patch (0,2): pixel (4,0)
+  EXPECT_EQ(at(5, 0, 0, 0, 0), 18);    // patch (0,3): pixel (6,0)
+  EXPECT_EQ(at(5, 1, 1, 1, 1), 46);    // patch (0,3): pixel (7,1), c 1
+  EXPECT_EQ(at(7, 0, 0, 1, 0), 90);    // patch (1,3): pixel (6,3)
   for (int row = 0; row < 8; ++row) {  // the two frames are the same image
     for (int c = 0; c < 3; ++c) EXPECT_EQ(at(row, c, 0, 1, 0), at(row, c, 1, 1, 0));
   }
@@ -123,7 +124,8 @@ TEST(ImagePreprocess, RefusesWhatTheProcessorCannotTake) {
   EXPECT_FALSE(preprocess(Image{}, config).ok());
   ProcessorConfig fixed = config;
   fixed.do_resize = false;
-  EXPECT_NE(preprocess(procedural(40, 32), fixed).message().find("multiples of 32"), std::string::npos);
+  EXPECT_NE(preprocess(procedural(40, 32), fixed).message().find("multiples of 32"),
+            std::string::npos);
 }
 
 TEST(ImageProcessorConfig, Qwen35FileGivesTheDefaults) {
@@ -144,7 +146,8 @@ TEST(ImageProcessorConfig, Qwen35FileGivesTheDefaults) {
   EXPECT_DOUBLE_EQ(c->rescale_factor, 1.0 / 255.0);
   // Top-level min/max_pixels override "size" (transformers' backward compatibility); a combined
   // processor_config.json nests the image processor.
-  auto o = parse_processor_config(R"({"image_processor": {"size": {"shortest_edge": 10, "longest_edge": 20},
+  auto o = parse_processor_config(
+      R"({"image_processor": {"size": {"shortest_edge": 10, "longest_edge": 20},
                                        "min_pixels": 3136, "max_pixels": 1003520}})");
   ASSERT_TRUE(o.ok()) << o.message();
   EXPECT_EQ(o->min_pixels, 3136);
@@ -161,7 +164,8 @@ TEST(ImageProcessorConfig, BadValuesNameTheKey) {
       {R"({"image_std": [0.5, 0, 0.5]})", "'image_std' must be 3 finite numbers, none zero"},
       {R"({"image_mean": [0.5, 0.5]})", "'image_mean' must be 3 finite numbers"},
       {R"({"resample": 2})", "'resample' is 2: only bicubic (3) is implemented"},
-      {R"({"size": {"shortest_edge": 5000, "longest_edge": 4000}})", "min_pixels 5000 is over max_pixels 4000"},
+      {R"({"size": {"shortest_edge": 5000, "longest_edge": 4000}})",
+       "min_pixels 5000 is over max_pixels 4000"},
       {R"({"max_pixels": 1e12})", "'max_pixels' must be an integer"},
       {R"({"size": 7})", "'size' must be an object"},
       {R"({"rescale_factor": -1})", "'rescale_factor' must be a positive number"},
