@@ -9,6 +9,7 @@
 #include "image/image.h"
 #include "image/processor.h"
 #include "image_fixtures.h"
+#include "malloc_probe.h"
 
 namespace qwen35::image {
 namespace {
@@ -24,13 +25,27 @@ TEST(ImageHostile, BombsAndDegenerateSizesRefusedFromTheHeader) {
     // turn the answer into "out of memory": the refusal must come before.
     const int64_t failed = qwen35::testing::failed_allocations();
     qwen35::testing::fail_next_allocation(16u << 20);
+    testing::reset_largest_allocation();
     auto img = decode(bytes);
+    const size_t largest = testing::largest_allocation();
     qwen35::testing::allow_allocations();
+    // And the libraries' own mallocs stay small: no pixel buffer, no row of the declared width.
+    if (testing::malloc_probe_active()) {
+      EXPECT_LT(largest, 1u << 20) << name;
+    }
     ASSERT_FALSE(img.ok()) << name;
     EXPECT_NE(img.message().find(c["expect"].get<std::string>()), std::string::npos)
         << name << ": " << img.message();
     EXPECT_EQ(qwen35::testing::failed_allocations(), failed) << name;
   }
+}
+
+// The probe sees the allocations it is meant to bound: a 64 × 64 RGBA decode holds its pixels.
+TEST(ImageHostile, MallocProbeSeesPixelBuffers) {
+  if (!testing::malloc_probe_active()) GTEST_SKIP() << "malloc belongs to the sanitizer";
+  testing::reset_largest_allocation();
+  ASSERT_TRUE(decode(fixture_bytes("png_alpha_all.png")).ok());
+  EXPECT_GE(testing::largest_allocation(), 64u * 64 * 4);
 }
 
 TEST(ImageHostile, LimitsAreTheCallers) {
