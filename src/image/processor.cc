@@ -149,7 +149,10 @@ core::Result<Patches> preprocess(const Image& image, const ProcessorConfig& c) {
     return core::error("preprocess: without resizing, the image's sides must be multiples of " +
                        std::to_string(c.factor()));
   }
-  const Image resized = resize_bicubic(image, rw, rh);
+  // PIL returns a copy at the same size: the image itself serves, without the copy.
+  Image scaled;
+  if (rw != image.width || rh != image.height) scaled = resize_bicubic(image, rw, rh);
+  const Image& resized = scaled.rgb.empty() ? image : scaled;
   // Every value depends on its channel and byte alone: a 3 × 256 table holds them all, computed
   // as transformers does (float64 rescale cast to float32, then float32 (x − mean) / std).
   float table[3][256];
