@@ -83,13 +83,39 @@ void quant_summary(model::ModelWeights& w) {
   }
 }
 
+// The vision tower: geometry, size and verdict, or why there is none.
+void vision_report(const model::ModelWeights& w) {
+  if (!w.vision) {
+    std::printf("vision: %s\n", w.vision_problem.empty() ? "no vision tower" : w.vision_problem.c_str());
+    return;
+  }
+  const model::VisionWeights& v = *w.vision;
+  const model::VisionConfig& c = v.config;
+  std::printf("vision: %lld blocks, width %lld, %lld heads of %lld, mlp %lld, patch %lldx%lldx%lld, merge %lldx%lld, "
+              "position table %lldx%lld, out %lld\n",
+              (long long)c.depth, (long long)c.hidden, (long long)c.n_heads, (long long)c.head_dim,
+              (long long)c.intermediate, (long long)c.patch, (long long)c.patch, (long long)c.temporal,
+              (long long)c.merge, (long long)c.merge, (long long)c.grid_side, (long long)c.grid_side,
+              (long long)c.out_hidden);
+  std::set<std::string> types;
+  for (const model::VisionBlockWeights& b : v.blocks) types.insert(describe(b.qkv));
+  std::string t;
+  for (const std::string& d : types) t += (t.empty() ? "" : ", ") + d;
+  std::printf("vision weights: %s, %.0f parameters (%.3f B), %zu bytes (%s), blocks %s\n", v.source.c_str(),
+              double(v.n_params), double(v.n_params) / 1e9, v.bytes, human(double(v.bytes)).c_str(), t.c_str());
+  if (c.image_token_id >= 0) std::printf("vision verdict: usable (image token %lld)\n", (long long)c.image_token_id);
+  else std::printf("vision verdict: usable (image token: <|image_pad|> of the tokenizer)\n");
+}
+
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
   flags::App app{"Geometry, layer pattern, quantization, memory and support verdict of a checkpoint",
                "qwen35 inspect"};
-  std::string dir;
+  std::string dir, mmproj;
   app.add_option("-m,--model", dir, "checkpoint directory or .gguf file")->required();
+  app.add_option("--mmproj", mmproj, "GGUF models: the vision tower's mmproj file (default: the one "
+                 "mmproj*.gguf beside the model, if any)");
   try {
     app.parse(argc, argv);
   } catch (const flags::ParseError& e) {
@@ -101,6 +127,16 @@ int cmd_inspect(int argc, char** argv) {
     return fail("inspect", w.message());
   }
   model::ModelWeights& mw = **w;
+  if (mw.dialect == model::Dialect::kGguf) {
+    if (mmproj.empty()) {
+      auto found = model::find_mmproj(dir);
+      if (!found.ok()) mw.vision_problem = found.message();
+      else mmproj = *found;
+    }
+    if (!mmproj.empty()) model::attach_mmproj(mw, mmproj);
+  } else if (!mmproj.empty()) {
+    return fail("inspect", "--mmproj applies to GGUF models; this checkpoint's tower is in its safetensors");
+  }
   const model::ModelConfig& c = mw.config;
   std::printf("checkpoint: %s\n", dir.c_str());
   std::printf("model_type: %s (%s)\n", c.model_type.c_str(), c.moe ? "MoE" : "dense");
@@ -135,6 +171,7 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("mtp: present, not usable: %s\n", mw.mtp_problem.c_str());
   else
     std::printf("mtp: absent (no MTP tensors; --spec mtp unavailable)\n");
+  vision_report(mw);
   quant_summary(mw);
   const double params = double(mw.n_params);
   std::printf("parameters: %.0f (%.3f B)\n", params, params / 1e9);

@@ -24,7 +24,9 @@ void synth_usage(FILE* f) {
   std::fprintf(f,
                "usage: qwen35 synth --preset %s [--format hf|mlx|gguf] [--bits 2|3|4|5|6|8]\n"
                "                    [--group-size 64] [--outtype f32|f16|bf16|q8_0|q4_0]\n"
-               "                    [--mtp auto|on|off] [--seed N] [--quiet] --out DIR|FILE.gguf\n"
+               "                    [--mtp auto|on|off] [--vision auto|on|off] [--vision-preset P]\n"
+               "                    [--vision-depth N] [--seed N] [--quiet]\n"
+               "                    --out DIR|FILE.gguf\n"
                "Writes a random-weight checkpoint (config, tokenizer, safetensors) to DIR, or\n"
                "with --format gguf one GGUF file in llama.cpp's layout (same values as hf).\n"
                "  --format      hf: bf16, HF names (default); mlx: MLX affine-quantized;\n"
@@ -35,6 +37,10 @@ void synth_usage(FILE* f) {
                "                other 1-D tensors stay f32, as llama.cpp's converter keeps them\n"
                "  --mtp         the MTP head (mtp.*): auto (default: hf and gguf yes, mlx no, as\n"
                "                mlx-lm exports), on, off\n"
+               "  --vision      the vision tower: auto (default: hf yes; mlx no, as mlx-lm exports;\n"
+               "                gguf no), on (gguf: an mmproj-NAME.gguf file beside NAME.gguf), off\n"
+               "  --vision-preset  the tower of another preset (into this preset's hidden size)\n"
+               "  --vision-depth   the tower's number of blocks (default: the preset's)\n"
                "  --seed        RNG seed (default 1); same seed, same bytes\n"
                "  --shard-gb    shard size limit in GiB (default 4)\n"
                "  --quiet       no progress bar (it is also off when stderr is not a terminal)\n",
@@ -77,15 +83,21 @@ int cmd_synth(int argc, char** argv) {
       o.outtype = v;
     } else if (a == "--mtp") {
       o.mtp = v;
+    } else if (a == "--vision") {
+      o.vision = v;
+    } else if (a == "--vision-preset") {
+      o.vision_preset = v;
     } else if (a == "--out" || a == "-o") {
       o.out_dir = v;
-    } else if (a == "--bits" || a == "--group-size" || a == "--seed" || a == "--shard-gb") {
+    } else if (a == "--bits" || a == "--group-size" || a == "--seed" || a == "--shard-gb" ||
+               a == "--vision-depth") {
       if (!parse_u64(v, &n) || (a != "--seed" && n > 1024))
         return fail("synth", "bad value '" + v + "' for " + a);
       if (a == "--bits") o.bits = int(n);
       if (a == "--group-size") o.group_size = int(n);
       if (a == "--seed") o.seed = n;
       if (a == "--shard-gb") o.max_shard_bytes = (n == 0 ? 1 : n) << 30;
+      if (a == "--vision-depth") o.vision_depth = int64_t(n);
     } else {
       return fail("synth", "unknown option '" + a + "' (see --help)");
     }

@@ -151,6 +151,37 @@ Status parse_ids(const json* v, std::vector<int64_t>* out) {
   return Status();
 }
 
+
+// vision_config: read on its own (no text_config fallback); problems go into v.error.
+HfVisionConfig parse_vision_config(const json& vj, const std::string& label) {
+  HfVisionConfig v;
+  if (!vj.is_object()) {
+    v.error = "[config] '" + label + "' field 'vision_config': expected an object";
+    return v;
+  }
+  Reader r(vj, nullptr, label + " vision_config");
+  auto run = [&]() -> Status {
+    for (auto [key, out] : {std::pair{"depth", &v.depth}, {"hidden_size", &v.hidden_size},
+                            {"intermediate_size", &v.intermediate_size}, {"num_heads", &v.num_heads},
+                            {"out_hidden_size", &v.out_hidden_size}})
+      QWEN35_RETURN_IF_ERROR(r.int_field(key, out, true));
+    QWEN35_RETURN_IF_ERROR(r.int_field("in_channels", &v.in_channels, false));
+    QWEN35_RETURN_IF_ERROR(r.int_field("patch_size", &v.patch_size, false));
+    QWEN35_RETURN_IF_ERROR(r.int_field("spatial_merge_size", &v.spatial_merge_size, false));
+    QWEN35_RETURN_IF_ERROR(r.int_field("temporal_patch_size", &v.temporal_patch_size, false));
+    QWEN35_RETURN_IF_ERROR(r.int_field("num_position_embeddings", &v.num_position_embeddings, false));
+    if (const json* a = r.find("hidden_act")) {
+      if (!a->is_string()) return r.err("hidden_act", "expected a string, got " + a->dump());
+      v.hidden_act = a->get<std::string>();
+    }
+    if (Status s = parse_ids(r.find("deepstack_visual_indexes"), &v.deepstack_visual_indexes); !s.ok())
+      return r.err("deepstack_visual_indexes", "expected a list of layer indexes");
+    return Status();
+  };
+  if (Status s = run(); !s.ok()) v.error = s.message();
+  return v;
+}
+
 }  // namespace
 
 Result<HfConfig> parse_hf_config(const std::string& text, const std::string& label) {
@@ -267,6 +298,13 @@ Result<HfConfig> parse_hf_config(const std::string& text, const std::string& lab
     QWEN35_RETURN_IF_ERROR(parse_quantization(*q, label, &qcfg));
     c.quantization = std::move(qcfg);
   }
+  if (auto it = root.find("vision_config"); it != root.end() && !it->is_null())
+    c.vision = parse_vision_config(*it, label);
+  Reader rr(root, nullptr, label);
+  for (auto [key, out] : {std::pair{"image_token_id", &c.image_token_id}, {"video_token_id", &c.video_token_id},
+                          {"vision_start_token_id", &c.vision_start_token_id},
+                          {"vision_end_token_id", &c.vision_end_token_id}})
+    QWEN35_RETURN_IF_ERROR(rr.int_field(key, out, false));
   return c;
 }
 

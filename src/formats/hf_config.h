@@ -28,6 +28,20 @@ struct QuantConfig {
   const QuantSpec* lookup(const std::string& module, bool* unquantized) const;
 };
 
+// `vision_config` of a multimodal checkpoint, as written (model/vision_config.h decides what is
+// supported). Absent fields take the values every Qwen3.5 tower has; the geometry fields
+// (depth, hidden_size, intermediate_size, num_heads, out_hidden_size) have no default.
+struct HfVisionConfig {
+  int64_t depth = 0, hidden_size = 0, intermediate_size = 0, num_heads = 0, out_hidden_size = 0;
+  int64_t in_channels = 3, patch_size = 16, spatial_merge_size = 2, temporal_patch_size = 2;
+  int64_t num_position_embeddings = 2304;
+  std::string hidden_act = "gelu_pytorch_tanh";
+  std::vector<int64_t> deepstack_visual_indexes;
+  // A field of the wrong type or a missing geometry field: the tower is refused with this
+  // message, the text model still loads.
+  std::string error;
+};
+
 struct HfConfig {
   std::string model_type;       // root model_type
   std::string text_model_type;  // text_config.model_type (or root)
@@ -75,6 +89,10 @@ struct HfConfig {
 
   std::optional<QuantConfig> quantization;
   std::string quant_method;  // non-MLX "quantization_config.quant_method" (gptq, fp8, ...)
+
+  std::optional<HfVisionConfig> vision;  // nullopt: no vision_config
+  // Root keys of multimodal checkpoints; -1 when absent.
+  int64_t image_token_id = -1, video_token_id = -1, vision_start_token_id = -1, vision_end_token_id = -1;
 };
 
 core::Result<HfConfig> parse_hf_config(const std::string& text, const std::string& label);

@@ -58,9 +58,12 @@ core::Result<NpyArray> read_npy(const std::string& path) {
   if (off + hlen > size) return error("[npy] '" + path + "' header past end");
   std::string h(reinterpret_cast<const char*>(p + off), hlen);
   int width = 0;
+  bool integer = false;
   if (h.find("'<f4'") != std::string::npos) width = 4;
   else if (h.find("'<f8'") != std::string::npos) width = 8;
-  else return error("[npy] '" + path + "': only little-endian f4/f8 arrays are read");
+  else if (h.find("'<i4'") != std::string::npos) width = 4, integer = true;
+  else if (h.find("'<i8'") != std::string::npos) width = 8, integer = true;
+  else return error("[npy] '" + path + "': only little-endian f4/f8/i4/i8 arrays are read");
   if (h.find("'fortran_order': False") == std::string::npos)
     return error("[npy] '" + path + "': Fortran order not supported");
   auto lp = h.find('('), rp = h.find(')');
@@ -79,7 +82,20 @@ core::Result<NpyArray> read_npy(const std::string& path) {
     i = j;
   }
   off += hlen;
-  if (off + n * width > size) return error("[npy] '" + path + "' data truncated");
+  if (n > size || off + n * width > size) return error("[npy] '" + path + "' data truncated");
+  if (integer) {
+    a.ints.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (width == 4) {
+        int32_t v;
+        std::memcpy(&v, p + off + 4 * i, 4);
+        a.ints[i] = v;
+      } else {
+        std::memcpy(&a.ints[i], p + off + 8 * i, 8);
+      }
+    }
+    return a;
+  }
   a.data.resize(n);
   for (size_t i = 0; i < n; ++i) {
     if (width == 4) {

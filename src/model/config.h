@@ -9,6 +9,7 @@
 
 #include "core/result.h"
 #include "formats/hf_config.h"
+#include "model/vision_config.h"
 
 namespace qwen35::model {
 
@@ -57,6 +58,8 @@ struct ModelConfig {
   int64_t mtp_layers = 0;
   std::vector<int64_t> eos_token_ids;
   std::optional<formats::QuantConfig> quantization;
+  // The vision tower (depth 0: none, or refused; ModelWeights::vision_problem says why).
+  VisionConfig vision;
 
   int64_t n_full_layers() const;
   int64_t n_linear_layers() const;

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "formats/gguf.h"
 #include "kernels/ops.h"
+#include "model/gguf_binder.h"
 #include "model/tensor_table.h"
 #include "model/weights.h"
 
@@ -30,100 +31,6 @@ using kernels::WeightType;
 namespace {
 
 std::string blk(int64_t i) { return "blk." + std::to_string(i) + "."; }
-
-std::string ne_str(std::initializer_list<int64_t> ne) {
-  std::string s = "[";
-  size_t i = 0;
-  for (int64_t d : ne) s += (i++ ? ", " : "") + std::to_string(d);
-  return s + "]";
-}
-
-// The kernels' type for a ggml type; false for a type without kernels.
-bool weight_type(GgmlType t, WeightType* w) {
-  switch (t) {
-    case GgmlType::kF32: *w = WeightType::kF32; return true;
-    case GgmlType::kF16: *w = WeightType::kF16; return true;
-    case GgmlType::kBF16: *w = WeightType::kBF16; return true;
-    case GgmlType::kQ8_0: *w = WeightType::kQ8_0; return true;
-    case GgmlType::kQ4_0: *w = WeightType::kQ4_0; return true;
-    case GgmlType::kIQ4_NL: *w = WeightType::kIQ4_NL; return true;
-    case GgmlType::kQ4_K: *w = WeightType::kQ4_K; return true;
-    case GgmlType::kQ5_K: *w = WeightType::kQ5_K; return true;
-    case GgmlType::kQ6_K: *w = WeightType::kQ6_K; return true;
-    case GgmlType::kIQ4_XS: *w = WeightType::kIQ4_XS; return true;
-    default: return false;
-  }
-}
-
-constexpr const char* kSupportedTypes = "F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS";
-
-class GgufBinder {
- public:
-  explicit GgufBinder(const GgufModel& g) : g_(g) {}
-  size_t bytes() const { return bytes_; }
-  int64_t params() const { return params_; }
-  bool has(const std::string& name) const { return g_.find(name) != nullptr; }
-
-  // A matrix [out, in] (ggml ne [in, out]), or `experts` of them stacked (ne [in, out, experts])
-  // as one Matrix of experts·out rows.
-  Result<Matrix> matrix(const std::string& name, int64_t out, int64_t in, int64_t experts = 0) {
-    const GgufTensor* t = g_.find(name);
-    const std::string want = experts ? ne_str({in, out, experts}) : ne_str({in, out});
-    if (t == nullptr) return error("[weights] missing tensor '" + name + "' (expected ggml shape " + want + ")");
-    const bool shape_ok = experts ? t->ne == std::vector<int64_t>{in, out, experts}
-                                  : (t->ne == std::vector<int64_t>{in, out} || (out == 1 && t->ne == std::vector<int64_t>{in}));
-    if (!shape_ok)
-      return error("[weights] tensor '" + name + "': expected ggml shape " + want + ", found " + t->shape_str());
-    Matrix m;
-    if (!weight_type(t->type, &m.type))
-      return error("[weights] tensor '" + name + "': type " + formats::ggml_type_name(t->type) +
-                   " is not supported (supported: " + kSupportedTypes + ")");
-    m.rows = (experts ? experts : 1) * out;
-    m.cols = in;
-    m.data = t->data;
-    bytes_ += t->nbytes;
-    params_ += m.rows * m.cols;
-    return m;
-  }
-
-  // A vector of `dim` floats, any supported type, converted to fp32.
-  Result<std::vector<float>> vec(const std::string& name, int64_t dim) {
-    const GgufTensor* t = g_.find(name);
-    if (t == nullptr) return error("[weights] missing tensor '" + name + "' (expected ggml shape " + ne_str({dim}) + ")");
-    if (t->ne != std::vector<int64_t>{dim})
-      return error("[weights] tensor '" + name + "': expected ggml shape " + ne_str({dim}) + ", found " + t->shape_str());
-    return floats(*t, name, 1, dim);
-  }
-
-  // ssm_conv1d: ne [kernel, channels] -> fp32 [channels, kernel].
-  Result<std::vector<float>> conv(const std::string& name, int64_t C, int64_t K) {
-    const GgufTensor* t = g_.find(name);
-    if (t == nullptr) return error("[weights] missing tensor '" + name + "' (expected ggml shape " + ne_str({K, C}) + ")");
-    if (t->ne != std::vector<int64_t>{K, C})
-      return error("[weights] tensor '" + name + "': expected ggml shape " + ne_str({K, C}) + ", found " + t->shape_str());
-    return floats(*t, name, C, K);
-  }
-
- private:
-  Result<std::vector<float>> floats(const GgufTensor& t, const std::string& name, int64_t rows, int64_t cols) {
-    Matrix m;
-    if (!weight_type(t.type, &m.type))
-      return error("[weights] tensor '" + name + "': type " + formats::ggml_type_name(t.type) +
-                   " is not supported (supported: " + kSupportedTypes + ")");
-    m.rows = rows;
-    m.cols = cols;
-    m.data = t.data;
-    std::vector<float> v(size_t(rows * cols));
-    for (int64_t r = 0; r < rows; ++r) kernels::decode_row(m, r, v.data() + r * cols);
-    bytes_ += t.nbytes;
-    params_ += rows * cols;
-    return v;
-  }
-
-  const GgufModel& g_;
-  size_t bytes_ = 0;
-  int64_t params_ = 0;
-};
 
 // The metadata as the fields of a config.json, for the support gate.
 Result<formats::HfConfig> gguf_config(const GgufModel& g, std::string* arch_out) {
@@ -265,6 +172,8 @@ Status bind_entry(GgufBinder& b, const ModelConfig& c, const Tensor& t, const st
       QWEN35_ASSIGN_OR_RETURN(*s.floats, b.vec(name, d.out));
       break;
     }
+    case Form::kPatch:
+    case Form::kTable: return error("[weights] tensor '" + name + "': a vision form in the text table (a table bug)");
   }
   if (s.present != nullptr) *s.present = true;
   return Status();
@@ -324,6 +233,7 @@ Result<std::unique_ptr<ModelWeights>> load_gguf_weights(const std::string& path,
     for (const auto& e : L.moe.experts) expert_bytes += e.gate_proj.bytes() + e.up_proj.bytes() + e.down_proj.bytes();
   mw->stream_bytes = b.bytes() - (mw->tied ? 0 : mw->embed.bytes()) - expert_bytes;
   if (c.moe) mw->stream_bytes += size_t(double(expert_bytes) * double(c.top_k) / double(c.n_experts));
+  mw->vision_problem = "no vision tower: a GGUF model file holds none (llama.cpp keeps it in an mmproj file)";
   mw->has_mtp = c.mtp_layers > 0;
   if (mw->has_mtp) {
     if (c.mtp_layers != 1) {

@@ -23,6 +23,13 @@ Model::Model(std::unique_ptr<ModelWeights> weights, const kernels::Ops& ops, cor
   ctx_.workspace = workspace_.get();
 }
 
+core::Status Model::encode_image(const float* rows, int64_t grid_t, int64_t grid_h, int64_t grid_w, float* out) {
+  if (!w_->vision)
+    return core::error("[vision] " + (w_->vision_problem.empty() ? std::string("no vision tower") : w_->vision_problem));
+  if (!vision_) vision_ = std::make_unique<VisionTower>(*w_->vision, ops_);
+  return vision_->encode(ctx_, rows, grid_t, grid_h, grid_w, out);
+}
+
 void Model::set_draft_vocab(int64_t n) {
   const int64_t v = w_->config.vocab;
   draft_rows_ = n <= 0 || n >= v ? 0 : n;

@@ -22,6 +22,7 @@
 #include "kernels/ops.h"
 #include "model/activations.h"
 #include "model/state.h"
+#include "model/vision.h"
 #include "model/weights.h"
 
 namespace qwen35::model {
@@ -102,6 +103,14 @@ class Model {
   // input (token id out of range, context full, empty rows).
   core::Status forward(std::span<const SequenceRows> batch, std::vector<float>* logits);
 
+  // The vision tower (model/vision.h): one image's patch rows [t·h·w, patch_dim] to its tokens
+  // [t·(h/2)·(w/2), hidden], with this model's thread pool, workspace and mode (fast mode changes
+  // only affine matrices). Fails, writing nothing, when the weights have no usable tower
+  // (weights().vision_problem) or the grid is bad. One caller at a time, like forward(); it
+  // touches no sequence state.
+  core::Status encode_image(const float* rows, int64_t grid_t, int64_t grid_h, int64_t grid_w, float* out);
+  bool has_vision() const { return w_->vision != nullptr; }
+
   // Ends the pending verification of `state`: keeps its first `rows` rows (1 ≤ rows ≤ the rows
   // verified), as if only those had been decoded, bit for bit. Keeping all of them costs nothing;
   // fewer replays the recurrence of the kept rows from the saved conv inputs and projections
@@ -157,6 +166,7 @@ class Model {
   // The rotary positions of a span's rows for the attention kernel: its own, the KV positions
   // moved by the state's rope delta, or null (the KV positions themselves).
   const int64_t* rope_positions(const Span& sp);
+  std::unique_ptr<VisionTower> vision_;  // made at the first image
 };
 
 }  // namespace qwen35::model

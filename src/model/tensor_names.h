@@ -41,5 +41,12 @@ std::string layer(const std::string& prefix, int64_t i);  // "<prefix>layers.<i>
 inline constexpr char kMtp[] = "mtp.";
 inline constexpr char kMtpLayer[] = "mtp.layers.0.";
 
+// The vision tower: HF and MLX (mlx-vlm) prefixes, and a vision block under them; GGUF mmproj
+// files name blocks "v.blk.N.".
+inline constexpr char kHfVisual[] = "model.visual.";
+inline constexpr char kMlxVisual[] = "vision_tower.";
+inline constexpr char kVisionBlocks[] = "blocks.";
+inline constexpr char kGgufVisionBlocks[] = "v.blk.";
+
 }  // namespace names
 }  // namespace qwen35::model

@@ -169,7 +169,9 @@ bool in_layer(const Tensor& t, const ModelConfig& c, LayerKind kind) {
     case Block::kSharedExpert: return c.moe && c.shared_intermediate > 0;
     case Block::kModel:
     case Block::kHead:
-    case Block::kMtp: return false;
+    case Block::kMtp:
+    case Block::kVision:
+    case Block::kVisionBlock: return false;
   }
   return false;
 }

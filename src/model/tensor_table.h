@@ -31,6 +31,8 @@ namespace qwen35::model {
 struct ModelWeights;
 struct LayerWeights;
 struct MlpWeights;
+struct VisionWeights;
+struct VisionBlockWeights;
 
 // Where a tensor belongs, which decides when it exists and what its names are relative to.
 enum class Block : uint8_t {
@@ -43,6 +45,10 @@ enum class Block : uint8_t {
   kMoe,           // every layer of an MoE model: router and routed experts
   kSharedExpert,  // MoE models with shared_intermediate > 0
   kMtp,           // the MTP head's own tensors (fc and norms), when the checkpoint has one
+  // The vision tower (vision_tensor_table(), not tensor_table()): its own tensors (patch
+  // embedding, position table, merger), and those of every vision block.
+  kVision,
+  kVisionBlock,
 };
 
 // How a tensor is bound.
@@ -52,6 +58,9 @@ enum class Form : uint8_t {
              // n_experts·out rows and sliced per expert
   kVector,   // [out] floats, converted to fp32
   kConv,     // depthwise conv taps, [out = channels, in = kernel], converted to fp32
+  kPatch,    // the vision patch embedding (a Conv3d with kernel = stride), converted to fp32
+             // [out, in = C·T·P·P] in (C, T, P, P) order (model/vision_weights.h)
+  kTable,    // a 2-D float table [out, in] converted to fp32 (the vision position table)
 };
 
 // What a tensor is, for value conversion and synthetic initialization.
@@ -65,6 +74,9 @@ enum class Role : uint8_t {
   kConvTaps,   // HF [C, 1, K], MLX [C, K, 1], GGUF ne [K, C]
   kDecay,      // HF and MLX store A_log (bound as A = -exp(A_log)); GGUF stores A
   kDtBias,
+  kLayerNorm,  // a LayerNorm weight, applied as is in every dialect
+  kBias,       // a linear layer's or a LayerNorm's bias
+  kPosEmbed,   // the vision position table
 };
 
 // Which half of each expert's rows a kExperts tensor is when gate and up are stored fused
@@ -107,9 +119,15 @@ struct Tensor {
   const char* summary = nullptr;  // `inspect`'s quantization line it counts in (nullptr: none)
   Slot (*slot)(ModelWeights&, LayerWeights*) = nullptr;  // the layer for layer blocks
   kernels::Matrix MlpWeights::*expert = nullptr;         // kExperts: the matrix per expert
+  // Vision entries (vision_tensor_table()) are stored here instead of through `slot`; the block
+  // for kVisionBlock.
+  Slot (*vslot)(VisionWeights&, VisionBlockWeights*) = nullptr;
 
   const char* name(Dialect d) const { return d == Dialect::kGguf ? gguf : d == Dialect::kMlx && mlx ? mlx : hf; }
-  bool is_layer() const { return block != Block::kModel && block != Block::kHead && block != Block::kMtp; }
+  bool is_layer() const {
+    return block != Block::kModel && block != Block::kHead && block != Block::kMtp && !is_vision();
+  }
+  bool is_vision() const { return block == Block::kVision || block == Block::kVisionBlock; }
 };
 
 // Every tensor, in binding order: model-level ones first, then a layer's, then the MTP head's.
@@ -138,6 +156,19 @@ void for_each_tensor(const ModelConfig& c, Dialect d, const std::string& text_pr
 // in two dialects (tensor_prefix).
 void for_each_tensor_at(const ModelConfig& c, bool head, bool mtp,
                         const std::function<void(const Tensor&, int64_t layer)>& fn);
+
+// The vision tower's tensors (model/vision_tensors.cc), in binding order: the tower's own, then
+// one vision block's. Dims are in terms of ModelConfig::vision.
+std::span<const Tensor> vision_tensor_table();
+
+// The prefix of a vision tensor's name in dialect `d` for vision block `layer` (ignored for
+// kVision): HF "model.visual." (+ "blocks.N."), MLX "vision_tower." (+ "blocks.N."), GGUF
+// (llama.cpp's mmproj files) "" for the tower's own (their names are whole) and "v.blk.N.".
+std::string vision_tensor_prefix(const Tensor& t, Dialect d, int64_t layer);
+
+// Calls fn(entry, layer) for every tensor of a tower of c.vision: the tower's own (layer -1),
+// then each block's, in table order.
+void for_each_vision_tensor(const ModelConfig& c, const std::function<void(const Tensor&, int64_t layer)>& fn);
 
 // The MLX quantization module of a tensor name: the name without ".weight".
 std::string module_of(const std::string& name);

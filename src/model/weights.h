@@ -17,6 +17,7 @@
 #include "kernels/ops.h"
 #include "model/config.h"
 #include "model/tensor_names.h"
+#include "model/vision_weights.h"
 
 namespace qwen35::model {
 
@@ -83,6 +84,11 @@ struct ModelWeights {
   std::unique_ptr<MtpWeights> mtp;  // bound MTP head; null: none, or unusable (mtp_problem)
   std::string mtp_problem;     // why an MTP head that is there cannot be used
   size_t mtp_bytes = 0;        // bytes of the bound MTP head (not in weight_bytes)
+  // The vision tower (model/vision_weights.cc, or an mmproj file: model/gguf_vision.cc); null
+  // when there is none or it cannot be used, and then vision_problem says why ("no vision
+  // tower: ..." for a text-only checkpoint).
+  std::unique_ptr<VisionWeights> vision;
+  std::string vision_problem;
   // GGUF files store the value heads of Gated DeltaNet in tiled order (model/gguf_weights.cc).
   bool tiled_v_heads = false;
   formats::TensorStore store;  // owns the mappings (safetensors)
@@ -95,6 +101,34 @@ struct ModelWeights {
 // A checkpoint directory (safetensors, HF or MLX) or a .gguf file (the first shard of a split set).
 core::Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& path,
                                                          core::LoadMode mode = core::LoadMode::kMmap);
+// The vision tower of a safetensors checkpoint (model/vision_weights.cc).
+// Whether `store` has tower tensors, and under which dialect's names.
+bool has_vision_tensors(const formats::TensorStore& store, Dialect* d);
+// Binds the tower of c.vision (admitted by make_vision_config) under dialect d's names; the first
+// missing, misshapen or mistyped tensor is the error, naming it.
+core::Result<std::unique_ptr<VisionWeights>> bind_vision(const formats::TensorStore& store, const ModelConfig& c,
+                                                         Dialect d);
+// The tower's config from config.json (vision_config through the gate, and the root token ids).
+core::Result<VisionConfig> vision_config_of(const formats::HfConfig& hf, int64_t text_hidden);
+// The tower alone, from a checkpoint directory (config.json with vision_config, its safetensors):
+// for tools and tests; checkpoints holding only model.visual.* tensors load too.
+core::Result<std::unique_ptr<VisionWeights>> load_vision_weights(const std::string& dir,
+                                                                 core::LoadMode mode = core::LoadMode::kMmap);
+// load_weights' step for the tower: sets w.vision and w.config.vision, or w.vision_problem.
+void attach_vision(const formats::HfConfig& hf, ModelWeights& w);
+
+// llama.cpp's mmproj files (model/gguf_vision.cc): the tower of a GGUF model, in a file of its
+// own. Binds the file at `path` against the text model's config (its projection width must be
+// the text hidden size).
+core::Result<std::unique_ptr<VisionWeights>> load_mmproj(const std::string& path, const ModelConfig& text,
+                                                         core::LoadMode mode = core::LoadMode::kMmap);
+// Binds the mmproj file at `path` as w's tower (w.vision, w.config.vision), or records why not in
+// w.vision_problem (the text model stays usable).
+void attach_mmproj(ModelWeights& w, const std::string& path);
+// The mmproj file beside a model GGUF: the one "mmproj*.gguf" in its directory; "" when there is
+// none, an error when there are several (the caller must name one).
+core::Result<std::string> find_mmproj(const std::string& model_gguf);
+
 // A .gguf file (model/gguf_weights.cc).
 core::Result<std::unique_ptr<ModelWeights>> load_gguf_weights(const std::string& path,
                                                               core::LoadMode mode = core::LoadMode::kMmap);

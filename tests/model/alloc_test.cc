@@ -9,6 +9,7 @@
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
 #include "model/model.h"
+#include "model/vision.h"
 #include "test_util.h"
 
 namespace {
@@ -52,6 +53,23 @@ TEST(Alloc, DecodeStepsDoNotAllocate) {
     for (int i = 0; i < 50; ++i) step();
     EXPECT_EQ(g_allocs.load() - before, 0) << name << ": heap allocations while decoding";
   }
+}
+
+// The vision tower: once warm for a grid, encoding another image of it allocates nothing.
+TEST(Alloc, VisionEncodesDoNotAllocate) {
+  auto w = load_vision_weights(qwen35::testing::source_dir() + "/tests/fixtures/vision/ckpt_tiny");
+  ASSERT_TRUE(w.ok()) << w.message();
+  core::ThreadPool pool(2);
+  auto ws = kernels::cpu_ops().new_workspace();
+  kernels::Context ctx;
+  ctx.pool = &pool;
+  ctx.workspace = ws.get();
+  VisionTower tower(**w, kernels::cpu_ops());
+  std::vector<float> rows(size_t(24 * 1536), 0.25f), out(size_t(6 * 48));
+  ASSERT_TRUE(tower.encode(ctx, rows.data(), 1, 4, 6, out.data()).ok());  // warm-up
+  const long before = g_allocs.load();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(tower.encode(ctx, rows.data(), 1, 4, 6, out.data()).ok());
+  EXPECT_EQ(g_allocs.load() - before, 0) << "heap allocations while encoding";
 }
 
 }  // namespace

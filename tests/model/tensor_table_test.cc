@@ -97,5 +97,36 @@ TEST(TensorTable, EntriesAreWellFormed) {
   EXPECT_EQ(exact, 2);
 }
 
+// The vision entries: named in every dialect, bound through vslot, and naming exactly the tower's
+// tensors of the reference worker's committed checkpoints (HF names, nothing else in the file).
+TEST(TensorTable, VisionEntriesAreWellFormed) {
+  std::set<std::string> hf, gguf;
+  for (const Tensor& t : vision_tensor_table()) {
+    const std::string what = t.hf ? t.hf : "(unnamed)";
+    EXPECT_TRUE(t.hf && t.gguf && t.dims && t.vslot && !t.slot) << what;
+    EXPECT_TRUE(t.is_vision() && !t.is_layer()) << what;
+    EXPECT_FALSE(t.int8 || t.optional || t.summary || t.expert) << what;
+    EXPECT_TRUE(t.form != Form::kExperts && t.form != Form::kConv) << what;
+    EXPECT_TRUE(hf.insert(std::string(t.block == Block::kVision ? "" : "b.") + t.hf).second) << what;
+    EXPECT_TRUE(gguf.insert(std::string(t.block == Block::kVision ? "" : "b.") + t.gguf).second) << what;
+  }
+  for (const char* ck : {"ckpt_tiny", "ckpt_side4", "ckpt_mid"}) {
+    const std::string dir = qwen35::testing::source_dir() + "/tests/fixtures/vision/" + ck;
+    auto store = formats::TensorStore::open_dir(dir);
+    ASSERT_TRUE(store.ok()) << store.message();
+    auto w = load_vision_weights(dir);
+    ASSERT_TRUE(w.ok()) << w.message();
+    ModelConfig c;
+    c.vision = (*w)->config;
+    std::set<std::string> file, table;
+    for (const auto& [name, _] : store->all()) file.insert(name);
+    for_each_vision_tensor(c, [&](const Tensor& t, int64_t layer) {
+      table.insert(vision_tensor_prefix(t, Dialect::kHf, layer) + t.hf);
+    });
+    EXPECT_EQ(missing_from(file, table), "") << ck << ": in the file, not in the table";
+    EXPECT_EQ(missing_from(table, file), "") << ck << ": in the table, not in the file";
+  }
+}
+
 }  // namespace
 }  // namespace qwen35::model

@@ -81,20 +81,23 @@ std::string make_config_json(const Preset& preset, const PlanOptions& opts, cons
   const model::ModelConfig& c = preset.config;
   const int64_t bpe = preset.bpe_vocab;
   const std::string& root_type = c.model_type;
-  // No vision weights are written; the vision_config is a small placeholder (as in the fixtures).
+  // The tower's geometry (written whether or not its tensors are: a checkpoint without them is
+  // text-only).
+  const model::VisionConfig& v = c.vision;
   json vision = {{"deepstack_visual_indexes", json::array()},
-                 {"depth", 1},
-                 {"hidden_act", "gelu_pytorch_tanh"},
-                 {"hidden_size", 32},
-                 {"in_channels", 3},
-                 {"intermediate_size", 64},
+                 {"depth", v.depth},
+                 {"hidden_act", v.tanh_gelu ? "gelu_pytorch_tanh" : "gelu"},
+                 {"hidden_size", v.hidden},
+                 {"in_channels", v.in_channels},
+                 {"initializer_range", 0.02},
+                 {"intermediate_size", v.intermediate},
                  {"model_type", root_type},
-                 {"num_heads", 2},
-                 {"num_position_embeddings", 16},
-                 {"out_hidden_size", c.hidden},
-                 {"patch_size", 16},
-                 {"spatial_merge_size", 2},
-                 {"temporal_patch_size", 2}};
+                 {"num_heads", v.n_heads},
+                 {"num_position_embeddings", v.n_positions()},
+                 {"out_hidden_size", v.out_hidden},
+                 {"patch_size", v.patch},
+                 {"spatial_merge_size", v.merge},
+                 {"temporal_patch_size", v.temporal}};
   json root = {
       {"architectures",
        {c.moe ? "Qwen3_5MoeForConditionalGeneration" : "Qwen3_5ForConditionalGeneration"}},
@@ -116,6 +119,27 @@ std::string make_config_json(const Preset& preset, const PlanOptions& opts, cons
     root["quantization_config"] = q;
   }
   return root.dump(2) + "\n";
+}
+
+std::string make_preprocessor_config_json(const Preset& preset) {
+  const model::VisionConfig& v = preset.config.vision;
+  // Qwen3.5's image processor: pixels rescaled by 1/255 and normalized with mean = std = 0.5,
+  // between 64 Ki and 16 Mi pixels (shortest_edge / longest_edge are pixel counts here).
+  json j = {{"do_convert_rgb", true},
+            {"do_normalize", true},
+            {"do_rescale", true},
+            {"do_resize", true},
+            {"image_mean", {0.5, 0.5, 0.5}},
+            {"image_processor_type", "Qwen2VLImageProcessorFast"},
+            {"image_std", {0.5, 0.5, 0.5}},
+            {"merge_size", v.merge},
+            {"patch_size", v.patch},
+            {"processor_class", "Qwen3VLProcessor"},
+            {"resample", 3},
+            {"rescale_factor", 1.0 / 255.0},
+            {"size", {{"longest_edge", 16777216}, {"shortest_edge", 65536}}},
+            {"temporal_patch_size", v.temporal}};
+  return j.dump(2) + "\n";
 }
 
 std::string make_generation_config_json(const Preset& preset) {

@@ -4,6 +4,9 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
+
+#include "model/tensor_table.h"
 
 #include "core/dtype.h"
 #include "tools/synth/gguf_encode.h"
@@ -92,7 +95,103 @@ Status write_tensor(GgufWriter* w, const GgufTensorSpec& t, uint64_t seed, Buffe
   return core::ok_status();
 }
 
+// The mmproj tensors llama.cpp's converter writes for the tower of `hf` (model/gguf_vision.cc
+// reads them): names of vision_tensor_table(), ggml ne the HF shape reversed, the Conv3d patch
+// embedding split into one [out, C, P, P] tensor per frame (".weight", ".weight.1"). Vectors stay
+// F32; matrices are `type` where their rows are whole blocks of it, else F16; the patch kernels
+// and the position table are `type` when it is a float type, else F16.
+Result<std::vector<GgufTensorSpec>> mmproj_tensors(const Preset& preset, const TensorPlan& hf, formats::GgmlType type) {
+  const model::ModelConfig& c = preset.config;
+  std::map<std::string, const TensorSpec*> by_name;
+  for (const TensorSpec& t : hf.tensors) by_name[t.name] = &t;
+  std::vector<GgufTensorSpec> out;
+  Status st;
+  const bool is_float = type == formats::GgmlType::kF32 || type == formats::GgmlType::kF16 ||
+                        type == formats::GgmlType::kBF16;
+  const formats::GgmlType half = is_float ? type : formats::GgmlType::kF16;
+  model::for_each_vision_tensor(c, [&](const model::Tensor& e, int64_t layer) {
+    const std::string src = model::vision_tensor_prefix(e, model::Dialect::kHf, layer) + e.hf;
+    const auto it = by_name.find(src);
+    if (it == by_name.end()) {
+      if (st.ok()) st = core::error("[synth] the HF plan has no '" + src + "' for the mmproj file");
+      return;
+    }
+    const model::Dims d = e.dims(c);
+    GgufTensorSpec t;
+    t.name = model::vision_tensor_prefix(e, model::Dialect::kGguf, layer) + e.gguf;
+    t.src = it->second;
+    if (e.form == model::Form::kPatch) {
+      const model::VisionConfig& v = c.vision;
+      for (int64_t f = 0; f < v.temporal; ++f) {
+        GgufTensorSpec p = t;
+        if (f > 0) p.name.append(".").append(std::to_string(f));
+        p.ne = {v.patch, v.patch, v.in_channels, v.hidden};
+        p.type = half;
+        // Unit k = o·C + c of P·P values is HF unit (o·C + c)·T + f.
+        p.unit = v.patch * v.patch;
+        p.unit_map = [T = v.temporal, f](int64_t k) { return k * T + f; };
+        out.push_back(std::move(p));
+      }
+      return;
+    }
+    t.ne = d.in > 0 ? std::vector<int64_t>{d.in, d.out} : std::vector<int64_t>{d.out};
+    t.unit = t.ne[0];
+    t.type = t.ne.size() == 1 || type == formats::GgmlType::kF32 ? formats::GgmlType::kF32
+             : e.form == model::Form::kTable                     ? half
+             : gguf_row_fits(type, t.ne[0])                      ? type
+                                                                 : formats::GgmlType::kF16;
+    out.push_back(std::move(t));
+  });
+  QWEN35_RETURN_IF_ERROR(st);
+  return out;
+}
+
+// The clip.* metadata of a Qwen3.5 tower's mmproj file.
+void add_mmproj_metadata(GgufWriter* w, const Preset& preset) {
+  const model::VisionConfig& v = preset.config.vision;
+  w->add_string("general.architecture", "clip");
+  w->add_string("general.type", "mmproj");
+  w->add_string("general.name", std::string("qwen35-synth-").append(preset.name));
+  w->add_string("clip.projector_type", "qwen3vl_merger");
+  w->add_bool("clip.has_vision_encoder", true);
+  w->add_bool("clip.use_gelu", true);
+  w->add_u32("clip.vision.image_size", uint32_t(v.grid_side * v.patch));
+  w->add_u32("clip.vision.patch_size", uint32_t(v.patch));
+  w->add_u32("clip.vision.embedding_length", uint32_t(v.hidden));
+  w->add_u32("clip.vision.feed_forward_length", uint32_t(v.intermediate));
+  w->add_u32("clip.vision.projection_dim", uint32_t(v.out_hidden));
+  w->add_u32("clip.vision.block_count", uint32_t(v.depth));
+  w->add_u32("clip.vision.attention.head_count", uint32_t(v.n_heads));
+  w->add_f32("clip.vision.attention.layer_norm_epsilon", float(v.eps));
+  w->add_u32("clip.vision.spatial_merge_size", uint32_t(v.merge));
+}
+
+// Writes the tower of the HF plan `plan` as an mmproj file at `path`.
+Result<SynthSummary> write_mmproj(const std::string& path, const Preset& preset, const TensorPlan& plan,
+                                  formats::GgmlType type, uint64_t seed, bool show_progress) {
+  QWEN35_ASSIGN_OR_RETURN(const std::vector<GgufTensorSpec> tensors, mmproj_tensors(preset, plan, type));
+  GgufWriter w;
+  add_mmproj_metadata(&w, preset);
+  for (const GgufTensorSpec& t : tensors) w.add_tensor(t.name, t.ne, t.type, t.nbytes());
+  QWEN35_RETURN_IF_ERROR(w.begin(path));
+  Progress progress(w.data_bytes(), show_progress);
+  Buffers b;
+  for (const GgufTensorSpec& t : tensors) QWEN35_RETURN_IF_ERROR(write_tensor(&w, t, seed, &b, &progress));
+  progress.finish();
+  QWEN35_RETURN_IF_ERROR(w.finish());
+  SynthSummary s;
+  s.n_tensors = int64_t(tensors.size());
+  s.total_bytes = w.data_bytes();
+  s.n_files = 1;
+  return s;
+}
+
 }  // namespace
+
+std::string mmproj_path_for(const std::string& model_gguf) {
+  const std::filesystem::path p(model_gguf);
+  return (p.parent_path() / std::string("mmproj-").append(p.filename().string())).string();
+}
 
 Result<SynthSummary> write_synthetic_gguf(const SynthOptions& opts, const Preset& preset,
                                           const PlanOptions& plan_opts) {
@@ -121,6 +220,13 @@ Result<SynthSummary> write_synthetic_gguf(const SynthOptions& opts, const Preset
   s.n_tensors = int64_t(tensors.size());
   s.total_bytes = w.data_bytes();
   s.n_files = 1;
+  if (plan.has_vision) {
+    QWEN35_ASSIGN_OR_RETURN(const SynthSummary m,
+                            write_mmproj(mmproj_path_for(path), preset, plan, type, opts.seed, opts.progress));
+    s.n_tensors += m.n_tensors;
+    s.total_bytes += m.total_bytes;
+    s.n_files += 1;
+  }
   return s;
 }
 

@@ -40,6 +40,21 @@ ModelConfig dense(int64_t hidden, int64_t n_layers, int64_t intermediate, int64_
   return c;
 }
 
+// A vision tower of the real towers' fixed parts (16×16×2 patches, 2×2 merge, 48×48 position
+// table, gelu_pytorch_tanh) projecting into the text hidden size.
+ModelConfig with_tower(ModelConfig c, int64_t depth, int64_t hidden, int64_t intermediate, int64_t n_heads) {
+  model::VisionConfig& v = c.vision;
+  v.depth = depth;
+  v.hidden = hidden;
+  v.intermediate = intermediate;
+  v.n_heads = n_heads;
+  v.head_dim = hidden / n_heads;
+  v.out_hidden = c.hidden;
+  return c;
+}
+// The tiny presets' tower: 2 blocks of width 64, 4 heads of 16.
+ModelConfig with_tiny_tower(ModelConfig c) { return with_tower(std::move(c), 2, 64, 128, 4); }
+
 // The same model with its dense MLP replaced by routed experts and a shared expert.
 ModelConfig with_moe(ModelConfig c, int64_t n_experts, int64_t top_k, int64_t moe_intermediate,
                      int64_t shared_intermediate) {
@@ -72,21 +87,24 @@ Preset tiny(const char* name, ModelConfig c) {
 
 std::vector<Preset> all_presets() {
   std::vector<Preset> v;
-  v.push_back(tiny("tiny", dense(128, 8, 256, 4, 2, 2, 4, true, kTinyVocab)));
-  v.push_back(tiny("tiny-moe",
-                   with_moe(dense(128, 8, 0, 4, 2, 2, 4, false, kTinyVocab), 8, 2, 128, 128)));
+  v.push_back(tiny("tiny", with_tiny_tower(dense(128, 8, 256, 4, 2, 2, 4, true, kTinyVocab))));
+  v.push_back(tiny("tiny-moe", with_tiny_tower(with_moe(dense(128, 8, 0, 4, 2, 2, 4, false, kTinyVocab), 8, 2,
+                                                        128, 128))));
   // The 27B's Gated DeltaNet state (48 layers of 48 value heads, 128 x 128: about 151 MB a
   // sequence) on a tiny trunk: what copying, snapshotting and resuming that state costs, without
   // the 27B's weights.
-  v.push_back(tiny("27b-state", dense(64, 64, 128, 2, 1, 16, 48, true, kTinyVocab)));
-  v.push_back(real("0.8b", dense(1024, 24, 3584, 8, 2, 16, 16, true, kRealVocab)));
+  v.push_back(tiny("27b-state", with_tiny_tower(dense(64, 64, 128, 2, 1, 16, 48, true, kTinyVocab))));
+  // Towers (depth, width, MLP, heads) as the released config.json files have them: 768 x 12 for
+  // 0.8B, 1024 x 24 for 2B and 4B, 1152 x 27 for 9B, 27B and the MoE.
+  v.push_back(real("0.8b", with_tower(dense(1024, 24, 3584, 8, 2, 16, 16, true, kRealVocab), 12, 768, 3072, 12)));
   // 2B: the linear-attention head counts were not found in public sources; 16/16 as in 0.8B.
-  v.push_back(real("2b", dense(2048, 24, 6144, 8, 2, 16, 16, true, kRealVocab)));
-  v.push_back(real("4b", dense(2560, 32, 9216, 16, 4, 16, 32, true, kRealVocab)));
-  v.push_back(real("9b", dense(4096, 32, 12288, 16, 4, 16, 32, false, kRealVocab)));
-  v.push_back(real("27b", dense(5120, 64, 17408, 24, 4, 16, 48, false, kRealVocab)));
-  v.push_back(real("35b-a3b", with_moe(dense(2048, 40, 0, 16, 2, 16, 32, false, kRealVocab), 256,
-                                       8, 512, 512)));
+  v.push_back(real("2b", with_tower(dense(2048, 24, 6144, 8, 2, 16, 16, true, kRealVocab), 24, 1024, 4096, 16)));
+  v.push_back(real("4b", with_tower(dense(2560, 32, 9216, 16, 4, 16, 32, true, kRealVocab), 24, 1024, 4096, 16)));
+  v.push_back(real("9b", with_tower(dense(4096, 32, 12288, 16, 4, 16, 32, false, kRealVocab), 27, 1152, 4304, 16)));
+  v.push_back(real("27b", with_tower(dense(5120, 64, 17408, 24, 4, 16, 48, false, kRealVocab), 27, 1152, 4304, 16)));
+  v.push_back(real("35b-a3b", with_tower(with_moe(dense(2048, 40, 0, 16, 2, 16, 32, false, kRealVocab), 256, 8,
+                                                  512, 512),
+                                         27, 1152, 4304, 16)));
   return v;
 }
 

@@ -53,6 +53,9 @@ Status validate(const SynthOptions& o, PlanOptions* plan) {
     return core::error("[synth] --mtp must be auto, on or off, got '" + o.mtp + "'");
   plan->mtp = o.mtp == "on" ? PlanOptions::Mtp::kOn
               : o.mtp == "off" ? PlanOptions::Mtp::kOff : PlanOptions::Mtp::kAuto;
+  if (o.vision != "auto" && o.vision != "on" && o.vision != "off")
+    return core::error("[synth] --vision must be auto, on or off, got '" + o.vision + "'");
+  plan->vision = o.vision == "on" || (o.vision == "auto" && o.format == "hf");
   return core::ok_status();
 }
 
@@ -78,7 +81,15 @@ Status clean_dir(const fs::path& dir) {
 }  // namespace
 
 Result<SynthSummary> write_synthetic_checkpoint(const SynthOptions& opts) {
-  QWEN35_ASSIGN_OR_RETURN(const Preset preset, find_preset(opts.preset));
+  QWEN35_ASSIGN_OR_RETURN(Preset preset, find_preset(opts.preset));
+  if (!opts.vision_preset.empty()) {
+    QWEN35_ASSIGN_OR_RETURN(const Preset other, find_preset(opts.vision_preset));
+    preset.config.vision = other.config.vision;
+    preset.config.vision.out_hidden = preset.config.hidden;
+  }
+  if (opts.vision_depth < 0 || opts.vision_depth > 1024)
+    return core::error("[synth] --vision-depth " + std::to_string(opts.vision_depth) + ": expected 0..1024");
+  if (opts.vision_depth > 0) preset.config.vision.depth = opts.vision_depth;
   return write_synthetic_checkpoint(opts, preset);
 }
 
@@ -92,6 +103,8 @@ Result<SynthSummary> write_synthetic_checkpoint(const SynthOptions& opts, const 
   QWEN35_RETURN_IF_ERROR(write_text(dir / "config.json", make_config_json(preset, popts, plan)));
   QWEN35_RETURN_IF_ERROR(
       write_text(dir / "generation_config.json", make_generation_config_json(preset)));
+  if (preset.config.vision.depth > 0)
+    QWEN35_RETURN_IF_ERROR(write_text(dir / "preprocessor_config.json", make_preprocessor_config_json(preset)));
   QWEN35_RETURN_IF_ERROR(write_text(dir / "tokenizer.json", make_tokenizer_json(preset.bpe_vocab)));
   QWEN35_RETURN_IF_ERROR(write_text(
       dir / "tokenizer_config.json",

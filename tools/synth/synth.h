@@ -24,6 +24,15 @@ struct SynthOptions {
   std::string outtype;          // gguf only: f32, f16 (when empty), bf16, q8_0 or q4_0
   // The MTP head (mtp.*): auto (hf and gguf: yes, as the converter; mlx: no, as mlx-lm), on, off.
   std::string mtp = "auto";
+  // The vision tower: auto (hf: yes; mlx: no, as mlx-lm exports; gguf: no), on, off. A
+  // checkpoint without it is text-only. GGUF: "on" writes the tower as llama.cpp does, in an
+  // mmproj file beside the model file (mmproj-NAME.gguf).
+  std::string vision = "auto";
+  // The tower's geometry from another preset (its width, heads and MLP, projecting into this
+  // preset's hidden size), and its depth (0: the preset's): real-width towers on a tiny text
+  // model, for tests and fixtures.
+  std::string vision_preset;
+  int64_t vision_depth = 0;
   uint64_t seed = 1;
   std::string out_dir;  // hf, mlx: the directory; gguf: the file, NAME.gguf
   bool progress = true;                          // progress bar on stderr

@@ -57,6 +57,7 @@ class Planner {
   void linear(const std::string& name, std::vector<int64_t> shape, Kind kind, model::MlxQuant quant);
   void norm(const std::string& name, int64_t n, bool zero_centred);
   void entry(const model::Tensor& t, const std::string& prefix);  // one table entry
+  void vision_entry(const model::Tensor& t, const std::string& prefix);  // one of the tower's
 
   const Preset& p_;
   const model::ModelConfig& c_;
@@ -151,6 +152,10 @@ void Planner::entry(const model::Tensor& t, const std::string& prefix) {
     }
     case Form::kVector:
       break;
+    case Form::kPatch:
+    case Form::kTable:
+      vision_entry(t, prefix);
+      return;
   }
   switch (t.role) {
     case Role::kDecay:  // A = exp(A_log) in [0.02, 2]; A_log stays f32 in both layouts.
@@ -159,9 +164,36 @@ void Planner::entry(const model::Tensor& t, const std::string& prefix) {
     case Role::kDtBias:
       add(name, DType::kBF16, {d.out}, Init::kNormal, 1.0f, 0.3f);
       return;
+    case Role::kLayerNorm:
+    case Role::kBias:
+      vision_entry(t, prefix);
+      return;
     default:
       norm(name, d.out, t.role == Role::kNorm);
   }
+}
+
+// The tower's patch embedding (HF [O, C, T, P, P]; MLX channels last, [O, T, P, P, C], as
+// mlx-vlm stores convolutions), position table, LayerNorms (weights ~1) and biases (small).
+void Planner::vision_entry(const model::Tensor& t, const std::string& prefix) {
+  const std::string name = prefix + t.name(o_.dialect);
+  const model::Dims d = t.dims(c_);
+  const model::VisionConfig& v = c_.vision;
+  switch (t.form) {
+    case Form::kPatch: {
+      const std::vector<int64_t> shape = mlx() ? std::vector<int64_t>{d.out, v.temporal, v.patch, v.patch, v.in_channels}
+                                               : std::vector<int64_t>{d.out, v.in_channels, v.temporal, v.patch, v.patch};
+      add(name, DType::kBF16, shape, Init::kNormal, 0.0f, std_for(Kind::kLinear, d.in));
+      return;
+    }
+    case Form::kTable:  // position rows of about the patch embedding's scale
+      add(name, DType::kBF16, {d.out, d.in}, Init::kNormal, 0.0f, p_.fan_in_init ? 0.5f : 0.02f);
+      return;
+    default:
+      break;
+  }
+  if (t.role == Role::kLayerNorm) add(name, DType::kBF16, {d.out}, Init::kNormal, 1.0f, 0.1f);
+  else add(name, DType::kBF16, {d.out}, Init::kNormal, 0.0f, p_.fan_in_init ? 0.1f : 0.02f);
 }
 
 TensorPlan Planner::build() {
@@ -172,6 +204,12 @@ TensorPlan Planner::build() {
   model::for_each_tensor(c_, o_.dialect, names_.prefix, head, with_mtp,
                          [&](const model::Tensor& t, const std::string& prefix) { entry(t, prefix); });
   plan_.has_mtp = with_mtp;
+  if (o_.vision && c_.vision.depth > 0) {
+    model::for_each_vision_tensor(c_, [&](const model::Tensor& t, int64_t layer) {
+      entry(t, model::vision_tensor_prefix(t, o_.dialect, layer));
+    });
+    plan_.has_vision = true;
+  }
   std::sort(plan_.tensors.begin(), plan_.tensors.end(),
             [](const TensorSpec& x, const TensorSpec& y) { return x.name < y.name; });
   return std::move(plan_);

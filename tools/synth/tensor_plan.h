@@ -47,6 +47,7 @@ struct TensorPlan {
   std::vector<TensorSpec> tensors;                       // sorted by name
   std::map<std::string, QuantOverride> quant_overrides;  // MLX module path -> override
   bool has_mtp = false;
+  bool has_vision = false;  // the vision tower's tensors are in the plan
 };
 
 struct PlanOptions {
@@ -56,6 +57,8 @@ struct PlanOptions {
   // The MTP head (when the preset has one): auto writes it in HF checkpoints only, as mlx-lm
   // exports drop it.
   enum class Mtp { kAuto, kOn, kOff } mtp = Mtp::kAuto;
+  // The vision tower of the preset's config.vision (HF "model.visual.*", MLX "vision_tower.*").
+  bool vision = false;
 };
 
 TensorPlan build_tensor_plan(const Preset& preset, const PlanOptions& opts);
