@@ -94,6 +94,25 @@ core::Status read_config(const json& j, ProcessorConfig& c) {
   return read_bool(j, "do_normalize", &c.do_normalize);
 }
 
+// Patch row r: rows run over merge blocks (block row, block column), then the merge × merge
+// patches inside a block; a row holds its patch in (C, T, P, P) order, the T frames being the same
+// image. `table` maps a channel's byte to its normalized value.
+void write_row(const Image& img, const float (*table)[256], const ProcessorConfig& c,
+               int64_t grid_w, int64_t r, float* dst) {
+  const int64_t P = c.patch_size, T = c.temporal_patch_size, M = c.merge_size;
+  const int64_t block = r / (M * M), in_block = r % (M * M);
+  const int64_t bh = block / (grid_w / M), bw = block % (grid_w / M);
+  const int64_t y0 = (bh * M + in_block / M) * P, x0 = (bw * M + in_block % M) * P;
+  for (int64_t ch = 0; ch < 3; ++ch) {
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t py = 0; py < P; ++py) {
+        const uint8_t* src = &img.rgb[static_cast<size_t>(((y0 + py) * img.width + x0) * 3 + ch)];
+        for (int64_t px = 0; px < P; ++px) *dst++ = table[ch][src[px * 3]];
+      }
+    }
+  }
+}
+
 // Python's round() of a float: halves to even, which rint does in the default rounding mode.
 int64_t round_half_even(double x) { return static_cast<int64_t>(std::rint(x)); }
 
@@ -136,7 +155,8 @@ core::Result<std::pair<int64_t, int64_t>> smart_resize(int64_t height, int64_t w
   return std::make_pair(h_bar, w_bar);
 }
 
-core::Result<Patches> preprocess(const Image& image, const ProcessorConfig& c) {
+core::Result<Patches> preprocess(const Image& image, const ProcessorConfig& c,
+                                 core::ThreadPool* pool) {
   if (image.width <= 0 || image.height <= 0 ||
       image.rgb.size() != static_cast<size_t>(image.width * image.height * 3)) {
     return core::error("preprocess: the image is empty or its pixel buffer has the wrong size");
@@ -151,7 +171,7 @@ core::Result<Patches> preprocess(const Image& image, const ProcessorConfig& c) {
   }
   // PIL returns a copy at the same size: the image itself serves, without the copy.
   Image scaled;
-  if (rw != image.width || rh != image.height) scaled = resize_bicubic(image, rw, rh);
+  if (rw != image.width || rh != image.height) scaled = resize_bicubic(image, rw, rh, pool);
   const Image& resized = scaled.rgb.empty() ? image : scaled;
   // Every value depends on its channel and byte alone: a 3 × 256 table holds them all, computed
   // as transformers does (float64 rescale cast to float32, then float32 (x − mean) / std).
@@ -163,34 +183,17 @@ core::Result<Patches> preprocess(const Image& image, const ProcessorConfig& c) {
       table[ch][v] = x;
     }
   }
-  const int64_t P = c.patch_size, T = c.temporal_patch_size, M = c.merge_size;
   Patches out;
   out.grid_t = 1;  // one image: its frame repeated T times fills one temporal patch
-  out.grid_h = rh / P;
-  out.grid_w = rw / P;
+  out.grid_h = rh / c.patch_size;
+  out.grid_w = rw / c.patch_size;
   const int64_t row = c.row_size();
   out.rows.resize(static_cast<size_t>(out.grid_h * out.grid_w * row));
-  int64_t r = 0;
-  for (int64_t bh = 0; bh < out.grid_h / M; ++bh) {
-    for (int64_t bw = 0; bw < out.grid_w / M; ++bw) {
-      for (int64_t dh = 0; dh < M; ++dh) {
-        for (int64_t dw = 0; dw < M; ++dw, ++r) {
-          const int64_t y0 = (bh * M + dh) * P, x0 = (bw * M + dw) * P;
-          float* dst = &out.rows[static_cast<size_t>(r * row)];
-          // (C, T, P, P) order; the T frames are the same image.
-          for (int64_t ch = 0; ch < 3; ++ch) {
-            for (int64_t t = 0; t < T; ++t) {
-              for (int64_t py = 0; py < P; ++py) {
-                const uint8_t* src =
-                    &resized.rgb[static_cast<size_t>(((y0 + py) * rw + x0) * 3 + ch)];
-                for (int64_t px = 0; px < P; ++px) *dst++ = table[ch][src[px * 3]];
-              }
-            }
-          }
-        }
-      }
+  for_ranges(pool, out.grid_h * out.grid_w, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      write_row(resized, table, c, out.grid_w, r, &out.rows[static_cast<size_t>(r * row)]);
     }
-  }
+  });
   return out;
 }
 

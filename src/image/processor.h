@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/result.h"
+#include "core/thread_pool.h"
 #include "image/image.h"
 
 namespace qwen35::image {
@@ -55,6 +56,9 @@ struct Patches {
   int64_t grid_t = 0, grid_h = 0, grid_w = 0;
 };
 
-core::Result<Patches> preprocess(const Image& image, const ProcessorConfig& config);
+// With a pool, the resize and the patch rows are split between its threads (one caller at a
+// time, as ThreadPool requires); the rows are the same bits with any pool or none.
+core::Result<Patches> preprocess(const Image& image, const ProcessorConfig& config,
+                                 core::ThreadPool* pool = nullptr);
 
 }  // namespace qwen35::image

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
+#include "core/thread_pool.h"
 #include "formats/npy.h"
 #include "image/processor.h"
 #include "image/resample.h"
@@ -113,6 +115,29 @@ TEST(ImagePreprocess, RowOrderByHand) {
   EXPECT_EQ(at(7, 0, 0, 1, 0), 90);    // patch (1,3): pixel (6,3)
   for (int row = 0; row < 8; ++row) {  // the two frames are the same image
     for (int c = 0; c < 3; ++c) EXPECT_EQ(at(row, c, 0, 1, 0), at(row, c, 1, 1, 0));
+  }
+}
+
+// Threads split rows, never a value's arithmetic: the same bits with any pool, downscaling and
+// upscaling.
+TEST(ImagePreprocess, SameBitsOnAnyPool) {
+  const Image img = procedural(210, 97);
+  ProcessorConfig down, up;
+  down.min_pixels = 1024;
+  down.max_pixels = 8192;
+  up.min_pixels = 40000;
+  up.max_pixels = 65536;
+  for (const ProcessorConfig& c : {down, up}) {
+    auto solo = preprocess(img, c);
+    ASSERT_TRUE(solo.ok()) << solo.message();
+    for (int threads : {2, 3, 4}) {
+      core::ThreadPool pool(threads);
+      auto p = preprocess(img, c, &pool);
+      ASSERT_TRUE(p.ok()) << p.message();
+      ASSERT_EQ(p->rows.size(), solo->rows.size());
+      EXPECT_EQ(std::memcmp(p->rows.data(), solo->rows.data(), p->rows.size() * sizeof(float)), 0)
+          << threads << " threads";
+    }
   }
 }
 
