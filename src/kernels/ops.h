@@ -244,7 +244,8 @@ class Ops {
   // Bidirectional attention of one image: qkv [n, 3, n_heads, head_dim] (the fused projection,
   // bias added), cos/sin [n, head_dim/2] (row t's angle i rotates the pair (i, i + head_dim/2) of
   // q and k, rotate-half); out [n, n_heads·head_dim] = softmax(q·kᵀ/√head_dim)·v, every row seeing
-  // all n rows. head_dim must be even.
+  // all n rows. head_dim must be even. Memory grows linearly in n (the CPU backend keeps the
+  // rotated keys and padded values, about 2·n·n_heads·head_dim floats, in the workspace).
   struct VisionAttentionParams {
     int64_t n_heads, head_dim;
   };

@@ -17,6 +17,9 @@
 
 namespace qwen35::model {
 
+// The tower's spatial merge: each 2 × 2 block of patches is one token (every Qwen3.5 tower).
+inline constexpr int64_t kSpatialMerge = 2;
+
 struct MropePositions {
   std::vector<int64_t> pos;  // [T, 3]: temporal, height, width of each token
   int64_t delta = 0;         // next position − T

@@ -1,7 +1,9 @@
 // A generation request, as the engine takes it (runtime/engine.h).
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -9,6 +11,14 @@
 #include "runtime/sampler.h"
 
 namespace qwen35::runtime {
+
+// An image of the prompt, already through the vision tower: its merged rows take the places of
+// the prompt's image tokens, image after image in prompt order (docs/design.md "Images").
+struct PromptImage {
+  std::array<int64_t, 3> grid{};  // the patch grid (t = 1, h, w): (h/2)·(w/2) tokens
+  uint64_t hash = 0;              // of the image's content: the prefix cache's key for its tokens
+  std::shared_ptr<const std::vector<float>> rows;  // [tokens, hidden]
+};
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;  // non-empty
@@ -24,6 +34,9 @@ struct GenerationRequest {
   // Tokens the output is expected to repeat (OpenAI's predicted outputs): prompt lookup drafts
   // from them too. They change the speed only, never the output.
   std::vector<int32_t> prediction;
+  // Images: the prompt's `image_token`s, in runs of each image's token count, stand for them.
+  std::vector<PromptImage> images;
+  int32_t image_token = -1;
 };
 
 }  // namespace qwen35::runtime

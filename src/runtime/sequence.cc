@@ -40,10 +40,16 @@ void Sequence::start(model::SequenceState* state, PrefixCache* cache, const Sequ
   order_ = order;
   phase_ = Phase::kPrefill;
   const auto& prompt = req_.prompt;
+  if (!req_.images.empty()) {
+    auto layout = layout_prompt(req_, lim_.hidden, lim_.vocab);
+    QWEN35_CHECK_MSG(layout.ok(), layout.message().c_str());  // Stepper::validate checked it
+    layout_ = std::make_unique<PromptLayout>(std::move(*layout));
+  }
   if (cache) {
     if (before_resume) before_resume();
-    prefilled_ = cache->resume(prompt, state_);
+    prefilled_ = cache->resume(cache_key(), state_);
   }
+  if (layout_) state_->set_rope_delta(layout_->rope_delta);
   if (spec_.method == SpecMethod::kLookup) {
     // The prediction first: a match in the prompt or the output, later in the context, wins.
     context_.reserve(req_.prediction.size() + size_t(lim_.context));  // decode appends in place
@@ -91,6 +97,17 @@ std::span<const int32_t> Sequence::next_chunk(int64_t budget, bool first) const 
   return std::span<const int32_t>(req_.prompt).subspan(size_t(start), size_t(end - start));
 }
 
+void Sequence::chunk_inputs(model::SequenceRows* rows) const {
+  if (!layout_) return;
+  const size_t at = size_t(prefilled_), n = rows->tokens.size();
+  rows->positions = std::span<const int64_t>(layout_->positions).subspan(3 * at, 3 * n);
+  rows->embeddings = std::span<const float* const>(layout_->inputs).subspan(at, n);
+}
+
+std::span<const int32_t> Sequence::cache_key() const {
+  return layout_ ? std::span<const int32_t>(layout_->cache_key) : std::span<const int32_t>(req_.prompt);
+}
+
 bool Sequence::after_chunk(int64_t rows, const float* logits, bool all, PrefixCache* cache,
                            StepOutput* out) {
   const int64_t n = prompt_size(), vocab = lim_.vocab;
@@ -109,7 +126,7 @@ bool Sequence::after_chunk(int64_t rows, const float* logits, bool all, PrefixCa
   prefilled_ += rows;
   out->prompt += rows;
   if (cache && prefilled_ == snapshot_after(prefilled_ - 1))
-    cache->insert(std::span<const int32_t>(req_.prompt).first(size_t(prefilled_)), *state_);
+    cache->insert(cache_key().first(size_t(prefilled_)), *state_);
   if (prefilled_ < n) return false;
   stream_->set_prompt_read(RequestTiming::Clock::now());
   if (req_.max_tokens == 0) {

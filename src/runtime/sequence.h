@@ -28,10 +28,12 @@
 #include <utility>
 #include <vector>
 
+#include "model/model.h"
 #include "model/state.h"
 #include "runtime/drafter.h"
 #include "runtime/generation_request.h"
 #include "runtime/prefix_cache.h"
+#include "runtime/prompt_layout.h"
 #include "runtime/request_stream.h"
 #include "runtime/sample_workers.h"
 #include "runtime/sampler.h"
@@ -62,6 +64,7 @@ struct StepOutput {
 struct SequenceLimits {
   int64_t context = 0;         // positions a sequence may reach: min(ctx, the pool)
   int64_t vocab = 0;
+  int64_t hidden = 0;          // the model's width: an image row's floats
   int64_t cache_interval = 0;  // snapshot interval in long prompts; 0: no prefix cache
   // Where a sample goes that would make the engine thread build a grammar's automaton (null:
   // it is built on the spot).
@@ -92,6 +95,9 @@ class Sequence {
   // first prefilling sequence takes one grid chunk whatever the budget), ending where a
   // snapshot is due. Empty when the budget allows nothing.
   std::span<const int32_t> next_chunk(int64_t budget, bool first) const;
+  // The rotary positions and input rows of a prompt chunk `rows` (from next_chunk) when the
+  // prompt has images; nothing otherwise.
+  void chunk_inputs(model::SequenceRows* rows) const;
   // After the forward call that fed the chunk: prompt logprobs (`all` holds a logits row per
   // chunk token) or the last row's logits in `last`; snapshots into `cache`; and, once the
   // prompt is read, the first sample. Returns true when the sequence finished.
@@ -145,7 +151,11 @@ class Sequence {
   // request (an end-of-sequence id, max_tokens, or a full context).
   bool emit(SampleResult s, int64_t fed, StepOutput* out);
 
+  // The prompt's tokens as the prefix cache keys them (its images' tokens by their hashes).
+  std::span<const int32_t> cache_key() const;
+
   GenerationRequest req_;
+  std::unique_ptr<PromptLayout> layout_;  // a prompt with images: positions, rows, cache key
   std::shared_ptr<RequestStream> stream_;
   SpecOptions spec_;
   Phase phase_ = Phase::kQueued;

@@ -73,6 +73,12 @@ bool Stepper::validate(const GenerationRequest& req, std::string* message) const
       return false;
     }
   }
+  if (!req.images.empty()) {
+    if (auto l = layout_prompt(req, model_.config().hidden, vocab); !l.ok()) {
+      *message = l.message();
+      return false;
+    }
+  }
   if (auto s = req.sampling.validate(); !s.ok()) {
     *message = s.message();
     return false;
@@ -124,7 +130,7 @@ void Stepper::admit(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* 
     std::unique_ptr<Sequence> s = std::move(waiting->front());
     waiting->pop_front();
     states_[i]->reset();
-    const SequenceLimits lim{context(), model_.config().vocab,
+    const SequenceLimits lim{context(), model_.config().vocab, model_.config().hidden,
                              cache_ ? opts_.cache_interval : 0, workers_.get()};
     const std::string oom = out_of_memory([&] {
       s->start(states_[i].get(), cache_.get(), lim, next_order_++, opts_.before_resume);

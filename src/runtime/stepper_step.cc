@@ -131,6 +131,7 @@ void Stepper::schedule() {
     first = false;
     if (s.prefilled() + int64_t(chunk.size()) == s.prompt_size()) s.prefetch_masks();
     rows_.push_back({s.state(), chunk, s.request().prompt_logprobs >= 0});
+    s.chunk_inputs(&rows_.back());
     row_slot_.push_back(i);
   }
   size_t off = 0;

@@ -1,0 +1,28 @@
+// What a prompt with images needs besides its ids (docs/design.md "Images"): each token's
+// multimodal rotary positions, its input row (an image's merged tower row, or its own
+// embedding), and the prefix cache's key, in which each image token is an id drawn from its
+// image's content hash (negative, so never a vocabulary id): prompts with other images at the
+// same places share no cached state past the first image that differs, and a prompt that repeats
+// an image resumes through it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/result.h"
+#include "runtime/generation_request.h"
+
+namespace qwen35::runtime {
+
+struct PromptLayout {
+  std::vector<int64_t> positions;    // [T, 3]
+  std::vector<const float*> inputs;  // [T]: a row of [hidden] floats, or null (the token's own)
+  std::vector<int32_t> cache_key;    // [T]
+  int64_t rope_delta = 0;            // decode rows turn at KV position + rope_delta
+};
+
+// Fails with a message for the client when the images do not fit the prompt (their token runs,
+// row counts and widths, video frames, the image token).
+core::Result<PromptLayout> layout_prompt(const GenerationRequest& r, int64_t hidden, int64_t vocab);
+
+}  // namespace qwen35::runtime
