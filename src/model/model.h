@@ -61,6 +61,7 @@ class Model {
 
   const ModelConfig& config() const { return w_->config; }
   const ModelWeights& weights() const { return *w_; }
+  const kernels::Ops& ops() const { return ops_; }  // the backend (runtime::ImageEncoder's too)
 
   // A state with its own blocks for `capacity` positions (and the MTP head's cache when MTP
   // drafting is on).
