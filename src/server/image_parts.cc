@@ -54,7 +54,7 @@ bool base64_decode(std::string_view in, std::string* out) {
   int bits = 0;
   size_t n = 0, pad = 0;
   for (unsigned char ch : in) {
-    if (ch == ' ' || ch == '\n' || ch == '\r' || ch == '\t') continue;
+    if (ch == '\n' || ch == '\r') continue;  // MIME line breaks; a space is no base64
     if (ch == '=') {
       ++pad;
       continue;

@@ -24,7 +24,7 @@ namespace qwen35::server {
 // decoded bytes into *bytes. http(s) and other URLs are refused: the server fetches nothing.
 std::optional<ApiError> read_image_url(const std::string& url, const std::string& where, std::string* bytes);
 
-// Base64 (standard or URL-safe alphabet, padding optional, white space between groups allowed);
+// Base64 (standard or URL-safe alphabet, padding optional, line breaks allowed);
 // false on any other character or a bad length.
 bool base64_decode(std::string_view in, std::string* out);
 
