@@ -46,9 +46,10 @@ int cmd_serve(int argc, char** argv) {
   runtime::EngineOptions eo;
   std::string name;
   double mem_budget_mb = 0;
-  runtime::ImageEncoderOptions io;
+  runtime::ImageEncoderOptions image_opts;
   int max_images = 8;
-  double image_max_mb = double(io.limits.max_bytes) / (1 << 20), image_cache_mb = double(io.cache_bytes) / (1 << 20);
+  double image_max_mb = double(image_opts.limits.max_bytes) / (1 << 20);
+  double image_cache_mb = double(image_opts.cache_bytes) / (1 << 20);
   app.add_option("-m,--model", lo.model_dir, "checkpoint directory (with tokenizer files) or .gguf file")
       ->required();
   app.add_option("--host", so.host, "address to bind (default 127.0.0.1: this machine only)");
@@ -136,12 +137,12 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--image-max-mb", image_max_mb,
                  "largest encoded image accepted, in MiB (default 20; the body limit --max-body "
                  "bounds all images of a request together, base64 included)");
-  app.add_option("--image-max-pixels", io.limits.max_pixels,
+  app.add_option("--image-max-pixels", image_opts.limits.max_pixels,
                  "largest image accepted, width x height as its header declares it, checked "
                  "before decoding (default 50000000)");
-  app.add_option("--image-threads", io.threads,
+  app.add_option("--image-threads", image_opts.threads,
                  "threads of the vision tower, which runs beside the engine on its own pool "
-                 "(0 = all cores; default 0)");
+                 "(default: as many as --threads)");
   app.add_option("--image-cache-mb", image_cache_mb,
                  "memory for the vision tower's output of recent images, so that a conversation "
                  "that repeats an image does not run the tower again (default 256; 0: none)");
@@ -156,12 +157,12 @@ int cmd_serve(int argc, char** argv) {
   if (eo.ctx < 2) return fail("serve", "--ctx must be at least 2");
   if (eo.max_queue < 0) return fail("serve", "--max-queue must be >= 0");
   if (max_json_depth < 1) return fail("serve", "--max-json-depth must be at least 1");
-  if (max_images < 0 || !(image_max_mb > 0) || !(image_cache_mb >= 0) || io.limits.max_pixels < 1 ||
-      io.threads < 0)
+  if (max_images < 0 || !(image_max_mb > 0) || !(image_cache_mb >= 0) || image_opts.limits.max_pixels < 1 ||
+      image_opts.threads < 0)
     return fail("serve", "--max-images, --image-threads and --image-cache-mb must be >= 0, "
                          "--image-max-mb and --image-max-pixels > 0");
-  io.limits.max_bytes = size_t(image_max_mb * (1 << 20));
-  io.cache_bytes = size_t(image_cache_mb * (1 << 20));
+  image_opts.limits.max_bytes = size_t(image_max_mb * (1 << 20));
+  image_opts.cache_bytes = size_t(image_cache_mb * (1 << 20));
   if (reasoning_budget < -1) return fail("serve", "--reasoning-budget must be >= 0 (or -1: no cap)");
   if (grammar_limits.max_states < 1 || !(grammar_mb >= 1) || !(grammar_cache_mb >= 0))
     return fail("serve", "--grammar-max-states and --grammar-max-mb must be >= 1, "
@@ -244,9 +245,10 @@ int cmd_serve(int argc, char** argv) {
   // Images: the tower runs on its own pool beside the engine (runtime/image_encoder.h).
   auto processor = runtime::read_processor_config(lo.model_dir);
   if (!processor.ok()) return finish(fail("serve", processor.message()));
-  io.processor = *processor;
-  io.fast = lo.fast;
-  runtime::ImageEncoder images(m, io);
+  image_opts.processor = *processor;
+  image_opts.fast = lo.fast;
+  if (image_opts.threads == 0) image_opts.threads = lo.threads;  // 0 there too: all cores
+  runtime::ImageEncoder images(m, image_opts);
   mi.images = &images;
   mi.max_images = max_images;
   mi.image_token = m.config().vision.image_token_id >= 0 ? int32_t(m.config().vision.image_token_id)

@@ -208,5 +208,27 @@ TEST(ImageTextOnly, RefusesImagesSayingWhy) {
   EXPECT_EQ(srv.post("/v1/chat/completions", body).first, 200);
 }
 
+// A GGUF model's tower is an mmproj file: found beside the model, or named with --mmproj.
+TEST(ImageGguf, TheMmprojBesideTheModelOrNamed) {
+  TempDir dir;
+  auto r = run_qwen35("synth --preset tiny --quiet --format gguf --vision on --out " + dir.file("m.gguf"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  Json body = {{"messages", Json::array({{{"role", "user"}, {"content", Json::array({text_part("What is this?"),
+                                                                                   chat_image(image_file("png_rgb.png"))})}}})},
+               {"max_tokens", 2}};
+  {
+    ServerProcess srv(dir.file("m.gguf"), {"--parallel", "1", "--ctx", "512"});
+    ASSERT_TRUE(srv.ready()) << srv.log();
+    auto [s, a] = srv.post("/v1/chat/completions", body);
+    EXPECT_EQ(s, 200) << a.dump();
+    EXPECT_EQ(a["usage"]["prompt_tokens_details"]["image_tokens"], kTokens24x16);
+  }
+  ServerProcess named(dir.file("m.gguf"), {"--parallel", "1", "--ctx", "512", "--mmproj", dir.file("none.gguf")});
+  ASSERT_TRUE(named.ready()) << named.log();
+  auto [s, a] = named.post("/v1/chat/completions", body);
+  EXPECT_EQ(s, 400);
+  EXPECT_NE(a.dump().find("none.gguf"), std::string::npos) << a.dump();
+}
+
 }  // namespace
 }  // namespace qwen35

@@ -92,6 +92,9 @@ TEST_F(ImageExactness, ResumedEqualsFresh) {
   // tokens): resumed through it.
   EXPECT_GE(two["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 64) << two.dump();
   EXPECT_GE(cached.metric("qwen35_prefix_cache_hit_tokens_total") - hits_before, 64);
+  // And the tower ran once for the two turns: the second took its rows from the image cache.
+  EXPECT_EQ(cached.metric("qwen35_image_encodes_total"), 1);
+  EXPECT_EQ(cached.metric("qwen35_image_cache_hits_total"), 1);
   // Another image with the same grid gives the same ids: it must not resume past the image.
   Json other = second;
   other["messages"][0]["content"][1] = chat_image(image_file("png_gray.png"));
