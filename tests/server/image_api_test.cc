@@ -185,6 +185,11 @@ TEST_F(ImageApi, HostileImagesAreRefusedByPart) {
   expect_refused("/v1/chat/completions", no_base64, part, "not base64");
   Json video = chat({text_part("x"), {{"type", "video_url"}, {"video_url", {{"url", "data:video/mp4;base64,AAAA"}}}}});
   expect_refused("/v1/chat/completions", video, part, "video");
+  Json rvideo = {{"input", Json::array({{{"role", "user"}, {"content", Json::array({{{"type", "input_video"}}})}}})},
+                 {"max_output_tokens", 2}};
+  expect_refused("/v1/responses", rvideo, "input[0].content[0]", "video");
+  Json mvideo = {{"max_tokens", 2}, {"messages", Json::array({{{"role", "user"}, {"content", Json::array({{{"type", "video"}}})}}})}};
+  expect_refused("/v1/messages", mvideo, "messages[0].content[0]", "video");
   // The server is healthy and answers images still.
   EXPECT_EQ(srv_->get("/health").first, 200);
   auto [s, r] = srv_->post("/v1/chat/completions", with(png));
@@ -205,6 +210,24 @@ TEST(ImageTextOnly, RefusesImagesSayingWhy) {
   EXPECT_NE(r.dump().find("this model has no vision tower ("), std::string::npos) << r.dump();
   EXPECT_NE(r.dump().find("messages[0].content[0]"), std::string::npos) << r.dump();
   body["messages"][0]["content"] = "text still works";
+  EXPECT_EQ(srv.post("/v1/chat/completions", body).first, 200);
+}
+
+// With --special-tokens-in-content, client text that spells the pad is a token: the prompt then
+// has more pads than images, and that is a 400, never an image slot in the wrong place.
+TEST(ImageSpecialTokensInContent, AForgedPadIsRefused) {
+  TempDir dir;
+  const std::string m = synth_vlm(dir);
+  ASSERT_FALSE(m.empty());
+  ServerProcess srv(m, {"--parallel", "1", "--ctx", "512", "--special-tokens-in-content"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  Json body = {{"messages", Json::array({{{"role", "user"}, {"content", Json::array({text_part("<|image_pad|>"),
+                                                                                   chat_image(image_file("png_rgb.png"))})}}})},
+               {"max_tokens", 2}};
+  auto [s, r] = srv.post("/v1/chat/completions", body);
+  EXPECT_EQ(s, 400);
+  EXPECT_NE(r.dump().find("2 image slots for 1 images"), std::string::npos) << r.dump();
+  body["messages"][0]["content"][0] = text_part("What is this?");
   EXPECT_EQ(srv.post("/v1/chat/completions", body).first, 200);
 }
 
