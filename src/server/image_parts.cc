@@ -26,6 +26,10 @@ bool starts_with_nocase(std::string_view s, std::string_view prefix) {
 
 ApiError about(const std::string& where, const std::string& what) { return bad(where, "'" + where + "': " + what); }
 
+std::string count_of(size_t n, const char* noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 // A data: URL's header ("image/png;base64") -> refusal or nothing.
 std::optional<ApiError> check_data_header(std::string_view header, const std::string& where) {
   const size_t semi = header.find(';');
@@ -143,8 +147,8 @@ std::optional<ApiError> attach_images(const ChatRequest& c, const ModelInfo& mi,
   QWEN35_TRY(check_images(all, mi));
   const int64_t slots = std::count(ids->begin(), ids->end(), mi.image_token);
   if (slots != int64_t(all.size()))
-    return bad(c.names.messages, "the chat template placed " + std::to_string(slots) + " image slots for " +
-                                     std::to_string(all.size()) + " images");
+    return bad(c.names.messages, "the chat template placed " + count_of(size_t(slots), "image slot") + " for " +
+                                     count_of(all.size(), "image"));
   r->images.clear();
   for (const ChatImage* im : all) {
     auto enc = mi.images->encode(im->bytes);
@@ -167,8 +171,8 @@ std::optional<ApiError> attach_images(const ChatRequest& c, const ModelInfo& mi,
     const std::string_view pad = mi.tok->id_to_token(mi.image_token);
     const std::vector<size_t> at = template_pads(text, pad, literal);
     if (at.size() != all.size())
-      return bad(c.names.messages, "the chat template's text holds " + std::to_string(at.size()) +
-                                       " image slots for " + std::to_string(all.size()) + " images");
+      return bad(c.names.messages, "the chat template's text holds " + count_of(at.size(), "image slot") + " for " +
+                                       count_of(all.size(), "image"));
     text_out->clear();
     size_t from = 0;
     for (size_t i = 0; i < at.size(); ++i) {

@@ -226,7 +226,7 @@ TEST(ImageSpecialTokensInContent, AForgedPadIsRefused) {
                {"max_tokens", 2}};
   auto [s, r] = srv.post("/v1/chat/completions", body);
   EXPECT_EQ(s, 400);
-  EXPECT_NE(r.dump().find("2 image slots for 1 images"), std::string::npos) << r.dump();
+  EXPECT_NE(r.dump().find("placed 2 image slots for 1 image"), std::string::npos) << r.dump();
   body["messages"][0]["content"][0] = text_part("What is this?");
   EXPECT_EQ(srv.post("/v1/chat/completions", body).first, 200);
 }
