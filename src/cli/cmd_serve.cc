@@ -132,7 +132,9 @@ int cmd_serve(int argc, char** argv) {
                  "rebuilding; files DIR lacks come from the binary)");
   app.add_option("--served-model-name", name, "model name in the API (default: the folder name)");
   app.add_option("-t,--threads", lo.threads, "compute threads (0 = all cores)");
-  app.add_option("--mmproj", lo.mmproj, kMmprojHelp);
+  app.add_option("--mmproj", lo.mmproj,
+                 "GGUF models: the vision tower's mmproj file (default: the one mmproj*.gguf "
+                 "beside the model, if any)");
   app.add_option("--max-images", max_images, "images one request may carry (default 8; 0: none)");
   app.add_option("--image-max-mb", image_max_mb,
                  "largest encoded image accepted, in MiB (default 20; the body limit --max-body "
