@@ -20,7 +20,7 @@ const [binary, modules, shots] = process.argv.slice(2);
 const puppeteer = require(path.join(modules, 'puppeteer-core'));
 const { check, finish, sleep, startServer: startLive, stopServer } = require('./live_server.cjs');
 const MODEL = path.join(__dirname, '..', '..', 'models', 'qwen35-tiny-kjv');
-const IMAGE = path.join(__dirname, '..', 'fixtures', 'images', 'png_alpha_all.png');
+const IMAGE = path.join(__dirname, '..', 'fixtures', 'images', 'jpeg_444.jpg');
 
 async function startServer(extra) {
   return startLive(binary, ['-m', MODEL, '--parallel', '2', '--ctx', '4096', '-t', '2', ...extra]);
@@ -374,7 +374,7 @@ async function imageFlow(browser, textServer) {
     const body = sent[sent.length - 1];
     const parts = body && body.messages[body.messages.length - 1].content;
     check(Array.isArray(parts) && parts[0].type === 'image_url' &&
-      /^data:image\/png;base64,/.test(parts[0].image_url.url) && parts[1].text === 'What is in the image?',
+      /^data:image\/jpeg;base64,/.test(parts[0].image_url.url) && parts[1].text === 'What is in the image?',
       'the message goes out as an image_url part and a text part');
     let view = await conversationView(page);
     check(view.messages.length === 2 && !/error/i.test(view.messages[1].stats), 'two messages after sending');
