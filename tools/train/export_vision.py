@@ -5,8 +5,8 @@ checkpoint, and draws the example images that ship with it.
         --out models/qwen35-tiny-kjv-vision
 
 Written: config.json (the text model's, plus vision_config and the root token ids of the image
-pad and the vision start/end tokens in this tokenizer), preprocessor_config.json (min_pixels
-64*64, max_pixels 128*128: the sizes trained on, so a large image becomes at most 8x8 patches),
+pad and the vision start/end tokens in this tokenizer), preprocessor_config.json (min_pixels =
+max_pixels = 64*64, the size trained on: a square image becomes 64x64, 4 image tokens),
 model.safetensors (bf16; A_log f32; the tower under model.visual.*), the tokenizer files and
 generation_config.json of the base, and examples/*.png.
 """
@@ -22,12 +22,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from export import f32_to_bf16_bits, hf_config, write_safetensors  # noqa: E402
 
-MIN_PIXELS, MAX_PIXELS = 64 * 64, 128 * 128
+MIN_PIXELS, MAX_PIXELS = 64 * 64, 64 * 64
 # name -> (colour, shape, (height, width), seed): drawn by shapes.draw from default_rng(seed).
 EXAMPLES = {
     "red_circle": ("red", "circle", (64, 64), 9001),
-    "blue_star": ("blue", "star", (96, 96), 9002),
-    "green_triangle": ("green", "triangle", (128, 128), 9003),
+    "blue_star": ("blue", "star", (64, 64), 9002),
+    "green_triangle": ("green", "triangle", (64, 64), 9003),
 }
 
 

@@ -101,11 +101,22 @@ def build_model(base_dir, vc, seed):
     return m, c, tok
 
 
-def image_loss(m, batch):
-    ids, labels, rows, gh, gw, positions, _ = batch
-    h = m.trunk_images(ids, rows, gh, gw, positions)
+def image_loss(m, batch, probe=None):
+    """The answer's loss; with `probe` (a Linear from the text width to colours + shapes), plus
+    the probe's classification loss on the mean of the image's tower tokens: a direct signal
+    that speeds up the tower's learning of shapes (the probe is not part of the model)."""
+    ids, labels, rows, gh, gw, positions, info = batch
+    tokens = m.model.visual(rows, gh, gw)
+    h = m.trunk_images(ids, rows, gh, gw, positions, tokens)
     logits = m.logits(h)
-    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100), logits
+    loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1), ignore_index=-100)
+    if probe is not None:
+        out = probe(tokens.mean(1))
+        nc = len(shapes.COLOURS)
+        colour = torch.tensor([list(shapes.COLOURS).index(c) for c, _ in info])
+        shape = torch.tensor([shapes.SHAPES.index(s) for _, s in info])
+        loss = loss + 0.5 * (F.cross_entropy(out[:, :nc], colour) + F.cross_entropy(out[:, nc:], shape))
+    return loss, logits
 
 
 def text_loss(m, batch, mtp_weight=0.3):
@@ -166,8 +177,8 @@ def main():
     os.makedirs(a.run, exist_ok=True)
     vc = VisionCfg(depth=a.depth, hidden=a.vision_hidden, intermediate=4 * a.vision_hidden)
     m, c, tok = build_model(a.base, vc, a.seed)
-    vc.out_hidden = c.hidden
-    groups = []
+    probe = torch.nn.Linear(c.hidden, len(shapes.COLOURS) + len(shapes.SHAPES))
+    groups = [{"params": list(probe.parameters()), "weight_decay": 0.0, "base_lr": a.lr}]
     for prefix, lr in (("model.visual.", a.lr), ("", a.lm_lr)):
         ps = [(n, p) for n, p in m.named_parameters() if n.startswith(prefix) and
               (prefix or not n.startswith("model.visual."))]
@@ -183,6 +194,7 @@ def main():
     if os.path.exists(ck_path):
         ck = torch.load(ck_path)
         m.load_state_dict(ck["model"])
+        probe.load_state_dict(ck["probe"])
         opt.load_state_dict(ck["opt"])
         gen.set_state(ck["gen"])
         rng.bit_generator.state = ck["rng"]
@@ -194,7 +206,7 @@ def main():
         json.dump({"args": vars(a), "vision_cfg": vision_cfg_dict(vc), "tower_params": n_vis}, f, indent=1)
 
     def save():
-        torch.save({"model": m.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state(),
+        torch.save({"model": m.state_dict(), "probe": probe.state_dict(), "opt": opt.state_dict(), "gen": gen.get_state(),
                     "rng": rng.bit_generator.state, "step": step, "vision_cfg": vision_cfg_dict(vc)},
                    ck_path + ".tmp")
         os.replace(ck_path + ".tmp", ck_path)
@@ -206,11 +218,11 @@ def main():
         scale = lr_scale(step, a.warmup, a.steps)
         for gp in opt.param_groups:
             gp["lr"] = gp["base_lr"] * scale
-        li, _ = image_loss(m, image_batch(tok, rng, a.batch, m.image_token_id))
+        li, _ = image_loss(m, image_batch(tok, rng, a.batch, m.image_token_id), probe)
         lt = text_loss(m, sample_batch(streams, mix, a.text_batch, a.text_seq, gen))
         opt.zero_grad(set_to_none=True)
         (li + a.text_weight * lt).backward()
-        gn = torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+        gn = torch.nn.utils.clip_grad_norm_(list(m.parameters()) + list(probe.parameters()), 1.0)
         opt.step()
         step += 1
         rec = {"step": step, "image_loss": float(li), "text_loss": float(lt), "gnorm": float(gn),

@@ -208,9 +208,11 @@ class Qwen35TinyVision(Qwen35Tiny):
         ang = torch.cat([ang, ang], -1)
         return ang.cos().float(), ang.sin().float()
 
-    def trunk_images(self, ids, rows, gh, gw, positions):
-        """ids [B, T] holding (gh/2)*(gw/2) image tokens per row; rows [B, N, row_width]."""
-        tokens = self.model.visual(rows, gh, gw)
+    def trunk_images(self, ids, rows, gh, gw, positions, tokens=None):
+        """ids [B, T] holding (gh/2)*(gw/2) image tokens per row; rows [B, N, row_width]; tokens:
+        the tower's output for rows when already computed."""
+        if tokens is None:
+            tokens = self.model.visual(rows, gh, gw)
         x = self.lm.embed_tokens(ids)
         mask = (ids == self.image_token_id)[..., None]
         x = x.masked_scatter(mask, tokens.to(x.dtype))
