@@ -4,7 +4,7 @@
         [--n 300] [--oracle DIR] [--json OUT.json]
 
 - Held-out rates: --n images drawn by shapes.py from a seed the trainer never uses
-  (train_vision.HELDOUT_SEED), every training size; the model (rebuilt in torch from the exported
+  (train_vision.HELDOUT_SEED); the model (rebuilt in torch from the exported
   bf16 tensors, run in float32) answers "What is in the image?" greedily through the chat prompt;
   an answer names the colour (or shape) right when the only colour (shape) word in it is the
   drawn one. Reported overall and per image size.
