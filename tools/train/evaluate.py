@@ -30,16 +30,21 @@ from model import Cfg, Qwen35Tiny  # noqa: E402
 from train import SOURCES, heldout_windows, load_streams  # noqa: E402
 
 
-def load_model(d):
+def text_cfg(d):
+    """The trainer's Cfg of an exported model's text_config."""
     with open(os.path.join(d, "config.json")) as f:
         tc = json.load(f)["text_config"]
-    c = Cfg(vocab=tc["vocab_size"], hidden=tc["hidden_size"], layers=tc["num_hidden_layers"],
+    return Cfg(vocab=tc["vocab_size"], hidden=tc["hidden_size"], layers=tc["num_hidden_layers"],
             intermediate=tc["intermediate_size"], heads=tc["num_attention_heads"], kv_heads=tc["num_key_value_heads"],
             head_dim=tc["head_dim"], lin_k_heads=tc["linear_num_key_heads"], lin_v_heads=tc["linear_num_value_heads"],
             lin_k_dim=tc["linear_key_head_dim"], lin_v_dim=tc["linear_value_head_dim"],
             conv_kernel=tc["linear_conv_kernel_dim"], full_interval=tc["full_attention_interval"],
             rope_theta=tc["rope_parameters"]["rope_theta"], partial_rotary=tc["rope_parameters"]["partial_rotary_factor"],
             eps=tc["rms_norm_eps"], mtp=tc.get("mtp_num_hidden_layers", 0) > 0)
+
+
+def load_model(d):
+    c = text_cfg(d)
     m = Qwen35Tiny(c)
     st = read_safetensors(os.path.join(d, "model.safetensors"))
     sd = {k: torch.from_numpy(v) for k, v in st.items()}

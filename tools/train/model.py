@@ -74,12 +74,16 @@ def rope_tables(T, rd, theta, device=None, offset=0):
 
 
 def apply_rope(x, cos, sin):
-    """x [B, T, h, d]; rotate-half on the first rd dims."""
+    """x [B, T, h, d]; rotate-half on the first rd dims. cos, sin: [T, rd] shared by the batch, or
+    [B, T, rd] per row (multimodal positions, vision_model.py)."""
     rd = cos.shape[-1]
     xr, xp = x[..., :rd], x[..., rd:]
     x1, x2 = xr[..., :rd // 2], xr[..., rd // 2:]
     rot = torch.cat([-x2, x1], -1)
-    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    if cos.dim() == 3:
+        c, s = cos[:, :, None, :], sin[:, :, None, :]
+    else:
+        c, s = cos[None, :, None, :], sin[None, :, None, :]
     return torch.cat([xr * c + rot * s, xp], -1)
 
 
