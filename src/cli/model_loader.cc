@@ -31,6 +31,18 @@ core::Result<LoadedModel> load_model(const LoadOptions& o) {
   if (o.fast && mode == core::LoadMode::kAnonymous && formats::is_gguf_path(o.model_dir))
     mode = core::LoadMode::kMmap;
   QWEN35_ASSIGN_OR_RETURN(auto weights, model::load_weights(o.model_dir, mode));
+  if (weights->dialect == model::Dialect::kGguf) {
+    std::string mmproj = o.mmproj;
+    if (mmproj.empty()) {
+      auto found = model::find_mmproj(o.model_dir);
+      if (!found.ok()) weights->vision_problem = found.message();
+      else mmproj = *found;
+    }
+    if (!mmproj.empty()) model::attach_mmproj(*weights, mmproj);
+    if (!o.mmproj.empty() && !weights->vision) return core::error("--mmproj: " + weights->vision_problem);
+  } else if (!o.mmproj.empty()) {
+    return core::error("--mmproj applies to GGUF models; this checkpoint's tower is in its safetensors");
+  }
   LoadedModel lm;
   lm.pool = std::make_unique<core::ThreadPool>(o.threads);
   lm.model = std::make_unique<model::Model>(std::move(weights), *ops, lm.pool.get());

@@ -23,6 +23,9 @@ struct LoadOptions {
   std::string load_mode = "anon";  // anon | mmap | populate
   bool fast = false;               // int8 activations for quantized matmuls (MLX, GGUF)
   std::string isa;                 // empty: the best SIMD target; else cap dispatch at this one
+  // GGUF models: the vision tower's mmproj file; empty: the one mmproj*.gguf beside the model,
+  // if any. A tower that cannot be bound leaves the text model usable (vision_problem says why).
+  std::string mmproj;
 };
 
 struct LoadedModel {
