@@ -181,6 +181,9 @@ int cmd_bench(int argc, char** argv) {
                  "--question through the engine's step; -r repetitions after a warm-up at the "
                  "smallest image size");
   app.add_option("--question", io.question, "with --image: the question asked about the image");
+  app.add_option("--mmproj", lo.mmproj,
+                 "GGUF models: the vision tower's mmproj file (default: the one mmproj*.gguf "
+                 "beside the model, if any)");
   try {
     app.parse(argc, argv);
   } catch (const flags::ParseError& e) {
