@@ -96,81 +96,54 @@ core::Result<runtime::GenerationRequest> image_request(const tokenizer::Tokenize
   return req;
 }
 
-}  // namespace
-
-bool parse_image_size(const std::string& s, int64_t* width, int64_t* height) {
-  long long w = 0, h = 0;
-  int used = 0;
-  if (std::sscanf(s.c_str(), "%lldx%lld%n", &w, &h, &used) != 2 || size_t(used) != s.size()) return false;
-  if (w <= 0 || h <= 0 || w > 100000 || h > 100000) return false;
-  *width = w;
-  *height = h;
-  return true;
-}
-
-int bench_image(model::Model& m, const LoadOptions& lo, core::ThreadPool* pool, const ImageBenchOptions& o) {
-  const int threads = pool->size();
-  if (!m.has_vision()) {
-    fail("bench", "--image: " + m.weights().vision_problem);
-    return 2;
-  }
-  // The processor settings as serve takes them: the checkpoint's file, checked by the encoder.
-  auto pc = runtime::read_processor_config(lo.model_dir);
-  if (!pc.ok()) return fail("bench", pc.message());
-  runtime::ImageEncoderOptions eopts;
-  eopts.processor = *pc;
-  const runtime::ImageEncoder encoder(m, eopts);
-  if (!encoder.available()) {
-    fail("bench", "--image: " + encoder.why_not());
-    return 2;
-  }
-  const image::ProcessorConfig& proc = encoder.processor();
-  auto tok = load_tokenizer(lo.model_dir);
-  if (!tok.ok()) return fail("bench", tok.message());
-  auto tmpl = load_chat_template(lo.model_dir);
-  if (!tmpl.ok()) return fail("bench", tmpl.message());
-  // Warm-up at the smallest size the processor makes: the code paths and the engine's scratch,
-  // without a second run of a large image (the tower's scratch still grows on the first rep).
-  const int64_t side = std::max<int64_t>(proc.factor(), 1);
-  auto warm = encode(m, proc, pool, synthetic_image(side, side));
-  if (!warm.ok()) return fail("bench", warm.message());
-  auto warm_req = image_request(*tok, *tmpl, m, o.question, *warm);
-  if (!warm_req.ok()) return fail("bench", warm_req.message());
-  const image::Image im = synthetic_image(o.width, o.height);
-  std::vector<double> pre, tower, prefill, ttft;
+// The repetitions' times and what the last one encoded.
+struct Measured {
+  std::vector<double> pre, tower, prefill, ttft;  // ms per repetition
   Encoded last;
   int64_t prompt_tokens = 0;
+};
+
+// A warm-up pass of the whole path at the processor's smallest image (the code paths and the
+// engine's scratch, without a second run of a large image: the tower's scratch still grows on
+// the first repetition), then `o.reps` passes at W×H.
+core::Result<Measured> measure(model::Model& m, const image::ProcessorConfig& proc, core::ThreadPool* pool,
+                               const tokenizer::Tokenizer& tok, const tmpl::ChatTemplate& t,
+                               const ImageBenchOptions& o) {
+  const int64_t side = std::max<int64_t>(proc.factor(), 1);
+  const image::Image small = synthetic_image(side, side), im = synthetic_image(o.width, o.height);
+  Measured r;
   std::unique_ptr<runtime::Stepper> stepper;
-  for (int r = -1; r < o.reps; ++r) {
-    auto e = r < 0 ? warm : encode(m, proc, pool, im);
-    if (!e.ok()) return fail("bench", e.message());
-    auto req = r < 0 ? warm_req : image_request(*tok, *tmpl, m, o.question, *e);
-    if (!req.ok()) return fail("bench", req.message());
-    if (!stepper) {
+  for (int rep = -1; rep < o.reps; ++rep) {
+    QWEN35_ASSIGN_OR_RETURN(Encoded e, encode(m, proc, pool, rep < 0 ? small : im));
+    QWEN35_ASSIGN_OR_RETURN(runtime::GenerationRequest req, image_request(tok, t, m, o.question, e));
+    if (!stepper || rep == 0) {  // sized for the prompt: the warm-up's, then the measured one
       runtime::EngineOptions eo;  // serve's defaults, one slot, no prefix cache
       eo.parallel = 1;
       eo.max_queue = 0;
-      eo.ctx = int64_t(req->prompt.size()) + 64;
+      eo.ctx = int64_t(req.prompt.size()) + 64;
       stepper = std::make_unique<runtime::Stepper>(m, eo);
     }
-    prompt_tokens = int64_t(req->prompt.size());
-    auto s = first_token_seconds(*stepper, std::move(*req));
-    if (!s.ok()) return fail("bench", s.message());
-    if (r < 0) {
-      stepper.reset();  // sized for the measured prompt below
-      continue;
-    }
-    pre.push_back(e->preprocess_ms);
-    tower.push_back(e->tower_ms);
-    prefill.push_back(*s * 1e3);
-    ttft.push_back(e->preprocess_ms + e->tower_ms + *s * 1e3);
-    last = std::move(*e);
+    r.prompt_tokens = int64_t(req.prompt.size());
+    QWEN35_ASSIGN_OR_RETURN(double s, first_token_seconds(*stepper, std::move(req)));
+    if (rep < 0) continue;
+    r.pre.push_back(e.preprocess_ms);
+    r.tower.push_back(e.tower_ms);
+    r.prefill.push_back(s * 1e3);
+    r.ttft.push_back(e.preprocess_ms + e.tower_ms + s * 1e3);
+    r.last = std::move(e);
   }
+  return r;
+}
+
+void report(const model::Model& m, const LoadOptions& lo, int threads, const ImageBenchOptions& o,
+            const Measured& r) {
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
-  const Stats ps = stats(pre), ts = stats(tower), fs = stats(prefill), tt = stats(ttft);
+  const Stats ps = stats(r.pre), ts = stats(r.tower), fs = stats(r.prefill), tt = stats(r.ttft);
   const model::VisionConfig& vc = m.config().vision;
   const std::string isa = lo.backend == "ref" ? "scalar-reference" : kernels::cpu::simd_target();
+  const Encoded& last = r.last;
+  const int64_t prompt_tokens = r.prompt_tokens;
   const int64_t rh = last.image.grid[1] * vc.patch, rw = last.image.grid[2] * vc.patch;
   Json j = {{"model", lo.model_dir},
             {"threads", threads},
@@ -200,7 +173,7 @@ int bench_image(model::Model& m, const LoadOptions& lo, core::ThreadPool* pool, 
             {"peak_rss_mb", double(ru.ru_maxrss) / 1024.0}};
   if (o.json) {
     std::printf("%s\n", j.dump().c_str());
-    return 0;
+    return;
   }
   std::printf("model: %s  threads: %d  isa: %s  mode: %s\n", lo.model_dir.c_str(), threads, isa.c_str(),
               lo.fast ? "fast-int8" : "exact");
@@ -215,6 +188,42 @@ int bench_image(model::Model& m, const LoadOptions& lo, core::ThreadPool* pool, 
   std::printf("time to first token (preprocess + tower + prefill): %.1f ms (min %.1f, max %.1f)\n", tt.median,
               tt.min, tt.max);
   std::printf("peak RSS: %.1f MB\n", double(ru.ru_maxrss) / 1024.0);
+}
+
+}  // namespace
+
+bool parse_image_size(const std::string& s, int64_t* width, int64_t* height) {
+  long long w = 0, h = 0;
+  int used = 0;
+  if (std::sscanf(s.c_str(), "%lldx%lld%n", &w, &h, &used) != 2 || size_t(used) != s.size()) return false;
+  if (w <= 0 || h <= 0 || w > 100000 || h > 100000) return false;
+  *width = w;
+  *height = h;
+  return true;
+}
+
+int bench_image(model::Model& m, const LoadOptions& lo, core::ThreadPool* pool, const ImageBenchOptions& o) {
+  if (!m.has_vision()) {
+    fail("bench", "--image: " + m.weights().vision_problem);
+    return 2;
+  }
+  // The processor settings as serve takes them: the checkpoint's file, checked by the encoder.
+  auto pc = runtime::read_processor_config(lo.model_dir);
+  if (!pc.ok()) return fail("bench", pc.message());
+  runtime::ImageEncoderOptions eopts;
+  eopts.processor = *pc;
+  const runtime::ImageEncoder encoder(m, eopts);
+  if (!encoder.available()) {
+    fail("bench", "--image: " + encoder.why_not());
+    return 2;
+  }
+  auto tok = load_tokenizer(lo.model_dir);
+  if (!tok.ok()) return fail("bench", tok.message());
+  auto tmpl = load_chat_template(lo.model_dir);
+  if (!tmpl.ok()) return fail("bench", tmpl.message());
+  auto r = measure(m, encoder.processor(), pool, *tok, *tmpl, o);
+  if (!r.ok()) return fail("bench", r.message());
+  report(m, lo, pool->size(), o, *r);
   return 0;
 }
 
