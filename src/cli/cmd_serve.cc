@@ -21,6 +21,7 @@
 #include "formats/gguf.h"
 #include "formats/hf_config.h"
 #include "runtime/engine.h"
+#include "runtime/image_encoder.h"
 #include "server/server.h"
 #include "server/structured.h"
 #include "template/chat_template.h"
@@ -45,6 +46,10 @@ int cmd_serve(int argc, char** argv) {
   runtime::EngineOptions eo;
   std::string name;
   double mem_budget_mb = 0;
+  runtime::ImageEncoderOptions image_opts;
+  int max_images = 8;
+  double image_max_mb = double(image_opts.limits.max_bytes) / (1 << 20);
+  double image_cache_mb = double(image_opts.cache_bytes) / (1 << 20);
   app.add_option("-m,--model", lo.model_dir, "checkpoint directory (with tokenizer files) or .gguf file")
       ->required();
   app.add_option("--host", so.host, "address to bind (default 127.0.0.1: this machine only)");
@@ -127,6 +132,22 @@ int cmd_serve(int argc, char** argv) {
                  "rebuilding; files DIR lacks come from the binary)");
   app.add_option("--served-model-name", name, "model name in the API (default: the folder name)");
   app.add_option("-t,--threads", lo.threads, "compute threads (0 = all cores)");
+  app.add_option("--mmproj", lo.mmproj,
+                 "GGUF models: the vision tower's mmproj file (default: the one mmproj*.gguf "
+                 "beside the model, if any)");
+  app.add_option("--max-images", max_images, "images one request may carry (default 8; 0: none)");
+  app.add_option("--image-max-mb", image_max_mb,
+                 "largest encoded image accepted, in MiB (default 20; the body limit --max-body "
+                 "bounds all images of a request together, base64 included)");
+  app.add_option("--image-max-pixels", image_opts.limits.max_pixels,
+                 "largest image accepted, width x height as its header declares it, checked "
+                 "before decoding (default 50000000)");
+  app.add_option("--image-threads", image_opts.threads,
+                 "threads of the vision tower, which runs beside the engine on its own pool "
+                 "(default: as many as --threads)");
+  app.add_option("--image-cache-mb", image_cache_mb,
+                 "memory for the vision tower's output of recent images, so that a conversation "
+                 "that repeats an image does not run the tower again (default 256; 0: none)");
   app.add_option("--load", lo.load_mode, kLoadModeHelp);
   app.add_flag("--fast", lo.fast, "int8 activations for quantized matmuls: MLX, and GGUF Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (faster; not bit-identical to the exact mode; concurrent == solo still holds within the mode)");
   try {
@@ -138,6 +159,12 @@ int cmd_serve(int argc, char** argv) {
   if (eo.ctx < 2) return fail("serve", "--ctx must be at least 2");
   if (eo.max_queue < 0) return fail("serve", "--max-queue must be >= 0");
   if (max_json_depth < 1) return fail("serve", "--max-json-depth must be at least 1");
+  if (max_images < 0 || !(image_max_mb > 0) || !(image_cache_mb >= 0) || image_opts.limits.max_pixels < 1 ||
+      image_opts.threads < 0)
+    return fail("serve", "--max-images, --image-threads and --image-cache-mb must be >= 0, "
+                         "--image-max-mb and --image-max-pixels > 0");
+  image_opts.limits.max_bytes = size_t(image_max_mb * (1 << 20));
+  image_opts.cache_bytes = size_t(image_cache_mb * (1 << 20));
   if (reasoning_budget < -1) return fail("serve", "--reasoning-budget must be >= 0 (or -1: no cap)");
   if (grammar_limits.max_states < 1 || !(grammar_mb >= 1) || !(grammar_cache_mb >= 0))
     return fail("serve", "--grammar-max-states and --grammar-max-mb must be >= 1, "
@@ -217,6 +244,22 @@ int cmd_serve(int argc, char** argv) {
   mi.max_json_depth = max_json_depth;
   mi.reasoning_budget = reasoning_budget;
   mi.special_tokens_in_content = special_in_content;
+  // Images: the tower runs on its own pool beside the engine (runtime/image_encoder.h).
+  auto processor = runtime::read_processor_config(lo.model_dir);
+  if (!processor.ok()) return finish(fail("serve", processor.message()));
+  image_opts.processor = *processor;
+  image_opts.fast = lo.fast;
+  if (image_opts.threads == 0) image_opts.threads = lo.threads;  // 0 there too: all cores
+  runtime::ImageEncoder images(m, image_opts);
+  mi.images = &images;
+  mi.max_images = max_images;
+  mi.image_token = m.config().vision.image_token_id >= 0 ? int32_t(m.config().vision.image_token_id)
+                                                         : tok->token_to_id("<|image_pad|>");
+  if (images.available())
+    std::fprintf(stderr, "qwen35 serve: images: up to %d per request, vision tower %s\n", max_images,
+                 m.weights().vision->source.c_str());
+  else
+    std::fprintf(stderr, "qwen35 serve: images: off (%s)\n", images.why_not().c_str());
   mi.grammars = std::make_shared<server::GrammarCache>(
       server::grammar_vocab(*tok, m.config().vocab), grammar_limits);
   if (reasoning_budget >= 0 && tok->token_to_id("</think>") < 0)

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "server/chat_request.h"
+#include "server/image_parts.h"
 #include "server/prompt_tokens.h"
 #include "server/request_fields.h"
 #include "server/structured.h"
@@ -12,25 +13,45 @@ namespace qwen35::server {
 using namespace fields;
 namespace {
 
-// Content: a string, or a list of {"type": "text", "text": ...} parts (joined); null is "".
-std::optional<ApiError> content_text(const Json& content, const std::string& where,
-                                     std::string* out) {
+// An image_url part: {"image_url": {"url": "data:image/...;base64,...", "detail": ...}}, or
+// the URL as a bare string (some clients send that); detail is accepted and ignored.
+std::optional<ApiError> read_image_part(const Json& part, const std::string& w, ChatMessage* m) {
+  const Json* u = field(part, "image_url");
+  if (u && u->is_object()) u = field(*u, "url");
+  if (!u || !u->is_string())
+    return bad(w, "'" + w + "' needs 'image_url': {\"url\": \"data:image/png;base64,...\"}");
+  std::string bytes;
+  QWEN35_TRY(read_image_url(u->get<std::string>(), w, &bytes));
+  add_image(m, std::move(bytes), w);
+  return std::nullopt;
+}
+
+// Content: a string, or a list of {"type": "text", "text": ...} and image_url parts (the text
+// joined, the images where they sit in it); null is "".
+std::optional<ApiError> read_content(const Json& content, const std::string& where, ChatMessage* m) {
   if (content.is_null()) return std::nullopt;
   if (content.is_string()) {
-    *out = content.get<std::string>();
+    m->content = content.get<std::string>();
     return std::nullopt;
   }
   if (!content.is_array())
     return bad(where, "'" + where + "' must be a string or a list of parts");
-  for (const auto& part : content) {
+  for (size_t k = 0; k < content.size(); ++k) {
+    const Json& part = content[k];
+    const std::string w = where + "[" + std::to_string(k) + "]";
     if (!part.is_object() || !part.contains("type") || !part["type"].is_string())
       return bad(where, "each part of '" + where + "' must be an object with a 'type'");
-    if (part["type"] != "text")
-      return bad(where, "content part type '" + part["type"].get<std::string>() +
-                            "' is not supported (text only)");
+    const std::string type = part["type"];
+    if (type == "image_url") {
+      QWEN35_TRY(read_image_part(part, w, m));
+      continue;
+    }
+    if (type == "video_url" || type == "video" || type == "input_video") return video_refused(type, w);
+    if (type != "text")
+      return bad(w, "content part type '" + type + "' in '" + w + "' is not supported (text, image_url)");
     if (!part.contains("text") || !part["text"].is_string())
       return bad(where, "a text part of '" + where + "' needs a string 'text'");
-    *out += part["text"].get<std::string>();
+    m->content += part["text"].get<std::string>();
   }
   return std::nullopt;
 }
@@ -90,7 +111,7 @@ std::optional<ApiError> read_message(const Json& msg, const std::string& where, 
   const std::string content = where + ".content";
   if (!assistant && (!msg.contains("content") || msg["content"].is_null()))
     return bad(content, "'" + content + (msg.contains("content") ? "' is null" : "' is required"));
-  if (msg.contains("content")) QWEN35_TRY(content_text(msg["content"], content, &m->content));
+  if (msg.contains("content")) QWEN35_TRY(read_content(msg["content"], content, m));
   if (const Json* r = field(msg, "reasoning_content"); r && assistant) {
     if (!r->is_string())
       return bad(where + ".reasoning_content",
@@ -228,7 +249,18 @@ std::optional<ApiError> render_messages(const Json& b, const ModelInfo& mi, std:
   ChatRequest c;
   QWEN35_TRY(read_conversation(b, mi, &c));
   QWEN35_TRY(render_chat(c, mi, text));
-  return ids ? encode_chat_prompt(c, mi, *text, ids) : std::nullopt;
+  if (!ids && !has_images(c)) return std::nullopt;
+  // The prompt a chat request of these messages gets: images widened to their tokens.
+  std::vector<int32_t> own;
+  std::vector<int32_t>* out = ids ? ids : &own;
+  std::vector<tokenizer::TextRange> literal;
+  QWEN35_TRY(encode_chat_prompt(c, mi, *text, out, &literal));
+  if (!has_images(c)) return std::nullopt;
+  CompletionRequest r;
+  std::string widened;
+  QWEN35_TRY(attach_images(c, mi, *text, literal, out, &r, &widened));
+  *text = std::move(widened);
+  return std::nullopt;
 }
 
 }  // namespace qwen35::server

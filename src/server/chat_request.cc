@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "server/image_parts.h"
 #include "server/prompt_tokens.h"
 #include "server/request_fields.h"
 #include "server/structured.h"
@@ -13,6 +14,17 @@ using namespace fields;
 Json ChatMessage::to_template() const {
   static const char* const kRoles[] = {"system", "user", "assistant", "tool"};
   Json m = {{"role", kRoles[int(role)]}, {"content", content}};
+  if (!images.empty()) {
+    Json parts = Json::array();
+    size_t from = 0;
+    for (const auto& im : images) {
+      if (im.at > from) parts.push_back({{"type", "text"}, {"text", content.substr(from, im.at - from)}});
+      parts.push_back({{"type", "image"}});
+      from = im.at;
+    }
+    if (from < content.size()) parts.push_back({{"type", "text"}, {"text", content.substr(from)}});
+    m["content"] = std::move(parts);
+  }
   if (reasoning) m["reasoning_content"] = *reasoning;
   if (!tool_calls.empty()) {
     Json calls = Json::array();
@@ -146,7 +158,9 @@ std::optional<ApiError> finish_chat_request(const ChatRequest& c, const ModelInf
                                   c.names.budget, r));
   QWEN35_TRY(set_structured_output(c.format, c.tool_choice, c.names, mi, r));
   std::vector<int32_t> ids;
-  QWEN35_TRY(encode_chat_prompt(c, mi, text, &ids));
+  std::vector<tokenizer::TextRange> literal;
+  QWEN35_TRY(encode_chat_prompt(c, mi, text, &ids, &literal));
+  QWEN35_TRY(attach_images(c, mi, text, literal, &ids, r));
   r->batch = {{std::move(ids), ""}};
   r->snapshot_hints = shared_prefix_hint(c, mi, r->batch[0].ids);
   return std::nullopt;

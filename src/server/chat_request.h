@@ -21,6 +21,14 @@ struct ChatToolCall {
   Json arguments;  // a JSON object; null when the client sent none
 };
 
+// An image part of a message: its encoded bytes (PNG, JPEG, WebP, GIF), where it sits in the
+// message's text, and where the client sent it (errors name it: "messages[1].content[0]").
+struct ChatImage {
+  size_t at = 0;  // a byte offset in ChatMessage::content: the image comes before content[at]
+  std::string bytes;
+  std::string origin;
+};
+
 struct ChatMessage {
   enum class Role { kSystem, kUser, kAssistant, kTool };
   ChatMessage() = default;
@@ -34,9 +42,11 @@ struct ChatMessage {
   std::string tool_call_id;              // a tool result's (may be empty)
   // Where the client sent it ("messages[2]", "input[3]", "system"): errors about it name this.
   std::string origin;
+  std::vector<ChatImage> images;  // in text order (server/image_parts.h)
 
   // The message as the chat template reads it: role, content, reasoning_content, tool_calls
-  // ({id, type, function: {name, arguments}}), tool_call_id.
+  // ({id, type, function: {name, arguments}}), tool_call_id. With images, content is a list of
+  // parts as transformers passes it: {"type": "text", "text"} and {"type": "image"}.
   Json to_template() const;
 };
 

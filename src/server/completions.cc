@@ -12,10 +12,12 @@ namespace {
 
 Json usage_of(const Job& job) {
   const int64_t p = job.prompt_tokens(), c = job.completion_tokens();
+  Json details = {{"cached_tokens", job.cached_tokens()}};
+  if (job.req.image_tokens > 0) details["image_tokens"] = job.req.image_tokens;  // in prompt_tokens
   return Json{{"prompt_tokens", p},
               {"completion_tokens", c},
               {"total_tokens", p + c},
-              {"prompt_tokens_details", {{"cached_tokens", job.cached_tokens()}}}};
+              {"prompt_tokens_details", details}};
 }
 
 // The first choice's speeds, named as llama-server names them. prompt: the tokens computed

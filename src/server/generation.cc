@@ -76,6 +76,8 @@ std::optional<ApiError> submit_all(Job& job) {
     g.eos_ids = job.req.eos_ids;
     g.prompt_logprobs = job.req.stream ? -1 : job.req.prompt_logprobs;
     g.snapshot_hints = job.req.snapshot_hints;
+    g.images = job.req.images;  // shared rows: n choices hold one copy
+    g.image_token = job.req.image_token;
     // A prediction asks for prompt lookup unless the request or the server chose a method.
     g.prediction = job.req.prediction;
     const bool lookup_for_prediction = !g.prediction.empty() && !job.req.spec_method &&

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "server/chat_request.h"
+#include "server/image_parts.h"
 #include "server/request_fields.h"
 #include "server/messages.h"
 
@@ -51,6 +52,30 @@ std::optional<ApiError> text_of(const Json& c, const std::string& where, std::st
   return std::nullopt;
 }
 
+// An image block: {"source": {"type": "base64", "media_type": "image/png", "data": "..."}};
+// url and file sources are refused (the server fetches nothing and keeps no files).
+std::optional<ApiError> read_image_block(const Json& blk, const std::string& w, size_t at,
+                                         std::vector<ChatImage>* images) {
+  const Json* src = field(blk, "source");
+  if (!src || !src->is_object()) return bad(w + ".source", "'" + w + ".source' must be an object");
+  std::string type, media, data;
+  QWEN35_TRY(get_string(*src, "type", w + ".source", &type));
+  if (type == "url")
+    return bad(w + ".source", "'" + w + "': the server fetches nothing: send the image as a base64 source");
+  if (type != "base64")
+    return bad(w + ".source.type", "'" + w + ".source.type' '" + type + "' is not supported (base64)");
+  QWEN35_TRY(get_string(*src, "media_type", w + ".source", &media));
+  QWEN35_TRY(get_string(*src, "data", w + ".source", &data));
+  if (media.rfind("image/", 0) != 0)
+    return bad(w + ".source.media_type", "'" + w + ".source.media_type' '" + media +
+                                             "' is not an image type (image/png, image/jpeg, ...)");
+  ChatImage im{at, "", w};
+  // One reading for every API: the media type and the data as the data: URL they spell.
+  QWEN35_TRY(read_image_url("data:" + media + ";base64," + data, w, &im.bytes));
+  images->push_back(std::move(im));
+  return std::nullopt;
+}
+
 // One user turn: tool results become tool messages, text a user message.
 std::optional<ApiError> read_user(const Json& content, const std::string& where,
                                   std::vector<ChatMessage>* out) {
@@ -60,6 +85,11 @@ std::optional<ApiError> read_user(const Json& content, const std::string& where,
     return std::nullopt;
   }
   std::string text;
+  std::vector<ChatImage> images;
+  const auto flush = [&] {
+    out->push_back(ChatMessage(Role::kUser, std::exchange(text, ""), where));
+    out->back().images = std::exchange(images, {});
+  };
   bool any = false;
   for (size_t k = 0; k < content.size(); ++k) {
     const std::string w = where + ".content[" + std::to_string(k) + "]";
@@ -70,8 +100,12 @@ std::optional<ApiError> read_user(const Json& content, const std::string& where,
       std::string t;
       QWEN35_TRY(get_string(blk, "text", w, &t));
       text += t;
+    } else if (type == "image") {
+      QWEN35_TRY(read_image_block(blk, w, text.size(), &images));
+    } else if (type == "video") {
+      return video_refused(type, w);
     } else if (type == "tool_result") {
-      if (!text.empty()) out->push_back(ChatMessage(Role::kUser, std::exchange(text, ""), where));
+      if (!text.empty() || !images.empty()) flush();
       std::string result;
       ChatMessage m(Role::kTool, "", w);
       QWEN35_TRY(get_string(blk, "tool_use_id", w, &m.tool_call_id));
@@ -86,10 +120,10 @@ std::optional<ApiError> read_user(const Json& content, const std::string& where,
       any = true;
     } else {
       return bad(w + ".type", "content block type '" + type + "' in '" + w +
-                                  "' is not supported in a user turn (text, tool_result)");
+                                  "' is not supported in a user turn (text, image, tool_result)");
     }
   }
-  if (!text.empty() || !any) out->push_back(ChatMessage(Role::kUser, text, where));
+  if (!text.empty() || !images.empty() || !any) flush();
   return std::nullopt;
 }
 

@@ -133,7 +133,8 @@ std::vector<tokenizer::TextRange> client_spans(const std::string& text, const st
 }  // namespace
 
 std::optional<ApiError> encode_chat_prompt(const ChatRequest& c, const ModelInfo& mi,
-                                           const std::string& text, std::vector<int32_t>* ids) {
+                                           const std::string& text, std::vector<int32_t>* ids,
+                                           std::vector<tokenizer::TextRange>* literal_out) {
   std::vector<tokenizer::TextRange> literal;
   ChatRequest neutral;
   if (!mi.special_tokens_in_content) {
@@ -152,6 +153,7 @@ std::optional<ApiError> encode_chat_prompt(const ChatRequest& c, const ModelInfo
   ids->clear();
   if (auto st = mi.tok->encode_into(text, ids, literal); !st.ok())
     return bad(c.names.messages, st.message());
+  if (literal_out) *literal_out = std::move(literal);
   return std::nullopt;
 }
 

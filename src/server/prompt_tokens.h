@@ -25,8 +25,11 @@
 namespace qwen35::server {
 
 // The ids of `text`, which is `c` rendered (render_chat). With mi.special_tokens_in_content,
-// the whole text is encoded as it is (the older behaviour, for those who need it).
+// the whole text is encoded as it is (the older behaviour, for those who need it). `literal`
+// (when given) receives the ranges of `text` kept as text: the client's spellings of control
+// tokens (server/image_parts.h tells the template's image pads from the client's by them).
 std::optional<ApiError> encode_chat_prompt(const ChatRequest& c, const ModelInfo& mi,
-                                           const std::string& text, std::vector<int32_t>* ids);
+                                           const std::string& text, std::vector<int32_t>* ids,
+                                           std::vector<tokenizer::TextRange>* literal = nullptr);
 
 }  // namespace qwen35::server

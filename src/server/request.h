@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/drafter.h"
+#include "runtime/image_encoder.h"
 #include "runtime/sampler.h"
 #include "server/api_error.h"
 #include "server/http.h"
@@ -38,6 +39,11 @@ struct ModelInfo {
   // Compiled grammars of structured outputs (null: response_format and forced tool calls are
   // refused).
   std::shared_ptr<GrammarCache> grammars;
+  // Images (server/image_parts.h): the encoder (null: image input is off in this server), the
+  // prompt token an image's rows replace, and the most images one request may carry.
+  runtime::ImageEncoder* images = nullptr;
+  int32_t image_token = -1;
+  int max_images = 8;
 };
 
 // Reads a request body: valid UTF-8, JSON nested at most mi.max_json_depth deep (checked while
@@ -84,6 +90,11 @@ struct CompletionRequest {
   std::vector<int32_t> prediction;  // "prediction": tokens the answer is expected to repeat
   // The field a prompt over the context is blamed on, in the client's API's terms.
   std::string prompt_param = "prompt";
+  // Chat with images: each image's rows, in prompt order, and the token whose runs stand for
+  // them in batch[0].ids; image_tokens of the prompt's ids are those runs (usage reports them).
+  std::vector<runtime::PromptImage> images;
+  int32_t image_token = -1;
+  int64_t image_tokens = 0;
 };
 
 // POST /v1/chat/completions (chat_body.cc) and /v1/completions. The Responses and Messages

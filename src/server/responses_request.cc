@@ -18,6 +18,7 @@
 #include <utility>
 
 #include "server/chat_request.h"
+#include "server/image_parts.h"
 #include "server/request_fields.h"
 #include "server/responses.h"
 
@@ -26,9 +27,27 @@ using namespace fields;
 namespace {
 
 
+// An input_image part: {"image_url": "data:image/...;base64,...", "detail": ...} (detail is
+// accepted and ignored); file_id needs stored files, which this server does not keep.
+std::optional<ApiError> read_input_image(const Json& part, const std::string& w, size_t at,
+                                         std::vector<ChatImage>* images) {
+  if (field(part, "file_id"))
+    return bad(w, "'" + w + "': file_id needs uploaded files, and this server keeps none; send the image "
+                            "as 'image_url': \"data:image/png;base64,...\"");
+  const Json* u = field(part, "image_url");
+  if (!u || !u->is_string())
+    return bad(w, "'" + w + "' needs 'image_url': \"data:image/png;base64,...\"");
+  ChatImage im{at, "", w};
+  QWEN35_TRY(read_image_url(u->get<std::string>(), w, &im.bytes));
+  images->push_back(std::move(im));
+  return std::nullopt;
+}
+
 // Content: a string, or parts whose text is joined. input_text / output_text / text carry
-// "text", refusal carries "refusal"; images, files and audio are refused (the model reads text).
-std::optional<ApiError> content_text(const Json& c, const std::string& where, std::string* out) {
+// "text", refusal carries "refusal"; input_image parts go to *images where given (a message's
+// content); files and audio are refused (the model reads text and images).
+std::optional<ApiError> content_text(const Json& c, const std::string& where, std::string* out,
+                                     std::vector<ChatImage>* images = nullptr) {
   if (c.is_string()) {
     *out = c.get<std::string>();
     return std::nullopt;
@@ -41,10 +60,16 @@ std::optional<ApiError> content_text(const Json& c, const std::string& where, st
     if (!part.is_object() || !field(part, "type") || !part["type"].is_string())
       return bad(w, "'" + w + "' must be an object with a string 'type'");
     const std::string type = part["type"];
+    if (type == "input_image" && images) {
+      QWEN35_TRY(read_input_image(part, w, out->size(), images));
+      continue;
+    }
+    if (type == "input_video" || type == "video_url" || type == "video") return video_refused(type, w);
     const char* key = type == "refusal" ? "refusal" : "text";
     if (type != "input_text" && type != "output_text" && type != "text" && type != "refusal")
       return bad(w + ".type", "content part type '" + type + "' in '" + w +
-                                  "' is not supported (input_text, output_text only)");
+                                  (images ? "' is not supported (input_text, input_image, output_text only)"
+                                          : "' is not supported (input_text, output_text only)"));
     std::string text;
     QWEN35_TRY(get_string(part, key, w, &text));
     *out += text;
@@ -114,7 +139,10 @@ class ItemReader {
                                       "' (expected user, assistant, system or developer)");
     const Json* c = field(item, "content");
     if (!c) return bad(where + ".content", "'" + where + ".content' is required");
-    QWEN35_TRY(content_text(*c, where + ".content", &text));
+    std::vector<ChatImage> images;
+    QWEN35_TRY(content_text(*c, where + ".content", &text, &images));
+    if (!images.empty() && role != "user")
+      return bad(images[0].origin, "'" + images[0].origin + "': images go in user messages");
     if (role == "system" || role == "developer") {
       if (leading_) {
         if (system_origin_.empty()) system_origin_ = where;
@@ -126,6 +154,7 @@ class ItemReader {
     }
     leading_ = false;
     push(role == "user" ? ChatMessage::Role::kUser : ChatMessage::Role::kAssistant, text, where);
+    c_->messages.back().images = std::move(images);
     return std::nullopt;
   }
 

@@ -81,8 +81,21 @@ HttpResponse get_metrics(const Context& ctx, const HttpServer& http) {
     st = ctx.engine->stats();
     sp = &st;
   }
+  std::string text = ctx.metrics.render(sp, http.open_connections());
+  if (ctx.ready.load() && ctx.mi.images && ctx.mi.images->available()) {
+    const runtime::ImageEncoder::Stats is = ctx.mi.images->stats();
+    const std::pair<const char*, std::pair<const char*, double>> lines[] = {
+        {"qwen35_image_encodes_total", {"images run through the vision tower", double(is.misses)}},
+        {"qwen35_image_cache_hits_total", {"images answered from the tower's output cache", double(is.hits)}},
+        {"qwen35_image_cache_bytes", {"memory of the tower's output cache", double(is.cached_bytes)}}};
+    for (const auto& [name, hv] : lines) {
+      const bool counter = std::string_view(name).ends_with("_total");
+      text += std::string("# HELP ") + name + " " + hv.first + "\n# TYPE " + name + (counter ? " counter\n" : " gauge\n") +
+              name + " " + std::to_string(int64_t(hv.second)) + "\n";
+    }
+  }
   HttpResponse res;
-  res.set_content(ctx.metrics.render(sp, http.open_connections()), "text/plain; version=0.0.4");
+  res.set_content(text, "text/plain; version=0.0.4");
   return res;
 }
 

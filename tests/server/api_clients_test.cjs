@@ -1,7 +1,8 @@
 // The official clients of the two other APIs against a live `qwen35 serve` on the bundled
 // trained model: the `openai` npm client's Responses API (client.responses, what Codex speaks)
 // and `@anthropic-ai/sdk`'s Messages API (client.messages, what Claude Code speaks), streamed
-// and not, with tools and thinking; greedy answers are compared with the chat endpoint's.
+// and not, with tools and thinking; greedy answers are compared with the chat endpoint's. And
+// images through both clients on a random-weight VLM (images()).
 //   node tests/server/api_clients_test.cjs QWEN35_BINARY NODE_MODULES_DIR
 // Exit code 0 when every check passes.
 'use strict';
@@ -218,14 +219,69 @@ async function messages(openai, anthropic) {
   try {
     await anthropic.messages.create({ model: NAME, messages: [{ role: 'user', content: [{ type: 'image',
       source: { type: 'base64', media_type: 'image/png', data: 'AA==' } }] }], max_tokens: 4 });
-    check(false, 'image blocks refused');
+    check(false, 'image blocks refused by a text-only model');
   } catch (e) {
     check(e.status === 400 && e.error && e.error.type === 'error' &&
-          e.error.error.type === 'invalid_request_error', 'image blocks refused, Anthropic error format');
+          e.error.error.type === 'invalid_request_error' && /no vision tower/.test(e.error.error.message),
+          'image blocks refused by a text-only model, Anthropic error format');
+  }
+}
+
+// Images through both clients, on a random-weight VLM (`qwen35 synth --preset tiny` has a vision
+// tower): chat image_url and Responses input_image (openai), an image block (@anthropic-ai/sdk).
+// The fixture PNG is 24 x 16: smart_resize makes it 320 x 224 pixels, 20 x 14 patches and
+// 10 x 7 = 70 image tokens, which each usage counts.
+async function images() {
+  const fs = require('fs');
+  const os = require('os');
+  const { execFileSync } = require('child_process');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qwen35-vlm-'));
+  execFileSync(binary, ['synth', '--preset', 'tiny', '--quiet', '--out', path.join(dir, 'm')]);
+  const server = await startServer(binary, ['-m', path.join(dir, 'm'), '--parallel', '2', '--ctx', '1024', '-t', '2']);
+  const openai = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'none', maxRetries: 0 });
+  const anthropic = new Anthropic({ baseURL: server.base, apiKey: 'none', maxRetries: 0 });
+  const png = fs.readFileSync(path.join(__dirname, '..', 'fixtures', 'images', 'png_rgb.png')).toString('base64');
+  const url = `data:image/png;base64,${png}`;
+  const tokenize = async (body) => (await (await fetch(`${server.base}/tokenize`, {
+    method: 'POST', body: JSON.stringify(body) })).json()).count;
+  try {
+    const content = [{ type: 'text', text: 'What is this?' }, { type: 'image_url', image_url: { url, detail: 'low' } }];
+    const chat = await openai.chat.completions.create({
+      model: 'm', messages: [{ role: 'user', content }], max_tokens: 6, temperature: 0 });
+    check(chat.choices[0].finish_reason === 'length', 'image chat: an answer');
+    check(chat.usage.prompt_tokens_details.image_tokens === 70, 'image chat: usage counts 70 image tokens');
+    const count = await tokenize({ messages: [{ role: 'user', content }] });
+    check(chat.usage.prompt_tokens === count, 'image chat: prompt_tokens == /tokenize');
+
+    const r = await openai.responses.create({ model: 'm', max_output_tokens: 6, temperature: 0, input: [{
+      role: 'user', content: [{ type: 'input_text', text: 'What is this?' }, { type: 'input_image', image_url: url, detail: 'auto' }] }] });
+    check(r.status === 'incomplete' && r.output.length > 0, 'image responses: an answer');
+    check(r.usage.input_tokens === count, 'image responses: input_tokens count the image');
+
+    const blocks = [{ type: 'image', source: { type: 'base64', media_type: 'image/png', data: png } },
+                    { type: 'text', text: 'What is this?' }];
+    const msg = await anthropic.messages.create({ model: 'm', max_tokens: 6, temperature: 0,
+                                                  messages: [{ role: 'user', content: blocks }] });
+    check(msg.stop_reason === 'max_tokens' && msg.content.length > 0, 'image messages: an answer');
+    const mcount = await tokenize({ chat_template_kwargs: { enable_thinking: false }, messages: [{ role: 'user',
+      content: [{ type: 'image_url', image_url: { url } }, { type: 'text', text: 'What is this?' }] }] });
+    check(msg.usage.input_tokens + (msg.usage.cache_read_input_tokens || 0) === mcount && mcount > 70,
+          'image messages: input_tokens count the image');
+    try {
+      await openai.chat.completions.create({ model: 'm', max_tokens: 2, messages: [{ role: 'user', content: [
+        { type: 'image_url', image_url: { url: 'https://example.com/cat.png' } }] }] });
+      check(false, 'image chat: a remote URL is refused');
+    } catch (e) {
+      check(e.status === 400 && /fetches nothing/.test(e.message), 'image chat: a remote URL is refused');
+    }
+  } finally {
+    check(await stopServer(server) === 0, 'image server: exit 0 on SIGTERM');
+    fs.rmSync(dir, { recursive: true, force: true });
   }
 }
 
 async function main() {
+  await images();
   const server = await startServer(binary, ['-m', MODEL, '--parallel', '4', '--ctx', '2048', '-t', '2',
                                             '--api-key', 'sekret']);
   const openai = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'sekret', maxRetries: 0 });

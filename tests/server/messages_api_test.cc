@@ -332,7 +332,7 @@ TEST_F(ApiCompatTest, MessagesErrors) {
       {Json{{"messages", Json::array()}, {"max_tokens", 4}}, "messages"},
       {Json{{"messages", {{{"role", "user"}, {"content", {{{"type", "image"}}}}}}},
             {"max_tokens", 4}},
-       "messages[0].content[0].type"},
+       "messages[0].content[0].source"},
       {Json{{"messages", {{{"role", "robot"}, {"content", "x"}}}}, {"max_tokens", 4}},
        "messages[0].role"},
       {Json{{"messages",

@@ -266,6 +266,8 @@ TEST_F(ApiCompatTest, ResponsesErrors) {
       {with("input", Json::parse(R"([{"type": "mystery"}])")), "input[0].type"},
       {with("input", Json::parse(R"([{"role": "user"}])")), "input[0].content"},
       {with("input", Json::parse(R"([{"role": "user", "content": [{"type": "input_image"}]}])")),
+       "input[0].content[0]"},
+      {with("input", Json::parse(R"([{"role": "user", "content": [{"type": "input_file"}]}])")),
        "input[0].content[0].type"},
       {with("input", Json::parse(R"([{"type": "function_call", "name": "f"}])")),
        "input[0].call_id"},

@@ -146,12 +146,12 @@ TEST_F(SemanticsTest, TokenIdsAreCheckedBeforeNarrowing) {
   EXPECT_EQ(st, 200) << r;
 }
 
-// chat_template_kwargs cannot replace the validated messages (image parts are refused on the
-// normal path), the tools, or the generation prompt.
+// chat_template_kwargs cannot replace the validated messages (an image part that is no image is
+// refused on the normal path), the tools, or the generation prompt.
 TEST_F(SemanticsTest, TemplateKwargsCannotOverrideValidatedFields) {
   const Json image = {
       {{"role", "user"}, {"content", {{{"type", "image_url"}, {"image_url", {{"url", "x"}}}}}}}};
-  expect_400("/apply-template", Json{{"messages", image}}.dump(), "not supported");
+  expect_400("/apply-template", Json{{"messages", image}}.dump(), "nor valid base64");
   for (const auto& [key, value] :
        std::vector<std::pair<std::string, Json>>{{"messages", image},
                                                  {"tools", Json::array({{{"type", "function"}}})},

@@ -3,8 +3,11 @@
 // answers and their figures, watches an answer stream and stops it (and checks on /metrics that
 // the server freed the slot), reloads and finds the conversation, regenerates, edits and
 // resends, makes and deletes a conversation; on an answer served by request interception it
-// opens the thinking block and checks that hostile HTML and scripts render as text; and it asks
-// for the key of a server started with --api-key. Screenshots (light and dark, wide and narrow)
+// opens the thinking block and checks that hostile HTML and scripts render as text; it asks
+// for the key of a server started with --api-key; and on a random-weight image-text checkpoint
+// (`qwen35 synth`, which writes a vision tower) it attaches an image, sends it as an image_url
+// part, sees the answer and the thumbnail, finds the image again after a reload, and on the
+// text-only model reads the server's refusal. Screenshots (light and dark, wide and narrow)
 // of both conversations go to SCREENSHOT_DIR.
 //   node tests/server/web_page_test.cjs QWEN35_BINARY NODE_MODULES_DIR SCREENSHOT_DIR
 // Exit code 0 when every check passes. CHROMIUM overrides the browser (default /usr/bin/chromium).
@@ -17,6 +20,7 @@ const [binary, modules, shots] = process.argv.slice(2);
 const puppeteer = require(path.join(modules, 'puppeteer-core'));
 const { check, finish, sleep, startServer: startLive, stopServer } = require('./live_server.cjs');
 const MODEL = path.join(__dirname, '..', '..', 'models', 'qwen35-tiny-kjv');
+const IMAGE = path.join(__dirname, '..', 'fixtures', 'images', 'png_alpha_all.png');
 
 async function startServer(extra) {
   return startLive(binary, ['-m', MODEL, '--parallel', '2', '--ctx', '4096', '-t', '2', ...extra]);
@@ -340,6 +344,67 @@ async function keyFlow(browser) {
   }
 }
 
+// Images on the page: attach (the file picker), the thumbnail before sending and in the
+// history, the request's image_url part, an answer, the image kept across a reload; and the
+// text-only model's refusal shown as the answer's error.
+async function imageFlow(browser, textServer) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qwen35-vlm-'));
+  const synth = require('child_process').spawnSync(binary,
+    ['synth', '--preset', 'tiny', '--quiet', '--out', path.join(dir, 'm')]);
+  check(synth.status === 0, 'synth writes a tiny image-text checkpoint');
+  const vlm = await startLive(binary, ['-m', path.join(dir, 'm'), '--parallel', '1', '-t', '2']);
+  try {
+    const page = await browser.newPage();
+    const problems = [];
+    page.on('pageerror', (e) => problems.push('page error: ' + e.message));
+    await page.setViewport({ width: 1280, height: 800 });
+    await page.goto(vlm.base + '/', { waitUntil: 'load' });
+    const sent = [];
+    await page.setRequestInterception(true);
+    page.on('request', (req) => {
+      if (req.method() === 'POST' && req.url().endsWith('/v1/chat/completions')) sent.push(JSON.parse(req.postData()));
+      req.continue();
+    });
+    await setSettings(page, { max_tokens: 8 });
+    await (await page.$('#file')).uploadFile(IMAGE);
+    await page.waitForSelector('#attachments .thumb img');
+    check(!(await page.$eval('#attachments', (e) => e.hidden)), 'an attached image shows in the composer');
+    await typeAndSend(page, 'What is in the image?');
+    await waitIdle(page);
+    const body = sent[sent.length - 1];
+    const parts = body && body.messages[body.messages.length - 1].content;
+    check(Array.isArray(parts) && parts[0].type === 'image_url' &&
+      /^data:image\/png;base64,/.test(parts[0].image_url.url) && parts[1].text === 'What is in the image?',
+      'the message goes out as an image_url part and a text part');
+    let view = await conversationView(page);
+    check(view.messages.length === 2 && !/error/i.test(view.messages[1].stats), 'two messages after sending');
+    const error = await page.$eval('.msg.assistant .error', (e) => e.textContent);
+    check(error === '', 'the image-text model answers without an error: ' + error);
+    check(await page.$$eval('.msg.user .thumb img', (a) => a.length) === 1, 'the thumbnail is in the history');
+    check(await page.$eval('#attachments', (e) => e.hidden), 'the composer is empty again');
+    await screenshots(page, 'image');
+    await page.reload({ waitUntil: 'load' });
+    await page.waitForSelector('.msg.user .thumb img');
+    check(true, 'the image is kept across a reload (localStorage)');
+    // The text-only model refuses the image with a message the page shows.
+    const text = await browser.newPage();
+    await text.goto(textServer.base + '/', { waitUntil: 'load' });
+    await (await text.$('#new-chat')).click();
+    await (await text.$('#file')).uploadFile(IMAGE);
+    await text.waitForSelector('#attachments .thumb img');
+    await typeAndSend(text, 'What is this?');
+    await waitIdle(text);
+    const refusal = await text.$eval('.msg.assistant .error', (e) => e.textContent);
+    check(/vision|image/i.test(refusal), 'a text-only model\'s refusal is shown: ' + refusal);
+    check(problems.length === 0, 'no page errors: ' + problems.join('; '));
+    await text.close();
+    await page.close();
+  } finally {
+    check(await stopServer(vlm) === 0, 'the image-text server exits 0 on SIGTERM');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function main() {
   fs.mkdirSync(shots, { recursive: true });
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'qwen35-chromium-'));
@@ -358,6 +423,7 @@ async function main() {
     await chatFlow(browser, server);
     await hostileFlow(browser, server);
     await keyFlow(browser);
+    await imageFlow(browser, server);
   } finally {
     await browser.close();
     check(await stopServer(server) === 0, 'server exits 0 on SIGTERM');

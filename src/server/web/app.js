@@ -1,16 +1,20 @@
 // The chat page's controller: the conversation list, the message view, sending and streaming,
-// stop, regenerate, edit-and-resend, settings and the API key dialog. State lives in the Store
+// stop, regenerate, edit-and-resend, images (attach, paste, drop), settings and the API key
+// dialog. State lives in the Store
 // (localStorage); the view is rebuilt from it, except the answer being streamed, whose parts
 // are updated in place once per animation frame.
 import { ApiError, serverInfo, setApiKey, apiKey, streamChat } from './api.js';
 import { Store, SETTING_KEYS } from './store.js';
 import { el, copyButton, renderMarkdown, renderToolCalls, statsText } from './render.js';
+import { ACCEPT, imageFiles, imageFromFile } from './images.js';
 
 const $ = (id) => document.getElementById(id);
 const store = new Store();
 let info = null;        // serverInfo(), once known
 let running = null;     // {controller, conv, msg} while an answer streams
 const views = new WeakMap();  // assistant message -> its DOM parts
+let attached = [];      // data: URLs of the images for the next message
+const kMaxImages = 8;   // per message: the server's default --max-images
 
 // ---- server info and the API key ------------------------------------------------------------
 
@@ -128,9 +132,36 @@ function actionButton(label, onClick) {
   return b;
 }
 
+function thumbnails(urls, onRemove) {
+  const row = el('div', 'thumbs');
+  urls.forEach((url, k) => {
+    const box = el('span', 'thumb');
+    const img = el('img');
+    img.src = url;
+    img.alt = 'image ' + (k + 1);
+    box.append(img);
+    if (onRemove) {
+      const x = el('button', 'thumb-remove', '×');
+      x.type = 'button';
+      x.title = 'Remove this image';
+      x.setAttribute('aria-label', 'Remove image ' + (k + 1));
+      x.addEventListener('click', () => onRemove(k));
+      box.append(x);
+    }
+    row.append(box);
+  });
+  return row;
+}
+
 function userNode(conv, m, i) {
   const node = el('div', 'msg user');
+  if (m.images && m.images.length) node.append(thumbnails(m.images));
+  if (m.images_dropped) {
+    node.append(el('div', 'muted', m.images_dropped === 1 ? '1 image was not kept (browser storage)'
+      : m.images_dropped + ' images were not kept (browser storage)'));
+  }
   const bubble = el('div', 'bubble', m.content);
+  bubble.hidden = !m.content;
   const actions = el('div', 'actions');
   if (!running) actions.append(actionButton('Edit', () => editMessage(conv, i, node)));
   actions.append(copyButton(() => m.content));
@@ -240,7 +271,13 @@ function apiMessages(conv, upTo) {
   if (system) out.push({ role: 'system', content: system });
   for (const m of conv.messages.slice(0, upTo)) {
     if (m.role === 'user') {
-      out.push({ role: 'user', content: m.content });
+      if (m.images && m.images.length) {
+        const parts = m.images.map((url) => ({ type: 'image_url', image_url: { url } }));
+        if (m.content) parts.push({ type: 'text', text: m.content });
+        out.push({ role: 'user', content: parts });
+      } else {
+        out.push({ role: 'user', content: m.content });
+      }
     } else if (m.content || m.tool_calls.length) {
       const a = { role: 'assistant', content: m.content };
       if (m.tool_calls.length) {
@@ -336,13 +373,78 @@ async function complete(conv) {
 
 function send() {
   const text = $('input').value;
-  if (running || !text.trim()) return;
+  if (running || (!text.trim() && !attached.length)) return;
   const conv = store.ensureCurrent();
-  conv.messages.push({ role: 'user', content: text });
+  const m = { role: 'user', content: text };
+  if (attached.length) m.images = attached;
+  conv.messages.push(m);
+  attached = [];
+  renderAttachments();
   $('input').value = '';
   resizeInput();
   complete(conv);
 }
+
+// ---- images ---------------------------------------------------------------------------------
+
+function renderAttachments() {
+  const box = $('attachments');
+  box.replaceChildren();
+  box.hidden = !attached.length;
+  if (attached.length) {
+    box.append(thumbnails(attached, (k) => {
+      attached.splice(k, 1);
+      renderAttachments();
+    }));
+  }
+}
+
+async function attach(files) {
+  for (const f of files) {
+    if (attached.length >= kMaxImages) {
+      notice(`At most ${kMaxImages} images per message.`);
+      break;
+    }
+    try {
+      attached.push(await imageFromFile(f));
+      notice('');
+    } catch (e) {
+      notice(e.message || String(e));
+    }
+  }
+  renderAttachments();
+}
+
+$('file').accept = ACCEPT.join(',');
+$('attach').addEventListener('click', () => $('file').click());
+$('file').addEventListener('change', () => {
+  attach([...$('file').files]);
+  $('file').value = '';  // the same file may be chosen again
+});
+$('input').addEventListener('paste', (e) => {
+  const files = imageFiles(e.clipboardData);
+  if (!files.length) return;  // text pastes as usual
+  e.preventDefault();
+  attach(files);
+});
+for (const type of ['dragenter', 'dragover']) {
+  document.addEventListener(type, (e) => {
+    if (e.dataTransfer && [...e.dataTransfer.types].includes('Files')) {
+      e.preventDefault();
+      $('app').classList.add('dropping');
+    }
+  });
+}
+document.addEventListener('dragleave', (e) => {
+  if (!e.relatedTarget) $('app').classList.remove('dropping');
+});
+document.addEventListener('drop', (e) => {
+  $('app').classList.remove('dropping');
+  const files = imageFiles(e.dataTransfer);
+  if (!files.length) return;
+  e.preventDefault();
+  attach(files);
+});
 
 function regenerate(conv) {
   if (running) return;
@@ -357,9 +459,12 @@ function editMessage(conv, i, node) {
   const area = el('textarea', 'edit-area');
   area.value = conv.messages[i].content;
   const save = actionButton('Send', () => {
-    if (running || !area.value.trim()) return;
+    if (running || (!area.value.trim() && !(conv.messages[i].images || []).length)) return;
+    const images = conv.messages[i].images;  // an edit changes the text; the images stay
     conv.messages.splice(i);
-    conv.messages.push({ role: 'user', content: area.value });
+    const m = { role: 'user', content: area.value };
+    if (images && images.length) m.images = images;
+    conv.messages.push(m);
     if (i === 0) conv.title = '';  // named again after its new first message
     complete(conv);
   });

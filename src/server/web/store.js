@@ -1,6 +1,7 @@
 // Conversations and settings, kept in the browser's localStorage (nothing is stored on the
 // server). What is read back is checked field by field: a damaged or foreign entry is dropped,
-// never trusted, so the page always starts.
+// never trusted, so the page always starts. Images are kept within a budget (images.js).
+import { fitImages, isImageUrl, kStoreBudget } from './images.js';
 
 const STORE = 'qwen35.chat.v1';
 
@@ -36,7 +37,14 @@ function cleanStats(s) {
 
 function cleanMessage(m) {
   if (!m || typeof m !== 'object') return null;
-  if (m.role === 'user') return { role: 'user', content: str(m.content) };
+  if (m.role === 'user') {
+    const u = { role: 'user', content: str(m.content) };
+    const images = Array.isArray(m.images) ? m.images.filter(isImageUrl) : [];
+    if (images.length) u.images = images;
+    const dropped = num(m.images_dropped);
+    if (dropped && dropped > 0) u.images_dropped = Math.floor(dropped);
+    return u;
+  }
   if (m.role !== 'assistant') return null;
   return {
     role: 'assistant',
@@ -92,13 +100,20 @@ export class Store {
     if (!this.current()) this.currentId = this.conversations.length ? this.sorted()[0].id : null;
   }
 
+  // The oldest images go first when the browser refuses the whole (its quota may be smaller
+  // than the budget): text is never the price of a picture.
   save() {
-    const data = { conversations: this.conversations, settings: this.settings, current: this.currentId };
-    try {
-      localStorage.setItem(STORE, JSON.stringify(data));
-      return true;
-    } catch (e) {
-      return false;  // full or disabled: the page keeps working, unsaved
+    let budget = kStoreBudget;
+    for (;;) {
+      fitImages(this.conversations, budget);
+      const data = { conversations: this.conversations, settings: this.settings, current: this.currentId };
+      try {
+        localStorage.setItem(STORE, JSON.stringify(data));
+        return true;
+      } catch (e) {
+        if (budget === 0) return false;  // full or disabled: the page keeps working, unsaved
+        budget = budget < 4096 ? 0 : Math.floor(budget / 2);
+      }
     }
   }
 
@@ -140,7 +155,7 @@ export class Store {
     c.updated = Date.now();
     if (!c.title) {
       const first = c.messages.find((m) => m.role === 'user');
-      if (first) c.title = first.content.trim().replace(/\s+/g, ' ').slice(0, 60);
+      if (first) c.title = first.content.trim().replace(/\s+/g, ' ').slice(0, 60) || (first.images ? 'Image' : '');
     }
   }
 }
