@@ -73,4 +73,30 @@ core::Result<StepRun> run_steps(model::Model& m, const runtime::EngineOptions& e
   return run;
 }
 
+core::Result<double> first_token_seconds(runtime::Stepper& stepper, runtime::GenerationRequest req) {
+  using Clock = std::chrono::steady_clock;
+  req.max_tokens = 1;
+  std::string why;
+  if (!stepper.validate(req, &why)) return core::error("[bench] " + why);
+  auto stream = std::make_shared<runtime::RequestStream>(int64_t(req.prompt.size()));
+  std::deque<std::unique_ptr<runtime::Sequence>> waiting;
+  waiting.push_back(std::make_unique<runtime::Sequence>(std::move(req), stream, stepper.options().spec));
+  const auto t0 = Clock::now();
+  stepper.admit(&waiting);
+  if (!stepper.running()) return core::error("[bench] the request could not be admitted");
+  for (;;) {
+    runtime::StepOutput out;
+    stepper.step(&out);
+    if (out.steps == 0) stepper.wait_for_sample();
+    for (auto& [s, ev] : out.finished) s->push(std::move(ev));
+    StreamEvent ev;
+    while (stream->next(&ev, std::chrono::milliseconds(0))) {
+      if (ev.kind != StreamEvent::kDone) continue;
+      if (ev.finish_reason == "error") return core::error("[bench] " + ev.error);
+      return std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    if (!stepper.running()) return core::error("[bench] the request ended without its token");
+  }
+}
+
 }  // namespace qwen35::cli

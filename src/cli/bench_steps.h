@@ -35,3 +35,16 @@ core::Result<StepRun> run_steps(model::Model& m, const runtime::EngineOptions& e
                                 int64_t steps);
 
 }  // namespace qwen35::cli
+
+namespace qwen35::runtime {
+class Stepper;
+}
+
+namespace qwen35::cli {
+
+// Time to first token: `req` (max_tokens 1) submitted to `stepper`, whose slots are free, and
+// stepped until it ends; seconds from its admission to its one token. Its prompt is read as
+// serve reads it (prefill pieces of the stepper's step budget, images laid out by the engine).
+core::Result<double> first_token_seconds(runtime::Stepper& stepper, runtime::GenerationRequest req);
+
+}  // namespace qwen35::cli

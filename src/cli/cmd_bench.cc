@@ -1,4 +1,5 @@
 // qwen35 bench -m DIR [-p 512] [-n 128] [-t THREADS] [-r REPS] [--verify K] [--json]
+// qwen35 bench -m DIR --image WxH [-r REPS] [--json]: the image path (cli/bench_image.h)
 // Prompt processing (pp) and generation (tg) tokens/s like llama-bench, plus the bytes of weights
 // streamed per generated token, the achieved GB/s, the machine's memory read bandwidth measured in
 // the same process, time to first token and peak RSS. Medians (and min/max) over the repetitions;
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "cli/model_assets.h"
+#include "cli/bench_image.h"
 #include "cli/bench_spec.h"
 #include "cli/bench_steps.h"
 #include "cli/commands.h"
@@ -171,6 +173,17 @@ int cmd_bench(int argc, char** argv) {
                  "time one ends), to measure what the mask costs: the warm-up pass computes the "
                  "masks (a new schema), the repetitions mostly reuse them (a repeated one)");
   app.add_flag("--json", json, "one JSON object on stdout");
+  std::string image_size;
+  ImageBenchOptions io;
+  app.add_option("--image", image_size,
+                 "instead of pp/tg: one WxH image (synthetic pixels) through the image processor "
+                 "and the vision tower (each timed), and time to first token of the image + "
+                 "--question through the engine's step; -r repetitions after a warm-up at the "
+                 "smallest image size");
+  app.add_option("--question", io.question, "with --image: the question asked about the image");
+  app.add_option("--mmproj", lo.mmproj,
+                 "GGUF models: the vision tower's mmproj file (default: the one mmproj*.gguf "
+                 "beside the model, if any)");
   try {
     app.parse(argc, argv);
   } catch (const flags::ParseError& e) {
@@ -180,6 +193,15 @@ int cmd_bench(int argc, char** argv) {
     return fail("bench", "-p, -n, -d must be >= 0, -r >= 1 and -b in 1..256");
   if (verify < 0 || verify >= model::kMaxVerifyRows)
     return fail("bench", "--verify must be in 0.." + std::to_string(model::kMaxVerifyRows - 1));
+  if (!image_size.empty()) {
+    if (!parse_image_size(image_size, &io.width, &io.height))
+      return fail("bench", "--image takes WxH in pixels, e.g. 448x448 (got '" + image_size + "')");
+    auto lm = load_model(lo);
+    if (!lm.ok()) return fail("bench", lm.message());
+    io.reps = reps;
+    io.json = json;
+    return bench_image(*lm->model, lo, lm->pool.get(), io);
+  }
   const double bw = measure_bandwidth_in_child(lo.threads > 0 ? lo.threads : core::ThreadPool::hardware_threads());
   auto lm = load_model(lo);
   if (!lm.ok()) return fail("bench", lm.message());

@@ -1,6 +1,7 @@
-// qwen35 run -m DIR [-p PROMPT [--chat]] [sampling flags]
-// With -p: one completion of the raw prompt (or, with --chat, of one user message through the
-// model's chat template). Without -p: an interactive chat with history (/reset, /exit; Ctrl-C
+// qwen35 run -m DIR [-p PROMPT [--chat]] [--image FILE]... [sampling flags]
+// With -p: one completion of the raw prompt (or, with --chat or --image, of one user message
+// through the model's chat template, the images before the text). Without -p: an interactive chat
+// with history (/image PATH attaches an image to the next message; /reset, /exit, /help; Ctrl-C
 // stops the current answer, Ctrl-D leaves). Text streams to stdout; the closing line with
 // prompt and generation speed goes to stderr.
 //
@@ -24,11 +25,13 @@
 #include "cli/model_assets.h"
 #include "cli/answer_printer.h"
 #include "cli/commands.h"
+#include "cli/image_prompt.h"
 #include "cli/model_loader.h"
 #include "cli/spec_flags.h"
 #include "cli/turn.h"
 #include "formats/hf_config.h"
 #include "grammar/json_schema.h"
+#include "runtime/image_encoder.h"
 #include "server/structured.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
@@ -89,6 +92,7 @@ struct Flags {
   std::optional<int32_t> top_k;
   std::optional<uint64_t> seed;
   std::vector<std::string> stops;
+  std::vector<std::string> images;
   SpecFlags spec;
 };
 
@@ -96,6 +100,12 @@ void add_flags(flags::App& app, Flags& f) {
   app.add_option("-m,--model", f.lo.model_dir, "checkpoint directory (with tokenizer files) or .gguf file")->required();
   app.add_option("-p,--prompt", f.prompt, "prompt (without it: interactive chat)");
   app.add_flag("--chat", f.chat, "apply the chat template to -p (a single user turn)");
+  app.add_option("--image", f.images,
+                 "an image file (PNG, JPEG, WebP, GIF) for the prompt, before its text "
+                 "(repeatable; implies --chat; in the interactive chat, with the first message)");
+  app.add_option("--mmproj", f.lo.mmproj,
+                 "GGUF models: the vision tower's mmproj file (default: the one mmproj*.gguf "
+                 "beside the model, if any)");
   app.add_flag("--no-think", f.no_think, "chat template with enable_thinking=false");
   app.add_flag("--hide-reasoning", f.hide_reasoning,
                "chat: leave the model's reasoning (<think> … </think>) out of the output; otherwise "
@@ -170,27 +180,71 @@ struct Session {
   const tokenizer::Tokenizer& tok;
   std::optional<tmpl::ChatTemplate> tmpl;  // set for --chat and the interactive chat
   runtime::Engine& engine;
+  const model::Model& model;
   runtime::GenerationRequest base;  // sampling, max_tokens, eos ids
   ReasoningDisplay display = ReasoningDisplay::kTagged;
   bool indicator = false;  // "thinking…" on stderr while reasoning is hidden
   Json kwargs = Json::object();
   Json messages = Json::array();
+  // Images (chat only): the encoder, made at the first one (its own pool, never the engine's);
+  // the images of the history's user messages in prompt order; those for the next message.
+  std::unique_ptr<runtime::ImageEncoder> encoder{};
+  std::string encoder_problem{};
+  std::vector<runtime::PromptImage> history_images{}, pending_images{};
 
   void reset_history() {
     messages = Json::array();
+    history_images.clear();
+    pending_images.clear();
     if (!f.system.empty()) messages.push_back({{"role", "system"}, {"content", f.system}});
   }
 
-  // The prompt of the next turn: the raw text, or the history plus `user` rendered (the user
-  // message stays in the history). *in_reasoning: the rendered prompt opened <think>.
-  core::Result<std::vector<int32_t>> prompt(const std::string& user, bool* in_reasoning) {
+  // Why this checkpoint takes no images ("" when it does); makes the encoder.
+  const std::string& image_problem() {
+    if (encoder || !encoder_problem.empty()) return encoder ? encoder->why_not() : encoder_problem;
+    auto pc = runtime::read_processor_config(f.lo.model_dir);
+    if (!pc.ok()) return encoder_problem = pc.message();
+    runtime::ImageEncoderOptions o;
+    o.threads = f.lo.threads;
+    o.fast = f.lo.fast;
+    o.processor = *pc;
+    encoder = std::make_unique<runtime::ImageEncoder>(model, o);
+    return encoder->why_not();
+  }
+
+  // Reads and encodes the image file at `path` for the next message.
+  core::Status attach(const std::string& path) {
+    if (const std::string& why = image_problem(); !why.empty())
+      return core::error("this checkpoint takes no images (" + why + ")");
+    QWEN35_ASSIGN_OR_RETURN(std::string bytes, read_image_file(path, encoder->limits().max_bytes));
+    auto im = encoder->encode(bytes);
+    if (!im.ok()) return core::error(path + ": " + im.message());
+    if (!f.quiet)
+      std::fprintf(stderr, "[image %s: %lldx%lld pixels to the tower, %lld tokens]\n", path.c_str(),
+                   (long long)(im->grid[2] * model.config().vision.patch),
+                   (long long)(im->grid[1] * model.config().vision.patch), (long long)encoder->tokens(*im));
+    pending_images.push_back(std::move(*im));
+    return core::Status();
+  }
+
+  // The prompt of the next turn: the raw text, or the history plus `user` (after the attached
+  // images) rendered, each image's placeholder expanded to its tokens (the user message stays in
+  // the history; *images: every image of the prompt). *in_reasoning: the prompt opened <think>.
+  core::Result<std::vector<int32_t>> prompt(const std::string& user, bool* in_reasoning,
+                                            std::vector<runtime::PromptImage>* images) {
     *in_reasoning = false;
     if (!tmpl) return tok.encode(user);
-    messages.push_back({{"role", "user"}, {"content", user}});
+    messages.push_back({{"role", "user"}, {"content", user_content(pending_images.size(), user)}});
     auto text = tmpl->render(messages, nullptr, true, kwargs);
     if (!text.ok()) return core::error(text.message());
     *in_reasoning = opens_reasoning(*text);
-    return tok.encode(*text);
+    QWEN35_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.encode(*text));
+    *images = history_images;
+    images->insert(images->end(), pending_images.begin(), pending_images.end());
+    if (images->empty()) return ids;
+    std::vector<int64_t> tokens;
+    for (const runtime::PromptImage& im : *images) tokens.push_back(encoder->tokens(im));
+    return expand_image_tokens(ids, base.image_token, tokens);
   }
 
   // One turn: prompt, generate, show; in chat the answer joins the history as the server's
@@ -198,13 +252,15 @@ struct Session {
   int turn(const std::string& user, bool interactive) {
     bool in_reasoning = false;
     const size_t n_messages = messages.size();
-    auto ids = prompt(user, &in_reasoning);
+    std::vector<runtime::PromptImage> images;
+    auto ids = prompt(user, &in_reasoning, &images);
     std::optional<AnswerPrinter> printer;
     if (tmpl) printer.emplace(in_reasoning, display, indicator);
     core::Result<TurnStats> st = core::error("");
     if (ids.ok()) {
       runtime::GenerationRequest req = base;
       req.prompt = std::move(*ids);
+      req.images = std::move(images);
       req.sampling.reasoning_open = in_reasoning;
       // g_interrupt is not cleared here: the chat clears it when it shows its prompt, so a
       // Ctrl-C that comes after Enter and before the answer's first token still stops it.
@@ -214,10 +270,13 @@ struct Session {
       });
       if (printer) printer->finish();
     }
-    if (!ids.ok() || !st.ok()) {
+    if (!ids.ok() || !st.ok()) {  // the message and its images leave the history
       while (messages.size() > n_messages) messages.erase(messages.size() - 1);
+      pending_images.clear();
       return fail("run", ids.ok() ? st.message() : ids.message());
     }
+    history_images.insert(history_images.end(), pending_images.begin(), pending_images.end());
+    pending_images.clear();
     if (tmpl)
       messages.push_back({{"role", "assistant"},
                           {"content", printer->content()},
@@ -227,9 +286,18 @@ struct Session {
     return 0;
   }
 
+  static void help() {
+    std::fputs("/image PATH   attach an image (PNG, JPEG, WebP, GIF) to your next message\n"
+               "/reset        clear the history and the attached images\n"
+               "/exit, /quit  leave (or Ctrl-D)\n"
+               "/help         this list\n"
+               "Ctrl-C stops an answer\n", stdout);
+  }
+
   void repl() {
     if (!f.quiet)
-      std::fprintf(stderr, "qwen35 chat: /reset clears the history, /exit or Ctrl-D leaves, Ctrl-C stops an answer\n");
+      std::fprintf(stderr, "qwen35 chat: /image PATH attaches an image, /reset clears the history, /exit or "
+                           "Ctrl-D leaves, Ctrl-C stops an answer, /help lists these\n");
     std::string line;
     for (;;) {
       std::fputs("> ", stdout);
@@ -245,6 +313,22 @@ struct Session {
       if (line == "/reset") {
         reset_history();
         std::fputs("(history cleared)\n", stdout);
+        continue;
+      }
+      if (line == "/help") {
+        help();
+        continue;
+      }
+      if (line == "/image" || line.rfind("/image ", 0) == 0) {
+        const size_t b = line.find_first_not_of(' ', 6);
+        const size_t e = line.find_last_not_of(' ');
+        if (b == std::string::npos) {
+          fail("run", "/image needs a file: /image PATH");
+        } else if (auto st = attach(line.substr(b, e + 1 - b)); !st.ok()) {
+          fail("run", "/image: " + st.message());
+        } else {
+          std::printf("(image attached to your next message: %zu waiting)\n", pending_images.size());
+        }
         continue;
       }
       if (line.empty()) continue;
@@ -269,7 +353,7 @@ int cmd_run(int argc, char** argv) {
   sa.sa_handler = on_sigint;
   sigaction(SIGINT, &sa, nullptr);  // no SA_RESTART: Ctrl-C also interrupts a pending read
   const bool interactive = app.count("--prompt") == 0;
-  const bool chat = f.chat || interactive;
+  const bool chat = f.chat || interactive || !f.images.empty();
   if (f.ctx < 2) return fail("run", "--ctx must be at least 2");
   if (f.hide_reasoning && !chat)
     return fail("run", "--hide-reasoning needs a chat (--chat, or no -p for the interactive chat)");
@@ -297,6 +381,10 @@ int cmd_run(int argc, char** argv) {
   auto lm = load_model(f.lo);
   if (!lm.ok()) return fail("run", lm.message());
   model::Model& m = *lm->model;
+  if (!f.images.empty() && !m.has_vision()) {  // before the weights are read in
+    fail("run", "--image: this checkpoint takes no images (" + m.weights().vision_problem + ")");
+    return 2;
+  }
   const bool tty = isatty(STDERR_FILENO) && !f.quiet;
   m.weights().prefault(tty ? progress_bar : std::function<void(size_t, size_t)>());
 
@@ -338,7 +426,7 @@ int cmd_run(int argc, char** argv) {
                              std::to_string(need) + " tokens to be sure of a whole value");
   }
   runtime::Engine engine(m, eo);
-  Session s{f, *tok, std::move(tmpl), engine, {}};
+  Session s{f, *tok, std::move(tmpl), engine, m, {}};
   s.base.sampling = sp;
   s.base.max_tokens = f.max_tokens < 0 ? -1 : f.max_tokens;
   s.base.eos_ids = ends;
@@ -347,7 +435,17 @@ int cmd_run(int argc, char** argv) {
                                            : ReasoningDisplay::kTagged;
   s.indicator = tty;
   if (f.no_think) s.kwargs["enable_thinking"] = false;
+  s.base.image_token = image_token_id(m.config(), *tok);
   s.reset_history();
+  if (!f.images.empty()) {
+    // A checkpoint without a tower cannot take the request at all: a usage error (status 2).
+    if (const std::string& why = s.image_problem(); !why.empty()) {
+      fail("run", "--image: this checkpoint takes no images (" + why + ")");
+      return 2;
+    }
+    for (const std::string& path : f.images)
+      if (auto st = s.attach(path); !st.ok()) return fail("run", "--image: " + st.message());
+  }
   g_loading.store(false);
   if (!interactive) return s.turn(f.prompt, false);
   s.repl();
