@@ -302,6 +302,22 @@ TEST(Ops, MatmulManyEqualsSeparateCalls) {
       }
 }
 
+// bf16 tiles of output rows give the scalar row's bits at any even width, a multiple of the
+// tile's words or not (the large vision towers' MLP is 4304 wide): the last rows of a 40-row
+// matrix run the scalar loop, and the same rows run in a tile of a slice that starts 24 rows in.
+TEST(Ops, Bf16TilesEqualTheScalarRowsAtAnyWidth) {
+  for (int64_t cols : {64, 66, 200, 4304}) {
+    TestMatrix w = make_matrix(WeightType::kBF16, 40, cols, 11, 0, 0, core::DType::kF32);
+    const std::vector<float> x = randn(size_t(3 * cols), 12);
+    std::vector<float> full(3 * 40), part(3 * 16);
+    cpu.matmul({}, x.data(), 3, w.m, full.data());
+    cpu.matmul({}, x.data(), 3, w.m.row_slice(24, 16), part.data());
+    for (int64_t t = 0; t < 3; ++t)
+      for (int64_t i = 0; i < 16; ++i)
+        ASSERT_EQ(part[size_t(t * 16 + i)], full[size_t(t * 40 + 24 + i)]) << cols << " " << t << " " << i;
+  }
+}
+
 TEST(Ops, MatmulRowSliceAndZeroRows) {
   TestMatrix w = make_matrix(WeightType::kAffine, 12, 64, 5, 5, 32);
   Matrix s = w.m.row_slice(4, 5);

@@ -64,7 +64,8 @@ HWY_INLINE void TileBF(const Matrix& m, const float* const* x, int64_t o, float*
   VFl part[2][rt];
   for (int r = 0; r < rt; ++r) part[0][r] = part[1][r] = ZeroF();
   VI tw[N];
-  for (int64_t j0 = 0; j0 < words; j0 += N) {
+  const int64_t full = words / N * N;
+  for (int64_t j0 = 0; j0 < full; j0 += N) {
     TransposeTileAndPrefetchNext(base + j0 * 4, row_bytes, tw);
     for (int j = 0; j < N; j += 2)
       for (int c = 0; c < 2; ++c) {
@@ -75,6 +76,20 @@ HWY_INLINE void TileBF(const Matrix& m, const float* const* x, int64_t o, float*
           part[c][r] = FmaF(hi, SetF(x[r][2 * jj + 1]), part[c][r]);
         }
       }
+  }
+  // The words past the last whole tile (a width that is not a multiple of 2·N: the large
+  // towers' 4304), one word of every lane's row at a time: the same operations, in the same
+  // order, as the tile loop and RowScalarBF.
+  for (int64_t jj = full; jj < words; ++jj) {
+    alignas(64) uint32_t w[N];
+    for (int l = 0; l < N; ++l) std::memcpy(&w[l], base + l * row_bytes + jj * 4, 4);
+    const VI tv = LoadI(w);
+    const int c = int(jj & 1);
+    const VFl lo = AsF(ShlI<16>(tv)), hi = AsF(And32(tv, 0xFFFF0000u));
+    for (int r = 0; r < rt; ++r) {
+      part[c][r] = FmaF(lo, SetF(x[r][2 * jj]), part[c][r]);
+      part[c][r] = FmaF(hi, SetF(x[r][2 * jj + 1]), part[c][r]);
+    }
   }
   for (int r = 0; r < rt; ++r) StoreF(y[r] + o, AddF(part[0][r], part[1][r]));
 }
@@ -97,14 +112,15 @@ HWY_INLINE void TileRowsBF(const Matrix& m, const float* const* x, int64_t rt, i
 }
 #endif
 
-// Output rows [o0, o1) of a bf16 matrix against activation rows [t0, t1): whole tiles (starting
-// at multiples of kTileRows) in the tile kernel, the rest in the scalar loop, the same bits.
+// Output rows [o0, o1) of a bf16 matrix against activation rows [t0, t1): whole tiles of output
+// rows (starting at multiples of kTileRows) in the tile kernel, the rest in the scalar loop, the
+// same bits, at any (even) width.
 void RangeBF16(const Matrix& m, const float* x, int64_t t0, int64_t t1, int64_t o0, int64_t o1, float* y) {
   const int64_t K = m.cols, M = m.rows;
   int64_t o = o0;
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
   constexpr int N = kTileRows;
-  if ((K / 2) % N == 0) {
+  {
     for (; o + N <= o1 && o + N <= M; o += N)
       for (int64_t t = t0; t < t1; t += kExactActRowsPerPass) {
         const int64_t rt = std::min<int64_t>(kExactActRowsPerPass, t1 - t);
