@@ -37,6 +37,15 @@ inline EngineOut drain(runtime::RequestStream& s,
   }
 }
 
+// Submits `r` and reads its stream to the end (a refused submission fails the test).
+inline EngineOut run(runtime::Engine& e, runtime::GenerationRequest r) {
+  runtime::SubmitError err;
+  std::string msg;
+  auto s = e.submit(std::move(r), &err, &msg);
+  EXPECT_TRUE(s) << msg;
+  return s ? drain(*s) : EngineOut{};
+}
+
 // The same tokens and the same logprob bits, and the same finish.
 inline void expect_same_bits(const EngineOut& a, const EngineOut& b) {
   ASSERT_EQ(a.samples.size(), b.samples.size());

@@ -20,6 +20,8 @@
 namespace qwen35::runtime {
 namespace {
 
+using testing::run;
+
 using testing::TempDir;
 
 class EngineGrammarTest : public testing::TinyModelSuite<EngineGrammarTest> {
@@ -55,13 +57,6 @@ class EngineGrammarTest : public testing::TinyModelSuite<EngineGrammarTest> {
     r.sampling.grammar = std::move(g);
     if (r.sampling.grammar) r.eos_ids = r.sampling.grammar->end_ids();
     return r;
-  }
-  static testing::EngineOut run(Engine& e, GenerationRequest r) {
-    SubmitError err;
-    std::string msg;
-    auto s = e.submit(std::move(r), &err, &msg);
-    EXPECT_TRUE(s) << msg;
-    return s ? testing::drain(*s) : testing::EngineOut{};
   }
 
 };

@@ -18,6 +18,8 @@
 namespace qwen35::runtime {
 namespace {
 
+using testing::run;
+
 using Json = nlohmann::json;
 
 class EngineImageTest : public ::testing::Test {
@@ -72,13 +74,6 @@ class EngineImageTest : public ::testing::Test {
     std::vector<int32_t> t;
     for (int k = 0; k < n; ++k) t.push_back(int32_t((k * 7 + salt * 13) % 400 + 10));
     return t;
-  }
-  static testing::EngineOut run(Engine& e, GenerationRequest r) {
-    SubmitError err;
-    std::string msg;
-    auto s = e.submit(std::move(r), &err, &msg);
-    EXPECT_TRUE(s) << msg;
-    return s ? testing::drain(*s) : testing::EngineOut{};
   }
 
   static inline core::ThreadPool* pool_ = nullptr;

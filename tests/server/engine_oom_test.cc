@@ -17,6 +17,8 @@
 namespace qwen35::runtime {
 namespace {
 
+using testing::run;
+
 class EngineOomTest : public testing::TinyModelSuite<EngineOomTest> {
  protected:
   // Over one grid chunk, so that the prefix cache takes a snapshot; repetitive, so that lookup
@@ -32,13 +34,6 @@ class EngineOomTest : public testing::TinyModelSuite<EngineOomTest> {
     r.sampling.logprobs = 2;
     r.spec = SpecOptions{method, 3};
     return r;
-  }
-  static testing::EngineOut run(Engine& e, GenerationRequest r) {
-    SubmitError err;
-    std::string msg;
-    auto s = e.submit(std::move(r), &err, &msg);
-    EXPECT_TRUE(s) << msg;
-    return s ? testing::drain(*s) : testing::EngineOut{};
   }
 
   // Fails the k-th allocation after admission for k = 0, 1, ... until one request runs through
