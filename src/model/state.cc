@@ -158,6 +158,31 @@ void SequenceState::adopt(std::span<const int32_t> blocks, int64_t pos) {
   pos_ = pos;
 }
 
+bool SequenceState::fork_from(const SequenceState& src) {
+  QWEN35_CHECK(pos_ == 0 && blocks_.empty() && !own_pool_ && src.pool_ == pool_);
+  QWEN35_CHECK(src.verify_rows_ == 0 && src.pos_ <= capacity_);
+  const int64_t whole = src.pos_ / kernels::kKvBlock, rest = src.pos_ % kernels::kKvBlock;
+  adopt(std::span<const int32_t>(src.blocks_).first(size_t(whole)), whole * kernels::kKvBlock);
+  if (rest > 0) {
+    if (!reserve(src.pos_)) {
+      reset();
+      return false;
+    }
+    const int32_t from = src.blocks_[size_t(whole)], to = blocks_.back();
+    const size_t n = size_t(rest * kv_row_);  // the rows [0, rest) of the block, every layer
+    for (int64_t l = 0; l < pool_->n_layers(); ++l) {
+      std::copy(pool_->k(l, from), pool_->k(l, from) + n, pool_->k(l, to));
+      std::copy(pool_->v(l, from), pool_->v(l, from) + n, pool_->v(l, to));
+    }
+  }
+  pos_ = src.pos_;
+  rope_delta_ = src.rope_delta_;
+  conv_ = src.conv_;  // same sizes: assignment copies in place, allocating nothing
+  delta_ = src.delta_;
+  mtp_hidden_ = src.mtp_hidden_;
+  return true;
+}
+
 size_t SequenceState::recurrent_bytes() const {
   size_t n = 0;
   for (const auto& v : conv_) n += v.size() * 4;

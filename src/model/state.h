@@ -77,6 +77,12 @@ class SequenceState {
   // On a state just reset (no position, no block): takes a reference to `blocks` (of this
   // state's pool, covering [0, pos)) as its first blocks and stands at `pos`.
   void adopt(std::span<const int32_t> blocks, int64_t pos);
+  // On a state just reset, of the same pool as `src` (no verification pending on it): stands
+  // where `src` stands, with the same bits. Its whole blocks are shared by reference, its last
+  // partial block (which the two sequences will write differently) is copied into a block of
+  // its own, and the recurrent state is copied. False when the pool has no block for the copy
+  // (nothing is held then). The n choices of one prompt fork this way (runtime/sequence.h).
+  bool fork_from(const SequenceState& src);
   KvPool* pool() const { return pool_; }
 
   // Speculative verification (Model::forward with SequenceRows::verify, then Model::commit):

@@ -36,6 +36,36 @@ std::shared_ptr<RequestStream> Engine::submit(GenerationRequest req, SubmitError
   return streams.empty() ? nullptr : std::move(streams[0]);
 }
 
+namespace {
+
+bool same_prompt(const GenerationRequest& a, const GenerationRequest& b) {
+  if (a.prompt != b.prompt || a.image_token != b.image_token || a.images.size() != b.images.size())
+    return false;
+  for (size_t i = 0; i < a.images.size(); ++i)
+    if (a.images[i].hash != b.images[i].hash || a.images[i].grid != b.images[i].grid) return false;
+  return true;
+}
+
+// The fork keys of a group (Sequence::fork_key): requests with the same prompt (images
+// included) share one, so the engine computes that prompt once. Requests that ask for prompt
+// logprobs compute their own (the logprobs come from their prefill). 0: no other request reads
+// the same prompt.
+std::vector<uint64_t> fork_keys(const std::vector<GenerationRequest>& reqs) {
+  static std::atomic<uint64_t> next{1};
+  std::vector<uint64_t> keys(reqs.size(), 0);
+  for (size_t j = 0; j < reqs.size(); ++j) {
+    if (reqs[j].prompt_logprobs >= 0 || keys[j] != 0) continue;
+    for (size_t k = j + 1; k < reqs.size(); ++k) {
+      if (keys[k] != 0 || reqs[k].prompt_logprobs >= 0 || !same_prompt(reqs[j], reqs[k])) continue;
+      if (keys[j] == 0) keys[j] = next.fetch_add(1);
+      keys[k] = keys[j];
+    }
+  }
+  return keys;
+}
+
+}  // namespace
+
 std::vector<std::shared_ptr<RequestStream>> Engine::submit_group(
     std::vector<GenerationRequest> reqs, SubmitError* err, std::string* message) {
   *err = SubmitError::kNone;
@@ -57,9 +87,11 @@ std::vector<std::shared_ptr<RequestStream>> Engine::submit_group(
   // Sequences (and their streams) are made here, on the submitting thread, not under the lock.
   std::vector<std::shared_ptr<RequestStream>> streams;
   std::vector<std::unique_ptr<Sequence>> seqs;
-  for (auto& r : reqs) {
-    streams.push_back(std::make_shared<RequestStream>(int64_t(r.prompt.size())));
-    seqs.push_back(std::make_unique<Sequence>(std::move(r), streams.back(), opts_.spec));
+  const std::vector<uint64_t> keys = fork_keys(reqs);
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    streams.push_back(std::make_shared<RequestStream>(int64_t(reqs[i].prompt.size())));
+    seqs.push_back(std::make_unique<Sequence>(std::move(reqs[i]), streams.back(), opts_.spec));
+    seqs.back()->set_fork_key(keys[i]);
   }
   {
     std::lock_guard lk(mu_);

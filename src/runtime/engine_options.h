@@ -46,7 +46,9 @@ struct EngineStats {
   int64_t kv_tokens_used = 0, kv_tokens_total = 0;
   int64_t kv_blocks_used = 0, kv_blocks_total = 0;  // the KV pool
   int64_t state_bytes = 0;  // conv + recurrent state of all slots, and the KV pool when full
-  int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
+  // prompt_tokens: prompt rows computed (prefill); prompt_received: prompt tokens of the
+  // admitted requests. What the prefix cache and forks saved is the difference.
+  int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0, prompt_received = 0;
   int64_t finished = 0, cancelled = 0;
   int64_t drafted_tokens = 0, accepted_tokens = 0;  // speculative decoding
   // Per draft position i (the (i+1)-th drafted token of a step): steps that drafted one there,

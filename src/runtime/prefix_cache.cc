@@ -56,6 +56,17 @@ int64_t PrefixCache::resume(std::span<const int32_t> prompt, model::SequenceStat
   return best->depth * kBlock;
 }
 
+int64_t PrefixCache::matched(std::span<const int32_t> prompt) const {
+  const int64_t n = int64_t(prompt.size());
+  Node* cur = root_.get();
+  int64_t d = 0;
+  for (; (d + 1) * kBlock <= n - 1; ++d) {
+    cur = child(cur, prompt.subspan(size_t(d * kBlock), size_t(kBlock)));
+    if (!cur) break;
+  }
+  return d * kBlock;
+}
+
 void PrefixCache::insert(std::span<const int32_t> tokens, const model::SequenceState& state) {
   const int64_t p = state.pos();
   if (p <= 0 || p % kBlock != 0 || int64_t(tokens.size()) < p || state.pool() != pool_) return;

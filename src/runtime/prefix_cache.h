@@ -48,6 +48,12 @@ class PrefixCache {
   // `prompt` that leaves at least one token to compute. Returns the positions resumed (0: a
   // miss, nothing changed).
   int64_t resume(std::span<const int32_t> prompt, model::SequenceState* state);
+  // How far `prompt` follows a cached path by KV blocks, snapshot or not: the deepest node's
+  // positions that leave at least one token to compute (a multiple of kKvBlock; 0: none).
+  // Where this passes what resume() found, the prompt parts from a cached path between
+  // snapshots: its prefill snapshots this branch point, so the next prompt that parts there
+  // resumes (a branch-point snapshot; evicted like any other).
+  int64_t matched(std::span<const int32_t> prompt) const;
   // Stores `state`, which stands at pos() = p, a multiple of kKvBlock, after computing
   // tokens[0, p) from an empty state. Nothing when p is 0 or the entry alone exceeds the bound.
   void insert(std::span<const int32_t> tokens, const model::SequenceState& state);

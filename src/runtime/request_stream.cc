@@ -72,6 +72,11 @@ void RequestStream::set_admitted(RequestTiming::Clock::time_point t, int64_t reu
   timing_.prompt_reused = reused;
 }
 
+void RequestStream::set_reused(int64_t reused) {
+  std::lock_guard lk(mu_);
+  timing_.prompt_reused = reused;
+}
+
 void RequestStream::set_prompt_read(RequestTiming::Clock::time_point t) {
   std::lock_guard lk(mu_);
   timing_.prompt_read = t;

@@ -67,6 +67,7 @@ class RequestStream {
   void close(const char* reason, const char* error) noexcept;
   void set_admitted(RequestTiming::Clock::time_point t, int64_t reused);
   void set_prompt_read(RequestTiming::Clock::time_point t);
+  void set_reused(int64_t reused);  // a fork took its whole prompt from another sequence
   explicit RequestStream(int64_t prompt_tokens) : prompt_tokens_(prompt_tokens) {}
 
  private:

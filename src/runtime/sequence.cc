@@ -48,6 +48,9 @@ void Sequence::start(model::SequenceState* state, PrefixCache* cache, const Sequ
   if (cache) {
     if (before_resume) before_resume();
     prefilled_ = cache->resume(cache_key(), state_);
+    // The prompt follows a cached path past its resume point by KV blocks alone: it parts
+    // from that path between snapshots, and its prefill snapshots the branch point.
+    if (const int64_t m = cache->matched(cache_key()); m > prefilled_) branch_ = m;
   }
   if (layout_) state_->set_rope_delta(layout_->rope_delta);
   if (spec_.method == SpecMethod::kLookup) {
@@ -81,6 +84,7 @@ int64_t Sequence::snapshot_after(int64_t from) const {
     const int64_t p = std::min(h, last) / block * block;
     if (p > from && (best < 0 || p < best)) best = p;
   }
+  if (branch_ > from && (best < 0 || branch_ < best)) best = branch_;  // on the grid, <= last
   return best;
 }
 
@@ -128,6 +132,22 @@ bool Sequence::after_chunk(int64_t rows, const float* logits, bool all, PrefixCa
   if (cache && prefilled_ == snapshot_after(prefilled_ - 1))
     cache->insert(cache_key().first(size_t(prefilled_)), *state_);
   if (prefilled_ < n) return false;
+  return prompt_read(last, out);
+}
+
+bool Sequence::fork_from(const Sequence& leader, const float* logits, StepOutput* out,
+                         bool* done) {
+  QWEN35_CHECK(phase_ == Phase::kPrefill && prefilled_ == 0 && leader.req_.prompt == req_.prompt &&
+               leader.prefilled_ == leader.prompt_size());
+  *done = false;
+  if (!state_->fork_from(*leader.state_)) return false;
+  prefilled_ = prompt_size();
+  stream_->set_reused(prefilled_);  // nothing of the prompt was computed for this sequence
+  *done = prompt_read(logits, out);
+  return true;
+}
+
+bool Sequence::prompt_read(const float* last, StepOutput* out) {
   stream_->set_prompt_read(RequestTiming::Clock::now());
   if (req_.max_tokens == 0) {
     finish("length", out);

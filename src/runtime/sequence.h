@@ -103,6 +103,20 @@ class Sequence {
   // prompt is read, the first sample. Returns true when the sequence finished.
   bool after_chunk(int64_t rows, const float* logits, bool all, PrefixCache* cache,
                    StepOutput* out);
+
+  // Forks (the n choices of a prompt, identical prompts of one batch). Sequences with the same
+  // nonzero key() read the same prompt (Engine::submit_group gives it); one of them computes it
+  // (the leader) while the others, admitted beside it, wait in prefill without rows. Once the
+  // leader has read its prompt, each of them takes its state (KV blocks shared, the partial
+  // block and the recurrent state copied: model::SequenceState::fork_from) and samples its first
+  // token from the leader's last logits row with its own sampler; so every choice has the bits
+  // it would have computing the prompt alone. 0: no fork.
+  uint64_t fork_key() const { return fork_key_; }
+  void set_fork_key(uint64_t key) { fork_key_ = key; }
+  // prefill, nothing computed yet: takes `leader`'s state (its prompt read; the same prompt) and
+  // samples from `logits`, the row of its last prompt token. False when the pool had no block
+  // for the copy (the sequence computes its prompt itself); *done when it finished.
+  bool fork_from(const Sequence& leader, const float* logits, StepOutput* out, bool* done);
   // decode: the row fed this step is the last sampled token.
   const int32_t* next_token() const { return &next_token_; }
   // Waiting for a worker to sample its last row (the grammar needed more than the engine
@@ -142,6 +156,9 @@ class Sequence {
   // each multiple of the interval, the prompt's last grid boundary (the longest prefix a
   // request for the same prompt can resume from) and the request's hints. -1: none.
   int64_t snapshot_after(int64_t from) const;
+  // The prompt is read (`last`: its last row's logits): the first sample, or the end for
+  // max_tokens 0. True when the sequence finished.
+  bool prompt_read(const float* last, StepOutput* out);
   // Samples from `logits` (the state consumed `fed` tokens) and emits the token; true when the
   // request ends (emit's reasons, or a grammar whose automaton may grow no more: an error).
   // With workers, the engine thread samples only what the automaton has built (Access::
@@ -166,6 +183,8 @@ class Sequence {
   std::shared_ptr<std::atomic<bool>> prefetching_ = std::make_shared<std::atomic<bool>>(false);
   uint64_t order_ = 0;
   int64_t prefilled_ = 0;    // prompt tokens consumed
+  int64_t branch_ = 0;       // a branch-point snapshot is due here (PrefixCache::matched); 0: none
+  uint64_t fork_key_ = 0;
   int64_t generated_ = 0;    // tokens sampled and sent
   int32_t next_token_ = -1;  // sampled, not yet fed
   std::vector<int32_t> context_;  // lookup only: the prediction, the prompt, every sampled token

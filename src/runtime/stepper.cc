@@ -24,6 +24,7 @@ Stepper::Stepper(model::Model& model, const EngineOptions& opts) : model_(model)
   if (opts_.cache_bytes > 0)
     cache_ = std::make_unique<PrefixCache>(pool_.get(), size_t(opts_.cache_bytes));
   slots_.resize(size_t(opts_.parallel));
+  leader_.assign(size_t(opts_.parallel), -1);
   // A sequence has at most a sample and a prefetch in flight: no job waits for a thread.
   workers_ = std::make_unique<SampleWorkers>(2 * opts_.parallel, std::function<void()>{});
 }
@@ -132,15 +133,48 @@ void Stepper::admit(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* 
     states_[i]->reset();
     const SequenceLimits lim{context(), model_.config().vocab, model_.config().hidden,
                              cache_ ? opts_.cache_interval : 0, workers_.get()};
+    // A fork of a prompt being computed waits for it and takes no cache entry of its own.
+    const int leader = s->fork_key() ? leader_for(s->fork_key()) : -1;
     const std::string oom = out_of_memory([&] {
-      s->start(states_[i].get(), cache_.get(), lim, next_order_++, opts_.before_resume);
+      s->start(states_[i].get(), leader < 0 ? cache_.get() : nullptr, lim, next_order_++,
+               opts_.before_resume);
     });
     if (!oom.empty()) {
       states_[i]->reset();
       s->finish("error", out, oom + " while starting the request");
       continue;
     }
+    prompt_received_ += s->prompt_size();
     slots_[i] = std::move(s);
+    leader_[i] = leader;
+  }
+}
+
+int Stepper::leader_for(uint64_t key) const {
+  for (size_t j = 0; j < slots_.size(); ++j) {
+    const Sequence* s = slots_[j].get();
+    if (s && s->fork_key() == key && s->phase() == Phase::kPrefill && leader_[j] < 0)
+      return int(j);
+  }
+  return -1;
+}
+
+void Stepper::fork_followers(size_t leader, const float* logits, StepOutput* out) {
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    if (leader_[k] != int(leader)) continue;
+    leader_[k] = -1;  // forked, or (no block for the copy) computing the prompt itself
+    bool done = false;
+    if (std::string oom = out_of_memory([&] {
+          slots_[k]->fork_from(*slots_[leader], logits, out, &done);
+        });
+        !oom.empty()) {
+      slots_[k]->finish("error", out, oom + " while sampling");
+      done = true;
+    }
+    if (done) {
+      release(k);
+      ++out->done;
+    }
   }
 }
 
@@ -172,6 +206,9 @@ void Stepper::fail_running(StepOutput* out, std::string_view why) noexcept {
 }
 
 void Stepper::release(size_t i) {
+  for (int& l : leader_)  // its forks, if its prompt was not read, compute it themselves
+    if (l == int(i)) l = -1;
+  leader_[i] = -1;
   slots_[i]->state()->reset();  // its KV blocks go back to the pool
   slots_[i].reset();
 }
@@ -208,6 +245,7 @@ void Stepper::gauges(EngineStats* s) const {
     used += q->state()->pos();
   }
   s->slots_busy = busy;
+  s->prompt_received = prompt_received_;
   s->running = busy;
   s->kv_tokens_used = used;
   s->kv_blocks_used = pool_->used_blocks();

@@ -104,6 +104,12 @@ class Stepper {
   bool promisable(const GenerationRequest& r) const;
   int64_t kv_deficit(const GenerationRequest& r) const;
   void release(size_t slot);  // frees a finished sequence's slot; its blocks go back
+  // The running sequence computing the prompt that a sequence with fork key `key` can fork
+  // from (Sequence::fork_key): in prefill, itself no fork. -1: none.
+  int leader_for(uint64_t key) const;
+  // After slot `leader`'s prompt is read (`logits`: its last row): its forks take its state and
+  // sample; those that finish give their slots back.
+  void fork_followers(size_t leader, const float* logits, StepOutput* out);
   void resume_samples(StepOutput* out);  // emits what the workers sampled
   void schedule();
   // The drafts of the step's verifying sequences; when memory runs out drafting, they verify
@@ -118,6 +124,8 @@ class Stepper {
   std::unique_ptr<PrefixCache> cache_;  // null: off
   std::vector<std::unique_ptr<model::SequenceState>> states_;
   std::vector<std::unique_ptr<Sequence>> slots_;  // null: free
+  std::vector<int> leader_;  // per slot: the slot whose prompt it waits to fork from; -1: none
+  int64_t prompt_received_ = 0;  // prompt tokens of the admitted sequences
   uint64_t next_order_ = 0;                       // admission counter
   std::unique_ptr<SampleWorkers> workers_;        // two threads per slot at most, as needed
 

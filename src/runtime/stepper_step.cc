@@ -103,7 +103,7 @@ void Stepper::schedule() {
   draft();
   for (size_t i = 0; i < slots_.size(); ++i) {
     Sequence* s = slots_[i].get();
-    if (!s || s->waiting()) continue;  // no row until its sample comes back
+    if (!s || s->waiting() || leader_[i] >= 0) continue;  // no row until its sample (fork) comes
     if (s->phase() == Phase::kPrefill) {
       prefilling.push_back(int(i));
       continue;
@@ -152,9 +152,15 @@ bool Stepper::advance(size_t r, const core::Status& st, StepOutput* out) {
   }
   const float* logits = logits_.data() + row_logits_[r] * size_t(model_.config().vocab);
   switch (s.phase()) {
-    case Phase::kPrefill:
-      return s.after_chunk(int64_t(rows_[r].tokens.size()), logits, rows_[r].all_logits,
-                           cache_.get(), out);
+    case Phase::kPrefill: {
+      const bool done = s.after_chunk(int64_t(rows_[r].tokens.size()), logits,
+                                      rows_[r].all_logits, cache_.get(), out);
+      const int64_t n = int64_t(rows_[r].tokens.size()), vocab = model_.config().vocab;
+      if (s.prefilled() == s.prompt_size())  // its forks sample from its last row
+        fork_followers(size_t(row_slot_[r]),
+                       logits + (rows_[r].all_logits ? size_t((n - 1) * vocab) : 0), out);
+      return done;
+    }
     case Phase::kDecode:
       return s.after_decode(logits, out);
     case Phase::kVerify: {

@@ -124,6 +124,11 @@ std::string Metrics::render(const runtime::EngineStats* e, int connections) cons
     gauge(&out, "qwen35_spec_accepted_tokens_total",
           "drafted tokens verified as what plain decoding samples", double(e->accepted_tokens),
           "counter");
+    gauge(&out, "qwen35_prompt_rows_received_total", "prompt tokens of the admitted requests",
+          double(e->prompt_received), "counter");
+    gauge(&out, "qwen35_prefill_rows_total",
+          "prompt rows computed (the rest came from the prefix cache or a fork of the prompt)",
+          double(e->prompt_tokens), "counter");
     gauge(&out, "qwen35_engine_steps_total", "forward steps", double(e->steps), "counter");
     gauge(&out, "qwen35_engine_cancelled_total", "requests cancelled", double(e->cancelled),
           "counter");

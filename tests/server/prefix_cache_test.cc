@@ -165,6 +165,89 @@ TEST_P(PrefixCacheBranches, BranchesResumedEqualFresh) {
   EXPECT_EQ(off.metric("qwen35_kv_blocks_used"), 0);
 }
 
+// Branch-point snapshots at the default --cache-interval (2048): five completions share a
+// 300-word prefix and each ends in a question longer than a grid block, so a prompt's own
+// snapshot (its last grid boundary) lies past where the others part from it. The second branch
+// finds the shared part's KV blocks but no snapshot there: it computes its prompt and snapshots
+// the branch point, and every later branch resumes from it. Every answer equals a server
+// without the cache, bit for bit; a server restarted from --cache-dir keeps the branch point.
+std::string branch_prefix() {
+  std::string prefix;
+  for (int i = 1; i <= 30; ++i)  // 300 words
+    prefix += "And on the " + std::to_string(i) + " day the waters were gathered together. ";
+  return prefix;
+}
+
+std::string branch_question(int i) {
+  static const char* kWhat[] = {"the light", "the firmament", "the dry land", "the great whales",
+                                "the beasts of the earth", "the garden"};
+  std::string q = "Question " + std::to_string(i) + ": tell of " + kWhat[i % 6] + ".";
+  for (int k = 0; k < 8; ++k) q += " Say again what became of " + std::string(kWhat[(i + k) % 6]) + ".";
+  return q;
+}
+
+// The longest common prefix of token id arrays.
+int64_t common_prefix(const std::vector<Json>& ids) {
+  size_t n = ids[0].size();
+  for (const auto& v : ids) {
+    size_t k = 0;
+    while (k < n && k < v.size() && v[k] == ids[0][k]) ++k;
+    n = k;
+  }
+  return int64_t(n);
+}
+
+TEST_P(PrefixCacheBranches, BranchPointsResumeAtTheDefaultInterval) {
+  const bool fast = GetParam();
+  std::string model = std::string(QWEN35_SOURCE_DIR) + "/models/qwen35-tiny-kjv";
+  if (fast) model += "/mlx-4bit";
+  testing::TempDir d;
+  const std::string dir = d.file("cache");
+  std::vector<std::string> common = {"--parallel", "2", "--ctx", "2048"};
+  if (fast) common.push_back("--fast");
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return extra;
+  };
+  ServerProcess off(model, with({"--no-prefix-cache"}));
+  auto on = std::make_unique<ServerProcess>(model, with({"--cache-dir", dir}));
+  ASSERT_TRUE(off.ready() && on->ready()) << off.log() << on->log();
+  auto body = [&](int i) {
+    return Json{{"prompt", branch_prefix() + branch_question(i)}, {"max_tokens", 16},
+                {"temperature", 0.8}, {"seed", 100 + i}, {"logprobs", 2},
+                {"return_token_ids", true}};
+  };
+  std::vector<Json> ids;
+  std::vector<int64_t> cached;
+  auto ask = [&](ServerProcess& server, int i) {
+    auto [s_off, r_off] = off.post("/v1/completions", body(i));
+    auto [s_on, r_on] = server.post("/v1/completions", body(i));
+    ASSERT_EQ(s_off, 200) << r_off;
+    ASSERT_EQ(s_on, 200) << r_on;
+    EXPECT_EQ(r_on["choices"].dump(), r_off["choices"].dump()) << "branch " << i;
+    ids.push_back(r_on["prompt_token_ids"]);
+    cached.push_back(r_on["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>());
+  };
+  for (int i = 0; i < 4; ++i) ask(*on, i);
+  const int64_t shared = common_prefix(ids), boundary = shared / 64 * 64;
+  ASSERT_GE(boundary, 320) << "the prefix is not shared as a 300-word prefix should be";
+  for (const auto& v : ids)  // each prompt's own snapshot is past the branch point
+    ASSERT_GE((int64_t(v.size()) - 1) / 64 * 64, boundary + 64) << v.size();
+  EXPECT_EQ(cached[0], 0);
+  EXPECT_EQ(cached[1], 0) << "the first branch computes the shared part (no state was kept)";
+  EXPECT_GE(cached[2], boundary);
+  EXPECT_GE(cached[3], boundary);
+  // 4 prompts' own snapshots + the branch point.
+  EXPECT_EQ(on->metric("qwen35_prefix_cache_snapshots"), 5);
+  EXPECT_EQ(on->stop(), 0);
+  // Restarted: the branch point came back from its file.
+  on = std::make_unique<ServerProcess>(model, with({"--cache-dir", dir}));
+  ASSERT_TRUE(on->ready()) << on->log();
+  ask(*on, 4);
+  EXPECT_GE(cached[4], boundary) << on->log();
+  EXPECT_EQ(on->metric("qwen35_prefix_cache_hits_total"), 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(ExactAndFast, PrefixCacheBranches, ::testing::Bool(),
                          [](const auto& info) { return std::string(info.param ? "fast" : "exact"); });
 
