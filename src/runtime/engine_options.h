@@ -26,7 +26,8 @@ struct EngineOptions {
   int64_t kv_blocks = 0;
   // The prefix cache (runtime/prefix_cache.h): its bound in bytes (0: off), and the interval
   // of its snapshots within long prompts (a multiple of kernels::kKvBlock) besides each
-  // prompt's last grid boundary.
+  // prompt's last grid boundary. With the cache off, the n choices of a prompt compute it
+  // each too (no fork: Sequence::fork_key), so nothing of a prompt is ever reused.
   int64_t cache_bytes = 0;
   int64_t cache_interval = 2048;
   // Persistence: the cache is loaded from cache_dir at construction and saved there at

@@ -134,7 +134,8 @@ void Stepper::admit(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* 
     const SequenceLimits lim{context(), model_.config().vocab, model_.config().hidden,
                              cache_ ? opts_.cache_interval : 0, workers_.get()};
     // A fork of a prompt being computed waits for it and takes no cache entry of its own.
-    const int leader = s->fork_key() ? leader_for(s->fork_key()) : -1;
+    // Without the prefix cache every sequence computes its whole prompt (the reference mode).
+    const int leader = cache_ && s->fork_key() ? leader_for(s->fork_key()) : -1;
     const std::string oom = out_of_memory([&] {
       s->start(states_[i].get(), leader < 0 ? cache_.get() : nullptr, lim, next_order_++,
                opts_.before_resume);
