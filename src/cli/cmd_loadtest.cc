@@ -4,7 +4,8 @@
 // errors. Requests use /v1/completions with ignore_eos so each generates exactly T tokens;
 // --disconnect K makes the first K requests hang up after their first tokens.
 // --soak SECONDS instead runs mixed traffic for that long (cli/soak.h); --multi-turn runs
-// conversations that resend their history (cli/multiturn.h).
+// conversations that resend their history (cli/multiturn.h); --few-shot runs prompts that
+// branch from a shared prefix and requests with n > 1 (cli/fewshot.h).
 #include "cli/flags.h"
 #include <algorithm>
 #include <atomic>
@@ -15,6 +16,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/fewshot.h"
 #include "cli/multiturn.h"
 #include "cli/soak.h"
 #include "server/http_client.h"
@@ -138,6 +140,15 @@ int cmd_loadtest(int argc, char** argv) {
   app.add_option("--tool-tokens", mt.tool_tokens,
                  "with --multi-turn: length of the shared tool definitions (0: none)");
   app.add_flag("--thinking", mt.thinking, "with --multi-turn: enable_thinking");
+  FewShotOptions fs;
+  bool few_shot = false;
+  app.add_flag("--few-shot", few_shot,
+               "run prompts that branch instead: --requests completions sharing a prefix of "
+               "--prefix-tokens and ending in different questions, then --fork-requests with "
+               "n = --fork-n; reports TTFT, the cached share and the prefill rows computed");
+  app.add_option("--prefix-tokens", fs.prefix_tokens, "with --few-shot: the shared prefix's length");
+  app.add_option("--fork-requests", fs.fork_requests, "with --few-shot: requests with n > 1");
+  app.add_option("--fork-n", fs.fork_n, "with --few-shot: their n");
   app.add_option("--max-rss-drift-mb", max_drift_mb,
                  "with --soak: fail when the server's RSS grows more than this from the warm-up "
                  "to after the run");
@@ -149,6 +160,18 @@ int cmd_loadtest(int argc, char** argv) {
   if (clients < 1 || requests < 1) return fail("loadtest", "--clients and --requests must be >= 1");
   if (soak_s < 0 || max_drift_mb < 0)
     return fail("loadtest", "--soak and --max-rss-drift-mb must be >= 0");
+  if (few_shot) {
+    if (fs.prefix_tokens < 1 || fs.fork_requests < 0 || fs.fork_n < 1)
+      return fail("loadtest", "--prefix-tokens and --fork-n must be >= 1, --fork-requests >= 0");
+    fs.requests = requests;
+    fs.server.host = host;
+    fs.server.port = port;
+    fs.server.api_key = key;
+    fs.server.clients = clients;
+    fs.server.max_tokens = max_tokens;
+    fs.server.json = json;
+    return run_few_shot(fs);
+  }
   if (multi_turn) {
     if (mt.conversations < 1 || mt.turns < 1 || mt.system_tokens < 0 || mt.tool_tokens < 0)
       return fail("loadtest", "--conversations and --turns must be >= 1, token lengths >= 0");

@@ -12,18 +12,8 @@
 #include "server/http_client.h"
 
 namespace qwen35::cli {
-namespace {
 
-using Clock = std::chrono::steady_clock;
-using Json = nlohmann::json;
-
-double pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
-}
-
-server::HttpClient client(const MultiTurnOptions& o) {
+server::HttpClient loadtest_client(const MultiTurnOptions& o) {
   server::HttpClient c(o.host, o.port, 600);
   if (!o.api_key.empty()) c.set_bearer_token(o.api_key);
   return c;
@@ -31,9 +21,9 @@ server::HttpClient client(const MultiTurnOptions& o) {
 
 // The server's token count of `text` (its /tokenize), or -1.
 int64_t count_tokens(const MultiTurnOptions& o, const std::string& text) {
-  auto r = client(o).post("/tokenize", Json{{"prompt", text}}.dump());
+  auto r = loadtest_client(o).post("/tokenize", nlohmann::json{{"prompt", text}}.dump());
   if (r.status != 200) return -1;
-  const Json j = Json::parse(r.body, nullptr, false);
+  const auto j = nlohmann::json::parse(r.body, nullptr, false);
   return j.is_object() ? j.value("count", int64_t(-1)) : -1;
 }
 
@@ -52,6 +42,17 @@ std::string text_of(const MultiTurnOptions& o, int64_t tokens, const std::string
   return text;
 }
 
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
+}
+
 struct TurnSample {
   bool ok = false;
   std::string error;
@@ -62,7 +63,7 @@ struct TurnSample {
 
 TurnSample chat_turn(const MultiTurnOptions& o, const Json& body) {
   TurnSample t;
-  auto c = client(o);
+  auto c = loadtest_client(o);
   const auto t0 = Clock::now();
   std::string buf;
   bool first = true, done = false;

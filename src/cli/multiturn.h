@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <string>
 
+#include "server/http_client.h"
+
 namespace qwen35::cli {
 
 struct MultiTurnOptions {
@@ -25,5 +27,12 @@ struct MultiTurnOptions {
 };
 
 int run_multi_turn(const MultiTurnOptions& o);
+
+// Shared with the other loadtest modes (cli/fewshot.h): a client of the server `o` names, the
+// server's token count of `text` (its /tokenize; -1 without an answer), and text of about
+// `tokens` tokens made of numbered sentences about `what`, no two stretches of it alike.
+server::HttpClient loadtest_client(const MultiTurnOptions& o);
+int64_t count_tokens(const MultiTurnOptions& o, const std::string& text);
+std::string text_of(const MultiTurnOptions& o, int64_t tokens, const std::string& what);
 
 }  // namespace qwen35::cli

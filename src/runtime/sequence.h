@@ -154,7 +154,8 @@ class Sequence {
  private:
   // The first position after `from` where the prefix cache takes a snapshot of the prompt:
   // each multiple of the interval, the prompt's last grid boundary (the longest prefix a
-  // request for the same prompt can resume from) and the request's hints. -1: none.
+  // request for the same prompt can resume from), the request's hints and its branch point
+  // (where it parts from a cached path between snapshots). -1: none.
   int64_t snapshot_after(int64_t from) const;
   // The prompt is read (`last`: its last row's logits): the first sample, or the end for
   // max_tokens 0. True when the sequence finished.

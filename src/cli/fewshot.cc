@@ -1,0 +1,193 @@
+#include "cli/fewshot.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace qwen35::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Json = nlohmann::json;
+
+struct Sample {
+  bool ok = false;
+  std::string error;
+  double ttft = 0;
+  int64_t prompt_tokens = 0, cached_tokens = 0;
+};
+
+// One streamed completion: the time to its first token (of any choice) and its usage.
+Sample completion(const MultiTurnOptions& o, const Json& body) {
+  Sample s;
+  auto c = loadtest_client(o);
+  const auto t0 = Clock::now();
+  std::string buf;
+  bool done = false;
+  auto on_data = [&](std::string_view d) {
+    buf.append(d);
+    for (size_t e; (e = buf.find("\n\n")) != std::string::npos; buf.erase(0, e + 2)) {
+      const std::string ev = buf.substr(0, e);
+      if (ev.rfind("data: ", 0) != 0) continue;
+      if (ev == "data: [DONE]") {
+        done = true;
+        continue;
+      }
+      const Json j = Json::parse(ev.substr(6), nullptr, false);
+      if (j.is_discarded() || j.contains("error")) {
+        s.error = "bad event: " + ev.substr(0, 200);
+        return false;
+      }
+      if (j.contains("usage") && j["usage"].is_object()) {
+        s.prompt_tokens = j["usage"].value("prompt_tokens", int64_t(0));
+        if (j["usage"].contains("prompt_tokens_details"))
+          s.cached_tokens = j["usage"]["prompt_tokens_details"].value("cached_tokens", int64_t(0));
+      }
+      for (const auto& ch : j.value("choices", Json::array()))
+        if (s.ttft == 0 && ch.contains("token_ids") && !ch["token_ids"].empty())
+          s.ttft = std::chrono::duration<double>(Clock::now() - t0).count();
+    }
+    return true;
+  };
+  const auto res = c.send("POST", "/v1/completions", body.dump(), on_data);
+  if (!s.error.empty()) return s;
+  if (res.status != 200 || !res.error.empty())
+    s.error = "HTTP " + std::to_string(res.status) + " " + res.error + res.body.substr(0, 200);
+  else if (!done)
+    s.error = "no [DONE]";
+  else
+    s.ok = true;
+  return s;
+}
+
+// A counter of the server's /metrics; -1 when it has none (or no answer).
+double metric(const MultiTurnOptions& o, const std::string& name) {
+  const auto r = loadtest_client(o).get("/metrics");
+  if (r.status != 200) return -1;
+  std::istringstream in(r.body);
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  return -1;
+}
+
+struct Rows {
+  double received = -1, computed = -1;
+};
+Rows rows(const MultiTurnOptions& o) {
+  return {metric(o, "qwen35_prompt_rows_received_total"), metric(o, "qwen35_prefill_rows_total")};
+}
+
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
+}
+
+// Runs `bodies` on `clients` threads; the part's report.
+Json run_part(const MultiTurnOptions& o, const std::vector<Json>& bodies, int clients,
+              std::string* first_error) {
+  const Rows before = rows(o);
+  std::vector<Sample> samples(bodies.size());
+  std::atomic<size_t> next{0};
+  std::vector<std::thread> threads;
+  const auto t0 = Clock::now();
+  for (int c = 0; c < clients; ++c)
+    threads.emplace_back([&] {
+      for (size_t i = next.fetch_add(1); i < bodies.size(); i = next.fetch_add(1))
+        samples[i] = completion(o, bodies[i]);
+    });
+  for (auto& t : threads) t.join();
+  const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  const Rows after = rows(o);
+  std::vector<double> ttft;
+  int64_t errors = 0, prompt = 0, cached = 0;
+  for (const auto& s : samples) {
+    if (!s.ok) {
+      if (errors++ == 0 && first_error->empty()) *first_error = s.error;
+      continue;
+    }
+    ttft.push_back(s.ttft);
+    prompt += s.prompt_tokens;
+    cached += s.cached_tokens;
+  }
+  double mean = 0;
+  for (double t : ttft) mean += t / double(ttft.size());
+  const bool counted = before.computed >= 0 && after.computed >= 0;
+  return {{"requests", bodies.size()},
+          {"errors", errors},
+          {"seconds", wall},
+          {"ttft_p50_ms", pct(ttft, 0.5) * 1e3},
+          {"ttft_p99_ms", pct(ttft, 0.99) * 1e3},
+          {"ttft_mean_ms", mean * 1e3},
+          {"cached_share", prompt ? double(cached) / double(prompt) : 0.0},
+          {"prompt_rows_received", counted ? after.received - before.received : -1.0},
+          {"prefill_rows_computed", counted ? after.computed - before.computed : -1.0}};
+}
+
+Json body(const std::string& prompt, const FewShotOptions& o, int n) {
+  return {{"prompt", prompt},
+          {"max_tokens", o.server.max_tokens},
+          {"n", n},
+          {"stream", true},
+          {"ignore_eos", true},
+          {"temperature", n > 1 ? 0.8 : 0.0},
+          {"seed", 1},
+          {"return_token_ids", true},
+          {"stream_options", {{"include_usage", true}}}};
+}
+
+std::string question(int k) {
+  return "Question " + std::to_string(k) + ": which rule speaks of claim " +
+         std::to_string(k * 13 + 5) + ", what does it ask of an answer, and how would you apply "
+         "it to a report about the harvest of year " + std::to_string(1900 + k) + "?\nAnswer:";
+}
+
+void print_part(const char* name, const Json& p) {
+  std::printf("  %-8s %3d requests  TTFT p50 %8.1f ms  p99 %8.1f ms  mean %8.1f ms  cached %5.1f %%"
+              "  prompt rows %7.0f  computed %7.0f\n",
+              name, p["requests"].get<int>(), p["ttft_p50_ms"].get<double>(),
+              p["ttft_p99_ms"].get<double>(), p["ttft_mean_ms"].get<double>(),
+              100 * p["cached_share"].get<double>(), p["prompt_rows_received"].get<double>(),
+              p["prefill_rows_computed"].get<double>());
+}
+
+}  // namespace
+
+int run_few_shot(const FewShotOptions& o) {
+  const MultiTurnOptions& s = o.server;
+  if (count_tokens(s, "hello") < 0) {
+    std::fprintf(stderr, "qwen35 loadtest: no /tokenize answer from %s:%d\n", s.host.c_str(), s.port);
+    return 1;
+  }
+  const std::string prefix = text_of(s, o.prefix_tokens, "Example");
+  std::vector<Json> branches, forks;
+  for (int k = 0; k < o.requests; ++k) branches.push_back(body(prefix + question(k), o, 1));
+  for (int k = 0; k < o.fork_requests; ++k)  // a prompt of its own: nothing of it is cached
+    forks.push_back(body("Request " + std::to_string(k) + ". " + prefix + question(k), o, o.fork_n));
+  std::string first_error;
+  const Json r = {{"prefix_tokens", o.prefix_tokens},
+                  {"fork_n", o.fork_n},
+                  {"branches", run_part(s, branches, s.clients, &first_error)},
+                  {"forks", run_part(s, forks, 1, &first_error)}};
+  const int64_t errors = r["branches"]["errors"].get<int64_t>() + r["forks"]["errors"].get<int64_t>();
+  if (s.json) {
+    Json out = r;
+    if (!first_error.empty()) out["first_error"] = first_error;
+    std::printf("%s\n", out.dump().c_str());
+  } else {
+    std::printf("few-shot: a %lld-token prefix, %d branches (%d at once), %d requests with n = %d\n",
+                (long long)o.prefix_tokens, o.requests, s.clients, o.fork_requests, o.fork_n);
+    print_part("branches", r["branches"]);
+    print_part("forks", r["forks"]);
+    if (!first_error.empty()) std::printf("first error: %s\n", first_error.c_str());
+  }
+  return errors == 0 ? 0 : 1;
+}
+
+}  // namespace qwen35::cli
