@@ -157,13 +157,15 @@ int cmd_loadtest(int argc, char** argv) {
   } catch (const flags::ParseError& e) {
     return app.exit(e);
   }
-  if (clients < 1 || requests < 1) return fail("loadtest", "--clients and --requests must be >= 1");
+  if (clients < 1 || (requests < 1 && !few_shot))
+    return fail("loadtest", "--clients and --requests must be >= 1");
   if (soak_s < 0 || max_drift_mb < 0)
     return fail("loadtest", "--soak and --max-rss-drift-mb must be >= 0");
   if (few_shot) {
-    if (fs.prefix_tokens < 1 || fs.fork_requests < 0 || fs.fork_n < 1)
-      return fail("loadtest", "--prefix-tokens and --fork-n must be >= 1, --fork-requests >= 0");
-    fs.requests = requests;
+    if (fs.prefix_tokens < 1 || fs.fork_requests < 0 || fs.fork_n < 1 || requests < 0)
+      return fail("loadtest", "--prefix-tokens and --fork-n must be >= 1, --fork-requests and "
+                              "--requests >= 0");
+    if (app.count("--requests")) fs.requests = requests;  // else the mode's own default (20)
     fs.server.host = host;
     fs.server.port = port;
     fs.server.api_key = key;

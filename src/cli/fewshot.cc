@@ -20,12 +20,15 @@ struct Sample {
   bool ok = false;
   std::string error;
   double ttft = 0;
+  double all_started = 0;  // every choice has its first token
   int64_t prompt_tokens = 0, cached_tokens = 0;
 };
 
 // One streamed completion: the time to its first token (of any choice) and its usage.
 Sample completion(const MultiTurnOptions& o, const Json& body) {
   Sample s;
+  std::vector<bool> started(size_t(body.value("n", 1)), false);
+  size_t n_started = 0;
   auto c = loadtest_client(o);
   const auto t0 = Clock::now();
   std::string buf;
@@ -49,9 +52,16 @@ Sample completion(const MultiTurnOptions& o, const Json& body) {
         if (j["usage"].contains("prompt_tokens_details"))
           s.cached_tokens = j["usage"]["prompt_tokens_details"].value("cached_tokens", int64_t(0));
       }
-      for (const auto& ch : j.value("choices", Json::array()))
-        if (s.ttft == 0 && ch.contains("token_ids") && !ch["token_ids"].empty())
-          s.ttft = std::chrono::duration<double>(Clock::now() - t0).count();
+      for (const auto& ch : j.value("choices", Json::array())) {
+        if (!ch.contains("token_ids") || ch["token_ids"].empty()) continue;
+        const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+        if (s.ttft == 0) s.ttft = t;
+        const size_t i = ch.value("index", size_t(0));
+        if (i < started.size() && !started[i]) {
+          started[i] = true;
+          if (++n_started == started.size()) s.all_started = t;
+        }
+      }
     }
     return true;
   };
@@ -105,7 +115,7 @@ Json run_part(const MultiTurnOptions& o, const std::vector<Json>& bodies, int cl
   for (auto& t : threads) t.join();
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   const Rows after = rows(o);
-  std::vector<double> ttft;
+  std::vector<double> ttft, all;
   int64_t errors = 0, prompt = 0, cached = 0;
   for (const auto& s : samples) {
     if (!s.ok) {
@@ -113,6 +123,7 @@ Json run_part(const MultiTurnOptions& o, const std::vector<Json>& bodies, int cl
       continue;
     }
     ttft.push_back(s.ttft);
+    all.push_back(s.all_started);
     prompt += s.prompt_tokens;
     cached += s.cached_tokens;
   }
@@ -125,6 +136,7 @@ Json run_part(const MultiTurnOptions& o, const std::vector<Json>& bodies, int cl
           {"ttft_p50_ms", pct(ttft, 0.5) * 1e3},
           {"ttft_p99_ms", pct(ttft, 0.99) * 1e3},
           {"ttft_mean_ms", mean * 1e3},
+          {"all_choices_started_p50_ms", pct(all, 0.5) * 1e3},
           {"cached_share", prompt ? double(cached) / double(prompt) : 0.0},
           {"prompt_rows_received", counted ? after.received - before.received : -1.0},
           {"prefill_rows_computed", counted ? after.computed - before.computed : -1.0}};
@@ -149,10 +161,11 @@ std::string question(int k) {
 }
 
 void print_part(const char* name, const Json& p) {
-  std::printf("  %-8s %3d requests  TTFT p50 %8.1f ms  p99 %8.1f ms  mean %8.1f ms  cached %5.1f %%"
-              "  prompt rows %7.0f  computed %7.0f\n",
+  std::printf("  %-8s %3d requests  TTFT p50 %8.1f ms  p99 %8.1f ms  mean %8.1f ms  every choice "
+              "started p50 %8.1f ms  cached %5.1f %%  prompt rows %7.0f  computed %7.0f\n",
               name, p["requests"].get<int>(), p["ttft_p50_ms"].get<double>(),
               p["ttft_p99_ms"].get<double>(), p["ttft_mean_ms"].get<double>(),
+              p["all_choices_started_p50_ms"].get<double>(),
               100 * p["cached_share"].get<double>(), p["prompt_rows_received"].get<double>(),
               p["prefill_rows_computed"].get<double>());
 }

@@ -4,7 +4,8 @@
 //     prompting), --clients at a time;
 //   - forks: --fork-requests completions with n = --fork-n, each on a prompt of its own of the
 //     same length (nothing of it cached), one at a time.
-// Reports, per part, the time to first token (p50/p99/mean), the share of prompt tokens the
+// Reports, per part, the time to first token (p50/p99/mean) and until every choice has its
+// first token (p50), the share of prompt tokens the
 // server resumed (usage.prompt_tokens_details.cached_tokens) and, from /metrics, the prompt rows
 // the server received and the prefill rows it computed.
 #pragma once
