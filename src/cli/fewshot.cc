@@ -154,10 +154,16 @@ Json body(const std::string& prompt, const FewShotOptions& o, int n) {
           {"stream_options", {{"include_usage", true}}}};
 }
 
+// A question of some 80 tokens: longer than a 64-token block, so a prompt's own last grid
+// boundary (where the cache snapshots it) lies past the point where the prompts part, as with
+// real few-shot questions; what later prompts resume from is the branch point.
 std::string question(int k) {
-  return "Question " + std::to_string(k) + ": which rule speaks of claim " +
-         std::to_string(k * 13 + 5) + ", what does it ask of an answer, and how would you apply "
-         "it to a report about the harvest of year " + std::to_string(1900 + k) + "?\nAnswer:";
+  std::string q = "Question " + std::to_string(k) + ": which rule speaks of claim " +
+                  std::to_string(k * 13 + 5) + ", what does it ask of an answer";
+  for (int i = 0; i < 3; ++i)
+    q += ", and how would you apply it to report " + std::to_string(k * 3 + i) +
+         " about the harvest of year " + std::to_string(1900 + k + i);
+  return q + "?\nAnswer:";
 }
 
 void print_part(const char* name, const Json& p) {
