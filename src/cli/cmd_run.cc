@@ -186,7 +186,8 @@ struct Session {
   bool indicator = false;  // "thinking…" on stderr while reasoning is hidden
   Json kwargs = Json::object();
   Json messages = Json::array();
-  // Images (chat only): the encoder, made at the first one (its own pool, never the engine's);
+  // Images (chat only): the encoder (decoding and resizing; the engine runs the tower), made at
+  // the first one;
   // the images of the history's user messages in prompt order; those for the next message.
   std::unique_ptr<runtime::ImageEncoder> encoder{};
   std::string encoder_problem{};
@@ -206,7 +207,6 @@ struct Session {
     if (!pc.ok()) return encoder_problem = pc.message();
     runtime::ImageEncoderOptions o;
     o.threads = f.lo.threads;
-    o.fast = f.lo.fast;
     o.processor = *pc;
     encoder = std::make_unique<runtime::ImageEncoder>(model, o);
     return encoder->why_not();

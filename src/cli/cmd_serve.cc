@@ -143,11 +143,13 @@ int cmd_serve(int argc, char** argv) {
                  "largest image accepted, width x height as its header declares it, checked "
                  "before decoding (default 50000000)");
   app.add_option("--image-threads", image_opts.threads,
-                 "threads of the vision tower, which runs beside the engine on its own pool "
-                 "(default: as many as --threads)");
+                 "threads that decode and resize images (the vision tower itself runs in the "
+                 "engine's steps, on its threads, sharing them with the other requests; default: "
+                 "as many as --threads)");
   app.add_option("--image-cache-mb", image_cache_mb,
-                 "memory for the vision tower's output of recent images, so that a conversation "
-                 "that repeats an image does not run the tower again (default 256; 0: none)");
+                 "memory for recent images (their patch rows, then the vision tower's output), so "
+                 "that a conversation that repeats an image does not run the tower again "
+                 "(default 256; 0: none)");
   app.add_option("--load", lo.load_mode, kLoadModeHelp);
   app.add_flag("--fast", lo.fast, "int8 activations for quantized matmuls: MLX, and GGUF Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (faster; not bit-identical to the exact mode; concurrent == solo still holds within the mode)");
   try {
@@ -248,7 +250,6 @@ int cmd_serve(int argc, char** argv) {
   auto processor = runtime::read_processor_config(lo.model_dir);
   if (!processor.ok()) return finish(fail("serve", processor.message()));
   image_opts.processor = *processor;
-  image_opts.fast = lo.fast;
   if (image_opts.threads == 0) image_opts.threads = lo.threads;  // 0 there too: all cores
   runtime::ImageEncoder images(m, image_opts);
   mi.images = &images;

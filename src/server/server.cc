@@ -85,9 +85,13 @@ HttpResponse get_metrics(const Context& ctx, const HttpServer& http) {
   if (ctx.ready.load() && ctx.mi.images && ctx.mi.images->available()) {
     const runtime::ImageEncoder::Stats is = ctx.mi.images->stats();
     const std::pair<const char*, std::pair<const char*, double>> lines[] = {
-        {"qwen35_image_encodes_total", {"images run through the vision tower", double(is.misses)}},
-        {"qwen35_image_cache_hits_total", {"images answered from the tower's output cache", double(is.hits)}},
-        {"qwen35_image_cache_bytes", {"memory of the tower's output cache", double(is.cached_bytes)}}};
+        {"qwen35_image_encodes_total", {"images run through the vision tower", double(st.images_encoded)}},
+        {"qwen35_image_tower_stages_total",
+         {"vision tower stages run in the engine's steps (a block of one frame, the embedding, the merger)",
+          double(st.tower_stages)}},
+        {"qwen35_image_decodes_total", {"images decoded and resized", double(is.misses)}},
+        {"qwen35_image_cache_hits_total", {"images answered from the image cache", double(is.hits)}},
+        {"qwen35_image_cache_bytes", {"memory of the image cache", double(is.cached_bytes)}}};
     for (const auto& [name, hv] : lines) {
       const bool counter = std::string_view(name).ends_with("_total");
       text += std::string("# HELP ") + name + " " + hv.first + "\n# TYPE " + name + (counter ? " counter\n" : " gauge\n") +

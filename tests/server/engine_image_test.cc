@@ -37,12 +37,12 @@ class EngineImageTest : public ::testing::Test {
       return std::make_shared<const std::vector<float>>(merged.data.begin() + from * H,
                                                         merged.data.begin() + (from + n) * H);
     };
-    a_ = PromptImage{{1, 4, 6}, 11, rows(0, 6)};
-    b_ = PromptImage{{1, 6, 10}, 22, rows(6, 15)};
+    a_ = PromptImage{{1, 4, 6}, 11, rows(0, 6), nullptr};
+    b_ = PromptImage{{1, 6, 10}, 22, rows(6, 15), nullptr};
     // Image C: B's grid, other content (its rows in reverse order).
     std::vector<float> rev;
     for (int64_t r = 14; r >= 0; --r) rev.insert(rev.end(), b_.rows->begin() + r * H, b_.rows->begin() + (r + 1) * H);
-    c_ = PromptImage{{1, 6, 10}, 33, std::make_shared<const std::vector<float>>(std::move(rev))};
+    c_ = PromptImage{{1, 6, 10}, 33, std::make_shared<const std::vector<float>>(std::move(rev)), nullptr};
   }
   static void TearDownTestSuite() {
     delete model_;
