@@ -164,6 +164,12 @@ void add_mmproj_metadata(GgufWriter* w, const Preset& preset) {
   w->add_u32("clip.vision.attention.head_count", uint32_t(v.n_heads));
   w->add_f32("clip.vision.attention.layer_norm_epsilon", float(v.eps));
   w->add_u32("clip.vision.spatial_merge_size", uint32_t(v.merge));
+  // The processor's normalization (preprocessor_config.json's, config_gen.cc), which llama.cpp's
+  // converter copies into the file and its loader requires; and the converter's per-block
+  // DeepStack flags (none in Qwen3.5).
+  w->add_f32s("clip.vision.image_mean", {0.5f, 0.5f, 0.5f});
+  w->add_f32s("clip.vision.image_std", {0.5f, 0.5f, 0.5f});
+  w->add_bools("clip.vision.is_deepstack_layers", std::vector<bool>(size_t(v.depth), false));
 }
 
 // Writes the tower of the HF plan `plan` as an mmproj file at `path`.
