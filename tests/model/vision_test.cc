@@ -255,6 +255,13 @@ TEST(VisionLoad, MmprojFilesGiveTheHfTower) {
       EXPECT_EQ(it->second.elem, formats::GgufValueType::kF32) << key;
       EXPECT_EQ(it->second.floats, pre[key].get<std::vector<double>>()) << key;
     }
+    // The converter's types: the position table F32 whatever the file's type (llama.cpp
+    // interpolates it as F32 only), the patch kernels F32 outside F16 files.
+    for (const formats::GgufTensor& t : (*file)->tensors()) {
+      if (t.name == "v.position_embd.weight" || t.name.rfind("v.patch_embd.weight", 0) == 0) {
+        EXPECT_EQ(t.type, formats::GgmlType::kF32) << type << ": " << t.name;
+      }
+    }
     const auto ds = (*file)->metadata().find("clip.vision.is_deepstack_layers");
     ASSERT_NE(ds, (*file)->metadata().end());
     EXPECT_EQ(ds->second.ints, std::vector<int64_t>(2, 0));
