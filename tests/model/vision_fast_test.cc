@@ -1,18 +1,20 @@
 // The vision tower in fast mode (kernels::Context::int8_activations, `--fast`), against the bound
-// docs/design.md §6 states:
+// docs/design.md states (§2 "Vision tower", "Fast mode"):
 // - float towers (bf16 and f32 safetensors, GGUF mmproj of any type) have no int8 path: fast mode
 //   gives exact mode's bits, so the float64 bound of vision_forward_test holds for it too (that
 //   test checks fast == exact on every fixture's own checkpoint);
 // - MLX-quantized towers multiply their affine matrices with int8 activations: every fixture's
 //   images through towers `qwen35 synth` writes at the tiny, 0.8B (768) and 9B-and-larger (1152)
-//   widths, 4 and 8 bits, several seeds: per image, max |fast − exact| ≤ 0.10 · rms(exact) and rms(fast − exact) ≤
-//   0.04 · rms(exact);
+//   widths, 4 and 8 bits, several seeds: per image, max |fast − exact| ≤ 0.10 · rms(exact) and
+//   rms(fast − exact) ≤ 0.04 · rms(exact);
 // - fast mode is batch-invariant: the same bits with 1 and 2 threads, alone or after other images
 //   through one tower, and a frame alone or among others in one call.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -31,7 +33,7 @@ namespace fs = std::filesystem;
 using qwen35::testing::TempDir;
 using namespace vision_testing;
 
-// The bounds stated in docs/design.md §6 (the vision tower in fast mode), as fractions of the
+// The bounds stated in docs/design.md (§2 "Vision tower", "Fast mode"), as fractions of the
 // image's exact-mode rms: every element of an image's tokens, and the rms of the difference.
 // Measured at most 0.064 and 0.022 (on these towers and, once, on a 27-block 1152-wide one).
 constexpr double kFastMaxBound = 0.10;
@@ -49,7 +51,8 @@ std::vector<Case> all_cases() {
   for (const auto& e : fs::directory_iterator(vision_fixtures())) {
     const std::string dir = e.path().string();
     if (!fs::exists(dir + "/patches.npy") || !fs::exists(dir + "/grid.npy")) continue;
-    Case c{e.path().filename().string(), *formats::read_npy(dir + "/patches.npy"), *formats::read_npy(dir + "/grid.npy")};
+    Case c{e.path().filename().string(), *formats::read_npy(dir + "/patches.npy"),
+           *formats::read_npy(dir + "/grid.npy")};
     out.push_back(std::move(c));
   }
   std::sort(out.begin(), out.end(), [](const Case& a, const Case& b) { return a.name < b.name; });
@@ -58,7 +61,8 @@ std::vector<Case> all_cases() {
 
 // Each image of the case, one encode call each, through `tower` (its scratch reused across
 // images); one vector of tokens per image.
-std::vector<std::vector<float>> encode_images(VisionTower& tower, const kernels::Context& ctx, const Case& c) {
+std::vector<std::vector<float>> encode_images(VisionTower& tower, const kernels::Context& ctx,
+                                              const Case& c) {
   std::vector<std::vector<float>> out;
   const float* rows = c.patches.data.data();
   for (size_t i = 0; i < c.grid.ints.size(); i += 3) {
@@ -72,7 +76,8 @@ std::vector<std::vector<float>> encode_images(VisionTower& tower, const kernels:
 }
 
 struct Cpu {
-  explicit Cpu(int threads, bool fast) : pool(threads > 1 ? std::make_unique<core::ThreadPool>(threads) : nullptr) {
+  explicit Cpu(int threads, bool fast)
+      : pool(threads > 1 ? std::make_unique<core::ThreadPool>(threads) : nullptr) {
     ws = kernels::cpu_ops().new_workspace();
     ctx.pool = pool.get();
     ctx.workspace = ws.get();
@@ -99,8 +104,8 @@ RelErr rel_err(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // An MLX tower of `preset`'s geometry at `depth` blocks (0: the preset's) on the tiny text model.
-std::unique_ptr<VisionWeights> synth_mlx_tower(const std::string& dir, const std::string& preset, int64_t depth,
-                                               int bits, uint64_t seed) {
+std::unique_ptr<VisionWeights> synth_mlx_tower(const std::string& dir, const std::string& preset,
+                                               int64_t depth, int bits, uint64_t seed) {
   tools::SynthOptions o;
   o.preset = "tiny";
   o.vision_preset = preset;
@@ -126,7 +131,10 @@ TEST(VisionFast, MlxTowersStayWithinTheStatedBoundOnEveryFixture) {
     int64_t depth;
     std::vector<uint64_t> seeds;
   };
-  const Tower towers[] = {{"tiny", 0, {31, 32, 33}}, {"0.8b", 1, {41, 42, 43}}, {"27b", 1, {51, 52}}, {"0.8b", 0, {44}}};
+  const Tower towers[] = {{"tiny", 0, {31, 32, 33}},
+                          {"0.8b", 1, {41, 42, 43}},
+                          {"27b", 1, {51, 52}},
+                          {"0.8b", 0, {44}}};
   double worst = 0, worst_rms = 0;
   for (const Tower& tw : towers)
     for (int bits : {4, 8})
@@ -134,7 +142,8 @@ TEST(VisionFast, MlxTowersStayWithinTheStatedBoundOnEveryFixture) {
         TempDir d;
         auto w = synth_mlx_tower(d.path(), tw.preset, tw.depth, bits, seed);
         ASSERT_NE(w, nullptr);
-        ASSERT_EQ(w->blocks[0].qkv.type, kernels::WeightType::kAffine) << "the tower is not quantized";
+        ASSERT_EQ(w->blocks[0].qkv.type, kernels::WeightType::kAffine)
+            << "the tower is not quantized";
         VisionTower tower(*w, kernels::cpu_ops());
         Cpu exact(2, false), fast(2, true);
         double tower_worst = 0, tower_rms = 0;
@@ -142,22 +151,24 @@ TEST(VisionFast, MlxTowersStayWithinTheStatedBoundOnEveryFixture) {
           const auto e = encode_images(tower, exact.ctx, c), f = encode_images(tower, fast.ctx, c);
           for (size_t i = 0; i < e.size(); ++i) {
             const RelErr r = rel_err(f[i], e[i]);
-            EXPECT_LE(r.max, kFastMaxBound) << tw.preset << " " << bits << "-bit seed " << seed << ", " << c.name
-                                        << " image " << i;
-            EXPECT_LE(r.rms, kFastRmsBound) << tw.preset << " " << bits << "-bit seed " << seed << ", " << c.name
-                                        << " image " << i;
+            EXPECT_LE(r.max, kFastMaxBound) << tw.preset << " " << bits << "-bit seed " << seed
+                                            << ", " << c.name << " image " << i;
+            EXPECT_LE(r.rms, kFastRmsBound) << tw.preset << " " << bits << "-bit seed " << seed
+                                            << ", " << c.name << " image " << i;
             EXPECT_GT(r.max, 0.0) << "fast mode did not change the arithmetic";
             tower_worst = std::max(tower_worst, r.max);
             tower_rms = std::max(tower_rms, r.rms);
           }
         }
-        std::printf("  %-4s depth %2lld %d-bit seed %2llu: max |fast - exact| / rms %.4f, rms %.4f\n", tw.preset.c_str(),
-                    static_cast<long long>(w->blocks.size()), bits, static_cast<unsigned long long>(seed), tower_worst, tower_rms);
+        std::printf(
+            "  %-4s depth %2lld %d-bit seed %2llu: max |fast - exact| / rms %.4f, rms %.4f\n",
+            tw.preset.c_str(), static_cast<long long>(w->blocks.size()), bits,
+            static_cast<unsigned long long>(seed), tower_worst, tower_rms);
         worst = std::max(worst, tower_worst);
         worst_rms = std::max(worst_rms, tower_rms);
       }
-  std::printf("  worst: max %.4f (bound %.2f), rms %.4f (bound %.2f)\n", worst, kFastMaxBound, worst_rms,
-              kFastRmsBound);
+  std::printf("  worst: max %.4f (bound %.2f), rms %.4f (bound %.2f)\n", worst, kFastMaxBound,
+              worst_rms, kFastRmsBound);
 }
 
 // Fast mode's bits do not depend on the thread count, on the images encoded before through the
@@ -194,8 +205,10 @@ TEST(VisionFast, MlxTowerIsBatchAndThreadInvariant) {
   std::vector<float> frame(static_cast<size_t>(per_frame));
   ASSERT_TRUE(tower.encode(ctx.ctx, c.patches.data.data(), 3, 4, 6, together.data()).ok());
   for (int64_t f = 0; f < 3; ++f) {
-    ASSERT_TRUE(tower.encode(ctx.ctx, c.patches.data.data() + f * n * dim, 1, 4, 6, frame.data()).ok());
-    EXPECT_TRUE(std::equal(frame.begin(), frame.end(), together.begin() + f * per_frame)) << "frame " << f;
+    ASSERT_TRUE(
+        tower.encode(ctx.ctx, c.patches.data.data() + f * n * dim, 1, 4, 6, frame.data()).ok());
+    EXPECT_TRUE(std::equal(frame.begin(), frame.end(), together.begin() + f * per_frame))
+        << "frame " << f;
   }
 }
 
