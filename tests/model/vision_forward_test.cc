@@ -148,6 +148,11 @@ TEST_F(VisionForward, MatchesTheFloat64ReferenceOnEveryCase) {
     // Stage by stage (the engine's way), images interleaved: the same bits.
     for (int64_t k : {1, 3})
       EXPECT_EQ(encode_staged(solo, ctx, f, k), cpu) << f.name << ": " << k << " stages at a time";
+    // Float towers (bf16, f32) have no int8 path: fast mode is exact mode, bit for bit, and so
+    // within the bound above (vision_fast_test.cc bounds the quantized towers).
+    kernels::Context fast = ctx;
+    fast.int8_activations = true;
+    EXPECT_EQ(encode_all(cpu_tower, fast, f), cpu) << f.name << ": fast mode vs exact mode";
     std::printf("  %-14s max |ref ops - float64| %.2e, |cpu - float64| %.2e, |cpu - ref ops| %.2e\n",
                 f.name.c_str(), ref_err, cpu_err, max_diff(cpu, ref));
     ++ran;
