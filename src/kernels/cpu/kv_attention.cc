@@ -30,10 +30,12 @@ HWY_INLINE float LoadF32(const uint8_t* p) {
   std::memcpy(&v, p, 4);
   return v;
 }
+// The f16 scale of block b (F16C: exact, as core::f16_to_f32; the quiet NaN the encoder writes
+// for a non-finite block widens to the same bits).
 HWY_INLINE float BlockScale(KvType t, const uint8_t* row, int64_t b) {
   uint16_t h;
   std::memcpy(&h, row + b * (t == KvType::kQ8_0 ? 34 : 18), 2);
-  return core::f16_to_f32(h);
+  return _cvtsh_ss(h);
 }
 HWY_INLINE float Tree8(const float* p) { return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7])); }
 
@@ -65,13 +67,20 @@ HWY_INLINE V8 Decode8(const uint8_t* row, int64_t i, const Book& book) {
     uint32_t w;
     std::memcpy(&w, row + 4 + i / 2, 4);
     const auto c = hn::BitCast(di, Codes8<4>(w));
+#if HWY_TARGET != HWY_AVX2
+    // AVX-512VL: one two-table permute (index bit 3 picks the table).
+    return V8{_mm256_permutex2var_ps(book.lo.raw, c.raw, book.hi.raw)};
+#endif
     const auto idx = hn::And(c, hn::Set(di, 7));
     const V8 lo = hn::TableLookupLanes(book.lo, hn::IndicesFromVec(d, idx));
     const V8 hi = hn::TableLookupLanes(book.hi, hn::IndicesFromVec(d, idx));
     return hn::IfThenElse(hn::RebindMask(d, hn::Gt(c, hn::Set(di, 7))), hi, lo);
   } else if constexpr (T == KvType::kTurbo3) {
-    uint32_t w = 0;
-    std::memcpy(&w, row + 4 + i / 8 * 3, 3);
+    // The group's 3 bytes as the top of a 4-byte load that starts one byte before them (inside
+    // the row: the scale precedes the codes), so no byte past the row is read.
+    uint32_t w;
+    std::memcpy(&w, row + 3 + i / 8 * 3, 4);
+    w >>= 8;
     return hn::TableLookupLanes(book.lo, hn::IndicesFromVec(d, hn::BitCast(di, Codes8<3>(w))));
   } else if constexpr (T == KvType::kQ8_0) {
     const hn::Rebind<int8_t, DI8> d8;
