@@ -243,6 +243,10 @@ TEST(KvFormat, RoundTripWithinTheDerivedBounds) {
     mixed[7] = 2e4f;
     mixed[size_t(d - 1)] = -9e6f;  // past q8_0's f16 scale range: saturated
     rows.push_back({mixed, "mixed scales"});
+    std::vector<float> axis(static_cast<size_t>(d), 0.0f);  // all of it on one rotated coordinate
+    axis[0] = 2.0f;
+    kv_unrotate(axis.data(), d, axis.data());
+    rows.push_back({axis, "rotated axis"});
     for (const KvFormat& f : every_format(d))
       for (const auto& [x, what] : rows) check_round_trip(f, x, what);
   }
