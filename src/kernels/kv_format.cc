@@ -185,24 +185,24 @@ void encode_q4_0(const float* x, uint8_t* b) {
 // turbo: y = rotate(x), s = |y|₂/√d (f32), code i = the centroid nearest to y_i/s (the lower one on
 // a tie); codes packed LSB first (4 bits: two a byte; 3 bits: eight in three bytes).
 void encode_turbo(KvType t, const float* x, int64_t d, uint8_t* b) {
-  std::vector<float> y(static_cast<size_t>(d));
-  kv_rotate(x, d, y.data());
+  float y[kKvMaxRotated];  // no allocation on the write path
+  kv_rotate(x, d, y);
   const int bits = turbo_bits(t);
   uint8_t* codes = b + 4;
   std::fill_n(codes, size_t(d * bits / 8), uint8_t(0));
-  if (!all_finite(y.data(), d)) {
+  if (!all_finite(y, d)) {
     store_f32(b, NAN);
     return;
   }
   double ss = 0;
-  for (int64_t i = 0; i < d; ++i) ss += double(y[size_t(i)]) * y[size_t(i)];
+  for (int64_t i = 0; i < d; ++i) ss += double(y[i]) * y[i];
   const float s = float(std::sqrt(ss / double(d)));
   store_f32(b, s);
   if (s == 0) return;
   const float* c = kv_turbo_codebook(t, d);
   const int levels = 1 << bits;
   for (int64_t i = 0; i < d; ++i) {
-    const double u = double(y[size_t(i)]) / double(s);
+    const double u = double(y[i]) / double(s);
     uint32_t k = 0;
     while (int(k) + 1 < levels && u > 0.5 * (double(c[k]) + double(c[k + 1]))) ++k;
     const int64_t bit = i * bits;
@@ -236,6 +236,16 @@ core::Result<KvType> parse_kv_type(std::string_view name) {
   for (KvType t : kAllKvTypes)
     if (kv_type_name(t) == name) return t;
   return core::error("unknown kv type '" + std::string(name) + "' (f32, bf16, q8_0, q4_0, turbo4, turbo3)");
+}
+
+core::Result<KvTypes> parse_kv_types(std::string_view spec) {
+  const size_t comma = spec.find(',');
+  auto k = parse_kv_type(spec.substr(0, comma));
+  if (!k.ok()) return k.status();
+  if (comma == std::string_view::npos) return KvTypes{*k, *k};
+  auto v = parse_kv_type(spec.substr(comma + 1));
+  if (!v.ok()) return v.status();
+  return KvTypes{*k, *v};
 }
 
 core::Status kv_format_check(const KvFormat& f) {
@@ -288,11 +298,10 @@ void kv_encode_row(const KvFormat& f, const float* x, void* dst) {
   const int64_t d = f.head_dim;
   auto* b = static_cast<uint8_t*>(dst);
   if (is_turbo(f.type)) return encode_turbo(f.type, x, d, b);
-  std::vector<float> rot;
+  float rot[kKvMaxRotated];
   if (f.rotated) {
-    rot.resize(size_t(d));
-    kv_rotate(x, d, rot.data());
-    x = rot.data();
+    kv_rotate(x, d, rot);
+    x = rot;
   }
   switch (f.type) {
     case KvType::kF32: std::memcpy(b, x, size_t(d) * 4); break;

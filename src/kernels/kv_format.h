@@ -32,6 +32,11 @@ inline constexpr KvType kAllKvTypes[] = {KvType::kF32,  KvType::kBF16,   KvType:
 std::string_view kv_type_name(KvType t);
 // The type of a name; an unknown one is one line listing the names.
 core::Result<KvType> parse_kv_type(std::string_view name);
+// "K" (both caches) or "K,V" (an asymmetric pair, e.g. "q8_0,turbo4"); an error names the part.
+struct KvTypes {
+  KvType k = KvType::kF32, v = KvType::kF32;
+};
+core::Result<KvTypes> parse_kv_types(std::string_view spec);
 
 // Values per quantization block of q8_0 and q4_0 (ggml's blocks), and the head_dims a rotation
 // takes (powers of two in [kKvMinRotated, kKvMaxRotated]; the turbo codebooks exist for these).

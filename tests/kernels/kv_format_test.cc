@@ -55,6 +55,19 @@ TEST(KvFormat, NamesParseAndUnknownNameIsOneLine) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("'q5_1'"), std::string::npos) << bad.message();
   EXPECT_EQ(bad.message().find('\n'), std::string::npos);
+  auto pair = parse_kv_types("q8_0,turbo4");
+  ASSERT_TRUE(pair.ok());
+  EXPECT_EQ(pair->k, KvType::kQ8_0);
+  EXPECT_EQ(pair->v, KvType::kTurbo4);
+  auto same = parse_kv_types("bf16");
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ(same->k, KvType::kBF16);
+  EXPECT_EQ(same->v, KvType::kBF16);
+  for (const char* spec : {"q8_0,", "q8_0,q4_1", ",bf16", "q8_0,bf16,f32"}) {
+    auto r = parse_kv_types(spec);
+    EXPECT_FALSE(r.ok()) << spec;
+  }
+  EXPECT_NE(parse_kv_types("q8_0,q4_1").message().find("'q4_1'"), std::string::npos);
 }
 
 TEST(KvFormat, ChecksNameTheTypeAndHeadDim) {

@@ -48,13 +48,13 @@ HWY_INLINE hn::Vec<DU8> Codes8(uint32_t word) {
 }
 
 // A turbo codebook as two 8-lane tables (turbo3 uses the first).
-struct Book {
+struct KvBook {
   V8 lo, hi;
 };
 
 // Values [i, i+8) of a row of a float type (the centroids for turbo; q types: code or nibble − 8).
 template <KvType T>
-HWY_INLINE V8 Decode8(const uint8_t* row, int64_t i, const Book& book) {
+HWY_INLINE V8 Decode8(const uint8_t* row, int64_t i, const KvBook& book) {
   const D8 d;
   const DI8 di;
   if constexpr (T == KvType::kF32) {
@@ -96,7 +96,7 @@ HWY_INLINE V8 Decode8(const uint8_t* row, int64_t i, const Book& book) {
   }
 }
 
-Book MakeBook(KvType t, int64_t hd) {
+KvBook MakeKvBook(KvType t, int64_t hd) {
   const D8 d;
   if (t != KvType::kTurbo4 && t != KvType::kTurbo3) return {hn::Zero(d), hn::Zero(d)};
   const float* c = kv_turbo_codebook(t, hd);
@@ -109,7 +109,7 @@ template <KvType T>
 void ScoresFloat(const PreparedQuery& q, const uint8_t* k, int64_t stride, int64_t n, float scale, float* s) {
   const D8 d;
   const int64_t hd = q.format.head_dim, hv = hd / 8 * 8;
-  const Book book = MakeBook(T, hd);
+  const KvBook book = MakeKvBook(T, hd);
   const float* qf = q.f.data();
   auto finish = [&](V8 acc, int64_t j) {
     HWY_ALIGN float p[8];
@@ -203,7 +203,7 @@ void ScoresInt(const PreparedQuery& q, const uint8_t* k, int64_t stride, int64_t
 // acc[0, hd) += w_j·a_j·v_j over the rows in order, slabs of kV vectors held in registers while
 // the rows stream past; a_j is the row's scale (turbo) or its block's (q types), 1 otherwise.
 template <KvType T, int kV>
-HWY_INLINE void ValuesSlab(const float* w, const uint8_t* v, int64_t stride, int64_t n, int64_t i0, const Book& book,
+HWY_INLINE void ValuesSlab(const float* w, const uint8_t* v, int64_t stride, int64_t n, int64_t i0, const KvBook& book,
                            float* acc) {
   const D8 d;
   V8 a[kV];
@@ -223,9 +223,9 @@ HWY_INLINE void ValuesSlab(const float* w, const uint8_t* v, int64_t stride, int
 }
 
 template <KvType T>
-void Values(const KvFormat& f, const float* w, const uint8_t* v, int64_t stride, int64_t n, float* acc) {
+void KvValuesOf(const KvFormat& f, const float* w, const uint8_t* v, int64_t stride, int64_t n, float* acc) {
   const int64_t hd = f.head_dim, hv = hd / 8 * 8;
-  const Book book = MakeBook(T, hd);
+  const KvBook book = MakeKvBook(T, hd);
   int64_t i = 0;
   for (; i + 64 <= hv; i += 64) ValuesSlab<T, 8>(w, v, stride, n, i, book, acc);
   for (; i < hv; i += 8) ValuesSlab<T, 1>(w, v, stride, n, i, book, acc);
@@ -257,12 +257,12 @@ void ScoresImpl(const PreparedQuery& q, const uint8_t* k, int64_t stride, int64_
 
 void ValuesImpl(const KvFormat& f, const float* w, const uint8_t* v, int64_t stride, int64_t n, float* acc) {
   switch (f.type) {
-    case KvType::kF32: return Values<KvType::kF32>(f, w, v, stride, n, acc);
-    case KvType::kBF16: return Values<KvType::kBF16>(f, w, v, stride, n, acc);
-    case KvType::kQ8_0: return Values<KvType::kQ8_0>(f, w, v, stride, n, acc);
-    case KvType::kQ4_0: return Values<KvType::kQ4_0>(f, w, v, stride, n, acc);
-    case KvType::kTurbo4: return Values<KvType::kTurbo4>(f, w, v, stride, n, acc);
-    case KvType::kTurbo3: return Values<KvType::kTurbo3>(f, w, v, stride, n, acc);
+    case KvType::kF32: return KvValuesOf<KvType::kF32>(f, w, v, stride, n, acc);
+    case KvType::kBF16: return KvValuesOf<KvType::kBF16>(f, w, v, stride, n, acc);
+    case KvType::kQ8_0: return KvValuesOf<KvType::kQ8_0>(f, w, v, stride, n, acc);
+    case KvType::kQ4_0: return KvValuesOf<KvType::kQ4_0>(f, w, v, stride, n, acc);
+    case KvType::kTurbo4: return KvValuesOf<KvType::kTurbo4>(f, w, v, stride, n, acc);
+    case KvType::kTurbo3: return KvValuesOf<KvType::kTurbo3>(f, w, v, stride, n, acc);
   }
 }
 #else
