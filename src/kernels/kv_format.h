@@ -88,7 +88,8 @@ void kv_decode_stored(const KvFormat& f, const void* src, float* out);
 
 // A query row prepared once for the K rows of one format: rotated where K is, and for q8_0 and
 // q4_0 quantized to int8 per block of 32 (d = amax/127 in f32, code = round(x·127/amax)).
-// Reused between calls (its vectors keep their capacity).
+// Reused between calls (its vectors keep their capacity): a caller keeps one per thread in its
+// workspace, so steady-state attention allocates nothing.
 struct PreparedQuery {
   KvFormat format;
   std::vector<float> f;        // [head_dim] the query in the stored space (f32, bf16, turbo)
@@ -98,6 +99,11 @@ struct PreparedQuery {
 };
 void kv_prepare_query(const KvFormat& k_format, const float* q, PreparedQuery* out);
 
+// The primitives read only rows that were encoded: bytes never written may hold a NaN scale, and
+// a zero weight does not mask it (0·NaN is NaN), so a caller skips such rows rather than weighting
+// them by 0. Both are pure functions of their arguments (thread-safe on distinct outputs), and
+// splitting the rows of a call into consecutive calls (carrying acc) gives the same bits.
+//
 // Scores of a prepared query against n rows (row j at k_rows + j·stride bytes):
 // s[j] = (q·k̂_j)·scale, each in this order:
 // - float types: eight partials, partial l = fma chain over i ≡ l (mod 8) in order of
