@@ -114,6 +114,11 @@ void kv_prepare_query(const KvFormat& k_format, const float* q, PreparedQuery* o
 //   p_l = fma(float(Q_l), dq_b·dk_b, p_l); the same tree; s = t·scale.
 void kv_scores_ref(const PreparedQuery& q, const uint8_t* k_rows, int64_t stride, int64_t n, float scale,
                    float* s);
+// The scores of nq prepared queries (one K format) against the same n rows: s[i][j] gets query
+// i's bits of kv_scores. The SIMD twin decodes each row once for up to four queries (the query
+// heads of a KV head share its rows).
+void kv_scores_many_ref(const PreparedQuery* const* q, int nq, const uint8_t* k_rows, int64_t stride, int64_t n,
+                        float scale, float* const* s);
 // acc[head_dim] += Σ_j w[j]·decode(row j) over n rows in order, per element i:
 // acc_i = fma(w_j·a_j, v_i, acc_i) with a_j the block scale (q8_0, q4_0: v = code, nibble − 8)
 // or row scale (turbo: v = c[code]), and fma(w_j, v_i, acc_i) for f32/bf16. In the stored space.

@@ -309,6 +309,28 @@ void BM_KvScores(benchmark::State& st) {
 }
 BENCHMARK(BM_KvScores)->DenseRange(0, 5);
 
+// Four query heads of one KV head (the 0.8B's group) against the block: rows decoded once.
+void BM_KvScoresMany(benchmark::State& st) {
+  const KvBlock kb(st.range(0));
+  PreparedQuery pq[4];
+  const PreparedQuery* qp[4];
+  std::vector<float> s(4 * 64);
+  float* sp[4];
+  for (int a = 0; a < 4; ++a) {
+    const std::vector<float> q = random_floats(256, 26 + uint32_t(a));
+    kv_prepare_query(kb.f, q.data(), &pq[a]);
+    qp[a] = &pq[a];
+    sp[a] = s.data() + 64 * a;
+  }
+  for (auto _ : st) {
+    cpu::kv_scores_many(qp, 4, kb.bytes.data(), kb.stride, 64, 0.0625f, sp);
+    benchmark::DoNotOptimize(s.data());
+  }
+  st.SetLabel(std::string(kv_type_name(kb.f.type)));
+  st.counters["query_rows/s"] = benchmark::Counter(4 * 64.0 * double(st.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_KvScoresMany)->DenseRange(0, 5);
+
 void BM_KvValues(benchmark::State& st) {
   const KvBlock kb(st.range(0));
   const std::vector<float> w = random_floats(64, 24, 0.01f);

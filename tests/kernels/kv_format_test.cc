@@ -339,6 +339,25 @@ void primitives_match_reference() {
         kv_values_ref(f, w.data(), rows.p, rows.stride, n, a_ref.data());
         cpu::kv_values(f, w.data(), rows.p, rows.stride, n, a_cpu.data());
         for (int64_t i = 0; i <= d; ++i) ASSERT_EQ(std::bit_cast<uint32_t>(a_ref[size_t(i)]), std::bit_cast<uint32_t>(a_cpu[size_t(i)])) << "value " << i;
+        // Up to six queries at once (the query heads of a KV head): each gets its lone bits.
+        for (int nq : {1, 3, 4, 6}) {
+          std::vector<PreparedQuery> pqs(static_cast<size_t>(nq));
+          std::vector<const PreparedQuery*> qp;
+          std::vector<std::vector<float>> sm(static_cast<size_t>(nq), std::vector<float>(size_t(n) + 1, -2.0f));
+          std::vector<float*> sp;
+          for (int a = 0; a < nq; ++a) {
+            const std::vector<float> qa = gaussian(size_t(d), uint32_t(31 * a + d + n));
+            kv_prepare_query(f, qa.data(), &pqs[size_t(a)]);
+            qp.push_back(&pqs[size_t(a)]);
+            sp.push_back(sm[size_t(a)].data());
+          }
+          cpu::kv_scores_many(qp.data(), nq, rows.p, rows.stride, n, 0.125f, sp.data());
+          for (int a = 0; a < nq; ++a) {
+            std::vector<float> lone(size_t(n) + 1, -2.0f);
+            kv_scores_ref(pqs[size_t(a)], rows.p, rows.stride, n, 0.125f, lone.data());
+            ASSERT_EQ(0, std::memcmp(lone.data(), sm[size_t(a)].data(), lone.size() * 4)) << "many, query " << a << " of " << nq;
+          }
+        }
         // Rows split over two calls (acc carried), and scores one row at a time: the same bits.
         std::vector<float> a_split = gaussian(size_t(d) + 1, 9), s_one(1);
         const int64_t cut = n / 3;

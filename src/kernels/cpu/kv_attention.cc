@@ -7,10 +7,12 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 // Once per target:
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
 
+#include "core/check.h"
 #include "core/dtype.h"
 #include "kernels/cpu/kv_attention.h"
 #include "kernels/kv_format.h"
@@ -103,32 +105,35 @@ KvBook MakeKvBook(KvType t, int64_t hd) {
   return {hn::LoadU(d, c), t == KvType::kTurbo4 ? hn::LoadU(d, c + 8) : hn::Zero(d)};
 }
 
-// Float-type scores, four rows at a time (independent FMA chains); lane l of a row's accumulator
-// is partial l of the header, its tail (f32/bf16 only) added after in the same chains.
+// A float-type score from its accumulator (lane l: partial l of the header): the f32/bf16 tail
+// past the last whole vector in the same chains, the tree, the row's scale (turbo), the scale.
+template <KvType T>
+HWY_INLINE float FinishFloat(V8 acc, const uint8_t* row, const float* qf, int64_t hd, float scale) {
+  HWY_ALIGN float p[8];
+  hn::Store(acc, D8(), p);
+  for (int64_t i = hd / 8 * 8; i < hd; ++i) {
+    float v;
+    if constexpr (T == KvType::kF32) {
+      std::memcpy(&v, row + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, row + 2 * i, 2);
+      v = core::bf16_to_f32(h);
+    }
+    p[i % 8] = std::fma(qf[i], v, p[i % 8]);
+  }
+  const float t = Tree8(p);
+  return T == KvType::kTurbo4 || T == KvType::kTurbo3 ? (t * LoadF32(row)) * scale : t * scale;
+}
+
+// Float-type scores, four rows at a time (independent FMA chains).
 template <KvType T>
 void ScoresFloat(const PreparedQuery& q, const uint8_t* k, int64_t stride, int64_t n, float scale, float* s) {
   const D8 d;
   const int64_t hd = q.format.head_dim, hv = hd / 8 * 8;
   const KvBook book = MakeKvBook(T, hd);
   const float* qf = q.f.data();
-  auto finish = [&](V8 acc, int64_t j) {
-    HWY_ALIGN float p[8];
-    hn::Store(acc, d, p);
-    const uint8_t* row = k + j * stride;
-    for (int64_t i = hv; i < hd; ++i) {
-      float v;
-      if constexpr (T == KvType::kF32) {
-        std::memcpy(&v, row + 4 * i, 4);
-      } else {
-        uint16_t h;
-        std::memcpy(&h, row + 2 * i, 2);
-        v = core::bf16_to_f32(h);
-      }
-      p[i % 8] = std::fma(qf[i], v, p[i % 8]);
-    }
-    const float t = Tree8(p);
-    s[j] = T == KvType::kTurbo4 || T == KvType::kTurbo3 ? (t * LoadF32(row)) * scale : t * scale;
-  };
+  auto finish = [&](V8 acc, int64_t j) { s[j] = FinishFloat<T>(acc, k + j * stride, qf, hd, scale); };
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
     V8 acc[4] = {hn::Zero(d), hn::Zero(d), hn::Zero(d), hn::Zero(d)};
@@ -198,6 +203,89 @@ void ScoresInt(const PreparedQuery& q, const uint8_t* k, int64_t stride, int64_t
   };
   for (; j + 4 <= n; j += 4) run(std::integral_constant<int, 4>());
   for (; j < n; ++j) run(std::integral_constant<int, 1>());
+}
+
+// kQ queries against each row: the row decoded once, each query's chain as kv_scores runs it.
+template <KvType T, int kQ>
+void ScoresFloatMany(const PreparedQuery* const* q, const uint8_t* k, int64_t stride, int64_t n, float scale,
+                     float* const* s) {
+  const D8 d;
+  const int64_t hd = q[0]->format.head_dim, hv = hd / 8 * 8;
+  const KvBook book = MakeKvBook(T, hd);
+  for (int64_t j = 0; j < n; ++j) {
+    const uint8_t* row = k + j * stride;
+    V8 acc[kQ];
+    for (int a = 0; a < kQ; ++a) acc[a] = hn::Zero(d);
+    for (int64_t i = 0; i < hv; i += 8) {
+      const V8 v = Decode8<T>(row, i, book);
+      for (int a = 0; a < kQ; ++a) acc[a] = hn::MulAdd(hn::LoadU(d, q[a]->f.data() + i), v, acc[a]);
+    }
+    for (int a = 0; a < kQ; ++a) s[a][j] = FinishFloat<T>(acc[a], row, q[a]->f.data(), hd, scale);
+  }
+}
+
+template <KvType T, int kQ>
+void ScoresIntMany(const PreparedQuery* const* q, const uint8_t* k, int64_t stride, int64_t n, float scale,
+                   float* const* s) {
+  const int64_t blocks = q[0]->format.head_dim / 32;
+  for (int64_t j = 0; j < n; ++j) {
+    const uint8_t* row = k + j * stride;
+    __m256 acc[kQ];
+    for (int a = 0; a < kQ; ++a) acc[a] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < blocks; ++b) {
+      const float dk = BlockScale(T, row, b);
+      __m256i ku, kraw = _mm256_setzero_si256();
+      if constexpr (T == KvType::kQ8_0) {
+        kraw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + b * 34 + 2));
+        ku = _mm256_sign_epi8(kraw, kraw);
+      } else {
+        const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b * 18 + 2));
+        const __m128i m = _mm_set1_epi8(15);
+        ku = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(qs, 4), m), _mm_and_si128(qs, m));
+      }
+      for (int a = 0; a < kQ; ++a) {
+        const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[a]->q8.data() + 32 * b));
+        __m256i quads;
+        if constexpr (T == KvType::kQ8_0) {
+          quads = Quads(ku, _mm256_sign_epi8(qv, kraw));
+        } else {
+          const __m256i off = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[a]->quad8.data() + 8 * b));
+          quads = _mm256_sub_epi32(Quads(ku, qv), off);
+        }
+        acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(quads), _mm256_set1_ps(q[a]->d[size_t(b)] * dk), acc[a]);
+      }
+    }
+    for (int a = 0; a < kQ; ++a) {
+      HWY_ALIGN float p[8];
+      _mm256_store_ps(p, acc[a]);
+      s[a][j] = Tree8(p) * scale;
+    }
+  }
+}
+
+template <int kQ>
+void ScoresManyOf(const PreparedQuery* const* q, const uint8_t* k, int64_t stride, int64_t n, float scale,
+                  float* const* s) {
+  switch (q[0]->format.type) {
+    case KvType::kF32: return ScoresFloatMany<KvType::kF32, kQ>(q, k, stride, n, scale, s);
+    case KvType::kBF16: return ScoresFloatMany<KvType::kBF16, kQ>(q, k, stride, n, scale, s);
+    case KvType::kQ8_0: return ScoresIntMany<KvType::kQ8_0, kQ>(q, k, stride, n, scale, s);
+    case KvType::kQ4_0: return ScoresIntMany<KvType::kQ4_0, kQ>(q, k, stride, n, scale, s);
+    case KvType::kTurbo4: return ScoresFloatMany<KvType::kTurbo4, kQ>(q, k, stride, n, scale, s);
+    case KvType::kTurbo3: return ScoresFloatMany<KvType::kTurbo3, kQ>(q, k, stride, n, scale, s);
+  }
+}
+
+void ScoresManyImpl(const PreparedQuery* const* q, int nq, const uint8_t* k, int64_t stride, int64_t n, float scale,
+                    float* const* s) {
+  for (int i = 0; i < nq; i += 4) {
+    switch (std::min(4, nq - i)) {
+      case 1: ScoresManyOf<1>(q + i, k, stride, n, scale, s + i); break;
+      case 2: ScoresManyOf<2>(q + i, k, stride, n, scale, s + i); break;
+      case 3: ScoresManyOf<3>(q + i, k, stride, n, scale, s + i); break;
+      default: ScoresManyOf<4>(q + i, k, stride, n, scale, s + i); break;
+    }
+  }
 }
 
 // acc[0, hd) += w_j·a_j·v_j over the rows in order, slabs of kV vectors held in registers while
@@ -270,6 +358,10 @@ void ValuesImpl(const KvFormat& f, const float* w, const uint8_t* v, int64_t str
 void ScoresImpl(const PreparedQuery& q, const uint8_t* k, int64_t stride, int64_t n, float scale, float* s) {
   kv_scores_ref(q, k, stride, n, scale, s);
 }
+void ScoresManyImpl(const PreparedQuery* const* q, int nq, const uint8_t* k, int64_t stride, int64_t n, float scale,
+                    float* const* s) {
+  kv_scores_many_ref(q, nq, k, stride, n, scale, s);
+}
 void ValuesImpl(const KvFormat& f, const float* w, const uint8_t* v, int64_t stride, int64_t n, float* acc) {
   kv_values_ref(f, w, v, stride, n, acc);
 }
@@ -282,6 +374,15 @@ HWY_AFTER_NAMESPACE();
 namespace qwen35::kernels::cpu {
 HWY_EXPORT(ScoresImpl);
 HWY_EXPORT(ValuesImpl);
+HWY_EXPORT(ScoresManyImpl);
+
+void kv_scores_many(const PreparedQuery* const* q, int nq, const uint8_t* k_rows, int64_t stride, int64_t n,
+                    float scale, float* const* s) {
+  for (int i = 1; i < nq; ++i) {
+    QWEN35_CHECK(q[i]->format.type == q[0]->format.type && q[i]->format.head_dim == q[0]->format.head_dim);
+  }
+  if (nq > 0) HWY_DYNAMIC_DISPATCH(ScoresManyImpl)(q, nq, k_rows, stride, n, scale, s);
+}
 
 void kv_scores(const PreparedQuery& q, const uint8_t* k_rows, int64_t stride, int64_t n, float scale, float* s) {
   HWY_DYNAMIC_DISPATCH(ScoresImpl)(q, k_rows, stride, n, scale, s);

@@ -87,6 +87,11 @@ void kv_scores_ref(const PreparedQuery& q, const uint8_t* k_rows, int64_t stride
   }
 }
 
+void kv_scores_many_ref(const PreparedQuery* const* q, int nq, const uint8_t* k_rows, int64_t stride, int64_t n,
+                        float scale, float* const* s) {
+  for (int i = 0; i < nq; ++i) kv_scores_ref(*q[i], k_rows, stride, n, scale, s[i]);
+}
+
 void kv_values_ref(const KvFormat& f, const float* w, const uint8_t* v_rows, int64_t stride, int64_t n,
                    float* acc) {
   const int64_t d = f.head_dim;
