@@ -95,7 +95,8 @@ const Codebooks& codebooks() {
   static const Codebooks books = [] {
     Codebooks b;
     for (int bits = 3; bits <= 4; ++bits)
-      for (int l = 5; l <= 10; ++l) b.c[size_t(bits - 3)][size_t(l - 5)] = lloyd_max(bits, int64_t(1) << l);
+      for (int l = 5; l <= 10; ++l)
+        b.c[size_t(bits - 3)][size_t(l - 5)] = lloyd_max(bits, int64_t(1) << l);
     return b;
   }();
   return books;
@@ -222,12 +223,18 @@ uint32_t turbo_code(const uint8_t* codes, int64_t i, int bits) {
 
 std::string_view kv_type_name(KvType t) {
   switch (t) {
-    case KvType::kF32: return "f32";
-    case KvType::kBF16: return "bf16";
-    case KvType::kQ8_0: return "q8_0";
-    case KvType::kQ4_0: return "q4_0";
-    case KvType::kTurbo4: return "turbo4";
-    case KvType::kTurbo3: return "turbo3";
+    case KvType::kF32:
+      return "f32";
+    case KvType::kBF16:
+      return "bf16";
+    case KvType::kQ8_0:
+      return "q8_0";
+    case KvType::kQ4_0:
+      return "q4_0";
+    case KvType::kTurbo4:
+      return "turbo4";
+    case KvType::kTurbo3:
+      return "turbo3";
   }
   return "?";
 }
@@ -235,7 +242,8 @@ std::string_view kv_type_name(KvType t) {
 core::Result<KvType> parse_kv_type(std::string_view name) {
   for (KvType t : kAllKvTypes)
     if (kv_type_name(t) == name) return t;
-  return core::error("unknown kv type '" + std::string(name) + "' (f32, bf16, q8_0, q4_0, turbo4, turbo3)");
+  return core::error("unknown kv type '" + std::string(name) +
+                     "' (f32, bf16, q8_0, q4_0, turbo4, turbo3)");
 }
 
 core::Result<KvTypes> parse_kv_types(std::string_view spec) {
@@ -249,12 +257,14 @@ core::Result<KvTypes> parse_kv_types(std::string_view spec) {
 }
 
 core::Status kv_format_check(const KvFormat& f) {
-  const std::string what = "kv type " + std::string(kv_type_name(f.type)) + ": head_dim " + std::to_string(f.head_dim);
+  const std::string what =
+      "kv type " + std::string(kv_type_name(f.type)) + ": head_dim " + std::to_string(f.head_dim);
   if (f.head_dim <= 0) return core::error(what + " is not positive");
   if (is_turbo(f.type) && !f.rotated) return core::error(what + ": turbo types are always rotated");
   if ((f.type == KvType::kQ8_0 || f.type == KvType::kQ4_0) && f.head_dim % kKvQuantBlock != 0)
     return core::error(what + " is not a multiple of 32 (its block)");
-  if (f.rotated && (!is_pow2(f.head_dim) || f.head_dim < kKvMinRotated || f.head_dim > kKvMaxRotated))
+  if (f.rotated &&
+      (!is_pow2(f.head_dim) || f.head_dim < kKvMinRotated || f.head_dim > kKvMaxRotated))
     return core::error(what + " is not a power of two in [32, 1024] (the Hadamard rotation)");
   return core::ok_status();
 }
@@ -262,12 +272,18 @@ core::Status kv_format_check(const KvFormat& f) {
 size_t kv_row_bytes(const KvFormat& f) {
   const size_t d = size_t(f.head_dim);
   switch (f.type) {
-    case KvType::kF32: return 4 * d;
-    case KvType::kBF16: return 2 * d;
-    case KvType::kQ8_0: return d / 32 * 34;
-    case KvType::kQ4_0: return d / 32 * 18;
-    case KvType::kTurbo4: return 4 + d / 2;
-    case KvType::kTurbo3: return 4 + 3 * d / 8;
+    case KvType::kF32:
+      return 4 * d;
+    case KvType::kBF16:
+      return 2 * d;
+    case KvType::kQ8_0:
+      return d / 32 * 34;
+    case KvType::kQ4_0:
+      return d / 32 * 18;
+    case KvType::kTurbo4:
+      return 4 + d / 2;
+    case KvType::kTurbo3:
+      return 4 + 3 * d / 8;
   }
   return 0;
 }
@@ -304,7 +320,9 @@ void kv_encode_row(const KvFormat& f, const float* x, void* dst) {
     x = rot;
   }
   switch (f.type) {
-    case KvType::kF32: std::memcpy(b, x, size_t(d) * 4); break;
+    case KvType::kF32:
+      std::memcpy(b, x, size_t(d) * 4);
+      break;
     case KvType::kBF16:
       for (int64_t i = 0; i < d; ++i) store_u16(b + 2 * i, core::f32_to_bf16(x[i]));
       break;
@@ -314,7 +332,8 @@ void kv_encode_row(const KvFormat& f, const float* x, void* dst) {
     case KvType::kQ4_0:
       for (int64_t i = 0; i < d; i += 32) encode_q4_0(x + i, b + i / 32 * 18);
       break;
-    default: break;
+    default:
+      break;
   }
 }
 
@@ -322,7 +341,9 @@ void kv_decode_stored(const KvFormat& f, const void* src, float* out) {
   const int64_t d = f.head_dim;
   const auto* b = static_cast<const uint8_t*>(src);
   switch (f.type) {
-    case KvType::kF32: std::memcpy(out, b, size_t(d) * 4); break;
+    case KvType::kF32:
+      std::memcpy(out, b, size_t(d) * 4);
+      break;
     case KvType::kBF16:
       for (int64_t i = 0; i < d; ++i) out[i] = core::bf16_to_f32(load_u16(b + 2 * i));
       break;
@@ -375,7 +396,8 @@ void kv_prepare_query(const KvFormat& kf, const float* q, PreparedQuery* out) {
     const float inv = amax > 0 && finite ? 127.0f / amax : 0.0f;
     out->d[size_t(b0 / 32)] = finite ? amax / 127.0f : NAN;
     for (int i = 0; i < 32; ++i)
-      out->q8[size_t(b0 + i)] = finite ? int8_t(std::lrintf(std::clamp(x[i] * inv, -127.0f, 127.0f))) : 0;
+      out->q8[size_t(b0 + i)] =
+          finite ? int8_t(std::lrintf(std::clamp(x[i] * inv, -127.0f, 127.0f))) : 0;
   }
   for (int64_t l = 0; l < d / 4; ++l) {
     int32_t s = 0;

@@ -66,7 +66,8 @@ size_t kv_row_bytes(const KvFormat& f);
 // The rotation of a row: y = H·D·x/√d and its inverse x = D·H·y/√d, d a power of two in
 // [kKvMinRotated, kKvMaxRotated]; in place allowed (y == x). D's signs come from splitmix64
 // (seed kKvRotationSeed, sign i = bit i%64 of the output for key i/64), the same for every head
-// and layer. Float butterflies in a fixed order: |unrotate(rotate(x)) − x|₂ ≤ (2·log2 d + 4)·2⁻²⁴·|x|₂.
+// and layer. Float butterflies in a fixed order: |unrotate(rotate(x)) − x|₂ ≤ (2·log2 d +
+// 4)·2⁻²⁴·|x|₂.
 inline constexpr uint64_t kKvRotationSeed = 0x6b76726f74617465ull;  // "kvrotate"
 void kv_rotate(const float* x, int64_t head_dim, float* y);
 void kv_unrotate(const float* y, int64_t head_dim, float* x);
@@ -112,18 +113,18 @@ void kv_prepare_query(const KvFormat& k_format, const float* q, PreparedQuery* o
 // - q8_0/q4_0: per block b in order, the eight exact int32 sums of 4 code products
 //   (Q_l = Σ_m qc·kc over i = 32b + 4l + m; q4_0's kc = nibble − 8), then
 //   p_l = fma(float(Q_l), dq_b·dk_b, p_l); the same tree; s = t·scale.
-void kv_scores_ref(const PreparedQuery& q, const uint8_t* k_rows, int64_t stride, int64_t n, float scale,
-                   float* s);
+void kv_scores_ref(const PreparedQuery& q, const uint8_t* k_rows, int64_t stride, int64_t n,
+                   float scale, float* s);
 // The scores of nq prepared queries (one K format) against the same n rows: s[i][j] gets query
 // i's bits of kv_scores. The SIMD twin decodes each row once for up to four queries (the query
 // heads of a KV head share its rows).
-void kv_scores_many_ref(const PreparedQuery* const* q, int nq, const uint8_t* k_rows, int64_t stride, int64_t n,
-                        float scale, float* const* s);
+void kv_scores_many_ref(const PreparedQuery* const* q, int nq, const uint8_t* k_rows,
+                        int64_t stride, int64_t n, float scale, float* const* s);
 // acc[head_dim] += Σ_j w[j]·decode(row j) over n rows in order, per element i:
 // acc_i = fma(w_j·a_j, v_i, acc_i) with a_j the block scale (q8_0, q4_0: v = code, nibble − 8)
 // or row scale (turbo: v = c[code]), and fma(w_j, v_i, acc_i) for f32/bf16. In the stored space.
-void kv_values_ref(const KvFormat& f, const float* w, const uint8_t* v_rows, int64_t stride, int64_t n,
-                   float* acc);
+void kv_values_ref(const KvFormat& f, const float* w, const uint8_t* v_rows, int64_t stride,
+                   int64_t n, float* acc);
 // After the last kv_values of an output row: un-rotates acc in place where V is rotated (the
 // caller's softmax normalization may come before or after: both are linear).
 void kv_values_finish(const KvFormat& f, float* acc);

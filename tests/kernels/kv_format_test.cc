@@ -2,6 +2,8 @@
 // float64 Hadamard matrix, the turbo codebooks against the Lloyd–Max conditions and the Gaussian
 // limit, the block layouts, round-trip bounds per type on random and adversarial rows, encoding
 // determinism, and the SIMD primitives against the scalar reference (bit for bit) on every target.
+#include "kernels/kv_format.h"
+
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -15,7 +17,6 @@
 #include "core/random.h"
 #include "hwy/targets.h"
 #include "kernels/cpu/kv_attention.h"
-#include "kernels/kv_format.h"
 #include "test_matrices.h"
 
 namespace qwen35::kernels {
@@ -74,8 +75,10 @@ TEST(KvFormat, ChecksNameTheTypeAndHeadDim) {
   auto expect_bad = [](KvFormat f, const char* words) {
     const core::Status st = kv_format_check(f);
     ASSERT_FALSE(st.ok()) << kv_type_name(f.type) << " " << f.head_dim;
-    EXPECT_NE(st.message().find(std::string(kv_type_name(f.type))), std::string::npos) << st.message();
-    EXPECT_NE(st.message().find("head_dim " + std::to_string(f.head_dim)), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(std::string(kv_type_name(f.type))), std::string::npos)
+        << st.message();
+    EXPECT_NE(st.message().find("head_dim " + std::to_string(f.head_dim)), std::string::npos)
+        << st.message();
     EXPECT_NE(st.message().find(words), std::string::npos) << st.message();
     EXPECT_EQ(st.message().find('\n'), std::string::npos);
   };
@@ -91,7 +94,8 @@ TEST(KvFormat, ChecksNameTheTypeAndHeadDim) {
   EXPECT_TRUE(kv_format_check(kv_format(KvType::kQ4_0, 96, false)).ok());
   // Bytes of a 256-wide row, by the layouts.
   const size_t want[] = {1024, 512, 8 * 34, 8 * 18, 4 + 128, 4 + 96};
-  for (size_t k = 0; k < 6; ++k) EXPECT_EQ(kv_row_bytes(kv_format(kAllKvTypes[k], 256, false)), want[k]);
+  for (size_t k = 0; k < 6; ++k)
+    EXPECT_EQ(kv_row_bytes(kv_format(kAllKvTypes[k], 256, false)), want[k]);
 }
 
 // The rotation is H·D/√d with H_ij = (−1)^popcount(i & j) and D's documented signs.
@@ -105,7 +109,8 @@ TEST(KvFormat, RotationIsTheSignedHadamardMatrixAndInvertible) {
     for (int64_t i = 0; i < d; ++i) {
       double acc = 0;
       for (int64_t j = 0; j < d; ++j) {
-        const bool neg_d = (core::splitmix64_of(kKvRotationSeed + uint64_t(j / 64)) >> (j % 64)) & 1;
+        const bool neg_d =
+            (core::splitmix64_of(kKvRotationSeed + uint64_t(j / 64)) >> (j % 64)) & 1;
         const double h = (std::popcount(uint64_t(i & j)) & 1) ? -1.0 : 1.0;
         acc += h * (neg_d ? -1.0 : 1.0) * x[size_t(j)];
       }
@@ -173,7 +178,8 @@ TEST(KvFormat, BlockLayoutsAreGgmls) {
   const uint16_t h = core::f32_to_f16(0.37f * 18 / 127.0f);
   EXPECT_EQ(q[0] | q[1] << 8, h);
   for (int i = 0; i < 32; ++i)
-    EXPECT_EQ(int8_t(q[size_t(2 + i)]), std::lrint(double(x[size_t(i)]) / core::f16_to_f32(h))) << i;
+    EXPECT_EQ(int8_t(q[size_t(2 + i)]), std::lrint(double(x[size_t(i)]) / core::f16_to_f32(h)))
+        << i;
 }
 
 // Round trip, per type: the derived bounds (docs/design.md, "KV formats").
@@ -197,7 +203,8 @@ void check_round_trip(const KvFormat& f, const std::vector<float>& x, const char
   SCOPED_TRACE(std::string(kv_type_name(f.type)) + (f.rotated ? " rotated " : " ") + what);
   const int64_t d = f.head_dim;
   std::vector<uint8_t> bytes(kv_row_bytes(f));
-  std::vector<float> out(static_cast<size_t>(d)), y(static_cast<size_t>(d)), ys(static_cast<size_t>(d));
+  std::vector<float> out(static_cast<size_t>(d)), y(static_cast<size_t>(d)),
+      ys(static_cast<size_t>(d));
   kv_encode_row(f, x.data(), bytes.data());
   kv_decode_row(f, bytes.data(), out.data());
   const double log2d = std::log2(double(d)), nx = norm2(x.data(), d);
@@ -206,7 +213,8 @@ void check_round_trip(const KvFormat& f, const std::vector<float>& x, const char
       const double xi = x[size_t(i)], e = std::fabs(xi - out[size_t(i)]);
       double bound = 0;
       if (f.type == KvType::kBF16) bound = std::ldexp(std::fabs(xi), -8) + 0x1p-134;
-      if (f.type == KvType::kQ8_0 || f.type == KvType::kQ4_0) bound = block_bound(f.type, x.data() + i / 32 * 32, xi);
+      if (f.type == KvType::kQ8_0 || f.type == KvType::kQ4_0)
+        bound = block_bound(f.type, x.data() + i / 32 * 32, xi);
       ASSERT_LE(e, bound) << "element " << i << ": " << xi << " -> " << out[size_t(i)];
     }
     return;
@@ -224,7 +232,8 @@ void check_round_trip(const KvFormat& f, const std::vector<float>& x, const char
     if (f.type == KvType::kTurbo4 || f.type == KvType::kTurbo3) {
       const float* c = kv_turbo_codebook(f.type, d);
       double best = s > 0 ? INFINITY : 0;  // s = 0: a zero row, decoded exactly
-      for (int k = 0; k < (f.type == KvType::kTurbo4 ? 16 : 8) && s > 0; ++k) best = std::min(best, std::fabs(yi / s - c[k]));
+      for (int k = 0; k < (f.type == KvType::kTurbo4 ? 16 : 8) && s > 0; ++k)
+        best = std::min(best, std::fabs(yi / s - c[k]));
       b = s * best + 0x1p-23 * std::fabs(ys[size_t(i)]) + 0x1p-149;
     } else if (f.type == KvType::kBF16) {
       b = std::ldexp(std::fabs(yi), -8) + 0x1p-134;
@@ -236,7 +245,9 @@ void check_round_trip(const KvFormat& f, const std::vector<float>& x, const char
   ASSERT_LE(std::sqrt(e2), std::sqrt(b2) * (1 + 1e-6)) << "stored space";
   double o2 = 0;
   for (int64_t i = 0; i < d; ++i) o2 += std::pow(double(x[size_t(i)]) - out[size_t(i)], 2);
-  ASSERT_LE(std::sqrt(o2), std::sqrt(b2) * (1 + 1e-6) + (2 * log2d + 4) * 0x1p-24 * (nx + std::sqrt(e2))) << "caller space";
+  ASSERT_LE(std::sqrt(o2),
+            std::sqrt(b2) * (1 + 1e-6) + (2 * log2d + 4) * 0x1p-24 * (nx + std::sqrt(e2)))
+      << "caller space";
 }
 
 TEST(KvFormat, RoundTripWithinTheDerivedBounds) {
@@ -279,7 +290,8 @@ TEST(KvFormat, NonFiniteValuesDecodeAsNaN) {
     if (f.rotated) {  // every coordinate mixes every value
       for (float v : out) EXPECT_TRUE(std::isnan(v) || std::isinf(v));
     } else if (f.type == KvType::kQ8_0 || f.type == KvType::kQ4_0) {
-      for (int64_t i = 0; i < d; ++i) EXPECT_TRUE(std::isnan(out[size_t(i)])) << i;  // both blocks hold one
+      for (int64_t i = 0; i < d; ++i)
+        EXPECT_TRUE(std::isnan(out[size_t(i)])) << i;  // both blocks hold one
     } else {
       EXPECT_TRUE(std::isinf(out[3]));
       EXPECT_TRUE(std::isnan(out[40]));
@@ -324,7 +336,8 @@ struct Rows {
 void primitives_match_reference() {
   for (int64_t d : {1, 7, 8, 9, 13, 17, 32, 64, 72, 128, 256}) {
     for (const KvFormat& f : every_format(d)) {
-      SCOPED_TRACE(std::string(kv_type_name(f.type)) + " d " + std::to_string(d) + (f.rotated ? " rotated" : ""));
+      SCOPED_TRACE(std::string(kv_type_name(f.type)) + " d " + std::to_string(d) +
+                   (f.rotated ? " rotated" : ""));
       for (int64_t n : {0, 1, 3, 4, 5, 9, 64}) {
         const Rows rows(f, n, uint32_t(100 + d + n));
         const std::vector<float> q = gaussian(size_t(d), uint32_t(d + n));
@@ -333,17 +346,24 @@ void primitives_match_reference() {
         std::vector<float> s_ref(size_t(n) + 1, -1.0f), s_cpu(size_t(n) + 1, -1.0f);
         kv_scores_ref(pq, rows.p, rows.stride, n, 0.125f, s_ref.data());
         cpu::kv_scores(pq, rows.p, rows.stride, n, 0.125f, s_cpu.data());
-        for (int64_t j = 0; j <= n; ++j) ASSERT_EQ(std::bit_cast<uint32_t>(s_ref[size_t(j)]), std::bit_cast<uint32_t>(s_cpu[size_t(j)])) << "score " << j;
+        for (int64_t j = 0; j <= n; ++j)
+          ASSERT_EQ(std::bit_cast<uint32_t>(s_ref[size_t(j)]),
+                    std::bit_cast<uint32_t>(s_cpu[size_t(j)]))
+              << "score " << j;
         const std::vector<float> w = gaussian(size_t(n), uint32_t(7 * d + n));
         std::vector<float> a_ref = gaussian(size_t(d) + 1, 9), a_cpu = a_ref;
         kv_values_ref(f, w.data(), rows.p, rows.stride, n, a_ref.data());
         cpu::kv_values(f, w.data(), rows.p, rows.stride, n, a_cpu.data());
-        for (int64_t i = 0; i <= d; ++i) ASSERT_EQ(std::bit_cast<uint32_t>(a_ref[size_t(i)]), std::bit_cast<uint32_t>(a_cpu[size_t(i)])) << "value " << i;
+        for (int64_t i = 0; i <= d; ++i)
+          ASSERT_EQ(std::bit_cast<uint32_t>(a_ref[size_t(i)]),
+                    std::bit_cast<uint32_t>(a_cpu[size_t(i)]))
+              << "value " << i;
         // Up to six queries at once (the query heads of a KV head): each gets its lone bits.
         for (int nq : {1, 3, 4, 6}) {
           std::vector<PreparedQuery> pqs(static_cast<size_t>(nq));
           std::vector<const PreparedQuery*> qp;
-          std::vector<std::vector<float>> sm(static_cast<size_t>(nq), std::vector<float>(size_t(n) + 1, -2.0f));
+          std::vector<std::vector<float>> sm(static_cast<size_t>(nq),
+                                             std::vector<float>(size_t(n) + 1, -2.0f));
           std::vector<float*> sp;
           for (int a = 0; a < nq; ++a) {
             const std::vector<float> qa = gaussian(size_t(d), uint32_t(31 * a + d + n));
@@ -355,18 +375,21 @@ void primitives_match_reference() {
           for (int a = 0; a < nq; ++a) {
             std::vector<float> lone(size_t(n) + 1, -2.0f);
             kv_scores_ref(pqs[size_t(a)], rows.p, rows.stride, n, 0.125f, lone.data());
-            ASSERT_EQ(0, std::memcmp(lone.data(), sm[size_t(a)].data(), lone.size() * 4)) << "many, query " << a << " of " << nq;
+            ASSERT_EQ(0, std::memcmp(lone.data(), sm[size_t(a)].data(), lone.size() * 4))
+                << "many, query " << a << " of " << nq;
           }
         }
         // Rows split over two calls (acc carried), and scores one row at a time: the same bits.
         std::vector<float> a_split = gaussian(size_t(d) + 1, 9), s_one(1);
         const int64_t cut = n / 3;
         cpu::kv_values(f, w.data(), rows.p, rows.stride, cut, a_split.data());
-        cpu::kv_values(f, w.data() + cut, rows.p + cut * rows.stride, rows.stride, n - cut, a_split.data());
+        cpu::kv_values(f, w.data() + cut, rows.p + cut * rows.stride, rows.stride, n - cut,
+                       a_split.data());
         ASSERT_EQ(0, std::memcmp(a_split.data(), a_cpu.data(), a_cpu.size() * 4)) << "split values";
         for (int64_t j = 0; j < n; ++j) {
           cpu::kv_scores(pq, rows.p + j * rows.stride, rows.stride, 1, 0.125f, s_one.data());
-          ASSERT_EQ(std::bit_cast<uint32_t>(s_one[0]), std::bit_cast<uint32_t>(s_cpu[size_t(j)])) << "alone " << j;
+          ASSERT_EQ(std::bit_cast<uint32_t>(s_one[0]), std::bit_cast<uint32_t>(s_cpu[size_t(j)]))
+              << "alone " << j;
         }
       }
     }
@@ -403,7 +426,8 @@ TEST(KvFormat, ReferenceAgreesWithFloat64) {
         double dot = 0, abs_dot = 0, qerr = 0;
         for (int64_t i = 0; i < d; ++i) {
           const bool quant = f.type == KvType::kQ8_0 || f.type == KvType::kQ4_0;
-          const double qi = quant ? double(pq.q8[size_t(i)]) * pq.d[size_t(i / 32)] : pq.f[size_t(i)];
+          const double qi =
+              quant ? double(pq.q8[size_t(i)]) * pq.d[size_t(i / 32)] : pq.f[size_t(i)];
           dot += qi * k[size_t(i)];
           abs_dot += std::fabs(qi * k[size_t(i)]);
           if (quant) qerr += pq.d[size_t(i / 32)] / 2 * std::fabs(k[size_t(i)]) * (1 + 0x1p-20);
@@ -417,7 +441,10 @@ TEST(KvFormat, ReferenceAgreesWithFloat64) {
         }
         EXPECT_LE(std::fabs(s[size_t(j)] - dot), 2 * gamma * abs_dot + 1e-30) << "row " << j;
       }
-      for (int64_t i = 0; i < d; ++i) EXPECT_LE(std::fabs(acc[size_t(i)] - want[size_t(i)]), 2 * double(n + 2) * 0x1p-24 * mag[size_t(i)] + 1e-30) << i;
+      for (int64_t i = 0; i < d; ++i)
+        EXPECT_LE(std::fabs(acc[size_t(i)] - want[size_t(i)]),
+                  2 * double(n + 2) * 0x1p-24 * mag[size_t(i)] + 1e-30)
+            << i;
     }
   }
 }
@@ -449,7 +476,8 @@ double attention_error(const KvFormat& f, bool outliers, uint32_t seed) {
   PreparedQuery pq;
   kv_prepare_query(f, q.data(), &pq);
   std::vector<float> s(static_cast<size_t>(n));
-  for (int64_t j0 = 0; j0 < n; j0 += 64) cpu::kv_scores(pq, kb.data() + j0 * rb, rb, 64, 0.0625f, s.data() + j0);
+  for (int64_t j0 = 0; j0 < n; j0 += 64)
+    cpu::kv_scores(pq, kb.data() + j0 * rb, rb, 64, 0.0625f, s.data() + j0);
   std::vector<double> st(static_cast<size_t>(n));
   double mx = -INFINITY, mt = -INFINITY;
   for (int64_t j = 0; j < n; ++j) {
@@ -469,7 +497,8 @@ double attention_error(const KvFormat& f, bool outliers, uint32_t seed) {
     sum_t += e;
     for (int64_t i = 0; i < d; ++i) want[size_t(i)] += e * v[size_t(j)][size_t(i)];
   }
-  for (int64_t j0 = 0; j0 < n; j0 += 64) cpu::kv_values(f, w.data() + j0, vb.data() + j0 * rb, rb, 64, acc.data());
+  for (int64_t j0 = 0; j0 < n; j0 += 64)
+    cpu::kv_values(f, w.data() + j0, vb.data() + j0 * rb, rb, 64, acc.data());
   kv_values_finish(f, acc.data());
   double e2 = 0, n2 = 0;
   for (int64_t i = 0; i < d; ++i) {
@@ -487,8 +516,9 @@ double attention_error(const KvFormat& f, bool outliers, uint32_t seed) {
 TEST(KvFormat, MeasuredErrorsOnGaussianRows) {
   const int64_t d = 256, n = 512;
   for (bool outliers : {false, true}) {
-    std::printf("%s rows, head_dim 256\n%-10s %9s %11s %11s %11s\n", outliers ? "outlier-channel" : "Gaussian", "type",
-                "bytes/row", "row rel", "score rel", "attn rel");
+    std::printf("%s rows, head_dim 256\n%-10s %9s %11s %11s %11s\n",
+                outliers ? "outlier-channel" : "Gaussian", "type", "bytes/row", "row rel",
+                "score rel", "attn rel");
     for (const KvFormat& f : every_format(d)) {
       if (f.rotated && (f.type == KvType::kF32 || f.type == KvType::kBF16)) continue;
       const size_t rb = kv_row_bytes(f);
@@ -496,7 +526,8 @@ TEST(KvFormat, MeasuredErrorsOnGaussianRows) {
       std::vector<float> out(static_cast<size_t>(d)), s(1);
       double rel = 0, rel2 = 0, serr = 0;
       for (int64_t j = 0; j < n; ++j) {
-        const std::vector<float> x = measured_row(outliers, uint32_t(1000 + j)), q = measured_row(outliers, uint32_t(5000 + j));
+        const std::vector<float> x = measured_row(outliers, uint32_t(1000 + j)),
+                                 q = measured_row(outliers, uint32_t(5000 + j));
         kv_encode_row(f, x.data(), b.data());
         kv_decode_row(f, b.data(), out.data());
         double e2 = 0, dot = 0;
@@ -515,15 +546,20 @@ TEST(KvFormat, MeasuredErrorsOnGaussianRows) {
       double attn = 0;
       for (uint32_t t = 0; t < 2; ++t) attn += attention_error(f, outliers, 20000 + 3000 * t) / 2;
       const bool turbo = f.type == KvType::kTurbo4 || f.type == KvType::kTurbo3;
-      const std::string name = std::string(kv_type_name(f.type)) + (f.rotated && !turbo ? "+rot" : "");
+      const std::string name =
+          std::string(kv_type_name(f.type)) + (f.rotated && !turbo ? "+rot" : "");
       std::printf("%-10s %9zu %11.5f %11.6f %11.5f\n", name.c_str(), rb, rel / n, serr / n, attn);
-      const double want_mse = f.type == KvType::kTurbo4 ? 0.009497 : f.type == KvType::kTurbo3 ? 0.03455 : -1;
+      const double want_mse = f.type == KvType::kTurbo4   ? 0.009497
+                              : f.type == KvType::kTurbo3 ? 0.03455
+                                                          : -1;
       if (want_mse > 0 && !outliers) {
         EXPECT_NEAR(rel2 / n, want_mse, 0.15 * want_mse);
       }
       // Gaussian q8_0: steps of amax/127 with amax ≈ 2.5 (32 values), error sd step/√12 ≈ 0.0057.
       if (!outliers) {
-        EXPECT_LT(rel / n, f.type == KvType::kQ8_0 ? 0.007 : f.type == KvType::kBF16 ? 0x1p-8 : 1.0);
+        EXPECT_LT(rel / n, f.type == KvType::kQ8_0   ? 0.007
+                           : f.type == KvType::kBF16 ? 0x1p-8
+                                                     : 1.0);
       }
     }
   }

@@ -39,7 +39,9 @@ HWY_INLINE float BlockScale(KvType t, const uint8_t* row, int64_t b) {
   std::memcpy(&h, row + b * (t == KvType::kQ8_0 ? 34 : 18), 2);
   return _cvtsh_ss(h);
 }
-HWY_INLINE float Tree8(const float* p) { return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7])); }
+HWY_INLINE float Tree8(const float* p) {
+  return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
+}
 
 // The 8 lanes' codes of a packed word: lane l gets bits [l·kBits, (l+1)·kBits).
 template <int kBits>
@@ -128,24 +130,29 @@ HWY_INLINE float FinishFloat(V8 acc, const uint8_t* row, const float* qf, int64_
 
 // Float-type scores, four rows at a time (independent FMA chains).
 template <KvType T>
-void ScoresFloat(const PreparedQuery& q, const uint8_t* k, int64_t stride, int64_t n, float scale, float* s) {
+void ScoresFloat(const PreparedQuery& q, const uint8_t* k, int64_t stride, int64_t n, float scale,
+                 float* s) {
   const D8 d;
   const int64_t hd = q.format.head_dim, hv = hd / 8 * 8;
   const KvBook book = MakeKvBook(T, hd);
   const float* qf = q.f.data();
-  auto finish = [&](V8 acc, int64_t j) { s[j] = FinishFloat<T>(acc, k + j * stride, qf, hd, scale); };
+  auto finish = [&](V8 acc, int64_t j) {
+    s[j] = FinishFloat<T>(acc, k + j * stride, qf, hd, scale);
+  };
   int64_t j = 0;
   for (; j + 4 <= n; j += 4) {
     V8 acc[4] = {hn::Zero(d), hn::Zero(d), hn::Zero(d), hn::Zero(d)};
     for (int64_t i = 0; i < hv; i += 8) {
       const V8 qv = hn::LoadU(d, qf + i);
-      for (int r = 0; r < 4; ++r) acc[r] = hn::MulAdd(qv, Decode8<T>(k + (j + r) * stride, i, book), acc[r]);
+      for (int r = 0; r < 4; ++r)
+        acc[r] = hn::MulAdd(qv, Decode8<T>(k + (j + r) * stride, i, book), acc[r]);
     }
     for (int r = 0; r < 4; ++r) finish(acc[r], j + r);
   }
   for (; j < n; ++j) {
     V8 acc = hn::Zero(d);
-    for (int64_t i = 0; i < hv; i += 8) acc = hn::MulAdd(hn::LoadU(d, qf + i), Decode8<T>(k + j * stride, i, book), acc);
+    for (int64_t i = 0; i < hv; i += 8)
+      acc = hn::MulAdd(hn::LoadU(d, qf + i), Decode8<T>(k + j * stride, i, book), acc);
     finish(acc, j);
   }
 }
@@ -175,14 +182,17 @@ HWY_INLINE __m256i BlockQuads(const uint8_t* row, int64_t b, const PreparedQuery
   } else {
     const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + b * 18 + 2));
     const __m128i m = _mm_set1_epi8(15);
-    const __m256i nib = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(qs, 4), m), _mm_and_si128(qs, m));
-    const __m256i off = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.quad8.data() + 8 * b));
+    const __m256i nib =
+        _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(qs, 4), m), _mm_and_si128(qs, m));
+    const __m256i off =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.quad8.data() + 8 * b));
     return _mm256_sub_epi32(Quads(nib, qv), off);
   }
 }
 
 template <KvType T>
-void ScoresInt(const PreparedQuery& q, const uint8_t* k, int64_t stride, int64_t n, float scale, float* s) {
+void ScoresInt(const PreparedQuery& q, const uint8_t* k, int64_t stride, int64_t n, float scale,
+               float* s) {
   const int64_t blocks = q.format.head_dim / 32;
   int64_t j = 0;
   auto run = [&](auto rows_c) {
@@ -207,8 +217,8 @@ void ScoresInt(const PreparedQuery& q, const uint8_t* k, int64_t stride, int64_t
 
 // kQ queries against each row: the row decoded once, each query's chain as kv_scores runs it.
 template <KvType T, int kQ>
-void ScoresFloatMany(const PreparedQuery* const* q, const uint8_t* k, int64_t stride, int64_t n, float scale,
-                     float* const* s) {
+void ScoresFloatMany(const PreparedQuery* const* q, const uint8_t* k, int64_t stride, int64_t n,
+                     float scale, float* const* s) {
   const D8 d;
   const int64_t hd = q[0]->format.head_dim, hv = hd / 8 * 8;
   const KvBook book = MakeKvBook(T, hd);
@@ -225,8 +235,8 @@ void ScoresFloatMany(const PreparedQuery* const* q, const uint8_t* k, int64_t st
 }
 
 template <KvType T, int kQ>
-void ScoresIntMany(const PreparedQuery* const* q, const uint8_t* k, int64_t stride, int64_t n, float scale,
-                   float* const* s) {
+void ScoresIntMany(const PreparedQuery* const* q, const uint8_t* k, int64_t stride, int64_t n,
+                   float scale, float* const* s) {
   const int64_t blocks = q[0]->format.head_dim / 32;
   for (int64_t j = 0; j < n; ++j) {
     const uint8_t* row = k + j * stride;
@@ -244,15 +254,18 @@ void ScoresIntMany(const PreparedQuery* const* q, const uint8_t* k, int64_t stri
         ku = _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(qs, 4), m), _mm_and_si128(qs, m));
       }
       for (int a = 0; a < kQ; ++a) {
-        const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[a]->q8.data() + 32 * b));
+        const __m256i qv =
+            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[a]->q8.data() + 32 * b));
         __m256i quads;
         if constexpr (T == KvType::kQ8_0) {
           quads = Quads(ku, _mm256_sign_epi8(qv, kraw));
         } else {
-          const __m256i off = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[a]->quad8.data() + 8 * b));
+          const __m256i off =
+              _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q[a]->quad8.data() + 8 * b));
           quads = _mm256_sub_epi32(Quads(ku, qv), off);
         }
-        acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(quads), _mm256_set1_ps(q[a]->d[size_t(b)] * dk), acc[a]);
+        acc[a] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(quads), _mm256_set1_ps(q[a]->d[size_t(b)] * dk),
+                                 acc[a]);
       }
     }
     for (int a = 0; a < kQ; ++a) {
@@ -264,26 +277,40 @@ void ScoresIntMany(const PreparedQuery* const* q, const uint8_t* k, int64_t stri
 }
 
 template <int kQ>
-void ScoresManyOf(const PreparedQuery* const* q, const uint8_t* k, int64_t stride, int64_t n, float scale,
-                  float* const* s) {
+void ScoresManyOf(const PreparedQuery* const* q, const uint8_t* k, int64_t stride, int64_t n,
+                  float scale, float* const* s) {
   switch (q[0]->format.type) {
-    case KvType::kF32: return ScoresFloatMany<KvType::kF32, kQ>(q, k, stride, n, scale, s);
-    case KvType::kBF16: return ScoresFloatMany<KvType::kBF16, kQ>(q, k, stride, n, scale, s);
-    case KvType::kQ8_0: return ScoresIntMany<KvType::kQ8_0, kQ>(q, k, stride, n, scale, s);
-    case KvType::kQ4_0: return ScoresIntMany<KvType::kQ4_0, kQ>(q, k, stride, n, scale, s);
-    case KvType::kTurbo4: return ScoresFloatMany<KvType::kTurbo4, kQ>(q, k, stride, n, scale, s);
-    case KvType::kTurbo3: return ScoresFloatMany<KvType::kTurbo3, kQ>(q, k, stride, n, scale, s);
+    case KvType::kF32:
+      return ScoresFloatMany<KvType::kF32, kQ>(q, k, stride, n, scale, s);
+    case KvType::kBF16:
+      return ScoresFloatMany<KvType::kBF16, kQ>(q, k, stride, n, scale, s);
+    case KvType::kQ8_0:
+      return ScoresIntMany<KvType::kQ8_0, kQ>(q, k, stride, n, scale, s);
+    case KvType::kQ4_0:
+      return ScoresIntMany<KvType::kQ4_0, kQ>(q, k, stride, n, scale, s);
+    case KvType::kTurbo4:
+      return ScoresFloatMany<KvType::kTurbo4, kQ>(q, k, stride, n, scale, s);
+    case KvType::kTurbo3:
+      return ScoresFloatMany<KvType::kTurbo3, kQ>(q, k, stride, n, scale, s);
   }
 }
 
-void ScoresManyImpl(const PreparedQuery* const* q, int nq, const uint8_t* k, int64_t stride, int64_t n, float scale,
-                    float* const* s) {
+void ScoresManyImpl(const PreparedQuery* const* q, int nq, const uint8_t* k, int64_t stride,
+                    int64_t n, float scale, float* const* s) {
   for (int i = 0; i < nq; i += 4) {
     switch (std::min(4, nq - i)) {
-      case 1: ScoresManyOf<1>(q + i, k, stride, n, scale, s + i); break;
-      case 2: ScoresManyOf<2>(q + i, k, stride, n, scale, s + i); break;
-      case 3: ScoresManyOf<3>(q + i, k, stride, n, scale, s + i); break;
-      default: ScoresManyOf<4>(q + i, k, stride, n, scale, s + i); break;
+      case 1:
+        ScoresManyOf<1>(q + i, k, stride, n, scale, s + i);
+        break;
+      case 2:
+        ScoresManyOf<2>(q + i, k, stride, n, scale, s + i);
+        break;
+      case 3:
+        ScoresManyOf<3>(q + i, k, stride, n, scale, s + i);
+        break;
+      default:
+        ScoresManyOf<4>(q + i, k, stride, n, scale, s + i);
+        break;
     }
   }
 }
@@ -291,8 +318,8 @@ void ScoresManyImpl(const PreparedQuery* const* q, int nq, const uint8_t* k, int
 // acc[0, hd) += w_j·a_j·v_j over the rows in order, slabs of kV vectors held in registers while
 // the rows stream past; a_j is the row's scale (turbo) or its block's (q types), 1 otherwise.
 template <KvType T, int kV>
-HWY_INLINE void ValuesSlab(const float* w, const uint8_t* v, int64_t stride, int64_t n, int64_t i0, const KvBook& book,
-                           float* acc) {
+HWY_INLINE void ValuesSlab(const float* w, const uint8_t* v, int64_t stride, int64_t n, int64_t i0,
+                           const KvBook& book, float* acc) {
   const D8 d;
   V8 a[kV];
   for (int c = 0; c < kV; ++c) a[c] = hn::LoadU(d, acc + i0 + 8 * c);
@@ -311,7 +338,8 @@ HWY_INLINE void ValuesSlab(const float* w, const uint8_t* v, int64_t stride, int
 }
 
 template <KvType T>
-void KvValuesOf(const KvFormat& f, const float* w, const uint8_t* v, int64_t stride, int64_t n, float* acc) {
+void KvValuesOf(const KvFormat& f, const float* w, const uint8_t* v, int64_t stride, int64_t n,
+                float* acc) {
   const int64_t hd = f.head_dim, hv = hd / 8 * 8;
   const KvBook book = MakeKvBook(T, hd);
   int64_t i = 0;
@@ -332,37 +360,53 @@ void KvValuesOf(const KvFormat& f, const float* w, const uint8_t* v, int64_t str
     }
 }
 
-void ScoresImpl(const PreparedQuery& q, const uint8_t* k, int64_t stride, int64_t n, float scale, float* s) {
+void ScoresImpl(const PreparedQuery& q, const uint8_t* k, int64_t stride, int64_t n, float scale,
+                float* s) {
   switch (q.format.type) {
-    case KvType::kF32: return ScoresFloat<KvType::kF32>(q, k, stride, n, scale, s);
-    case KvType::kBF16: return ScoresFloat<KvType::kBF16>(q, k, stride, n, scale, s);
-    case KvType::kQ8_0: return ScoresInt<KvType::kQ8_0>(q, k, stride, n, scale, s);
-    case KvType::kQ4_0: return ScoresInt<KvType::kQ4_0>(q, k, stride, n, scale, s);
-    case KvType::kTurbo4: return ScoresFloat<KvType::kTurbo4>(q, k, stride, n, scale, s);
-    case KvType::kTurbo3: return ScoresFloat<KvType::kTurbo3>(q, k, stride, n, scale, s);
+    case KvType::kF32:
+      return ScoresFloat<KvType::kF32>(q, k, stride, n, scale, s);
+    case KvType::kBF16:
+      return ScoresFloat<KvType::kBF16>(q, k, stride, n, scale, s);
+    case KvType::kQ8_0:
+      return ScoresInt<KvType::kQ8_0>(q, k, stride, n, scale, s);
+    case KvType::kQ4_0:
+      return ScoresInt<KvType::kQ4_0>(q, k, stride, n, scale, s);
+    case KvType::kTurbo4:
+      return ScoresFloat<KvType::kTurbo4>(q, k, stride, n, scale, s);
+    case KvType::kTurbo3:
+      return ScoresFloat<KvType::kTurbo3>(q, k, stride, n, scale, s);
   }
 }
 
-void ValuesImpl(const KvFormat& f, const float* w, const uint8_t* v, int64_t stride, int64_t n, float* acc) {
+void ValuesImpl(const KvFormat& f, const float* w, const uint8_t* v, int64_t stride, int64_t n,
+                float* acc) {
   switch (f.type) {
-    case KvType::kF32: return KvValuesOf<KvType::kF32>(f, w, v, stride, n, acc);
-    case KvType::kBF16: return KvValuesOf<KvType::kBF16>(f, w, v, stride, n, acc);
-    case KvType::kQ8_0: return KvValuesOf<KvType::kQ8_0>(f, w, v, stride, n, acc);
-    case KvType::kQ4_0: return KvValuesOf<KvType::kQ4_0>(f, w, v, stride, n, acc);
-    case KvType::kTurbo4: return KvValuesOf<KvType::kTurbo4>(f, w, v, stride, n, acc);
-    case KvType::kTurbo3: return KvValuesOf<KvType::kTurbo3>(f, w, v, stride, n, acc);
+    case KvType::kF32:
+      return KvValuesOf<KvType::kF32>(f, w, v, stride, n, acc);
+    case KvType::kBF16:
+      return KvValuesOf<KvType::kBF16>(f, w, v, stride, n, acc);
+    case KvType::kQ8_0:
+      return KvValuesOf<KvType::kQ8_0>(f, w, v, stride, n, acc);
+    case KvType::kQ4_0:
+      return KvValuesOf<KvType::kQ4_0>(f, w, v, stride, n, acc);
+    case KvType::kTurbo4:
+      return KvValuesOf<KvType::kTurbo4>(f, w, v, stride, n, acc);
+    case KvType::kTurbo3:
+      return KvValuesOf<KvType::kTurbo3>(f, w, v, stride, n, acc);
   }
 }
 #else
 // No eight-lane FMA target: the reference loops are this target's kernel.
-void ScoresImpl(const PreparedQuery& q, const uint8_t* k, int64_t stride, int64_t n, float scale, float* s) {
+void ScoresImpl(const PreparedQuery& q, const uint8_t* k, int64_t stride, int64_t n, float scale,
+                float* s) {
   kv_scores_ref(q, k, stride, n, scale, s);
 }
-void ScoresManyImpl(const PreparedQuery* const* q, int nq, const uint8_t* k, int64_t stride, int64_t n, float scale,
-                    float* const* s) {
+void ScoresManyImpl(const PreparedQuery* const* q, int nq, const uint8_t* k, int64_t stride,
+                    int64_t n, float scale, float* const* s) {
   kv_scores_many_ref(q, nq, k, stride, n, scale, s);
 }
-void ValuesImpl(const KvFormat& f, const float* w, const uint8_t* v, int64_t stride, int64_t n, float* acc) {
+void ValuesImpl(const KvFormat& f, const float* w, const uint8_t* v, int64_t stride, int64_t n,
+                float* acc) {
   kv_values_ref(f, w, v, stride, n, acc);
 }
 #endif
@@ -376,18 +420,21 @@ HWY_EXPORT(ScoresImpl);
 HWY_EXPORT(ValuesImpl);
 HWY_EXPORT(ScoresManyImpl);
 
-void kv_scores_many(const PreparedQuery* const* q, int nq, const uint8_t* k_rows, int64_t stride, int64_t n,
-                    float scale, float* const* s) {
+void kv_scores_many(const PreparedQuery* const* q, int nq, const uint8_t* k_rows, int64_t stride,
+                    int64_t n, float scale, float* const* s) {
   for (int i = 1; i < nq; ++i) {
-    QWEN35_CHECK(q[i]->format.type == q[0]->format.type && q[i]->format.head_dim == q[0]->format.head_dim);
+    QWEN35_CHECK(q[i]->format.type == q[0]->format.type &&
+                 q[i]->format.head_dim == q[0]->format.head_dim);
   }
   if (nq > 0) HWY_DYNAMIC_DISPATCH(ScoresManyImpl)(q, nq, k_rows, stride, n, scale, s);
 }
 
-void kv_scores(const PreparedQuery& q, const uint8_t* k_rows, int64_t stride, int64_t n, float scale, float* s) {
+void kv_scores(const PreparedQuery& q, const uint8_t* k_rows, int64_t stride, int64_t n,
+               float scale, float* s) {
   HWY_DYNAMIC_DISPATCH(ScoresImpl)(q, k_rows, stride, n, scale, s);
 }
-void kv_values(const KvFormat& f, const float* w, const uint8_t* v_rows, int64_t stride, int64_t n, float* acc) {
+void kv_values(const KvFormat& f, const float* w, const uint8_t* v_rows, int64_t stride, int64_t n,
+               float* acc) {
   HWY_DYNAMIC_DISPATCH(ValuesImpl)(f, w, v_rows, stride, n, acc);
 }
 }  // namespace qwen35::kernels::cpu

@@ -12,10 +12,12 @@
 
 namespace qwen35::kernels::cpu {
 
-void kv_scores(const PreparedQuery& q, const uint8_t* k_rows, int64_t stride, int64_t n, float scale, float* s);
+void kv_scores(const PreparedQuery& q, const uint8_t* k_rows, int64_t stride, int64_t n,
+               float scale, float* s);
 // kv_scores_many_ref's twin (same bits as kv_scores per query).
-void kv_scores_many(const PreparedQuery* const* q, int nq, const uint8_t* k_rows, int64_t stride, int64_t n,
-                    float scale, float* const* s);
-void kv_values(const KvFormat& f, const float* w, const uint8_t* v_rows, int64_t stride, int64_t n, float* acc);
+void kv_scores_many(const PreparedQuery* const* q, int nq, const uint8_t* k_rows, int64_t stride,
+                    int64_t n, float scale, float* const* s);
+void kv_values(const KvFormat& f, const float* w, const uint8_t* v_rows, int64_t stride, int64_t n,
+               float* acc);
 
 }  // namespace qwen35::kernels::cpu

@@ -23,24 +23,29 @@ float load_f16(const uint8_t* p) {
 }
 
 // The fixed halving tree of eight partials.
-float tree8(const float* p) { return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7])); }
+float tree8(const float* p) {
+  return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
+}
 
 // Element i of a row in a float type as the score and value loops read it (turbo: the centroid).
 float float_value(const KvFormat& f, const uint8_t* row, int64_t i, const float* book) {
   switch (f.type) {
-    case KvType::kF32: return load_f32(row + 4 * i);
+    case KvType::kF32:
+      return load_f32(row + 4 * i);
     case KvType::kBF16: {
       uint16_t h;
       std::memcpy(&h, row + 2 * i, 2);
       return core::bf16_to_f32(h);
     }
-    case KvType::kTurbo4: return book[(row[4 + i / 2] >> (4 * (i % 2))) & 15];
+    case KvType::kTurbo4:
+      return book[(row[4 + i / 2] >> (4 * (i % 2))) & 15];
     case KvType::kTurbo3: {
       const uint8_t* g = row + 4 + i / 8 * 3;
       const uint32_t w = uint32_t(g[0]) | uint32_t(g[1]) << 8 | uint32_t(g[2]) << 16;
       return book[(w >> (3 * (i % 8))) & 7];
     }
-    default: return 0;
+    default:
+      return 0;
   }
 }
 
@@ -58,8 +63,8 @@ float block_scale(KvType t, const uint8_t* row, int64_t b) {
 
 }  // namespace
 
-void kv_scores_ref(const PreparedQuery& q, const uint8_t* k_rows, int64_t stride, int64_t n, float scale,
-                   float* s) {
+void kv_scores_ref(const PreparedQuery& q, const uint8_t* k_rows, int64_t stride, int64_t n,
+                   float scale, float* s) {
   const KvFormat& f = q.format;
   const int64_t d = f.head_dim;
   const float* book = is_turbo(f.type) ? kv_turbo_codebook(f.type, d) : nullptr;
@@ -81,19 +86,20 @@ void kv_scores_ref(const PreparedQuery& q, const uint8_t* k_rows, int64_t stride
       s[j] = tree8(p) * scale;
       continue;
     }
-    for (int64_t i = 0; i < d; ++i) p[i % 8] = std::fma(q.f[size_t(i)], float_value(f, row, i, book), p[i % 8]);
+    for (int64_t i = 0; i < d; ++i)
+      p[i % 8] = std::fma(q.f[size_t(i)], float_value(f, row, i, book), p[i % 8]);
     const float t = tree8(p);
     s[j] = is_turbo(f.type) ? (t * load_f32(row)) * scale : t * scale;
   }
 }
 
-void kv_scores_many_ref(const PreparedQuery* const* q, int nq, const uint8_t* k_rows, int64_t stride, int64_t n,
-                        float scale, float* const* s) {
+void kv_scores_many_ref(const PreparedQuery* const* q, int nq, const uint8_t* k_rows,
+                        int64_t stride, int64_t n, float scale, float* const* s) {
   for (int i = 0; i < nq; ++i) kv_scores_ref(*q[i], k_rows, stride, n, scale, s[i]);
 }
 
-void kv_values_ref(const KvFormat& f, const float* w, const uint8_t* v_rows, int64_t stride, int64_t n,
-                   float* acc) {
+void kv_values_ref(const KvFormat& f, const float* w, const uint8_t* v_rows, int64_t stride,
+                   int64_t n, float* acc) {
   const int64_t d = f.head_dim;
   const float* book = is_turbo(f.type) ? kv_turbo_codebook(f.type, d) : nullptr;
   for (int64_t j = 0; j < n; ++j) {
