@@ -300,6 +300,19 @@ TEST(KvFormat, NonFiniteValuesDecodeAsNaN) {
   }
 }
 
+// Zero-filled bytes are a valid row of every format, decoding to zeros: a pool that clears its
+// blocks may weight unwritten rows by 0 (bytes never written may not be: a NaN scale stays NaN).
+TEST(KvFormat, ZeroBytesDecodeToZero) {
+  for (int64_t d : {32, 256}) {
+    for (const KvFormat& f : every_format(d)) {
+      const std::vector<uint8_t> zeros(kv_row_bytes(f), 0);
+      std::vector<float> out(static_cast<size_t>(d), 1.0f);
+      kv_decode_row(f, zeros.data(), out.data());
+      for (float v : out) ASSERT_EQ(v, 0.0f) << kv_type_name(f.type);
+    }
+  }
+}
+
 // A row's bytes depend on the row alone: the same wherever it is written and whatever was there.
 TEST(KvFormat, EncodingIsDeterministicAndRowLocal) {
   const int64_t d = 128;
