@@ -103,8 +103,13 @@ const Codebooks& codebooks() {
 }
 
 // ---- Rotation ----
-float sign_of(int64_t i) {
-  return (core::splitmix64_of(kKvRotationSeed + uint64_t(i / 64)) >> (i % 64)) & 1 ? -1.0f : 1.0f;
+// y = D·x: x_i negated where bit i % 64 of splitmix64(kKvRotationSeed + i/64) is set (d is a
+// multiple of 64 or below it). Negation is exact, so this equals multiplying by ±1.
+void apply_signs(const float* x, int64_t d, float* y) {
+  for (int64_t i0 = 0; i0 < d; i0 += 64) {
+    const uint64_t bits = core::splitmix64_of(kKvRotationSeed + uint64_t(i0 / 64));
+    for (int64_t i = i0; i < std::min(d, i0 + 64); ++i) y[i] = (bits >> (i - i0)) & 1 ? -x[i] : x[i];
+  }
 }
 
 // In place, unnormalized: y = H·y, butterflies stage by stage in index order.
@@ -290,7 +295,7 @@ size_t kv_row_bytes(const KvFormat& f) {
 
 void kv_rotate(const float* x, int64_t d, float* y) {
   QWEN35_CHECK(is_pow2(d) && d >= kKvMinRotated && d <= kKvMaxRotated);
-  for (int64_t i = 0; i < d; ++i) y[i] = x[i] * sign_of(i);
+  apply_signs(x, d, y);
   fwht(y, d);
   const float r = inv_sqrt(d);
   for (int64_t i = 0; i < d; ++i) y[i] *= r;
@@ -301,7 +306,8 @@ void kv_unrotate(const float* y, int64_t d, float* x) {
   if (x != y) std::copy_n(y, d, x);
   fwht(x, d);
   const float r = inv_sqrt(d);
-  for (int64_t i = 0; i < d; ++i) x[i] = x[i] * r * sign_of(i);
+  for (int64_t i = 0; i < d; ++i) x[i] *= r;
+  apply_signs(x, d, x);
 }
 
 const float* kv_turbo_codebook(KvType t, int64_t d) {
