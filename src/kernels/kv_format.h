@@ -102,8 +102,9 @@ void kv_prepare_query(const KvFormat& k_format, const float* q, PreparedQuery* o
 
 // The primitives read only rows that were encoded or zero-filled (all-zero bytes decode to 0 in
 // every format): bytes never written may hold a NaN scale, and a zero weight does not mask it
-// (0·NaN is NaN), so a caller skips such rows rather than weighting them by 0. Both are pure functions of their arguments (thread-safe on distinct outputs), and
-// splitting the rows of a call into consecutive calls (carrying acc) gives the same bits.
+// (0·NaN is NaN), so a caller skips such rows rather than weighting them by 0. Both primitives
+// are pure functions of their arguments (thread-safe on distinct outputs), and splitting the
+// rows of a call into consecutive calls (carrying acc) gives the same bits.
 //
 // Scores of a prepared query against n rows (row j at k_rows + j·stride bytes):
 // s[j] = (q·k̂_j)·scale, each in this order:
