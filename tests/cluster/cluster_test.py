@@ -446,6 +446,10 @@ def phase_rolling(cl, lb, figures):
     check(share >= 0.9, "rolling: only %.0f %% resumed from the cache after the restart" % (100 * share))
 
 
+def on_alarm(sig, _frame):
+    raise Failure("the test ran past %d s" % ALARM_S if sig == signal.SIGALRM else "terminated")
+
+
 def main():
     args = sys.argv[1:]
     out_json = None
@@ -457,7 +461,8 @@ def main():
         sys.exit(__doc__)
     binary = os.path.abspath(args[0])
     model = os.path.abspath(args[1]) if len(args) > 1 else os.path.join(ROOT, "models", "qwen35-tiny-kjv")
-    signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(Failure("the test ran past %d s" % ALARM_S)))
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.signal(signal.SIGTERM, on_alarm)
     signal.alarm(ALARM_S)
     t0 = time.monotonic()
     figures = {}
@@ -472,13 +477,15 @@ def main():
             phase_per_client(cl, hash_lb)
             phase_failover(cl, hash_lb, figures)
             phase_rolling(cl, hash_lb, figures)
-        except (Failure, RuntimeError) as e:
+        except (Failure, RuntimeError, OSError) as e:
             print("cluster_test: FAILED: %s" % e, file=sys.stderr)
             for r in cl.replicas:
-                print("--- %s log (tail)\n%s" % (r.rid, r.log()[-1500:]), file=sys.stderr)
-            cl.stop()
+                if os.path.exists(r.log_path):
+                    print("--- %s log (tail)\n%s" % (r.rid, r.log()[-1500:]), file=sys.stderr)
             sys.exit(1)
-        cl.stop()
+        finally:
+            signal.alarm(0)
+            cl.stop()
     figures["seconds"] = round(time.monotonic() - t0, 1)
     if out_json:
         with open(out_json, "w") as f:
