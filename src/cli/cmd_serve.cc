@@ -2,7 +2,9 @@
 // An OpenAI-compatible HTTP server. It listens first (/health says 503 while the model loads),
 // then loads the model and starts the engine. SIGINT/SIGTERM: stop accepting, cancel in-flight
 // requests (streams end with finish_reason "abort" and [DONE]), drop whatever is left after
-// --shutdown-grace, exit 0.
+// --shutdown-grace, exit 0. SIGTERM with --drain-s N first drains: /ready fails, the listener
+// closes, and requests already here get up to N s to finish (docs/design.md "Replicas behind a
+// load balancer").
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>

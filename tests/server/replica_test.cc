@@ -243,6 +243,29 @@ TEST_F(ReplicaTest, TrustedProxyCountsForwardedClients) {
   EXPECT_EQ(again, 200);
 }
 
+// loadtest --url: the multi-turn report through a base URL names the replica that answered,
+// each conversation's turns stayed on it, and turn 2 was resumed (the system prompt is over 64
+// tokens). Malformed URLs are refused by name.
+TEST_F(ReplicaTest, LoadtestMultiTurnThroughUrl) {
+  ServerProcess srv(model(), {"--replica-id", "r9"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  auto r = testing::run_qwen35("loadtest --url http://127.0.0.1:" + std::to_string(srv.port()) +
+                               "/ --multi-turn --conversations 2 --turns 2 -c 1 --system-tokens 120 "
+                               "--max-tokens 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
+  const Json j = Json::parse(r.out);
+  EXPECT_EQ(j["errors"], 0);
+  EXPECT_EQ(j["replicas"], Json({{"r9", 4}}));
+  EXPECT_EQ(j["conversations_on_one_replica"], 2);
+  EXPECT_EQ(j["later_turns_cached_share"], 1.0);
+  for (const char* bad : {"ftp://127.0.0.1:1", "http://127.0.0.1", "http://127.0.0.1:70000",
+                          "http://127.0.0.1:80/v1", "http://:80"}) {
+    auto b = testing::run_qwen35(std::string("loadtest --url ") + bad + " --multi-turn");
+    EXPECT_NE(b.exit_code, 0) << bad;
+    EXPECT_NE(b.err.find("--url"), std::string::npos) << bad << ": " << b.err;
+  }
+}
+
 TEST(ClientAddress, CidrAndForwardedHops) {
   auto lo = server::Cidr::parse("127.0.0.0/8");
   ASSERT_TRUE(lo.ok());
