@@ -217,7 +217,7 @@ int run_multi_turn(const MultiTurnOptions& o) {
   }
   for (auto& t : threads) t.join();
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-  int64_t errors = 0, later = 0, later_cached = 0;
+  int64_t errors = 0, later = 0, later_cached = 0, later_prompt = 0, later_cached_tokens = 0;
   Json turns = Json::array();
   for (int turn = 0; turn < o.turns; ++turn) {
     std::vector<double> ttft;
@@ -228,7 +228,12 @@ int run_multi_turn(const MultiTurnOptions& o) {
         continue;
       }
       ++ok;
-      if (turn > 0) ++later, later_cached += s.cached_tokens > 0;
+      if (turn > 0) {
+        ++later;
+        later_cached += s.cached_tokens > 0;
+        later_prompt += s.prompt_tokens;
+        later_cached_tokens += s.cached_tokens;
+      }
       ttft.push_back(s.ttft);
       prompt += s.prompt_tokens;
       cached += s.cached_tokens;
@@ -243,6 +248,8 @@ int run_multi_turn(const MultiTurnOptions& o) {
   const double hit_share = later ? double(later_cached) / double(later) : 0.0;
   Json r = {{"conversations", o.conversations}, {"turns", turns}, {"errors", errors},
             {"seconds", wall}, {"later_turns_cached_share", hit_share},
+            {"later_tokens_cached_share",
+             later_prompt ? double(later_cached_tokens) / double(later_prompt) : 0.0},
             {"replicas", tally.requests}, {"conversations_on_one_replica", tally.kept}};
   if (!first_error.empty()) r["first_error"] = first_error;
   if (o.json) {
@@ -255,7 +262,8 @@ int run_multi_turn(const MultiTurnOptions& o) {
                   t["turn"].get<int>(), t["prompt_tokens_mean"].get<double>(),
                   100 * t["cached_share"].get<double>(), t["ttft_p50_ms"].get<double>(),
                   t["ttft_p99_ms"].get<double>());
-    std::printf("turns 2+ resumed from the prefix cache: %.1f %%\n", 100 * hit_share);
+    std::printf("turns 2+: %.1f %% resumed from the prefix cache, %.1f %% of their prompt tokens\n",
+                100 * hit_share, 100 * r["later_tokens_cached_share"].get<double>());
     if (tally.named > 0) {
       std::printf("replicas:");
       for (const auto& [name, n] : tally.requests) std::printf(" %s %lld", name.c_str(), (long long)n);
