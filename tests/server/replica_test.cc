@@ -4,6 +4,7 @@
 // (HAProxy) is exercised by tests/cluster/cluster_test.py.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <thread>
@@ -121,6 +122,11 @@ TEST_F(ReplicaTest, DerivedKeyFollowsTheSharedPrefix) {
   EXPECT_EQ(post(srv, "/v1/chat/completions", turn2).header(h), k1);
   EXPECT_EQ(post(srv, "/v1/chat/completions", chat(a, "another talk")).header(h), k1);
   EXPECT_NE(post(srv, "/v1/chat/completions", chat(b, "first question")).header(h), k1);
+  // /metrics: the hit ratio is hits / (hits + misses) of its own counters; turn 2 was a hit.
+  const double hits = srv.metric("qwen35_prefix_cache_hits_total");
+  const double misses = srv.metric("qwen35_prefix_cache_misses_total");
+  ASSERT_GT(hits, 0);
+  EXPECT_DOUBLE_EQ(srv.metric("qwen35_prefix_cache_hit_ratio"), hits / (hits + misses));
   // Its value: the hash of the prompt's first 64-grid tokens of the system part, as /tokenize
   // gives them (the system part ends where the prompts of two user messages part).
   auto ids_of = [&](const Json& body) {
@@ -183,6 +189,36 @@ TEST_F(ReplicaTest, ReadyFailsWhileDrainingAndInFlightRequestsFinish) {
   EXPECT_NE(srv.log().find("draining"), std::string::npos) << srv.log();
   EXPECT_NE(srv.log().find("saved "), std::string::npos) << srv.log();
   EXPECT_FALSE(std::filesystem::is_empty(cache.file("c")));
+}
+
+// A stream still running when the drain ends is cut with its API's final event: finish_reason
+// "abort" and [DONE], and the process exits soon after (the drain's bound, not the stream's).
+TEST_F(ReplicaTest, DrainDeadlineCutsStreamsWithTheirFinalEvent) {
+  ServerProcess srv(model(), {"--drain-s", "0.3", "--ctx", "16384"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  Json body = chat("s", "go on forever");
+  body["max_tokens"] = 16000;
+  body["ignore_eos"] = true;
+  body["stream"] = true;
+  std::string all;
+  std::atomic<bool> first{false};
+  std::thread client([&] {
+    srv.client().send("POST", "/v1/chat/completions", body.dump(), [&](std::string_view d) {
+      all.append(d);
+      first.store(true);
+      return true;
+    });
+  });
+  const auto t0 = Clock::now();
+  while (!first.load() && since(t0) < 60) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_TRUE(first.load());
+  const auto t_term = Clock::now();
+  kill(srv.pid(), SIGTERM);
+  client.join();
+  EXPECT_EQ(srv.stop(), 0);
+  EXPECT_LT(since(t_term), 10.0);
+  EXPECT_NE(all.find("\"finish_reason\":\"abort\""), std::string::npos) << all.substr(all.size() - 400);
+  EXPECT_NE(all.find("data: [DONE]"), std::string::npos);
 }
 
 TEST_F(ReplicaTest, ReadyQueueBound) {
