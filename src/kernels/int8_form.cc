@@ -20,6 +20,15 @@ Matrix int8_form_shape(const Matrix& b) {
     case WeightType::kQ6_K: m.bits = 6, m.zero = 32; break;
     case WeightType::kQ4_K: m.bits = 4; break;
     case WeightType::kQ5_K: m.bits = 5; break;
+    case WeightType::kQ4_1: m.bits = 4; break;
+    case WeightType::kQ5_0: m.bits = 5, m.zero = 16; break;
+    case WeightType::kQ5_1: m.bits = 5; break;
+    case WeightType::kQ2_K: m.bits = 2; break;
+    case WeightType::kQ3_K: m.bits = 3, m.zero = 4; break;
+    case WeightType::kIQ2_XXS:
+    case WeightType::kIQ2_XS:
+    case WeightType::kIQ3_XXS:
+    case WeightType::kIQ3_S: m.bits = 8, m.zero = 128; break;
     case WeightType::kIQ4_NL:
     case WeightType::kIQ4_XS: m.bits = 4, m.zero = 128, m.iq4 = true; break;
     default: m.bits = 0; break;

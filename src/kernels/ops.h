@@ -18,10 +18,11 @@
 
 namespace qwen35::kernels {
 
-// kF32..kAffine: safetensors and MLX; kQ8_0..kIQ4_XS: ggml block types of GGUF files
+// kF32..kAffine: safetensors and MLX; the others: ggml block types of GGUF files
 // (kernels/matrix.h gives their block sizes and scalar decoding).
 enum class WeightType : uint8_t { kF32, kF16, kBF16, kAffine, kQ8_0, kQ4_0, kIQ4_NL, kQ4_K, kQ5_K,
-                                  kQ6_K, kIQ4_XS };
+                                  kQ6_K, kIQ4_XS, kQ4_1, kQ5_0, kQ5_1, kQ2_K, kQ3_K, kIQ2_XXS,
+                                  kIQ2_XS, kIQ3_XXS, kIQ3_S };
 
 // A weight matrix [rows = out features, cols = in features], row-major, in its stored type.
 // For kAffine (MLX): `data` is the uint32 bit stream of each row (row stride cols*bits/32 words;
