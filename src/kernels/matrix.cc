@@ -138,7 +138,8 @@ void decode_block(WeightType t, const uint8_t* b, float* y) {
   float s[16], mn[16];
   split_block(t, b, c, s, mn);
   const int64_t n = block_format(t).elements, G = block_group(t);
-  for (int64_t i = 0; i < n; ++i) y[i] = s[i / G] * float(c[i]) - mn[i / G];
+  for (int64_t g = 0; g * G < n; ++g)
+    for (int64_t i = g * G; i < (g + 1) * G; ++i) y[i] = s[g] * float(c[i]) - mn[g];
 }
 
 Matrix Matrix::row_slice(int64_t r0, int64_t n) const {

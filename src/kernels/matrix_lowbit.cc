@@ -78,9 +78,14 @@ void split_k_low(WeightType t, const uint8_t* b, int8_t* c, float* s, float* mn)
         }
 }
 
-// Eight signed magnitudes: c[j] = ±m[j], negative where bit j of `signs` is set.
-void signed_run(const uint8_t* m, int count, uint32_t signs, int8_t* c) {
-  for (int j = 0; j < count; ++j) c[j] = int8_t((signs >> j) & 1 ? -int(m[j]) : int(m[j]));
+// N signed magnitudes: c[j] = ±m[j], negative where bit j of `signs` is set (branch-free:
+// (m ^ −1) + 1 is −m).
+template <int N>
+void signed_run(const uint8_t* m, uint32_t signs, int8_t* c) {
+  for (int j = 0; j < N; ++j) {
+    const int neg = -int((signs >> j) & 1);
+    c[j] = int8_t((int(m[j]) ^ neg) - neg);
+  }
 }
 
 // IQ2_XXS: d, then per group of 32 two u32: four 8-bit grid indices, then four 7-bit sign fields
@@ -94,7 +99,8 @@ void split_iq2(WeightType t, const uint8_t* b, int8_t* c, float* s, float* mn) {
       const uint32_t idx = u32_at(b + 2 + 8 * ib), hi = u32_at(b + 6 + 8 * ib);
       s[ib] = d * (0.5f + float(hi >> 28)) * 0.25f;
       for (int l = 0; l < 4; ++l)
-        signed_run(kIq2xxsGrid[(idx >> (8 * l)) & 255].data(), 8, iq_signs(hi >> (7 * l)), c + 32 * ib + 8 * l);
+        signed_run<8>(kIq2xxsGrid[(idx >> (8 * l)) & 255].data(), iq_signs(hi >> (7 * l)),
+                      c + 32 * ib + 8 * l);
     } else {
       const uint8_t sc = b[66 + ib];
       s[2 * ib] = d * (0.5f + float(sc & 0xF)) * 0.25f;
@@ -102,7 +108,7 @@ void split_iq2(WeightType t, const uint8_t* b, int8_t* c, float* s, float* mn) {
       for (int l = 0; l < 4; ++l) {
         uint16_t v;
         std::memcpy(&v, b + 2 + 2 * (4 * ib + l), 2);
-        signed_run(kIq2xsGrid[v & 511].data(), 8, iq_signs(v >> 9), c + 32 * ib + 8 * l);
+        signed_run<8>(kIq2xsGrid[v & 511].data(), iq_signs(v >> 9), c + 32 * ib + 8 * l);
       }
     }
   }
@@ -124,17 +130,18 @@ void split_iq3(WeightType t, const uint8_t* b, int8_t* c, float* s, float* mn) {
       s[ib] = d * (0.5f + float(aux >> 28)) * 0.5f;
       for (int l = 0; l < 4; ++l) {
         const uint32_t signs = iq_signs(aux >> (7 * l));
-        signed_run(kIq3xxsGrid[q[2 * l]].data(), 4, signs, o + 8 * l);
-        signed_run(kIq3xxsGrid[q[2 * l + 1]].data(), 4, signs >> 4, o + 8 * l + 4);
+        signed_run<4>(kIq3xxsGrid[q[2 * l]].data(), signs, o + 8 * l);
+        signed_run<4>(kIq3xxsGrid[q[2 * l + 1]].data(), signs >> 4, o + 8 * l + 4);
       }
     } else {
       const uint32_t qh = b[66 + ib];
       const uint8_t* signs = b + 74 + 4 * ib;
       s[ib] = d * float(1 + 2 * ((b[106 + ib / 2] >> (4 * (ib % 2))) & 0xF));
       for (int l = 0; l < 4; ++l) {
-        const uint32_t i1 = q[2 * l] | ((qh >> (2 * l)) & 1) << 8, i2 = q[2 * l + 1] | ((qh >> (2 * l + 1)) & 1) << 8;
-        signed_run(kIq3sGrid[i1].data(), 4, signs[l], o + 8 * l);
-        signed_run(kIq3sGrid[i2].data(), 4, uint32_t(signs[l]) >> 4, o + 8 * l + 4);
+        const uint32_t i1 = q[2 * l] | ((qh >> (2 * l)) & 1) << 8,
+                       i2 = q[2 * l + 1] | ((qh >> (2 * l + 1)) & 1) << 8;
+        signed_run<4>(kIq3sGrid[i1].data(), signs[l], o + 8 * l);
+        signed_run<4>(kIq3sGrid[i2].data(), uint32_t(signs[l]) >> 4, o + 8 * l + 4);
       }
     }
   }
@@ -146,14 +153,19 @@ void split_block_lowbit(WeightType t, const uint8_t* b, int8_t* c, float* s, flo
   switch (t) {
     case WeightType::kQ4_1:
     case WeightType::kQ5_0:
-    case WeightType::kQ5_1: return split_legacy(t, b, c, s, mn);
+    case WeightType::kQ5_1:
+      return split_legacy(t, b, c, s, mn);
     case WeightType::kQ2_K:
-    case WeightType::kQ3_K: return split_k_low(t, b, c, s, mn);
+    case WeightType::kQ3_K:
+      return split_k_low(t, b, c, s, mn);
     case WeightType::kIQ2_XXS:
-    case WeightType::kIQ2_XS: return split_iq2(t, b, c, s, mn);
+    case WeightType::kIQ2_XS:
+      return split_iq2(t, b, c, s, mn);
     case WeightType::kIQ3_XXS:
-    case WeightType::kIQ3_S: return split_iq3(t, b, c, s, mn);
-    default: QWEN35_CHECK(false && "split_block_lowbit: not a low-bit block type");
+    case WeightType::kIQ3_S:
+      return split_iq3(t, b, c, s, mn);
+    default:
+      QWEN35_CHECK(false && "split_block_lowbit: not a low-bit block type");
   }
 }
 

@@ -23,10 +23,10 @@ struct Fixture {
   const char* name;
   WeightType type;
 };
-constexpr Fixture kLowBit[] = {{"Q4_1", WeightType::kQ4_1},       {"Q5_0", WeightType::kQ5_0},
-                               {"Q5_1", WeightType::kQ5_1},       {"Q2_K", WeightType::kQ2_K},
-                               {"Q3_K", WeightType::kQ3_K},       {"IQ2_XXS", WeightType::kIQ2_XXS},
-                               {"IQ2_XS", WeightType::kIQ2_XS},   {"IQ3_XXS", WeightType::kIQ3_XXS},
+constexpr Fixture kLowBit[] = {{"Q4_1", WeightType::kQ4_1},     {"Q5_0", WeightType::kQ5_0},
+                               {"Q5_1", WeightType::kQ5_1},     {"Q2_K", WeightType::kQ2_K},
+                               {"Q3_K", WeightType::kQ3_K},     {"IQ2_XXS", WeightType::kIQ2_XXS},
+                               {"IQ2_XS", WeightType::kIQ2_XS}, {"IQ3_XXS", WeightType::kIQ3_XXS},
                                {"IQ3_S", WeightType::kIQ3_S}};
 
 uint32_t bits_of(float f) {
@@ -103,8 +103,10 @@ TEST(LowBitBlocks, ExactMatmulIsTheScalarSumOverTheDequantizedRows) {
     std::vector<float> values;
     for (int64_t r = 0; r < R; ++r) {
       const size_t s = size_t(r % 3);
-      bytes.insert(bytes.end(), b.bytes.begin() + long(s * row_bytes), b.bytes.begin() + long((s + 1) * row_bytes));
-      values.insert(values.end(), b.values.begin() + long(s * size_t(K)), b.values.begin() + long((s + 1) * size_t(K)));
+      bytes.insert(bytes.end(), b.bytes.begin() + long(s * row_bytes),
+                   b.bytes.begin() + long((s + 1) * row_bytes));
+      values.insert(values.end(), b.values.begin() + long(s * size_t(K)),
+                    b.values.begin() + long((s + 1) * size_t(K)));
     }
     b.bytes.swap(bytes);
     b.values.swap(values);
@@ -116,8 +118,9 @@ TEST(LowBitBlocks, ExactMatmulIsTheScalarSumOverTheDequantizedRows) {
       cpu.matmul({}, x.data(), n, b.m, y.data());
       for (int64_t t = 0; t < n; ++t)
         for (int64_t o = 0; o < R; ++o)
-          ASSERT_EQ(bits_of(y[size_t(t * R + o)]),
-                    bits_of(cpu::block_row_dot_scalar(b.values.data() + o * K, x.data() + t * K, K)))
+          ASSERT_EQ(
+              bits_of(y[size_t(t * R + o)]),
+              bits_of(cpu::block_row_dot_scalar(b.values.data() + o * K, x.data() + t * K, K)))
               << target << " row " << t << " output " << o;
     });
   }
