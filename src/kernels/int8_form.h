@@ -7,10 +7,9 @@
 //   Q4_K, Q5_K: 4- and 5-bit, biases −dmin·m;  Q4_1, Q5_1: 4- and 5-bit, biases m;
 //   Q5_0: 5-bit, zero 16;  Q2_K: 2-bit in groups of 16, biases −dmin·m;  Q3_K: 3-bit in groups of
 //   16, zero 4;
-//   IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S: the signed grid magnitudes as 8-bit codes, zero 128 (their
-//   codes take at most 7 bits: four times the blocks' memory, traded for the int8 kernels' speed);
-//   IQ4_NL, IQ4_XS: 4-bit code-book indices (Matrix::iq4: the kernels map index q to
-//   kIq4Values[q] + 128 by a byte shuffle), zero 128.
+//   IQ4_NL, IQ4_XS, and IQ2_XXS, IQ2_XS, IQ3_XXS, IQ3_S: 4-bit code-book indices, zero 128
+//   (Matrix::book: the kernels map index q to the code book[q] by a byte shuffle); the books are
+//   kIq4Values and ± the IQ grids' levels (kernels/iq_grids.h: IQ2 6 values, IQ3 16), + 128.
 // Rows in whole tiles of 16 store codes and scales tile-major (Matrix::codes_tiled, sb_tiled): a
 // tile reads word j of its 16 rows as one vector, the matrix as one sequential stream.
 // Scales and biases are stored as f16: products of an f16 and a small integer, rounded to f16

@@ -42,8 +42,8 @@ inline int64_t sb_index(const Matrix& m, int64_t r, int64_t g) {
   return m.sb_tiled ? ((r >> 4) * groups + g) * 16 + (r & 15) : r * groups + g;
 }
 
-// The unsigned code an affine matrix's stored code q stands for (an IQ4 form's code-book entry).
-inline uint32_t affine_value(const Matrix& m, uint32_t q) { return m.iq4 ? uint32_t(kIq4Values[q] + 128) : q; }
+// The unsigned code an affine matrix's stored code q stands for (a code-book form's entry).
+inline uint32_t affine_value(const Matrix& m, uint32_t q) { return m.book ? uint32_t(m.book[q]) : q; }
 
 // Words per packed row of an affine matrix.
 inline int64_t affine_row_words(const Matrix& m) { return m.cols * m.bits / 32; }

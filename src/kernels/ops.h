@@ -43,9 +43,11 @@ struct Matrix {
   const void* scales = nullptr;
   const void* biases = nullptr;
   int zero = 0;
-  // 4-bit kAffine whose codes are IQ4 code-book indices: code q stands for kIq4Values[q] + 128
-  // (kernels/matrix.h; the int8 forms of IQ4_NL and IQ4_XS, with zero 128).
-  bool iq4 = false;
+  // 4-bit kAffine whose codes are code-book indices: code q stands for the unsigned code book[q]
+  // (a signed value + 128; 16 entries stored four times over, 64 bytes, so that a byte shuffle
+  // maps each 128-bit block; null: plain codes). The int8 forms of IQ4_NL, IQ4_XS and the IQ2/IQ3
+  // types, with zero 128 (kernels/int8_form.h).
+  const uint8_t* book = nullptr;
   // kAffine scales and biases in tile-major order: group g of row r at ((r/16)·groups + g)·16 +
   // r%16, so that a tile of 16 rows finds its [group][row] scales in place (the int8 forms; rows
   // a multiple of 16, and a row slice starts at one).

@@ -71,7 +71,8 @@ TEST(Int8Form, HoldsTheBlocksWeights) {
     EXPECT_EQ(f->m.group, block_group(t));
     EXPECT_EQ(f->m.sb_type, core::DType::kF16);
     EXPECT_EQ(f->m.biases != nullptr, has_mins(t));
-    EXPECT_EQ(f->m.iq4, t == WeightType::kIQ4_NL || t == WeightType::kIQ4_XS);
+    EXPECT_EQ(f->m.book != nullptr, t == WeightType::kIQ4_NL || t == WeightType::kIQ4_XS || t == WeightType::kIQ2_XXS ||
+                                        t == WeightType::kIQ2_XS || t == WeightType::kIQ3_XXS || t == WeightType::kIQ3_S);
     for (int64_t r = 0; r < R; ++r)
       for (int64_t c = 0; c < 512; ++c) {
         const float a = matrix_at(f->m, r, c), b = matrix_at(w.m, r, c);
