@@ -262,6 +262,47 @@ HWY_INLINE void DecodeBlock(const uint8_t* b, float* out) {
       }
       return;
     }
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K: {
+      // Element 128n + 32j + 16h + l: bits 2j..2j+1 of qs[32n + 16h + l], group 8n + 2j + h;
+      // Q3_K's high-mask bit of it is bit 4n + j of hmask[16h + l].
+      const bool three = t == WeightType::kQ3_K;
+      const uint8_t* qs = b + (three ? 32 : 16);
+      float s[16], mn[16] = {};
+      if (three) {
+        const float d = HalfAt(b + 108);
+        const uint8_t* sc = b + 96;
+        for (int g = 0; g < 16; ++g) {
+          const int lo = g < 8 ? sc[g] & 0xF : sc[g - 8] >> 4, hi = (sc[8 + g % 4] >> (2 * (g / 4))) & 3;
+          s[g] = d * float((lo | hi << 4) - 32);
+        }
+      } else {
+        const float d = HalfAt(b + 80), dmin = HalfAt(b + 82);
+        for (int g = 0; g < 16; ++g) {
+          s[g] = d * float(b[g] & 0xF);
+          mn[g] = dmin * float(b[g] >> 4);
+        }
+      }
+      const auto three_mask = hn::Set(d8, 3), one = hn::Set(d8, 1);
+      for (int n = 0; n < 2; ++n)
+        for (int h = 0; h < 2; ++h) {
+          const auto q = hn::LoadU(d8, qs + 32 * n + 16 * h);
+          const auto hm = hn::LoadU(d8, b + 16 * h);
+          for (int j = 0; j < 4; ++j) {
+            const int g = 8 * n + 2 * j + h;
+            auto u = hn::And(Shr(q, 2 * j), three_mask);
+            if (three) {  // q − 4·(1 − h): (q | h << 2) − 4 as a signed byte
+              u = hn::Sub(hn::Or(u, hn::ShiftLeft<2>(hn::And(Shr(hm, 4 * n + j), one))), hn::Set(d8, 4));
+              hn::StoreU(u, d8, c);
+              ScaleI8(reinterpret_cast<const int8_t*>(c), 16, s[g], out + 16 * g);
+            } else {
+              hn::StoreU(u, d8, c);
+              ScaleU8(c, 16, s[g], mn[g], out + 16 * g);
+            }
+          }
+        }
+      return;
+    }
     case WeightType::kIQ2_XXS:
     case WeightType::kIQ2_XS:
     case WeightType::kIQ3_XXS:
