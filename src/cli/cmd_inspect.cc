@@ -29,6 +29,15 @@ std::string describe(const kernels::Matrix& m) {
     case kernels::WeightType::kQ5_K: return "Q5_K";
     case kernels::WeightType::kQ6_K: return "Q6_K";
     case kernels::WeightType::kIQ4_XS: return "IQ4_XS";
+    case kernels::WeightType::kQ4_1: return "Q4_1";
+    case kernels::WeightType::kQ5_0: return "Q5_0";
+    case kernels::WeightType::kQ5_1: return "Q5_1";
+    case kernels::WeightType::kQ2_K: return "Q2_K";
+    case kernels::WeightType::kQ3_K: return "Q3_K";
+    case kernels::WeightType::kIQ2_XXS: return "IQ2_XXS";
+    case kernels::WeightType::kIQ2_XS: return "IQ2_XS";
+    case kernels::WeightType::kIQ3_XXS: return "IQ3_XXS";
+    case kernels::WeightType::kIQ3_S: return "IQ3_S";
   }
   return "?";
 }

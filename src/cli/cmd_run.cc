@@ -136,7 +136,7 @@ void add_flags(flags::App& app, Flags& f) {
   add_spec_flags(app, &f.spec);
   app.add_option("-t,--threads", f.lo.threads, "threads (0 = all cores)");
   app.add_option("--load", f.lo.load_mode, kLoadModeHelp);
-  app.add_flag("--fast", f.lo.fast, "int8 activations for quantized matmuls: MLX, and GGUF Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (faster; not bit-identical to the exact mode)");
+  app.add_flag("--fast", f.lo.fast, "int8 activations for quantized matmuls: MLX, and the GGUF block types (faster; not bit-identical to the exact mode)");
   app.add_flag("-q,--quiet", f.quiet, "no progress bar, banner or closing line");
 }
 
