@@ -1,7 +1,7 @@
 // The engine's equalities on the other families' checkpoints (the Qwen3 and Qwen3-MoE fixtures:
 // full attention throughout, no recurrent state): concurrent == solo bit for bit, and
 // resumed == fresh from the prefix cache, whose entries are then KV blocks alone (a snapshot of
-// zero bytes). Drafted == plain is in spec_test.cc (its qwen3 parameters).
+// zero bytes), in memory and across a restart through the cache directory. Drafted == plain is in spec_test.cc (its qwen3 parameters).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -124,6 +124,35 @@ TEST_P(FamilyEngineTest, PrefixCacheResumedEqualsFreshWithKvOnlySnapshots) {
     EXPECT_GT(st.snapshots, 0);
     EXPECT_EQ(st.bytes, st.blocks * int64_t(block_bytes)) << "a snapshot holds more than its KV blocks";
   }
+}
+
+// The cache on disk (serve --cache-dir): a pure-attention snapshot (KV rows, no recurrent state)
+// is saved at shutdown, loaded by the next engine, and resumes to the bits of a fresh run.
+TEST_P(FamilyEngineTest, SavedKvOnlySnapshotsResumeAfterRestart) {
+  testing::TempDir d;
+  const std::vector<int32_t> long_prompt = prompt(400, 3);
+  EngineOptions o{1, 1024, 8, 64};
+  const Out fresh = [&] {
+    Engine e(*model_, o);
+    return run(e, request(long_prompt, 8, false, 1));
+  }();
+  o.cache_bytes = int64_t(64) << 20;
+  o.cache_dir = d.file("cache");
+  o.cache_fingerprint = 7;
+  {
+    Engine e(*model_, o);
+    run(e, request(std::vector<int32_t>(long_prompt.begin(), long_prompt.begin() + 300), 8, false, 1));
+    e.shutdown(false);
+    EXPECT_NE(e.cache_log().back().find("saved 1 "), std::string::npos) << e.cache_log().back();
+  }
+  Engine e(*model_, o);
+  EXPECT_NE(e.cache_log().back().find("loaded 1 "), std::string::npos) << e.cache_log().back();
+  SubmitError err;
+  std::string msg;
+  auto s = e.submit(request(long_prompt, 8, false, 1), &err, &msg);
+  ASSERT_TRUE(s) << msg;
+  expect_same(drain(*s), fresh, "after restart");
+  EXPECT_EQ(s->timing().prompt_reused, 256);
 }
 
 INSTANTIATE_TEST_SUITE_P(Qwen3, FamilyEngineTest,
