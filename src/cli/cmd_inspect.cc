@@ -1,11 +1,14 @@
 // qwen35 inspect -m DIR|FILE.gguf: geometry, layer pattern, quantization summary, parameter count, memory,
 // and the support verdict. Exit 0 when the checkpoint is supported, 1 (with the reason) otherwise.
 #include "cli/flags.h"
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <set>
 
 #include "cli/commands.h"
+#include "model/pipeline_plan.h"
 #include "model/tensor_table.h"
 #include "model/weights.h"
 
@@ -26,6 +29,15 @@ std::string describe(const kernels::Matrix& m) {
     case kernels::WeightType::kQ5_K: return "Q5_K";
     case kernels::WeightType::kQ6_K: return "Q6_K";
     case kernels::WeightType::kIQ4_XS: return "IQ4_XS";
+    case kernels::WeightType::kQ4_1: return "Q4_1";
+    case kernels::WeightType::kQ5_0: return "Q5_0";
+    case kernels::WeightType::kQ5_1: return "Q5_1";
+    case kernels::WeightType::kQ2_K: return "Q2_K";
+    case kernels::WeightType::kQ3_K: return "Q3_K";
+    case kernels::WeightType::kIQ2_XXS: return "IQ2_XXS";
+    case kernels::WeightType::kIQ2_XS: return "IQ2_XS";
+    case kernels::WeightType::kIQ3_XXS: return "IQ3_XXS";
+    case kernels::WeightType::kIQ3_S: return "IQ3_S";
   }
   return "?";
 }
@@ -107,6 +119,36 @@ void vision_report(const model::ModelWeights& w) {
   else std::printf("vision verdict: usable (image token: <|image_pad|> of the tokenizer)\n");
 }
 
+struct PlanFlags {
+  int ranks = 0;
+  int64_t ctx = 4096, slots = 1;
+  std::string split;
+  double budget_mb = 0;
+};
+
+// --ranks: the pipeline plan (model/pipeline_plan.h). Exit 1 with one line when it cannot be made.
+int print_plan(model::ModelWeights& mw, const PlanFlags& f) {
+  if (f.ctx < 1 || f.slots < 1 || f.budget_mb < 0)
+    return fail("inspect", "--ctx and --parallel must be at least 1, --rank-budget-mb >= 0");
+  std::vector<int64_t> starts;
+  for (size_t at = 0; at < f.split.size();) {
+    const size_t comma = std::min(f.split.find(',', at), f.split.size());
+    const std::string part = f.split.substr(at, comma - at);
+    char* end = nullptr;
+    const long long v = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0') return fail("inspect", "--pipeline-split: '" + part + "' is not a layer index");
+    starts.push_back(v);
+    at = comma + 1;
+  }
+  const model::PipelineCosts costs = model::pipeline_costs(mw, f.ctx, f.slots);
+  auto plan = model::plan_pipeline(costs, f.ranks, starts, size_t(f.budget_mb * double(1 << 20)));
+  if (!plan.ok()) return fail("inspect", plan.message());
+  std::printf("pipeline plan: %d ranks over %zu layers (state and KV for %lld sequence%s of %lld positions, f32)\n",
+              f.ranks, mw.layers.size(), (long long)f.slots, f.slots == 1 ? "" : "s", (long long)f.ctx);
+  std::printf("%s", model::describe(*plan, costs).c_str());
+  return 0;
+}
+
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
@@ -116,6 +158,15 @@ int cmd_inspect(int argc, char** argv) {
   app.add_option("-m,--model", dir, "checkpoint directory or .gguf file")->required();
   app.add_option("--mmproj", mmproj, "GGUF models: the vision tower's mmproj file (default: the one "
                  "mmproj*.gguf beside the model, if any)");
+  PlanFlags plan;
+  app.add_option("--ranks", plan.ranks, "print how the model splits by layers over N pipeline ranks, and each "
+                 "rank's memory (weights + state + KV), without loading the weights");
+  app.add_option("--ctx", plan.ctx, "with --ranks: the context each sequence's KV is counted at (default 4096)");
+  app.add_option("--parallel", plan.slots, "with --ranks: sequences counted (default 1)");
+  app.add_option("--pipeline-split", plan.split, "with --ranks: the layers where ranks 1.. begin (comma-"
+                 "separated, increasing) instead of the balanced split");
+  app.add_option("--rank-budget-mb", plan.budget_mb, "with --ranks: a plan with a rank over this many MiB "
+                 "is an error");
   try {
     app.parse(argc, argv);
   } catch (const flags::ParseError& e) {
@@ -189,7 +240,7 @@ int cmd_inspect(int argc, char** argv) {
   std::printf("kv cache per token (f32): %.0f bytes (%s)\n", kv, human(kv).c_str());
   std::printf("recurrent state per sequence (f32): %.0f bytes (%s)\n", rec, human(rec).c_str());
   std::printf("verdict: SUPPORTED\n");
-  return 0;
+  return plan.ranks > 0 ? print_plan(mw, plan) : 0;
 }
 
 }  // namespace qwen35::cli

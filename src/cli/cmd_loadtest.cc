@@ -115,6 +115,10 @@ int cmd_loadtest(int argc, char** argv) {
   double soak_s = 0, max_drift_mb = 0;
   app.add_option("--host", host, "server address");
   app.add_option("--port", port, "server port");
+  std::string url;
+  app.add_option("--url", url,
+                 "base URL instead of --host/--port: http://HOST:PORT (a server, or a load "
+                 "balancer in front of replicas)");
   app.add_option("--api-key", key, "API key");
   app.add_option("-c,--clients", clients, "concurrent streaming clients");
   app.add_option("-n,--requests", requests, "requests in all (shared by the clients)");
@@ -138,6 +142,10 @@ int cmd_loadtest(int argc, char** argv) {
   app.add_option("--tool-tokens", mt.tool_tokens,
                  "with --multi-turn: length of the shared tool definitions (0: none)");
   app.add_flag("--thinking", mt.thinking, "with --multi-turn: enable_thinking");
+  bool no_key = false;
+  app.add_flag("--no-affinity-key", no_key,
+               "with --multi-turn: send no affinity key (by default each conversation sends its "
+               "own as prompt_cache_key and X-Session-Id, for a balancer to route by)");
   app.add_option("--max-rss-drift-mb", max_drift_mb,
                  "with --soak: fail when the server's RSS grows more than this from the warm-up "
                  "to after the run");
@@ -147,6 +155,10 @@ int cmd_loadtest(int argc, char** argv) {
     return app.exit(e);
   }
   if (clients < 1 || requests < 1) return fail("loadtest", "--clients and --requests must be >= 1");
+  if (!url.empty()) {
+    const std::string why = parse_base_url(url, &host, &port);
+    if (!why.empty()) return fail("loadtest", "--url " + url + ": " + why);
+  }
   if (soak_s < 0 || max_drift_mb < 0)
     return fail("loadtest", "--soak and --max-rss-drift-mb must be >= 0");
   if (multi_turn) {
@@ -158,6 +170,7 @@ int cmd_loadtest(int argc, char** argv) {
     mt.clients = clients;
     mt.max_tokens = max_tokens;
     mt.json = json;
+    mt.affinity_key = !no_key;
     return run_multi_turn(mt);
   }
   if (soak_s > 0) {

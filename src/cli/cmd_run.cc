@@ -136,7 +136,7 @@ void add_flags(flags::App& app, Flags& f) {
   add_spec_flags(app, &f.spec);
   app.add_option("-t,--threads", f.lo.threads, "threads (0 = all cores)");
   app.add_option("--load", f.lo.load_mode, kLoadModeHelp);
-  app.add_flag("--fast", f.lo.fast, "int8 activations for quantized matmuls: MLX, and GGUF Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (faster; not bit-identical to the exact mode)");
+  app.add_flag("--fast", f.lo.fast, "int8 activations for quantized matmuls: MLX, and the GGUF block types (faster; not bit-identical to the exact mode)");
   app.add_flag("-q,--quiet", f.quiet, "no progress bar, banner or closing line");
 }
 
@@ -186,7 +186,8 @@ struct Session {
   bool indicator = false;  // "thinking…" on stderr while reasoning is hidden
   Json kwargs = Json::object();
   Json messages = Json::array();
-  // Images (chat only): the encoder, made at the first one (its own pool, never the engine's);
+  // Images (chat only): the encoder (decoding and resizing; the engine runs the tower), made at
+  // the first one;
   // the images of the history's user messages in prompt order; those for the next message.
   std::unique_ptr<runtime::ImageEncoder> encoder{};
   std::string encoder_problem{};
@@ -206,7 +207,6 @@ struct Session {
     if (!pc.ok()) return encoder_problem = pc.message();
     runtime::ImageEncoderOptions o;
     o.threads = f.lo.threads;
-    o.fast = f.lo.fast;
     o.processor = *pc;
     encoder = std::make_unique<runtime::ImageEncoder>(model, o);
     return encoder->why_not();

@@ -2,7 +2,9 @@
 // An OpenAI-compatible HTTP server. It listens first (/health says 503 while the model loads),
 // then loads the model and starts the engine. SIGINT/SIGTERM: stop accepting, cancel in-flight
 // requests (streams end with finish_reason "abort" and [DONE]), drop whatever is left after
-// --shutdown-grace, exit 0.
+// --shutdown-grace, exit 0. SIGTERM with --drain-s N first drains: /ready fails, the listener
+// closes, and requests already here get up to N s to finish (docs/design.md "Replicas behind a
+// load balancer").
 #include <pthread.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -35,6 +37,26 @@ std::string model_name(const std::string& dir) {
   while (p.has_relative_path() && p.filename().empty()) p = p.parent_path();
   const std::string name = formats::is_gguf_path(dir) ? p.stem().string() : p.filename().string();
   return name.empty() ? dir : name;
+}
+
+// SIGTERM with --drain-s: readiness fails and the listener closes at once (a balancer moves new
+// work to the other replicas), while the requests already here run on, for up to `seconds`.
+// Watching the engine's counts and the open exchanges is a wait for a state, bounded by the
+// deadline; whatever is left then is cancelled by the shutdown that follows.
+void drain(server::Server& srv, runtime::Engine& engine, double seconds) {
+  std::fprintf(stderr, "qwen35 serve: draining (up to %g s)\n", seconds);
+  std::fflush(stderr);
+  srv.begin_drain();
+  using Clock = std::chrono::steady_clock;
+  const auto until = Clock::now() + std::chrono::milliseconds(int64_t(seconds * 1000));
+  while (Clock::now() < until) {
+    const runtime::EngineStats st = engine.stats();
+    if (st.running == 0 && st.queued == 0 && srv.in_flight() == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const runtime::EngineStats st = engine.stats();
+  std::fprintf(stderr, "qwen35 serve: drained (%lld running, %lld queued left)\n",
+               (long long)st.running, (long long)st.queued);
 }
 
 }  // namespace
@@ -125,6 +147,23 @@ int cmd_serve(int argc, char** argv) {
                  "worker threads that parse, render templates and tokenize (0: 4)");
   app.add_option("--shutdown-grace", so.shutdown_grace_s,
                  "seconds in-flight answers get on SIGTERM before connections are dropped");
+  app.add_option("--replica-id", so.replica_id,
+                 "name this replica: every answer carries 'X-Qwen35-Replica: ID' (behind a load "
+                 "balancer, which replica served it)");
+  std::vector<std::string> trusted_proxies;
+  app.add_option("--trusted-proxy", trusted_proxies,
+                 "a load balancer's address or network (CIDR, repeatable): its connections are "
+                 "not capped per address; each request counts against "
+                 "--max-connections-per-client as the client its X-Forwarded-For / Forwarded "
+                 "names");
+  app.add_option("--ready-queue", so.ready_queue,
+                 "GET /ready answers 503 while this many requests wait for a slot (0: the queue "
+                 "never makes it fail), so a balancer sends new work elsewhere");
+  double drain_s = 0;
+  app.add_option("--drain-s", drain_s,
+                 "SIGTERM: /ready fails and no connection is accepted at once, requests already "
+                 "here get up to N seconds to finish, then what is left ends as cancelled "
+                 "(0: cancel at once, as with SIGINT)");
   bool no_web = false;
   app.add_flag("--no-web", no_web, "no chat page at / (the API only)");
   app.add_option("--web-dir", so.web_dir,
@@ -143,13 +182,15 @@ int cmd_serve(int argc, char** argv) {
                  "largest image accepted, width x height as its header declares it, checked "
                  "before decoding (default 50000000)");
   app.add_option("--image-threads", image_opts.threads,
-                 "threads of the vision tower, which runs beside the engine on its own pool "
-                 "(default: as many as --threads)");
+                 "threads that decode and resize images (the vision tower itself runs in the "
+                 "engine's steps, on its threads, sharing them with the other requests; default: "
+                 "as many as --threads)");
   app.add_option("--image-cache-mb", image_cache_mb,
-                 "memory for the vision tower's output of recent images, so that a conversation "
-                 "that repeats an image does not run the tower again (default 256; 0: none)");
+                 "memory for recent images (their patch rows, then the vision tower's output), so "
+                 "that a conversation that repeats an image does not run the tower again "
+                 "(default 256; 0: none)");
   app.add_option("--load", lo.load_mode, kLoadModeHelp);
-  app.add_flag("--fast", lo.fast, "int8 activations for quantized matmuls: MLX, and GGUF Q8_0, Q4_0, Q4_K, Q5_K, Q6_K (faster; not bit-identical to the exact mode; concurrent == solo still holds within the mode)");
+  app.add_flag("--fast", lo.fast, "int8 activations for quantized matmuls: MLX, and the GGUF block types (faster; not bit-identical to the exact mode; concurrent == solo still holds within the mode)");
   try {
     app.parse(argc, argv);
   } catch (const flags::ParseError& e) {
@@ -178,6 +219,13 @@ int cmd_serve(int argc, char** argv) {
     return fail("serve", "--io-threads must be >= 1 and --http-threads >= 0");
   if (!(so.read_timeout_s > 0) || !(so.write_timeout_s > 0) || so.shutdown_grace_s < 0)
     return fail("serve", "--read-timeout and --write-timeout must be > 0, --shutdown-grace >= 0");
+  if (so.ready_queue < 0 || !(drain_s >= 0))
+    return fail("serve", "--ready-queue and --drain-s must be >= 0");
+  for (const auto& t : trusted_proxies) {
+    auto c = server::Cidr::parse(t);
+    if (!c.ok()) return fail("serve", "--trusted-proxy " + c.message());
+    so.trusted_proxies.push_back(*c);
+  }
   if (so.max_connections < 1 || so.max_connections_per_client < 1)
     return fail("serve", "--max-connections and --max-connections-per-client must be >= 1");
   // Each connection is a descriptor: raise the soft limit as far as allowed.
@@ -194,9 +242,11 @@ int cmd_serve(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   signal(SIGPIPE, SIG_IGN);
   std::atomic<bool> stop{false};
+  std::atomic<int> stop_signal{0};
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&sigs, &sig);
+    stop_signal.store(sig);
     stop.store(true);
   });
   auto finish = [&](int code) {
@@ -248,7 +298,6 @@ int cmd_serve(int argc, char** argv) {
   auto processor = runtime::read_processor_config(lo.model_dir);
   if (!processor.ok()) return finish(fail("serve", processor.message()));
   image_opts.processor = *processor;
-  image_opts.fast = lo.fast;
   if (image_opts.threads == 0) image_opts.threads = lo.threads;  // 0 there too: all cores
   runtime::ImageEncoder images(m, image_opts);
   mi.images = &images;
@@ -331,6 +380,7 @@ int cmd_serve(int argc, char** argv) {
   std::fflush(stderr);
   while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
 
+  if (drain_s > 0 && stop_signal.load() == SIGTERM) drain(srv, engine, drain_s);
   std::fprintf(stderr, "qwen35 serve: shutting down\n");
   srv.begin_shutdown();              // no new connections or requests; idle ones close
   engine.shutdown(/*drain=*/false);  // in-flight requests end as cancelled ("abort")

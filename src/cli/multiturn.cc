@@ -4,7 +4,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <mutex>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
@@ -55,14 +57,16 @@ std::string text_of(const MultiTurnOptions& o, int64_t tokens, const std::string
 struct TurnSample {
   bool ok = false;
   std::string error;
+  std::string replica;  // X-Qwen35-Replica of the answer ("" when the server names none)
   double ttft = 0;
   int64_t prompt_tokens = 0, cached_tokens = 0;
   std::string content;
 };
 
-TurnSample chat_turn(const MultiTurnOptions& o, const Json& body) {
+TurnSample chat_turn(const MultiTurnOptions& o, const Json& body, const std::string& key) {
   TurnSample t;
   auto c = client(o);
+  if (!key.empty()) c.set_header("X-Session-Id", key);
   const auto t0 = Clock::now();
   std::string buf;
   bool first = true, done = false;
@@ -98,6 +102,7 @@ TurnSample chat_turn(const MultiTurnOptions& o, const Json& body) {
     return true;
   };
   const auto res = c.send("POST", "/v1/chat/completions", body.dump(), on_data);
+  t.replica = res.header("X-Qwen35-Replica");
   if (!t.error.empty()) return t;
   if (res.status != 200 || !res.error.empty())
     t.error = "HTTP " + std::to_string(res.status) + " " + res.error + res.body.substr(0, 200);
@@ -108,7 +113,49 @@ TurnSample chat_turn(const MultiTurnOptions& o, const Json& body) {
   return t;
 }
 
+// Which replicas answered: requests per replica, and conversations whose turns all went to one.
+struct ReplicaTally {
+  std::map<std::string, int64_t> requests;
+  int64_t kept = 0, named = 0;  // conversations on one replica, of those whose answers named one
+  void add(const std::vector<std::string>& conversation) {
+    std::set<std::string> seen;
+    for (const auto& r : conversation)
+      if (!r.empty()) ++requests[r], seen.insert(r);
+    if (seen.empty()) return;
+    ++named;
+    if (seen.size() == 1) ++kept;
+  }
+};
+
 }  // namespace
+
+std::string parse_base_url(const std::string& url, std::string* host, int* port) {
+  const std::string scheme = "http://";
+  if (url.rfind(scheme, 0) != 0) return "only http:// URLs are supported";
+  std::string rest = url.substr(scheme.size());
+  if (!rest.empty() && rest.back() == '/') rest.pop_back();
+  if (rest.find('/') != std::string::npos) return "a base URL has no path";
+  size_t colon = rest.rfind(':');
+  std::string h;
+  if (!rest.empty() && rest.front() == '[') {
+    const size_t close = rest.find(']');
+    if (close == std::string::npos || close + 1 >= rest.size() || rest[close + 1] != ':')
+      return "expected http://[ADDRESS]:PORT";
+    h = rest.substr(1, close - 1);
+    colon = close + 1;
+  } else {
+    if (colon == std::string::npos) return "no port (http://HOST:PORT)";
+    h = rest.substr(0, colon);
+  }
+  const std::string p = rest.substr(colon + 1);
+  if (h.empty() || p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos)
+    return "expected http://HOST:PORT";
+  const int n = std::stoi(p);
+  if (n < 1 || n > 65535) return "the port must be 1 to 65535";
+  *host = h;
+  *port = n;
+  return "";
+}
 
 int run_multi_turn(const MultiTurnOptions& o) {
   if (count_tokens(o, "hello") < 0) {
@@ -129,6 +176,10 @@ int run_multi_turn(const MultiTurnOptions& o) {
   }
   std::mutex mu;
   std::vector<std::vector<TurnSample>> by_turn(size_t(o.turns));
+  ReplicaTally tally;
+  // Keys unique to this run, so that a second run does not find the first one's routes.
+  const std::string run = std::to_string(
+      std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count());
   std::atomic<int> next{0};
   std::string first_error;
   const auto t0 = Clock::now();
@@ -137,6 +188,8 @@ int run_multi_turn(const MultiTurnOptions& o) {
     threads.emplace_back([&] {
       for (int conv = next.fetch_add(1); conv < o.conversations; conv = next.fetch_add(1)) {
         Json messages = Json::array({{{"role", "system"}, {"content", system}}});
+        const std::string key = o.affinity_key ? "loadtest-" + run + "-" + std::to_string(conv) : "";
+        std::vector<std::string> replicas;
         for (int turn = 0; turn < o.turns; ++turn) {
           messages.push_back({{"role", "user"},
                               {"content", "Conversation " + std::to_string(conv) + ", question " +
@@ -149,18 +202,22 @@ int run_multi_turn(const MultiTurnOptions& o) {
                        {"stream_options", {{"include_usage", true}}},
                        {"chat_template_kwargs", {{"enable_thinking", o.thinking}}}};
           if (!tools.empty()) body["tools"] = tools;
-          TurnSample s = chat_turn(o, body);
+          if (!key.empty()) body["prompt_cache_key"] = key;
+          TurnSample s = chat_turn(o, body, key);
           messages.push_back({{"role", "assistant"}, {"content", s.content}});
+          replicas.push_back(s.replica);
           std::lock_guard lk(mu);
           if (!s.ok && first_error.empty()) first_error = s.error;
           by_turn[size_t(turn)].push_back(std::move(s));
         }
+        std::lock_guard lk(mu);
+        tally.add(replicas);
       }
     });
   }
   for (auto& t : threads) t.join();
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
-  int64_t errors = 0;
+  int64_t errors = 0, later = 0, later_cached = 0, later_prompt = 0, later_cached_tokens = 0;
   Json turns = Json::array();
   for (int turn = 0; turn < o.turns; ++turn) {
     std::vector<double> ttft;
@@ -171,6 +228,12 @@ int run_multi_turn(const MultiTurnOptions& o) {
         continue;
       }
       ++ok;
+      if (turn > 0) {
+        ++later;
+        later_cached += s.cached_tokens > 0;
+        later_prompt += s.prompt_tokens;
+        later_cached_tokens += s.cached_tokens;
+      }
       ttft.push_back(s.ttft);
       prompt += s.prompt_tokens;
       cached += s.cached_tokens;
@@ -182,8 +245,12 @@ int run_multi_turn(const MultiTurnOptions& o) {
                      {"ttft_p50_ms", pct(ttft, 0.5) * 1e3},
                      {"ttft_p99_ms", pct(ttft, 0.99) * 1e3}});
   }
+  const double hit_share = later ? double(later_cached) / double(later) : 0.0;
   Json r = {{"conversations", o.conversations}, {"turns", turns}, {"errors", errors},
-            {"seconds", wall}};
+            {"seconds", wall}, {"later_turns_cached_share", hit_share},
+            {"later_tokens_cached_share",
+             later_prompt ? double(later_cached_tokens) / double(later_prompt) : 0.0},
+            {"replicas", tally.requests}, {"conversations_on_one_replica", tally.kept}};
   if (!first_error.empty()) r["first_error"] = first_error;
   if (o.json) {
     std::printf("%s\n", r.dump().c_str());
@@ -195,6 +262,14 @@ int run_multi_turn(const MultiTurnOptions& o) {
                   t["turn"].get<int>(), t["prompt_tokens_mean"].get<double>(),
                   100 * t["cached_share"].get<double>(), t["ttft_p50_ms"].get<double>(),
                   t["ttft_p99_ms"].get<double>());
+    std::printf("turns 2+: %.1f %% resumed from the prefix cache, %.1f %% of their prompt tokens\n",
+                100 * hit_share, 100 * r["later_tokens_cached_share"].get<double>());
+    if (tally.named > 0) {
+      std::printf("replicas:");
+      for (const auto& [name, n] : tally.requests) std::printf(" %s %lld", name.c_str(), (long long)n);
+      std::printf("; %lld of %lld conversations on one replica\n", (long long)tally.kept,
+                  (long long)tally.named);
+    }
     if (!first_error.empty()) std::printf("first error: %s\n", first_error.c_str());
   }
   return errors == 0 ? 0 : 1;

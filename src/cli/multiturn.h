@@ -22,8 +22,16 @@ struct MultiTurnOptions {
   int64_t max_tokens = 32;       // per answer
   bool thinking = false;
   bool json = false;
+  // Each conversation sends its own key (prompt_cache_key and X-Session-Id) for a balancer.
+  bool affinity_key = true;
 };
 
+// Reports also which replicas answered (X-Qwen35-Replica) and how many conversations stayed on
+// one replica, when the server names them.
 int run_multi_turn(const MultiTurnOptions& o);
+
+// "http://HOST:PORT" (a trailing slash allowed; IPv6 in brackets) into host and port; the
+// reason when it is not one (another scheme, a path, no port number), else "".
+std::string parse_base_url(const std::string& url, std::string* host, int* port);
 
 }  // namespace qwen35::cli

@@ -1,12 +1,38 @@
 #include "kernels/int8_form.h"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
 #include "core/check.h"
+#include "kernels/iq_grids.h"
 #include "kernels/matrix.h"
 
 namespace qwen35::kernels {
+
+namespace {
+using Book = std::array<uint8_t, 64>;
+
+// Matrix::book of the code-book forms: split_block's signed codes as v + 128, four times over.
+constexpr Book iq4_book() {
+  Book b{};
+  for (size_t i = 0; i < b.size(); ++i) b[i] = uint8_t(kIq4Values[i % 16] + 128);
+  return b;
+}
+// The IQ2/IQ3 codes: ± the grid's levels (−l[L−1] .. −l[0], l[0] .. l[L−1]); unused entries 0.
+template <size_t L>
+constexpr Book signed_levels_book(const uint8_t (&levels)[L]) {
+  Book b{};
+  for (size_t r = 0; r < 4; ++r)
+    for (size_t i = 0; i < 16; ++i)
+      b[16 * r + i] = i < L ? uint8_t(128 - levels[L - 1 - i]) : i < 2 * L ? uint8_t(128 + levels[i - L]) : 128;
+  return b;
+}
+alignas(64) constexpr Book kIq4Book = iq4_book();
+alignas(64) constexpr Book kIq2Book = signed_levels_book(kIq2Levels);
+alignas(64) constexpr Book kIq3xxsBook = signed_levels_book(kIq3xxsLevels);
+alignas(64) constexpr Book kIq3sBook = signed_levels_book(kIq3sLevels);
+}  // namespace
 
 Matrix int8_form_shape(const Matrix& b) {
   Matrix m;
@@ -20,8 +46,17 @@ Matrix int8_form_shape(const Matrix& b) {
     case WeightType::kQ6_K: m.bits = 6, m.zero = 32; break;
     case WeightType::kQ4_K: m.bits = 4; break;
     case WeightType::kQ5_K: m.bits = 5; break;
+    case WeightType::kQ4_1: m.bits = 4; break;
+    case WeightType::kQ5_0: m.bits = 5, m.zero = 16; break;
+    case WeightType::kQ5_1: m.bits = 5; break;
+    case WeightType::kQ2_K: m.bits = 2; break;
+    case WeightType::kQ3_K: m.bits = 3, m.zero = 4; break;
+    case WeightType::kIQ2_XXS:
+    case WeightType::kIQ2_XS: m.bits = 4, m.zero = 128, m.book = kIq2Book.data(); break;
+    case WeightType::kIQ3_XXS: m.bits = 4, m.zero = 128, m.book = kIq3xxsBook.data(); break;
+    case WeightType::kIQ3_S: m.bits = 4, m.zero = 128, m.book = kIq3sBook.data(); break;
     case WeightType::kIQ4_NL:
-    case WeightType::kIQ4_XS: m.bits = 4, m.zero = 128, m.iq4 = true; break;
+    case WeightType::kIQ4_XS: m.bits = 4, m.zero = 128, m.book = kIq4Book.data(); break;
     default: m.bits = 0; break;
   }
   return m;
@@ -43,9 +78,10 @@ std::unique_ptr<Int8Form> make_int8_form(const Matrix& b, core::ThreadPool* pool
   f->codes.assign(size_t(R * words), 0u);
   std::vector<float> s(size_t(R * groups)), bias(mins ? size_t(R * groups) : 0);
   const int64_t bytes_per_row = K / bf.elements * bf.bytes, gpb = bf.elements / G;
-  // IQ4 codes are stored as their code-book indices (the kernels map them back).
-  uint8_t iq4_index[256] = {};
-  for (uint8_t q = 0; q < 16; ++q) iq4_index[uint8_t(kIq4Values[q])] = q;
+  // Code-book forms store each code's index in the book (the kernels map it back).
+  uint8_t book_index[256] = {};
+  if (m.book != nullptr)
+    for (uint8_t q = 16; q-- > 0;) book_index[uint8_t(m.book[q] - 128)] = q;
   auto rows = [&](size_t r0, size_t r1, int) {
     int8_t c[256];
     float sc[16], mn[16];
@@ -62,7 +98,7 @@ std::unique_ptr<Int8Form> make_int8_form(const Matrix& b, core::ThreadPool* pool
         for (int64_t i = 0; i < bf.elements; ++i) {
           // An unsigned code of m.bits bits into the row's bit stream (5- and 6-bit codes may
           // cross a word).
-          const uint64_t u = m.iq4 ? iq4_index[uint8_t(c[i])] : uint64_t(int(c[i]) + m.zero);
+          const uint64_t u = m.book ? book_index[uint8_t(c[i])] : uint64_t(int(c[i]) + m.zero);
           const uint64_t bit = uint64_t(k0 + i) * uint64_t(m.bits);
           out[bit / 32] |= uint32_t(u << (bit % 32));
           if (bit % 32 + uint64_t(m.bits) > 32) out[bit / 32 + 1] |= uint32_t(u >> (32 - bit % 32));

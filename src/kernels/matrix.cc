@@ -23,13 +23,25 @@ BlockFormat block_format(WeightType t) {
     case WeightType::kQ5_K: return {256, 176};
     case WeightType::kQ6_K: return {256, 210};
     case WeightType::kIQ4_XS: return {256, 136};
+    case WeightType::kQ4_1: return {32, 20};
+    case WeightType::kQ5_0: return {32, 22};
+    case WeightType::kQ5_1: return {32, 24};
+    case WeightType::kQ2_K: return {256, 84};
+    case WeightType::kQ3_K: return {256, 110};
+    case WeightType::kIQ2_XXS: return {256, 66};
+    case WeightType::kIQ2_XS: return {256, 74};
+    case WeightType::kIQ3_XXS: return {256, 98};
+    case WeightType::kIQ3_S: return {256, 110};
     default: return {};
   }
 }
 
 int block_group(WeightType t) {
   switch (t) {
-    case WeightType::kQ6_K: return 16;
+    case WeightType::kQ6_K:
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K:
+    case WeightType::kIQ2_XS: return 16;
     default: return is_block_type(t) ? 32 : 0;
   }
 }
@@ -116,7 +128,8 @@ void split_block(WeightType t, const uint8_t* b, int8_t* c, float* s, float* mn)
       return;
     }
     default:
-      QWEN35_CHECK(false && "split_block: not a block type");
+      QWEN35_CHECK(is_block_type(t) && "split_block: not a block type");
+      split_block_lowbit(t, b, c, s, mn);
   }
 }
 
@@ -125,7 +138,8 @@ void decode_block(WeightType t, const uint8_t* b, float* y) {
   float s[16], mn[16];
   split_block(t, b, c, s, mn);
   const int64_t n = block_format(t).elements, G = block_group(t);
-  for (int64_t i = 0; i < n; ++i) y[i] = s[i / G] * float(c[i]) - mn[i / G];
+  for (int64_t g = 0; g * G < n; ++g)
+    for (int64_t i = g * G; i < (g + 1) * G; ++i) y[i] = s[g] * float(c[i]) - mn[g];
 }
 
 Matrix Matrix::row_slice(int64_t r0, int64_t n) const {

@@ -42,8 +42,8 @@ inline int64_t sb_index(const Matrix& m, int64_t r, int64_t g) {
   return m.sb_tiled ? ((r >> 4) * groups + g) * 16 + (r & 15) : r * groups + g;
 }
 
-// The unsigned code an affine matrix's stored code q stands for (an IQ4 form's code-book entry).
-inline uint32_t affine_value(const Matrix& m, uint32_t q) { return m.iq4 ? uint32_t(kIq4Values[q] + 128) : q; }
+// The unsigned code an affine matrix's stored code q stands for (a code-book form's entry).
+inline uint32_t affine_value(const Matrix& m, uint32_t q) { return m.book ? uint32_t(m.book[q]) : q; }
 
 // Words per packed row of an affine matrix.
 inline int64_t affine_row_words(const Matrix& m) { return m.cols * m.bits / 32; }
@@ -98,19 +98,26 @@ inline void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
   }
 }
 
-// Elements per scale group of a ggml block type: 16 for Q6_K, 32 for the others (0: not a block
-// type).
+// Elements per scale group of a ggml block type: 16 for Q6_K, Q2_K, Q3_K and IQ2_XS, 32 for the
+// others (0: not a block type).
 int block_group(WeightType t);
 
 // One block of a ggml block type as integer codes and group scales: element i is
 // s[g]·c[i] − mn[g] with g = i / block_group(t). c[block elements] are signed:
 //   Q8_0: c = q, s = d;  Q4_0: c = q−8, s = d;  IQ4_NL: c = v[q], s = d;
+//   Q4_1, Q5_1: c = q, s = d, mn = −m (so s·c − mn is d·q + m exactly);  Q5_0: c = q−16, s = d;
 //   Q4_K, Q5_K: c = q, s = d·sc, mn = dmin·m, sc and m the 6-bit scale and min of each group;
+//   Q2_K: c = q, s = d·sc, mn = dmin·m, sc and m the 4-bit scale and min of each group;
+//   Q3_K: c = q−4·(1−h) (q 2 bits, h the high-mask bit), s = d·(sc−32), sc 6 bits;
 //   Q6_K: c = q−32, s = d·sc, sc the int8 scale of each group;
 //   IQ4_XS: c = v[q], s = d·(ls−32), ls the 6-bit scale of each group;
+//   IQ2_XXS, IQ2_XS: c = ±grid magnitude (kernels/iq_grids.h), s = d·(0.5+ls)·0.25, ls 4 bits;
+//   IQ3_XXS: c = ±grid magnitude, s = d·(0.5+ls)·0.5;  IQ3_S: c = ±grid magnitude, s = d·(1+2·ls);
 // d and dmin the block's f16 values, v the code book above; mn = 0 where the type has no mins.
 // s and mn hold up to 16 groups.
 void split_block(WeightType t, const uint8_t* block, int8_t* c, float* s, float* mn);
+// split_block of Q4_1, Q5_0, Q5_1, Q2_K, Q3_K and the IQ2/IQ3 types (kernels/matrix_lowbit.cc).
+void split_block_lowbit(WeightType t, const uint8_t* block, int8_t* c, float* s, float* mn);
 
 // Decodes one block into out[block elements] by split_block's rule, s·c − mn per element (no
 // fused multiply-add inside a weight; x − 0 is x, so the types without mins are s·c). The SIMD

@@ -18,10 +18,11 @@
 
 namespace qwen35::kernels {
 
-// kF32..kAffine: safetensors and MLX; kQ8_0..kIQ4_XS: ggml block types of GGUF files
+// kF32..kAffine: safetensors and MLX; the others: ggml block types of GGUF files
 // (kernels/matrix.h gives their block sizes and scalar decoding).
 enum class WeightType : uint8_t { kF32, kF16, kBF16, kAffine, kQ8_0, kQ4_0, kIQ4_NL, kQ4_K, kQ5_K,
-                                  kQ6_K, kIQ4_XS };
+                                  kQ6_K, kIQ4_XS, kQ4_1, kQ5_0, kQ5_1, kQ2_K, kQ3_K, kIQ2_XXS,
+                                  kIQ2_XS, kIQ3_XXS, kIQ3_S };
 
 // A weight matrix [rows = out features, cols = in features], row-major, in its stored type.
 // For kAffine (MLX): `data` is the uint32 bit stream of each row (row stride cols*bits/32 words;
@@ -42,9 +43,11 @@ struct Matrix {
   const void* scales = nullptr;
   const void* biases = nullptr;
   int zero = 0;
-  // 4-bit kAffine whose codes are IQ4 code-book indices: code q stands for kIq4Values[q] + 128
-  // (kernels/matrix.h; the int8 forms of IQ4_NL and IQ4_XS, with zero 128).
-  bool iq4 = false;
+  // 4-bit kAffine whose codes are code-book indices: code q stands for the unsigned code book[q]
+  // (a signed value + 128; 16 entries stored four times over, 64 bytes, so that a byte shuffle
+  // maps each 128-bit block; null: plain codes). The int8 forms of IQ4_NL, IQ4_XS and the IQ2/IQ3
+  // types, with zero 128 (kernels/int8_form.h).
+  const uint8_t* book = nullptr;
   // kAffine scales and biases in tile-major order: group g of row r at ((r/16)·groups + g)·16 +
   // r%16, so that a tile of 16 rows finds its [group][row] scales in place (the int8 forms; rows
   // a multiple of 16, and a row slice starts at one).

@@ -40,11 +40,22 @@ inline bool weight_type(GgmlType t, WeightType* w) {
     case GgmlType::kQ5_K: *w = WeightType::kQ5_K; return true;
     case GgmlType::kQ6_K: *w = WeightType::kQ6_K; return true;
     case GgmlType::kIQ4_XS: *w = WeightType::kIQ4_XS; return true;
+    case GgmlType::kQ4_1: *w = WeightType::kQ4_1; return true;
+    case GgmlType::kQ5_0: *w = WeightType::kQ5_0; return true;
+    case GgmlType::kQ5_1: *w = WeightType::kQ5_1; return true;
+    case GgmlType::kQ2_K: *w = WeightType::kQ2_K; return true;
+    case GgmlType::kQ3_K: *w = WeightType::kQ3_K; return true;
+    case GgmlType::kIQ2_XXS: *w = WeightType::kIQ2_XXS; return true;
+    case GgmlType::kIQ2_XS: *w = WeightType::kIQ2_XS; return true;
+    case GgmlType::kIQ3_XXS: *w = WeightType::kIQ3_XXS; return true;
+    case GgmlType::kIQ3_S: *w = WeightType::kIQ3_S; return true;
     default: return false;
   }
 }
 
-inline constexpr const char* kSupportedTypes = "F32, F16, BF16, Q8_0, Q4_0, IQ4_NL, Q4_K, Q5_K, Q6_K, IQ4_XS";
+inline constexpr const char* kSupportedTypes =
+    "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ2_XXS, IQ2_XS, IQ3_XXS, "
+    "IQ3_S, IQ4_XS";
 
 class GgufBinder {
  public:

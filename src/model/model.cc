@@ -30,6 +30,37 @@ core::Status Model::encode_image(const float* rows, int64_t grid_t, int64_t grid
   return vision_->encode(ctx_, rows, grid_t, grid_h, grid_w, out);
 }
 
+core::Status Model::begin_image(const float* rows, int64_t grid_t, int64_t grid_h, int64_t grid_w, float* out,
+                                VisionRun* run) {
+  if (!w_->vision)
+    return core::error("[vision] " + (w_->vision_problem.empty() ? std::string("no vision tower") : w_->vision_problem));
+  if (!vision_) vision_ = std::make_unique<VisionTower>(*w_->vision, ops_);
+  return vision_->begin(rows, grid_t, grid_h, grid_w, out, run);
+}
+
+bool Model::advance_image(VisionRun* run, int64_t max_stages) {
+  QWEN35_CHECK(vision_ != nullptr);  // begin_image made it
+  return vision_->advance(ctx_, run, max_stages);
+}
+
+double Model::image_stage_flops(const VisionRun& run) const {
+  QWEN35_CHECK(vision_ != nullptr);  // begin_image made it
+  return vision_->stage_flops(run);
+}
+
+double Model::token_flops() const {
+  const ModelConfig& c = w_->config;
+  const double h = double(c.hidden);
+  const double attn = h * double(c.n_heads * c.head_dim) * 3 + 2 * h * double(c.n_kv_heads * c.head_dim);
+  const double delta = h * double(c.conv_channels() + c.n_v_heads * c.d_v + 2 * c.n_v_heads) +
+                       double(c.n_v_heads * c.d_v) * h;
+  const double mlp = c.moe ? 3 * h * double(c.top_k * c.moe_intermediate + c.shared_intermediate) +
+                                 h * double(c.n_experts)
+                           : 3 * h * double(c.intermediate);
+  return 2 * (double(c.n_full_layers()) * attn + double(c.n_linear_layers()) * delta +
+              double(c.n_layers) * mlp);
+}
+
 void Model::set_draft_vocab(int64_t n) {
   const int64_t v = w_->config.vocab;
   draft_rows_ = n <= 0 || n >= v ? 0 : n;

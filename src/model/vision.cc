@@ -79,37 +79,92 @@ void VisionTower::position_tables(int64_t grid_h, int64_t grid_w, std::vector<fl
 
 Status VisionTower::encode(const kernels::Context& ctx, const float* rows, int64_t grid_t, int64_t grid_h,
                            int64_t grid_w, float* out) {
-  QWEN35_RETURN_IF_ERROR(check_grid(grid_t, grid_h, grid_w));
-  if (rows == nullptr || out == nullptr) return error("[vision] encode: no rows or no output");
-  if (grid_h != pos_h_ || grid_w != pos_w_) {
-    position_tables(grid_h, grid_w, &pos_, &cos_, &sin_);
-    pos_h_ = grid_h;
-    pos_w_ = grid_w;
-  }
-  const int64_t n = grid_h * grid_w, frame_tokens = tokens(1, grid_h, grid_w);
-  for (int64_t f = 0; f < grid_t; ++f)
-    encode_frame(ctx, rows + f * n * w_.config.patch_dim(), n, out + f * frame_tokens * w_.config.out_hidden);
+  QWEN35_RETURN_IF_ERROR(begin(rows, grid_t, grid_h, grid_w, out, &run_));
+  advance(ctx, &run_, stages(run_));
   return Status();
 }
 
-void VisionTower::encode_frame(const kernels::Context& ctx, const float* rows, int64_t n, float* out) {
+Status VisionTower::begin(const float* rows, int64_t grid_t, int64_t grid_h, int64_t grid_w, float* out,
+                          VisionRun* run) const {
+  QWEN35_RETURN_IF_ERROR(check_grid(grid_t, grid_h, grid_w));
+  if (rows == nullptr || out == nullptr) return error("[vision] encode: no rows or no output");
+  run->rows = rows;
+  run->grid_t = grid_t;
+  run->grid_h = grid_h;
+  run->grid_w = grid_w;
+  run->out = out;
+  run->frame = 0;
+  run->stage = 0;
+  return Status();
+}
+
+void VisionTower::tables(int64_t grid_h, int64_t grid_w) {
+  if (grid_h == pos_h_ && grid_w == pos_w_) return;
+  pos_h_ = pos_w_ = -1;  // unset while they are rebuilt (an allocation may fail)
+  position_tables(grid_h, grid_w, &pos_, &cos_, &sin_);
+  pos_h_ = grid_h;
+  pos_w_ = grid_w;
+}
+
+bool VisionTower::advance(const kernels::Context& ctx, VisionRun* run, int64_t max_stages) {
   const VisionConfig& c = w_.config;
-  const int64_t H = c.hidden, M = c.merged_dim(), tok = n / (c.merge * c.merge);
-  grow(x_, n * H);
+  const int64_t n = run->grid_h * run->grid_w, depth = int64_t(w_.blocks.size());
+  const int64_t frame_tokens = tokens(1, run->grid_h, run->grid_w);
+  tables(run->grid_h, run->grid_w);
+  grow_scratch(n);
+  grow(run->x, n * c.hidden);
+  for (int64_t k = 0; k < std::max<int64_t>(1, max_stages) && !run->done(); ++k) {
+    if (run->stage == 0) {
+      embed(ctx, run->rows + run->frame * n * c.patch_dim(), n, run->x.data());
+    } else if (run->stage <= depth) {
+      block(ctx, w_.blocks[size_t(run->stage - 1)], n, run->x.data());
+    } else {
+      merge(ctx, run->x.data(), n, run->out + run->frame * frame_tokens * c.out_hidden);
+      ++run->frame;
+      run->stage = 0;
+      continue;
+    }
+    ++run->stage;
+  }
+  return run->done();
+}
+
+double VisionTower::stage_flops(const VisionRun& run) const {
+  const VisionConfig& c = w_.config;
+  const double n = double(run.grid_h * run.grid_w), H = double(c.hidden);
+  const int64_t depth = int64_t(w_.blocks.size());
+  if (run.stage == 0) return 2 * n * double(c.patch_dim()) * H;
+  if (run.stage <= depth)  // qkv, proj, fc1, fc2; scores and values over the frame
+    return 2 * n * (4 * H * H + 2 * H * double(c.intermediate)) + 4 * n * n * H;
+  const double tok = n / double(c.merge * c.merge), M = double(c.merged_dim());
+  return 2 * tok * M * (M + double(c.out_hidden));
+}
+
+void VisionTower::grow_scratch(int64_t n) {
+  const VisionConfig& c = w_.config;
+  const int64_t H = c.hidden;
   grow(normed_, n * H);
   grow(qkv_, n * 3 * H);
   grow(attn_, n * H);
   grow(tmp_, n * H);
   grow(mlp_, n * c.intermediate);
-  grow(merged_, tok * M);
-  // Patch embedding (a Conv3d with kernel = stride is a matmul of the flattened patch) and the
-  // interpolated position rows.
-  ops_.matmul(ctx, rows, n, w_.patch, x_.data());
-  ops_.add_bias(ctx, x_.data(), n, H, w_.patch_b.data());
-  ops_.add_rows(ctx, pos_.data(), nullptr, n, H, x_.data());
-  for (const VisionBlockWeights& b : w_.blocks) block(ctx, b, n);
-  // The merger: LayerNorm per patch row, then merge² consecutive rows read as one row of M.
-  ops_.layer_norm(ctx, x_.data(), n, H, w_.merger_norm_w.data(), w_.merger_norm_b.data(), float(c.eps), normed_.data());
+  grow(merged_, n / (c.merge * c.merge) * c.merged_dim());
+}
+
+// Patch embedding (a Conv3d with kernel = stride is a matmul of the flattened patch) and the
+// interpolated position rows.
+void VisionTower::embed(const kernels::Context& ctx, const float* rows, int64_t n, float* x) {
+  const int64_t H = w_.config.hidden;
+  ops_.matmul(ctx, rows, n, w_.patch, x);
+  ops_.add_bias(ctx, x, n, H, w_.patch_b.data());
+  ops_.add_rows(ctx, pos_.data(), nullptr, n, H, x);
+}
+
+// The merger: LayerNorm per patch row, then merge² consecutive rows read as one row of M.
+void VisionTower::merge(const kernels::Context& ctx, const float* x, int64_t n, float* out) {
+  const VisionConfig& c = w_.config;
+  const int64_t H = c.hidden, M = c.merged_dim(), tok = n / (c.merge * c.merge);
+  ops_.layer_norm(ctx, x, n, H, w_.merger_norm_w.data(), w_.merger_norm_b.data(), float(c.eps), normed_.data());
   ops_.matmul(ctx, normed_.data(), tok, w_.merger_fc1, merged_.data());
   ops_.add_bias(ctx, merged_.data(), tok, M, w_.merger_fc1_b.data());
   ops_.gelu(ctx, merged_.data(), tok, M, /*tanh_form=*/false);
@@ -117,24 +172,24 @@ void VisionTower::encode_frame(const kernels::Context& ctx, const float* rows, i
   ops_.add_bias(ctx, out, tok, c.out_hidden, w_.merger_fc2_b.data());
 }
 
-void VisionTower::block(const kernels::Context& ctx, const VisionBlockWeights& b, int64_t n) {
+void VisionTower::block(const kernels::Context& ctx, const VisionBlockWeights& b, int64_t n, float* x) {
   const VisionConfig& c = w_.config;
   const int64_t H = c.hidden, I = c.intermediate;
   const float eps = float(c.eps);
-  ops_.layer_norm(ctx, x_.data(), n, H, b.norm1_w.data(), b.norm1_b.data(), eps, normed_.data());
+  ops_.layer_norm(ctx, x, n, H, b.norm1_w.data(), b.norm1_b.data(), eps, normed_.data());
   ops_.matmul(ctx, normed_.data(), n, b.qkv, qkv_.data());
   ops_.add_bias(ctx, qkv_.data(), n, 3 * H, b.qkv_b.data());
   ops_.vision_attention(ctx, {c.n_heads, c.head_dim}, qkv_.data(), n, cos_.data(), sin_.data(), attn_.data());
   ops_.matmul(ctx, attn_.data(), n, b.proj, tmp_.data());
   ops_.add_bias(ctx, tmp_.data(), n, H, b.proj_b.data());
-  ops_.add_rows(ctx, tmp_.data(), nullptr, n, H, x_.data());
-  ops_.layer_norm(ctx, x_.data(), n, H, b.norm2_w.data(), b.norm2_b.data(), eps, normed_.data());
+  ops_.add_rows(ctx, tmp_.data(), nullptr, n, H, x);
+  ops_.layer_norm(ctx, x, n, H, b.norm2_w.data(), b.norm2_b.data(), eps, normed_.data());
   ops_.matmul(ctx, normed_.data(), n, b.fc1, mlp_.data());
   ops_.add_bias(ctx, mlp_.data(), n, I, b.fc1_b.data());
   ops_.gelu(ctx, mlp_.data(), n, I, c.tanh_gelu);
   ops_.matmul(ctx, mlp_.data(), n, b.fc2, tmp_.data());
   ops_.add_bias(ctx, tmp_.data(), n, H, b.fc2_b.data());
-  ops_.add_rows(ctx, tmp_.data(), nullptr, n, H, x_.data());
+  ops_.add_rows(ctx, tmp_.data(), nullptr, n, H, x);
 }
 
 }  // namespace qwen35::model

@@ -185,6 +185,8 @@ void Engine::count(const StepOutput& out) {
   stats_.cancelled += out.cancelled;
   stats_.drafted_tokens += out.drafted;
   stats_.accepted_tokens += out.accepted;
+  stats_.images_encoded += out.images;
+  stats_.tower_stages += out.tower_stages;
   for (size_t i = 0; i < out.drafted_at.size(); ++i) {
     stats_.drafted_at[i] += out.drafted_at[i];
     stats_.accepted_at[i] += out.accepted_at[i];

@@ -49,6 +49,7 @@ struct EngineStats {
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0;
   int64_t finished = 0, cancelled = 0;
   int64_t drafted_tokens = 0, accepted_tokens = 0;  // speculative decoding
+  int64_t images_encoded = 0, tower_stages = 0;     // the vision tower's runs in the steps
   // Per draft position i (the (i+1)-th drafted token of a step): steps that drafted one there,
   // and steps whose draft there was accepted.
   std::array<int64_t, model::kMaxVerifyRows - 1> drafted_at{}, accepted_at{};

@@ -1,5 +1,6 @@
 #include "runtime/image_encoder.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -95,12 +96,19 @@ std::optional<PromptImage> ImageEncoder::lookup(const Digest& d) {
   return it->second->second;
 }
 
+// The patch rows until the engine runs the tower, then the merged rows: the larger of the two.
+size_t ImageEncoder::bytes_of(const PromptImage& im) const {
+  const size_t merged = size_t(tokens(im) * model_.config().hidden);
+  const size_t patches = im.pending ? im.pending->patches().size() : 0;
+  return std::max(merged, patches) * sizeof(float);
+}
+
 void ImageEncoder::insert(const Digest& d, const PromptImage& im) {
-  const size_t bytes = im.rows->size() * sizeof(float);
+  const size_t bytes = bytes_of(im);
   std::lock_guard<std::mutex> lock(cache_mu_);
   if (bytes > opts_.cache_bytes || index_.count(d)) return;
   while (stats_.cached_bytes + bytes > opts_.cache_bytes && !lru_.empty()) {
-    stats_.cached_bytes -= lru_.back().second.rows->size() * sizeof(float);
+    stats_.cached_bytes -= bytes_of(lru_.back().second);
     index_.erase(lru_.back().first);
     lru_.pop_back();
   }
@@ -121,11 +129,11 @@ core::Result<PromptImage> ImageEncoder::encode(std::string_view bytes) {
                        std::to_string(opts_.limits.max_bytes));
   const Digest d = digest(bytes);
   if (auto hit = lookup(d)) return *hit;
-  std::lock_guard<std::mutex> lock(tower_mu_);
-  if (auto hit = lookup(d)) return *hit;  // encoded by another caller while this one waited
+  std::lock_guard<std::mutex> lock(prepare_mu_);
+  if (auto hit = lookup(d)) return *hit;  // prepared by another caller while this one waited
   uint64_t hash = 0;
   for (int i = 0; i < 8; ++i) hash = hash << 8 | d[i];
-  QWEN35_ASSIGN_OR_RETURN(PromptImage im, run_tower(bytes, hash));
+  QWEN35_ASSIGN_OR_RETURN(PromptImage im, prepare(bytes, hash));
   {
     std::lock_guard<std::mutex> c(cache_mu_);
     ++stats_.misses;
@@ -134,27 +142,20 @@ core::Result<PromptImage> ImageEncoder::encode(std::string_view bytes) {
   return im;
 }
 
-// Under tower_mu_.
-core::Result<PromptImage> ImageEncoder::run_tower(std::string_view bytes, uint64_t hash) {
+// Under prepare_mu_.
+core::Result<PromptImage> ImageEncoder::prepare(std::string_view bytes, uint64_t hash) {
   QWEN35_ASSIGN_OR_RETURN(image::Image img, image::decode(bytes, opts_.limits));
-  if (!pool_) {
-    pool_ = std::make_unique<core::ThreadPool>(opts_.threads);
-    workspace_ = model_.ops().new_workspace();
-    tower_ = std::make_unique<model::VisionTower>(*model_.weights().vision, model_.ops());
-  }
+  if (!pool_) pool_ = std::make_unique<core::ThreadPool>(opts_.threads);
   QWEN35_ASSIGN_OR_RETURN(image::Patches p, image::preprocess(img, processor_, pool_.get()));
-  QWEN35_RETURN_IF_ERROR(tower_->check_grid(p.grid_t, p.grid_h, p.grid_w));
-  const int64_t n = tower_->tokens(p.grid_t, p.grid_h, p.grid_w);
-  auto rows = std::make_shared<std::vector<float>>(size_t(n * tower_->config().out_hidden));
-  kernels::Context ctx;
-  ctx.pool = pool_.get();
-  ctx.workspace = workspace_.get();
-  ctx.int8_activations = opts_.fast;
-  QWEN35_RETURN_IF_ERROR(tower_->encode(ctx, p.rows.data(), p.grid_t, p.grid_h, p.grid_w, rows->data()));
+  const model::VisionConfig& v = model_.weights().vision->config;
+  QWEN35_RETURN_IF_ERROR(model::VisionTower(*model_.weights().vision, model_.ops()).check_grid(p.grid_t, p.grid_h, p.grid_w));
+  if (int64_t(p.rows.size()) != model::VisionTower::rows(p.grid_t, p.grid_h, p.grid_w) * v.patch_dim())
+    return core::error("[image] the processor made " + std::to_string(p.rows.size()) +
+                       " values for a patch grid the tower reads differently");
   PromptImage im;
   im.grid = {p.grid_t, p.grid_h, p.grid_w};
   im.hash = hash;
-  im.rows = std::move(rows);
+  im.pending = std::make_shared<PendingImage>(std::move(p.rows));
   return im;
 }
 

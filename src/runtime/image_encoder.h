@@ -1,10 +1,11 @@
 // Client images to PromptImages (docs/design.md "Images through the server"): the encoded bytes
-// are decoded within ImageLimits (image/image.h), preprocessed with the checkpoint's
-// preprocessor_config (image/processor.h) and run through the vision tower, on the encoder's own
-// thread pool and kernel workspace (never the engine's: the engine thread keeps running while an
-// image is encoded), one image at a time (a mutex). Merged rows are kept in an LRU cache bounded
-// in bytes and keyed by the content hash, so that a conversation that repeats an image does not
-// run the tower again.
+// are decoded within ImageLimits (image/image.h) and preprocessed with the checkpoint's
+// preprocessor_config (image/processor.h) into patch rows, on the encoder's own thread pool, one
+// image at a time (a mutex). The vision tower is not run here: the engine runs it in its steps
+// when a prompt's prefill reaches the image (runtime/stepper.h), so an image takes its share of
+// the machine like a prompt does, and an image the prefix cache already holds costs nothing.
+// PromptImages are kept in an LRU cache bounded in bytes and keyed by the content hash, so that a
+// conversation that repeats an image shares its PendingImage: the tower runs once for it.
 //
 // The content hash is the first 8 bytes of SHA-256 over the processor settings and the encoded
 // bytes. The prefix cache shares state between clients by it, so it must resist collisions made
@@ -36,13 +37,12 @@
 namespace qwen35::runtime {
 
 struct ImageEncoderOptions {
-  int threads = 0;                            // the tower's pool (0: hardware threads)
-  size_t cache_bytes = size_t{256} << 20;     // merged rows kept (0: no cache)
+  int threads = 0;                            // decoding and resizing (0: hardware threads)
+  size_t cache_bytes = size_t{256} << 20;     // images kept (0: no cache)
   image::ImageLimits limits;                  // on the encoded bytes and the declared pixels
   // The checkpoint's preprocessor_config.json (read_processor_config); unset: Qwen3.5's
   // published settings with the tower's own patch, merge and temporal sizes.
   std::optional<image::ProcessorConfig> processor;
-  bool fast = false;  // the tower's matmuls in fast mode (kernels::Context::int8_activations)
 };
 
 // The preprocessor_config.json (or processor_config.json) of a checkpoint: in `model_path` when
@@ -63,14 +63,15 @@ class ImageEncoder {
   const image::ProcessorConfig& processor() const { return processor_; }
   const image::ImageLimits& limits() const { return opts_.limits; }
 
-  // One image: its PromptImage (grid, hash, rows [tokens, hidden]), from the cache when these
-  // bytes were encoded before. Errors are one line for a 400: the decoder's ("PNG: image is
-  // truncated"), the processor's, or why_not().
+  // One image: its PromptImage (grid, hash, and the patch rows in `pending`, or the merged
+  // rows where the engine has run the tower already), from the cache when these bytes came
+  // before. Errors are one line for a 400: the decoder's ("PNG: image is truncated"), the
+  // processor's, or why_not().
   core::Result<PromptImage> encode(std::string_view encoded_bytes);
   int64_t tokens(const PromptImage& im) const;  // t·(h/merge)·(w/merge)
 
   struct Stats {
-    int64_t hits = 0, misses = 0;  // encode() calls answered from the cache, and by the tower
+    int64_t hits = 0, misses = 0;  // encode() calls answered from the cache, and by the processor
     size_t cached_bytes = 0;
   };
   Stats stats() const;
@@ -80,17 +81,16 @@ class ImageEncoder {
   Digest digest(std::string_view bytes) const;
   std::optional<PromptImage> lookup(const Digest& d);
   void insert(const Digest& d, const PromptImage& im);
-  core::Result<PromptImage> run_tower(std::string_view bytes, uint64_t hash);
+  core::Result<PromptImage> prepare(std::string_view bytes, uint64_t hash);
+  size_t bytes_of(const PromptImage& im) const;  // what a cache entry may hold at most
 
   const model::Model& model_;
   ImageEncoderOptions opts_;
   image::ProcessorConfig processor_;
   std::string why_not_;
 
-  std::mutex tower_mu_;  // one image through the tower at a time (the pool and scratch below)
+  std::mutex prepare_mu_;  // one image through the processor at a time (the pool below)
   std::unique_ptr<core::ThreadPool> pool_;
-  std::unique_ptr<kernels::Workspace> workspace_;
-  std::unique_ptr<model::VisionTower> tower_;
 
   mutable std::mutex cache_mu_;  // the LRU below and the stats
   std::list<std::pair<Digest, PromptImage>> lru_;  // most recent first

@@ -35,11 +35,13 @@ core::Result<PromptLayout> layout_prompt(const GenerationRequest& r, int64_t hid
     if (r.prompt[t] != r.image_token) continue;
     const PromptImage& im = r.images[image];  // mrope_positions matched the runs to the images
     const int64_t tokens = (im.grid[1] / model::kSpatialMerge) * (im.grid[2] / model::kSpatialMerge);
-    if (row == 0 && (!im.rows || int64_t(im.rows->size()) != tokens * hidden))
-      return core::error("image " + std::to_string(image) + " has " +
-                         std::to_string(im.rows ? im.rows->size() : 0) + " values for " +
-                         std::to_string(tokens) + " tokens of width " + std::to_string(hidden));
-    l.inputs[t] = im.rows->data() + row * hidden;
+    if (row == 0) {
+      const auto rows = im.merged();
+      if (rows ? int64_t(rows->size()) != tokens * hidden : !im.pending)
+        return core::error("image " + std::to_string(image) + " has " + std::to_string(rows ? rows->size() : 0) +
+                           " values for " + std::to_string(tokens) + " tokens of width " + std::to_string(hidden));
+      l.images.push_back({int64_t(t), tokens, image});
+    }
     l.cache_key[t] = -1 - int32_t(mix(im.hash ^ mix(uint64_t(row))) >> 33);
     if (++row == tokens) {
       row = 0;
@@ -47,6 +49,10 @@ core::Result<PromptLayout> layout_prompt(const GenerationRequest& r, int64_t hid
     }
   }
   return l;
+}
+
+void bind_image(PromptLayout* l, const ImageSpan& span, const float* rows, int64_t hidden) {
+  for (int64_t j = 0; j < span.tokens; ++j) l->inputs[size_t(span.first + j)] = rows + j * hidden;
 }
 
 }  // namespace qwen35::runtime

@@ -84,13 +84,37 @@ int64_t Sequence::snapshot_after(int64_t from) const {
   return best;
 }
 
+const PromptImage* Sequence::image_due() {
+  if (!layout_) return nullptr;
+  const std::vector<ImageSpan>& spans = layout_->images;
+  for (; next_image_ < spans.size(); ++next_image_) {
+    const ImageSpan& sp = spans[next_image_];
+    if (sp.end() <= prefilled_) continue;  // read already (resumed from the prefix cache)
+    auto rows = req_.images[sp.image].merged();
+    if (!rows) break;
+    bound_.push_back(rows);
+    bind_image(layout_.get(), sp, rows->data(), lim_.hidden);
+  }
+  if (next_image_ == spans.size()) return nullptr;
+  // Chunks end on the grid, so the chunk that holds the image's first token starts at or before
+  // the grid line below it.
+  const int64_t line = spans[next_image_].first / model::kDeltaChunk * model::kDeltaChunk;
+  return line <= prefilled_ ? &req_.images[spans[next_image_].image] : nullptr;
+}
+
+int64_t Sequence::bound_end() const {
+  if (!layout_ || next_image_ == layout_->images.size()) return prompt_size();
+  return layout_->images[next_image_].first;
+}
+
 std::span<const int32_t> Sequence::next_chunk(int64_t budget, bool first) const {
   constexpr int64_t kGrid = model::kDeltaChunk;
-  const int64_t n = prompt_size(), start = prefilled_;
+  const int64_t n = prompt_size(), start = prefilled_, limit = bound_end();
   const int64_t snap = snapshot_after(start);
   int64_t end = start;
   while (end < n && !(end > start && end == snap)) {  // a chunk ends where a snapshot is due
     const int64_t next = std::min(n, (end / kGrid + 1) * kGrid);
+    if (next > limit) break;  // the rows of an image there are not known yet
     if (next - start > budget && !(first && end == start)) break;
     end = next;
   }
@@ -100,6 +124,7 @@ std::span<const int32_t> Sequence::next_chunk(int64_t budget, bool first) const 
 void Sequence::chunk_inputs(model::SequenceRows* rows) const {
   if (!layout_) return;
   const size_t at = size_t(prefilled_), n = rows->tokens.size();
+  QWEN35_CHECK(int64_t(at + n) <= bound_end());  // every image token of the chunk has its row
   rows->positions = std::span<const int64_t>(layout_->positions).subspan(3 * at, 3 * n);
   rows->embeddings = std::span<const float* const>(layout_->inputs).subspan(at, n);
 }

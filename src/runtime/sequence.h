@@ -50,6 +50,7 @@ struct StepOutput {
   int64_t steps = 0, prompt = 0, generated = 0, done = 0, cancelled = 0;
   int64_t resumed = 0;  // samples taken from the workers
   int64_t drafted = 0, accepted = 0;
+  int64_t tower_stages = 0, images = 0;  // vision tower stages run; images it finished
   std::array<int64_t, model::kMaxVerifyRows - 1> drafted_at{}, accepted_at{};
   std::vector<std::pair<std::shared_ptr<RequestStream>, StreamEvent>> finished;
   // Streams ended in place (RequestStream::close) because their kDone event could not be made:
@@ -57,7 +58,7 @@ struct StepOutput {
   int64_t closed = 0;
   // Where the steps' time went: planning the rows (the drafters included), the forward call,
   // and advancing the sequences (sampling included). For bench; the engine does not read them.
-  double plan_s = 0, forward_s = 0, advance_s = 0;
+  double plan_s = 0, forward_s = 0, advance_s = 0, tower_s = 0;
 };
 
 // What the engine fixes for every sequence.
@@ -91,9 +92,14 @@ class Sequence {
   void start(model::SequenceState* state, PrefixCache* cache, const SequenceLimits& lim,
              uint64_t order, const std::function<void()>& before_resume);
 
+  // prefill: the image the next chunk needs before it can run, when the vision tower has not
+  // made its rows yet (null otherwise). Images whose rows are known are bound to their tokens
+  // here; images that the prefix cache holds the prompt past are never needed.
+  const PromptImage* image_due();
   // prefill: the prompt's next chunk, cut on the grid, of at most `budget` tokens (the step's
   // first prefilling sequence takes one grid chunk whatever the budget), ending where a
-  // snapshot is due. Empty when the budget allows nothing.
+  // snapshot is due and before the first token of an image not bound yet. Empty when the
+  // budget allows nothing, or an image is due.
   std::span<const int32_t> next_chunk(int64_t budget, bool first) const;
   // The rotary positions and input rows of a prompt chunk `rows` (from next_chunk) when the
   // prompt has images; nothing otherwise.
@@ -153,9 +159,13 @@ class Sequence {
 
   // The prompt's tokens as the prefix cache keys them (its images' tokens by their hashes).
   std::span<const int32_t> cache_key() const;
+  // Where the prompt's bound rows end: the first token of the first image not bound yet.
+  int64_t bound_end() const;
 
   GenerationRequest req_;
   std::unique_ptr<PromptLayout> layout_;  // a prompt with images: positions, rows, cache key
+  size_t next_image_ = 0;  // layout_->images[next_image_ ..] are not bound yet
+  std::vector<std::shared_ptr<const std::vector<float>>> bound_;  // the rows layout_ points into
   std::shared_ptr<RequestStream> stream_;
   SpecOptions spec_;
   Phase phase_ = Phase::kQueued;

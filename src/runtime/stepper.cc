@@ -78,6 +78,7 @@ bool Stepper::validate(const GenerationRequest& req, std::string* message) const
       *message = l.message();
       return false;
     }
+    if (!pending_images_fit(req, message)) return false;
   }
   if (auto s = req.sampling.validate(); !s.ok()) {
     *message = s.message();
@@ -87,6 +88,31 @@ bool Stepper::validate(const GenerationRequest& req, std::string* message) const
     *message = "the prompt has " + std::to_string(n) + " tokens, more than the KV pool of " +
                std::to_string(held) + " positions allows (--mem-budget-mb)";
     return false;
+  }
+  return true;
+}
+
+// Images the tower is still to run: the model has a tower that takes their grids and patch rows.
+bool Stepper::pending_images_fit(const GenerationRequest& req, std::string* message) const {
+  for (size_t i = 0; i < req.images.size(); ++i) {
+    const PromptImage& im = req.images[i];
+    if (im.rows) continue;
+    const model::ModelWeights& w = model_.weights();
+    if (!w.vision) {
+      *message = "image " + std::to_string(i) + ": " + (w.vision_problem.empty() ? "no vision tower" : w.vision_problem);
+      return false;
+    }
+    const model::VisionTower tower(*w.vision, model_.ops());
+    if (core::Status st = tower.check_grid(im.grid[0], im.grid[1], im.grid[2]); !st.ok()) {
+      *message = "image " + std::to_string(i) + ": " + st.message();
+      return false;
+    }
+    const int64_t want = model::VisionTower::rows(im.grid[0], im.grid[1], im.grid[2]) * w.vision->config.patch_dim();
+    if (im.pending->patch_values() != want) {
+      *message = "image " + std::to_string(i) + " has " + std::to_string(im.pending->patch_values()) +
+                 " patch values for a grid of " + std::to_string(want);
+      return false;
+    }
   }
   return true;
 }

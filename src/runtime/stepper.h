@@ -4,6 +4,14 @@
 // Engine runs one on its engine thread, and `qwen35 bench` drives one directly, so what bench
 // times is the path that serves.
 //
+// Images: the vision tower runs in the steps, on the engine's threads, when a prefilling
+// sequence's next chunk needs an image whose rows are not known (Sequence::image_due). One image
+// is in the tower at a time, oldest prompt first, a stage (a block of one frame) or more a step:
+// as many as the step's remaining row budget pays for, each stage weighed in prompt tokens of
+// the same multiply-adds (the first prefilling sequence gets one stage whatever the budget, as
+// it gets one chunk). So a large image is spread over steps like a long prompt, and the decode
+// rows of the other sequences run in every one of them.
+//
 // A sample that would make the engine thread build a grammar's automaton goes to SampleWorkers
 // (runtime/sample_workers.h): its sequence runs no row until the worker is done, and the other
 // sequences' steps go on; before each forward call the workers are asked for the masks the
@@ -99,6 +107,7 @@ class Stepper {
 
  private:
   int64_t blocks_for(const GenerationRequest& r) const;  // its worst case, in KV blocks
+  bool pending_images_fit(const GenerationRequest& req, std::string* message) const;
   // Whether `r` could ever be promised its worst case beside the running sequences, and how
   // many blocks it lacks now (> 0: it waits, or cache entries go).
   bool promisable(const GenerationRequest& r) const;
@@ -110,6 +119,13 @@ class Stepper {
   // no draft (drafts change the speed, never the tokens).
   void draft();
   void propose_drafts();
+  // Plans tower stages for a sequence's due image under *budget (the first prefilling sequence
+  // gets one whatever it is): false when none fit. The image's run starts here when it is new.
+  bool plan_tower(const PromptImage& im, int64_t* budget, bool first);
+  void run_tower(StepOutput* out);  // the planned stages, before the forward call
+  // Ends with `why` every running sequence whose due image is the one in the tower.
+  void fail_tower(StepOutput* out, const std::string& why);
+  bool tower_wanted();  // whether a running sequence's due image is the one in the tower
   bool advance(size_t row, const core::Status& st, StepOutput* out);
 
   model::Model& model_;
@@ -127,6 +143,16 @@ class Stepper {
   std::vector<size_t> row_logits_;  // first logits row of each batch row
   std::vector<float> logits_;
   std::vector<model::DraftRequest> draft_reqs_;  // the MTP head's requests of a step
+
+  // The image in the vision tower, its output and its run; the stages this step runs.
+  struct TowerWork {
+    std::shared_ptr<PendingImage> image;
+    std::shared_ptr<std::vector<float>> out;
+    model::VisionRun run;
+  };
+  std::unique_ptr<TowerWork> tower_;
+  int64_t tower_stages_ = 0;
+  double token_flops_ = 0;  // model_.token_flops(): a tower stage's cost in prompt tokens
 };
 
 }  // namespace qwen35::runtime

@@ -4,7 +4,9 @@
 // rows are sampled and committed after it.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
+#include "core/check.h"
 #include "runtime/stepper.h"
 
 namespace qwen35::runtime {
@@ -18,7 +20,13 @@ void Stepper::step(StepOutput* out) {
     fail_running(out, oom + " while planning a step");
     return;
   }
-  if (rows_.empty()) return;
+  const auto t_tower = Clock::now();
+  if (tower_stages_ > 0) run_tower(out);
+  out->tower_s += std::chrono::duration<double>(Clock::now() - t_tower).count();
+  if (rows_.empty()) {
+    if (tower_stages_ > 0) ++out->steps;
+    return;
+  }
   const auto t1 = Clock::now();
   core::Status st;
   if (std::string oom = out_of_memory([&] { st = model_.forward(rows_, &logits_); });
@@ -123,8 +131,16 @@ void Stepper::schedule() {
   });
   int64_t budget = opts_.step_tokens - decode_rows;
   bool first = true;
+  tower_stages_ = 0;
+  if (tower_ && !tower_wanted()) tower_.reset();  // its requests ended: the run goes
   for (int i : prefilling) {
     Sequence& s = *slots_[size_t(i)];
+    if (const PromptImage* im = s.image_due()) {
+      if (tower_stages_ > 0) continue;  // one image in the tower a step
+      if (!plan_tower(*im, &budget, first)) break;
+      first = false;
+      continue;
+    }
     const std::span<const int32_t> chunk = s.next_chunk(budget, first);
     if (chunk.empty()) break;  // no budget left: later prompts wait (first come, first served)
     budget -= int64_t(chunk.size());
@@ -139,6 +155,76 @@ void Stepper::schedule() {
     row_logits_.push_back(off);
     off += row.all_logits || row.verify ? row.tokens.size() : 1;
   }
+}
+
+bool Stepper::plan_tower(const PromptImage& im, int64_t* budget, bool first) {
+  if (!tower_ || tower_->image != im.pending) {
+    // Stepper::validate checked the grid, the patch rows and the tower.
+    auto work = std::make_unique<TowerWork>();
+    work->image = im.pending;
+    const int64_t merge = model_.weights().vision->config.merge;
+    const int64_t tokens = im.grid[0] * (im.grid[1] / merge) * (im.grid[2] / merge);
+    work->out = std::make_shared<std::vector<float>>(size_t(tokens * model_.config().hidden));
+    const core::Status st = model_.begin_image(im.pending->patches().data(), im.grid[0], im.grid[1], im.grid[2],
+                                               work->out->data(), &work->run);
+    QWEN35_CHECK_MSG(st.ok(), st.message().c_str());
+    tower_ = std::move(work);
+  }
+  if (token_flops_ <= 0) token_flops_ = std::max(1.0, model_.token_flops());
+  // Stages ahead of the run, each weighed in prompt tokens, while the budget pays for them.
+  model::VisionRun ahead;
+  ahead.grid_t = tower_->run.grid_t;
+  ahead.grid_h = tower_->run.grid_h;
+  ahead.grid_w = tower_->run.grid_w;
+  ahead.frame = tower_->run.frame;
+  ahead.stage = tower_->run.stage;
+  const int64_t per_frame = model_.image_stages_per_frame();
+  int64_t k = 0;
+  while (!ahead.done()) {
+    const int64_t cost = int64_t(std::ceil(model_.image_stage_flops(ahead) / token_flops_));
+    if (cost > *budget && !(first && k == 0)) break;
+    *budget -= std::min(cost, *budget);
+    ++k;
+    if (++ahead.stage == per_frame) {
+      ahead.stage = 0;
+      ++ahead.frame;
+    }
+  }
+  tower_stages_ = k;
+  return k > 0;
+}
+
+void Stepper::run_tower(StepOutput* out) {
+  const std::string oom = out_of_memory([&] {
+    out->tower_stages += tower_stages_;
+    if (!model_.advance_image(&tower_->run, tower_stages_)) return;
+    tower_->image->set_rows(std::move(tower_->out));
+    tower_.reset();
+    ++out->images;
+  });
+  if (!oom.empty()) fail_tower(out, oom + " in the vision tower");
+}
+
+void Stepper::fail_tower(StepOutput* out, const std::string& why) {
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Sequence* s = slots_[i].get();
+    if (!s || s->phase() != Phase::kPrefill) continue;
+    const PromptImage* im = s->image_due();
+    if (!im || im->pending != tower_->image) continue;
+    s->finish("error", out, why);
+    release(i);
+    ++out->done;
+  }
+  tower_.reset();
+}
+
+bool Stepper::tower_wanted() {
+  for (auto& s : slots_) {
+    if (!s || s->phase() != Phase::kPrefill) continue;
+    const PromptImage* im = s->image_due();
+    if (im && im->pending == tower_->image) return true;
+  }
+  return false;
 }
 
 // After the forward call: advances row r's sequence by its logits. Returns true when the

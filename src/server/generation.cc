@@ -10,6 +10,8 @@
 // fails) has its choices cancelled by the pass that wakes.
 #include "server/generation.h"
 
+#include "server/affinity.h"
+
 namespace qwen35::server {
 
 void Wake::notify() {
@@ -236,6 +238,11 @@ void fail_request(Context& ctx, const char* endpoint, const Formatter& fmt, cons
 }
 
 void run_job(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
+  // The key a balancer can route the conversation's next turns by, unless the client named one
+  // (server.cc added it first, and the first value of a header is kept).
+  if (!job->req.batch.empty())
+    r->add_header(kAffinityHeader,
+                  prefix_affinity_key(job->req.batch[0].ids, job->req.snapshot_hints));
   if (auto e = submit_all(*job)) return fail_request(*job->ctx, job->endpoint, *job->fmt, *e, *r);
   drive_job(std::move(job), std::move(r));
 }

@@ -16,6 +16,7 @@ struct HttpRequest {
   std::string method;  // "GET", "POST", ...
   std::string path;    // target without the query string
   std::string body;
+  // The client's address: the connection's peer, or behind a trusted proxy the client it names.
   std::string remote_addr;
   std::vector<std::pair<std::string, std::string>> headers;
   // The first header of that name (case-insensitive), "" when absent.
@@ -54,6 +55,9 @@ class Responder {
   virtual void on_close(std::function<void()> fn) = 0;
   // True once the client has hung up or the connection was dropped.
   virtual bool closed() const = 0;
+  // A header for this exchange's answer (send or start_stream, whichever comes later); the first
+  // value given for a name is kept, so a handler's explicit value wins over a later default.
+  virtual void add_header(std::string name, std::string value) = 0;
 };
 
 }  // namespace qwen35::server

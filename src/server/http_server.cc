@@ -88,13 +88,17 @@ std::string status_line(int status) {
 
 class Session : public Responder, public std::enable_shared_from_this<Session> {
  public:
-  Session(tcp::socket s, std::shared_ptr<Shared> sh, std::string addr)
-      : stream_(std::move(s)), sh_(std::move(sh)), addr_(std::move(addr)) {}
+  // `proxy`: the peer is a trusted proxy, not counted at accept; its requests are counted by
+  // the client they name (count_client).
+  Session(tcp::socket s, std::shared_ptr<Shared> sh, std::string addr, bool proxy)
+      : stream_(std::move(s)), sh_(std::move(sh)), addr_(std::move(addr)), proxy_(proxy) {
+    if (!proxy_) counted_ = addr_;
+  }
   ~Session() override {
     if (exchange_open_) --sh_->in_flight;
     --sh_->open;
     std::lock_guard lk(sh_->mu);
-    if (--sh_->per_client[addr_] <= 0) sh_->per_client.erase(addr_);
+    release_locked();
     sh_->sessions.erase(this);
   }
 
@@ -122,6 +126,8 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
       self->keep_alive_ = self->keep_alive_ && !self->sh_->draining.load();
       std::string h = status_line(head.status) + "Content-Type: " + head.content_type + "\r\n";
       for (const auto& [k, v] : head.headers) h += k + ": " + v + "\r\n";
+      for (const auto& [k, v] : self->answer_headers_) h += k + ": " + v + "\r\n";
+      for (const auto& [k, v] : self->sh_->limits.headers) h += k + ": " + v + "\r\n";
       h += "Transfer-Encoding: chunked\r\n";
       h += self->keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
       self->queue_write(std::move(h), nullptr);
@@ -157,6 +163,14 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     });
   }
   bool closed() const override { return closed_.load(); }
+  void add_header(std::string name, std::string value) override {
+    net::post(stream_.get_executor(), [self = shared_from_this(), name = std::move(name),
+                                       value = std::move(value)]() mutable {
+      for (const auto& [k, v] : self->answer_headers_)
+        if (beast::iequals(k, name)) return;
+      self->answer_headers_.emplace_back(std::move(name), std::move(value));
+    });
+  }
 
  private:
   void read_request() {
@@ -165,6 +179,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     parser_->header_limit(uint32_t(std::min<size_t>(sh_->limits.max_header_bytes, UINT32_MAX)));
     parser_->body_limit(sh_->limits.max_body_bytes);
     head_request_ = false;
+    answer_headers_.clear();
     // The deadline of the whole request: set once, every read of this request shares it.
     stream_.expires_after(sh_->limits.read_timeout);
     read_head();
@@ -201,6 +216,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   void on_header(beast::error_code ec) {
     if (ec) return on_read_error(ec);
     if (auto e = check_framing()) return fail(e->status, e->message);
+    if (proxy_ && !count_client()) return fail(503, "too many connections from " + client_);
     if (beast::iequals(parser_->get()[http::field::expect], "100-continue") &&
         !parser_->is_done()) {
       static const std::string kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -264,7 +280,7 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     req.method = str(msg.method_string());
     const std::string target = str(msg.target());
     req.path = target.substr(0, target.find('?'));
-    req.remote_addr = addr_;
+    req.remote_addr = proxy_ ? client_ : addr_;
     for (const auto& f : msg) req.headers.emplace_back(str(f.name_string()), str(f.value()));
     req.body = std::move(msg.body());
     keep_alive_ = msg.keep_alive();
@@ -307,6 +323,8 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     msg->version(11);
     msg->set(http::field::content_type, res.content_type);
     for (const auto& [k, v] : res.headers) msg->set(k, v);
+    for (const auto& [k, v] : answer_headers_) msg->set(k, v);
+    for (const auto& [k, v] : sh_->limits.headers) msg->set(k, v);
     msg->body() = std::move(res.body);
     msg->keep_alive(keep_alive_ && !sh_->draining.load());
     keep_alive_ = msg->keep_alive();
@@ -359,6 +377,10 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     exchange_open_ = false;
     on_close_ = nullptr;  // the answer is out: nothing waits on this exchange any more
     --sh_->in_flight;
+    if (proxy_) {
+      std::lock_guard lk(sh_->mu);
+      release_locked();
+    }
     if (closed_) return;
     if (lingering_) return linger();
     if (!keep_alive_ || sh_->draining.load()) return close();
@@ -392,6 +414,33 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
     stream_.close();
   }
 
+  // A proxied request: its client (client_address.h) is counted against the per-client cap, from
+  // its head's arrival to the end of its answer. False (not counted) when the cap is reached.
+  bool count_client() {
+    std::vector<std::string> xff, fwd;
+    const auto& h = parser_->get();
+    for (auto [it, end] = h.equal_range("X-Forwarded-For"); it != end; ++it)
+      xff.push_back(str(it->value()));
+    for (auto [it, end] = h.equal_range("Forwarded"); it != end; ++it)
+      fwd.push_back(str(it->value()));
+    client_ = forwarded_client(addr_, xff, fwd, sh_->limits.trusted_proxies);
+    std::lock_guard lk(sh_->mu);
+    int& n = sh_->per_client[client_];
+    if (n >= sh_->limits.max_connections_per_client) {
+      if (n == 0) sh_->per_client.erase(client_);
+      return false;
+    }
+    ++n;
+    counted_ = client_;
+    return true;
+  }
+  // Under sh_->mu: gives back what this connection holds of the per-client count.
+  void release_locked() {
+    if (counted_.empty()) return;
+    if (--sh_->per_client[counted_] <= 0) sh_->per_client.erase(counted_);
+    counted_.clear();
+  }
+
   struct Out {
     std::string bytes;
     std::function<void(bool)> done;
@@ -399,6 +448,10 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   std::shared_ptr<Shared> sh_;
   std::string addr_;
+  const bool proxy_;
+  std::string client_;   // proxied: the client of the current request
+  std::string counted_;  // the per_client key this connection holds a count under ("": none)
+  std::vector<std::pair<std::string, std::string>> answer_headers_;  // Responder::add_header
   beast::flat_buffer buf_;
   std::optional<http::request_parser<http::string_body>> parser_;
   std::deque<Out> out_;
@@ -429,33 +482,43 @@ void HttpServer::Impl::on_accept(beast::error_code ec, tcp::socket s) {
   }
   beast::error_code aec;
   const auto ep = s.remote_endpoint(aec);
-  std::string addr = aec ? std::string("?") : ep.address().to_string();
+  std::string addr = aec ? std::string("?") : canonical_address(ep.address().to_string());
+  if (addr.empty()) addr = "?";
+  // A trusted proxy's connections carry many clients: they count per request (Session).
+  const bool proxy = is_trusted(shared->limits.trusted_proxies, addr);
   bool refuse = false;
   {
     std::lock_guard lk(shared->mu);
-    int& n = shared->per_client[addr];
-    if (shared->open.load() >= shared->limits.max_connections ||
-        n >= shared->limits.max_connections_per_client) {
+    if (shared->open.load() >= shared->limits.max_connections) {
       refuse = true;
-      if (n == 0) shared->per_client.erase(addr);
-    } else {
-      ++n;
+    } else if (proxy) {
       ++shared->open;
+    } else {
+      int& n = shared->per_client[addr];
+      if (n >= shared->limits.max_connections_per_client) {
+        refuse = true;
+        if (n == 0) shared->per_client.erase(addr);
+      } else {
+        ++n;
+        ++shared->open;
+      }
     }
   }
   if (refuse) {
     // Cheap: one non-blocking send of a 503, then close; nothing is read.
     const HttpResponse r = shared->error_page(503, "too many connections");
+    std::string extra;
+    for (const auto& [k, v] : shared->limits.headers) extra += "\r\n" + k + ": " + v;
     const std::string msg = status_line(503) + "Content-Type: " + r.content_type +
                             "\r\nContent-Length: " + std::to_string(r.body.size()) +
-                            "\r\nConnection: close\r\n\r\n" + r.body;
+                            extra + "\r\nConnection: close\r\n\r\n" + r.body;
     (void)::send(s.native_handle(), msg.data(), msg.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
     s.close(aec);
   } else {
     // Answers and SSE chunks are small writes: Nagle's algorithm would hold each one back until
     // the client acknowledges the last (up to its delayed-ACK time, tens of ms per token).
     s.set_option(tcp::no_delay(true), aec);
-    auto session = std::make_shared<Session>(std::move(s), shared, addr);
+    auto session = std::make_shared<Session>(std::move(s), shared, addr, proxy);
     {
       std::lock_guard lk(shared->mu);
       shared->sessions[session.get()] = session;

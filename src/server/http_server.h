@@ -10,7 +10,8 @@
 // Limits: a whole request (header and body) must arrive within read_timeout of its first wait
 // (the deadline is set once per request, not per byte); every write must finish within
 // write_timeout (a client that stops reading is dropped); connections over max_connections, or
-// over max_connections_per_client from one address, are closed at accept.
+// over max_connections_per_client from one address, are closed at accept (behind a trusted proxy,
+// the per-client count is of requests by forwarded client instead: HttpLimits::trusted_proxies).
 //
 // Framing: a head is read whole and checked raw before Beast parses it, and the body's framing
 // after (server/http_framing.h: no folded lines, Transfer-Encoding only as a single final
@@ -30,8 +31,11 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "core/result.h"
+#include "server/client_address.h"
 #include "server/http.h"
 
 namespace qwen35::server {
@@ -43,6 +47,13 @@ struct HttpLimits {
   std::chrono::milliseconds write_timeout{30000};
   int max_connections = 4096;
   int max_connections_per_client = 1024;
+  // Headers every answer carries (the transport's own errors too): X-Qwen35-Replica.
+  std::vector<std::pair<std::string, std::string>> headers;
+  // Connections from these networks are proxies (a load balancer): they are not counted against
+  // max_connections_per_client at accept; each request on them is, under the client its
+  // X-Forwarded-For / Forwarded names (client_address.h), from its head's arrival to the end of
+  // its answer, and HttpRequest::remote_addr is that client.
+  std::vector<Cidr> trusted_proxies;
 };
 
 using HttpHandler = std::function<void(HttpRequest req, std::shared_ptr<Responder> r)>;

@@ -114,6 +114,9 @@ std::string Metrics::render(const runtime::EngineStats* e, int connections) cons
           double(pc.hit_tokens), "counter");
     gauge(&out, "qwen35_prefix_cache_evictions_total", "prefix cache entries evicted",
           double(pc.evictions), "counter");
+    gauge(&out, "qwen35_prefix_cache_hit_ratio",
+          "hits / (hits + misses): the share of requests resumed from the prefix cache",
+          pc.hits + pc.misses ? double(pc.hits) / double(pc.hits + pc.misses) : 0.0);
     gauge(&out, "qwen35_prefix_cache_bytes", "prefix cache memory (snapshots + KV blocks)",
           double(pc.bytes));
     gauge(&out, "qwen35_prefix_cache_snapshots", "state snapshots held", double(pc.snapshots));

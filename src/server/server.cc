@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <string_view>
 
+#include "server/affinity.h"
 #include "server/auth.h"
 #include "server/messages.h"
 #include "server/responses.h"
@@ -62,6 +63,20 @@ HttpResponse get_health(const Context& ctx, const HttpServer&) {
   return res;
 }
 
+// GET /ready: whether a balancer should send this replica requests now. The model is loaded
+// (and with --cache-dir the cache with it: the engine loads it before set_ready), the server is
+// not draining, and fewer than --ready-queue requests wait for a slot. /health stays liveness.
+HttpResponse get_ready(const Context& ctx, const HttpServer&) {
+  if (!ctx.ready.load()) return error_response(unavailable("the model is loading"));
+  if (ctx.draining.load() || ctx.shutting_down.load())
+    return error_response(unavailable("the server is draining"));
+  if (ctx.ready_queue > 0 && ctx.engine && ctx.engine->stats().queued >= ctx.ready_queue)
+    return error_response(unavailable("the queue is full (--ready-queue)"));
+  HttpResponse res;
+  res.set_content("{\"status\":\"ready\"}", "application/json");
+  return res;
+}
+
 HttpResponse get_models(const Context& ctx, const HttpServer&) {
   if (!ctx.ready.load()) return error_response(unavailable("the model is loading"));
   Json m = {{"id", ctx.mi.name},    {"object", "model"},   {"created", int64_t(std::time(nullptr))},
@@ -85,9 +100,13 @@ HttpResponse get_metrics(const Context& ctx, const HttpServer& http) {
   if (ctx.ready.load() && ctx.mi.images && ctx.mi.images->available()) {
     const runtime::ImageEncoder::Stats is = ctx.mi.images->stats();
     const std::pair<const char*, std::pair<const char*, double>> lines[] = {
-        {"qwen35_image_encodes_total", {"images run through the vision tower", double(is.misses)}},
-        {"qwen35_image_cache_hits_total", {"images answered from the tower's output cache", double(is.hits)}},
-        {"qwen35_image_cache_bytes", {"memory of the tower's output cache", double(is.cached_bytes)}}};
+        {"qwen35_image_encodes_total", {"images run through the vision tower", double(st.images_encoded)}},
+        {"qwen35_image_tower_stages_total",
+         {"vision tower stages run in the engine's steps (a block of one frame, the embedding, the merger)",
+          double(st.tower_stages)}},
+        {"qwen35_image_decodes_total", {"images decoded and resized", double(is.misses)}},
+        {"qwen35_image_cache_hits_total", {"images answered from the image cache", double(is.hits)}},
+        {"qwen35_image_cache_bytes", {"memory of the image cache", double(is.cached_bytes)}}};
     for (const auto& [name, hv] : lines) {
       const bool counter = std::string_view(name).ends_with("_total");
       text += std::string("# HELP ") + name + " " + hv.first + "\n# TYPE " + name + (counter ? " counter\n" : " gauge\n") +
@@ -124,6 +143,7 @@ struct Route {
 // recognized_method below). A GET route answers HEAD too.
 const Route kRoutes[] = {
     {"GET", "/health", Api::kOpenAi, false, get_health, nullptr},
+    {"GET", "/ready", Api::kOpenAi, false, get_ready, nullptr},
     {"GET", "/v1/models", Api::kOpenAi, false, get_models, nullptr},
     {"GET", "/props", Api::kOpenAi, false, get_props, nullptr},
     {"GET", "/metrics", Api::kOpenAi, false, get_metrics, nullptr},
@@ -214,6 +234,11 @@ void run_post(Context& ctx, const Route& route, const HttpRequest& req, R r) {
     return fail(unavailable("the server is shutting down"));
   Json body;
   if (auto e = parse_request_body(req.body, ctx.mi, &body)) return fail(*e);
+  // The key a balancer routes this conversation by, when the client named one; otherwise the
+  // generation derives one from the prompt (generation.cc) and that is the one answered.
+  if (route.generates)
+    if (std::string key = affinity_key(body, req.header("X-Session-Id")); !key.empty())
+      r->add_header(kAffinityHeader, std::move(key));
   route.post(ctx, req, body, std::move(r));
 }
 
@@ -234,6 +259,9 @@ Server::Server(ServerOptions opts) : opts_(std::move(opts)), ctx_(std::make_uniq
   lim.write_timeout = ms(opts_.write_timeout_s);
   lim.max_connections = std::max(1, opts_.max_connections);
   lim.max_connections_per_client = std::max(1, opts_.max_connections_per_client);
+  if (!opts_.replica_id.empty()) lim.headers.emplace_back("X-Qwen35-Replica", opts_.replica_id);
+  lim.trusted_proxies = opts_.trusted_proxies;
+  ctx_->ready_queue = opts_.ready_queue;
   http_ = std::make_unique<HttpServer>(
       lim, [this](HttpRequest req, std::shared_ptr<Responder> r) { dispatch(std::move(req), r); },
       transport_error, opts_.io_threads);
@@ -250,6 +278,13 @@ void Server::set_ready(ModelInfo mi, runtime::Engine* engine) {
   ctx_->engine = engine;
   ctx_->ready.store(true);
 }
+
+void Server::begin_drain() {
+  ctx_->draining.store(true);
+  http_->stop_accepting();
+}
+
+int Server::in_flight() const { return http_->in_flight(); }
 
 void Server::begin_shutdown() {
   ctx_->shutting_down.store(true);

@@ -14,6 +14,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/result.h"
 #include "runtime/engine.h"
@@ -44,6 +45,10 @@ struct ServerOptions {
   double shutdown_grace_s = 1;       // SIGTERM: time in-flight answers get to finish
   bool web = true;                   // GET / serves the chat page (server/web_page.h)
   std::string web_dir;               // non-empty: the page's files are read from here first
+  // Behind a load balancer (docs/design.md "Replicas behind a load balancer"):
+  std::string replica_id;            // non-empty: every answer says X-Qwen35-Replica: ID
+  std::vector<Cidr> trusted_proxies;  // networks whose X-Forwarded-For / Forwarded is believed
+  int ready_queue = 0;               // /ready fails while this many requests wait (0: never)
 };
 
 // What the generation handlers share; owned by the Server, outlives every response.
@@ -52,6 +57,10 @@ struct Context {
   runtime::Engine* engine = nullptr;
   Metrics metrics;
   std::atomic<bool> ready{false}, shutting_down{false};
+  // SIGTERM with --drain-s: /ready fails and no connection is accepted, while requests already
+  // here are still served (shutting_down refuses them only once the drain ends).
+  std::atomic<bool> draining{false};
+  int ready_queue = 0;
 };
 
 class Server {
@@ -62,8 +71,13 @@ class Server {
   core::Result<int> bind();  // returns the bound port
   void start();              // accept loop on a thread of its own
   void set_ready(ModelInfo mi, runtime::Engine* engine);
+  // Readiness fails and the listener and idle connections close; requests that arrive on open
+  // connections are still served. Then begin_shutdown (or stop) when the drain ends.
+  void begin_drain();
   // Generation requests now get 503; the listener and idle connections close.
   void begin_shutdown();
+  // Exchanges being answered now.
+  int in_flight() const;
   // Gives in-flight answers up to shutdown_grace_s, then closes everything and joins the threads.
   void stop();
 

@@ -2,7 +2,9 @@
 // the server's own request handling: the JSON body parse with its depth bound, the request
 // parsers of the four generation APIs (chat, completions, Responses, Messages and its
 // count_tokens), /tokenize, /detokenize and /apply-template with the bundled model's tokenizer
-// and chat template. Generation itself is not run (a parsed request is answered 200 with what
+// and chat template, and image parts (chat image_url, Responses input_image, Anthropic image
+// blocks) through the image encoder of the bundled vision model: base64, the decoders and the
+// processor, up to the patch rows (the tower runs in the engine). Generation itself is not run (a parsed request is answered 200 with what
 // was parsed), so each input costs milliseconds, not a forward.
 //
 // Per input: one loopback connection gets the bytes, its write side is shut, and everything the
@@ -27,6 +29,10 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/ops.h"
+#include "model/model.h"
+#include "model/weights.h"
+#include "runtime/image_encoder.h"
 #include "server/http_server.h"
 #include "server/messages.h"
 #include "server/request.h"
@@ -50,6 +56,7 @@ struct Harness {
     ctx.mi.name = "fuzz";
     ctx.mi.ctx = 4096;
     ctx.mi.eos_ids = {tok->eos_id()};
+    add_images();
     ctx.ready.store(true);
     server::HttpLimits lim;
     lim.max_header_bytes = 4096;
@@ -68,6 +75,25 @@ struct Harness {
     if (!p.ok()) std::abort();
     port = *p;
     http_->start();
+  }
+
+  // The bundled vision model's encoder, with limits that keep an input's decode cheap.
+  void add_images() {
+    auto w = model::load_weights(QWEN35_FUZZ_VISION_DIR);
+    auto pc = runtime::read_processor_config(QWEN35_FUZZ_VISION_DIR);
+    if (!w.ok() || !pc.ok()) std::abort();
+    vision = std::make_unique<model::Model>(std::move(*w), kernels::cpu_ops(), nullptr);
+    runtime::ImageEncoderOptions o;
+    o.threads = 1;
+    o.processor = *pc;
+    o.limits.max_bytes = 16384;
+    o.limits.max_pixels = 1 << 20;
+    o.cache_bytes = size_t{1} << 20;
+    images = std::make_unique<runtime::ImageEncoder>(*vision, o);
+    if (!images->available()) std::abort();
+    ctx.mi.images = images.get();
+    ctx.mi.max_images = 4;
+    ctx.mi.image_token = int32_t(vision->config().vision.image_token_id);
   }
 
   // The routes of server.cc, without the engine.
@@ -143,6 +169,8 @@ struct Harness {
 
   std::unique_ptr<tokenizer::Tokenizer> tok;
   std::unique_ptr<tmpl::ChatTemplate> chat;
+  std::unique_ptr<model::Model> vision;
+  std::unique_ptr<runtime::ImageEncoder> images;
   server::Context ctx;
   std::unique_ptr<server::HttpServer> http_;
   int port = 0;

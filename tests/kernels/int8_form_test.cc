@@ -19,12 +19,26 @@
 namespace qwen35::kernels {
 namespace {
 
-constexpr WeightType kFormTypes[] = {WeightType::kQ8_0,  WeightType::kQ4_0, WeightType::kQ4_K,  WeightType::kQ5_K,
-                                     WeightType::kQ6_K,  WeightType::kIQ4_NL, WeightType::kIQ4_XS};
+constexpr WeightType kFormTypes[] = {
+    WeightType::kQ8_0, WeightType::kQ4_0,    WeightType::kQ4_K,   WeightType::kQ5_K,    WeightType::kQ6_K,
+    WeightType::kIQ4_NL, WeightType::kIQ4_XS, WeightType::kQ4_1,  WeightType::kQ5_0,    WeightType::kQ5_1,
+    WeightType::kQ2_K, WeightType::kQ3_K,    WeightType::kIQ2_XXS, WeightType::kIQ2_XS, WeightType::kIQ3_XXS,
+    WeightType::kIQ3_S};
+
+// The types whose forms keep the blocks' own f16 scales (and mins as biases): exact.
+bool exact_form(WeightType t) {
+  return t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || t == WeightType::kIQ4_NL || t == WeightType::kQ4_1 ||
+         t == WeightType::kQ5_0 || t == WeightType::kQ5_1;
+}
+bool has_mins(WeightType t) {
+  return t == WeightType::kQ4_K || t == WeightType::kQ5_K || t == WeightType::kQ4_1 || t == WeightType::kQ5_1 ||
+         t == WeightType::kQ2_K;
+}
 
 // The bound of the form's weight (r, c) against the block's: the f16 rounding of its scale and bias
-// (a relative 2^-11, or 2^-25 where subnormal) on s·u and b (b = −zero·s for the types without
-// mins), plus the float rounding of s·u + b.
+// (a relative 2^-11, or 2^-25 where subnormal) on s·q and b (for the types without mins the bias
+// −zero·s is of the rounded scale, so s·u + b moves by the scale's rounding times q = u − zero
+// only), plus the float rounding of s·u + b.
 double weight_bound(const Matrix& block, const Int8Form& f, int64_t r, int64_t c) {
   const BlockFormat bf = block_format(block.type);
   const uint8_t* blk = static_cast<const uint8_t*>(block.data) + r * block_row_bytes(block) + c / bf.elements * bf.bytes;
@@ -38,7 +52,7 @@ double weight_bound(const Matrix& block, const Int8Form& f, int64_t r, int64_t c
     ds = std::max(0x1p-11 * as, 0x1p-25);
     dm = f.m.biases ? std::max(0x1p-11 * am, 0x1p-25) : 0.0;
   }
-  return ds * (u + f.m.zero) + dm + 0x1p-22 * (as * (u + f.m.zero) + am);
+  return ds * std::fabs(double(q[i])) + dm + 0x1p-22 * (as * (u + f.m.zero) + am);
 }
 
 TEST(Int8Form, HoldsTheBlocksWeights) {
@@ -56,13 +70,15 @@ TEST(Int8Form, HoldsTheBlocksWeights) {
     EXPECT_EQ(f->m.cols, 512);
     EXPECT_EQ(f->m.group, block_group(t));
     EXPECT_EQ(f->m.sb_type, core::DType::kF16);
-    EXPECT_EQ(f->m.biases != nullptr, t == WeightType::kQ4_K || t == WeightType::kQ5_K);
-    EXPECT_EQ(f->m.iq4, t == WeightType::kIQ4_NL || t == WeightType::kIQ4_XS);
+    EXPECT_EQ(f->m.biases != nullptr, has_mins(t));
+    EXPECT_EQ(f->m.book != nullptr, t == WeightType::kIQ4_NL || t == WeightType::kIQ4_XS || t == WeightType::kIQ2_XXS ||
+                                        t == WeightType::kIQ2_XS || t == WeightType::kIQ3_XXS || t == WeightType::kIQ3_S);
     for (int64_t r = 0; r < R; ++r)
       for (int64_t c = 0; c < 512; ++c) {
         const float a = matrix_at(f->m, r, c), b = matrix_at(w.m, r, c);
-        // Q8_0, Q4_0 and IQ4_NL scales are the blocks' own f16 d: their forms are exact.
-        if (t == WeightType::kQ8_0 || t == WeightType::kQ4_0 || t == WeightType::kIQ4_NL)
+        // Q8_0, Q4_0, IQ4_NL, Q4_1, Q5_0 and Q5_1 scales (and mins) are the blocks' own f16
+        // values: their forms are exact.
+        if (exact_form(t))
           ASSERT_EQ(a, b) << int(t) << " at " << r << "," << c;
         else ASSERT_LE(std::fabs(a - b), weight_bound(w.m, *f, r, c)) << int(t) << " at " << r << "," << c;
       }
@@ -151,7 +167,7 @@ TEST(Int8Form, FastMatmulIsWithinTheInt8BoundWithItsEqualities) {
           }
           const size_t i = size_t(r * rows + o);
           ASSERT_LE(std::fabs(fast[i] - exact[i]), bound + 1e-5 * a) << "type " << int(t) << " at " << i;
-          EXPECT_LT(bound, 0.02 * a) << "the bound is not vacuous";
+          EXPECT_LT(bound, 0.02 * a) << "the bound is not vacuous, type " << int(t);
         }
     }
     std::vector<float> x = randn(size_t(7 * cols), seed++), first;

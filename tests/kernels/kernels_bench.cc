@@ -19,7 +19,9 @@
 #include "kernels/cpu/conv1d.h"
 #include "kernels/cpu/delta_rule.h"
 #include "kernels/cpu/elementwise.h"
+#include "kernels/cpu/kv_attention.h"
 #include "kernels/int8_form.h"
+#include "kernels/kv_format.h"
 #include "kernels/matrix.h"
 #include "kernels/ops.h"
 
@@ -275,6 +277,86 @@ void BM_GeluTanh(benchmark::State& st) {
   st.SetItemsProcessed(int64_t(st.iterations()) * 4304);
 }
 BENCHMARK(BM_GeluTanh);
+
+// The KV-format primitives over one 64-position block of one KV head (head_dim 256; two KV heads
+// per position, so rows sit at twice the row's bytes), per type (arg 0: kAllKvTypes index; q8_0
+// and q4_0 rotated, as K would be). Reports the row bytes read (bytes_per_second) and rows/s.
+struct KvBlock {
+  KvFormat f;
+  std::vector<uint8_t> bytes;
+  int64_t stride;
+  explicit KvBlock(int64_t type) : f(kv_format(kAllKvTypes[type], 256, kAllKvTypes[type] != KvType::kF32 && kAllKvTypes[type] != KvType::kBF16)) {
+    stride = int64_t(kv_row_bytes(f)) * 2;
+    bytes.assign(size_t(64 * stride), 0);
+    const std::vector<float> x = random_floats(size_t(64 * 256), 22);
+    for (int64_t j = 0; j < 64; ++j) kv_encode_row(f, x.data() + j * 256, bytes.data() + j * stride);
+  }
+};
+
+void BM_KvScores(benchmark::State& st) {
+  const KvBlock kb(st.range(0));
+  PreparedQuery pq;
+  const std::vector<float> q = random_floats(256, 23);
+  kv_prepare_query(kb.f, q.data(), &pq);
+  std::vector<float> s(64);
+  for (auto _ : st) {
+    cpu::kv_scores(pq, kb.bytes.data(), kb.stride, 64, 0.0625f, s.data());
+    benchmark::DoNotOptimize(s.data());
+  }
+  st.SetLabel(std::string(kv_type_name(kb.f.type)));
+  st.SetBytesProcessed(int64_t(st.iterations()) * 64 * int64_t(kv_row_bytes(kb.f)));
+  st.counters["rows/s"] = benchmark::Counter(64.0 * double(st.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_KvScores)->DenseRange(0, 5);
+
+// Four query heads of one KV head (the 0.8B's group) against the block: rows decoded once.
+void BM_KvScoresMany(benchmark::State& st) {
+  const KvBlock kb(st.range(0));
+  PreparedQuery pq[4];
+  const PreparedQuery* qp[4];
+  std::vector<float> s(4 * 64);
+  float* sp[4];
+  for (int a = 0; a < 4; ++a) {
+    const std::vector<float> q = random_floats(256, 26 + uint32_t(a));
+    kv_prepare_query(kb.f, q.data(), &pq[a]);
+    qp[a] = &pq[a];
+    sp[a] = s.data() + 64 * a;
+  }
+  for (auto _ : st) {
+    cpu::kv_scores_many(qp, 4, kb.bytes.data(), kb.stride, 64, 0.0625f, sp);
+    benchmark::DoNotOptimize(s.data());
+  }
+  st.SetLabel(std::string(kv_type_name(kb.f.type)));
+  st.counters["query_rows/s"] = benchmark::Counter(4 * 64.0 * double(st.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_KvScoresMany)->DenseRange(0, 5);
+
+void BM_KvValues(benchmark::State& st) {
+  const KvBlock kb(st.range(0));
+  const std::vector<float> w = random_floats(64, 24, 0.01f);
+  std::vector<float> acc(256, 0.0f);
+  for (auto _ : st) {
+    cpu::kv_values(kb.f, w.data(), kb.bytes.data(), kb.stride, 64, acc.data());
+    benchmark::DoNotOptimize(acc.data());
+  }
+  st.SetLabel(std::string(kv_type_name(kb.f.type)));
+  st.SetBytesProcessed(int64_t(st.iterations()) * 64 * int64_t(kv_row_bytes(kb.f)));
+  st.counters["rows/s"] = benchmark::Counter(64.0 * double(st.iterations()), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_KvValues)->DenseRange(0, 5);
+
+// The query's preparation, once per query row and K format (rotation; q8_0/q4_0: int8 codes).
+void BM_KvPrepareQuery(benchmark::State& st) {
+  const KvFormat f = kv_format(kAllKvTypes[st.range(0)], 256, true);
+  const std::vector<float> q = random_floats(256, 25);
+  PreparedQuery pq;
+  for (auto _ : st) {
+    kv_prepare_query(f, q.data(), &pq);
+    benchmark::DoNotOptimize(pq.f.data());
+  }
+  st.SetLabel(std::string(kv_type_name(f.type)));
+}
+BENCHMARK(BM_KvPrepareQuery)->DenseRange(2, 5);
 
 }  // namespace
 

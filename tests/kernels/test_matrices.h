@@ -24,8 +24,36 @@ inline std::vector<float> randn(size_t n, uint32_t seed, float scale = 1.0f) {
   return v;
 }
 
-inline constexpr WeightType kBlockTypes[] = {WeightType::kQ8_0, WeightType::kQ4_0, WeightType::kIQ4_NL, WeightType::kQ4_K,
-                                      WeightType::kQ5_K, WeightType::kQ6_K, WeightType::kIQ4_XS};
+inline constexpr WeightType kBlockTypes[] = {
+    WeightType::kQ8_0,  WeightType::kQ4_0,    WeightType::kIQ4_NL, WeightType::kQ4_K,    WeightType::kQ5_K,
+    WeightType::kQ6_K,  WeightType::kIQ4_XS,  WeightType::kQ4_1,   WeightType::kQ5_0,    WeightType::kQ5_1,
+    WeightType::kQ2_K,  WeightType::kQ3_K,    WeightType::kIQ2_XXS, WeightType::kIQ2_XS, WeightType::kIQ3_XXS,
+    WeightType::kIQ3_S};
+
+// Where a block type keeps its f16 d, its f16 dmin or m (-1: none), and the size of d against the
+// step of a weight (so that the largest code times d is a few steps).
+struct BlockScales {
+  int d_at, min_at;
+  float d_factor;
+};
+inline BlockScales block_scales(WeightType t) {
+  switch (t) {
+    case WeightType::kQ8_0: return {0, -1, 1.0f / 16};
+    case WeightType::kQ4_K:
+    case WeightType::kQ5_K: return {0, 2, 1.0f / 4};
+    case WeightType::kQ6_K: return {208, -1, 1.0f / 4};
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_1: return {0, 2, 1.0f / 2};
+    case WeightType::kQ5_0: return {0, -1, 1.0f / 2};
+    case WeightType::kQ2_K: return {80, 82, 1.0f / 4};
+    case WeightType::kQ3_K: return {108, -1, 1.0f / 16};
+    case WeightType::kIQ2_XXS:
+    case WeightType::kIQ2_XS: return {0, -1, 1.0f / 64};
+    case WeightType::kIQ3_XXS:
+    case WeightType::kIQ3_S: return {0, -1, 1.0f / 128};
+    default: return {0, -1, 1.0f};
+  }
+}
 
 // Owns the storage of a random matrix of any type.
 struct TestMatrix {
@@ -90,14 +118,14 @@ inline TestMatrix make_matrix(WeightType type, int64_t rows, int64_t cols, uint3
       const float step = 1.0f / (std::sqrt(float(cols)) * 8.0f);
       for (size_t i = 0; i < blocks; ++i) {
         uint8_t* blk = t.data.data() + i * size_t(f.bytes);
-        const size_t at = type == WeightType::kQ6_K ? 208 : 0;
         auto set = [&](size_t off, float v) {
           const uint16_t h = core::f32_to_f16(v);
           std::memcpy(blk + off, &h, 2);
         };
-        const float scale = type == WeightType::kQ8_0 ? step / 16 : type == WeightType::kQ4_K || type == WeightType::kQ5_K ? step / 4 : step;
-        set(at, scale * (0.5f + float(g() % 1000) / 1000.0f) * (type == WeightType::kQ6_K ? 0.25f : 1.0f));
-        if (type == WeightType::kQ4_K || type == WeightType::kQ5_K) set(2, scale * float(g() % 1000) / 2000.0f);
+        const BlockScales bs = block_scales(type);
+        const float scale = step * bs.d_factor;
+        set(size_t(bs.d_at), scale * (0.5f + float(g() % 1000) / 1000.0f));
+        if (bs.min_at >= 0) set(size_t(bs.min_at), scale * float(g() % 1000) / 2000.0f);
       }
       break;
     }

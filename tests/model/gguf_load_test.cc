@@ -67,7 +67,7 @@ TEST(GgufBinding, FilesThatAreNotWhatTheyClaim) {
         t->data.resize(size_t(t->ne[1]) * 84);
       },
       "blk.0.ffn_up.weight");
-  for (auto type : {formats::GgmlType::kQ2_K, formats::GgmlType::kIQ2_XXS, formats::GgmlType::kMXFP4})
+  for (auto type : {formats::GgmlType::kIQ1_S, formats::GgmlType::kIQ2_S, formats::GgmlType::kMXFP4})
     expect_bind_error(
         [type](B& b) {
           auto* t = b.find_tensor("blk.0.ffn_up.weight");

@@ -62,6 +62,32 @@ class VisionForward : public ::testing::Test {
     }
     return out;
   }
+  // The same images through begin/advance, `k` stages at a time, the runs of all the case's
+  // images taken in turns through one tower (so each stage finds scratch and position tables
+  // left by another image's run).
+  static std::vector<float> encode_staged(VisionTower& tower, const kernels::Context& ctx, const Fixture& f, int64_t k) {
+    const VisionConfig& c = tower.config();
+    std::vector<float> out;
+    std::vector<size_t> at;
+    const float* rows = f.patches.data.data();
+    for (size_t i = 0; i < f.grid.ints.size(); i += 3) {
+      const int64_t t = f.grid.ints[i], h = f.grid.ints[i + 1], w = f.grid.ints[i + 2];
+      at.push_back(out.size());
+      out.resize(out.size() + size_t(tower.tokens(t, h, w) * c.out_hidden));
+    }
+    std::vector<VisionRun> runs(at.size());
+    for (size_t i = 0, j = 0; i < f.grid.ints.size(); i += 3, ++j) {
+      const int64_t t = f.grid.ints[i], h = f.grid.ints[i + 1], w = f.grid.ints[i + 2];
+      EXPECT_TRUE(tower.begin(rows, t, h, w, out.data() + at[j], &runs[j]).ok());
+      rows += VisionTower::rows(t, h, w) * c.patch_dim();
+    }
+    for (bool left = true; left;) {
+      left = false;
+      for (VisionRun& r : runs)
+        if (!r.done()) left = !tower.advance(ctx, &r, k) || left;
+    }
+    return out;
+  }
   static double max_diff(const std::vector<float>& a, const std::vector<float>& b) {
     double m = 0;
     for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(double(a[i]) - double(b[i])));
@@ -119,6 +145,14 @@ TEST_F(VisionForward, MatchesTheFloat64ReferenceOnEveryCase) {
     // Threads and the images before it do not change an image's bits.
     VisionTower solo(**w, kernels::cpu_ops());
     EXPECT_EQ(encode_all(solo, kernels::Context{}, f), cpu) << f.name << ": one thread vs three";
+    // Stage by stage (the engine's way), images interleaved: the same bits.
+    for (int64_t k : {1, 3})
+      EXPECT_EQ(encode_staged(solo, ctx, f, k), cpu) << f.name << ": " << k << " stages at a time";
+    // Float towers (bf16, f32) have no int8 path: fast mode is exact mode, bit for bit, and so
+    // within the bound above (vision_fast_test.cc bounds the quantized towers).
+    kernels::Context fast = ctx;
+    fast.int8_activations = true;
+    EXPECT_EQ(encode_all(cpu_tower, fast, f), cpu) << f.name << ": fast mode vs exact mode";
     std::printf("  %-14s max |ref ops - float64| %.2e, |cpu - float64| %.2e, |cpu - ref ops| %.2e\n",
                 f.name.c_str(), ref_err, cpu_err, max_diff(cpu, ref));
     ++ran;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/thread_pool.h"
+#include "formats/gguf.h"
 #include "formats/npy.h"
 #include "formats/safetensors.h"
 #include "model/model.h"
@@ -243,6 +244,27 @@ TEST(VisionLoad, MmprojFilesGiveTheHfTower) {
     EXPECT_EQ((*text)->vision, nullptr);
     EXPECT_NE((*text)->vision_problem.find("mmproj"), std::string::npos);
     const std::string mmproj = g.file(std::string("mmproj-m_") + type + ".gguf");
+    // The processor's normalization, which llama.cpp's mmproj loader requires: the HF
+    // checkpoint's preprocessor_config.json values, and the converter's per-block DeepStack flags.
+    auto file = formats::GgufFile::open(mmproj);
+    ASSERT_TRUE(file.ok()) << file.message();
+    const json pre = json::parse(std::ifstream(hf_dir.path() + "/preprocessor_config.json"));
+    for (const char* key : {"image_mean", "image_std"}) {
+      const auto it = (*file)->metadata().find(std::string("clip.vision.") + key);
+      ASSERT_NE(it, (*file)->metadata().end()) << key;
+      EXPECT_EQ(it->second.elem, formats::GgufValueType::kF32) << key;
+      EXPECT_EQ(it->second.floats, pre[key].get<std::vector<double>>()) << key;
+    }
+    // The converter's types: the position table F32 whatever the file's type (llama.cpp
+    // interpolates it as F32 only), the patch kernels F32 outside F16 files.
+    for (const formats::GgufTensor& t : (*file)->tensors()) {
+      if (t.name == "v.position_embd.weight" || t.name.rfind("v.patch_embd.weight", 0) == 0) {
+        EXPECT_EQ(t.type, formats::GgmlType::kF32) << type << ": " << t.name;
+      }
+    }
+    const auto ds = (*file)->metadata().find("clip.vision.is_deepstack_layers");
+    ASSERT_NE(ds, (*file)->metadata().end());
+    EXPECT_EQ(ds->second.ints, std::vector<int64_t>(2, 0));
     attach_mmproj(**text, mmproj);
     ASSERT_NE((*text)->vision, nullptr) << type << ": " << (*text)->vision_problem;
     const VisionWeights& v = *(*text)->vision;

@@ -1,12 +1,14 @@
 // runtime::ImageEncoder on a random-weight checkpoint with a tower (`qwen35 synth --preset tiny`):
-// a fixture PNG becomes the grid smart_resize gives (computed by hand below) and the rows the
-// model's own tower path gives (decode, preprocess, Model::encode_image: another pool, another
-// workspace), bit for bit; the same bytes hit the cache; other bytes or another processor give
-// another hash; a text-only checkpoint says why not; bad bytes give the decoder's message.
+// a fixture PNG becomes the grid smart_resize gives (computed by hand below) and the patch rows
+// the processor gives on its own (another pool), bit for bit, waiting for the engine's tower
+// (tests/server/engine_tower_test.cc runs it); the same bytes hit the cache and share one
+// PendingImage; other bytes or another processor give another hash; a text-only checkpoint says
+// why not; bad bytes give the decoder's message.
 #include "runtime/image_encoder.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "core/sha256.h"
@@ -60,7 +62,7 @@ testing::TempDir* ImageEncoderTest::dir_ = nullptr;
 core::ThreadPool* ImageEncoderTest::pool_ = nullptr;
 model::Model* ImageEncoderTest::model_ = nullptr;
 
-TEST_F(ImageEncoderTest, EncodesAPngAsTheModelsTowerDoes) {
+TEST_F(ImageEncoderTest, PreparesAPngAsTheProcessorDoes) {
   ASSERT_NE(model_, nullptr);
   ImageEncoder enc(*model_, options());
   ASSERT_TRUE(enc.available()) << enc.why_not();
@@ -72,16 +74,16 @@ TEST_F(ImageEncoderTest, EncodesAPngAsTheModelsTowerDoes) {
   // a patch grid of 14 × 20 and (14/2)·(20/2) = 70 tokens.
   EXPECT_EQ(im->grid, (std::array<int64_t, 3>{1, 14, 20}));
   EXPECT_EQ(enc.tokens(*im), 70);
-  const int64_t hidden = model_->config().hidden;
-  ASSERT_EQ(int64_t(im->rows->size()), 70 * hidden);
+  EXPECT_EQ(im->rows, nullptr);  // the engine runs the tower
+  ASSERT_NE(im->pending, nullptr);
+  EXPECT_EQ(im->pending->rows(), nullptr);
 
   auto img = image::decode(bytes);
   ASSERT_TRUE(img.ok());
   auto patches = image::preprocess(*img, enc.processor());
   ASSERT_TRUE(patches.ok());
-  std::vector<float> want(size_t(70 * hidden));
-  ASSERT_TRUE(model_->encode_image(patches->rows.data(), 1, 14, 20, want.data()).ok());
-  EXPECT_EQ(*im->rows, want);  // bit for bit: the tower's rows do not depend on the pool
+  EXPECT_EQ(im->pending->patches(), patches->rows);  // bit for bit: no pool changes a value
+  EXPECT_EQ(im->pending->patch_values(), 14 * 20 * model_->config().vision.patch_dim());
 }
 
 TEST_F(ImageEncoderTest, SameBytesHitTheCache) {
@@ -93,10 +95,12 @@ TEST_F(ImageEncoderTest, SameBytesHitTheCache) {
   ASSERT_TRUE(b.ok());
   EXPECT_EQ(a->hash, b->hash);
   EXPECT_EQ(a->grid, b->grid);
-  EXPECT_EQ(a->rows.get(), b->rows.get());  // the cached rows themselves
+  EXPECT_EQ(a->pending.get(), b->pending.get());  // one PendingImage: the tower runs once
   EXPECT_EQ(enc.stats().hits, 1);
   EXPECT_EQ(enc.stats().misses, 1);
-  EXPECT_EQ(enc.stats().cached_bytes, a->rows->size() * sizeof(float));
+  // The larger of the patch rows and the merged rows it will hold.
+  const size_t merged = size_t(enc.tokens(*a) * model_->config().hidden);
+  EXPECT_EQ(enc.stats().cached_bytes, std::max(merged, a->pending->patches().size()) * sizeof(float));
 
   // The hash: SHA-256's first 8 bytes, big-endian, over the processor settings and the bytes.
   // Whatever the settings' spelling, it is not the digest of the bytes alone (the processor is
@@ -131,7 +135,8 @@ TEST_F(ImageEncoderTest, OtherBytesOrAnotherProcessorGiveAnotherHash) {
 
 TEST_F(ImageEncoderTest, TheCacheIsBoundedInBytes) {
   ImageEncoderOptions o = options();
-  o.cache_bytes = 100 * size_t(model_->config().hidden) * sizeof(float);  // one 70-token image
+  // One 14 × 20-patch image (its patch rows are larger than its 70 merged rows), not two.
+  o.cache_bytes = 420 * size_t(model_->config().vision.patch_dim()) * sizeof(float);
   ImageEncoder enc(*model_, o);
   const std::string a = image_bytes("png_rgb.png"), b = image_bytes("png_gray.png");
   ASSERT_TRUE(enc.encode(a).ok());
@@ -142,16 +147,16 @@ TEST_F(ImageEncoderTest, TheCacheIsBoundedInBytes) {
   EXPECT_LE(enc.stats().cached_bytes, o.cache_bytes);
 }
 
-TEST_F(ImageEncoderTest, ThreadsAtOnceGetTheSoloRows) {
+TEST_F(ImageEncoderTest, ThreadsAtOnceGetTheSoloPatchRows) {
   ImageEncoder solo(*model_, options());
   const std::vector<std::string> names = {"png_rgb.png", "png_gray.png", "png_palette.png", "jpeg_rgb.jpg"};
   std::vector<std::vector<float>> want;
-  for (const auto& n : names) want.push_back(*solo.encode(image_bytes(n))->rows);
+  for (const auto& n : names) want.push_back(solo.encode(image_bytes(n))->pending->patches());
   ImageEncoder shared(*model_, options());
   std::vector<std::vector<float>> got(names.size());
   std::vector<std::thread> threads;
   for (size_t i = 0; i < names.size(); ++i)
-    threads.emplace_back([&, i] { got[i] = *shared.encode(image_bytes(names[i]))->rows; });
+    threads.emplace_back([&, i] { got[i] = shared.encode(image_bytes(names[i]))->pending->patches(); });
   for (auto& t : threads) t.join();
   for (size_t i = 0; i < names.size(); ++i) EXPECT_EQ(got[i], want[i]) << names[i];
 }

@@ -8,6 +8,7 @@
 
 #include "core/thread_pool.h"
 #include "engine_drain.h"
+#include "image_request_util.h"
 #include "formats/npy.h"
 #include "kernels/ops.h"
 #include "model/model.h"
@@ -37,12 +38,12 @@ class EngineImageTest : public ::testing::Test {
       return std::make_shared<const std::vector<float>>(merged.data.begin() + from * H,
                                                         merged.data.begin() + (from + n) * H);
     };
-    a_ = PromptImage{{1, 4, 6}, 11, rows(0, 6)};
-    b_ = PromptImage{{1, 6, 10}, 22, rows(6, 15)};
+    a_ = PromptImage{{1, 4, 6}, 11, rows(0, 6), nullptr};
+    b_ = PromptImage{{1, 6, 10}, 22, rows(6, 15), nullptr};
     // Image C: B's grid, other content (its rows in reverse order).
     std::vector<float> rev;
     for (int64_t r = 14; r >= 0; --r) rev.insert(rev.end(), b_.rows->begin() + r * H, b_.rows->begin() + (r + 1) * H);
-    c_ = PromptImage{{1, 6, 10}, 33, std::make_shared<const std::vector<float>>(std::move(rev))};
+    c_ = PromptImage{{1, 6, 10}, 33, std::make_shared<const std::vector<float>>(std::move(rev)), nullptr};
   }
   static void TearDownTestSuite() {
     delete model_;
@@ -51,30 +52,14 @@ class EngineImageTest : public ::testing::Test {
   }
 
   static int32_t id(const char* key) { return (*prompt_)[key].get<int32_t>(); }
-  // Text ids `pre`, then each image between its markers, then `post`.
+  static testing::ImageTokenIds ids() {
+    return {id("vision_start_token_id"), id("vision_end_token_id"), id("image_token_id")};
+  }
   static GenerationRequest request(std::vector<int32_t> pre, std::vector<PromptImage> images,
                                    std::vector<int32_t> post, uint64_t seed = 1) {
-    GenerationRequest r;
-    r.prompt = std::move(pre);
-    for (const PromptImage& im : images) {
-      r.prompt.push_back(id("vision_start_token_id"));
-      r.prompt.insert(r.prompt.end(), size_t(im.grid[1] / 2 * (im.grid[2] / 2)), id("image_token_id"));
-      r.prompt.push_back(id("vision_end_token_id"));
-    }
-    r.prompt.insert(r.prompt.end(), post.begin(), post.end());
-    r.images = std::move(images);
-    r.image_token = id("image_token_id");
-    r.max_tokens = 12;
-    r.sampling.temperature = 0.8f;
-    r.sampling.seed = seed;
-    r.sampling.logprobs = 2;
-    return r;
+    return testing::image_request(ids(), std::move(pre), std::move(images), std::move(post), 12, seed);
   }
-  static std::vector<int32_t> text(int n, int salt) {
-    std::vector<int32_t> t;
-    for (int k = 0; k < n; ++k) t.push_back(int32_t((k * 7 + salt * 13) % 400 + 10));
-    return t;
-  }
+  static std::vector<int32_t> text(int n, int salt) { return testing::text_ids(n, salt); }
 
   static inline core::ThreadPool* pool_ = nullptr;
   static inline model::Model* model_ = nullptr;

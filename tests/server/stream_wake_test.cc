@@ -26,6 +26,9 @@ class ManualResponder : public Responder {
   void post(std::function<void()> fn) override { queue.push_back(std::move(fn)); }
   void on_close(std::function<void()> fn) override { close_fn = std::move(fn); }
   bool closed() const override { return hung_up; }
+  void add_header(std::string name, std::string value) override {
+    headers.emplace_back(std::move(name), std::move(value));
+  }
 
   // Runs what was posted, and what that posts, until nothing is left; returns how many ran.
   int run_all() {
@@ -48,6 +51,7 @@ class ManualResponder : public Responder {
   std::string written;
   bool streaming = false, ended = false, hung_up = false;
   std::function<void()> close_fn;
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 // The bundled model's tokenizer and template in a server Context (no engine: the test pushes).

@@ -98,17 +98,16 @@ Status write_tensor(GgufWriter* w, const GgufTensorSpec& t, uint64_t seed, Buffe
 // The mmproj tensors llama.cpp's converter writes for the tower of `hf` (model/gguf_vision.cc
 // reads them): names of vision_tensor_table(), ggml ne the HF shape reversed, the Conv3d patch
 // embedding split into one [out, C, P, P] tensor per frame (".weight", ".weight.1"). Vectors stay
-// F32; matrices are `type` where their rows are whole blocks of it, else F16; the patch kernels
-// and the position table are `type` when it is a float type, else F16.
+// F32; matrices are `type` where their rows are whole blocks of it, else F16. As llama.cpp's
+// converter writes them: the patch kernels F16 in an F16 file and F32 otherwise, the position
+// table always F32 (its loader interpolates the table as F32 and refuses any other type).
 Result<std::vector<GgufTensorSpec>> mmproj_tensors(const Preset& preset, const TensorPlan& hf, formats::GgmlType type) {
   const model::ModelConfig& c = preset.config;
   std::map<std::string, const TensorSpec*> by_name;
   for (const TensorSpec& t : hf.tensors) by_name[t.name] = &t;
   std::vector<GgufTensorSpec> out;
   Status st;
-  const bool is_float = type == formats::GgmlType::kF32 || type == formats::GgmlType::kF16 ||
-                        type == formats::GgmlType::kBF16;
-  const formats::GgmlType half = is_float ? type : formats::GgmlType::kF16;
+  const formats::GgmlType patch_type = type == formats::GgmlType::kF16 ? type : formats::GgmlType::kF32;
   model::for_each_vision_tensor(c, [&](const model::Tensor& e, int64_t layer) {
     const std::string src = model::vision_tensor_prefix(e, model::Dialect::kHf, layer) + e.hf;
     const auto it = by_name.find(src);
@@ -126,7 +125,7 @@ Result<std::vector<GgufTensorSpec>> mmproj_tensors(const Preset& preset, const T
         GgufTensorSpec p = t;
         if (f > 0) p.name.append(".").append(std::to_string(f));
         p.ne = {v.patch, v.patch, v.in_channels, v.hidden};
-        p.type = half;
+        p.type = patch_type;
         // Unit k = o·C + c of P·P values is HF unit (o·C + c)·T + f.
         p.unit = v.patch * v.patch;
         p.unit_map = [T = v.temporal, f](int64_t k) { return k * T + f; };
@@ -136,10 +135,10 @@ Result<std::vector<GgufTensorSpec>> mmproj_tensors(const Preset& preset, const T
     }
     t.ne = d.in > 0 ? std::vector<int64_t>{d.in, d.out} : std::vector<int64_t>{d.out};
     t.unit = t.ne[0];
-    t.type = t.ne.size() == 1 || type == formats::GgmlType::kF32 ? formats::GgmlType::kF32
-             : e.form == model::Form::kTable                     ? half
-             : gguf_row_fits(type, t.ne[0])                      ? type
-                                                                 : formats::GgmlType::kF16;
+    t.type = t.ne.size() == 1 || type == formats::GgmlType::kF32 || e.form == model::Form::kTable
+                 ? formats::GgmlType::kF32
+             : gguf_row_fits(type, t.ne[0]) ? type
+                                            : formats::GgmlType::kF16;
     out.push_back(std::move(t));
   });
   QWEN35_RETURN_IF_ERROR(st);
@@ -164,6 +163,12 @@ void add_mmproj_metadata(GgufWriter* w, const Preset& preset) {
   w->add_u32("clip.vision.attention.head_count", uint32_t(v.n_heads));
   w->add_f32("clip.vision.attention.layer_norm_epsilon", float(v.eps));
   w->add_u32("clip.vision.spatial_merge_size", uint32_t(v.merge));
+  // The processor's normalization (preprocessor_config.json's, config_gen.cc), which llama.cpp's
+  // converter copies into the file and its loader requires; and the converter's per-block
+  // DeepStack flags (none in Qwen3.5).
+  w->add_f32s("clip.vision.image_mean", {0.5f, 0.5f, 0.5f});
+  w->add_f32s("clip.vision.image_std", {0.5f, 0.5f, 0.5f});
+  w->add_bools("clip.vision.is_deepstack_layers", std::vector<bool>(size_t(v.depth), false));
 }
 
 // Writes the tower of the HF plan `plan` as an mmproj file at `path`.

@@ -74,6 +74,13 @@ void GgufWriter::add_i32s(const std::string& key, const std::vector<int32_t>& v)
   for (int32_t x : v) append(&kv_, x);
 }
 
+void GgufWriter::add_f32s(const std::string& key, const std::vector<float>& v) {
+  kv_header(key, GgufValueType::kArray);
+  append(&kv_, uint32_t(GgufValueType::kF32));
+  append(&kv_, uint64_t(v.size()));
+  for (float x : v) append(&kv_, x);
+}
+
 void GgufWriter::add_bools(const std::string& key, const std::vector<bool>& v) {
   kv_header(key, GgufValueType::kArray);
   append(&kv_, uint32_t(GgufValueType::kBool));

@@ -32,6 +32,7 @@ class GgufWriter {
   void add_bool(const std::string& key, bool v);
   void add_strings(const std::string& key, const std::vector<std::string>& v);
   void add_i32s(const std::string& key, const std::vector<int32_t>& v);
+  void add_f32s(const std::string& key, const std::vector<float>& v);
   void add_bools(const std::string& key, const std::vector<bool>& v);
 
   // Declares a tensor (ne in ggml order, ne[0] contiguous) of `nbytes` bytes of data.

@@ -106,14 +106,14 @@ void RowScalar8(const Matrix& m, const int8_t* xq, const float* dx, const float*
   float acc = 0;
   int32_t isum = 0;
   int64_t left = DG, g_next = 0;
-  const bool iq4 = kBits == 4 && m.iq4;
+  const uint8_t* book = kBits == 4 ? m.book : nullptr;
   for (int64_t jj = 0; jj < words; ++jj) {
     const uint8_t* w = row + jj * 4;
     const int8_t* xw = xq + jj * C;
     for (int mm = 0; mm < per; ++mm)
       for (int b = 0; b < 4; ++b) {
         const uint32_t q = (uint32_t(w[b]) >> (kBits * mm)) & mask;
-        isum += int32_t(iq4 ? uint32_t(kIq4Values[q] + 128) : q) * xw[mm * 4 + b];
+        isum += int32_t(book ? uint32_t(book[q]) : q) * xw[mm * 4 + b];
       }
     if (--left == 0) {
       const int64_t g = g_next++;
@@ -193,14 +193,6 @@ struct TileAcc8 {
   }
 };
 
-// The IQ4 code book shifted to unsigned bytes (v + 128), once per 128-bit block: a byte shuffle
-// (vpshufb) maps 4-bit indices to the codes of an IQ4 int8 form (Matrix::iq4).
-alignas(64) inline constexpr std::array<uint8_t, 64> kIq4Unsigned = [] {
-  std::array<uint8_t, 64> a{};
-  for (size_t i = 0; i < a.size(); ++i) a[i] = uint8_t(kIq4Values[i % 16] + 128);
-  return a;
-}();
-
 // How far ahead of its reads a tile kernel prefetches tile-major codes, and into L2 only
 // (prefetcht1). The hardware prefetchers do not run far enough ahead of a stream consumed in
 // bursts of whole tiles, nor across 4 KiB pages, and without this the kernel's arithmetic and the
@@ -222,7 +214,8 @@ HWY_INLINE void TileWords(const Matrix& m, const uint8_t* base, int64_t o, int64
 }
 
 // Output rows o..o+kTileRows-1 against rt activation rows. sT/bT: scales/biases as [group][row].
-// kIq4 (4-bit only): the codes are IQ4 indices, mapped through kIq4Unsigned.
+// kIq4 (4-bit only): the codes are code-book indices, mapped through Matrix::book by a byte
+// shuffle (vpshufb) per 128-bit block.
 template <int kBits, int rt, bool kIq4 = false>
 HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* const* dx, const float* const* xsum,
                       int64_t o, const float* sT, const float* bT, float* const* y) {
@@ -243,7 +236,7 @@ HWY_INLINE void Tile8(const Matrix& m, const int8_t* const* xq, const float* con
     } else if constexpr (kBits == 4) {
       VI lo = AndI(w, 0x0F), hi = AndI(Srl<4>(w), 0x0F);
       if constexpr (kIq4) {
-        const VI book = LoadI(kIq4Unsigned.data());
+        const VI book = LoadI(m.book);
         lo = hn::TableLookupBytes(book, lo);
         hi = hn::TableLookupBytes(book, hi);
       }

@@ -32,7 +32,7 @@ void TiledRangeInt8(const Matrix& m, const AffineActs& a, int64_t t0, int64_t t1
                     float* y, MatmulScratch::Share& share) {
   switch (m.bits) {
     case 4:
-      if (m.iq4) RangeAffine<4, true, true>(m, a, t0, t1, o0, o1, y, share);
+      if (m.book) RangeAffine<4, true, true>(m, a, t0, t1, o0, o1, y, share);
       else RangeAffine<4, true>(m, a, t0, t1, o0, o1, y, share);
       break;
     case 8: RangeAffine<8, true>(m, a, t0, t1, o0, o1, y, share); break;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/block_matmul.h"
+#include "kernels/iq_grids.h"
 #include "kernels/matrix.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -49,6 +50,15 @@ HWY_INLINE void ScaleI8(const int8_t* c, int n, float s, float* out) {
     hn::StoreU(hn::Mul(vs, hn::ConvertTo(df, hn::PromoteTo(DI(), hn::LoadU(d8, c + i)))), df, out + i);
 }
 
+// out[i] = s·float(c[i]) − m for n (a multiple of the lane count) signed codes.
+HWY_INLINE void ScaleI8Min(const int8_t* c, int n, float s, float m, float* out) {
+  const DF df;
+  const hn::Rebind<int8_t, DF> d8;
+  const auto vs = hn::Set(df, s), vm = hn::Set(df, m);
+  for (int i = 0; i < n; i += int(hn::Lanes(df)))
+    hn::StoreU(hn::Sub(hn::Mul(vs, hn::ConvertTo(df, hn::PromoteTo(DI(), hn::LoadU(d8, c + i)))), vm), df, out + i);
+}
+
 // The low and high nibbles of 16 bytes.
 HWY_INLINE hn::Vec<D8> Low(hn::Vec<D8> b) { return hn::And(b, hn::Set(D8(), 0x0F)); }
 HWY_INLINE hn::Vec<D8> High(hn::Vec<D8> b) {
@@ -58,6 +68,82 @@ HWY_INLINE hn::Vec<D8> High(hn::Vec<D8> b) {
 HWY_INLINE hn::Vec<D8> Shr(hn::Vec<D8> b, int k) {
   const hn::Full128<uint16_t> d16;
   return hn::BitCast(D8(), hn::ShiftRightSame(hn::BitCast(d16, b), k));
+}
+
+// 0x10 in byte j where bit j of the 16 bits h is set.
+HWY_INLINE hn::Vec<D8> FifthBits(uint32_t h) {
+  const D8 d8;
+  alignas(16) static constexpr uint8_t kBit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+  alignas(16) uint8_t bytes[16];
+  const uint64_t lo = uint64_t(h & 0xFF) * 0x0101010101010101ull, hi = uint64_t(h >> 8) * 0x0101010101010101ull;
+  std::memcpy(bytes, &lo, 8);
+  std::memcpy(bytes + 8, &hi, 8);
+  const auto set = hn::TestBit(hn::Load(d8, bytes), hn::Load(d8, kBit));
+  return hn::IfThenElseZero(set, hn::Set(d8, 0x10));
+}
+
+// 16 grid magnitudes m (two runs of 8) as signed codes: byte j negated where bit j % 8 of s0
+// (bytes 0..7) or s1 (bytes 8..15) is set.
+HWY_INLINE void SignRuns(const uint8_t* m, uint32_t s0, uint32_t s1, int8_t* out) {
+  const D8 d8;
+  const hn::Full128<int8_t> di8;
+  alignas(16) static constexpr uint8_t kBit[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+  alignas(16) uint8_t bytes[16];
+  const uint64_t lo = uint64_t(s0 & 0xFF) * 0x0101010101010101ull, hi = uint64_t(s1 & 0xFF) * 0x0101010101010101ull;
+  std::memcpy(bytes, &lo, 8);
+  std::memcpy(bytes + 8, &hi, 8);
+  const auto neg = hn::RebindMask(di8, hn::TestBit(hn::Load(d8, bytes), hn::Load(d8, kBit)));
+  const auto v = hn::BitCast(di8, hn::LoadU(d8, m));
+  hn::StoreU(hn::IfThenElse(neg, hn::Neg(v), v), di8, out);
+}
+
+// The IQ2/IQ3 types: per group of 32, the grid points' magnitudes gathered, their signs applied
+// in vectors, then s·c (kernels/matrix_lowbit.cc states the layouts).
+template <WeightType t>
+HWY_INLINE void DecodeIq(const uint8_t* b, float* out) {
+  const float d = HalfAt(b);
+  alignas(16) uint8_t mag[32];
+  alignas(16) int8_t codes[32];
+  uint32_t sg[4];
+  for (int ib = 0; ib < 8; ++ib) {
+    float s0 = 0, s1 = 0;
+    if constexpr (t == WeightType::kIQ2_XXS) {
+      uint32_t idx, hi;
+      std::memcpy(&idx, b + 2 + 8 * ib, 4);
+      std::memcpy(&hi, b + 6 + 8 * ib, 4);
+      for (int l = 0; l < 4; ++l) {
+        std::memcpy(mag + 8 * l, kIq2xxsGrid[(idx >> (8 * l)) & 255].data(), 8);
+        sg[l] = iq_signs(hi >> (7 * l));
+      }
+      s0 = s1 = d * (0.5f + float(hi >> 28)) * 0.25f;
+    } else if constexpr (t == WeightType::kIQ2_XS) {
+      for (int l = 0; l < 4; ++l) {
+        uint16_t v;
+        std::memcpy(&v, b + 2 + 2 * (4 * ib + l), 2);
+        std::memcpy(mag + 8 * l, kIq2xsGrid[v & 511].data(), 8);
+        sg[l] = iq_signs(v >> 9);
+      }
+      s0 = d * (0.5f + float(b[66 + ib] & 0xF)) * 0.25f;
+      s1 = d * (0.5f + float(b[66 + ib] >> 4)) * 0.25f;
+    } else if constexpr (t == WeightType::kIQ3_XXS) {
+      const uint8_t* q = b + 2 + 8 * ib;
+      uint32_t aux;
+      std::memcpy(&aux, b + 66 + 4 * ib, 4);
+      for (int l = 0; l < 8; ++l) std::memcpy(mag + 4 * l, kIq3xxsGrid[q[l]].data(), 4);
+      for (int l = 0; l < 4; ++l) sg[l] = iq_signs(aux >> (7 * l));
+      s0 = s1 = d * (0.5f + float(aux >> 28)) * 0.5f;
+    } else {
+      const uint8_t* q = b + 2 + 8 * ib;
+      const uint32_t qh = b[66 + ib];
+      for (int l = 0; l < 8; ++l) std::memcpy(mag + 4 * l, kIq3sGrid[q[l] | ((qh >> l) & 1) << 8].data(), 4);
+      for (int l = 0; l < 4; ++l) sg[l] = b[74 + 4 * ib + l];
+      s0 = s1 = d * float(1 + 2 * ((b[106 + ib / 2] >> (4 * (ib % 2))) & 0xF));
+    }
+    SignRuns(mag, sg[0], sg[1], codes);
+    SignRuns(mag + 16, sg[2], sg[3], codes + 16);
+    ScaleI8(codes, 16, s0, out + 32 * ib);
+    ScaleI8(codes + 16, 16, s1, out + 32 * ib + 16);
+  }
 }
 
 // One block of type t into out[elements], with decode_block's float operations.
@@ -84,6 +170,29 @@ HWY_INLINE void DecodeBlock(const uint8_t* b, float* out) {
       hn::StoreU(lo, d8, c);
       hn::StoreU(hi, d8, c + 16);
       ScaleI8(reinterpret_cast<const int8_t*>(c), 32, HalfAt(b), out);
+      return;
+    }
+    case WeightType::kQ4_1:
+    case WeightType::kQ5_0:
+    case WeightType::kQ5_1: {
+      const bool mins = t != WeightType::kQ5_0, five = t != WeightType::kQ4_1;
+      const uint8_t* p = b + (mins ? 4 : 2);
+      const auto q = hn::LoadU(d8, five ? p + 4 : p);
+      auto lo = Low(q), hi = High(q);
+      if (five) {  // bit j of the u32 qh: the fifth bit of element j
+        uint32_t qh;
+        std::memcpy(&qh, p, 4);
+        lo = hn::Or(lo, FifthBits(qh & 0xFFFF));
+        hi = hn::Or(hi, FifthBits(qh >> 16));
+      }
+      if (t == WeightType::kQ5_0) {
+        lo = hn::Sub(lo, hn::Set(d8, 16));  // q − 16 as a signed byte
+        hi = hn::Sub(hi, hn::Set(d8, 16));
+      }
+      hn::StoreU(lo, d8, c);
+      hn::StoreU(hi, d8, c + 16);
+      if (mins) ScaleU8(c, 32, HalfAt(b), -HalfAt(b + 2), out);  // s·q − (−m), split_block's mn = −m
+      else ScaleI8(reinterpret_cast<const int8_t*>(c), 32, HalfAt(b), out);
       return;
     }
     case WeightType::kQ4_K:
@@ -153,8 +262,60 @@ HWY_INLINE void DecodeBlock(const uint8_t* b, float* out) {
       }
       return;
     }
-    default:
-      decode_block(t, b, out);
+    case WeightType::kQ2_K:
+    case WeightType::kQ3_K: {
+      // Element 128n + 32j + 16h + l: bits 2j..2j+1 of qs[32n + 16h + l], group 8n + 2j + h;
+      // Q3_K's high-mask bit of it is bit 4n + j of hmask[16h + l].
+      const bool three = t == WeightType::kQ3_K;
+      const uint8_t* qs = b + (three ? 32 : 16);
+      float s[16], mn[16] = {};
+      if (three) {
+        const float d = HalfAt(b + 108);
+        const uint8_t* sc = b + 96;
+        for (int g = 0; g < 16; ++g) {
+          const int lo = g < 8 ? sc[g] & 0xF : sc[g - 8] >> 4, hi = (sc[8 + g % 4] >> (2 * (g / 4))) & 3;
+          s[g] = d * float((lo | hi << 4) - 32);
+        }
+      } else {
+        const float d = HalfAt(b + 80), dmin = HalfAt(b + 82);
+        for (int g = 0; g < 16; ++g) {
+          s[g] = d * float(b[g] & 0xF);
+          mn[g] = dmin * float(b[g] >> 4);
+        }
+      }
+      const auto three_mask = hn::Set(d8, 3), one = hn::Set(d8, 1);
+      for (int n = 0; n < 2; ++n)
+        for (int h = 0; h < 2; ++h) {
+          const auto q = hn::LoadU(d8, qs + 32 * n + 16 * h);
+          const auto hm = hn::LoadU(d8, b + 16 * h);
+          for (int j = 0; j < 4; ++j) {
+            const int g = 8 * n + 2 * j + h;
+            auto u = hn::And(Shr(q, 2 * j), three_mask);
+            if (three) {  // q − 4·(1 − h): (q | h << 2) − 4 as a signed byte
+              u = hn::Sub(hn::Or(u, hn::ShiftLeft<2>(hn::And(Shr(hm, 4 * n + j), one))), hn::Set(d8, 4));
+              hn::StoreU(u, d8, c);
+              ScaleI8(reinterpret_cast<const int8_t*>(c), 16, s[g], out + 16 * g);
+            } else {
+              hn::StoreU(u, d8, c);
+              ScaleU8(c, 16, s[g], mn[g], out + 16 * g);
+            }
+          }
+        }
+      return;
+    }
+    case WeightType::kIQ2_XXS:
+    case WeightType::kIQ2_XS:
+    case WeightType::kIQ3_XXS:
+    case WeightType::kIQ3_S: return DecodeIq<t>(b, out);
+    default: {
+      // The other types: split_block's codes and scales (scalar), then decode_block's s·c − mn in
+      // vectors, group by group.
+      alignas(64) int8_t codes[256];
+      float s[16], mn[16];
+      split_block(t, b, codes, s, mn);
+      const int G = block_group(t), n = int(block_format(t).elements);
+      for (int g = 0; g * G < n; ++g) ScaleI8Min(codes + g * G, G, s[g], mn[g], out + g * G);
+    }
   }
 }
 #else
@@ -185,6 +346,15 @@ void DecodeRow(const Matrix& m, int64_t r, float* out) {
     case WeightType::kQ5_K: return DecodeRowT<WeightType::kQ5_K>(m, r, out);
     case WeightType::kQ6_K: return DecodeRowT<WeightType::kQ6_K>(m, r, out);
     case WeightType::kIQ4_XS: return DecodeRowT<WeightType::kIQ4_XS>(m, r, out);
+    case WeightType::kQ4_1: return DecodeRowT<WeightType::kQ4_1>(m, r, out);
+    case WeightType::kQ5_0: return DecodeRowT<WeightType::kQ5_0>(m, r, out);
+    case WeightType::kQ5_1: return DecodeRowT<WeightType::kQ5_1>(m, r, out);
+    case WeightType::kQ2_K: return DecodeRowT<WeightType::kQ2_K>(m, r, out);
+    case WeightType::kQ3_K: return DecodeRowT<WeightType::kQ3_K>(m, r, out);
+    case WeightType::kIQ2_XXS: return DecodeRowT<WeightType::kIQ2_XXS>(m, r, out);
+    case WeightType::kIQ2_XS: return DecodeRowT<WeightType::kIQ2_XS>(m, r, out);
+    case WeightType::kIQ3_XXS: return DecodeRowT<WeightType::kIQ3_XXS>(m, r, out);
+    case WeightType::kIQ3_S: return DecodeRowT<WeightType::kIQ3_S>(m, r, out);
     default: decode_row(m, r, out);
   }
 }

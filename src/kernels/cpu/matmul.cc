@@ -110,7 +110,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
   const bool tiled = Tiled(m);
   const bool int8 = ctx.int8_activations && (tiled || FastOdd(m));
   // The int8 forms' code book and tile-major codes exist for the int8 kernels alone.
-  QWEN35_CHECK(!(m.iq4 || m.codes_tiled) || int8);
+  QWEN35_CHECK(!(m.book || m.codes_tiled) || int8);
   if (affine) PrepAffine(ctx, x, n, m, tiled, int8, sc);
   const bool bf16_tiled = m.type == WeightType::kBF16 && K % 2 == 0;
   MatmulScratch::Share* shares = sc.share_buffers(ctx);
@@ -186,7 +186,7 @@ void MatmulManyImpl(const Context& ctx, const float* x, int64_t n, const Matrix*
     for (int i = 0; i < count; ++i) MatmulImpl(ctx, x, n, *ws[i], ys[i], sc);
     return;
   }
-  for (int i = 0; i < count; ++i) QWEN35_CHECK(!(ws[i]->iq4 || ws[i]->codes_tiled) || int8);
+  for (int i = 0; i < count; ++i) QWEN35_CHECK(!(ws[i]->book || ws[i]->codes_tiled) || int8);
   PrepAffine(ctx, x, n, m0, true, int8, sc);
   // One pass over the concatenated rows; every matrix starts at a multiple of 16, so its tiles and
   // the thread split fall where they would in a call of its own.
