@@ -190,29 +190,36 @@ int cmd_inspect(int argc, char** argv) {
   }
   const model::ModelConfig& c = mw.config;
   std::printf("checkpoint: %s\n", dir.c_str());
+  const bool qwen3 = c.family == model::Family::kQwen3;
+  std::printf("family: %s\n", c.family_name());
   std::printf("model_type: %s (%s)\n", c.model_type.c_str(), c.moe ? "MoE" : "dense");
+  // Qwen3 stores every norm as applied; Qwen3.5's HF files store w for a norm applied as 1+w.
+  const char* zero_centred = qwen3 ? "w (applied as w)" : "w (applied as 1+w)";
   if (mw.dialect == model::Dialect::kGguf)
-    std::printf("layout: GGUF v%u (%zu file%s), ggml tensor names, norms stored as 1+w%s\n",
+    std::printf("layout: GGUF v%u (%zu file%s), ggml tensor names, norms stored as %s%s\n",
                 mw.gguf->files().front()->version(), mw.gguf->files().size(), mw.gguf->files().size() == 1 ? "" : "s",
-                mw.tiled_v_heads ? ", value heads tiled" : "");
+                qwen3 ? "w (applied as w)" : "1+w", mw.tiled_v_heads ? ", value heads tiled" : "");
   else
     std::printf("layout: %s, tensor prefix '%s', norms stored as %s\n",
                 mw.dialect == model::Dialect::kHf ? "Hugging Face" : "MLX", mw.prefix.c_str(),
-                mw.dialect == model::Dialect::kHf ? "w (applied as 1+w)" : "1+w");
+                mw.dialect == model::Dialect::kHf ? zero_centred : qwen3 ? "w (applied as w)" : "1+w");
   std::printf("layers: %lld, hidden: %lld, vocab: %lld\n", (long long)c.n_layers, (long long)c.hidden,
               (long long)c.vocab);
   std::printf("layer pattern: %s  (%lld linear-attention, %lld full-attention)\n",
               c.layer_pattern().c_str(), (long long)c.n_linear_layers(), (long long)c.n_full_layers());
-  std::printf("full attention: %lld heads, %lld kv heads, head_dim %lld, rotary dims %lld, rope theta %g\n",
+  std::printf("full attention: %lld heads, %lld kv heads, head_dim %lld, rotary dims %lld, rope theta %g, %s\n",
               (long long)c.n_heads, (long long)c.n_kv_heads, (long long)c.head_dim,
-              (long long)c.rotary_dim, c.rope_theta);
-  std::printf("gated deltanet: %lld key heads, %lld value heads, d_k %lld, d_v %lld, conv kernel %lld\n",
-              (long long)c.n_k_heads, (long long)c.n_v_heads, (long long)c.d_k, (long long)c.d_v,
-              (long long)c.conv_kernel);
+              (long long)c.rotary_dim, c.rope_theta, c.attn_gate ? "output gate" : "no output gate");
+  if (c.n_linear_layers() > 0)
+    std::printf("gated deltanet: %lld key heads, %lld value heads, d_k %lld, d_v %lld, conv kernel %lld\n",
+                (long long)c.n_k_heads, (long long)c.n_v_heads, (long long)c.d_k, (long long)c.d_v,
+                (long long)c.conv_kernel);
+  else
+    std::printf("gated deltanet: none (no recurrent state; a prefix-cache snapshot is KV blocks only)\n");
   if (c.moe)
-    std::printf("moe: %lld experts, top-%lld, expert intermediate %lld, shared expert intermediate %lld\n",
-                (long long)c.n_experts, (long long)c.top_k, (long long)c.moe_intermediate,
-                (long long)c.shared_intermediate);
+    std::printf("moe: %lld experts, top-%lld%s, expert intermediate %lld, shared expert intermediate %lld\n",
+                (long long)c.n_experts, (long long)c.top_k, c.norm_topk ? " renormalised" : " not renormalised",
+                (long long)c.moe_intermediate, (long long)c.shared_intermediate);
   else
     std::printf("mlp: intermediate %lld\n", (long long)c.intermediate);
   std::printf("head: %s\n", mw.tied ? "tied to the embedding" : "separate lm_head");

@@ -196,6 +196,10 @@ Result<HfConfig> parse_hf_config(const std::string& text, const std::string& lab
     c.has_text_config = true;
   }
   Reader r(root, tc, label);
+  for (const json* o : {static_cast<const json*>(&root), tc})
+    if (o != nullptr)
+      for (auto it = o->begin(); it != o->end(); ++it)
+        if (!it->is_null()) c.keys.insert(it.key());
   if (auto it = root.find("model_type"); it != root.end()) {
     if (!it->is_string()) return r.err("model_type", "expected a string");
     c.model_type = it->get<std::string>();
@@ -239,17 +243,22 @@ Result<HfConfig> parse_hf_config(const std::string& text, const std::string& lab
   // RoPE: rope_parameters > rope_scaling > flat keys.
   QWEN35_RETURN_IF_ERROR(r.num_field("rope_theta", &c.rope_theta));
   QWEN35_RETURN_IF_ERROR(r.num_field("partial_rotary_factor", &c.partial_rotary_factor));
+  c.rope_theta_set = r.find("rope_theta") != nullptr;
+  c.partial_rotary_factor_set = r.find("partial_rotary_factor") != nullptr;
   const json* rp = r.find("rope_parameters");
-  if (rp == nullptr) rp = r.find("rope_scaling");
+  c.rope_block_key = rp != nullptr ? "rope_parameters" : "";
+  if (rp == nullptr && (rp = r.find("rope_scaling")) != nullptr) c.rope_block_key = "rope_scaling";
   if (rp != nullptr) {
     if (!rp->is_object()) return r.err("rope_parameters", "expected an object");
     if (auto it = rp->find("rope_theta"); it != rp->end()) {
       if (!it->is_number()) return r.err("rope_parameters.rope_theta", "expected a number");
       c.rope_theta = it->get<double>();
+      c.rope_theta_set = true;
     }
     if (auto it = rp->find("partial_rotary_factor"); it != rp->end()) {
       if (!it->is_number()) return r.err("rope_parameters.partial_rotary_factor", "expected a number");
       c.partial_rotary_factor = it->get<double>();
+      c.partial_rotary_factor_set = true;
     }
     if (auto it = rp->find("mrope_section"); it != rp->end()) {
       if (!it->is_array() || it->size() > 3)
@@ -275,6 +284,10 @@ Result<HfConfig> parse_hf_config(const std::string& text, const std::string& lab
   QWEN35_RETURN_IF_ERROR(r.int_field("shared_expert_intermediate_size", &c.shared_expert_intermediate_size, false));
   QWEN35_RETURN_IF_ERROR(r.bool_field("norm_topk_prob", &c.norm_topk_prob));
   QWEN35_RETURN_IF_ERROR(r.int_field("mtp_num_hidden_layers", &c.mtp_num_hidden_layers, false));
+  QWEN35_RETURN_IF_ERROR(r.int_field("decoder_sparse_step", &c.decoder_sparse_step, false));
+  QWEN35_RETURN_IF_ERROR(r.bool_field("use_sliding_window", &c.use_sliding_window));
+  if (Status s = parse_ids(r.find("mlp_only_layers"), &c.mlp_only_layers); !s.ok())
+    return r.err("mlp_only_layers", "expected a list of layer indexes");
   if (Status s = parse_ids(r.find("eos_token_id"), &c.eos_token_ids); !s.ok())
     return r.err("eos_token_id", s.message());
 

@@ -5,6 +5,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,7 @@ struct HfConfig {
 
   double rope_theta = 1e7;
   double partial_rotary_factor = 0.25;
+  bool rope_theta_set = false, partial_rotary_factor_set = false;  // flat or in the RoPE block
   int64_t rotary_dim = 0;  // > 0: the rotary width itself (GGUF rope.dimension_count), wins over the factor
   std::string rope_type = "default";
   // Multimodal RoPE: rotary pairs per axis (temporal, height, width), interleaved; empty when
@@ -84,8 +86,19 @@ struct HfConfig {
   int64_t shared_expert_intermediate_size = 0;
   bool norm_topk_prob = true;
 
+  // Qwen3-MoE's layer plan: MoE every decoder_sparse_step layers, dense on mlp_only_layers.
+  int64_t decoder_sparse_step = 1;
+  std::vector<int64_t> mlp_only_layers;
+  // Sliding-window attention (Qwen3): use_sliding_window turns it on.
+  bool use_sliding_window = false;
+
   int64_t mtp_num_hidden_layers = 0;
   std::vector<int64_t> eos_token_ids;
+  // Every key the config sets (text_config's and the root's, non-null), for the support gate to
+  // tell an absent field from its default; and the key the RoPE block came from
+  // ("rope_parameters" or "rope_scaling"; empty when neither).
+  std::set<std::string> keys;
+  std::string rope_block_key;
 
   std::optional<QuantConfig> quantization;
   std::string quant_method;  // non-MLX "quantization_config.quant_method" (gptq, fp8, ...)

@@ -176,7 +176,9 @@ class Ops {
                            int64_t n, int64_t k, int64_t dim, float* y) const = 0;
 
   // Full attention of one sequence, in place on the query/gate projection:
-  //   qg [n, n_heads, 2*head_dim] (query | gate per head), k [n, n_kv, hd], v [n, n_kv, hd].
+  //   qg [n, n_heads, 2*head_dim] (query | gate per head), k [n, n_kv, hd], v [n, n_kv, hd];
+  //   without the output gate (p.gated false: Qwen3) qg is the query alone, [n, n_heads, hd],
+  //   and the sigmoid(gate) factor is left out.
   // Applies QK-norm (q_norm/k_norm weights [hd], 1+w folded) and partial RoPE (first rotary_dim
   // dims, rotate-half, at p.positions or else pos0..pos0+n-1), appends k/v to `cache` at pos0.., then writes
   // out [n, n_heads*hd] = softmax(q·kᵀ/√hd) v · sigmoid(gate) over cache positions
@@ -188,6 +190,7 @@ class Ops {
     const float* q_norm;
     const float* k_norm;
     int64_t first_key = 0;
+    bool gated = true;  // the query rows carry the output gate (see above)
     // Multimodal RoPE (kernels/rope.h): the axis of each of the rotary_dim/2 pairs, and the
     // rows' positions [n, 3] (temporal, height, width). Null positions: pos0 + t on every axis.
     const uint8_t* pair_axis = nullptr;

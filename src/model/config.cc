@@ -59,24 +59,80 @@ std::string ModelConfig::layer_pattern() const {
   return s;
 }
 
-core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
-  static const char* kDense[] = {"qwen3_5", "qwen3_5_text"};
-  static const char* kMoe[] = {"qwen3_5_moe", "qwen3_5_moe_text"};
-  ModelConfig c;
-  bool dense = false, moe = false;
-  for (const char* t : kDense) dense |= hf.model_type == t;
-  for (const char* t : kMoe) moe |= hf.model_type == t;
-  if (!dense && !moe)
+const char* ModelConfig::family_name() const {
+  switch (family) {
+    case Family::kQwen35: return moe ? "Qwen3.5-MoE" : "Qwen3.5";
+    case Family::kQwen3: return moe ? "Qwen3-MoE" : "Qwen3";
+  }
+  return "?";
+}
+
+namespace {
+
+// The family and MoE-ness of a model_type pair; an error names the field.
+core::Status classify(const formats::HfConfig& hf, ModelConfig* c) {
+  struct Type {
+    const char* name;
+    Family family;
+    bool moe;
+  };
+  static const Type kTypes[] = {{"qwen3_5", Family::kQwen35, false},     {"qwen3_5_text", Family::kQwen35, false},
+                                {"qwen3_5_moe", Family::kQwen35, true},  {"qwen3_5_moe_text", Family::kQwen35, true},
+                                {"qwen3", Family::kQwen3, false},        {"qwen3_moe", Family::kQwen3, true}};
+  const Type* root = nullptr;
+  const Type* text = nullptr;
+  for (const Type& t : kTypes) {
+    if (hf.model_type == t.name) root = &t;
+    if (hf.text_model_type == t.name) text = &t;
+  }
+  if (root == nullptr)
     return reject("model_type", "\"" + hf.model_type + "\"",
-                  "supported are qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text");
-  bool tdense = false, tmoe = false;
-  for (const char* t : kDense) tdense |= hf.text_model_type == t;
-  for (const char* t : kMoe) tmoe |= hf.text_model_type == t;
-  if (!(tdense || tmoe) || tmoe != moe)
+                  "supported are qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, qwen3, qwen3_moe");
+  if (text == nullptr || text->moe != root->moe || text->family != root->family)
     return reject("text_config.model_type", "\"" + hf.text_model_type + "\"",
                   "does not match model_type \"" + hf.model_type + "\"");
-  c.model_type = hf.model_type;
-  c.moe = moe;
+  c->model_type = hf.model_type;
+  c->family = root->family;
+  c->moe = root->moe;
+  return core::Status();
+}
+
+// What Qwen3 and Qwen3-MoE configs may say that the engine does not build: refused by name.
+core::Status check_qwen3_fields(const formats::HfConfig& hf) {
+  if (hf.keys.count("attn_output_gate") && hf.attn_output_gate)
+    return reject("attn_output_gate", "true", "Qwen3 attention has no output gate");
+  if (hf.use_sliding_window)
+    return reject("use_sliding_window", "true", "sliding-window attention is not supported");
+  for (size_t i = 0; i < hf.layer_types.size(); ++i)
+    if (hf.layer_types[i] != "full_attention")
+      return reject("layer_types[" + std::to_string(i) + "]", "\"" + hf.layer_types[i] + "\"",
+                    "Qwen3 layers are full_attention (sliding-window attention is not supported)");
+  if (!hf.mrope_section.empty())
+    return reject(hf.rope_block_key + ".mrope_section", "set", "Qwen3 has no multimodal rotary sections");
+  if (hf.decoder_sparse_step != 1)
+    return reject("decoder_sparse_step", std::to_string(hf.decoder_sparse_step),
+                  "only every layer MoE (decoder_sparse_step 1) is supported");
+  if (!hf.mlp_only_layers.empty()) {
+    std::string list = std::to_string(hf.mlp_only_layers[0]);
+    list.insert(list.begin(), '[');
+    list += hf.mlp_only_layers.size() > 1 ? ", ...]" : "]";
+    return reject("mlp_only_layers", list, "dense layers inside a Qwen3-MoE model are not supported");
+  }
+  if (hf.shared_expert_intermediate_size != 0)
+    return reject("shared_expert_intermediate_size", std::to_string(hf.shared_expert_intermediate_size),
+                  "Qwen3-MoE has no shared expert");
+  if (hf.mtp_num_hidden_layers != 0)
+    return reject("mtp_num_hidden_layers", std::to_string(hf.mtp_num_hidden_layers), "Qwen3 has no MTP head");
+  return core::Status();
+}
+
+}  // namespace
+
+core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
+  ModelConfig c;
+  QWEN35_RETURN_IF_ERROR(classify(hf, &c));
+  const bool moe = c.moe, qwen3 = c.family == Family::kQwen3;
+  if (qwen3) QWEN35_RETURN_IF_ERROR(check_qwen3_fields(hf));
 
   auto positive = [](const char* field, int64_t v) -> core::Status {
     if (v <= 0) return reject(field, std::to_string(v), "must be positive");
@@ -107,12 +163,16 @@ core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
   if (!(hf.rms_norm_eps > 0) || !std::isfinite(hf.rms_norm_eps))
     return reject("rms_norm_eps", num(hf.rms_norm_eps), "must be a positive number");
   c.eps = hf.rms_norm_eps;
-  if (!hf.attn_output_gate)
+  c.attn_gate = !qwen3;
+  if (!qwen3 && !hf.attn_output_gate)
     return reject("attn_output_gate", "false", "Qwen3.5 attention always has its output gate");
   if (hf.attention_bias) return reject("attention_bias", "true", "attention biases are not supported");
 
-  // Layer pattern: layer_types, else full attention every full_attention_interval layers.
-  if (!hf.layer_types.empty()) {
+  // Layer pattern: Qwen3 is full attention throughout; Qwen3.5 from layer_types, else full
+  // attention every full_attention_interval layers.
+  if (qwen3) {
+    c.layers.assign(size_t(c.n_layers), LayerKind::kFullAttention);
+  } else if (!hf.layer_types.empty()) {
     if (int64_t(hf.layer_types.size()) != c.n_layers)
       return reject("layer_types", std::to_string(hf.layer_types.size()) + " entries",
                     "num_hidden_layers is " + std::to_string(c.n_layers));
@@ -143,11 +203,17 @@ core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
   }
 
   // RoPE.
-  if (hf.rope_type != "default" && hf.rope_type != "mrope")
-    return reject("rope_parameters.rope_type", "\"" + hf.rope_type + "\"", "only default and mrope RoPE are supported");
-  if (!(hf.partial_rotary_factor > 0) || hf.partial_rotary_factor > 1)
-    return reject("partial_rotary_factor", num(hf.partial_rotary_factor), "must be in (0, 1]");
-  c.rotary_dim = hf.rotary_dim > 0 ? hf.rotary_dim : int64_t(double(c.head_dim) * hf.partial_rotary_factor);
+  const std::string rope_key = hf.rope_block_key.empty() ? "rope_parameters" : hf.rope_block_key;
+  if (hf.rope_type != "default" && (qwen3 || hf.rope_type != "mrope"))
+    return reject(rope_key + ".rope_type", "\"" + hf.rope_type + "\"",
+                  qwen3 ? "only default RoPE is supported (no YaRN or other scaling)"
+                        : "only default and mrope RoPE are supported");
+  // Qwen3's defaults (transformers' Qwen3Config) where the config is silent: the whole head
+  // rotates, theta 10000.
+  const double factor = qwen3 && !hf.partial_rotary_factor_set ? 1.0 : hf.partial_rotary_factor;
+  if (!(factor > 0) || factor > 1)
+    return reject("partial_rotary_factor", num(factor), "must be in (0, 1]");
+  c.rotary_dim = hf.rotary_dim > 0 ? hf.rotary_dim : int64_t(double(c.head_dim) * factor);
   if (c.rotary_dim <= 0 || c.rotary_dim % 2 != 0)
     return reject("partial_rotary_factor", num(hf.partial_rotary_factor),
                   "gives rotary dims " + std::to_string(c.rotary_dim) + " (head_dim " +
@@ -155,6 +221,7 @@ core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
   if (!(hf.rope_theta > 0) || !std::isfinite(hf.rope_theta))
     return reject("rope_theta", num(hf.rope_theta), "must be positive");
   c.rope_theta = hf.rope_theta;
+  if (qwen3 && !hf.rope_theta_set) c.rope_theta = 10000.0;
   c.rope_pair_axis = mrope_pair_axis(hf.mrope_section, c.rotary_dim / 2);
   c.max_position = hf.max_position_embeddings;
 
@@ -171,7 +238,9 @@ core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
       return reject("num_experts_per_tok", std::to_string(c.top_k),
                     "exceeds num_experts (" + std::to_string(c.n_experts) + ")");
     if (c.shared_intermediate < 0) return reject("shared_expert_intermediate_size", std::to_string(c.shared_intermediate), "must not be negative");
-    c.norm_topk = true;  // Qwen3.5-MoE always renormalises the top-k weights
+    // Qwen3.5-MoE always renormalises the top-k weights; Qwen3-MoE when norm_topk_prob says so
+    // (transformers' default: false).
+    c.norm_topk = !qwen3 || (hf.keys.count("norm_topk_prob") && hf.norm_topk_prob);
   } else {
     c.intermediate = hf.intermediate_size;
     QWEN35_RETURN_IF_ERROR(positive("intermediate_size", c.intermediate));

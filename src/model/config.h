@@ -15,9 +15,20 @@ namespace qwen35::model {
 
 enum class LayerKind { kLinearAttention, kFullAttention };
 
+// The model families on the one forward pass. What differs is data, read by the layers:
+//   kQwen35: hybrid Gated DeltaNet + gated full attention; RMSNorm weights applied as 1+w (HF
+//            stores w); partial rotary.
+//   kQwen3:  every layer full attention without the output gate; RMSNorm weights applied as w in
+//            every dialect; rotary over the whole head (qwen3, qwen3_moe).
+enum class Family : uint8_t { kQwen35, kQwen3 };
+
 struct ModelConfig {
   std::string model_type;
+  Family family = Family::kQwen35;
   bool moe = false;
+  // Full attention multiplies its output by sigmoid(gate), the gate rows interleaved with the
+  // query's in q_proj (Qwen3.5); without it q_proj is the query alone.
+  bool attn_gate = true;
 
   int64_t hidden = 0;
   int64_t n_layers = 0;
@@ -65,6 +76,9 @@ struct ModelConfig {
   int64_t n_linear_layers() const;
   int64_t conv_channels() const { return 2 * n_k_heads * d_k + n_v_heads * d_v; }
   std::string layer_pattern() const;  // e.g. "LLLF LLLF"
+  // Whether HF checkpoints store RMSNorm weights zero-centred (w for a norm applied as 1+w).
+  bool hf_norms_zero_centred() const { return family == Family::kQwen35; }
+  const char* family_name() const;  // "Qwen3.5", "Qwen3", ...
 };
 
 // The support gate.

@@ -1,4 +1,5 @@
-// Binding of GGUF files (llama.cpp architectures `qwen35` and `qwen35moe`): the configuration
+// Binding of GGUF files (llama.cpp architectures `qwen35`, `qwen35moe`, `qwen3` and `qwen3moe`):
+// the configuration
 // from the metadata, through the same support gate as config.json, and the tensors under their
 // ggml names, with the conversions llama.cpp's converter applied undone or mapped:
 //   - RMSNorm weights hold 1+w already (ssm_norm holds w, as in HF): bound with offset 0;
@@ -8,6 +9,8 @@
 //     value-head tensor (qkv rows, conv channels, z, a, b, A, dt_bias, out_proj columns) is in
 //     that one order, nothing is permuted;
 //   - attn_q keeps HF's per-head [query | gate] interleave; ssm_conv1d is [channels, kernel].
+// Qwen3 files hold every weight as HF does (norms as applied, no q/k permutation), and name the
+// post-attention norm ffn_norm (the table's qwen3-family entry).
 #include <cmath>
 
 #include "core/log.h"
@@ -32,13 +35,79 @@ namespace {
 
 std::string blk(int64_t i) { return "blk." + std::to_string(i) + "."; }
 
+// The vocabulary from the embedding table, tying from the head's absence, the end token.
+Status vocab_and_head(const GgufModel& g, formats::HfConfig* h) {
+  const std::string embed = table_entry(Block::kModel, Role::kEmbedding).gguf;
+  const GgufTensor* emb = g.find(embed);
+  if (emb == nullptr) return error("[weights] missing tensor '" + embed + "'");
+  if (emb->ne.size() != 2 || emb->ne[0] != h->hidden_size)
+    return error("[weights] tensor '" + embed + "': expected ggml shape [" + std::to_string(h->hidden_size) +
+                 ", vocab], found " + emb->shape_str());
+  h->vocab_size = emb->ne[1];
+  h->tie_word_embeddings = g.find(table_entry(Block::kHead, Role::kEmbedding).gguf) == nullptr;
+  if (const formats::GgufValue* eos = g.find_value("tokenizer.ggml.eos_token_id"); eos && eos->is_int())
+    h->eos_token_ids.push_back(eos->i);
+  return Status();
+}
+
+// llama.cpp's qwen3 and qwen3moe architectures: every block full attention, the whole head
+// rotated (rope.dimension_count, when written, must be key_length), the MoE top-k weights always
+// renormalised (llama.cpp's graph for qwen3moe does so whatever the source config said).
+Result<formats::HfConfig> qwen3_gguf_config(const GgufModel& g, const std::string& arch) {
+  const std::string a = arch + ".";
+  formats::HfConfig h;
+  const bool moe = arch == "qwen3moe";
+  h.model_type = h.text_model_type = moe ? "qwen3_moe" : "qwen3";
+  QWEN35_ASSIGN_OR_RETURN(h.num_hidden_layers, g.get_int(a + "block_count"));
+  QWEN35_ASSIGN_OR_RETURN(h.hidden_size, g.get_int(a + "embedding_length"));
+  QWEN35_ASSIGN_OR_RETURN(h.num_attention_heads, g.get_int(a + "attention.head_count"));
+  QWEN35_ASSIGN_OR_RETURN(h.num_key_value_heads, g.get_int_or(a + "attention.head_count_kv", h.num_attention_heads));
+  const int64_t default_head = h.num_attention_heads > 0 ? h.hidden_size / h.num_attention_heads : 0;
+  QWEN35_ASSIGN_OR_RETURN(h.head_dim, g.get_int_or(a + "attention.key_length", default_head));
+  QWEN35_ASSIGN_OR_RETURN(int64_t value_length, g.get_int_or(a + "attention.value_length", h.head_dim));
+  if (value_length != h.head_dim)
+    return error("[gguf] '" + a + "attention.value_length' = " + std::to_string(value_length) +
+                 " differs from key_length " + std::to_string(h.head_dim));
+  QWEN35_ASSIGN_OR_RETURN(h.rms_norm_eps, g.get_float(a + "attention.layer_norm_rms_epsilon"));
+  QWEN35_ASSIGN_OR_RETURN(h.rope_theta, g.get_float(a + "rope.freq_base"));
+  h.rope_theta_set = true;
+  QWEN35_ASSIGN_OR_RETURN(int64_t rot, g.get_int_or(a + "rope.dimension_count", h.head_dim));
+  if (rot != h.head_dim)
+    return error("[gguf] '" + a + "rope.dimension_count' = " + std::to_string(rot) +
+                 ": Qwen3 rotates the whole head (key_length " + std::to_string(h.head_dim) + ")");
+  if (const formats::GgufValue* v = g.find_value(a + "rope.scaling.type"); v && v->type == formats::GgufValueType::kString && v->s != "none")
+    return error("[gguf] '" + a + "rope.scaling.type' = \"" + v->s + "\": RoPE scaling (YaRN) is not supported");
+  if (g.find_value(a + "attention.sliding_window") != nullptr)
+    return error("[gguf] '" + a + "attention.sliding_window' is set: sliding-window attention is not supported");
+  h.partial_rotary_factor = 1.0;
+  h.partial_rotary_factor_set = true;
+  QWEN35_ASSIGN_OR_RETURN(h.max_position_embeddings, g.get_int_or(a + "context_length", 0));
+  if (moe) {
+    QWEN35_ASSIGN_OR_RETURN(h.num_experts, g.get_int(a + "expert_count"));
+    QWEN35_ASSIGN_OR_RETURN(h.num_experts_per_tok, g.get_int(a + "expert_used_count"));
+    QWEN35_ASSIGN_OR_RETURN(h.moe_intermediate_size, g.get_int(a + "expert_feed_forward_length"));
+    h.norm_topk_prob = true;
+    h.keys.insert("norm_topk_prob");
+  } else {
+    QWEN35_ASSIGN_OR_RETURN(h.intermediate_size, g.get_int(a + "feed_forward_length"));
+  }
+  const std::string q = table_entry(Block::kFullAttn, Role::kInProj).gguf;
+  for (int64_t i = 0; i < h.num_hidden_layers; ++i)
+    if (g.find(blk(i) + q) == nullptr)
+      return error("[weights] missing tensor '" + blk(i) + q + "' (every " + arch + " block is full attention)");
+  h.attn_output_gate = false;
+  QWEN35_RETURN_IF_ERROR(vocab_and_head(g, &h));
+  return h;
+}
+
 // The metadata as the fields of a config.json, for the support gate.
 Result<formats::HfConfig> gguf_config(const GgufModel& g, std::string* arch_out) {
   QWEN35_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
-  if (arch != "qwen35" && arch != "qwen35moe")
+  if (arch != "qwen35" && arch != "qwen35moe" && arch != "qwen3" && arch != "qwen3moe")
     return error("[gguf] '" + g.path() + "': architecture '" + arch +
-                 "' is not a Qwen3.5 model (supported: qwen35, qwen35moe)");
+                 "' is not supported (supported: qwen35, qwen35moe, qwen3, qwen3moe)");
   *arch_out = arch;
+  if (arch == "qwen3" || arch == "qwen3moe") return qwen3_gguf_config(g, arch);
   const std::string a = arch + ".";
   formats::HfConfig h;
   const bool moe = arch == "qwen35moe";
@@ -116,16 +185,7 @@ Result<formats::HfConfig> gguf_config(const GgufModel& g, std::string* arch_out)
                      (rl->ints[size_t(i)] ? "recurrent" : "full attention") + ", but its tensors are " +
                      (rl->ints[size_t(i)] ? "full attention" : "Gated DeltaNet"));
   }
-  const std::string embed = table_entry(Block::kModel, Role::kEmbedding).gguf;
-  const GgufTensor* emb = g.find(embed);
-  if (emb == nullptr) return error("[weights] missing tensor '" + embed + "'");
-  if (emb->ne.size() != 2 || emb->ne[0] != h.hidden_size)
-    return error("[weights] tensor '" + embed + "': expected ggml shape [" + std::to_string(h.hidden_size) +
-                 ", vocab], found " + emb->shape_str());
-  h.vocab_size = emb->ne[1];
-  h.tie_word_embeddings = g.find(table_entry(Block::kHead, Role::kEmbedding).gguf) == nullptr;
-  if (const formats::GgufValue* eos = g.find_value("tokenizer.ggml.eos_token_id"); eos && eos->is_int())
-    h.eos_token_ids.push_back(eos->i);
+  QWEN35_RETURN_IF_ERROR(vocab_and_head(g, &h));
   return h;
 }
 

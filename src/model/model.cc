@@ -277,9 +277,9 @@ void Model::deltanet_layer(int64_t l, const float* in, int64_t n, float* out) {
 void Model::attention_layer(int64_t l, const float* in, int64_t n, float* out) {
   const ModelConfig& c = w_->config;
   const AttentionWeights& w = layer(l).attn;
-  const int64_t nh = c.n_heads, nkv = c.n_kv_heads, hd = c.head_dim;
+  const int64_t nh = c.n_heads, nkv = c.n_kv_heads, hd = c.head_dim, q_row = (c.attn_gate ? 2 : 1) * nh * hd;
   Activations& a = act_;
-  float* q_gate = sized(a.q_gate, n * 2 * nh * hd);  // [n, nh, 2·hd]
+  float* q_gate = sized(a.q_gate, n * q_row);        // [n, nh, 2·hd] (query | gate), or [n, nh, hd]
   float* k = sized(a.k, n * nkv * hd);               // [n, nkv, hd]
   float* v = sized(a.v, n * nkv * hd);               // [n, nkv, hd]
   float* o = sized(a.attn_out, n * nh * hd);         // [n, nh·hd]
@@ -291,10 +291,11 @@ void Model::attention_layer(int64_t l, const float* in, int64_t n, float* out) {
   // The MTP head's cache has no row at position 0 (state.h).
   kernels::Ops::AttentionParams ap{nh, nkv, hd, c.rotary_dim, float(c.rope_theta), float(c.eps),
                                    w.q_norm.data(), w.k_norm.data(), l == c.n_layers ? 1 : 0};
+  ap.gated = c.attn_gate;
   ap.pair_axis = c.rope_pair_axis.empty() ? nullptr : c.rope_pair_axis.data();
   for (const Span& sp : spans_) {
     ap.positions = rope_positions(sp);
-    ops_.attention(ctx_, ap, q_gate + sp.row0 * 2 * nh * hd, k + sp.row0 * nkv * hd, v + sp.row0 * nkv * hd,
+    ops_.attention(ctx_, ap, q_gate + sp.row0 * q_row, k + sp.row0 * nkv * hd, v + sp.row0 * nkv * hd,
                    sp.n, sp.pos0, sp.state->kv(l), o + sp.row0 * nh * hd);
   }
   ops_.matmul(ctx_, o, n, w.o_proj, out);

@@ -34,11 +34,17 @@ constexpr Tensor kTable[] = {
     {.block = Block::kLayer, .form = Form::kVector, .role = Role::kNorm,
      .hf = "post_attention_layernorm.weight", .gguf = "post_attention_norm.weight",
      .dims = [](const C& c) { return Dims{c.hidden}; },
-     .slot = [](M&, L* l) { return Slot{.floats = &l->post_norm}; }},
+     .slot = [](M&, L* l) { return Slot{.floats = &l->post_norm}; }, .family = FamilyOnly::kQwen35},
+    // The same norm in llama.cpp's qwen3 and qwen3moe architectures, which name it ffn_norm.
+    {.block = Block::kLayer, .form = Form::kVector, .role = Role::kNorm,
+     .hf = "post_attention_layernorm.weight", .gguf = "ffn_norm.weight",
+     .dims = [](const C& c) { return Dims{c.hidden}; },
+     .slot = [](M&, L* l) { return Slot{.floats = &l->post_norm}; }, .family = FamilyOnly::kQwen3},
 
-    // Gated full attention. q_proj holds the query and the output gate, interleaved per head.
+    // Full attention. With the output gate (Qwen3.5) q_proj holds the query and the gate,
+    // interleaved per head; without it (Qwen3) the query alone.
     {.block = Block::kFullAttn, .hf = "self_attn.q_proj.weight", .gguf = "attn_q.weight",
-     .dims = [](const C& c) { return Dims{2 * c.n_heads * c.head_dim, c.hidden}; }, .int8 = true,
+     .dims = [](const C& c) { return Dims{(c.attn_gate ? 2 : 1) * c.n_heads * c.head_dim, c.hidden}; }, .int8 = true,
      .summary = "self_attn.q/k/v/o_proj", .slot = [](M&, L* l) { return Slot{.matrix = &l->attn.q_proj}; }},
     {.block = Block::kFullAttn, .hf = "self_attn.k_proj.weight", .gguf = "attn_k.weight",
      .dims = [](const C& c) { return Dims{c.n_kv_heads * c.head_dim, c.hidden}; }, .int8 = true,
@@ -106,17 +112,17 @@ constexpr Tensor kTable[] = {
      .mlx = "mlp.switch_mlp.gate_proj.weight", .gguf = "ffn_gate_exps.weight", .gguf_fused = "ffn_gate_up_exps.weight",
      .half = Half::kGate, .dims = [](const C& c) { return Dims{c.moe_intermediate, c.hidden}; }, .int8 = true,
      .summary = "mlp.experts", .slot = [](M&, L* l) { return Slot{.experts = &l->moe.experts}; },
-     .expert = &MlpWeights::gate_proj},
+     .expert = &MlpWeights::gate_proj, .hf_expert = "gate_proj.weight"},
     {.block = Block::kMoe, .form = Form::kExperts, .hf = "mlp.experts.gate_up_proj",
      .mlx = "mlp.switch_mlp.up_proj.weight", .gguf = "ffn_up_exps.weight", .gguf_fused = "ffn_gate_up_exps.weight",
      .half = Half::kUp, .dims = [](const C& c) { return Dims{c.moe_intermediate, c.hidden}; }, .int8 = true,
      .summary = "mlp.experts", .slot = [](M&, L* l) { return Slot{.experts = &l->moe.experts}; },
-     .expert = &MlpWeights::up_proj},
+     .expert = &MlpWeights::up_proj, .hf_expert = "up_proj.weight"},
     {.block = Block::kMoe, .form = Form::kExperts, .role = Role::kOutProj, .hf = "mlp.experts.down_proj",
      .mlx = "mlp.switch_mlp.down_proj.weight", .gguf = "ffn_down_exps.weight",
      .dims = [](const C& c) { return Dims{c.hidden, c.moe_intermediate}; }, .int8 = true,
      .summary = "mlp.experts", .slot = [](M&, L* l) { return Slot{.experts = &l->moe.experts}; },
-     .expert = &MlpWeights::down_proj},
+     .expert = &MlpWeights::down_proj, .hf_expert = "down_proj.weight"},
 
     // The shared expert and its sigmoid gate (exact in fast mode; some checkpoints have none).
     {.block = Block::kSharedExpert, .hf = "mlp.shared_expert.gate_proj.weight", .gguf = "ffn_gate_shexp.weight",
@@ -159,7 +165,17 @@ const Tensor& table_entry(Block block, Role role) {
   std::abort();
 }
 
+bool in_family(const Tensor& t, const ModelConfig& c) {
+  switch (t.family) {
+    case FamilyOnly::kAll: return true;
+    case FamilyOnly::kQwen35: return c.family == Family::kQwen35;
+    case FamilyOnly::kQwen3: return c.family == Family::kQwen3;
+  }
+  return false;
+}
+
 bool in_layer(const Tensor& t, const ModelConfig& c, LayerKind kind) {
+  if (!in_family(t, c)) return false;
   switch (t.block) {
     case Block::kLayer: return true;
     case Block::kFullAttn: return kind == LayerKind::kFullAttention;
@@ -195,7 +211,7 @@ void for_each_tensor_at(const ModelConfig& c, bool head, bool mtp,
   for (const Tensor& t : kTable) {
     const bool wanted =
         t.block == Block::kModel || (t.block == Block::kHead && head) || (t.block == Block::kMtp && mtp);
-    if (wanted) fn(t, -1);
+    if (wanted && in_family(t, c)) fn(t, -1);
   }
   auto layer = [&](int64_t i, LayerKind kind) {
     for (const Tensor& t : kTable)

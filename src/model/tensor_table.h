@@ -90,6 +90,10 @@ enum class MlxQuant : uint8_t {
   kNone,     // kept bf16 (the MTP fc)
 };
 
+// Which families an entry belongs to, where a tensor's name differs between them (llama.cpp
+// names the post-attention norm post_attention_norm in qwen35, ffn_norm in qwen3).
+enum class FamilyOnly : uint8_t { kAll, kQwen35, kQwen3 };
+
 struct Dims {
   int64_t out = 0;
   int64_t in = 0;  // 0 for vectors
@@ -122,6 +126,10 @@ struct Tensor {
   // Vision entries (vision_tensor_table()) are stored here instead of through `slot`; the block
   // for kVisionBlock.
   Slot (*vslot)(VisionWeights&, VisionBlockWeights*) = nullptr;
+  FamilyOnly family = FamilyOnly::kAll;
+  // kExperts: the HF name of one expert's matrix under "mlp.experts.<e>.", for checkpoints that
+  // store each expert apart (Qwen3-MoE) rather than stacked.
+  const char* hf_expert = nullptr;
 
   const char* name(Dialect d) const { return d == Dialect::kGguf ? gguf : d == Dialect::kMlx && mlx ? mlx : hf; }
   bool is_layer() const {
@@ -138,7 +146,9 @@ std::span<const Tensor> tensor_table();
 // has none, a bug any load would show.
 const Tensor& table_entry(Block block, Role role);
 
-// Whether a layer-block tensor is in a layer of `kind` under `c`.
+// Whether an entry belongs to c's family.
+bool in_family(const Tensor& t, const ModelConfig& c);
+// Whether a layer-block tensor is in a layer of `kind` under `c` (and c's family).
 bool in_layer(const Tensor& t, const ModelConfig& c, LayerKind kind);
 
 // The prefix of `t`'s name for layer `layer` (ignored for model-level blocks; c.n_layers names

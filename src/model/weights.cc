@@ -35,11 +35,16 @@ Result<std::vector<float>> conv_weight(Binder& b, const std::string& key, int64_
 }
 
 // How one layer's routed experts are stored, found at its first expert tensor: HF's fused bare
-// tensors (gate_up bound once, at its gate half, and sliced for both) or MLX's switch_mlp.
+// tensors (gate_up bound once, at its gate half, and sliced for both), MLX's switch_mlp, or one
+// module per expert (HF Qwen3-MoE: mlp.experts.<e>.gate_proj, ...).
 struct ExpertStore {
-  enum { kUnknown, kHfFused, kMlx } kind = kUnknown;
+  enum { kUnknown, kHfFused, kMlx, kHfSplit } kind = kUnknown;
   Matrix fused;  // HF gate_up [E, 2I, H] as E·2I rows
 };
+
+std::string split_expert_name(const std::string& p, int64_t e, const Tensor& t) {
+  return p + "mlp.experts." + std::to_string(e) + "." + t.hf_expert;
+}
 
 Status bind_experts(Binder& b, const ModelConfig& c, const Tensor& t, const std::string& p, Slot s,
                     ExpertStore& st) {
@@ -48,7 +53,16 @@ Status bind_experts(Binder& b, const ModelConfig& c, const Tensor& t, const std:
   if (st.kind == ExpertStore::kUnknown) {
     if (b.find(p + t.hf) != nullptr) st.kind = ExpertStore::kHfFused;
     else if (b.find(p + t.mlx) != nullptr) st.kind = ExpertStore::kMlx;
-    else return b.missing(p + t.hf, "HF fused experts or MLX switch_mlp.* tensors");
+    else if (b.find(split_expert_name(p, 0, t)) != nullptr) st.kind = ExpertStore::kHfSplit;
+    else return b.missing(p + t.hf, "HF fused experts, per-expert mlp.experts.N.* or MLX switch_mlp.* tensors");
+  }
+  if (st.kind == ExpertStore::kHfSplit) {
+    s.experts->resize(size_t(E));
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string name = split_expert_name(p, e, t);
+      QWEN35_ASSIGN_OR_RETURN((*s.experts)[size_t(e)].*t.expert, b.stacked(name, module_of(name), 1, d.out, d.in, false));
+    }
+    return Status();
   }
   Matrix m;
   int64_t stride = d.out, first = 0;  // expert e's rows: [e·stride + first, +d.out)
@@ -185,7 +199,9 @@ Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir, core:
   const ModelConfig& c = mw->config;
   QWEN35_ASSIGN_OR_RETURN(mw->prefix, find_prefix(store, table_entry(Block::kModel, Role::kEmbedding)));
   mw->dialect = detect_dialect(store, c, mw->prefix);
-  const float norm_offset = mw->dialect == Dialect::kHf ? 1.0f : 0.0f;
+  // Qwen3.5's HF norms hold w for a norm applied as 1+w; MLX and the Qwen3 family store the
+  // weight as applied.
+  const float norm_offset = mw->dialect == Dialect::kHf && c.hf_norms_zero_centred() ? 1.0f : 0.0f;
 
   Binder b(store, c, mw->prefix);
   QWEN35_RETURN_IF_ERROR(bind_model(b, *mw, norm_offset));

@@ -39,7 +39,7 @@ int64_t PrefixCache::resume(std::span<const int32_t> prompt, model::SequenceStat
   for (int64_t d = 1; d * kBlock <= n - 1; ++d) {
     cur = child(cur, prompt.subspan(size_t((d - 1) * kBlock), size_t(kBlock)));
     if (!cur) break;
-    if (!cur->snapshot.empty() && int64_t(cur->snapshot.size()) * 4 == int64_t(state->recurrent_bytes()))
+    if (cur->has_snapshot && int64_t(cur->snapshot.size()) * 4 == int64_t(state->recurrent_bytes()))
       best = cur;
   }
   if (!best) {
@@ -90,7 +90,8 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const model::SequenceS
     }
     cur = next;
   }
-  if (cur->snapshot.empty()) {
+  if (!cur->has_snapshot) {
+    cur->has_snapshot = true;
     cur->snapshot.resize(snap / 4);
     state.save_recurrent(cur->snapshot.data());
     snapshot_bytes_ += snap;
@@ -129,7 +130,8 @@ bool PrefixCache::insert_blocks(std::span<const int32_t> tokens, std::span<const
     ++n_nodes_;
     cur = next;
   }
-  if (cur->snapshot.empty()) {
+  if (!cur->has_snapshot) {
+    cur->has_snapshot = true;
     snapshot_bytes_ += snapshot.size() * 4;
     cur->snapshot = std::move(snapshot);
     ++n_snapshots_;
@@ -166,7 +168,7 @@ bool PrefixCache::evict_one() {
 void PrefixCache::remove_leaf(Node* n) {
   while (n != root_.get() && n->children.empty()) {
     Node* parent = n->parent;
-    if (!n->snapshot.empty()) {
+    if (n->has_snapshot) {
       snapshot_bytes_ -= n->snapshot.size() * 4;
       --n_snapshots_;
     }
@@ -175,7 +177,7 @@ void PrefixCache::remove_leaf(Node* n) {
     auto& sib = parent->children;
     sib.erase(std::find_if(sib.begin(), sib.end(), [n](const auto& c) { return c.get() == n; }));
     n = parent;
-    if (!n->snapshot.empty()) break;
+    if (n->has_snapshot) break;
   }
 }
 

@@ -100,7 +100,10 @@ class PrefixCache {
     int32_t block = -1;        // their KV block (a pool reference); -1 at the root
     int64_t depth = 0;         // positions [0, depth · kKvBlock)
     std::vector<std::unique_ptr<Node>> children;
-    std::vector<float> snapshot;  // the recurrent state at depth · kKvBlock; empty: none
+    // The recurrent state at depth · kKvBlock, when has_snapshot. A model without Gated DeltaNet
+    // layers (Qwen3) has none to keep: its snapshots are empty, the KV blocks alone.
+    bool has_snapshot = false;
+    std::vector<float> snapshot;
     uint64_t used = 0;
   };
   Node* child(Node* n, std::span<const int32_t> key) const;

@@ -37,6 +37,14 @@ TEST(Cli, InspectPrintsGeometry) {
   r = run_qwen35("inspect -m " + ckpt("dense_bf16_tied"));
   EXPECT_NE(r.out.find("tied to the embedding"), std::string::npos);
   EXPECT_NE(r.out.find("mtp: present"), std::string::npos);
+  EXPECT_NE(r.out.find("family: Qwen3.5\n"), std::string::npos) << r.out;
+  // The Qwen3 family: named, with what differs from Qwen3.5.
+  r = run_qwen35("inspect -m " + ckpt("qwen3_moe_e8_top2"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* s : {"family: Qwen3-MoE", "model_type: qwen3_moe", "norms stored as w (applied as w)",
+                        "layer pattern: FFF", "no output gate", "gated deltanet: none", "8 experts, top-2 renormalised",
+                        "verdict: SUPPORTED"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
 }
 
 TEST(Cli, InspectBrokenInputs) {

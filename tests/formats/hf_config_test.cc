@@ -43,6 +43,36 @@ TEST(HfConfig, FlatKeysAndRootTie) {
   EXPECT_FALSE(u->tie_word_embeddings.has_value());
 }
 
+// Qwen3's config.json: the fields of its own (sliding window, MoE layer plan), which keys are
+// there (absent and null ones are not: the gate's defaults differ by family), and which block the
+// RoPE parameters came from.
+TEST(HfConfig, Qwen3FieldsAndPresentKeys) {
+  auto c = parse_hf_config(R"({"model_type": "qwen3_moe", "hidden_size": 8, "num_hidden_layers": 2,
+    "num_attention_heads": 2, "vocab_size": 5, "sliding_window": null, "use_sliding_window": true,
+    "decoder_sparse_step": 2, "mlp_only_layers": [0, 1], "norm_topk_prob": false,
+    "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})", "config.json");
+  ASSERT_TRUE(c.ok()) << c.message();
+  EXPECT_TRUE(c->use_sliding_window);
+  EXPECT_EQ(c->decoder_sparse_step, 2);
+  EXPECT_EQ(c->mlp_only_layers, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(c->rope_block_key, "rope_scaling");
+  EXPECT_EQ(c->rope_type, "yarn");
+  EXPECT_FALSE(c->rope_theta_set);
+  EXPECT_FALSE(c->partial_rotary_factor_set);
+  EXPECT_TRUE(c->keys.count("norm_topk_prob"));
+  EXPECT_FALSE(c->keys.count("sliding_window"));  // null
+  EXPECT_FALSE(c->keys.count("rope_theta"));
+  auto d = parse_hf_config(R"({"model_type": "qwen3", "hidden_size": 8, "num_hidden_layers": 1,
+    "num_attention_heads": 2, "vocab_size": 5, "rope_scaling": null, "rope_theta": 1e6})", "config.json");
+  ASSERT_TRUE(d.ok()) << d.message();
+  EXPECT_TRUE(d->rope_theta_set);
+  EXPECT_EQ(d->rope_block_key, "");
+  EXPECT_EQ(d->decoder_sparse_step, 1);
+  EXPECT_FALSE(d->use_sliding_window);
+  EXPECT_FALSE(parse_hf_config(R"({"model_type": "qwen3", "hidden_size": 8, "num_hidden_layers": 1,
+    "num_attention_heads": 2, "vocab_size": 5, "mlp_only_layers": "all"})", "config.json").ok());
+}
+
 TEST(HfConfig, QuantizationBlockWithOverrides) {
   auto c = parse_hf_config(R"({"model_type": "qwen3_5", "hidden_size": 8, "num_hidden_layers": 1,
     "num_attention_heads": 2, "vocab_size": 5,

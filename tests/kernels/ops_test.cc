@@ -459,6 +459,47 @@ void attention_checks() {
   }
 }
 
+// Attention without the output gate (Qwen3): the query rows alone, [n, n_heads, hd]. Independent
+// expectation: the gated op with every gate at 30 (sigmoid(30) rounds to 1.0f, so the factor is
+// exact) on the same queries interleaved with those gates, bit for bit, in both backends; and the
+// CPU kernel within the usual bound of the reference.
+void ungated_attention_checks() {
+  core::ThreadPool pool(3);
+  const int64_t nh = 4, nkv = 2, hd = 64, cap = 140;
+  auto qn = randn(size_t(hd), 1, 0.1f), kn = randn(size_t(hd), 2, 0.1f);
+  Ops::AttentionParams gated{nh, nkv, hd, hd, 1e6f, 1e-6f, qn.data(), kn.data()};
+  Ops::AttentionParams plain = gated;
+  plain.gated = false;
+  for (const Ops* ops : {&ref, &cpu}) {
+    TestKv c_gated(cap, nkv * hd, false), c_plain(cap, nkv * hd, false);
+    int64_t pos = 0;
+    for (int64_t n : {7, 1, 70, 1}) {
+      auto q = randn(size_t(n * nh * hd), uint32_t(70 + pos)), k = randn(size_t(n * nkv * hd), uint32_t(80 + pos)),
+           v = randn(size_t(n * nkv * hd), uint32_t(90 + pos));
+      std::vector<float> qg(size_t(n * nh * 2 * hd), 30.0f);
+      for (int64_t r = 0; r < n * nh; ++r) std::copy_n(q.data() + r * hd, hd, qg.data() + r * 2 * hd);
+      std::vector<float> o_gated(size_t(n * nh * hd)), o_plain(o_gated.size()), o_ref(o_gated.size());
+      const Context ctx{ops == &cpu ? &pool : nullptr};
+      ops->attention(ctx, gated, qg.data(), k.data(), v.data(), n, pos, c_gated.view(), o_gated.data());
+      ops->attention(ctx, plain, q.data(), k.data(), v.data(), n, pos, c_plain.view(), o_plain.data());
+      EXPECT_EQ(o_plain, o_gated) << ops->name() << ", position " << pos;
+      pos += n;
+    }
+  }
+  // The CPU kernel against the reference, ungated, over several calls.
+  TestKv c_ref(cap, nkv * hd, false), c_cpu(cap, nkv * hd, false);
+  int64_t pos = 0;
+  for (int64_t n : {5, 1, 66}) {
+    auto q = randn(size_t(n * nh * hd), uint32_t(100 + pos)), k = randn(size_t(n * nkv * hd), uint32_t(110 + pos)),
+         v = randn(size_t(n * nkv * hd), uint32_t(120 + pos));
+    std::vector<float> o1(size_t(n * nh * hd)), o2(o1.size());
+    ref.attention({}, plain, q.data(), k.data(), v.data(), n, pos, c_ref.view(), o1.data());
+    cpu.attention({&pool}, plain, q.data(), k.data(), v.data(), n, pos, c_cpu.view(), o2.data());
+    expect_close(o1.data(), o2.data(), o1.size(), 2e-5f, "ungated attention");
+    pos += n;
+  }
+}
+
 // first_key: attention that skips the cache's first positions. Independent expectation: RoPE is
 // relative, so rows written at positions f.. and attended from f equal the same rows written at
 // 0.. and attended from 0 (to rounding), whatever the skipped positions hold; the CPU kernel
@@ -616,6 +657,7 @@ TEST(Ops, AttentionWithCacheMatchesReferenceOnEveryTarget) {
     attention_checks();
     attend_many_checks();
     first_key_checks();
+    ungated_attention_checks();
   });
 }
 

@@ -32,6 +32,21 @@ void expect_bind_error(const std::function<void(qwen35::testing::GgufBuilder&)>&
   EXPECT_NE(w.message().find(what), std::string::npos) << w.message();
 }
 
+// Qwen3 files (llama.cpp's qwen3 and qwen3moe architectures): what is not built is refused by
+// its key, and a file whose blocks are not all full attention names the tensor.
+TEST(GgufBinding, Qwen3FilesRefuseWhatIsNotBuilt) {
+  using B = qwen35::testing::GgufBuilder;
+  const std::string dense = "qwen3_dense_q8_0", moe = "qwen3moe_q4_0_untied";
+  ASSERT_TRUE(load_weights(gguf_dir() + "/" + dense + ".gguf").ok());
+  expect_bind_error([](B& b) { b.u32("qwen3.rope.dimension_count", 64); }, "'qwen3.rope.dimension_count' = 64", dense);
+  expect_bind_error([](B& b) { b.str("qwen3.rope.scaling.type", "yarn"); }, "'qwen3.rope.scaling.type' = \"yarn\"", dense);
+  expect_bind_error([](B& b) { b.u32("qwen3.attention.sliding_window", 4096); }, "'qwen3.attention.sliding_window'", dense);
+  expect_bind_error([](B& b) { b.erase_tensor("blk.1.attn_q.weight"); }, "missing tensor 'blk.1.attn_q.weight'", dense);
+  expect_bind_error([](B& b) { b.erase_tensor("blk.0.ffn_norm.weight"); }, "missing tensor 'blk.0.ffn_norm.weight'", dense);
+  expect_bind_error([](B& b) { b.erase_kv("qwen3moe.expert_count"); }, "missing metadata key 'qwen3moe.expert_count'", moe);
+  expect_bind_error([](B& b) { b.u32("qwen3moe.expert_used_count", 99); }, "num_experts_per_tok", moe);
+}
+
 TEST(GgufBinding, FilesThatAreNotWhatTheyClaim) {
   using B = qwen35::testing::GgufBuilder;
   // The fixture itself loads.
@@ -39,7 +54,8 @@ TEST(GgufBinding, FilesThatAreNotWhatTheyClaim) {
   expect_bind_error([](B& b) { b.erase_tensor("blk.0.ssm_a"); }, "missing tensor 'blk.0.ssm_a'");
   expect_bind_error([](B& b) { b.erase_tensor("blk.3.attn_k.weight"); }, "missing tensor 'blk.3.attn_k.weight'");
   expect_bind_error([](B& b) { b.erase_tensor("blk.1.attn_qkv.weight"); }, "block 1 has neither");
-  expect_bind_error([](B& b) { b.str("general.architecture", "llama"); }, "architecture 'llama' is not a Qwen3.5 model");
+  expect_bind_error([](B& b) { b.str("general.architecture", "llama"); }, "architecture 'llama' is not supported");
+  expect_bind_error([](B& b) { b.str("general.architecture", "qwen3next"); }, "architecture 'qwen3next' is not supported");
   expect_bind_error([](B& b) { b.erase_kv("qwen35.ssm.state_size"); }, "missing metadata key 'qwen35.ssm.state_size'");
   expect_bind_error([](B& b) { b.str("qwen35.embedding_length", "wide"); }, "'qwen35.embedding_length': expected an integer");
   expect_bind_error([](B& b) { b.u32("qwen35.attention.head_count_kv", 3); }, "num_key_value_heads");

@@ -36,14 +36,25 @@ TEST(Load, FixturesBindWithTheirGeometry) {
     EXPECT_EQ(c.n_heads, t["num_attention_heads"].get<int64_t>()) << name;
     EXPECT_EQ(c.n_kv_heads, t["num_key_value_heads"].get<int64_t>()) << name;
     EXPECT_EQ(c.head_dim, t["head_dim"].get<int64_t>()) << name;
-    EXPECT_EQ(c.n_k_heads, t["linear_num_key_heads"].get<int64_t>()) << name;
-    EXPECT_EQ(c.n_v_heads, t["linear_num_value_heads"].get<int64_t>()) << name;
-    EXPECT_EQ(c.conv_kernel, t["linear_conv_kernel_dim"].get<int64_t>()) << name;
-    EXPECT_EQ(c.rotary_dim, int64_t(t["head_dim"].get<double>() * t["rope_parameters"]["partial_rotary_factor"].get<double>()));
-    const auto& lt = t["layer_types"];
-    ASSERT_EQ(c.layers.size(), lt.size());
-    for (size_t i = 0; i < lt.size(); ++i)
-      EXPECT_EQ(c.layers[i] == LayerKind::kFullAttention, lt[i] == "full_attention") << name << " layer " << i;
+    const std::string type = t["model_type"].get<std::string>();
+    if (type == "qwen3" || type == "qwen3_moe") {  // full attention throughout, the whole head rotates
+      EXPECT_EQ(c.family, Family::kQwen3) << name;
+      EXPECT_FALSE(c.attn_gate) << name;
+      EXPECT_EQ(c.rotary_dim, c.head_dim) << name;
+      EXPECT_EQ(c.n_linear_layers(), 0) << name;
+      EXPECT_EQ(c.layers.size(), size_t(c.n_layers)) << name;
+      EXPECT_EQ(c.rope_theta, t.value("rope_theta", 10000.0)) << name;
+    } else {
+      EXPECT_EQ(c.family, Family::kQwen35) << name;
+      EXPECT_EQ(c.n_k_heads, t["linear_num_key_heads"].get<int64_t>()) << name;
+      EXPECT_EQ(c.n_v_heads, t["linear_num_value_heads"].get<int64_t>()) << name;
+      EXPECT_EQ(c.conv_kernel, t["linear_conv_kernel_dim"].get<int64_t>()) << name;
+      EXPECT_EQ(c.rotary_dim, int64_t(t["head_dim"].get<double>() * t["rope_parameters"]["partial_rotary_factor"].get<double>()));
+      const auto& lt = t["layer_types"];
+      ASSERT_EQ(c.layers.size(), lt.size());
+      for (size_t i = 0; i < lt.size(); ++i)
+        EXPECT_EQ(c.layers[i] == LayerKind::kFullAttention, lt[i] == "full_attention") << name << " layer " << i;
+    }
     EXPECT_EQ(c.moe, t.contains("num_experts")) << name;
     if (c.moe) {
       EXPECT_EQ(c.top_k, t["num_experts_per_tok"].get<int64_t>());
@@ -135,6 +146,47 @@ TEST(Load, UnsupportedConfigs) {
     const std::string e = load_error(d.path());
     EXPECT_NE(e.find(c.expect), std::string::npos) << e;
   }
+}
+
+// Qwen3 and Qwen3-MoE: what they may say that is not built is refused by field name; what they
+// say that is built (layer_types all full_attention, sliding_window set but off) loads.
+TEST(Load, Qwen3ConfigsRefusedByFieldName) {
+  const std::string dense = qwen35::testing::fixture_models_dir() + "/qwen3_dense_tied_bf16/ckpt";
+  const std::string moe = qwen35::testing::fixture_models_dir() + "/qwen3_moe_e8_top2/ckpt";
+  struct Case {
+    const std::string* dir;
+    std::function<void(json&)> edit;
+    const char* expect;
+  };
+  std::vector<Case> cases = {
+      {&dense, [](json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; },
+       "'rope_scaling.rope_type' = \"yarn\""},
+      {&dense, [](json& c) { c["use_sliding_window"] = true; }, "'use_sliding_window' = true"},
+      {&dense, [](json& c) { c["layer_types"] = {"full_attention", "sliding_attention", "full_attention"}; },
+       "'layer_types[1]' = \"sliding_attention\""},
+      {&dense, [](json& c) { c["attn_output_gate"] = true; }, "'attn_output_gate' = true"},
+      {&dense, [](json& c) { c["attention_bias"] = true; }, "'attention_bias' = true"},
+      {&dense, [](json& c) { c["model_type"] = "qwen3_next"; }, "'model_type' = \"qwen3_next\""},
+      {&dense, [](json& c) { c["partial_rotary_factor"] = 0.0; }, "partial_rotary_factor"},
+      {&moe, [](json& c) { c["decoder_sparse_step"] = 2; }, "'decoder_sparse_step' = 2"},
+      {&moe, [](json& c) { c["mlp_only_layers"] = {1}; }, "'mlp_only_layers' = [1]"},
+      {&moe, [](json& c) { c["shared_expert_intermediate_size"] = 64; }, "'shared_expert_intermediate_size' = 64"},
+      {&moe, [](json& c) { c["num_experts_per_tok"] = 9; }, "'num_experts_per_tok' = 9"},
+  };
+  for (const auto& c : cases) {
+    TempDir d;
+    copy_checkpoint(*c.dir, d.path(), [](auto&) { return true; }, c.edit);
+    const std::string e = load_error(d.path());
+    EXPECT_NE(e.find(c.expect), std::string::npos) << e;
+  }
+  TempDir d;
+  copy_checkpoint(dense, d.path(), [](auto&) { return true; }, [](json& c) {
+    c["layer_types"] = {"full_attention", "full_attention", "full_attention"};
+    c["sliding_window"] = 4096;
+  });
+  auto w = load_weights(d.path());
+  ASSERT_TRUE(w.ok()) << w.message();
+  EXPECT_EQ((*w)->config.n_full_layers(), 3);
 }
 
 TEST(Load, DirectoryProblems) {

@@ -38,6 +38,13 @@ std::set<std::string> table_names(const ModelWeights& w, const std::set<std::str
     if (w.dialect != Dialect::kGguf && t.form == Form::kExperts)
       for (const char* n : {t.hf, t.mlx})
         if (file.count(p + n)) name = p + n;
+    // Or one module per expert (HF Qwen3-MoE): every expert's name.
+    if (w.dialect != Dialect::kGguf && t.form == Form::kExperts && t.hf_expert != nullptr &&
+        file.count(p + "mlp.experts.0." + t.hf_expert)) {
+      for (int64_t e = 0; e < w.config.n_experts; ++e)
+        EXPECT_TRUE(out.insert(p + "mlp.experts." + std::to_string(e) + "." + t.hf_expert).second);
+      return;
+    }
     EXPECT_TRUE(out.insert(name).second || (t.form == Form::kExperts && t.half == Half::kUp)) << name << " twice";
   });
   return out;

@@ -261,6 +261,46 @@ TEST_F(GgufSynthTest, UnpermutedDenseIsBitExact) {
   }
 }
 
+// Qwen3 and Qwen3-MoE (llama.cpp's qwen3 and qwen3moe): the metadata llama.cpp reads, the
+// post-attention norm as ffn_norm, norms stored as applied (no 1 + w), nothing permuted. So a BF16
+// file binds the HF checkpoint's very matrices and vectors: the same logits bit for bit, on both
+// backends. Except the MoE router, which the converter keeps F32: the scalar reference sums in
+// float64 whatever the type (the same bits), the CPU kernels sum f32 rows and bf16 tiles in
+// different orders (float rounding, as in F32AndBf16GiveTheHfLogits).
+TEST_F(GgufSynthTest, Qwen3Bf16IsTheHfCheckpointBitForBit) {
+  for (const char* preset : {"qwen3-tiny", "qwen3-tiny-moe"}) {
+    SCOPED_TRACE(preset);
+    const bool moe = std::string(preset) == "qwen3-tiny-moe";
+    const std::string hf = synth(preset, "hf", "", std::string(preset) + "-hf");
+    const std::string gguf = synth(preset, "gguf", "bf16", std::string(preset) + ".gguf");
+    auto g = GgufModel::open(gguf);
+    ASSERT_TRUE(g.ok()) << g.message();
+    const std::string arch = moe ? "qwen3moe" : "qwen3";
+    EXPECT_EQ(*(*g)->get_string("general.architecture"), arch);
+    EXPECT_EQ(*(*g)->get_int(arch + ".block_count"), 4);
+    EXPECT_EQ((*g)->find_value(arch + ".ssm.state_size"), nullptr);
+    EXPECT_NE((*g)->find("blk.0.ffn_norm.weight"), nullptr);
+    EXPECT_EQ((*g)->find("blk.0.post_attention_norm.weight"), nullptr);
+    EXPECT_EQ((*g)->find("blk.0.attn_q.weight")->ne, (std::vector<int64_t>{128, 4 * 128}));
+    if (moe) {
+      EXPECT_EQ((*g)->find("blk.0.ffn_gate_exps.weight")->ne, (std::vector<int64_t>{128, 128, 8}));
+    }
+    auto w = model::load_weights(gguf);
+    ASSERT_TRUE(w.ok()) << w.message();
+    EXPECT_EQ((*w)->config.family, model::Family::kQwen3);
+    for (const kernels::Ops* ops : {&kernels::ref_ops(), &kernels::cpu_ops()}) {
+      const std::vector<float> a = logits(hf, *ops, &pool_, kTokens);
+      const std::vector<float> b = logits(gguf, *ops, &pool_, kTokens);
+      ASSERT_EQ(a.size(), b.size());
+      EXPECT_GT(max_abs(a), 1.0f);  // not a degenerate model
+      if (moe && ops == &kernels::cpu_ops())
+        EXPECT_LE(max_diff(a, b), 1e-5f * max_abs(a));
+      else
+        EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << ops->name() << ": max |hf - gguf| " << max_diff(a, b);
+    }
+  }
+}
+
 TEST_F(GgufSynthTest, RejectsBadOptionsInOneLine) {
   SynthOptions o;
   o.progress = false;

@@ -22,6 +22,32 @@ uint64_t plan_params_bf16(const TensorPlan& p) {
   return n;
 }
 
+// The Qwen3 presets against the parameter counts of their model cards (total, billions; tied
+// heads counted once), with Qwen3's "model." names and no MTP head or tower.
+TEST(SynthPlan, Qwen3RealGeometries) {
+  struct Case {
+    const char* preset;
+    double params_b;
+    bool tied;
+  };
+  for (const Case& c : {Case{"qwen3-0.6b", 0.6, true}, Case{"qwen3-4b", 4.0, true}, Case{"qwen3-8b", 8.2, false},
+                        Case{"qwen3-32b", 32.8, false}, Case{"qwen3-30b-a3b", 30.5, false}}) {
+    auto g = find_preset(c.preset);
+    ASSERT_TRUE(g.ok()) << g.message();
+    const TensorPlan hf = build_tensor_plan(*g, {Dialect::kHf, 4, 64});
+    EXPECT_NEAR(double(plan_params_bf16(hf)) / 1e9, c.params_b, 0.03 * c.params_b) << c.preset;
+    EXPECT_EQ(find(hf, "lm_head.weight") == nullptr, c.tied) << c.preset;
+    const TensorSpec* e = find(hf, "model.embed_tokens.weight");
+    ASSERT_NE(e, nullptr) << c.preset;
+    EXPECT_EQ(e->shape, (std::vector<int64_t>{151936, g->config.hidden}));
+    const TensorSpec* norm = find(hf, "model.layers.0.post_attention_layernorm.weight");
+    ASSERT_NE(norm, nullptr) << c.preset;
+    EXPECT_EQ(norm->a, 1.0f) << c.preset << ": Qwen3 norms are stored as applied, drawn around 1";
+    EXPECT_FALSE(hf.has_mtp);
+    EXPECT_FALSE(hf.has_vision);
+  }
+}
+
 TEST(SynthPlan, RealGeometries) {
   struct Case {
     const char* preset;

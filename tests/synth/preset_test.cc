@@ -17,6 +17,8 @@ namespace {
 void expect_same_geometry(const model::ModelConfig& want, const model::ModelConfig& got,
                           const std::string& what) {
   EXPECT_EQ(got.model_type, want.model_type) << what;
+  EXPECT_EQ(got.family, want.family) << what;
+  EXPECT_EQ(got.attn_gate, want.attn_gate) << what;
   EXPECT_EQ(got.moe, want.moe) << what;
   EXPECT_EQ(got.hidden, want.hidden) << what;
   EXPECT_EQ(got.n_layers, want.n_layers) << what;

@@ -75,10 +75,66 @@ json text_config(const model::ModelConfig& c, const TensorPlan& plan) {
   return text;
 }
 
+// Qwen3 and Qwen3-MoE: the flat config.json of the released checkpoints (no text_config, no
+// tower), as transformers' Qwen3Config / Qwen3MoeConfig write it.
+json qwen3_config(const model::ModelConfig& c) {
+  json j = {
+      {"architectures", {c.moe ? "Qwen3MoeForCausalLM" : "Qwen3ForCausalLM"}},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"bos_token_id", c.eos_token_ids.front()},
+      {"eos_token_id", c.eos_token_ids.front()},
+      {"head_dim", c.head_dim},
+      {"hidden_act", "silu"},
+      {"hidden_size", c.hidden},
+      {"initializer_range", 0.02},
+      {"max_position_embeddings", c.max_position},
+      {"max_window_layers", c.n_layers},
+      {"model_type", c.model_type},
+      {"num_attention_heads", c.n_heads},
+      {"num_hidden_layers", c.n_layers},
+      {"num_key_value_heads", c.n_kv_heads},
+      {"rms_norm_eps", c.eps},
+      {"rope_scaling", nullptr},
+      {"rope_theta", c.rope_theta},
+      {"sliding_window", nullptr},
+      {"tie_word_embeddings", tied(c)},
+      {"torch_dtype", "bfloat16"},
+      {"transformers_version", "4.51.0"},
+      {"use_cache", true},
+      {"use_sliding_window", false},
+      {"vocab_size", c.vocab},
+  };
+  if (c.moe) {
+    j["decoder_sparse_step"] = 1;
+    j["intermediate_size"] = 3 * c.hidden;
+    j["mlp_only_layers"] = json::array();
+    j["moe_intermediate_size"] = c.moe_intermediate;
+    j["norm_topk_prob"] = c.norm_topk;
+    j["num_experts"] = c.n_experts;
+    j["num_experts_per_tok"] = c.top_k;
+    j["output_router_logits"] = false;
+    j["router_aux_loss_coef"] = 0.001;
+  } else {
+    j["intermediate_size"] = c.intermediate;
+  }
+  return j;
+}
+
 }  // namespace
 
 std::string make_config_json(const Preset& preset, const PlanOptions& opts, const TensorPlan& plan) {
   const model::ModelConfig& c = preset.config;
+  if (c.family == model::Family::kQwen3) {
+    json root = qwen3_config(c);
+    if (opts.dialect == Dialect::kMlx) {
+      json q = {{"group_size", opts.group_size}, {"bits", opts.bits}, {"mode", "affine"}};
+      for (const auto& [module, ov] : plan.quant_overrides) q[module] = {{"group_size", ov.group_size}, {"bits", ov.bits}};
+      root["quantization"] = q;
+      root["quantization_config"] = q;
+    }
+    return root.dump(2) + "\n";
+  }
   const int64_t bpe = preset.bpe_vocab;
   const std::string& root_type = c.model_type;
   // The tower's geometry (written whether or not its tensors are: a checkpoint without them is

@@ -77,7 +77,7 @@ void Mapper::add(const model::Tensor& e, int64_t layer) {
   using model::Dialect;
   GgufTensorSpec t;
   t.name = model::tensor_prefix(e, Dialect::kGguf, "", c_, layer) + e.gguf;
-  const std::string src = model::tensor_prefix(e, Dialect::kHf, model::kHfNames.prefix, c_, layer) + e.hf;
+  const std::string src = model::tensor_prefix(e, Dialect::kHf, text_prefix(c_, Dialect::kHf), c_, layer) + e.hf;
   const auto it = by_name_.find(src);
   if (it == by_name_.end() && missing_.empty()) missing_ = src;
   t.src = it == by_name_.end() ? nullptr : it->second;
@@ -86,7 +86,8 @@ void Mapper::add(const model::Tensor& e, int64_t layer) {
   else if (d.in > 0) t.ne = {d.in, d.out};
   else t.ne = {d.out};
   t.unit = t.ne[0];
-  t.values = e.role == model::Role::kNorm    ? ValueMap::kPlusOne
+  // Qwen3.5's converter stores zero-centred norms as 1+w; Qwen3's norms are stored as applied.
+  t.values = e.role == model::Role::kNorm && c_.hf_norms_zero_centred() ? ValueMap::kPlusOne
              : e.role == model::Role::kDecay ? ValueMap::kNegExp
                                              : ValueMap::kSame;
   if (e.half != model::Half::kWhole) {  // HF gate_up [E, 2I, H]: per expert I gate rows, I up rows
@@ -142,7 +143,7 @@ Result<std::vector<GgufTensorSpec>> gguf_tensors(const Preset& preset, const Ten
   const model::ModelConfig& c = preset.config;
   // llama.cpp's qwen35 graph takes the value head dim from ssm.state_size (= d_k), and tiles value
   // heads over key heads.
-  if (c.d_k != c.d_v || c.n_k_heads <= 0 || c.n_v_heads % c.n_k_heads != 0)
+  if (c.n_linear_layers() > 0 && (c.d_k != c.d_v || c.n_k_heads <= 0 || c.n_v_heads % c.n_k_heads != 0))
     return core::error("[synth] preset '" + preset.name +
                        "' has no GGUF layout (llama.cpp needs d_k == d_v and n_v_heads a multiple of n_k_heads)");
   return Mapper(preset, hf, matrix_type).build(hf.has_mtp);

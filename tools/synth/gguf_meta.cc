@@ -62,8 +62,43 @@ void add_tokenizer(GgufWriter* w, const Preset& p) {
 
 }  // namespace
 
+namespace {
+
+// llama.cpp's converter for Qwen3 and Qwen3-MoE: no recurrent or M-RoPE keys, the whole head
+// rotated (no rope.dimension_count).
+void add_qwen3_metadata(GgufWriter* w, const Preset& p, GgmlType matrix_type) {
+  const model::ModelConfig& c = p.config;
+  const std::string arch = c.moe ? "qwen3moe" : "qwen3";
+  w->add_string("general.architecture", arch);
+  w->add_string("general.type", "model");
+  w->add_string("general.name", "Qwen3 synth " + p.name);
+  w->add_u32("general.alignment", GgufWriter::kAlignment);
+  w->add_u32("general.file_type", file_type(matrix_type));
+  w->add_u32("general.quantization_version", 2);
+  const std::string a = arch + ".";
+  w->add_u32(a + "block_count", uint32_t(c.n_layers));
+  w->add_u32(a + "context_length", uint32_t(c.max_position));
+  w->add_u32(a + "embedding_length", uint32_t(c.hidden));
+  w->add_u32(a + "feed_forward_length", uint32_t(c.moe ? 3 * c.hidden : c.intermediate));
+  w->add_u32(a + "attention.head_count", uint32_t(c.n_heads));
+  w->add_u32(a + "attention.head_count_kv", uint32_t(c.n_kv_heads));
+  w->add_f32(a + "rope.freq_base", float(c.rope_theta));
+  w->add_f32(a + "attention.layer_norm_rms_epsilon", float(c.eps));
+  if (c.moe) {
+    w->add_u32(a + "expert_count", uint32_t(c.n_experts));
+    w->add_u32(a + "expert_used_count", uint32_t(c.top_k));
+  }
+  w->add_u32(a + "attention.key_length", uint32_t(c.head_dim));
+  w->add_u32(a + "attention.value_length", uint32_t(c.head_dim));
+  if (c.moe) w->add_u32(a + "expert_feed_forward_length", uint32_t(c.moe_intermediate));
+  add_tokenizer(w, p);
+}
+
+}  // namespace
+
 void add_gguf_metadata(GgufWriter* w, const Preset& p, int64_t n_mtp, GgmlType matrix_type) {
   const model::ModelConfig& c = p.config;
+  if (c.family == model::Family::kQwen3) return add_qwen3_metadata(w, p, matrix_type);
   const std::string arch = c.moe ? "qwen35moe" : "qwen35";
   w->add_string("general.architecture", arch);
   w->add_string("general.type", "model");

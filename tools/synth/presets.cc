@@ -69,11 +69,54 @@ ModelConfig with_moe(ModelConfig c, int64_t n_experts, int64_t top_k, int64_t mo
   return c;
 }
 
+// A Qwen3 text model (transformers' qwen3): full attention throughout, no output gate, the whole
+// head rotated, theta 1e6, head_dim 128, context 40960, no MTP head, no tower.
+ModelConfig qwen3(int64_t hidden, int64_t n_layers, int64_t intermediate, int64_t n_heads, int64_t n_kv_heads,
+                  bool tied, int64_t vocab) {
+  ModelConfig c;
+  c.model_type = "qwen3";
+  c.family = model::Family::kQwen3;
+  c.attn_gate = false;
+  c.hidden = hidden;
+  c.n_layers = n_layers;
+  c.intermediate = intermediate;
+  c.vocab = vocab;
+  c.eps = 1e-6;
+  c.n_heads = n_heads;
+  c.n_kv_heads = n_kv_heads;
+  c.head_dim = 128;
+  c.rotary_dim = 128;
+  c.rope_theta = 1e6;
+  c.max_position = 40960;
+  c.layers.assign(size_t(n_layers), LayerKind::kFullAttention);
+  c.tie_word_embeddings = tied;
+  return c;
+}
+
+// Qwen3-MoE: every layer's MLP routed (128 experts top-8 in the real ones), renormalised, no
+// shared expert.
+ModelConfig qwen3_moe(ModelConfig c, int64_t n_experts, int64_t top_k, int64_t moe_intermediate) {
+  c.model_type = "qwen3_moe";
+  c.moe = true;
+  c.intermediate = 0;
+  c.n_experts = n_experts;
+  c.top_k = top_k;
+  c.moe_intermediate = moe_intermediate;
+  c.norm_topk = true;
+  return c;
+}
+
 // Real sizes: vocab 248320 rows, BPE 248044 + 33 added tokens (248044..248076), std 0.02 init.
 constexpr int64_t kRealVocab = 248320;
 Preset real(const char* name, ModelConfig c) {
   c.eos_token_ids = {added_token_id(248044, "<|endoftext|>")};
   return Preset{name, std::move(c), 248044, /*fan_in_init=*/false};
+}
+
+constexpr int64_t kQwen3Vocab = 151936;
+Preset qwen3_real(const char* name, ModelConfig c) {
+  c.eos_token_ids = {added_token_id(151643, "<|endoftext|>")};
+  return Preset{name, std::move(c), 151643, /*fan_in_init=*/false};
 }
 
 // The gen_tiny default geometry with a small synthetic tokenizer: BPE vocabulary 4000 (256 byte
@@ -105,6 +148,16 @@ std::vector<Preset> all_presets() {
   v.push_back(real("35b-a3b", with_tower(with_moe(dense(2048, 40, 0, 16, 2, 16, 32, false, kRealVocab), 256, 8,
                                                   512, 512),
                                          27, 1152, 4304, 16)));
+  // Qwen3 at the released config.json geometries: vocab 151936 rows. The synthetic tokenizer is
+  // Qwen3.5's kind (its BPE 151643 and added tokens after it), which the real rows hold.
+  v.push_back(qwen3_real("qwen3-0.6b", qwen3(1024, 28, 3072, 16, 8, true, kQwen3Vocab)));
+  v.push_back(qwen3_real("qwen3-4b", qwen3(2560, 36, 9728, 32, 8, true, kQwen3Vocab)));
+  v.push_back(qwen3_real("qwen3-8b", qwen3(4096, 36, 12288, 32, 8, false, kQwen3Vocab)));
+  v.push_back(qwen3_real("qwen3-32b", qwen3(5120, 64, 25600, 64, 8, false, kQwen3Vocab)));
+  v.push_back(qwen3_real("qwen3-30b-a3b", qwen3_moe(qwen3(2048, 48, 0, 32, 4, false, kQwen3Vocab), 128, 8, 768)));
+  // The tiny trunk for tests, dense and MoE.
+  v.push_back(tiny("qwen3-tiny", qwen3(128, 4, 256, 4, 2, true, kTinyVocab)));
+  v.push_back(tiny("qwen3-tiny-moe", qwen3_moe(qwen3(128, 4, 0, 4, 2, false, kTinyVocab), 8, 2, 128)));
   return v;
 }
 

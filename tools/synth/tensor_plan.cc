@@ -30,7 +30,7 @@ enum class Kind { kLinear, kOut, kEmbed, kRouter };
 class Planner {
  public:
   Planner(const Preset& p, const PlanOptions& o)
-      : p_(p), c_(p.config), o_(o), names_(model::dialect_names(o.dialect)) {}
+      : p_(p), c_(p.config), o_(o) {}
 
   TensorPlan build();
 
@@ -62,7 +62,6 @@ class Planner {
   const Preset& p_;
   const model::ModelConfig& c_;
   const PlanOptions& o_;
-  const model::DialectNames& names_;
   TensorPlan plan_;
 };
 
@@ -117,7 +116,7 @@ void Planner::linear(const std::string& name, std::vector<int64_t> shape, Kind k
 void Planner::norm(const std::string& name, int64_t n, bool zero_centred) {
   // HF stores zero-centred norms as w (applied as 1+w); MLX stores 1+w. The GDN gated norm is a
   // plain weight in both.
-  const float mean = (zero_centred && !mlx()) ? 0.0f : 1.0f;
+  const float mean = (zero_centred && !mlx() && c_.hf_norms_zero_centred()) ? 0.0f : 1.0f;
   add(name, DType::kBF16, {n}, Init::kNormal, mean, 0.1f);
 }
 
@@ -201,7 +200,7 @@ TensorPlan Planner::build() {
   // The MTP head: mlx-lm drops it, so MLX checkpoints have it only when asked.
   const bool with_mtp = c_.mtp_layers > 0 && (o_.mtp == PlanOptions::Mtp::kOn ||
                                               (o_.mtp == PlanOptions::Mtp::kAuto && !mlx()));
-  model::for_each_tensor(c_, o_.dialect, names_.prefix, head, with_mtp,
+  model::for_each_tensor(c_, o_.dialect, text_prefix(c_, o_.dialect), head, with_mtp,
                          [&](const model::Tensor& t, const std::string& prefix) { entry(t, prefix); });
   plan_.has_mtp = with_mtp;
   if (o_.vision && c_.vision.depth > 0) {
@@ -216,6 +215,12 @@ TensorPlan Planner::build() {
 }
 
 }  // namespace
+
+std::string text_prefix(const model::ModelConfig& c, Dialect d) {
+  // Qwen3's checkpoints (HF and mlx-lm's exports alike) name the text model "model.".
+  if (c.family == model::Family::kQwen3) return model::names::kTextOnlyPrefix;
+  return model::dialect_names(d).prefix;
+}
 
 TensorPlan build_tensor_plan(const Preset& preset, const PlanOptions& opts) {
   return Planner(preset, opts).build();

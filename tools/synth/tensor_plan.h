@@ -61,6 +61,8 @@ struct PlanOptions {
   bool vision = false;
 };
 
+// The text model's tensor prefix a checkpoint of `c` in dialect `d` uses.
+std::string text_prefix(const model::ModelConfig& c, Dialect d);
 TensorPlan build_tensor_plan(const Preset& preset, const PlanOptions& opts);
 
 // 64-bit FNV-1a: the per-tensor RNG stream id.

@@ -167,6 +167,7 @@ class CpuOps final : public Ops {
     std::unique_ptr<cpu::CpuWorkspace> temp;
     cpu::ThreadScratch* threads = cpu::workspace_of(ctx, this, temp).threads(ctx);
     const float scale = 1.0f / std::sqrt(float(hd));
+    const int64_t q_row = p.gated ? 2 * hd : hd;  // floats per head in qg
     // A work item is kPositionsPerItem consecutive positions of one key/value head: kPositionsPerItem·rep queries that share
     // every key/value block, read once for all of them. Items go out in a folded order (first,
     // last, second, ...) so each thread's contiguous share mixes cheap early positions with costly
@@ -189,7 +190,7 @@ class CpuOps final : public Ops {
         for (int64_t t = t0; t < t1; ++t)
           for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {
             float* q = qs + nq * hd;
-            rms_norm_row(qg + (t * nh + h) * 2 * hd, hd, p.q_norm, p.eps, q);
+            rms_norm_row(qg + (t * nh + h) * q_row, hd, p.q_norm, p.eps, q);
             p.rope(q, t, pos0);
             qp[nq] = q;
             op[nq] = out + (t * nh + h) * hd;
@@ -197,6 +198,7 @@ class CpuOps final : public Ops {
           }
         cpu::attend_many(qp, np, nq, {cache.k_blocks, cache.v_blocks, kh * hd, nkv * hd, p.first_key},
                          hd, scale, s, m, op);
+        if (!p.gated) continue;
         nq = 0;
         for (int64_t t = t0; t < t1; ++t)
           for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {

@@ -103,8 +103,9 @@ class RefOps final : public Ops {
     for (int64_t t = 0; t < n; ++t) {
       const int64_t pos = pos0 + t;
       for (int64_t h = 0; h < nh; ++h) {
-        const float* q_in = qg + (t * nh + h) * 2 * hd;
-        const float* gate = q_in + hd;
+        const int64_t q_row = p.gated ? 2 * hd : hd;
+        const float* q_in = qg + (t * nh + h) * q_row;
+        const float* gate = p.gated ? q_in + hd : nullptr;
         rms_norm_row(q_in, hd, p.q_norm, p.eps, tmp.data());
         p.rope(tmp.data(), t, pos0);
         const int64_t kh = h / rep;
@@ -124,7 +125,8 @@ class RefOps final : public Ops {
         for (int64_t i = 0; i < hd; ++i) {
           double acc = 0;
           for (int64_t j = j0; j <= pos; ++j) acc += s[size_t(j - j0)] * cache.v_at(j)[kh * hd + i];
-          o[i] = float(acc / sum) * sigmoid(gate[i]);
+          o[i] = float(acc / sum);
+          if (gate != nullptr) o[i] *= sigmoid(gate[i]);
         }
       }
     }
