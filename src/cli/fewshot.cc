@@ -34,24 +34,8 @@ Sample completion(const MultiTurnOptions& o, const Json& body) {
   std::string buf;
   bool done = false;
   auto on_data = [&](std::string_view d) {
-    buf.append(d);
-    for (size_t e; (e = buf.find("\n\n")) != std::string::npos; buf.erase(0, e + 2)) {
-      const std::string ev = buf.substr(0, e);
-      if (ev.rfind("data: ", 0) != 0) continue;
-      if (ev == "data: [DONE]") {
-        done = true;
-        continue;
-      }
-      const Json j = Json::parse(ev.substr(6), nullptr, false);
-      if (j.is_discarded() || j.contains("error")) {
-        s.error = "bad event: " + ev.substr(0, 200);
-        return false;
-      }
-      if (j.contains("usage") && j["usage"].is_object()) {
-        s.prompt_tokens = j["usage"].value("prompt_tokens", int64_t(0));
-        if (j["usage"].contains("prompt_tokens_details"))
-          s.cached_tokens = j["usage"]["prompt_tokens_details"].value("cached_tokens", int64_t(0));
-      }
+    return feed_sse(buf, d, &done, &s.error, [&](const Json& j) {
+      read_usage(j, &s.prompt_tokens, &s.cached_tokens);
       for (const auto& ch : j.value("choices", Json::array())) {
         if (!ch.contains("token_ids") || ch["token_ids"].empty()) continue;
         const double t = std::chrono::duration<double>(Clock::now() - t0).count();
@@ -62,8 +46,8 @@ Sample completion(const MultiTurnOptions& o, const Json& body) {
           if (++n_started == started.size()) s.all_started = t;
         }
       }
-    }
-    return true;
+      return true;
+    });
   };
   const auto res = c.send("POST", "/v1/completions", body.dump(), on_data);
   if (!s.error.empty()) return s;

@@ -72,35 +72,19 @@ TurnSample chat_turn(const MultiTurnOptions& o, const Json& body, const std::str
   std::string buf;
   bool first = true, done = false;
   auto on_data = [&](std::string_view d) {
-    buf.append(d);
-    for (size_t e; (e = buf.find("\n\n")) != std::string::npos; buf.erase(0, e + 2)) {
-      const std::string ev = buf.substr(0, e);
-      if (ev.rfind("data: ", 0) != 0) continue;
-      if (ev == "data: [DONE]") {
-        done = true;
-        continue;
-      }
-      const Json j = Json::parse(ev.substr(6), nullptr, false);
-      if (j.is_discarded() || j.contains("error")) {
-        t.error = "bad event: " + ev.substr(0, 200);
-        return false;
-      }
-      if (j.contains("usage") && j["usage"].is_object()) {
-        t.prompt_tokens = j["usage"].value("prompt_tokens", int64_t(0));
-        if (j["usage"].contains("prompt_tokens_details"))
-          t.cached_tokens = j["usage"]["prompt_tokens_details"].value("cached_tokens", int64_t(0));
-      }
+    return feed_sse(buf, d, &done, &t.error, [&](const Json& j) {
+      read_usage(j, &t.prompt_tokens, &t.cached_tokens);
       for (const auto& ch : j.value("choices", Json::array())) {
-        const Json d = ch.value("delta", Json::object());
-        const std::string content = d.value("content", std::string());
-        if (first && (!content.empty() || d.contains("reasoning_content"))) {
+        const Json delta = ch.value("delta", Json::object());
+        const std::string content = delta.value("content", std::string());
+        if (first && (!content.empty() || delta.contains("reasoning_content"))) {
           t.ttft = std::chrono::duration<double>(Clock::now() - t0).count();
           first = false;
         }
         t.content += content;
       }
-    }
-    return true;
+      return true;
+    });
   };
   const auto res = c.send("POST", "/v1/chat/completions", body.dump(), on_data);
   t.replica = res.header("X-Qwen35-Replica");
@@ -129,6 +113,33 @@ struct ReplicaTally {
 };
 
 }  // namespace
+
+bool feed_sse(std::string& buf, std::string_view d, bool* done, std::string* error,
+              const std::function<bool(const Json&)>& on_event) {
+  buf.append(d);
+  for (size_t e; (e = buf.find("\n\n")) != std::string::npos; buf.erase(0, e + 2)) {
+    const std::string ev = buf.substr(0, e);
+    if (ev.rfind("data: ", 0) != 0) continue;
+    if (ev == "data: [DONE]") {
+      *done = true;
+      continue;
+    }
+    const Json j = Json::parse(ev.substr(6), nullptr, false);
+    if (j.is_discarded() || j.contains("error")) {
+      *error = "bad stream event: " + ev.substr(0, 200);
+      return false;
+    }
+    if (!on_event(j)) return false;
+  }
+  return true;
+}
+
+void read_usage(const Json& j, int64_t* prompt_tokens, int64_t* cached_tokens) {
+  if (!j.contains("usage") || !j["usage"].is_object()) return;
+  *prompt_tokens = j["usage"].value("prompt_tokens", int64_t(0));
+  if (j["usage"].contains("prompt_tokens_details"))
+    *cached_tokens = j["usage"]["prompt_tokens_details"].value("cached_tokens", int64_t(0));
+}
 
 std::string parse_base_url(const std::string& url, std::string* host, int* port) {
   const std::string scheme = "http://";

@@ -6,7 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 
 #include "server/http_client.h"
 
@@ -38,6 +41,14 @@ int run_multi_turn(const MultiTurnOptions& o);
 server::HttpClient loadtest_client(const MultiTurnOptions& o);
 int64_t count_tokens(const MultiTurnOptions& o, const std::string& text);
 std::string text_of(const MultiTurnOptions& o, int64_t tokens, const std::string& what);
+
+// A streamed answer's server-sent events: appends `d` to `buf` and hands the JSON of each whole
+// "data:" event to `on_event` in order (false from it stops reading); sets *done at
+// "data: [DONE]". False, with *error, at an event that is not JSON or carries an error.
+bool feed_sse(std::string& buf, std::string_view d, bool* done, std::string* error,
+              const std::function<bool(const nlohmann::json&)>& on_event);
+// usage.prompt_tokens and usage.prompt_tokens_details.cached_tokens, where the event has them.
+void read_usage(const nlohmann::json& j, int64_t* prompt_tokens, int64_t* cached_tokens);
 
 // "http://HOST:PORT" (a trailing slash allowed; IPv6 in brackets) into host and port; the
 // reason when it is not one (another scheme, a path, no port number), else "".

@@ -1,5 +1,7 @@
 #include "cli/soak.h"
 
+#include "cli/multiturn.h"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -78,24 +80,11 @@ class Soak {
     bool done = false;
     auto on_data = [&](std::string_view d) {
       if (read_delay.count() > 0) std::this_thread::sleep_for(read_delay);
-      buf.append(d);
-      for (size_t e; (e = buf.find("\n\n")) != std::string::npos; buf.erase(0, e + 2)) {
-        const std::string ev = buf.substr(0, e);
-        if (ev.rfind("data: ", 0) != 0) continue;
-        if (ev == "data: [DONE]") {
-          done = true;
-          continue;
-        }
-        const Json j = Json::parse(ev.substr(6), nullptr, false);
-        if (j.is_discarded() || j.contains("error")) {
-          out.error = "bad stream event: " + ev.substr(0, 200);
-          return false;
-        }
+      return feed_sse(buf, d, &done, &out.error, [&](const Json& j) {
         for (const auto& ch : j.value("choices", Json::array()))
           if (ch.contains("token_ids")) tokens += int64_t(ch["token_ids"].size());
-        if (hang_up && tokens >= 2) return false;
-      }
-      return true;
+        return !(hang_up && tokens >= 2);
+      });
     };
     const auto res = c.send("POST", "/v1/completions", completion(true).dump(), on_data);
     if (!out.error.empty()) return out;
