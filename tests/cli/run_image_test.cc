@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "tiny_checkpoint_suite.h"
 
 namespace qwen35 {
 namespace {
@@ -46,18 +47,7 @@ void expect_one_line_error(const testing::CommandResult& r, int code, const std:
   EXPECT_NE(r.err.find(expect), std::string::npos) << r.err;
 }
 
-class RunImageTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    auto r = run_qwen35("synth --preset tiny --quiet --out " + dir_->file("m"));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  static void TearDownTestSuite() { delete dir_; }
-  static std::string model() { return dir_->file("m"); }
-  static TempDir* dir_;
-};
-TempDir* RunImageTest::dir_ = nullptr;
+class RunImageTest : public testing::TinyCheckpointSuite<RunImageTest> {};
 
 TEST_F(RunImageTest, ImageTokensAreInThePromptAndASeedRepeatsTheAnswer) {
   const std::string q = " -p 'What is in the picture?' -n 12 --seed 3 --no-think";

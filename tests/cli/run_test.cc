@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "test_util.h"
+#include "tiny_checkpoint_suite.h"
 
 namespace qwen35 {
 namespace {
@@ -23,18 +24,7 @@ namespace {
 using testing::run_qwen35;
 using testing::TempDir;
 
-class RunTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    auto r = run_qwen35("synth --preset tiny --quiet --out " + dir_->file("m"));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  static void TearDownTestSuite() { delete dir_; }
-  static std::string model() { return dir_->file("m"); }
-  static TempDir* dir_;
-};
-TempDir* RunTest::dir_ = nullptr;
+class RunTest : public testing::TinyCheckpointSuite<RunTest> {};
 
 TEST_F(RunTest, CompletionIsReproducibleWithASeed) {
   auto a = run_qwen35("run -m " + model() + " -p 'The quick brown fox' -n 24 --seed 7 -q");

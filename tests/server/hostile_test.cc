@@ -9,6 +9,7 @@
 
 #include "raw_connection.h"
 #include "server_process.h"
+#include "tiny_checkpoint_suite.h"
 
 namespace qwen35 {
 namespace {
@@ -29,18 +30,7 @@ int64_t status_kib(pid_t pid, const std::string& key) {
   return -1;
 }
 
-class HostileTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + dir_->file("m"));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  static void TearDownTestSuite() { delete dir_; }
-  static std::string model() { return dir_->file("m"); }
-  static TempDir* dir_;
-};
-TempDir* HostileTest::dir_ = nullptr;
+class HostileTest : public testing::TinyCheckpointSuite<HostileTest> {};
 
 // The body limit holds for chunked bodies: 413 as soon as the limit is passed, memory bounded.
 TEST_F(HostileTest, ChunkedOversizeBodyGets413WithBoundedMemory) {

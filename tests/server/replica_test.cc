@@ -13,6 +13,7 @@
 #include "server/affinity.h"
 #include "server/client_address.h"
 #include "server_process.h"
+#include "tiny_checkpoint_suite.h"
 
 namespace qwen35 {
 namespace {
@@ -25,18 +26,7 @@ using Clock = std::chrono::steady_clock;
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
 
-class ReplicaTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    dir_ = new TempDir();
-    auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + dir_->file("m"));
-    ASSERT_EQ(r.exit_code, 0) << r.err;
-  }
-  static void TearDownTestSuite() { delete dir_; }
-  static std::string model() { return dir_->file("m"); }
-  static TempDir* dir_;
-};
-TempDir* ReplicaTest::dir_ = nullptr;
+class ReplicaTest : public testing::TinyCheckpointSuite<ReplicaTest> {};
 
 // A system prompt long enough for a 64-token shared part, and a chat body around it.
 std::string long_system(const std::string& who) {

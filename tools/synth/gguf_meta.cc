@@ -60,37 +60,41 @@ void add_tokenizer(GgufWriter* w, const Preset& p) {
   w->add_string("tokenizer.chat_template", qwen35_chat_template());
 }
 
-}  // namespace
-
-namespace {
+// The keys both architectures write alike: general.*, and the attention and expert geometry.
+// Returns the architecture's key prefix.
+std::string add_common(GgufWriter* w, const Preset& p, const std::string& arch, const std::string& family,
+                       int64_t blocks, GgmlType matrix_type) {
+  const model::ModelConfig& c = p.config;
+  w->add_string("general.architecture", arch);
+  w->add_string("general.type", "model");
+  w->add_string("general.name", family + " synth " + p.name);
+  w->add_u32("general.alignment", GgufWriter::kAlignment);
+  w->add_u32("general.file_type", file_type(matrix_type));
+  w->add_u32("general.quantization_version", 2);
+  const std::string a = arch + ".";
+  w->add_u32(a + "block_count", uint32_t(blocks));
+  w->add_u32(a + "context_length", uint32_t(c.max_position));
+  w->add_u32(a + "embedding_length", uint32_t(c.hidden));
+  w->add_u32(a + "attention.head_count", uint32_t(c.n_heads));
+  w->add_u32(a + "attention.head_count_kv", uint32_t(c.n_kv_heads));
+  w->add_f32(a + "rope.freq_base", float(c.rope_theta));
+  w->add_f32(a + "attention.layer_norm_rms_epsilon", float(c.eps));
+  w->add_u32(a + "attention.key_length", uint32_t(c.head_dim));
+  w->add_u32(a + "attention.value_length", uint32_t(c.head_dim));
+  if (c.moe) {
+    w->add_u32(a + "expert_count", uint32_t(c.n_experts));
+    w->add_u32(a + "expert_used_count", uint32_t(c.top_k));
+    w->add_u32(a + "expert_feed_forward_length", uint32_t(c.moe_intermediate));
+  }
+  return a;
+}
 
 // llama.cpp's converter for Qwen3 and Qwen3-MoE: no recurrent or M-RoPE keys, the whole head
 // rotated (no rope.dimension_count).
 void add_qwen3_metadata(GgufWriter* w, const Preset& p, GgmlType matrix_type) {
   const model::ModelConfig& c = p.config;
-  const std::string arch = c.moe ? "qwen3moe" : "qwen3";
-  w->add_string("general.architecture", arch);
-  w->add_string("general.type", "model");
-  w->add_string("general.name", "Qwen3 synth " + p.name);
-  w->add_u32("general.alignment", GgufWriter::kAlignment);
-  w->add_u32("general.file_type", file_type(matrix_type));
-  w->add_u32("general.quantization_version", 2);
-  const std::string a = arch + ".";
-  w->add_u32(a + "block_count", uint32_t(c.n_layers));
-  w->add_u32(a + "context_length", uint32_t(c.max_position));
-  w->add_u32(a + "embedding_length", uint32_t(c.hidden));
+  const std::string a = add_common(w, p, c.moe ? "qwen3moe" : "qwen3", "Qwen3", c.n_layers, matrix_type);
   w->add_u32(a + "feed_forward_length", uint32_t(c.moe ? 3 * c.hidden : c.intermediate));
-  w->add_u32(a + "attention.head_count", uint32_t(c.n_heads));
-  w->add_u32(a + "attention.head_count_kv", uint32_t(c.n_kv_heads));
-  w->add_f32(a + "rope.freq_base", float(c.rope_theta));
-  w->add_f32(a + "attention.layer_norm_rms_epsilon", float(c.eps));
-  if (c.moe) {
-    w->add_u32(a + "expert_count", uint32_t(c.n_experts));
-    w->add_u32(a + "expert_used_count", uint32_t(c.top_k));
-  }
-  w->add_u32(a + "attention.key_length", uint32_t(c.head_dim));
-  w->add_u32(a + "attention.value_length", uint32_t(c.head_dim));
-  if (c.moe) w->add_u32(a + "expert_feed_forward_length", uint32_t(c.moe_intermediate));
   add_tokenizer(w, p);
 }
 
@@ -99,35 +103,12 @@ void add_qwen3_metadata(GgufWriter* w, const Preset& p, GgmlType matrix_type) {
 void add_gguf_metadata(GgufWriter* w, const Preset& p, int64_t n_mtp, GgmlType matrix_type) {
   const model::ModelConfig& c = p.config;
   if (c.family == model::Family::kQwen3) return add_qwen3_metadata(w, p, matrix_type);
-  const std::string arch = c.moe ? "qwen35moe" : "qwen35";
-  w->add_string("general.architecture", arch);
-  w->add_string("general.type", "model");
-  w->add_string("general.name", "Qwen3.5 synth " + p.name);
-  w->add_u32("general.alignment", GgufWriter::kAlignment);
-  w->add_u32("general.file_type", file_type(matrix_type));
-  w->add_u32("general.quantization_version", 2);
-  const std::string a = arch + ".";
-  w->add_u32(a + "block_count", uint32_t(c.n_layers + n_mtp));
-  w->add_u32(a + "context_length", uint32_t(c.max_position));
-  w->add_u32(a + "embedding_length", uint32_t(c.hidden));
+  const std::string a = add_common(w, p, c.moe ? "qwen35moe" : "qwen35", "Qwen3.5", c.n_layers + n_mtp, matrix_type);
   if (!c.moe) w->add_u32(a + "feed_forward_length", uint32_t(c.intermediate));
-  w->add_u32(a + "attention.head_count", uint32_t(c.n_heads));
-  w->add_u32(a + "attention.head_count_kv", uint32_t(c.n_kv_heads));
   // The M-RoPE sections config.json gives (config_gen.cc), padded to four.
   const int32_t half = int32_t(c.rotary_dim / 2), s0 = (half * 11 + 16) / 32;
   w->add_i32s(a + "rope.dimension_sections", {s0, s0, half - 2 * s0, 0});
-  w->add_f32(a + "rope.freq_base", float(c.rope_theta));
-  w->add_f32(a + "attention.layer_norm_rms_epsilon", float(c.eps));
-  if (c.moe) {
-    w->add_u32(a + "expert_count", uint32_t(c.n_experts));
-    w->add_u32(a + "expert_used_count", uint32_t(c.top_k));
-  }
-  w->add_u32(a + "attention.key_length", uint32_t(c.head_dim));
-  w->add_u32(a + "attention.value_length", uint32_t(c.head_dim));
-  if (c.moe) {
-    w->add_u32(a + "expert_feed_forward_length", uint32_t(c.moe_intermediate));
-    w->add_u32(a + "expert_shared_feed_forward_length", uint32_t(c.shared_intermediate));
-  }
+  if (c.moe) w->add_u32(a + "expert_shared_feed_forward_length", uint32_t(c.shared_intermediate));
   w->add_u32(a + "ssm.conv_kernel", uint32_t(c.conv_kernel));
   w->add_u32(a + "ssm.state_size", uint32_t(c.d_k));
   w->add_u32(a + "ssm.group_count", uint32_t(c.n_k_heads));
