@@ -15,6 +15,7 @@
 #include "server/api_error.h"
 #include "server/http.h"
 #include "server/json_limits.h"
+#include "server/output_parser.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -33,6 +34,8 @@ struct ModelInfo {
   int64_t ctx = 0;
   int max_json_depth = kDefaultMaxJsonDepth;  // nesting bound of request bodies (json_limits.h)
   int64_t reasoning_budget = -1;  // chat requests' default thinking budget (-1: no cap)
+  // How the model writes tool calls: from its chat template (tool_call_format(), chat_request.h).
+  ToolCallFormat tool_format = ToolCallFormat::kXml;
   // Control tokens typed into chat content are matched as tokens (prompt_tokens.h): off by
   // default, where they stay text.
   bool special_tokens_in_content = false;
@@ -81,6 +84,7 @@ struct CompletionRequest {
   bool in_reasoning = false;  // the prompt opened <think>
   bool parse_reasoning = true, parse_tools = false;
   Json tools;  // the request's tools (for parameter types)
+  ToolCallFormat tool_format = ToolCallFormat::kXml;  // ModelInfo::tool_format
   // Chat: prompt positions where other requests' prompts are likely to diverge (the end of the
   // shared system part); the prefix cache snapshots below them.
   std::vector<int64_t> snapshot_hints;
