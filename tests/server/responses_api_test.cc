@@ -372,5 +372,66 @@ TEST_F(ApiCompatTest, ResponsesStructuredAndForcedTools) {
   EXPECT_FALSE(responses_answer(r2).calls.empty());
 }
 
+// On a Qwen3 checkpoint (its template writes Hermes-style JSON calls and leaves <think> to the
+// model): forced calls, a call in the history, thinking on and off, each the chat answer; a
+// streamed forced call ends in the non-streamed response.
+TEST(ResponsesQwen3, SameAsChat) {
+  RandomModel m("qwen3-tiny");
+  ASSERT_TRUE(m.s().ready()) << m.s().log();
+  const Json params = kTools[0]["function"]["parameters"];
+  const Json rtools = {{{"type", "function"}, {"name", "get_weather"},
+                        {"description", "the weather in a city"}, {"parameters", params}}};
+  auto chat = [&](Json body) {
+    body["temperature"] = 0;
+    auto [st, r] = post(m.s(), "/v1/chat/completions", body);
+    EXPECT_EQ(st, 200) << r;
+    return r;
+  };
+  for (const bool think : {true, false}) {
+    Json req = {{"input", "Weather in Paris?"}, {"tools", rtools}, {"tool_choice", "required"},
+                {"max_output_tokens", 60}, {"temperature", 0}};
+    Json creq = {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
+                 {"tools", kTools}, {"tool_choice", "required"}, {"max_tokens", 60}};
+    if (!think) {
+      req["reasoning"] = {{"effort", "none"}};
+      creq["reasoning_effort"] = "none";
+    }
+    auto [st, r] = post(m.s(), "/v1/responses", req);
+    ASSERT_EQ(st, 200) << r;
+    expect_response_as_chat(r, chat(creq));
+    const RespAnswer a = responses_answer(r);
+    ASSERT_EQ(a.calls.size(), 1u) << r;
+    EXPECT_EQ(a.calls[0].first, "get_weather");
+    EXPECT_TRUE(a.calls[0].second["city"].is_string()) << r;
+    req["stream"] = true;
+    Json final_response;
+    for (const auto& e : named_events(m.s(), "/v1/responses", req))
+      if (e.name == "response.completed") final_response = e.data["response"];
+    ASSERT_TRUE(final_response.is_object());
+    EXPECT_EQ(responses_answer(final_response).calls, a.calls);
+  }
+  // The call and its output in the history: Qwen3's template writes them as JSON and
+  // <tool_response>.
+  auto [st, r] = post(m.s(), "/v1/responses",
+                      Json{{"tools", rtools},
+                           {"input", {{{"role", "user"}, {"content", "Weather in Paris?"}},
+                                      {{"type", "function_call"}, {"call_id", "call_1"},
+                                       {"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}},
+                                      {{"type", "function_call_output"}, {"call_id", "call_1"},
+                                       {"output", "sunny"}}}},
+                           {"max_output_tokens", 12}, {"temperature", 0}});
+  ASSERT_EQ(st, 200) << r;
+  expect_response_as_chat(
+      r, chat({{"tools", kTools},
+               {"messages",
+                {{{"role", "user"}, {"content", "Weather in Paris?"}},
+                 {{"role", "assistant"}, {"content", ""},
+                  {"tool_calls", {{{"id", "call_1"}, {"type", "function"},
+                                   {"function", {{"name", "get_weather"},
+                                                 {"arguments", "{\"city\": \"Paris\"}"}}}}}}},
+                 {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny"}}}},
+               {"max_tokens", 12}}));
+}
+
 }  // namespace
 }  // namespace qwen35
