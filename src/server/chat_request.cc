@@ -168,6 +168,7 @@ std::optional<ApiError> finish_chat_request(const ChatRequest& c, const ModelInf
   r->tool_format = mi.tool_format;
   // Qwen3.5's generation prompt opens <think> unless thinking is off: the answer starts inside.
   r->in_reasoning = opens_thinking(text);
+  r->think_may_open = !r->in_reasoning && !closes_thinking(text);
   QWEN35_TRY(set_reasoning_budget(c.budget.value_or(mi.reasoning_budget), r->in_reasoning, mi,
                                   c.names.budget, r));
   QWEN35_TRY(set_structured_output(c.format, c.tool_choice, c.names, mi, r));

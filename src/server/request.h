@@ -82,6 +82,9 @@ struct CompletionRequest {
   bool return_token_ids = false;
   bool skip_special = true;
   bool in_reasoning = false;  // the prompt opened <think>
+  // Chat: the prompt neither opened nor closed a thinking block, so the model may open one
+  // (Qwen3's template leaves <think> to it); a grammar then waits it out.
+  bool think_may_open = false;
   bool parse_reasoning = true, parse_tools = false;
   Json tools;  // the request's tools (for parameter types)
   ToolCallFormat tool_format = ToolCallFormat::kXml;  // ModelInfo::tool_format
@@ -135,6 +138,9 @@ std::optional<ApiError> set_reasoning_budget(int64_t budget, bool open, const Mo
                                              const std::string& param, CompletionRequest* r);
 // Whether a rendered prompt ends inside an open <think> (its last non-blank text).
 bool opens_thinking(const std::string& text);
+// Whether it ends right after a closed thinking block (its last non-blank text is </think>: an
+// empty block written because thinking is off).
+bool closes_thinking(const std::string& text);
 
 // Renders `messages` (validated) through the chat template: for /apply-template and /tokenize;
 // *ids (when given) are the prompt's ids as a chat request's (prompt_tokens.h).

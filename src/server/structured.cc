@@ -224,10 +224,10 @@ std::optional<ApiError> wanted(const OutputFormat& format, const ToolChoice& tc,
                                    "'");
   w->param = nm.tools;
   const bool json = r.tool_format == ToolCallFormat::kJson;
-  w->key = std::string(json ? "json-tools:" : "tools:") + tc.name +
-           (r.in_reasoning ? ":think:" : ":") + dump(r.tools);
-  w->build = [tools = r.tools, name = tc.name, think = r.in_reasoning,
-              format = r.tool_format](int64_t max) {
+  const bool think = r.in_reasoning || r.think_may_open;  // a thinking block may come first
+  w->key = std::string(json ? "json-tools:" : "tools:") + tc.name + (think ? ":think:" : ":") +
+           dump(r.tools);
+  w->build = [tools = r.tools, name = tc.name, think, format = r.tool_format](int64_t max) {
     return tool_call_grammar(tools, name, think, format, max);
   };
   return std::nullopt;
@@ -247,6 +247,13 @@ std::optional<ApiError> attach(const Wanted& w, const ChatNames& nm, const Model
     s.reasoning_open = true;
     if (s.think_end < 0)
       return bad(w.param, "the prompt opens thinking, but the vocabulary has no </think>");
+  } else if (r->think_may_open && mi.tok->token_to_id("<think>") >= 0 &&
+             mi.tok->token_to_id("</think>") >= 0) {
+    // The model may think first (Qwen3), when max_tokens leaves room for it: the sampler lets
+    // <think> be its first token, and the grammar applies after </think>.
+    s.think_start = mi.tok->token_to_id("<think>");
+    s.think_end = mi.tok->token_to_id("</think>");
+    s.think_may_open = true;
   }
   const int64_t finish = (*a)->finish_tokens((*a)->initial());
   if ((*a)->exhausted())

@@ -6,6 +6,7 @@
 
 #include <random>
 
+#include "bundled_model_info.h"
 #include "grammar/matcher.h"
 #include "server/chat_request.h"
 #include "server/output_parser.h"
@@ -140,6 +141,35 @@ TEST(ToolFormat, RandomJsonFormCallsParse) {
     }
   }
   EXPECT_EQ(finished, 40);
+}
+
+// A forced call on Qwen3's template (the bundled tokenizer, which has the thinking tags): with
+// thinking on the prompt leaves <think> to the model, so the sampler may let it think first; with
+// thinking off (an empty block in the prompt) and on Qwen3.5's template (whose prompt opens the
+// block) it may not.
+TEST(ToolFormat, Qwen3MayThinkBeforeAForcedCall) {
+  auto& bundled = testing_model::bundled_model_info();
+  static const tmpl::ChatTemplate qwen3 = fixture_template("qwen3");
+  static auto grammars = std::make_shared<GrammarCache>(grammar_vocab(*bundled.tok, 0));
+  for (const bool q3 : {true, false})
+    for (const bool think : {true, false}) {
+      SCOPED_TRACE(std::string(q3 ? "qwen3" : "qwen3.5") + (think ? " thinking" : ""));
+      ModelInfo mi = bundled.mi;
+      mi.grammars = grammars;
+      if (q3) mi.tmpl = &qwen3;
+      mi.tool_format = tool_call_format(*mi.tmpl);
+      const Json body = {{"messages", {{{"role", "user"}, {"content", "Weather?"}}}},
+                         {"tools", kTools}, {"tool_choice", "required"}, {"max_tokens", 200},
+                         {"chat_template_kwargs", {{"enable_thinking", think}}}};
+      CompletionRequest r;
+      auto e = parse_chat_request(body, mi, &r);
+      ASSERT_FALSE(e.has_value()) << e->message;
+      ASSERT_NE(r.sampling.grammar, nullptr);
+      EXPECT_EQ(r.tool_format, q3 ? ToolCallFormat::kJson : ToolCallFormat::kXml);
+      EXPECT_EQ(r.sampling.think_may_open, q3 && think);
+      EXPECT_EQ(r.sampling.reasoning_open, !q3 && think);
+      EXPECT_TRUE(r.sampling.validate().ok());
+    }
 }
 
 }  // namespace
