@@ -116,11 +116,12 @@ TEST(OutputParser, HermesJsonToolCalls) {
   ASSERT_EQ(s.calls.size(), 1u);
   EXPECT_EQ(s.calls[0].name, "ping");
   EXPECT_EQ(s.calls[0].arguments.dump(), "{}");
-  for (const std::string bad :
+  for (const char* bad_text :
        {"<tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": 1}\n</tool_call>",
         "<tool_call>\n{\"arguments\": {}}\n</tool_call>",
         "<tool_call>\n{\"name\": \"f\", \"arguments\": [1]}\n</tool_call>",
         "<tool_call>\n<function=f>\n</function>\n</tool_call>"}) {
+    const std::string bad = bad_text;
     s = run("a " + bad + " b", 3, false, true, nullptr, ToolCallFormat::kJson);
     EXPECT_TRUE(s.calls.empty()) << bad;
     EXPECT_EQ(s.content, "a " + bad + " b");
