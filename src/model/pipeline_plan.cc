@@ -126,6 +126,29 @@ core::Result<PipelinePlan> plan_pipeline(const PipelineCosts& costs, int ranks, 
   return plan;
 }
 
+void keep_share(ModelWeights& w, const RankShare& s) {
+  for (int64_t l = 0; l < int64_t(w.layers.size()); ++l)
+    if (l < s.first || l >= s.end) {
+      const LayerKind kind = w.layers[size_t(l)].kind;
+      w.layers[size_t(l)] = LayerWeights{};
+      w.layers[size_t(l)].kind = kind;
+    }
+  w.held_first = s.first;
+  w.held_end = s.end;
+  if (!s.head) {
+    w.head = kernels::Matrix{};
+    w.final_norm.clear();
+    w.final_norm.shrink_to_fit();
+    if (w.mtp) w.mtp_problem = "the MTP head is held by the last rank of the pipeline";
+    w.mtp.reset();
+  }
+  if (!s.embedding && !(s.head && w.tied)) w.embed = kernels::Matrix{};
+  if (!s.embedding && w.vision) {
+    w.vision.reset();
+    w.vision_problem = "the vision tower is held by rank 0 of the pipeline";
+  }
+}
+
 std::string describe(const PipelinePlan& plan, const PipelineCosts& costs) {
   std::string out;
   for (size_t r = 0; r < plan.ranks.size(); ++r) {

@@ -52,6 +52,13 @@ struct PipelinePlan {
 core::Result<PipelinePlan> plan_pipeline(const PipelineCosts& costs, int ranks,
                                          const std::vector<int64_t>& starts = {}, size_t budget = 0);
 
+// Makes `w` a rank's share: the layers outside [s.first, s.end) are unbound (their matrices views
+// of nothing, their vectors freed), and so are the ends it does not hold (the embedding unless it
+// is rank 0's or a tied head's, the head, final norm and MTP head unless last, the vision tower
+// unless rank 0's). The weights must be file-backed mappings (LoadMode::kMmap) for the pages of
+// the tensors let go never to be read.
+void keep_share(ModelWeights& w, const RankShare& s);
+
 // One line per rank: its layers (how many of each kind), the ends it holds, and its bytes.
 std::string describe(const PipelinePlan& plan, const PipelineCosts& costs);
 
