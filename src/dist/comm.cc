@@ -33,6 +33,11 @@ int launched_world_size() {
   return n > 0 ? n : 1;
 }
 
+int launched_rank() {
+  const char* s = std::getenv("OMPI_COMM_WORLD_RANK");
+  return s == nullptr ? 0 : std::atoi(s);
+}
+
 core::Result<std::unique_ptr<Comm>> Comm::start(double timeout_s) {
   int provided = 0;
   if (int rc = MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided); rc != MPI_SUCCESS)

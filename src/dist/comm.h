@@ -27,6 +27,8 @@ namespace qwen35::dist {
 // The world size mpirun announced to this process in its environment (1 when it was not started
 // by mpirun). MPI itself is not touched: a process of one rank never initializes it.
 int launched_world_size();
+// This process's rank in it (0 when it was not started by mpirun).
+int launched_rank();
 
 class Comm {
  public:
