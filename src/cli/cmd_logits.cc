@@ -71,10 +71,7 @@ int cmd_logits(int argc, char** argv) {
   Pipeline pipe;
   auto lm = load_pipelined(lo, pf, n + greedy, 1, &pipe);
   if (!lm.ok()) return pipe.report ? fail("logits", lm.message()) : 1;
-  if (!pipe.leader()) {  // the layers of a later rank: steps from rank 0 until it is done
-    if (auto st = pipe.stage->serve(); !st.ok()) pipe.comm->abort(st.message());
-    return 0;
-  }
+  if (!pipe.leader()) return pipe.follow();  // a later rank's layers: steps until rank 0 is done
   {
     FILE* f = std::fopen(out.c_str(), "wb");
     if (f == nullptr) return fail("logits", "cannot write '" + out + "'");

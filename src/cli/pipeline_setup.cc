@@ -78,6 +78,22 @@ void Pipeline::finish() {
   if (auto st = stage->finish(); !st.ok()) comm->abort(st.message());
 }
 
+int Pipeline::follow() {
+  if (auto st = stage->serve(); !st.ok()) comm->abort(st.message());
+  return 0;
+}
+
+std::function<core::Status(std::span<const model::SequenceRows>, std::span<const int>, std::vector<float>*)>
+Pipeline::engine_forward(int64_t capacity) {
+  return [this, capacity, seqs = std::vector<dist::StepSequence>()](std::span<const model::SequenceRows> rows,
+                                                                    std::span<const int> slots,
+                                                                    std::vector<float>* logits) mutable {
+    seqs.resize(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) seqs[i] = {uint64_t(slots[i]), capacity};
+    return stage->step(rows, seqs, logits);
+  };
+}
+
 Pipeline::~Pipeline() {
   finish();
   stage.reset();

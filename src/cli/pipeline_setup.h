@@ -8,8 +8,11 @@
 // rank stop with one line from rank 0.
 #pragma once
 
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "cli/flags.h"
 #include "cli/model_loader.h"
@@ -40,6 +43,12 @@ struct Pipeline {
   bool leader() const { return !comm || comm->rank() == 0; }
   // Rank 0: ends the other ranks' loops (once; the destructor does it otherwise).
   void finish();
+  // Ranks after 0: this rank's part of every step until rank 0 is done; the exit code.
+  int follow();
+  // Rank 0: runtime::EngineOptions::forward for an engine whose states hold `capacity`
+  // positions (a slot's index names its state on every rank).
+  std::function<core::Status(std::span<const model::SequenceRows>, std::span<const int>, std::vector<float>*)>
+  engine_forward(int64_t capacity);
   ~Pipeline();
 };
 

@@ -178,6 +178,7 @@ core::Status PipelineStage::apply(const std::vector<uint8_t>& msg) {
     Record& r = recs[i];
     auto& st = states_[r.id];
     if (!st) st = model_.new_state(r.capacity);
+    if (r.pos0 == 0) st->reset();  // a slot's next sequence (the engine reuses its states)
     if (st->pos() != r.pos0)
       return core::error("sequence " + std::to_string(r.id) + " stands at " + std::to_string(st->pos()) +
                          " here and at " + std::to_string(r.pos0) + " on rank 0");

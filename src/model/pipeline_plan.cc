@@ -65,7 +65,9 @@ PipelineCosts pipeline_costs(ModelWeights& w, int64_t context, int64_t slots) {
   p.embedding = w.embed.bytes();
   p.head = (w.tied ? w.embed.bytes() : w.head.bytes()) + w.final_norm.size() * sizeof(float);
   if (w.mtp) {
-    p.mtp = w.mtp_bytes;
+    // The MTP head reads embedding rows (of each row's next token): the last rank holds the
+    // table as well, a second copy when the head is untied.
+    p.mtp = w.mtp_bytes + (w.tied ? 0 : w.embed.bytes());
     p.mtp_state = kv;  // its own attention layer's cache
   }
   return p;
@@ -142,7 +144,7 @@ void keep_share(ModelWeights& w, const RankShare& s) {
     if (w.mtp) w.mtp_problem = "the MTP head is held by the last rank of the pipeline";
     w.mtp.reset();
   }
-  if (!s.embedding && !(s.head && w.tied)) w.embed = kernels::Matrix{};
+  if (!s.embedding && !(s.head && (w.tied || w.mtp))) w.embed = kernels::Matrix{};
   if (!s.embedding && w.vision) {
     w.vision.reset();
     w.vision_problem = "the vision tower is held by rank 0 of the pipeline";

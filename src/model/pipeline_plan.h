@@ -1,6 +1,7 @@
 // How a model is split by layers over the ranks of a pipeline (docs/design.md "Past one
 // machine"): each rank holds a contiguous range of layers, at least one; rank 0 also holds the
-// embedding, the last rank the final norm, the head and the MTP head. The split balances the
+// embedding, the last rank the final norm, the head and the MTP head (with the embedding table it
+// reads). The split balances the
 // bytes a rank holds: its layers' weights as stored, their per-sequence state (conv and
 // recurrent state of linear-attention layers, KV of full-attention layers at the configured
 // context) for every slot, and the extras of the first and last rank. A tied embedding is held
@@ -54,7 +55,7 @@ core::Result<PipelinePlan> plan_pipeline(const PipelineCosts& costs, int ranks,
 
 // Makes `w` a rank's share: the layers outside [s.first, s.end) are unbound (their matrices views
 // of nothing, their vectors freed), and so are the ends it does not hold (the embedding unless it
-// is rank 0's or a tied head's, the head, final norm and MTP head unless last, the vision tower
+// is rank 0's, a tied head's or the MTP head's), the head, final norm and MTP head unless last, the vision tower
 // unless rank 0's). The weights must be file-backed mappings (LoadMode::kMmap) for the pages of
 // the tensors let go never to be read.
 void keep_share(ModelWeights& w, const RankShare& s);

@@ -78,7 +78,7 @@ cp "$bin" "$tmp/qwen35-other"
 printf 'x' >> "$tmp/qwen35-other"  # the same program, another file: as another build
 expect_line "another binary" "rank 1 runs a different qwen35 binary" -- \
   -np 1 "$bin" logits -m "$m" "${common[@]}" : -np 1 "$tmp/qwen35-other" logits -m "$m" "${common[@]}"
-expect_line "a command not split yet" "does not run split over MPI ranks" -- -np 2 "$bin" run -m "$m" -p hi
+expect_line "a command not split yet" "does not run split over MPI ranks" -- -np 2 "$bin" bench -m "$m"
 [ ! -s "$tmp/bad.npy" ] || fail "a failed start wrote logits"
 echo "pipeline_test: bad input is one line ($SECONDS s)"
 
