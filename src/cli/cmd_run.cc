@@ -404,8 +404,8 @@ int cmd_run(int argc, char** argv) {
   if (const std::string why = resolve_spec(f.spec, m, &eo.spec); !why.empty())
     return fail("run", why);
   if (pipe.split()) {  // steps through the ranks; no prefix cache (engine_options.h)
-    if (eo.spec.method != runtime::SpecMethod::kOff)
-      return fail("run", "--spec does not run on a model split over MPI ranks yet");
+    if (eo.spec.method == runtime::SpecMethod::kMtp)
+      return fail("run", "--spec mtp does not run on a model split over MPI ranks yet (lookup does)");
     eo.cache_bytes = 0;
     eo.forward = pipe.engine_forward(eo.ctx);
   }

@@ -179,6 +179,14 @@ core::Status PipelineStage::apply(const std::vector<uint8_t>& msg) {
     auto& st = states_[r.id];
     if (!st) st = model_.new_state(r.capacity);
     if (r.pos0 == 0) st->reset();  // a slot's next sequence (the engine reuses its states)
+    if (st->verify_pending()) {
+      // Rank 0 committed the verification since: it stands after the rows it kept.
+      const int64_t kept = r.pos0 - (st->pos() - st->verify_rows());
+      if (kept < 1 || kept > st->verify_rows())
+        return core::error("sequence " + std::to_string(r.id) + " keeps " + std::to_string(kept) + " of " +
+                           std::to_string(st->verify_rows()) + " verified rows");
+      model_.commit(st.get(), kept);
+    }
     if (st->pos() != r.pos0)
       return core::error("sequence " + std::to_string(r.id) + " stands at " + std::to_string(st->pos()) +
                          " here and at " + std::to_string(r.pos0) + " on rank 0");

@@ -3,7 +3,10 @@
 // plan (which sequences, their tokens, positions and flags) travels down the pipe with the hidden
 // rows; each rank applies it to its own layers' part of each sequence's state (found by the id
 // rank 0 gives the sequence) and passes the rows on; the last rank sends the logits back to rank
-// 0. Every rank runs Model::forward_layers, the code one process runs, on the same rows: the
+// 0. A sequence's state follows rank 0's from what a step says of it: standing at position 0, it
+// starts afresh (the engine reuses a slot's state); after a speculative verification, the
+// position rank 0 stands at says how many verified rows its commit kept, and the same commit
+// is applied here. Every rank runs Model::forward_layers, the code one process runs, on the same rows: the
 // split is bit-identical to one process.
 //
 // Messages (tags kStep, kLogits): a step is a header, one record per sequence, then the hidden

@@ -41,9 +41,9 @@ struct EngineOptions {
   SpecOptions spec{};
   // How a step's rows reach the model (null: Model::forward). A model split over MPI ranks sets
   // it on rank 0 to send each step through the ranks (dist/pipeline.h); slots[i] is rows[i]'s
-  // slot, which names its state on every rank. With it the prefix cache is off and speculative
-  // decoding is refused (their state changes are not sent to the other ranks yet): every
-  // sequence starts at position 0 and only moves forward.
+  // slot, which names its state on every rank. With it the prefix cache is off and MTP drafting
+  // is refused (snapshots, forks and the head's drafts do not reach the other ranks yet): a
+  // sequence starts at position 0 and moves forward, or back to the rows a verification kept.
   std::function<core::Status(std::span<const model::SequenceRows> rows, std::span<const int> slots,
                              std::vector<float>* logits)>
       forward{};

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`qwen35 serve` on a model split over two MPI ranks (docs/design.md "Past one machine"):
 concurrent == solo over HTTP (requests batched together in the engine's steps give each the text
-it gets alone), and the split server's answers equal one process's (`qwen35 run`, greedy). Then
+it gets alone), the split server's answers equal one process's (`qwen35 run`, greedy), and
+drafted == plain (prompt lookup: verified rows, commits that keep fewer, on every rank). Then
 rank 1 is killed while a request streams: the client gets an error or a closed connection, not a
 hang, and every rank is gone within 10 s. Bounded: every wait has a deadline.
 
@@ -31,8 +32,11 @@ def check(cond, what):
         print("FAIL:", what, file=sys.stderr)
 
 
-def complete(port, prompt, n=24, timeout=60):
-    body = json.dumps({"prompt": prompt, "max_tokens": n, "temperature": 0}).encode()
+def complete(port, prompt, n=24, timeout=60, spec=None):
+    b = {"prompt": prompt, "max_tokens": n, "temperature": 0}
+    if spec:
+        b["speculative"] = spec
+    body = json.dumps(b).encode()
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body,
                                  {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
@@ -118,6 +122,17 @@ def main():
             check(plain[pr].startswith(solo[pr]) and solo[pr], f"split serve != one process for {pr!r}: "
                   f"{solo[pr]!r} vs {plain[pr]!r}")
         print("pipeline_serve_test: concurrent == solo == one process under -np 2")
+        # Prompt lookup drafts: verified rows and commits that keep fewer reach rank 1 too.
+        for pr in PROMPTS:
+            drafted = complete(port, pr + pr, spec="lookup")
+            check(drafted == complete(port, pr + pr), f"drafted != plain for {pr + pr!r}")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        m = re.search(r"^qwen35_spec_drafted_tokens_total (\S+)", metrics, re.M)
+        check(m and float(m.group(1)) > 0, "no token was drafted")
+        a = re.search(r"^qwen35_spec_accepted_tokens_total (\S+)", metrics, re.M)
+        print("pipeline_serve_test: drafted == plain under -np 2 (drafted", m and m.group(1), "accepted",
+              a and a.group(1), ")")
     finally:
         stop(p)
     # Kill rank 1 while a request streams (rank 0 waits 0.2 s between steps).
