@@ -4,7 +4,8 @@
 #  - logits of the fixtures (dense tied with MTP, MoE with MTP, dense untied 4-bit) at forced
 #    splits under -np 2 and -np 3, over shared memory and over TCP, byte for byte those of one
 #    process (mpirun -np 1): a cut between a Gated DeltaNet layer and an attention layer, a rank
-#    of a single layer (in the middle, at either end); prefill chunks and decode steps;
+#    of a single layer (in the middle, at either end); prefill chunks and decode steps; and an
+#    image prompt through `run` under -np 2;
 #  - bad input is one line from the engine before any compute: more ranks than layers, a rank
 #    over its memory budget, another checkpoint or another binary on one rank, a command that
 #    does not run split;
@@ -56,6 +57,15 @@ for f in dense_bf16_tied moe_bf16 dense_q4_untied; do
 EOF
 done
 echo "pipeline_test: logits bit-exact at every split ($SECONDS s)"
+
+# An image prompt through `run`: the tower on rank 0, its rows' rotary positions down the pipe.
+vm=models/qwen35-tiny-kjv-vision
+img=tests/fixtures/images/png_alpha_all.png
+mpirun -np 1 "$bin" run -m "$vm" --image "$img" -p Describe -n 16 -t 1 --temperature 0 -q > "$tmp/img1.txt" < /dev/null
+mpirun -np 2 --mca btl self,tcp "$bin" run -m "$vm" --image "$img" -p Describe -n 16 -t 1 --temperature 0 -q \
+  > "$tmp/img2.txt" < /dev/null || fail "run --image under -np 2 failed"
+[ -s "$tmp/img1.txt" ] && cmp -s "$tmp/img1.txt" "$tmp/img2.txt" || fail "run --image: -np 2 differs from one process"
+echo "pipeline_test: an image prompt under -np 2 as in one process ($SECONDS s)"
 
 # expect_line WHAT PATTERN -- mpirun args: the job fails, and the engine's stderr holds exactly one
 # line of its own ("qwen35 ...") and it matches PATTERN.
