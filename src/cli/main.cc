@@ -58,9 +58,10 @@ int main(int argc, char** argv) {
   }
   // Under mpirun with more than one rank the model is split by layers (cli/pipeline_setup.h):
   // the commands that take part in the step protocol so far.
-  if (dist::launched_world_size() > 1 && cmd != "logits" && cmd != "run" && cmd != "serve") {
+  if (dist::launched_world_size() > 1 && cmd != "logits" && cmd != "run" && cmd != "serve" &&
+      cmd != "bench") {
     if (dist::launched_rank() == 0)  // one line for the job
-      std::fprintf(stderr, "qwen35 %s: does not run split over MPI ranks yet (logits, run and serve do); run it without mpirun\n",
+      std::fprintf(stderr, "qwen35 %s: does not run split over MPI ranks yet (logits, run, serve and bench do); run it without mpirun\n",
                    cmd.c_str());
     return 2;
   }

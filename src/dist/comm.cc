@@ -136,7 +136,8 @@ core::Result<std::vector<uint8_t>> Comm::recv(int from, int tag) {
     if (int rc = MPI_Iprobe(from, tag, MPI_COMM_WORLD, &flag, &st); rc != MPI_SUCCESS)
       return core::error("receive from rank " + std::to_string(from) + ": " + mpi_error(rc));
     if (flag) break;
-    if (spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(spins > 2000 ? 1000 : 50));
+    // About a second at 50 µs (a step's latency stays small), then 1 ms (an idle rank).
+    if (spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(spins > 20000 ? 1000 : 50));
   }
   int count = 0;
   MPI_Get_count(&st, MPI_BYTE, &count);

@@ -1,11 +1,10 @@
 // How a model is split by layers over the ranks of a pipeline (docs/design.md "Past one
 // machine"): each rank holds a contiguous range of layers, at least one; rank 0 also holds the
 // embedding, the last rank the final norm, the head and the MTP head (with the embedding table it
-// reads). The split balances the
-// bytes a rank holds: its layers' weights as stored, their per-sequence state (conv and
-// recurrent state of linear-attention layers, KV of full-attention layers at the configured
-// context) for every slot, and the extras of the first and last rank. A tied embedding is held
-// by both ends (rank 0 reads its rows, the last rank multiplies by it).
+// reads). The split balances the bytes a rank holds: its layers' weights as stored, their
+// per-sequence state (conv and recurrent state of linear-attention layers, KV of full-attention
+// layers at the configured context) for every slot, and the extras of the first and last rank. A
+// tied embedding is held by both ends (rank 0 reads its rows, the last rank multiplies by it).
 //
 // Every layer's arithmetic stays whole on one rank, which is what makes a split run bit-identical
 // to one process.

@@ -5,7 +5,7 @@
 #    splits under -np 2 and -np 3, over shared memory and over TCP, byte for byte those of one
 #    process (mpirun -np 1): a cut between a Gated DeltaNet layer and an attention layer, a rank
 #    of a single layer (in the middle, at either end); prefill chunks and decode steps; and an
-#    image prompt through `run` under -np 2;
+#    image prompt through `run` and `bench` (its logits hash) under -np 2;
 #  - bad input is one line from the engine before any compute: more ranks than layers, a rank
 #    over its memory budget, another checkpoint or another binary on one rank, a command that
 #    does not run split;
@@ -67,6 +67,17 @@ mpirun -np 2 --mca btl self,tcp "$bin" run -m "$vm" --image "$img" -p Describe -
 [ -s "$tmp/img1.txt" ] && cmp -s "$tmp/img1.txt" "$tmp/img2.txt" || fail "run --image: -np 2 differs from one process"
 echo "pipeline_test: an image prompt under -np 2 as in one process ($SECONDS s)"
 
+# bench: its hash of the prompt's last logits, and generation through the engine's steps with
+# two sequences batched.
+bench_hash() {
+  mpirun -np "$1" "$bin" bench -m "$fx/moe_bf16/ckpt" -p 16 -n 4 -b 2 -r 1 -t 1 --json < /dev/null |
+    grep -o '"logits_hash": "[0-9a-f]*"'
+}
+h1=$(bench_hash 1) || fail "bench under -np 1 failed"
+h2=$(bench_hash 2) || fail "bench under -np 2 failed"
+[ -n "$h1" ] && [ "$h1" = "$h2" ] || fail "bench: -np 2's logits hash ($h2) is not one process's ($h1)"
+echo "pipeline_test: bench under -np 2 as in one process ($SECONDS s)"
+
 # expect_line WHAT PATTERN -- mpirun args: the job fails, and the engine's stderr holds exactly one
 # line of its own ("qwen35 ...") and it matches PATTERN.
 expect_line() {
@@ -88,7 +99,7 @@ cp "$bin" "$tmp/qwen35-other"
 printf 'x' >> "$tmp/qwen35-other"  # the same program, another file: as another build
 expect_line "another binary" "rank 1 runs a different qwen35 binary" -- \
   -np 1 "$bin" logits -m "$m" "${common[@]}" : -np 1 "$tmp/qwen35-other" logits -m "$m" "${common[@]}"
-expect_line "a command not split yet" "does not run split over MPI ranks" -- -np 2 "$bin" bench -m "$m"
+expect_line "a command not split yet" "does not run split over MPI ranks" -- -np 2 "$bin" tokenize -m "$m" hi
 [ ! -s "$tmp/bad.npy" ] || fail "a failed start wrote logits"
 echo "pipeline_test: bad input is one line ($SECONDS s)"
 
