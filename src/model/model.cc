@@ -125,8 +125,19 @@ Status Model::validate(std::span<const SequenceRows> batch, int64_t* n_tokens, i
       return error("[forward] sequence " + std::to_string(s) + " has " +
                    std::to_string(r.embeddings.size()) + " input rows for " + std::to_string(len) +
                    " tokens");
+    int64_t after = r.state->pos();
+    if (!r.captures.empty() && after % kDeltaChunk != 0)
+      return error("[forward] sequence " + std::to_string(s) +
+                   " asks for state copies in rows that do not start on the grid");
+    for (const StateCapture& cap : r.captures) {
+      if (r.verify || cap.pos <= after || cap.pos >= r.state->pos() + len ||
+          cap.pos % kDeltaChunk != 0 || !cap.out)
+        return error("[forward] sequence " + std::to_string(s) + " asks for a state copy at " +
+                     std::to_string(cap.pos) + ", not a grid line inside its prompt rows");
+      after = cap.pos;
+    }
     spans_.push_back({r.state, n, len, r.state->pos(), r.verify,
-                      r.positions.empty() ? nullptr : r.positions.data()});
+                      r.positions.empty() ? nullptr : r.positions.data(), r.captures});
     n += len;
     n_logits += r.all_logits || r.verify ? len : 1;
   }
@@ -290,16 +301,32 @@ void Model::deltanet_layer(int64_t l, const float* in, int64_t n, float* out) {
     ops_.conv1d_silu(ctx_, qkv + sp.row0 * C, sp.n, C, g.conv.data(), c.conv_kernel,
                      sp.state->conv_state(l), conv + sp.row0 * C);
     // Pieces on the absolute kDeltaChunk grid.
+    size_t next_cap = 0;
     for (int64_t p = sp.pos0; p < sp.pos0 + sp.n;) {
       const int64_t end = std::min(sp.pos0 + sp.n, (p / kDeltaChunk + 1) * kDeltaChunk);
       const int64_t r0 = sp.row0 + (p - sp.pos0), len = end - p;
       ops_.gated_delta(ctx_, dp, conv + r0 * C, decay_raw + r0 * nv, beta_raw + r0 * nv, len, len > 1,
                        sp.state->delta_state(l), o + r0 * nv * dv);
+      if (next_cap < sp.captures.size() && sp.captures[next_cap].pos == end)
+        capture_deltanet(l, sp, sp.captures[next_cap++], qkv);
       p = end;
     }
   }
   ops_.gated_rms_norm(ctx_, o, z, n * nv, dv, g.norm.data(), float(c.eps));
   ops_.matmul(ctx_, o, n, g.out_proj, out);
+}
+
+// Layer l's part of a state copy at cap.pos (inside span sp, which starts on the grid): the
+// recurrent state as it stands, and the conv state the conv holds there, the K-1 inputs before
+// cap.pos (oldest first), all of them this chunk's rows (K-1 < kDeltaChunk).
+void Model::capture_deltanet(int64_t l, const Span& sp, const StateCapture& cap, const float* qkv) {
+  const ModelConfig& c = w_->config;
+  const int64_t C = c.conv_channels(), K1 = c.conv_kernel - 1;
+  QWEN35_CHECK(cap.pos - K1 >= sp.pos0);
+  const float* S = sp.state->delta_state(l);
+  std::copy(S, S + c.n_v_heads * c.d_k * c.d_v, cap.out + sp.state->delta_offset(l));
+  const float* rows = qkv + (sp.row0 + cap.pos - K1 - sp.pos0) * C;
+  std::copy(rows, rows + K1 * C, cap.out + sp.state->conv_offset(l));
 }
 
 void Model::attention_layer(int64_t l, const float* in, int64_t n, float* out) {

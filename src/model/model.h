@@ -29,6 +29,17 @@ namespace qwen35::model {
 
 inline constexpr int64_t kDeltaChunk = 64;
 
+// A copy of a sequence's recurrent state as it stands inside a prompt chunk (the prefix cache's
+// provisional snapshots, runtime/prefix_cache.h): after the first `pos` positions, in
+// SequenceState::save_recurrent's layout (recurrent_bytes() / 4 floats at `out`). pos lies on
+// the kDeltaChunk grid strictly inside a chunk that starts on the grid (as prompt chunks do). Chunks are cut into pieces on that grid
+// anyway, so the state there is the one a chunk ending at pos leaves: the same bits, for the
+// cost of a copy.
+struct StateCapture {
+  int64_t pos = 0;
+  float* out = nullptr;
+};
+
 // The rows of one sequence in a forward call: tokens at positions state->pos() onward.
 struct SequenceRows {
   SequenceState* state = nullptr;
@@ -45,6 +56,9 @@ struct SequenceRows {
   // image's merged tower rows), or null for the token's own; empty: every row's token.
   std::span<const int64_t> positions{};
   std::span<const float* const> embeddings{};
+  // Prompt chunks only (not verify): copies of the state at grid lines inside the chunk, in
+  // increasing position.
+  std::span<const StateCapture> captures{};
 };
 
 // One sequence's MTP drafting request (Model::draft).
@@ -147,6 +161,7 @@ class Model {
     int64_t row0, n, pos0;
     bool verify;
     const int64_t* positions = nullptr;  // [n, 3], or null (SequenceRows::positions)
+    std::span<const StateCapture> captures{};
   };
   core::Status validate(std::span<const SequenceRows> batch, int64_t* n_tokens, int64_t* n_logit_rows);
   // forward_layers' end on the last stage: the final norm and head into `logits`, the MTP rows.
@@ -163,6 +178,7 @@ class Model {
   void mtp_after_forward(const float* hidden);
   // Token mixers and MLPs: read in [n, hidden], write out [n, hidden].
   void deltanet_layer(int64_t layer, const float* in, int64_t n, float* out);
+  void capture_deltanet(int64_t layer, const Span& sp, const StateCapture& cap, const float* qkv);
   void attention_layer(int64_t layer, const float* in, int64_t n, float* out);
   void mlp_layer(int64_t layer, const float* in, int64_t n, float* out);
   void moe_layer(int64_t layer, const float* in, int64_t n, float* out);

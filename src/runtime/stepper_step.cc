@@ -150,6 +150,7 @@ void Stepper::schedule() {
     if (s.prefilled() + int64_t(chunk.size()) == s.prompt_size()) s.prefetch_masks();
     rows_.push_back({s.state(), chunk, s.request().prompt_logprobs >= 0});
     s.chunk_inputs(&rows_.back());
+    s.chunk_captures(&rows_.back(), cache_.get());
     row_slot_.push_back(i);
   }
   size_t off = 0;
