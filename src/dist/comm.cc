@@ -13,6 +13,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr auto kHeartbeatPeriod = std::chrono::milliseconds(100);
 constexpr int kHeartbeatTag = 1;
+// From a silent peer's discovery to the end of the job: time for rank 0 to answer its requests.
+constexpr double kGrace = 2.0;
 
 // The heartbeat's own communicator, so that its messages never match the engine's receives.
 MPI_Comm g_beat = MPI_COMM_NULL;
@@ -80,6 +82,7 @@ void Comm::heartbeat_loop() {
   std::vector<Clock::time_point> last(size_t(size_), Clock::now());
   std::vector<MPI_Request> pending;
   static const char beat = 1;
+  Clock::time_point found;  // when silent_ was found
   while (!stop_) {
     for (int p = 0; p < size_; ++p) {
       if (p == rank_) continue;
@@ -105,24 +108,56 @@ void Comm::heartbeat_loop() {
       last[size_t(st.MPI_SOURCE)] = Clock::now();
     }
     const auto now = Clock::now();
-    for (int p = 0; p < size_; ++p) {
+    for (int p = 0; p < size_ && silent_ < 0; ++p) {
       const double silent = std::chrono::duration<double>(now - last[size_t(p)]).count();
       if (p != rank_ && silent > timeout_s_) {
-        char why[160];
-        std::snprintf(why, sizeof why, "no heartbeat from rank %d for %.1f s (it died or stalls): ending the job", p,
-                      silent);
-        abort(why);
+        std::fprintf(stderr, "qwen35: rank %d: no heartbeat from rank %d for %.1f s (it died or stalls): ending the "
+                     "job in %.0f s\n", rank_, p, silent, kGrace);
+        std::fflush(stderr);
+        silent_ = p;
+        found = now;
       }
+    }
+    if (silent_ >= 0 && std::chrono::duration<double>(now - found).count() > kGrace) {
+      MPI_Abort(MPI_COMM_WORLD, 3);
+      std::_Exit(3);
     }
     std::this_thread::sleep_for(kHeartbeatPeriod);
   }
   for (MPI_Request& r : pending) MPI_Request_free(&r);
 }
 
+core::Status Comm::check_broken() const {
+  const int p = silent_;
+  if (p < 0 || rank_ != 0) return core::Status();
+  return core::error("rank " + std::to_string(p) + " of the pipeline is silent (it died or stalls)");
+}
+
+namespace {
+// Waits for `req` as recv() waits for a message, giving up when `broken` says so.
+template <class Broken>
+int wait_polled(MPI_Request* req, const Broken& broken) {
+  for (int spins = 0;; ++spins) {
+    int done = 0;
+    if (int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE); rc != MPI_SUCCESS || done) return rc;
+    if (!broken().ok()) {
+      MPI_Cancel(req);
+      MPI_Request_free(req);
+      return MPI_ERR_OTHER;
+    }
+    if (spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(spins > 20000 ? 1000 : 50));
+  }
+}
+}  // namespace
+
 core::Status Comm::send(int to, int tag, std::span<const uint8_t> bytes) {
   if (bytes.size() > size_t(INT_MAX))
     return core::error("a message of " + std::to_string(bytes.size()) + " bytes is over MPI's 2 GiB");
-  const int rc = MPI_Send(bytes.data(), int(bytes.size()), MPI_BYTE, to, tag, MPI_COMM_WORLD);
+  QWEN35_RETURN_IF_ERROR(check_broken());
+  MPI_Request req;
+  int rc = MPI_Isend(bytes.data(), int(bytes.size()), MPI_BYTE, to, tag, MPI_COMM_WORLD, &req);
+  if (rc == MPI_SUCCESS) rc = wait_polled(&req, [this] { return check_broken(); });
+  QWEN35_RETURN_IF_ERROR(check_broken());
   if (rc != MPI_SUCCESS) return core::error("send to rank " + std::to_string(to) + ": " + mpi_error(rc));
   return core::Status();
 }
@@ -136,6 +171,7 @@ core::Result<std::vector<uint8_t>> Comm::recv(int from, int tag) {
     if (int rc = MPI_Iprobe(from, tag, MPI_COMM_WORLD, &flag, &st); rc != MPI_SUCCESS)
       return core::error("receive from rank " + std::to_string(from) + ": " + mpi_error(rc));
     if (flag) break;
+    QWEN35_RETURN_IF_ERROR(check_broken());
     // About a second at 50 µs (a step's latency stays small), then 1 ms (an idle rank).
     if (spins > 200) std::this_thread::sleep_for(std::chrono::microseconds(spins > 20000 ? 1000 : 50));
   }

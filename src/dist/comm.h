@@ -3,10 +3,13 @@
 // comm.cc includes mpi.h.
 //
 // Failure is loud and bounded: every rank sends every other a heartbeat from a thread of its own
-// (kHeartbeatPeriod) and aborts the whole job, naming the silent rank, when one has been silent
-// for longer than the timeout. A rank that dies is also noticed by mpirun, which then ends the
-// others; a rank that stalls (stopped, swapping, a link down) is noticed by the heartbeat. So no
-// rank waits forever on a receive: a receive ends with the message, or the job ends.
+// (kHeartbeatPeriod). When a peer has been silent for longer than the timeout, the rank noticing
+// logs it, naming the silent rank, and ends the whole job kGrace later. In between, rank 0's
+// sends and receives fail at once (the engine answers its in-flight requests with an error);
+// the other ranks wait for the end. A rank that dies is also noticed by mpirun, which then ends
+// the others at once; a rank that stalls (stopped, swapping, a link down) is noticed by the
+// heartbeat. So no rank waits forever: a send or receive ends with the message, or with an
+// error on rank 0, or the job ends.
 //
 // Thread-safety: send/recv/allgather/barrier from one thread (the engine's); the heartbeat runs
 // beside it (MPI_THREAD_MULTIPLE).
@@ -57,8 +60,12 @@ class Comm {
   Comm() = default;
   void heartbeat_loop();
 
+  // The transfers of rank 0 fail once a peer is known silent (see above).
+  core::Status check_broken() const;
+
   int rank_ = 0, size_ = 1;
   double timeout_s_ = 10;
+  std::atomic<int> silent_{-1};  // the peer found silent, or -1
   std::atomic<bool> stop_{false};
   std::thread heartbeat_;
 };

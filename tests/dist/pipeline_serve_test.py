@@ -3,8 +3,10 @@
 concurrent == solo over HTTP (requests batched together in the engine's steps give each the text
 it gets alone), the split server's answers equal one process's (`qwen35 run`, greedy), and
 drafted == plain (prompt lookup: verified rows, commits that keep fewer, on every rank). Then
-rank 1 is killed while a request streams: the client gets an error or a closed connection, not a
-hang, and every rank is gone within 10 s. Bounded: every wait has a deadline.
+rank 1 is stopped while a request runs: rank 0 answers it with an HTTP error naming the cause, and
+every rank is gone within 10 s; and rank 1 is killed while a request runs: the client gets an error
+(mpirun ends rank 0 at once, the connection closes), not a hang, and every rank is gone within
+10 s. Bounded: every wait has a deadline.
 
 Usage: tests/dist/pipeline_serve_test.py build/qwen35 MODEL_DIR
 """
@@ -17,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.error
 import urllib.request
 
 BIN, MODEL = os.path.realpath(sys.argv[1]), sys.argv[2]
@@ -98,6 +101,44 @@ def stop(p):
     p.wait(10)
 
 
+def stopped(failures):
+    """Rank 1 stopped (SIGSTOP) mid-request: rank 0 answers the request with an HTTP error once
+    the heartbeat finds rank 1 silent, then every rank is gone within 10 s."""
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+    p, port = start_server(log, delay=0.2)
+    try:
+        ranks = ranks_of(p.pid)
+        result = {}
+
+        def request():
+            try:
+                result["text"] = complete(port, PROMPTS[0], n=200, timeout=30)
+            except urllib.error.HTTPError as e:
+                result["status"] = e.code
+                result["body"] = e.read().decode(errors="replace")
+            except Exception as e:  # noqa: BLE001
+                result["error"] = repr(e)
+
+        t = threading.Thread(target=request)
+        t.start()
+        time.sleep(1.5)
+        os.kill(ranks[1], signal.SIGSTOP)
+        t0 = time.time()
+        t.join(10)
+        check(not t.is_alive(), "the client hangs after rank 1 was stopped")
+        check(result.get("status", 0) >= 500, f"no HTTP error for the request in flight: {result}")
+        check("silent" in result.get("body", ""), f"the error does not say a rank is silent: {result}")
+        while time.time() - t0 < 10 and alive(ranks[0]):
+            time.sleep(0.1)
+        check(not alive(ranks[0]), "rank 0 still alive 10 s after rank 1 stopped")
+        print("pipeline_serve_test: a stopped rank: HTTP", result.get("status"), "for the request in flight, "
+              "every rank gone within 10 s")
+    finally:
+        stop(p)
+        if failures:
+            print(open(log.name).read(), file=sys.stderr)
+
+
 def main():
     # One process's greedy answers, the reference.
     plain = {}
@@ -135,6 +176,7 @@ def main():
               a and a.group(1), ")")
     finally:
         stop(p)
+    stopped(failures)
     # Kill rank 1 while a request streams (rank 0 waits 0.2 s between steps).
     log2 = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
     p, port = start_server(log2, delay=0.2)
