@@ -117,6 +117,15 @@ class Model {
   // all_logits, else its last row). Advances each state. Fails without touching any state on bad
   // input (token id out of range, context full, empty rows).
   core::Status forward(std::span<const SequenceRows> batch, std::vector<float>* logits);
+  // One stage of a model split by layers (docs/design.md "Past one machine"): forward() over the
+  // trunk layers [first, end) only, which the weights must hold (ModelWeights::held_first/end).
+  // first == 0 starts from the rows' embeddings (and image rows); else from `hidden`, the rows
+  // after layer first-1 [n_rows, hidden]. end == n_layers ends as forward() does (final norm,
+  // head, MTP rows) into `logits`; else leaves the rows after layer end-1 in `hidden`. Each
+  // state advances as in forward(); it holds the sequence's state of these layers. forward() is
+  // this over every layer, so a split run does the same arithmetic on every row as one process.
+  core::Status forward_layers(std::span<const SequenceRows> batch, int64_t first, int64_t end,
+                              std::vector<float>* hidden, std::vector<float>* logits);
 
   // The vision tower (model/vision.h): one image's patch rows [t·h·w, patch_dim] to its tokens
   // [t·(h/2)·(w/2), hidden], with this model's thread pool, workspace and mode (fast mode changes
@@ -155,6 +164,8 @@ class Model {
     std::span<const StateCapture> captures{};
   };
   core::Status validate(std::span<const SequenceRows> batch, int64_t* n_tokens, int64_t* n_logit_rows);
+  // forward_layers' end on the last stage: the final norm and head into `logits`, the MTP rows.
+  void head_rows(std::span<const SequenceRows> batch, int64_t n, int64_t n_logits, std::vector<float>* logits);
   // Layer l: a trunk layer, or for l == n_layers the MTP head's (with its cache).
   const LayerWeights& layer(int64_t l) const;
   // The MTP head over rows already described by spans_ (state, row0, n, pos0 = the cache

@@ -29,7 +29,9 @@ void Stepper::step(StepOutput* out) {
   }
   const auto t1 = Clock::now();
   core::Status st;
-  if (std::string oom = out_of_memory([&] { st = model_.forward(rows_, &logits_); });
+  if (std::string oom = out_of_memory([&] {
+        st = opts_.forward ? opts_.forward(rows_, row_slot_, &logits_) : model_.forward(rows_, &logits_);
+      });
       !oom.empty())
     st = core::error(oom + " in the forward call");
   const auto t2 = Clock::now();
