@@ -16,6 +16,7 @@
 #include "formats/safetensors.h"
 #include "kernels/ops.h"
 #include "model/config.h"
+#include "model/fused_proj.h"
 #include "model/tensor_names.h"
 #include "model/vision_weights.h"
 
@@ -91,6 +92,8 @@ struct ModelWeights {
   std::string vision_problem;
   // GGUF files store the value heads of Gated DeltaNet in tiled order (model/gguf_weights.cc).
   bool tiled_v_heads = false;
+  // Matrices regrouped at load (Qwen3-Next's fused DeltaNet projections, model/fused_proj.h).
+  OwnedBuffers owned;
   formats::TensorStore store;  // owns the mappings (safetensors)
   std::shared_ptr<const formats::GgufModel> gguf;  // owns the mappings and the metadata (GGUF)
 
