@@ -45,6 +45,14 @@ TEST(Cli, InspectPrintsGeometry) {
                         "layer pattern: FFF", "no output gate", "gated deltanet: none", "8 experts, top-2 renormalised",
                         "verdict: SUPPORTED"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  // Qwen3-Next: the hybrid pattern, its fused projections, the shared expert; from GGUF too.
+  for (const std::string& m : {ckpt("qwen3_next_e8_top2"), testing::source_dir() + "/tests/fixtures/gguf/qwen3next_q8_0.gguf"}) {
+    r = run_qwen35("inspect -m " + m);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char* s : {"family: Qwen3-Next", "model_type: qwen3_next", "layer pattern: LFLF", "output gate",
+                          "rope one-dimensional", "in_proj_qkvz", "shared expert intermediate 64", "verdict: SUPPORTED"})
+      EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
 }
 
 TEST(Cli, InspectBrokenInputs) {

@@ -48,6 +48,33 @@ TEST(SynthPlan, Qwen3RealGeometries) {
   }
 }
 
+// Qwen3-Next-80B-A3B against its model card (80B in total, about 3B activated), in the hub's
+// layout: "model." names, the fused DeltaNet projections, zero-centred norms, one MTP layer in
+// HF (mlx-lm drops it).
+TEST(SynthPlan, Qwen3NextRealGeometry) {
+  auto g = find_preset("qwen3-next-80b-a3b");
+  ASSERT_TRUE(g.ok()) << g.message();
+  const TensorPlan trunk = build_tensor_plan(*g, {Dialect::kHf, 4, 64, PlanOptions::Mtp::kOff});
+  EXPECT_NEAR(double(plan_params_bf16(trunk)) / 1e9, 80.0, 0.03 * 80.0);
+  const TensorPlan hf = build_tensor_plan(*g, {Dialect::kHf, 4, 64});
+  EXPECT_TRUE(hf.has_mtp);
+  const TensorSpec* qkvz = find(hf, "model.layers.0.linear_attn.in_proj_qkvz.weight");
+  ASSERT_NE(qkvz, nullptr);
+  EXPECT_EQ(qkvz->shape, (std::vector<int64_t>{2 * 16 * 128 + 2 * 32 * 128, 2048}));
+  const TensorSpec* ba = find(hf, "model.layers.0.linear_attn.in_proj_ba.weight");
+  ASSERT_NE(ba, nullptr);
+  EXPECT_EQ(ba->shape, (std::vector<int64_t>{64, 2048}));
+  EXPECT_EQ(find(hf, "model.layers.0.linear_attn.in_proj_qkv.weight"), nullptr);
+  EXPECT_EQ(find(hf, "model.layers.3.self_attn.q_proj.weight")->shape, (std::vector<int64_t>{2 * 16 * 256, 2048}));
+  EXPECT_EQ(find(hf, "model.layers.0.input_layernorm.weight")->a, 0.0f) << "zero-centred";
+  EXPECT_NE(find(hf, "lm_head.weight"), nullptr);
+  const TensorPlan mlx = build_tensor_plan(*g, {Dialect::kMlx, 4, 64});
+  EXPECT_FALSE(mlx.has_mtp);
+  EXPECT_NE(find(mlx, "lm_head.weight"), nullptr);
+  EXPECT_NE(find(mlx, "model.layers.0.mlp.switch_mlp.gate_proj.scales"), nullptr);
+  EXPECT_EQ(find(mlx, "model.layers.0.input_layernorm.weight")->a, 1.0f) << "stored as 1 + w";
+}
+
 TEST(SynthPlan, RealGeometries) {
   struct Case {
     const char* preset;
