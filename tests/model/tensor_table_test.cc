@@ -102,6 +102,11 @@ TEST(TensorTable, EntriesAreWellFormed) {
     EXPECT_TRUE(t.half == Half::kWhole || t.form == Form::kExperts) << what;
     EXPECT_TRUE(t.summary == nullptr || matmul) << what << ": inspect summarizes matrices";
     EXPECT_TRUE(!t.optional || t.block == Block::kSharedExpert) << what;
+    // A fused part: a DeltaNet matrix of Qwen3-Next's, with the ggml name of its fused tensor.
+    if (t.fused != Fused::kNone) {
+      EXPECT_TRUE(t.form == Form::kMatrix && t.block == Block::kLinearAttn && t.gguf_fused &&
+                  t.family == FamilyOnly::kQwen3Next) << what;
+    }
   }
   // The router and the shared expert's gate stay exact in fast mode; every other matmul may not.
   int exact = 0;
