@@ -187,7 +187,7 @@ core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
   c.eps = hf.rms_norm_eps;
   c.attn_gate = !qwen3;
   if (!qwen3 && !hf.attn_output_gate)
-    return reject("attn_output_gate", "false", "Qwen3.5 attention always has its output gate");
+    return reject("attn_output_gate", "false", std::string(c.family_name()) + " attention always has its output gate");
   if (hf.attention_bias) return reject("attention_bias", "true", "attention biases are not supported");
 
   // Layer pattern: Qwen3 is full attention throughout; Qwen3.5 from layer_types, else full
