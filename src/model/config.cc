@@ -190,8 +190,8 @@ core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
     return reject("attn_output_gate", "false", std::string(c.family_name()) + " attention always has its output gate");
   if (hf.attention_bias) return reject("attention_bias", "true", "attention biases are not supported");
 
-  // Layer pattern: Qwen3 is full attention throughout; Qwen3.5 from layer_types, else full
-  // attention every full_attention_interval layers.
+  // Layer pattern: Qwen3 is full attention throughout; Qwen3.5 and Qwen3-Next from layer_types,
+  // else full attention every full_attention_interval layers.
   if (qwen3) {
     c.layers.assign(size_t(c.n_layers), LayerKind::kFullAttention);
   } else if (!hf.layer_types.empty()) {
@@ -261,11 +261,11 @@ core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
       return reject("num_experts_per_tok", std::to_string(c.top_k),
                     "exceeds num_experts (" + std::to_string(c.n_experts) + ")");
     if (c.shared_intermediate < 0) return reject("shared_expert_intermediate_size", std::to_string(c.shared_intermediate), "must not be negative");
-    // Qwen3.5-MoE always renormalises the top-k weights; Qwen3-MoE when norm_topk_prob says so
-    // (transformers' default: false).
-    // Qwen3-Next when norm_topk_prob says so (its default: true).
-    c.norm_topk = qwen3 ? hf.keys.count("norm_topk_prob") && hf.norm_topk_prob
-                        : !next || !hf.keys.count("norm_topk_prob") || hf.norm_topk_prob;
+    // Qwen3.5-MoE always renormalises the top-k weights; Qwen3-MoE and Qwen3-Next when
+    // norm_topk_prob says so (transformers' defaults: false for Qwen3-MoE, true for Qwen3-Next,
+    // which is HfConfig's).
+    if (qwen3) c.norm_topk = hf.keys.count("norm_topk_prob") && hf.norm_topk_prob;
+    else c.norm_topk = !next || hf.norm_topk_prob;
   } else {
     c.intermediate = hf.intermediate_size;
     QWEN35_RETURN_IF_ERROR(positive("intermediate_size", c.intermediate));

@@ -246,6 +246,12 @@ TEST(Load, Qwen3NextConfigsRefusedByFieldName) {
   auto w = load_weights(d.path());
   ASSERT_TRUE(w.ok()) << w.message();
   EXPECT_EQ((*w)->config.layer_pattern(), "LFLF");
+  EXPECT_TRUE((*w)->config.norm_topk);
+  TempDir d2;
+  copy_checkpoint(next, d2.path(), [](auto&) { return true; }, [](json& c) { c["norm_topk_prob"] = false; });
+  auto w2 = load_weights(d2.path());
+  ASSERT_TRUE(w2.ok()) << w2.message();
+  EXPECT_FALSE((*w2)->config.norm_topk);
 }
 
 TEST(Load, DirectoryProblems) {
