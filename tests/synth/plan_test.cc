@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <vector>
 
+#include "tools/synth/gguf_layout.h"
 #include "tools/synth/presets.h"
 #include "tools/synth/tensor_plan.h"
 
@@ -73,6 +75,17 @@ TEST(SynthPlan, Qwen3NextRealGeometry) {
   EXPECT_NE(find(mlx, "lm_head.weight"), nullptr);
   EXPECT_NE(find(mlx, "model.layers.0.mlp.switch_mlp.gate_proj.scales"), nullptr);
   EXPECT_EQ(find(mlx, "model.layers.0.input_layernorm.weight")->a, 1.0f) << "stored as 1 + w";
+  // The GGUF layout (nothing written): llama.cpp's qwen3next names and shapes, no MTP block.
+  auto gguf = gguf_tensors(*g, hf, formats::GgmlType::kQ8_0);
+  ASSERT_TRUE(gguf.ok()) << gguf.message();
+  std::map<std::string, std::vector<int64_t>> ne;
+  for (const GgufTensorSpec& t : *gguf) ne[t.name] = t.ne;
+  EXPECT_EQ(ne["blk.0.attn_qkv.weight"], (std::vector<int64_t>{2048, 2 * 16 * 128 + 32 * 128}));
+  EXPECT_EQ(ne["blk.0.attn_gate.weight"], (std::vector<int64_t>{2048, 32 * 128}));
+  EXPECT_EQ(ne["blk.0.ssm_ba.weight"], (std::vector<int64_t>{2048, 64}));
+  EXPECT_EQ(ne["blk.3.attn_q.weight"], (std::vector<int64_t>{2048, 2 * 16 * 256}));
+  EXPECT_EQ(ne["blk.47.ffn_gate_exps.weight"], (std::vector<int64_t>{2048, 512, 512}));
+  EXPECT_EQ(ne.count("blk.0.ssm_alpha.weight") + ne.count("blk.0.ssm_in.weight") + ne.count("blk.48.attn_q.weight"), 0u);
 }
 
 TEST(SynthPlan, RealGeometries) {
