@@ -280,6 +280,7 @@ int cmd_serve(int argc, char** argv) {
   server::ModelInfo mi;
   mi.tok = &*tok;
   mi.tmpl = tmpl ? &*tmpl : nullptr;
+  if (tmpl) mi.tool_format = server::tool_call_format(*tmpl);
   mi.defaults = runtime::sampling_defaults(*gen_cfg);
   for (int64_t e : gen_cfg->eos_token_ids) mi.eos_ids.push_back(int32_t(e));
   for (int64_t e : m.config().eos_token_ids) mi.eos_ids.push_back(int32_t(e));

@@ -1,6 +1,7 @@
-// The three equalities over HTTP on a Qwen3-MoE checkpoint (`qwen35 synth --preset qwen3-tiny-moe`:
-// full attention throughout, no recurrent state) and a Qwen3-Next one (`--preset qwen3-next-tiny`:
-// hybrid, fused DeltaNet projections), exact (HF bf16) and fast (MLX 4-bit):
+// The three equalities over HTTP on a Qwen3, a Qwen3-MoE and a Qwen3-Next checkpoint (`qwen35
+// synth --preset qwen3-tiny`, `qwen3-tiny-moe`: full attention throughout, no recurrent state,
+// Qwen3's chat template; `qwen3-next-tiny`: hybrid, fused DeltaNet projections), exact (HF bf16)
+// and fast (MLX 4-bit):
 //   - concurrent == solo: 8 completions of different lengths, alone and all at once;
 //   - resumed == fresh: a 4-turn chat on servers with and without the prefix cache (whose
 //     entries are KV blocks alone), later turns reporting cached tokens;
@@ -22,15 +23,15 @@ using testing::Json;
 using testing::ServerProcess;
 using testing::TempDir;
 
-// (preset, fast): fast, the MLX 4-bit export with --fast; else the HF bf16 checkpoint, exact.
+// (preset, fast): fast is the MLX 4-bit export with --fast; else the HF bf16 checkpoint, exact.
 class FamilyHttp : public ::testing::TestWithParam<std::tuple<std::string, bool>> {
  protected:
+  bool fast() const { return std::get<1>(GetParam()); }
   void SetUp() override {
     auto r = testing::run_qwen35("synth --preset " + std::get<0>(GetParam()) + " --quiet" +
                                  std::string(fast() ? " --format mlx --bits 4" : "") + " --out " + dir_.file("m"));
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
-  bool fast() const { return std::get<1>(GetParam()); }
   std::string model() const { return dir_.file("m"); }
   std::vector<std::string> flags(std::vector<std::string> extra) const {
     extra.insert(extra.end(), {"--parallel", "8", "--ctx", "1024", "--step-tokens", "96"});
@@ -119,12 +120,12 @@ TEST_P(FamilyHttp, LookupDraftedEqualsPlain) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ExactAndFast, FamilyHttp,
-                         ::testing::Combine(::testing::Values("qwen3-tiny-moe", "qwen3-next-tiny"), ::testing::Bool()),
+                         ::testing::Combine(::testing::Values("qwen3-tiny", "qwen3-tiny-moe", "qwen3-next-tiny"),
+                                            ::testing::Bool()),
                          [](const auto& info) {
-                           std::string name = std::get<0>(info.param) + (std::get<1>(info.param) ? "_fast" : "_exact");
-                           for (char& ch : name)
-                             if (ch == '-') ch = '_';
-                           return name;
+                           const std::string& p = std::get<0>(info.param);
+                           std::string name = p == "qwen3-tiny" ? "qwen3" : p == "qwen3-tiny-moe" ? "qwen3_moe" : "qwen3_next";
+                           return name + (std::get<1>(info.param) ? "_fast" : "_exact");
                          });
 
 }  // namespace
