@@ -238,7 +238,11 @@ int cmd_inspect(int argc, char** argv) {
     std::printf("gated deltanet: %lld key heads, %lld value heads, d_k %lld, d_v %lld, conv kernel %lld\n",
                 (long long)c.n_k_heads, (long long)c.n_v_heads, (long long)c.d_k, (long long)c.d_v,
                 (long long)c.conv_kernel);
-  else
+  if (c.n_linear_layers() > 0 && c.family == model::Family::kQwen3Next)
+    std::printf("qwen3-next: rope one-dimensional; deltanet input projections stored fused per key head "
+                "(in_proj_qkvz, in_proj_ba; GGUF ssm_in or attn_qkv + attn_gate, ssm_ba), regrouped at load; "
+                "value heads in grouped order\n");
+  if (c.n_linear_layers() == 0)
     std::printf("gated deltanet: none (no recurrent state; a prefix-cache snapshot is KV blocks only)\n");
   if (c.moe && c.shared_intermediate > 0)
     std::printf("moe: %lld experts, top-%lld%s, expert intermediate %lld, shared expert intermediate %lld\n",

@@ -63,6 +63,7 @@ const char* ModelConfig::family_name() const {
   switch (family) {
     case Family::kQwen35: return moe ? "Qwen3.5-MoE" : "Qwen3.5";
     case Family::kQwen3: return moe ? "Qwen3-MoE" : "Qwen3";
+    case Family::kQwen3Next: return "Qwen3-Next";
   }
   return "?";
 }
@@ -78,7 +79,8 @@ core::Status classify(const formats::HfConfig& hf, ModelConfig* c) {
   };
   static const Type kTypes[] = {{"qwen3_5", Family::kQwen35, false},     {"qwen3_5_text", Family::kQwen35, false},
                                 {"qwen3_5_moe", Family::kQwen35, true},  {"qwen3_5_moe_text", Family::kQwen35, true},
-                                {"qwen3", Family::kQwen3, false},        {"qwen3_moe", Family::kQwen3, true}};
+                                {"qwen3", Family::kQwen3, false},        {"qwen3_moe", Family::kQwen3, true},
+                                {"qwen3_next", Family::kQwen3Next, true}};
   const Type* root = nullptr;
   const Type* text = nullptr;
   for (const Type& t : kTypes) {
@@ -87,7 +89,7 @@ core::Status classify(const formats::HfConfig& hf, ModelConfig* c) {
   }
   if (root == nullptr)
     return reject("model_type", "\"" + hf.model_type + "\"",
-                  "supported are qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, qwen3, qwen3_moe");
+                  "supported are qwen3_5, qwen3_5_text, qwen3_5_moe, qwen3_5_moe_text, qwen3, qwen3_moe, qwen3_next");
   if (text == nullptr || text->moe != root->moe || text->family != root->family)
     return reject("text_config.model_type", "\"" + hf.text_model_type + "\"",
                   "does not match model_type \"" + hf.model_type + "\"");
@@ -95,6 +97,14 @@ core::Status classify(const formats::HfConfig& hf, ModelConfig* c) {
   c->family = root->family;
   c->moe = root->moe;
   return core::Status();
+}
+
+// "[first]" or "[first, ...]" of a non-empty list, for an error message.
+std::string short_list(const std::vector<int64_t>& v) {
+  std::string list = std::to_string(v[0]);
+  list.insert(list.begin(), '[');
+  list += v.size() > 1 ? ", ...]" : "]";
+  return list;
 }
 
 // What Qwen3 and Qwen3-MoE configs may say that the engine does not build: refused by name.
@@ -112,12 +122,8 @@ core::Status check_qwen3_fields(const formats::HfConfig& hf) {
   if (hf.decoder_sparse_step != 1)
     return reject("decoder_sparse_step", std::to_string(hf.decoder_sparse_step),
                   "only every layer MoE (decoder_sparse_step 1) is supported");
-  if (!hf.mlp_only_layers.empty()) {
-    std::string list = std::to_string(hf.mlp_only_layers[0]);
-    list.insert(list.begin(), '[');
-    list += hf.mlp_only_layers.size() > 1 ? ", ...]" : "]";
-    return reject("mlp_only_layers", list, "dense layers inside a Qwen3-MoE model are not supported");
-  }
+  if (!hf.mlp_only_layers.empty())
+    return reject("mlp_only_layers", short_list(hf.mlp_only_layers), "dense layers inside a Qwen3-MoE model are not supported");
   if (hf.shared_expert_intermediate_size != 0)
     return reject("shared_expert_intermediate_size", std::to_string(hf.shared_expert_intermediate_size),
                   "Qwen3-MoE has no shared expert");
@@ -126,13 +132,29 @@ core::Status check_qwen3_fields(const formats::HfConfig& hf) {
   return core::Status();
 }
 
+// What Qwen3-Next configs may say that the engine does not build: refused by name. Its layer
+// pattern, gated attention and MoE go through the Qwen3.5 paths.
+core::Status check_qwen3_next_fields(const formats::HfConfig& hf) {
+  if (hf.use_sliding_window)
+    return reject("use_sliding_window", "true", "sliding-window attention is not supported");
+  if (!hf.mrope_section.empty())
+    return reject(hf.rope_block_key + ".mrope_section", "set", "Qwen3-Next has one-dimensional RoPE");
+  if (hf.decoder_sparse_step != 1)
+    return reject("decoder_sparse_step", std::to_string(hf.decoder_sparse_step),
+                  "only every layer MoE (decoder_sparse_step 1) is supported");
+  if (!hf.mlp_only_layers.empty())
+    return reject("mlp_only_layers", short_list(hf.mlp_only_layers), "dense layers inside a Qwen3-Next model are not supported");
+  return core::Status();
+}
+
 }  // namespace
 
 core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
   ModelConfig c;
   QWEN35_RETURN_IF_ERROR(classify(hf, &c));
-  const bool moe = c.moe, qwen3 = c.family == Family::kQwen3;
+  const bool moe = c.moe, qwen3 = c.family == Family::kQwen3, next = c.family == Family::kQwen3Next;
   if (qwen3) QWEN35_RETURN_IF_ERROR(check_qwen3_fields(hf));
+  if (next) QWEN35_RETURN_IF_ERROR(check_qwen3_next_fields(hf));
 
   auto positive = [](const char* field, int64_t v) -> core::Status {
     if (v <= 0) return reject(field, std::to_string(v), "must be positive");
@@ -165,11 +187,11 @@ core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
   c.eps = hf.rms_norm_eps;
   c.attn_gate = !qwen3;
   if (!qwen3 && !hf.attn_output_gate)
-    return reject("attn_output_gate", "false", "Qwen3.5 attention always has its output gate");
+    return reject("attn_output_gate", "false", std::string(c.family_name()) + " attention always has its output gate");
   if (hf.attention_bias) return reject("attention_bias", "true", "attention biases are not supported");
 
-  // Layer pattern: Qwen3 is full attention throughout; Qwen3.5 from layer_types, else full
-  // attention every full_attention_interval layers.
+  // Layer pattern: Qwen3 is full attention throughout; Qwen3.5 and Qwen3-Next from layer_types,
+  // else full attention every full_attention_interval layers.
   if (qwen3) {
     c.layers.assign(size_t(c.n_layers), LayerKind::kFullAttention);
   } else if (!hf.layer_types.empty()) {
@@ -204,10 +226,10 @@ core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
 
   // RoPE.
   const std::string rope_key = hf.rope_block_key.empty() ? "rope_parameters" : hf.rope_block_key;
-  if (hf.rope_type != "default" && (qwen3 || hf.rope_type != "mrope"))
+  if (hf.rope_type != "default" && (qwen3 || next || hf.rope_type != "mrope"))
     return reject(rope_key + ".rope_type", "\"" + hf.rope_type + "\"",
-                  qwen3 ? "only default RoPE is supported (no YaRN or other scaling)"
-                        : "only default and mrope RoPE are supported");
+                  qwen3 || next ? "only default RoPE is supported (no YaRN or other scaling)"
+                                : "only default and mrope RoPE are supported");
   // Qwen3's defaults (transformers' Qwen3Config) where the config is silent: the whole head
   // rotates, theta 10000.
   const double factor = qwen3 && !hf.partial_rotary_factor_set ? 1.0 : hf.partial_rotary_factor;
@@ -221,7 +243,8 @@ core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
   if (!(hf.rope_theta > 0) || !std::isfinite(hf.rope_theta))
     return reject("rope_theta", num(hf.rope_theta), "must be positive");
   c.rope_theta = hf.rope_theta;
-  if (qwen3 && !hf.rope_theta_set) c.rope_theta = 10000.0;
+  // transformers' default theta for both (Qwen3-Next's released configs state 1e7).
+  if ((qwen3 || next) && !hf.rope_theta_set) c.rope_theta = 10000.0;
   c.rope_pair_axis = mrope_pair_axis(hf.mrope_section, c.rotary_dim / 2);
   c.max_position = hf.max_position_embeddings;
 
@@ -238,9 +261,11 @@ core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
       return reject("num_experts_per_tok", std::to_string(c.top_k),
                     "exceeds num_experts (" + std::to_string(c.n_experts) + ")");
     if (c.shared_intermediate < 0) return reject("shared_expert_intermediate_size", std::to_string(c.shared_intermediate), "must not be negative");
-    // Qwen3.5-MoE always renormalises the top-k weights; Qwen3-MoE when norm_topk_prob says so
-    // (transformers' default: false).
-    c.norm_topk = !qwen3 || (hf.keys.count("norm_topk_prob") && hf.norm_topk_prob);
+    // Qwen3.5-MoE always renormalises the top-k weights; Qwen3-MoE and Qwen3-Next when
+    // norm_topk_prob says so (transformers' defaults: false for Qwen3-MoE, true for Qwen3-Next,
+    // which is HfConfig's).
+    if (qwen3) c.norm_topk = hf.keys.count("norm_topk_prob") && hf.norm_topk_prob;
+    else c.norm_topk = !next || hf.norm_topk_prob;
   } else {
     c.intermediate = hf.intermediate_size;
     QWEN35_RETURN_IF_ERROR(positive("intermediate_size", c.intermediate));
@@ -258,6 +283,9 @@ core::Result<ModelConfig> make_model_config(const formats::HfConfig& hf) {
   }
   c.tie_word_embeddings = hf.tie_word_embeddings;
   c.mtp_layers = hf.mtp_num_hidden_layers;
+  // Qwen3-Next's config has no MTP field (transformers ignores the mtp.* tensors); the released
+  // checkpoints' head is one layer, mtp.layers.0. Used only when the tensors are there.
+  if (next && !hf.keys.count("mtp_num_hidden_layers")) c.mtp_layers = 1;
   c.eos_token_ids = hf.eos_token_ids;
   return c;
 }

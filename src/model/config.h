@@ -20,7 +20,11 @@ enum class LayerKind { kLinearAttention, kFullAttention };
 //            stores w); partial rotary.
 //   kQwen3:  every layer full attention without the output gate; RMSNorm weights applied as w in
 //            every dialect; rotary over the whole head (qwen3, qwen3_moe).
-enum class Family : uint8_t { kQwen35, kQwen3 };
+//   kQwen3Next: Qwen3.5's layers and conventions (hybrid layout, gated attention, 1+w norms,
+//            partial rotary), 1-D RoPE, always MoE with a sigmoid-gated shared expert; its
+//            checkpoints fuse the DeltaNet input projections per key head (in_proj_qkvz,
+//            in_proj_ba), which the binders regroup (model/fused_proj.h) (qwen3_next).
+enum class Family : uint8_t { kQwen35, kQwen3, kQwen3Next };
 
 struct ModelConfig {
   std::string model_type;
@@ -77,7 +81,7 @@ struct ModelConfig {
   int64_t conv_channels() const { return 2 * n_k_heads * d_k + n_v_heads * d_v; }
   std::string layer_pattern() const;  // e.g. "LLLF LLLF"
   // Whether HF checkpoints store RMSNorm weights zero-centred (w for a norm applied as 1+w).
-  bool hf_norms_zero_centred() const { return family == Family::kQwen35; }
+  bool hf_norms_zero_centred() const { return family != Family::kQwen3; }
   const char* family_name() const;  // "Qwen3.5", "Qwen3", ...
 };
 

@@ -1,4 +1,5 @@
-// Binding of GGUF files (llama.cpp architectures `qwen35`, `qwen35moe`, `qwen3` and `qwen3moe`):
+// Binding of GGUF files (llama.cpp architectures `qwen35`, `qwen35moe`, `qwen3`, `qwen3moe` and
+// `qwen3next`):
 // the configuration
 // from the metadata, through the same support gate as config.json, and the tensors under their
 // ggml names, with the conversions llama.cpp's converter applied undone or mapped:
@@ -11,6 +12,11 @@
 //   - attn_q keeps HF's per-head [query | gate] interleave; ssm_conv1d is [channels, kernel].
 // Qwen3 files hold every weight as HF does (norms as applied, no q/k permutation), and name the
 // post-attention norm ffn_norm (the table's qwen3-family entry).
+// Qwen3-Next files (qwen3next) follow the qwen35 conventions but for the value heads, which stay
+// in HF's grouped order (the converter reorders them only for qwen35), and the DeltaNet input
+// projections: attn_qkv + attn_gate regrouped by the converter, or ssm_in fused per key head as
+// in HF (older files), and ssm_ba always fused; the fused ones are regrouped here
+// (model/fused_proj.h). The converter drops the MTP head.
 #include <cmath>
 
 #include "core/log.h"
@@ -103,17 +109,18 @@ Result<formats::HfConfig> qwen3_gguf_config(const GgufModel& g, const std::strin
 // The metadata as the fields of a config.json, for the support gate.
 Result<formats::HfConfig> gguf_config(const GgufModel& g, std::string* arch_out) {
   QWEN35_ASSIGN_OR_RETURN(std::string arch, g.get_string("general.architecture"));
-  if (arch != "qwen35" && arch != "qwen35moe" && arch != "qwen3" && arch != "qwen3moe")
+  if (arch != "qwen35" && arch != "qwen35moe" && arch != "qwen3" && arch != "qwen3moe" && arch != "qwen3next")
     return error("[gguf] '" + g.path() + "': architecture '" + arch +
-                 "' is not supported (supported: qwen35, qwen35moe, qwen3, qwen3moe)");
+                 "' is not supported (supported: qwen35, qwen35moe, qwen3, qwen3moe, qwen3next)");
   *arch_out = arch;
   if (arch == "qwen3" || arch == "qwen3moe") return qwen3_gguf_config(g, arch);
   const std::string a = arch + ".";
   formats::HfConfig h;
-  const bool moe = arch == "qwen35moe";
-  h.model_type = h.text_model_type = moe ? "qwen3_5_moe" : "qwen3_5";
+  const bool next = arch == "qwen3next", moe = arch == "qwen35moe" || next;
+  h.model_type = h.text_model_type = next ? "qwen3_next" : moe ? "qwen3_5_moe" : "qwen3_5";
   QWEN35_ASSIGN_OR_RETURN(int64_t blocks, g.get_int(a + "block_count"));
   QWEN35_ASSIGN_OR_RETURN(h.mtp_num_hidden_layers, g.get_int_or(a + "nextn_predict_layers", 0));
+  h.keys.insert("mtp_num_hidden_layers");
   if (h.mtp_num_hidden_layers < 0 || h.mtp_num_hidden_layers >= blocks)
     return error("[gguf] '" + a + "nextn_predict_layers' = " + std::to_string(h.mtp_num_hidden_layers) +
                  " does not fit in block_count " + std::to_string(blocks));
@@ -128,6 +135,7 @@ Result<formats::HfConfig> gguf_config(const GgufModel& g, std::string* arch_out)
                  " differs from key_length " + std::to_string(h.head_dim) + " (Qwen3.5 attention has one head_dim)");
   QWEN35_ASSIGN_OR_RETURN(h.rms_norm_eps, g.get_float(a + "attention.layer_norm_rms_epsilon"));
   QWEN35_ASSIGN_OR_RETURN(h.rope_theta, g.get_float(a + "rope.freq_base"));
+  h.rope_theta_set = true;
   QWEN35_ASSIGN_OR_RETURN(int64_t rot, g.get_int(a + "rope.dimension_count"));
   if (rot <= 0 || h.head_dim <= 0 || rot > h.head_dim)
     return error("[gguf] '" + a + "rope.dimension_count' = " + std::to_string(rot) + " does not fit head_dim " +
@@ -166,8 +174,11 @@ Result<formats::HfConfig> gguf_config(const GgufModel& g, std::string* arch_out)
   // The layer kinds from the tensors each block has; the vocabulary from the embedding table.
   const std::string qkv = table_entry(Block::kLinearAttn, Role::kInProj).gguf;
   const std::string q = table_entry(Block::kFullAttn, Role::kInProj).gguf;
+  std::string ssm_in;  // Qwen3-Next's fused form of attn_qkv, in older files
+  for (const Tensor& t : tensor_table())
+    if (t.fused == Fused::kQkv) ssm_in = t.gguf_fused;
   for (int64_t i = 0; i < h.num_hidden_layers; ++i) {
-    const bool linear = g.find(blk(i) + qkv) != nullptr;
+    const bool linear = g.find(blk(i) + qkv) != nullptr || (next && g.find(blk(i) + ssm_in) != nullptr);
     const bool full = g.find(blk(i) + q) != nullptr;
     if (linear == full)
       return error("[gguf] block " + std::to_string(i) + (linear ? " has both " : " has neither ") + "'" +
@@ -212,14 +223,32 @@ Status bind_experts(GgufBinder& b, const ModelConfig& c, const Tensor& t, const 
   return Status();
 }
 
+// A part of a fused DeltaNet projection (Qwen3-Next): the plain tensor when the file has it,
+// else cut from the fused one, bound at the layer's first part that needs it.
+Status bind_fused(GgufBinder& b, const ModelConfig& c, const Tensor& t, const std::string& p, Slot s,
+                  Matrix* whole, OwnedBuffers* owned) {
+  const Dims d = t.dims(c);
+  if (std::string(t.gguf) != t.gguf_fused && b.has(p + t.gguf)) {
+    QWEN35_ASSIGN_OR_RETURN(*s.matrix, b.matrix(p + t.gguf, d.out, d.in));
+    return Status();
+  }
+  if (t.fused == Fused::kQkv || t.fused == Fused::kB || whole->data == nullptr) {
+    QWEN35_ASSIGN_OR_RETURN(*whole, b.matrix(p + t.gguf_fused, fused_rows(c, t.fused), d.in));
+  }
+  *s.matrix = gather_rows(*whole, fused_part_runs(c, t.fused), owned);
+  return Status();
+}
+
 // Binds table entry `t` under prefix `p`: values as stored (norms hold 1+w, ssm_a holds A).
+// `fused`: the layer's fused expert or DeltaNet tensor, bound at its first part.
 Status bind_entry(GgufBinder& b, const ModelConfig& c, const Tensor& t, const std::string& p, Slot s,
-                  Matrix* fused) {
+                  Matrix* fused, OwnedBuffers* owned) {
   const std::string name = p + t.gguf;
   const Dims d = t.dims(c);
   if (t.optional && !b.has(name)) return Status();
   switch (t.form) {
     case Form::kMatrix: {
+      if (t.fused != Fused::kNone) return bind_fused(b, c, t, p, s, fused, owned);
       QWEN35_ASSIGN_OR_RETURN(*s.matrix, b.matrix(name, d.out, d.in));
       break;
     }
@@ -247,7 +276,8 @@ Status bind_layer(GgufBinder& b, ModelWeights& w, int64_t i, LayerKind kind, Lay
   Matrix fused;
   for (const Tensor& t : tensor_table())
     if (in_layer(t, c, kind))
-      QWEN35_RETURN_IF_ERROR(bind_entry(b, c, t, tensor_prefix(t, Dialect::kGguf, "", c, i), t.slot(w, L), &fused));
+      QWEN35_RETURN_IF_ERROR(
+          bind_entry(b, c, t, tensor_prefix(t, Dialect::kGguf, "", c, i), t.slot(w, L), &fused, &w.owned));
   return Status();
 }
 
@@ -257,7 +287,7 @@ Status bind_block(GgufBinder& b, ModelWeights& w, Block block) {
   for (const Tensor& t : tensor_table())
     if (t.block == block)
       QWEN35_RETURN_IF_ERROR(bind_entry(b, w.config, t, tensor_prefix(t, Dialect::kGguf, "", w.config, -1),
-                                        t.slot(w, nullptr), &unused));
+                                        t.slot(w, nullptr), &unused, &w.owned));
   return Status();
 }
 
@@ -271,7 +301,7 @@ Result<std::unique_ptr<ModelWeights>> load_gguf_weights(const std::string& path,
   auto mw = std::make_unique<ModelWeights>();
   mw->config = cfg;
   mw->dialect = Dialect::kGguf;
-  mw->tiled_v_heads = cfg.n_v_heads != cfg.n_k_heads;
+  mw->tiled_v_heads = cfg.n_v_heads != cfg.n_k_heads && cfg.family == Family::kQwen35;
   mw->gguf = g;
   const ModelConfig& c = mw->config;
   GgufBinder b(*g);

@@ -34,7 +34,7 @@ constexpr Tensor kTable[] = {
     {.block = Block::kLayer, .form = Form::kVector, .role = Role::kNorm,
      .hf = "post_attention_layernorm.weight", .gguf = "post_attention_norm.weight",
      .dims = [](const C& c) { return Dims{c.hidden}; },
-     .slot = [](M&, L* l) { return Slot{.floats = &l->post_norm}; }, .family = FamilyOnly::kQwen35},
+     .slot = [](M&, L* l) { return Slot{.floats = &l->post_norm}; }, .family = FamilyOnly::kHybrid},
     // The same norm in llama.cpp's qwen3 and qwen3moe architectures, which name it ffn_norm.
     {.block = Block::kLayer, .form = Form::kVector, .role = Role::kNorm,
      .hf = "post_attention_layernorm.weight", .gguf = "ffn_norm.weight",
@@ -65,16 +65,39 @@ constexpr Tensor kTable[] = {
     // Gated DeltaNet.
     {.block = Block::kLinearAttn, .hf = "linear_attn.in_proj_qkv.weight", .gguf = "attn_qkv.weight",
      .dims = [](const C& c) { return Dims{c.conv_channels(), c.hidden}; }, .int8 = true,
-     .summary = "linear_attn.in_proj_qkv/z", .slot = [](M&, L* l) { return Slot{.matrix = &l->gdn.in_proj_qkv}; }},
+     .summary = "linear_attn.in_proj_qkv/z", .slot = [](M&, L* l) { return Slot{.matrix = &l->gdn.in_proj_qkv}; },
+     .family = FamilyOnly::kQwen35},
     {.block = Block::kLinearAttn, .hf = "linear_attn.in_proj_z.weight", .gguf = "attn_gate.weight",
      .dims = [](const C& c) { return Dims{c.n_v_heads * c.d_v, c.hidden}; }, .int8 = true,
-     .summary = "linear_attn.in_proj_qkv/z", .slot = [](M&, L* l) { return Slot{.matrix = &l->gdn.in_proj_z}; }},
+     .summary = "linear_attn.in_proj_qkv/z", .slot = [](M&, L* l) { return Slot{.matrix = &l->gdn.in_proj_z}; },
+     .family = FamilyOnly::kQwen35},
     {.block = Block::kLinearAttn, .hf = "linear_attn.in_proj_b.weight", .gguf = "ssm_beta.weight",
      .dims = [](const C& c) { return Dims{c.n_v_heads, c.hidden}; }, .int8 = true,
-     .summary = "linear_attn.in_proj_a/b", .slot = [](M&, L* l) { return Slot{.matrix = &l->gdn.in_proj_b}; }},
+     .summary = "linear_attn.in_proj_a/b", .slot = [](M&, L* l) { return Slot{.matrix = &l->gdn.in_proj_b}; },
+     .family = FamilyOnly::kQwen35},
     {.block = Block::kLinearAttn, .hf = "linear_attn.in_proj_a.weight", .gguf = "ssm_alpha.weight",
      .dims = [](const C& c) { return Dims{c.n_v_heads, c.hidden}; }, .int8 = true,
-     .summary = "linear_attn.in_proj_a/b", .slot = [](M&, L* l) { return Slot{.matrix = &l->gdn.in_proj_a}; }},
+     .summary = "linear_attn.in_proj_a/b", .slot = [](M&, L* l) { return Slot{.matrix = &l->gdn.in_proj_a}; },
+     .family = FamilyOnly::kQwen35},
+    // Qwen3-Next's fused forms of the four above (model/fused_proj.h), regrouped at load. GGUF:
+    // llama.cpp's converter now writes attn_qkv and attn_gate regrouped as here (value heads in
+    // HF's grouped order, not Qwen3.5's tiled one); older files hold ssm_in; ssm_ba always fused.
+    {.block = Block::kLinearAttn, .hf = "linear_attn.in_proj_qkvz.weight", .gguf = "attn_qkv.weight",
+     .gguf_fused = "ssm_in.weight", .dims = [](const C& c) { return Dims{c.conv_channels(), c.hidden}; }, .int8 = true,
+     .summary = "linear_attn.in_proj_qkvz", .slot = [](M&, L* l) { return Slot{.matrix = &l->gdn.in_proj_qkv}; },
+     .family = FamilyOnly::kQwen3Next, .fused = Fused::kQkv},
+    {.block = Block::kLinearAttn, .hf = "linear_attn.in_proj_qkvz.weight", .gguf = "attn_gate.weight",
+     .gguf_fused = "ssm_in.weight", .dims = [](const C& c) { return Dims{c.n_v_heads * c.d_v, c.hidden}; }, .int8 = true,
+     .summary = "linear_attn.in_proj_qkvz", .slot = [](M&, L* l) { return Slot{.matrix = &l->gdn.in_proj_z}; },
+     .family = FamilyOnly::kQwen3Next, .fused = Fused::kZ},
+    {.block = Block::kLinearAttn, .hf = "linear_attn.in_proj_ba.weight", .gguf = "ssm_ba.weight",
+     .gguf_fused = "ssm_ba.weight", .dims = [](const C& c) { return Dims{c.n_v_heads, c.hidden}; }, .int8 = true,
+     .summary = "linear_attn.in_proj_ba", .slot = [](M&, L* l) { return Slot{.matrix = &l->gdn.in_proj_b}; },
+     .family = FamilyOnly::kQwen3Next, .fused = Fused::kB},
+    {.block = Block::kLinearAttn, .hf = "linear_attn.in_proj_ba.weight", .gguf = "ssm_ba.weight",
+     .gguf_fused = "ssm_ba.weight", .dims = [](const C& c) { return Dims{c.n_v_heads, c.hidden}; }, .int8 = true,
+     .summary = "linear_attn.in_proj_ba", .slot = [](M&, L* l) { return Slot{.matrix = &l->gdn.in_proj_a}; },
+     .family = FamilyOnly::kQwen3Next, .fused = Fused::kA},
     {.block = Block::kLinearAttn, .role = Role::kOutProj, .hf = "linear_attn.out_proj.weight",
      .gguf = "ssm_out.weight", .dims = [](const C& c) { return Dims{c.hidden, c.n_v_heads * c.d_v}; },
      .int8 = true, .summary = "linear_attn.out_proj",
@@ -170,6 +193,8 @@ bool in_family(const Tensor& t, const ModelConfig& c) {
     case FamilyOnly::kAll: return true;
     case FamilyOnly::kQwen35: return c.family == Family::kQwen35;
     case FamilyOnly::kQwen3: return c.family == Family::kQwen3;
+    case FamilyOnly::kQwen3Next: return c.family == Family::kQwen3Next;
+    case FamilyOnly::kHybrid: return c.family != Family::kQwen3;
   }
   return false;
 }

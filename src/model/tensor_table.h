@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "model/config.h"
+#include "model/fused_proj.h"
 #include "model/tensor_names.h"
 
 namespace qwen35::kernels {
@@ -91,8 +92,9 @@ enum class MlxQuant : uint8_t {
 };
 
 // Which families an entry belongs to, where a tensor's name differs between them (llama.cpp
-// names the post-attention norm post_attention_norm in qwen35, ffn_norm in qwen3).
-enum class FamilyOnly : uint8_t { kAll, kQwen35, kQwen3 };
+// names the post-attention norm post_attention_norm in qwen35 and qwen3next, ffn_norm in qwen3;
+// Qwen3-Next fuses the DeltaNet input projections that Qwen3.5 stores apart).
+enum class FamilyOnly : uint8_t { kAll, kQwen35, kQwen3, kQwen3Next, kHybrid /* Qwen3.5 and Qwen3-Next */ };
 
 struct Dims {
   int64_t out = 0;
@@ -114,7 +116,9 @@ struct Tensor {
   const char* hf = nullptr;          // HF name
   const char* mlx = nullptr;         // MLX name; nullptr: as HF
   const char* gguf = nullptr;        // ggml name
-  const char* gguf_fused = nullptr;  // kExperts: ggml name of the fused gate+up tensor
+  // kExperts: ggml name of the fused gate+up tensor. An entry with `fused` set: ggml name of the
+  // fused tensor it is cut from, bound when `gguf` is absent (or when it is `gguf` itself).
+  const char* gguf_fused = nullptr;
   Half half = Half::kWhole;
   Dims (*dims)(const ModelConfig&) = nullptr;  // per expert for kExperts
   bool optional = false;  // bound only when present (the MoE shared-expert gate)
@@ -130,6 +134,9 @@ struct Tensor {
   // kExperts: the HF name of one expert's matrix under "mlp.experts.<e>.", for checkpoints that
   // store each expert apart (Qwen3-MoE) rather than stacked.
   const char* hf_expert = nullptr;
+  // Qwen3-Next's fused DeltaNet projections (model/fused_proj.h): the part of the fused tensor
+  // (hf/mlx always, GGUF gguf_fused) this entry's matrix is regrouped from. `dims` are the part's.
+  Fused fused = Fused::kNone;
 
   const char* name(Dialect d) const { return d == Dialect::kGguf ? gguf : d == Dialect::kMlx && mlx ? mlx : hf; }
   bool is_layer() const {

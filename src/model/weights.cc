@@ -82,15 +82,31 @@ Status bind_experts(Binder& b, const ModelConfig& c, const Tensor& t, const std:
   return Status();
 }
 
+// A layer's fused DeltaNet projection (Qwen3-Next), bound at the entry of its first part and
+// regrouped for each part into storage `owned` keeps.
+struct FusedProj {
+  Matrix whole;
+  OwnedBuffers* owned = nullptr;
+};
+
+Status bind_fused(Binder& b, const ModelConfig& c, const Tensor& t, const std::string& name, Slot s, FusedProj& fp) {
+  if (t.fused == Fused::kQkv || t.fused == Fused::kB) {
+    QWEN35_ASSIGN_OR_RETURN(fp.whole, b.stacked(name, module_of(name), 1, fused_rows(c, t.fused), t.dims(c).in, false));
+  }
+  *s.matrix = gather_rows(fp.whole, fused_part_runs(c, t.fused), fp.owned);
+  return Status();
+}
+
 // Binds table entry `t` under prefix `p` into its slot. Zero-centred norms get `norm_offset`
 // (1 for HF, which stores w for a norm applied as 1+w).
 Status bind_entry(Binder& b, const ModelConfig& c, Dialect dialect, const Tensor& t, const std::string& p,
-                  float norm_offset, Slot s, ExpertStore& experts) {
+                  float norm_offset, Slot s, ExpertStore& experts, FusedProj& fused) {
   const std::string name = p + t.name(dialect);
   const Dims d = t.dims(c);
   if (t.optional && b.find(name) == nullptr) return Status();
   switch (t.form) {
     case Form::kMatrix: {
+      if (t.fused != Fused::kNone) return bind_fused(b, c, t, name, s, fused);
       QWEN35_ASSIGN_OR_RETURN(*s.matrix, b.stacked(name, module_of(name), 1, d.out, d.in, false));
       break;
     }
@@ -150,10 +166,11 @@ Status bind_layer(Binder& b, ModelWeights& w, int64_t layer, LayerKind kind, flo
   L->kind = kind;
   L->moe.has_shared = c.moe && c.shared_intermediate > 0;
   ExpertStore experts;
+  FusedProj fused{.whole = {}, .owned = &w.owned};
   for (const Tensor& t : tensor_table()) {
     if (!in_layer(t, c, kind)) continue;
     const std::string p = tensor_prefix(t, w.dialect, w.prefix, c, layer);
-    QWEN35_RETURN_IF_ERROR(bind_entry(b, c, w.dialect, t, p, norm_offset, t.slot(w, L), experts));
+    QWEN35_RETURN_IF_ERROR(bind_entry(b, c, w.dialect, t, p, norm_offset, t.slot(w, L), experts, fused));
   }
   return Status();
 }
@@ -161,10 +178,11 @@ Status bind_layer(Binder& b, ModelWeights& w, int64_t layer, LayerKind kind, flo
 // The model-level entries but the head: the embedding table and the final norm.
 Status bind_model(Binder& b, ModelWeights& w, float norm_offset) {
   ExpertStore unused;
+  FusedProj no_fused;
   for (const Tensor& t : tensor_table())
     if (t.block == Block::kModel) {
       const std::string p = tensor_prefix(t, w.dialect, w.prefix, w.config, -1);
-      QWEN35_RETURN_IF_ERROR(bind_entry(b, w.config, w.dialect, t, p, norm_offset, t.slot(w, nullptr), unused));
+      QWEN35_RETURN_IF_ERROR(bind_entry(b, w.config, w.dialect, t, p, norm_offset, t.slot(w, nullptr), unused, no_fused));
     }
   return Status();
 }
@@ -173,10 +191,11 @@ Status bind_model(Binder& b, ModelWeights& w, float norm_offset) {
 // trunk layer, into w.mtp. Outside the text prefix.
 Status bind_mtp(Binder& b, ModelWeights& w, float norm_offset) {
   ExpertStore unused;
+  FusedProj no_fused;
   for (const Tensor& t : tensor_table())
     if (t.block == Block::kMtp) {
       const std::string p = tensor_prefix(t, w.dialect, w.prefix, w.config, w.config.n_layers);
-      QWEN35_RETURN_IF_ERROR(bind_entry(b, w.config, w.dialect, t, p, norm_offset, t.slot(w, nullptr), unused));
+      QWEN35_RETURN_IF_ERROR(bind_entry(b, w.config, w.dialect, t, p, norm_offset, t.slot(w, nullptr), unused, no_fused));
     }
   return bind_layer(b, w, w.config.n_layers, LayerKind::kFullAttention, norm_offset, &w.mtp->layer);
 }
@@ -199,8 +218,8 @@ Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir, core:
   const ModelConfig& c = mw->config;
   QWEN35_ASSIGN_OR_RETURN(mw->prefix, find_prefix(store, table_entry(Block::kModel, Role::kEmbedding)));
   mw->dialect = detect_dialect(store, c, mw->prefix);
-  // Qwen3.5's HF norms hold w for a norm applied as 1+w; MLX and the Qwen3 family store the
-  // weight as applied.
+  // Qwen3.5's and Qwen3-Next's HF norms hold w for a norm applied as 1+w; MLX and the Qwen3
+  // family store the weight as applied.
   const float norm_offset = mw->dialect == Dialect::kHf && c.hf_norms_zero_centred() ? 1.0f : 0.0f;
 
   Binder b(store, c, mw->prefix);

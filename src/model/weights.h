@@ -16,6 +16,7 @@
 #include "formats/safetensors.h"
 #include "kernels/ops.h"
 #include "model/config.h"
+#include "model/fused_proj.h"
 #include "model/tensor_names.h"
 #include "model/vision_weights.h"
 
@@ -97,6 +98,8 @@ struct ModelWeights {
   int64_t end_held() const { return held_end < 0 ? int64_t(layers.size()) : held_end; }
   // GGUF files store the value heads of Gated DeltaNet in tiled order (model/gguf_weights.cc).
   bool tiled_v_heads = false;
+  // Matrices regrouped at load (Qwen3-Next's fused DeltaNet projections, model/fused_proj.h).
+  OwnedBuffers owned;
   formats::TensorStore store;  // owns the mappings (safetensors)
   std::shared_ptr<const formats::GgufModel> gguf;  // owns the mappings and the metadata (GGUF)
 

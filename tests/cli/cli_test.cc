@@ -46,6 +46,14 @@ TEST(Cli, InspectPrintsGeometry) {
                         "8 experts, top-2 renormalised", "no shared expert", "rms norm eps: 1e-06",
                         "chat template: none", "verdict: SUPPORTED"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  // Qwen3-Next: the hybrid pattern, its fused projections, the shared expert; from GGUF too.
+  for (const std::string& m : {ckpt("qwen3_next_e8_top2"), testing::source_dir() + "/tests/fixtures/gguf/qwen3next_q8_0.gguf"}) {
+    r = run_qwen35("inspect -m " + m);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    for (const char* s : {"family: Qwen3-Next", "model_type: qwen3_next", "layer pattern: LFLF", "output gate",
+                          "rope one-dimensional", "in_proj_qkvz", "shared expert intermediate 64", "verdict: SUPPORTED"})
+      EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  }
   // What the server reads from the chat template: Qwen3's writes Hermes-style JSON calls and
   // leaves <think> to the model (synth ships Qwen3's template, in HF and GGUF files alike);
   // Qwen3.5's writes XML calls and its generation prompt opens <think>.

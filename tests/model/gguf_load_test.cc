@@ -50,6 +50,21 @@ TEST(GgufBinding, Qwen3FilesRefuseWhatIsNotBuilt) {
   expect_bind_error([](B& b) { b.str("general.architecture", "qwen2moe"); }, "architecture 'qwen2moe' is not supported", moe);
 }
 
+// Qwen3-Next files (llama.cpp's qwen3next): the fused and the regrouped DeltaNet projections
+// both load; a block missing both, or its ssm_ba, is named; what is not built is refused by key.
+TEST(GgufBinding, Qwen3NextFiles) {
+  using B = qwen35::testing::GgufBuilder;
+  const std::string regrouped = "qwen3next_q8_0", fused = "qwen3next_q4_0_ssm_in";
+  ASSERT_TRUE(load_weights(gguf_dir() + "/" + regrouped + ".gguf").ok());
+  ASSERT_TRUE(load_weights(gguf_dir() + "/" + fused + ".gguf").ok());
+  expect_bind_error([](B& b) { b.erase_tensor("blk.0.ssm_ba.weight"); }, "missing tensor 'blk.0.ssm_ba.weight'", regrouped);
+  expect_bind_error([](B& b) { b.erase_tensor("blk.2.ssm_in.weight"); }, "block 2 has neither", fused);
+  expect_bind_error([](B& b) { b.erase_tensor("blk.0.attn_gate.weight"); }, "missing tensor 'blk.0.ssm_in.weight'", regrouped);
+  expect_bind_error([](B& b) { b.erase_kv("qwen3next.expert_count"); }, "missing metadata key 'qwen3next.expert_count'", regrouped);
+  expect_bind_error([](B& b) { b.erase_kv("qwen3next.ssm.inner_size"); }, "'qwen3next.ssm.inner_size'", regrouped);
+  expect_bind_error([](B& b) { b.u32("qwen3next.expert_used_count", 99); }, "num_experts_per_tok", regrouped);
+}
+
 TEST(GgufBinding, FilesThatAreNotWhatTheyClaim) {
   using B = qwen35::testing::GgufBuilder;
   // The fixture itself loads.
@@ -58,7 +73,7 @@ TEST(GgufBinding, FilesThatAreNotWhatTheyClaim) {
   expect_bind_error([](B& b) { b.erase_tensor("blk.3.attn_k.weight"); }, "missing tensor 'blk.3.attn_k.weight'");
   expect_bind_error([](B& b) { b.erase_tensor("blk.1.attn_qkv.weight"); }, "block 1 has neither");
   expect_bind_error([](B& b) { b.str("general.architecture", "llama"); }, "architecture 'llama' is not supported");
-  expect_bind_error([](B& b) { b.str("general.architecture", "qwen3next"); }, "architecture 'qwen3next' is not supported");
+  expect_bind_error([](B& b) { b.str("general.architecture", "qwen2moe"); }, "architecture 'qwen2moe' is not supported");
   expect_bind_error([](B& b) { b.erase_kv("qwen35.ssm.state_size"); }, "missing metadata key 'qwen35.ssm.state_size'");
   expect_bind_error([](B& b) { b.str("qwen35.embedding_length", "wide"); }, "'qwen35.embedding_length': expected an integer");
   expect_bind_error([](B& b) { b.u32("qwen35.attention.head_count_kv", 3); }, "num_key_value_heads");

@@ -44,6 +44,18 @@ TEST(Load, FixturesBindWithTheirGeometry) {
       EXPECT_EQ(c.n_linear_layers(), 0) << name;
       EXPECT_EQ(c.layers.size(), size_t(c.n_layers)) << name;
       EXPECT_EQ(c.rope_theta, t.value("rope_theta", 10000.0)) << name;
+    } else if (type == "qwen3_next") {  // hybrid, 1-D partial rotary, MoE with a shared expert
+      EXPECT_EQ(c.family, Family::kQwen3Next) << name;
+      EXPECT_TRUE(c.attn_gate && c.moe) << name;
+      for (uint8_t axis : c.rope_pair_axis) EXPECT_EQ(axis, 0) << name << ": one rotary axis";
+      EXPECT_EQ(c.rotary_dim, int64_t(t["head_dim"].get<double>() * t["partial_rotary_factor"].get<double>())) << name;
+      EXPECT_EQ(c.shared_intermediate, t["shared_expert_intermediate_size"].get<int64_t>()) << name;
+      EXPECT_EQ(c.rope_theta, t["rope_theta"].get<double>()) << name;
+      for (size_t i = 0; i < c.layers.size(); ++i) {
+        const bool full = t.contains("layer_types") ? t["layer_types"][i] == "full_attention"
+                                                    : (i + 1) % t["full_attention_interval"].get<size_t>() == 0;
+        EXPECT_EQ(c.layers[i] == LayerKind::kFullAttention, full) << name << " layer " << i;
+      }
     } else {
       EXPECT_EQ(c.family, Family::kQwen35) << name;
       EXPECT_EQ(c.n_k_heads, t["linear_num_key_heads"].get<int64_t>()) << name;
@@ -60,7 +72,11 @@ TEST(Load, FixturesBindWithTheirGeometry) {
       EXPECT_EQ(c.top_k, t["num_experts_per_tok"].get<int64_t>());
     }
     EXPECT_EQ((*w)->tied, t["tie_word_embeddings"].get<bool>()) << name;
-    EXPECT_EQ((*w)->dialect == Dialect::kMlx, (*w)->prefix == "language_model.model.") << name;
+    // mlx-lm exports Qwen3-Next under "model." (its conv taps tell the dialect).
+    if (type == "qwen3_next")
+      EXPECT_EQ((*w)->dialect == Dialect::kMlx, t.contains("quantization")) << name;
+    else
+      EXPECT_EQ((*w)->dialect == Dialect::kMlx, (*w)->prefix == "language_model.model.") << name;
   }
 }
 
@@ -166,7 +182,7 @@ TEST(Load, Qwen3ConfigsRefusedByFieldName) {
        "'layer_types[1]' = \"sliding_attention\""},
       {&dense, [](json& c) { c["attn_output_gate"] = true; }, "'attn_output_gate' = true"},
       {&dense, [](json& c) { c["attention_bias"] = true; }, "'attention_bias' = true"},
-      {&dense, [](json& c) { c["model_type"] = "qwen3_next"; }, "'model_type' = \"qwen3_next\""},
+      {&dense, [](json& c) { c["model_type"] = "qwen3_vl"; }, "'model_type' = \"qwen3_vl\""},
       {&dense, [](json& c) { c["partial_rotary_factor"] = 0.0; }, "partial_rotary_factor"},
       {&moe, [](json& c) { c["rope_scaling"] = {{"type", "yarn"}, {"factor", 4.0}}; }, "yarn"},
       {&moe, [](json& c) { c["use_sliding_window"] = true; }, "'use_sliding_window' = true"},
@@ -190,6 +206,55 @@ TEST(Load, Qwen3ConfigsRefusedByFieldName) {
   auto w = load_weights(d.path());
   ASSERT_TRUE(w.ok()) << w.message();
   EXPECT_EQ((*w)->config.n_full_layers(), 3);
+}
+
+// Qwen3-Next: what its config may say that is not built is refused by field name; a checkpoint
+// missing a fused projection names it; the hub's layout (shards, zero-centred norms, one module
+// per expert) loads with the layer pattern from layer_types as from full_attention_interval.
+TEST(Load, Qwen3NextConfigsRefusedByFieldName) {
+  const std::string next = qwen35::testing::fixture_models_dir() + "/qwen3_next_e8_top2/ckpt";
+  struct Case {
+    std::function<void(json&)> edit;
+    const char* expect;
+  };
+  std::vector<Case> cases = {
+      {[](json& c) { c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}}; }, "'rope_scaling.rope_type' = \"yarn\""},
+      {[](json& c) { c["use_sliding_window"] = true; }, "'use_sliding_window' = true"},
+      {[](json& c) { c["layer_types"] = {"linear_attention", "sliding_attention", "linear_attention", "full_attention"}; },
+       "'layer_types[1]' = \"sliding_attention\""},
+      {[](json& c) { c["rope_parameters"] = {{"rope_type", "default"}, {"mrope_section", {2, 1, 1}}}; },
+       "'rope_parameters.mrope_section'"},
+      {[](json& c) { c["attn_output_gate"] = false; }, "'attn_output_gate' = false"},
+      {[](json& c) { c["decoder_sparse_step"] = 2; }, "'decoder_sparse_step' = 2"},
+      {[](json& c) { c["mlp_only_layers"] = {0, 2}; }, "'mlp_only_layers' = [0, ...]"},
+      {[](json& c) { c["num_experts"] = 0; }, "'num_experts' = 0"},
+      {[](json& c) { c["linear_num_value_heads"] = 3; }, "'linear_num_value_heads' = 3"},
+  };
+  for (const auto& c : cases) {
+    TempDir d;
+    copy_checkpoint(next, d.path(), [](auto&) { return true; }, c.edit);
+    const std::string e = load_error(d.path());
+    EXPECT_NE(e.find(c.expect), std::string::npos) << e;
+  }
+  {
+    TempDir d;
+    copy_checkpoint(next, d.path(), [](auto& t) { return t.name != "model.layers.2.linear_attn.in_proj_ba.weight"; });
+    EXPECT_NE(load_error(d.path()).find("missing tensor 'model.layers.2.linear_attn.in_proj_ba.weight'"), std::string::npos);
+  }
+  TempDir d;
+  copy_checkpoint(next, d.path(), [](auto&) { return true; }, [](json& c) {
+    c.erase("full_attention_interval");
+    c["layer_types"] = {"linear_attention", "full_attention", "linear_attention", "full_attention"};
+  });
+  auto w = load_weights(d.path());
+  ASSERT_TRUE(w.ok()) << w.message();
+  EXPECT_EQ((*w)->config.layer_pattern(), "LFLF");
+  EXPECT_TRUE((*w)->config.norm_topk);
+  TempDir d2;
+  copy_checkpoint(next, d2.path(), [](auto&) { return true; }, [](json& c) { c["norm_topk_prob"] = false; });
+  auto w2 = load_weights(d2.path());
+  ASSERT_TRUE(w2.ok()) << w2.message();
+  EXPECT_FALSE((*w2)->config.norm_topk);
 }
 
 TEST(Load, DirectoryProblems) {

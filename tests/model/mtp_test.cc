@@ -1,5 +1,6 @@
-// The MTP head (model/mtp.cc) against the float64 reference (tools/fixtures/make_mtp_fixtures.py,
-// mtp_logits.npy) at every position, dense and MoE, on the fixtures with an MTP head and on the
+// The MTP head (model/mtp.cc) against the float64 reference (tools/fixtures/make_mtp_fixtures.py;
+// Qwen3-Next's: qwen3_next_ref.py; mtp_logits.npy) at every position, dense and MoE, on the
+// fixtures with an MTP head and on the
 // bundled model and a GGUF file: its cache filled one token at a time, by prompt chunks on the grid and by
 // whole prompts. Then what drafting relies on: the cache after a verification and any commit
 // is the one plain decoding leaves (the next draft has the same bits); drafts of a batch equal
@@ -192,7 +193,8 @@ TEST_P(MtpTest, BatchedAndSharedPrefixDraftsAreAlone) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, MtpTest,
                          ::testing::Values("dense_bf16_tied", "moe_bf16", "extra_hf_gqa4_hd64",
-                                           "extra_moe_hf_e4_top1", "bundled", "gguf_moe_f32_tied"));
+                                           "extra_moe_hf_e4_top1", "bundled", "gguf_moe_f32_tied",
+                                           "qwen3_next_e8_top2"));
 
 // State copies inside prompt chunks (StateCapture, the prefix cache's provisional snapshots)
 // hold the bits of a state fed exactly up to that grid line: the conv and recurrent state of

@@ -33,7 +33,11 @@ std::set<std::string> table_names(const ModelWeights& w, const std::set<std::str
   std::set<std::string> out;
   for_each_tensor(w.config, w.dialect, w.prefix, !w.tied, w.has_mtp, [&](const Tensor& t, const std::string& p) {
     std::string name = p + t.name(w.dialect);
-    if (w.dialect == Dialect::kGguf && t.gguf_fused != nullptr && file.count(p + t.gguf_fused)) name = p + t.gguf_fused;
+    if (w.dialect == Dialect::kGguf && t.gguf_fused != nullptr && file.count(p + t.gguf_fused) &&
+        (t.fused == Fused::kNone || !file.count(name)))
+      name = p + t.gguf_fused;
+    // The untied head: mlx-lm exports of text-only models (Qwen3-Next) keep HF's root name.
+    if (w.dialect == Dialect::kMlx && t.block == Block::kHead && file.count(p + t.hf)) name = p + t.hf;
     // Safetensors experts are HF-fused or MLX switch_mlp whatever the dialect: the file decides.
     if (w.dialect != Dialect::kGguf && t.form == Form::kExperts)
       for (const char* n : {t.hf, t.mlx})
@@ -45,7 +49,9 @@ std::set<std::string> table_names(const ModelWeights& w, const std::set<std::str
         EXPECT_TRUE(out.insert(p + "mlp.experts." + std::to_string(e) + "." + t.hf_expert).second);
       return;
     }
-    EXPECT_TRUE(out.insert(name).second || (t.form == Form::kExperts && t.half == Half::kUp)) << name << " twice";
+    // Qwen3-Next's fused projections: the second part's entry names the tensor the first's did.
+    const bool second_part = (t.form == Form::kExperts && t.half == Half::kUp) || t.fused == Fused::kZ || t.fused == Fused::kA;
+    EXPECT_TRUE(out.insert(name).second || second_part) << name << " twice";
   });
   return out;
 }
@@ -96,6 +102,11 @@ TEST(TensorTable, EntriesAreWellFormed) {
     EXPECT_TRUE(t.half == Half::kWhole || t.form == Form::kExperts) << what;
     EXPECT_TRUE(t.summary == nullptr || matmul) << what << ": inspect summarizes matrices";
     EXPECT_TRUE(!t.optional || t.block == Block::kSharedExpert) << what;
+    // A fused part: a DeltaNet matrix of Qwen3-Next's, with the ggml name of its fused tensor.
+    if (t.fused != Fused::kNone) {
+      EXPECT_TRUE(t.form == Form::kMatrix && t.block == Block::kLinearAttn && t.gguf_fused &&
+                  t.family == FamilyOnly::kQwen3Next) << what;
+    }
   }
   // The router and the shared expert's gate stay exact in fast mode; every other matmul may not.
   int exact = 0;

@@ -1,6 +1,7 @@
-// The three equalities over HTTP on a Qwen3 and a Qwen3-MoE checkpoint (`qwen35 synth --preset
-// qwen3-tiny` and `qwen3-tiny-moe`: full attention throughout, no recurrent state, Qwen3's chat
-// template), exact (HF bf16) and fast (MLX 4-bit):
+// The three equalities over HTTP on a Qwen3, a Qwen3-MoE and a Qwen3-Next checkpoint (`qwen35
+// synth --preset qwen3-tiny`, `qwen3-tiny-moe`: full attention throughout, no recurrent state,
+// Qwen3's chat template; `qwen3-next-tiny`: hybrid, fused DeltaNet projections), exact (HF bf16)
+// and fast (MLX 4-bit):
 //   - concurrent == solo: 8 completions of different lengths, alone and all at once;
 //   - resumed == fresh: a 4-turn chat on servers with and without the prefix cache (whose
 //     entries are KV blocks alone), later turns reporting cached tokens;
@@ -119,9 +120,11 @@ TEST_P(FamilyHttp, LookupDraftedEqualsPlain) {
 }
 
 INSTANTIATE_TEST_SUITE_P(ExactAndFast, FamilyHttp,
-                         ::testing::Combine(::testing::Values("qwen3-tiny", "qwen3-tiny-moe"), ::testing::Bool()),
+                         ::testing::Combine(::testing::Values("qwen3-tiny", "qwen3-tiny-moe", "qwen3-next-tiny"),
+                                            ::testing::Bool()),
                          [](const auto& info) {
-                           std::string name = std::get<0>(info.param) == "qwen3-tiny" ? "qwen3" : "qwen3_moe";
+                           const std::string& p = std::get<0>(info.param);
+                           std::string name = p == "qwen3-tiny" ? "qwen3" : p == "qwen3-tiny-moe" ? "qwen3_moe" : "qwen3_next";
                            return name + (std::get<1>(info.param) ? "_fast" : "_exact");
                          });
 

@@ -45,7 +45,9 @@ void expect_same(const Out& got, const Out& want, const std::string& what) {
 
 // (model, drafter). Models: "tiny", "tiny-moe" (synthetic HF, with MTP heads), "tiny-mlx"
 // (synthetic MLX 4-bit with an MTP head, fast), "kjv" (the bundled model), "kjv-4bit" (its MLX
-// export, fast, no MTP head), "qwen3" and "qwen3-moe" (the Qwen3 family fixtures, no MTP head).
+// export, fast, no MTP head), "qwen3" and "qwen3-moe" (the Qwen3 family fixtures, no MTP head),
+// "qwen3-next" (the Qwen3-Next fixture, no MTP head), "qwen3-next-tiny" (synthetic HF Qwen3-Next
+// with its MTP head: a MoE layer under mtp.*).
 class SpecTest : public ::testing::TestWithParam<std::tuple<std::string, SpecMethod>> {
  protected:
   void SetUp() override {
@@ -55,8 +57,9 @@ class SpecTest : public ::testing::TestWithParam<std::tuple<std::string, SpecMet
     if (which == "kjv-4bit") dir += "/mlx-4bit";
     if (which == "qwen3" || which == "qwen3-moe")  // the Qwen3 fixtures: full attention throughout
       dir = testing::fixture_models_dir() + (which == "qwen3" ? "/qwen3_dense_tied_bf16" : "/qwen3_moe_e8_top2") + "/ckpt";
-    if (which.rfind("tiny", 0) == 0) {
-      const std::string preset = which == "tiny-moe" ? "tiny-moe" : "tiny";
+    if (which == "qwen3-next") dir = testing::fixture_models_dir() + "/qwen3_next_e8_top2/ckpt";
+    if (which.rfind("tiny", 0) == 0 || which == "qwen3-next-tiny") {
+      const std::string preset = which == "tiny-mlx" ? "tiny" : which;
       const std::string fmt = which == "tiny-mlx" ? " --format mlx --mtp on" : "";
       auto r = testing::run_qwen35("synth --preset " + preset + fmt + " --quiet --out " + tmp_.file("m"));
       ASSERT_EQ(r.exit_code, 0) << r.err;
@@ -251,8 +254,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(std::tuple{"tiny", SpecMethod::kLookup}, std::tuple{"tiny-moe", SpecMethod::kLookup},
                       std::tuple{"kjv", SpecMethod::kLookup}, std::tuple{"kjv-4bit", SpecMethod::kLookup},
                       std::tuple{"qwen3", SpecMethod::kLookup}, std::tuple{"qwen3-moe", SpecMethod::kLookup},
+                      std::tuple{"qwen3-next", SpecMethod::kLookup},
                       std::tuple{"tiny", SpecMethod::kMtp}, std::tuple{"tiny-moe", SpecMethod::kMtp},
-                      std::tuple{"tiny-mlx", SpecMethod::kMtp}, std::tuple{"kjv", SpecMethod::kMtp}),
+                      std::tuple{"tiny-mlx", SpecMethod::kMtp}, std::tuple{"kjv", SpecMethod::kMtp},
+                      std::tuple{"qwen3-next-tiny", SpecMethod::kMtp}),
     [](const auto& info) {
       std::string s = std::get<0>(info.param) + "_" + spec_method_name(std::get<1>(info.param));
       for (char& c : s)

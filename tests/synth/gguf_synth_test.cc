@@ -302,6 +302,39 @@ TEST_F(GgufSynthTest, Qwen3Bf16IsTheHfCheckpointBitForBit) {
   }
 }
 
+// Qwen3-Next (llama.cpp's qwen3next): in_proj_qkvz regrouped into attn_qkv and attn_gate,
+// in_proj_ba whole as ssm_ba, value heads in HF's grouped order, norms 1 + w, no MTP block. A
+// BF16 file gives the HF checkpoint's logits: bit for bit on the scalar reference, to float
+// rounding on the CPU kernels (the router is F32 there, bf16 in HF).
+TEST_F(GgufSynthTest, Qwen3NextBf16IsTheHfCheckpoint) {
+  const std::string hf = synth("qwen3-next-tiny", "hf", "", "qwen3-next-tiny-hf");
+  const std::string gguf = synth("qwen3-next-tiny", "gguf", "bf16", "qwen3-next-tiny.gguf");
+  auto g = GgufModel::open(gguf);
+  ASSERT_TRUE(g.ok()) << g.message();
+  EXPECT_EQ(*(*g)->get_string("general.architecture"), "qwen3next");
+  EXPECT_EQ(*(*g)->get_int("qwen3next.block_count"), 4);
+  EXPECT_EQ((*g)->find_value("qwen3next.rope.dimension_sections"), nullptr);
+  EXPECT_EQ((*g)->find_value("qwen3next.nextn_predict_layers"), nullptr);
+  EXPECT_EQ((*g)->find("blk.0.attn_qkv.weight")->ne, (std::vector<int64_t>{128, 2 * 2 * 128 + 4 * 128}));
+  EXPECT_EQ((*g)->find("blk.0.ssm_ba.weight")->ne, (std::vector<int64_t>{128, 8}));
+  EXPECT_EQ((*g)->find("blk.0.ssm_beta.weight"), nullptr);
+  EXPECT_NE((*g)->find("blk.3.post_attention_norm.weight"), nullptr);
+  auto w = model::load_weights(gguf);
+  ASSERT_TRUE(w.ok()) << w.message();
+  EXPECT_EQ((*w)->config.family, model::Family::kQwen3Next);
+  EXPECT_FALSE((*w)->tiled_v_heads);
+  for (const kernels::Ops* ops : {&kernels::ref_ops(), &kernels::cpu_ops()}) {
+    const std::vector<float> a = logits(hf, *ops, &pool_, kTokens);
+    const std::vector<float> b = logits(gguf, *ops, &pool_, kTokens);
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_GT(max_abs(a), 1.0f);  // not a degenerate model
+    if (ops == &kernels::cpu_ops())
+      EXPECT_LE(max_diff(a, b), 1e-5f * max_abs(a));
+    else
+      EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "max |hf - gguf| " << max_diff(a, b);
+  }
+}
+
 TEST_F(GgufSynthTest, RejectsBadOptionsInOneLine) {
   SynthOptions o;
   o.progress = false;

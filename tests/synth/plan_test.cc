@@ -2,8 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <vector>
 
+#include "tools/synth/gguf_layout.h"
 #include "tools/synth/presets.h"
 #include "tools/synth/tensor_plan.h"
 
@@ -46,6 +48,44 @@ TEST(SynthPlan, Qwen3RealGeometries) {
     EXPECT_FALSE(hf.has_mtp);
     EXPECT_FALSE(hf.has_vision);
   }
+}
+
+// Qwen3-Next-80B-A3B against its model card (80B in total, about 3B activated), in the hub's
+// layout: "model." names, the fused DeltaNet projections, zero-centred norms, one MTP layer in
+// HF (mlx-lm drops it).
+TEST(SynthPlan, Qwen3NextRealGeometry) {
+  auto g = find_preset("qwen3-next-80b-a3b");
+  ASSERT_TRUE(g.ok()) << g.message();
+  const TensorPlan trunk = build_tensor_plan(*g, {Dialect::kHf, 4, 64, PlanOptions::Mtp::kOff});
+  EXPECT_NEAR(double(plan_params_bf16(trunk)) / 1e9, 80.0, 0.03 * 80.0);
+  const TensorPlan hf = build_tensor_plan(*g, {Dialect::kHf, 4, 64});
+  EXPECT_TRUE(hf.has_mtp);
+  const TensorSpec* qkvz = find(hf, "model.layers.0.linear_attn.in_proj_qkvz.weight");
+  ASSERT_NE(qkvz, nullptr);
+  EXPECT_EQ(qkvz->shape, (std::vector<int64_t>{2 * 16 * 128 + 2 * 32 * 128, 2048}));
+  const TensorSpec* ba = find(hf, "model.layers.0.linear_attn.in_proj_ba.weight");
+  ASSERT_NE(ba, nullptr);
+  EXPECT_EQ(ba->shape, (std::vector<int64_t>{64, 2048}));
+  EXPECT_EQ(find(hf, "model.layers.0.linear_attn.in_proj_qkv.weight"), nullptr);
+  EXPECT_EQ(find(hf, "model.layers.3.self_attn.q_proj.weight")->shape, (std::vector<int64_t>{2 * 16 * 256, 2048}));
+  EXPECT_EQ(find(hf, "model.layers.0.input_layernorm.weight")->a, 0.0f) << "zero-centred";
+  EXPECT_NE(find(hf, "lm_head.weight"), nullptr);
+  const TensorPlan mlx = build_tensor_plan(*g, {Dialect::kMlx, 4, 64});
+  EXPECT_FALSE(mlx.has_mtp);
+  EXPECT_NE(find(mlx, "lm_head.weight"), nullptr);
+  EXPECT_NE(find(mlx, "model.layers.0.mlp.switch_mlp.gate_proj.scales"), nullptr);
+  EXPECT_EQ(find(mlx, "model.layers.0.input_layernorm.weight")->a, 1.0f) << "stored as 1 + w";
+  // The GGUF layout (nothing written): llama.cpp's qwen3next names and shapes, no MTP block.
+  auto gguf = gguf_tensors(*g, hf, formats::GgmlType::kQ8_0);
+  ASSERT_TRUE(gguf.ok()) << gguf.message();
+  std::map<std::string, std::vector<int64_t>> ne;
+  for (const GgufTensorSpec& t : *gguf) ne[t.name] = t.ne;
+  EXPECT_EQ(ne["blk.0.attn_qkv.weight"], (std::vector<int64_t>{2048, 2 * 16 * 128 + 32 * 128}));
+  EXPECT_EQ(ne["blk.0.attn_gate.weight"], (std::vector<int64_t>{2048, 32 * 128}));
+  EXPECT_EQ(ne["blk.0.ssm_ba.weight"], (std::vector<int64_t>{2048, 64}));
+  EXPECT_EQ(ne["blk.3.attn_q.weight"], (std::vector<int64_t>{2048, 2 * 16 * 256}));
+  EXPECT_EQ(ne["blk.47.ffn_gate_exps.weight"], (std::vector<int64_t>{2048, 512, 512}));
+  EXPECT_EQ(ne.count("blk.0.ssm_alpha.weight") + ne.count("blk.0.ssm_in.weight") + ne.count("blk.48.attn_q.weight"), 0u);
 }
 
 TEST(SynthPlan, RealGeometries) {

@@ -121,12 +121,60 @@ json qwen3_config(const model::ModelConfig& c) {
   return j;
 }
 
+// Qwen3-Next: the flat config.json of the released checkpoint, as transformers' Qwen3NextConfig
+// writes it (no layer_types: full_attention_interval; no MTP field, though the checkpoint has
+// mtp.* tensors).
+json qwen3_next_config(const model::ModelConfig& c) {
+  return {
+      {"architectures", {"Qwen3NextForCausalLM"}},
+      {"attention_bias", false},
+      {"attention_dropout", 0.0},
+      {"bos_token_id", c.eos_token_ids.front()},
+      {"decoder_sparse_step", 1},
+      {"eos_token_id", c.eos_token_ids.front()},
+      {"full_attention_interval", kFullAttentionInterval},
+      {"head_dim", c.head_dim},
+      {"hidden_act", "silu"},
+      {"hidden_size", c.hidden},
+      {"initializer_range", 0.02},
+      {"intermediate_size", 5 * c.hidden / 2},
+      {"linear_conv_kernel_dim", c.conv_kernel},
+      {"linear_key_head_dim", c.d_k},
+      {"linear_num_key_heads", c.n_k_heads},
+      {"linear_num_value_heads", c.n_v_heads},
+      {"linear_value_head_dim", c.d_v},
+      {"max_position_embeddings", c.max_position},
+      {"mlp_only_layers", json::array()},
+      {"model_type", c.model_type},
+      {"moe_intermediate_size", c.moe_intermediate},
+      {"norm_topk_prob", c.norm_topk},
+      {"num_attention_heads", c.n_heads},
+      {"num_experts", c.n_experts},
+      {"num_experts_per_tok", c.top_k},
+      {"num_hidden_layers", c.n_layers},
+      {"num_key_value_heads", c.n_kv_heads},
+      {"output_router_logits", false},
+      {"partial_rotary_factor", double(c.rotary_dim) / double(c.head_dim)},
+      {"rms_norm_eps", c.eps},
+      {"rope_scaling", nullptr},
+      {"rope_theta", c.rope_theta},
+      {"router_aux_loss_coef", 0.001},
+      {"shared_expert_intermediate_size", c.shared_intermediate},
+      {"tie_word_embeddings", tied(c)},
+      {"torch_dtype", "bfloat16"},
+      {"transformers_version", "4.57.0"},
+      {"use_cache", true},
+      {"use_sliding_window", false},
+      {"vocab_size", c.vocab},
+  };
+}
+
 }  // namespace
 
 std::string make_config_json(const Preset& preset, const PlanOptions& opts, const TensorPlan& plan) {
   const model::ModelConfig& c = preset.config;
-  if (c.family == model::Family::kQwen3) {
-    json root = qwen3_config(c);
+  if (c.family != model::Family::kQwen35) {
+    json root = c.family == model::Family::kQwen3 ? qwen3_config(c) : qwen3_next_config(c);
     if (opts.dialect == Dialect::kMlx) {
       json q = {{"group_size", opts.group_size}, {"bits", opts.bits}, {"mode", "affine"}};
       for (const auto& [module, ov] : plan.quant_overrides) q[module] = {{"group_size", ov.group_size}, {"bits", ov.bits}};

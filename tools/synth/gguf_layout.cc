@@ -75,6 +75,8 @@ class Mapper {
 
 void Mapper::add(const model::Tensor& e, int64_t layer) {
   using model::Dialect;
+  using model::Fused;
+  if (e.fused == Fused::kA) return;  // ssm_ba holds b and a: written whole at b
   GgufTensorSpec t;
   t.name = model::tensor_prefix(e, Dialect::kGguf, "", c_, layer) + e.gguf;
   const std::string src = model::tensor_prefix(e, Dialect::kHf, text_prefix(c_, Dialect::kHf), c_, layer) + e.hf;
@@ -95,7 +97,16 @@ void Mapper::add(const model::Tensor& e, int64_t layer) {
     const bool up = e.half == model::Half::kUp;
     t.unit_map = [I, up](int64_t r) { return (r / I) * 2 * I + (up ? I : 0) + r % I; };
   }
-  tile_value_heads(e.gguf, &t);
+  // Qwen3-Next: attn_qkv and attn_gate are in_proj_qkvz's rows regrouped (the converter's
+  // current layout), ssm_ba is in_proj_ba whole; value heads stay in HF's grouped order.
+  if (e.fused == Fused::kB) t.ne = {d.in, model::fused_rows(c_, e.fused)};
+  if (e.fused == Fused::kQkv || e.fused == Fused::kZ) {
+    std::vector<int64_t> rows;
+    for (const model::RowRun& run : model::fused_part_runs(c_, e.fused))
+      for (int64_t r = 0; r < run.count; ++r) rows.push_back(run.first + r);
+    t.unit_map = [rows](int64_t r) { return rows[size_t(r)]; };
+  }
+  if (c_.family == model::Family::kQwen35) tile_value_heads(e.gguf, &t);
   const bool f32 = t.ne.size() == 1 || forced_f32(t.name) || type_ == GgmlType::kF32;
   t.type = f32 ? GgmlType::kF32 : gguf_row_fits(type_, t.ne[0]) ? type_ : GgmlType::kF16;
   out_.push_back(std::move(t));
@@ -141,12 +152,13 @@ Result<std::vector<GgufTensorSpec>> Mapper::build(bool mtp) {
 Result<std::vector<GgufTensorSpec>> gguf_tensors(const Preset& preset, const TensorPlan& hf,
                                                  GgmlType matrix_type) {
   const model::ModelConfig& c = preset.config;
-  // llama.cpp's qwen35 graph takes the value head dim from ssm.state_size (= d_k), and tiles value
-  // heads over key heads.
+  // llama.cpp's qwen35 and qwen3next graphs take the value head dim from ssm.state_size (= d_k),
+  // and repeat key heads over value heads.
   if (c.n_linear_layers() > 0 && (c.d_k != c.d_v || c.n_k_heads <= 0 || c.n_v_heads % c.n_k_heads != 0))
     return core::error("[synth] preset '" + preset.name +
                        "' has no GGUF layout (llama.cpp needs d_k == d_v and n_v_heads a multiple of n_k_heads)");
-  return Mapper(preset, hf, matrix_type).build(hf.has_mtp);
+  // llama.cpp's converter drops Qwen3-Next's MTP head.
+  return Mapper(preset, hf, matrix_type).build(hf.has_mtp && c.family != model::Family::kQwen3Next);
 }
 
 }  // namespace qwen35::tools

@@ -98,11 +98,29 @@ void add_qwen3_metadata(GgufWriter* w, const Preset& p, GgmlType matrix_type) {
   add_tokenizer(w, p);
 }
 
+// llama.cpp's converter for Qwen3-Next (Qwen3NextModel): Qwen2-MoE's keys, the recurrent ones,
+// full_attention_interval and the rotary width; no M-RoPE sections, no MTP block.
+void add_qwen3_next_metadata(GgufWriter* w, const Preset& p, GgmlType matrix_type) {
+  const model::ModelConfig& c = p.config;
+  const std::string a = add_common(w, p, "qwen3next", "Qwen3-Next", c.n_layers, matrix_type);
+  w->add_u32(a + "feed_forward_length", uint32_t(5 * c.hidden / 2));
+  w->add_u32(a + "expert_shared_feed_forward_length", uint32_t(c.shared_intermediate));
+  w->add_u32(a + "ssm.conv_kernel", uint32_t(c.conv_kernel));
+  w->add_u32(a + "ssm.state_size", uint32_t(c.d_k));
+  w->add_u32(a + "ssm.group_count", uint32_t(c.n_k_heads));
+  w->add_u32(a + "ssm.time_step_rank", uint32_t(c.n_v_heads));
+  w->add_u32(a + "ssm.inner_size", uint32_t(c.n_v_heads * c.d_v));
+  w->add_u32(a + "full_attention_interval", uint32_t(kFullAttentionInterval));
+  w->add_u32(a + "rope.dimension_count", uint32_t(c.rotary_dim));
+  add_tokenizer(w, p);
+}
+
 }  // namespace
 
 void add_gguf_metadata(GgufWriter* w, const Preset& p, int64_t n_mtp, GgmlType matrix_type) {
   const model::ModelConfig& c = p.config;
   if (c.family == model::Family::kQwen3) return add_qwen3_metadata(w, p, matrix_type);
+  if (c.family == model::Family::kQwen3Next) return add_qwen3_next_metadata(w, p, matrix_type);
   const std::string a = add_common(w, p, c.moe ? "qwen35moe" : "qwen35", "Qwen3.5", c.n_layers + n_mtp, matrix_type);
   if (!c.moe) w->add_u32(a + "feed_forward_length", uint32_t(c.intermediate));
   // The M-RoPE sections config.json gives (config_gen.cc), padded to four.

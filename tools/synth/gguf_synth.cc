@@ -213,7 +213,8 @@ Result<SynthSummary> write_synthetic_gguf(const SynthOptions& opts, const Preset
   const TensorPlan plan = build_tensor_plan(preset, plan_opts);
   QWEN35_ASSIGN_OR_RETURN(const std::vector<GgufTensorSpec> tensors, gguf_tensors(preset, plan, type));
   GgufWriter w;
-  add_gguf_metadata(&w, preset, plan.has_mtp ? preset.config.mtp_layers : 0, type);
+  const bool mtp = plan.has_mtp && preset.config.family != model::Family::kQwen3Next;  // see gguf_tensors
+  add_gguf_metadata(&w, preset, mtp ? preset.config.mtp_layers : 0, type);
   for (const GgufTensorSpec& t : tensors) w.add_tensor(t.name, t.ne, t.type, t.nbytes());
   QWEN35_RETURN_IF_ERROR(w.begin(path));
   Progress progress(w.data_bytes(), opts.progress);

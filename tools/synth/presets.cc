@@ -106,6 +106,19 @@ ModelConfig qwen3_moe(ModelConfig c, int64_t n_experts, int64_t top_k, int64_t m
   return c;
 }
 
+// Qwen3-Next (transformers' qwen3_next): Qwen3.5's hybrid trunk (head_dim 256, rotary 64, theta
+// 1e7, L L L F, d_k = d_v = 128) with one-dimensional RoPE, always MoE with a shared expert
+// (top-k renormalised), context 262144, one MTP layer, no tower.
+ModelConfig qwen3_next(int64_t hidden, int64_t n_layers, int64_t n_heads, int64_t n_kv_heads, int64_t n_k_heads,
+                       int64_t n_v_heads, int64_t n_experts, int64_t top_k, int64_t moe_intermediate,
+                       int64_t shared_intermediate, int64_t vocab) {
+  ModelConfig c = with_moe(dense(hidden, n_layers, 0, n_heads, n_kv_heads, n_k_heads, n_v_heads, false, vocab),
+                           n_experts, top_k, moe_intermediate, shared_intermediate);
+  c.model_type = "qwen3_next";
+  c.family = model::Family::kQwen3Next;
+  return c;
+}
+
 // Real sizes: vocab 248320 rows, BPE 248044 + 33 added tokens (248044..248076), std 0.02 init.
 constexpr int64_t kRealVocab = 248320;
 Preset real(const char* name, ModelConfig c) {
@@ -155,7 +168,11 @@ std::vector<Preset> all_presets() {
   v.push_back(qwen3_real("qwen3-8b", qwen3(4096, 36, 12288, 32, 8, false, kQwen3Vocab)));
   v.push_back(qwen3_real("qwen3-32b", qwen3(5120, 64, 25600, 64, 8, false, kQwen3Vocab)));
   v.push_back(qwen3_real("qwen3-30b-a3b", qwen3_moe(qwen3(2048, 48, 0, 32, 4, false, kQwen3Vocab), 128, 8, 768)));
+  // Qwen3-Next-80B-A3B's config.json: 48 layers of width 2048, 16 query heads of 2 kv heads, 16
+  // key heads of 32 value heads, 512 experts of 512 (top 10) and a shared expert of 512.
+  v.push_back(qwen3_real("qwen3-next-80b-a3b", qwen3_next(2048, 48, 16, 2, 16, 32, 512, 10, 512, 512, kQwen3Vocab)));
   // The tiny trunk for tests, dense and MoE.
+  v.push_back(tiny("qwen3-next-tiny", qwen3_next(128, 4, 4, 2, 2, 4, 8, 2, 128, 128, kTinyVocab)));
   v.push_back(tiny("qwen3-tiny", qwen3(128, 4, 256, 4, 2, true, kTinyVocab)));
   v.push_back(tiny("qwen3-tiny-moe", qwen3_moe(qwen3(128, 4, 0, 4, 2, false, kTinyVocab), 8, 2, 128)));
   // Qwen3-0.6B's width (hidden 1024, 16 query and 8 kv heads of 128, MLP 3072) in 2 layers on

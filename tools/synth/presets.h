@@ -1,6 +1,7 @@
 // The synthetic checkpoints: the real Qwen3.5 geometries (docs/design.md §5, "Real geometries"),
-// the real Qwen3 and Qwen3-MoE ones (qwen3-0.6b, -4b, -8b, -32b, -30b-a3b), and tiny ones for
-// tests (tiny, tiny-moe, qwen3-tiny, qwen3-tiny-moe).
+// the real Qwen3 and Qwen3-MoE ones (qwen3-0.6b, -4b, -8b, -32b, -30b-a3b), Qwen3-Next's
+// (qwen3-next-80b-a3b), and tiny ones for tests (tiny, tiny-moe, qwen3-tiny, qwen3-tiny-moe,
+// qwen3-next-tiny).
 #pragma once
 
 #include <cstdint>
@@ -16,7 +17,7 @@ namespace qwen35::tools {
 // vocabulary.
 constexpr int64_t kNumAddedTokens = 33;
 
-// Every Qwen3.5 preset has the real checkpoints' layer pattern L L L F (Qwen3: all F).
+// Every Qwen3.5 and Qwen3-Next preset has the real checkpoints' layer pattern L L L F (Qwen3: all F).
 constexpr int64_t kFullAttentionInterval = 4;
 
 struct Preset {

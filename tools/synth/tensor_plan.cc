@@ -131,11 +131,16 @@ Kind kind_of(Role r) {
 }
 
 void Planner::entry(const model::Tensor& t, const std::string& prefix) {
-  const std::string name = prefix + t.name(o_.dialect);
+  // mlx-lm's exports of the text-only families keep HF's root lm_head.
+  const bool root_head = t.block == model::Block::kHead && c_.family == model::Family::kQwen3Next;
+  const std::string name = prefix + (root_head ? t.hf : t.name(o_.dialect));
   const model::Dims d = t.dims(c_);
   switch (t.form) {
     case Form::kMatrix:
-      linear(name, {d.out, d.in}, kind_of(t.role), t.mlx_quant);
+      // Qwen3-Next's fused DeltaNet projections: written once, whole, at their first part.
+      if (t.fused == model::Fused::kZ || t.fused == model::Fused::kA) return;
+      linear(name, {t.fused == model::Fused::kNone ? d.out : model::fused_rows(c_, t.fused), d.in}, kind_of(t.role),
+             t.mlx_quant);
       return;
     case Form::kExperts:
       // HF fuses gate and up into one tensor, gate rows first: written once, at the gate half.
@@ -217,8 +222,9 @@ TensorPlan Planner::build() {
 }  // namespace
 
 std::string text_prefix(const model::ModelConfig& c, Dialect d) {
-  // Qwen3's checkpoints (HF and mlx-lm's exports alike) name the text model "model.".
-  if (c.family == model::Family::kQwen3) return model::names::kTextOnlyPrefix;
+  // Qwen3's and Qwen3-Next's checkpoints (HF and mlx-lm's exports alike) name the text model
+  // "model.".
+  if (c.family != model::Family::kQwen35) return model::names::kTextOnlyPrefix;
   return model::dialect_names(d).prefix;
 }
 

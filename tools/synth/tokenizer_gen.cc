@@ -258,8 +258,8 @@ std::string qwen3_chat_template() {
 }
 
 std::string chat_template_for(const std::string& model_type) {
-  return model_type == "qwen3" || model_type == "qwen3_moe" ? qwen3_chat_template()
-                                                            : qwen35_chat_template();
+  const bool qwen3_kind = model_type == "qwen3" || model_type == "qwen3_moe" || model_type == "qwen3_next";
+  return qwen3_kind ? qwen3_chat_template() : qwen35_chat_template();
 }
 
 }  // namespace qwen35::tools

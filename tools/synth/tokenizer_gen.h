@@ -42,7 +42,8 @@ std::string qwen35_chat_template();
 // tokenizer_config.json, as tests/fixtures/chat_template/qwen3 holds it): Hermes-style JSON tool
 // calls, and a generation prompt that leaves <think> to the model.
 std::string qwen3_chat_template();
-// The template a checkpoint of `model_type` ships: Qwen3's for qwen3 and qwen3_moe, else Qwen3.5's.
+// The template a checkpoint of `model_type` ships: Qwen3's for qwen3, qwen3_moe and qwen3_next
+// (Qwen3-Next's released templates write Hermes-style JSON calls too), else Qwen3.5's.
 std::string chat_template_for(const std::string& model_type);
 
 }  // namespace qwen35::tools
