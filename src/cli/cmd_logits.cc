@@ -53,6 +53,7 @@ int cmd_logits(int argc, char** argv) {
   app.add_option("--load", lo.load_mode, kLoadModeHelp);
   app.add_option("--isa", lo.isa, "cap run-time SIMD dispatch at this target (e.g. AVX2, SSE4) to measure older CPUs");
   app.add_flag("--fast", lo.fast, "int8 activations for quantized matmuls: MLX, and the GGUF block types (faster; not bit-identical to the exact mode)");
+  app.add_option("--kv-type", lo.kv_type, kKvTypeHelp);
   try {
     app.parse(argc, argv);
   } catch (const flags::ParseError& e) {
