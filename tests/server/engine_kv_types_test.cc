@@ -1,9 +1,9 @@
 // The engine over KV caches of every type (--kv-type; kernels/kv_format.h) on the bundled model,
 // whose MTP head and prompt lookup draft well: for each type, bit for bit, concurrent == solo
 // (the requests batched together), drafted == plain (lookup and the MTP head, whose own KV layer
-// has the pool's type), resumed == fresh (the prefix cache, and the same snapshots written to
-// --cache-dir and read by a new engine), and a cache directory of another type is skipped with
-// a warning naming both types.
+// has the pool's type), resumed == fresh (the prefix cache, forks of n choices, and the same
+// snapshots written to --cache-dir and read by a new engine), and a cache directory of another
+// type is skipped with a warning naming both types.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -117,10 +117,16 @@ TEST_P(EngineKvTypesTest, ConcurrentAndDraftedEqualSolo) {
 TEST_P(EngineKvTypesTest, ResumedEqualsFreshAndCacheDirRestart) {
   const GenerationRequest first = request(200, 4, false);  // a snapshot at 192
   GenerationRequest longer = request(290, 4, true);        // shares its first 200 tokens
+  // The choices of one request: the prompt computed once, the others forked from it (its whole
+  // blocks shared, the partial one copied byte for byte).
+  std::vector<GenerationRequest> choices = {request(150, 5, true), request(150, 5, true)};
+  choices[1].sampling.seed = 7;
   Out fresh;
+  std::vector<Out> alone;
   {
     Engine plain(*model_, options());
     fresh = testing::run(plain, longer);
+    for (const auto& g : choices) alone.push_back(testing::run(plain, g));
   }
   testing::TempDir dir;
   EngineOptions o = options();
@@ -128,6 +134,16 @@ TEST_P(EngineKvTypesTest, ResumedEqualsFreshAndCacheDirRestart) {
   o.cache_interval = 128;
   o.cache_dir = dir.file("cache");
   o.cache_fingerprint = 0x6b76;
+  {
+    Engine cached(*model_, o);
+    SubmitError err;
+    std::string msg;
+    auto group = cached.submit_group(choices, &err, &msg);
+    ASSERT_EQ(group.size(), 2u) << msg;
+    for (size_t i = 0; i < 2; ++i)
+      expect_same(testing::drain(*group[i]), alone[i], "fork " + std::to_string(i));
+    EXPECT_GT(group[1]->timing().prompt_reused, 0) << "no fork";
+  }
   {
     Engine cached(*model_, o);
     testing::run(cached, first);
