@@ -70,12 +70,13 @@ int cmd_logits(int argc, char** argv) {
     return app.exit(e);
   }
   if (!kq.text_file.empty()) {
-    if (!tokens.empty() || !out.empty() || decode || greedy != 0)
+    if (app.count("--tokens") || app.count("--out") || decode || greedy != 0)
       return fail("logits", "--kl-text takes none of --tokens, --out, --decode, --greedy");
     if (chunk > 0) kq.chunk = chunk;
     return run_kv_quality(lo, kq);
   }
-  if (tokens.empty() || out.empty()) return fail("logits", "--tokens and --out are required");
+  if (!app.count("--tokens") || !app.count("--out"))
+    return fail("logits", "--tokens and --out are required (or --kl-text)");
   auto ids = parse_ids(tokens);
   if (!ids.ok()) return fail("logits", ids.message());
   if (chunk < 0) return fail("logits", "--chunk must be >= 0");
