@@ -29,6 +29,7 @@
 #include "cli/bench_steps.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
+#include "cli/pipeline_setup.h"
 #include "cli/spec_flags.h"
 #include "grammar/json_schema.h"
 #include "kernels/cpu/matmul.h"
@@ -185,6 +186,8 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--mmproj", lo.mmproj,
                  "GGUF models: the vision tower's mmproj file (default: the one mmproj*.gguf "
                  "beside the model, if any)");
+  PipelineFlags pf;
+  add_pipeline_flags(app, pf);
   try {
     app.parse(argc, argv);
   } catch (const flags::ParseError& e) {
@@ -194,6 +197,10 @@ int cmd_bench(int argc, char** argv) {
     return fail("bench", "-p, -n, -d must be >= 0, -r >= 1 and -b in 1..256");
   if (verify < 0 || verify >= model::kMaxVerifyRows)
     return fail("bench", "--verify must be in 0.." + std::to_string(model::kMaxVerifyRows - 1));
+  if (dist::launched_world_size() > 1 && (!image_size.empty() || verify > 0 || spec_method != "off"))
+    return dist::launched_rank() == 0  // one line for the job
+               ? fail("bench", "--image, --verify and --spec do not run on a model split over MPI ranks yet")
+               : 1;
   if (!image_size.empty()) {
     if (!parse_image_size(image_size, &io.width, &io.height))
       return fail("bench", "--image takes WxH in pixels, e.g. 448x448 (got '" + image_size + "')");
@@ -203,10 +210,22 @@ int cmd_bench(int argc, char** argv) {
     io.json = json;
     return bench_image(*lm->model, lo, lm->pool.get(), io);
   }
-  const double bw = measure_bandwidth_in_child(lo.threads > 0 ? lo.threads : core::ThreadPool::hardware_threads());
-  auto lm = load_model(lo);
-  if (!lm.ok()) return fail("bench", lm.message());
+  const double bw = dist::launched_rank() > 0  // a later rank of a split reports nothing
+                       ? 0
+                       : measure_bandwidth_in_child(lo.threads > 0 ? lo.threads : core::ThreadPool::hardware_threads());
+  // Under mpirun -np N > 1 (cli/pipeline_setup.h): pp and tg through the ranks.
+  Pipeline pipe;
+  const int64_t capacity = depth + std::max<int64_t>(n_prompt, n_gen * (verify + 1)) + verify + 2;
+  auto lm = load_pipelined(lo, pf, capacity, batch, &pipe);
+  if (!lm.ok()) return pipe.report ? fail("bench", lm.message()) : 1;
+  if (!pipe.leader()) return pipe.follow();
   model::Model& m = *lm->model;
+  // The pp sequence's name on every rank, apart from the engine's slots.
+  const dist::StepSequence pp_seq{uint64_t(1) << 32, capacity};
+  auto forward = [&](const model::SequenceRows& rows, std::vector<float>* out) {
+    const std::span<const model::SequenceRows> b(&rows, 1);
+    return pipe.split() ? pipe.stage->step(b, std::span(&pp_seq, 1), out) : m.forward(b, out);
+  };
   const int64_t V = m.config().vocab;
 
   std::vector<int32_t> prompt(static_cast<size_t>(n_prompt));
@@ -273,13 +292,14 @@ int cmd_bench(int argc, char** argv) {
     st->reset();
     if (depth == 0) return core::Status();
     model::SequenceRows rows{st, context, false};
-    return m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits);
+    return forward(rows, &logits);
   };
   // Generation runs as the engine runs it (cli/bench_steps.h): each of `batch` requests reads
   // the -d context and one token of its own (untimed prefill), then decodes; greedy unless
   // --sample. The steps' positions reach at most depth + 1 + n_gen · (verify + 1) + verify.
   runtime::EngineOptions eo;
   eo.ctx = depth + 2 + n_gen * (verify + 1) + verify + 1;
+  if (pipe.split()) eo.forward = pipe.engine_forward(eo.ctx);
   eo.step_tokens = (depth + 1) * batch;
   eo.max_queue = 0;
   auto requests = [&](int64_t n, const runtime::SamplingParams& s) {
@@ -309,8 +329,7 @@ int cmd_bench(int argc, char** argv) {
       if (auto s = start(state.get()); !s.ok()) return fail("bench", s.message());
       auto t0 = Clock::now();
       model::SequenceRows rows{state.get(), prompt, false};
-      if (auto s = m.forward(std::span<const model::SequenceRows>(&rows, 1), &logits); !s.ok())
-        return fail("bench", s.message());
+      if (auto s = forward(rows, &logits); !s.ok()) return fail("bench", s.message());
       if (r > 0) pp.push_back(double(n_prompt) / seconds_since(t0));
       if (r == 0) hash = fnv1a(logits.data() + logits.size() - size_t(V), size_t(V));
     }

@@ -8,11 +8,14 @@
 #include <set>
 
 #include "cli/commands.h"
+#include "cli/model_assets.h"
 #include "kernels/kv_format.h"
 #include "model/kv_pool.h"
 #include "model/pipeline_plan.h"
 #include "model/tensor_table.h"
 #include "model/weights.h"
+#include "server/chat_request.h"
+#include "template/chat_template.h"
 
 namespace qwen35::cli {
 namespace {
@@ -167,6 +170,25 @@ int print_plan(model::ModelWeights& mw, const PlanFlags& f) {
   return 0;
 }
 
+// What the server reads from the chat template: the tool-call form (server::tool_call_format)
+// and whether the generation prompt opens <think> (Qwen3.5's) or leaves it to the model (Qwen3's).
+void template_report(const std::string& path) {
+  auto t = load_chat_template(path);
+  if (!t.ok()) {
+    std::printf("chat template: none (%s)\n", t.message().c_str());
+    return;
+  }
+  const bool json = server::tool_call_format(*t) == server::ToolCallFormat::kJson;
+  const auto user = nlohmann::ordered_json::parse(R"([{"role": "user", "content": "q"}])");
+  auto prompt = t->render(user, nullptr, true, nlohmann::ordered_json::object());
+  const char* thinking = !prompt.ok()                     ? "unknown (the probe did not render)"
+                         : server::opens_thinking(*prompt) ? "opened by the generation prompt"
+                                                           : "left to the model";
+  std::printf("chat template: tool calls as %s; thinking %s\n",
+              json ? "Hermes-style JSON (<tool_call>{\"name\": ...})" : "XML (<tool_call><function=...>)",
+              thinking);
+}
+
 }  // namespace
 
 int cmd_inspect(int argc, char** argv) {
@@ -225,19 +247,25 @@ int cmd_inspect(int argc, char** argv) {
               (long long)c.vocab);
   std::printf("layer pattern: %s  (%lld linear-attention, %lld full-attention)\n",
               c.layer_pattern().c_str(), (long long)c.n_linear_layers(), (long long)c.n_full_layers());
-  std::printf("full attention: %lld heads, %lld kv heads, head_dim %lld, rotary dims %lld, rope theta %g, %s\n",
+  std::printf("full attention: %lld heads, %lld kv heads, head_dim %lld, rotary dims %lld, rope theta %g, %s, "
+              "q/k RMSNorm per head\n",
               (long long)c.n_heads, (long long)c.n_kv_heads, (long long)c.head_dim,
               (long long)c.rotary_dim, c.rope_theta, c.attn_gate ? "output gate" : "no output gate");
+  std::printf("rms norm eps: %g\n", c.eps);
   if (c.n_linear_layers() > 0)
     std::printf("gated deltanet: %lld key heads, %lld value heads, d_k %lld, d_v %lld, conv kernel %lld\n",
                 (long long)c.n_k_heads, (long long)c.n_v_heads, (long long)c.d_k, (long long)c.d_v,
                 (long long)c.conv_kernel);
   else
     std::printf("gated deltanet: none (no recurrent state; a prefix-cache snapshot is KV blocks only)\n");
-  if (c.moe)
+  if (c.moe && c.shared_intermediate > 0)
     std::printf("moe: %lld experts, top-%lld%s, expert intermediate %lld, shared expert intermediate %lld\n",
                 (long long)c.n_experts, (long long)c.top_k, c.norm_topk ? " renormalised" : " not renormalised",
                 (long long)c.moe_intermediate, (long long)c.shared_intermediate);
+  else if (c.moe)
+    std::printf("moe: %lld experts, top-%lld%s, expert intermediate %lld, no shared expert, every layer MoE\n",
+                (long long)c.n_experts, (long long)c.top_k, c.norm_topk ? " renormalised" : " not renormalised",
+                (long long)c.moe_intermediate);
   else
     std::printf("mlp: intermediate %lld\n", (long long)c.intermediate);
   std::printf("head: %s\n", mw.tied ? "tied to the embedding" : "separate lm_head");
@@ -248,6 +276,7 @@ int cmd_inspect(int argc, char** argv) {
   else
     std::printf("mtp: absent (no MTP tensors; --spec mtp unavailable)\n");
   vision_report(mw);
+  template_report(dir);
   quant_summary(mw);
   const double params = double(mw.n_params);
   std::printf("parameters: %.0f (%.3f B)\n", params, params / 1e9);

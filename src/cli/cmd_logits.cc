@@ -4,6 +4,8 @@
 // path); --greedy N also prints the N-token greedy continuation as a JSON array.
 // qwen35 logits -m DIR --kl-text FILE --kv-type T [--depth N] [--window W]: a KV type's
 // next-token distributions against the f32 cache's on a text (kv_quality.h).
+// Under `mpirun -np N` (N > 1) the model is split by layers over the ranks (cli/pipeline_setup.h);
+// rank 0 writes the file, bit-identical to one process.
 #include "cli/flags.h"
 #include <algorithm>
 #include <cstdio>
@@ -11,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/kv_quality.h"
 #include "cli/model_loader.h"
+#include "cli/pipeline_setup.h"
 #include "formats/npy.h"
 
 namespace qwen35::cli {
@@ -64,6 +67,8 @@ int cmd_logits(int argc, char** argv) {
                  "both perplexities over the last --window positions before --depth");
   app.add_option("--depth", kq.depth, "with --kl-text: tokens of the text fed (default: all)");
   app.add_option("--window", kq.window, "with --kl-text: positions measured (default 256)");
+  PipelineFlags pf;
+  add_pipeline_flags(app, pf);
   try {
     app.parse(argc, argv);
   } catch (const flags::ParseError& e) {
@@ -81,25 +86,32 @@ int cmd_logits(int argc, char** argv) {
   if (!ids.ok()) return fail("logits", ids.message());
   if (chunk < 0) return fail("logits", "--chunk must be >= 0");
   if (greedy < 0) return fail("logits", "--greedy must be >= 0");
+  const int64_t n = int64_t(ids->size());
+  Pipeline pipe;
+  auto lm = load_pipelined(lo, pf, n + greedy, 1, &pipe);
+  if (!lm.ok()) return pipe.report ? fail("logits", lm.message()) : 1;
+  if (!pipe.leader()) return pipe.follow();  // a later rank's layers: steps until rank 0 is done
   {
     FILE* f = std::fopen(out.c_str(), "wb");
     if (f == nullptr) return fail("logits", "cannot write '" + out + "'");
     std::fclose(f);
   }
-  auto lm = load_model(lo);
-  if (!lm.ok()) return fail("logits", lm.message());
   model::Model& m = *lm->model;
-  const int64_t n = int64_t(ids->size()), V = m.config().vocab;
+  const int64_t V = m.config().vocab;
   for (int32_t t : *ids)
     if (t >= V) return fail("logits", "token id " + std::to_string(t) + " out of range (vocabulary size " + std::to_string(V) + ")");
   auto state = m.new_state(n + greedy);
+  const dist::StepSequence seq{0, n + greedy};
+  auto forward = [&](const model::SequenceRows& rows, std::vector<float>* logits) {
+    const std::span<const model::SequenceRows> batch(&rows, 1);
+    return pipe.split() ? pipe.stage->step(batch, std::span(&seq, 1), logits) : m.forward(batch, logits);
+  };
   std::vector<float> all(size_t(n * V)), part;
   const int64_t step = decode ? 1 : (chunk > 0 ? chunk : n);
   for (int64_t p = 0; p < n; p += step) {
     const int64_t len = std::min(step, n - p);
     model::SequenceRows rows{state.get(), std::span<const int32_t>(ids->data() + p, size_t(len)), true};
-    if (auto st = m.forward(std::span<const model::SequenceRows>(&rows, 1), &part); !st.ok())
-      return fail("logits", st.message());
+    if (auto st = forward(rows, &part); !st.ok()) return fail("logits", st.message());
     std::copy(part.begin(), part.end(), all.begin() + p * V);
   }
   if (auto st = formats::write_npy_f32(out, all.data(), {n, V}); !st.ok()) return fail("logits", st.message());
@@ -111,7 +123,7 @@ int cmd_logits(int argc, char** argv) {
       cont.push_back(tok);
       if (i + 1 == greedy) break;
       model::SequenceRows rows{state.get(), std::span<const int32_t>(&tok, 1), false};
-      if (auto st = m.forward(std::span<const model::SequenceRows>(&rows, 1), &part); !st.ok())
+      if (auto st = forward(rows, &part); !st.ok())
         return fail("logits", st.message());
       tok = int32_t(std::max_element(part.begin(), part.end()) - part.begin());
     }

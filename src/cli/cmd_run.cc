@@ -27,6 +27,7 @@
 #include "cli/commands.h"
 #include "cli/image_prompt.h"
 #include "cli/model_loader.h"
+#include "cli/pipeline_setup.h"
 #include "cli/spec_flags.h"
 #include "cli/turn.h"
 #include "formats/hf_config.h"
@@ -94,6 +95,7 @@ struct Flags {
   std::vector<std::string> stops;
   std::vector<std::string> images;
   SpecFlags spec;
+  PipelineFlags pipe;
 };
 
 void add_flags(flags::App& app, Flags& f) {
@@ -139,6 +141,7 @@ void add_flags(flags::App& app, Flags& f) {
   app.add_flag("--fast", f.lo.fast, "int8 activations for quantized matmuls: MLX, and the GGUF block types (faster; not bit-identical to the exact mode)");
   app.add_option("--kv-type", f.lo.kv_type, kKvTypeHelp);
   app.add_flag("-q,--quiet", f.quiet, "no progress bar, banner or closing line");
+  add_pipeline_flags(app, f.pipe);
 }
 
 runtime::SamplingParams sampling_params(const Flags& f, const formats::GenerationConfig& g) {
@@ -379,15 +382,18 @@ int cmd_run(int argc, char** argv) {
     if (!t.ok()) return fail("run", t.message());
     tmpl = std::move(*t);
   }
-  auto lm = load_model(f.lo);
-  if (!lm.ok()) return fail("run", lm.message());
+  Pipeline pipe;  // under mpirun -np N > 1: this rank's layers (cli/pipeline_setup.h)
+  auto lm = load_pipelined(f.lo, f.pipe, f.ctx, 1, &pipe);
+  if (!lm.ok()) return pipe.report ? fail("run", lm.message()) : 1;
+  if (!pipe.leader()) return pipe.follow();
   model::Model& m = *lm->model;
   if (!f.images.empty() && !m.has_vision()) {  // before the weights are read in
     fail("run", "--image: this checkpoint takes no images (" + m.weights().vision_problem + ")");
     return 2;
   }
   const bool tty = isatty(STDERR_FILENO) && !f.quiet;
-  m.weights().prefault(tty ? progress_bar : std::function<void(size_t, size_t)>());
+  if (!pipe.split())  // a rank reads its own tensors' pages only, as its layers first run
+    m.weights().prefault(tty ? progress_bar : std::function<void(size_t, size_t)>());
 
   runtime::EngineOptions eo;
   eo.parallel = 1;
@@ -398,6 +404,12 @@ int cmd_run(int argc, char** argv) {
   eo.cache_bytes = cache ? int64_t(f.cache_mb * (1 << 20)) : 0;
   if (const std::string why = resolve_spec(f.spec, m, &eo.spec); !why.empty())
     return fail("run", why);
+  if (pipe.split()) {  // steps through the ranks; no prefix cache (engine_options.h)
+    if (eo.spec.method == runtime::SpecMethod::kMtp)
+      return fail("run", "--spec mtp does not run on a model split over MPI ranks yet (lookup does)");
+    eo.cache_bytes = 0;
+    eo.forward = pipe.engine_forward(eo.ctx);
+  }
   const std::vector<int32_t> ends = eos_ids(*gen_cfg, m.config(), *tok, chat);
   if (!f.json_schema.empty() || f.json) {
     if (!f.json_schema.empty() && f.json) return fail("run", "--json and --json-schema exclude each other");

@@ -19,6 +19,7 @@
 #include "cli/model_assets.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
+#include "cli/pipeline_setup.h"
 #include "cli/spec_flags.h"
 #include "formats/gguf.h"
 #include "formats/hf_config.h"
@@ -100,6 +101,8 @@ int cmd_serve(int argc, char** argv) {
                  "(files of another checkpoint or mode, and damaged ones, are skipped)");
   SpecFlags spec;
   add_spec_flags(app, &spec);
+  PipelineFlags pf;
+  add_pipeline_flags(app, pf);
   app.add_option("--api-key", so.api_key,
                  "require 'Authorization: Bearer KEY' or 'x-api-key: KEY'");
   app.add_option("--max-body", so.max_body_bytes,
@@ -256,12 +259,17 @@ int cmd_serve(int argc, char** argv) {
     return code;
   };
 
+  // Under mpirun -np N > 1 rank 0 serves HTTP; the others hold later layers (cli/pipeline_setup.h).
+  const bool follower = dist::launched_world_size() > 1 && dist::launched_rank() > 0;
   server::Server srv(so);
-  auto port = srv.bind();
-  if (!port.ok()) return finish(fail("serve", port.message()));
-  srv.start();
-  std::fprintf(stderr, "qwen35 serve: listening on http://%s:%d\n", so.host.c_str(), *port);
-  std::fflush(stderr);
+  core::Result<int> port = 0;
+  if (!follower) {
+    port = srv.bind();
+    if (!port.ok()) return finish(fail("serve", port.message()));
+    srv.start();
+    std::fprintf(stderr, "qwen35 serve: listening on http://%s:%d\n", so.host.c_str(), *port);
+    std::fflush(stderr);
+  }
 
   auto tok = load_tokenizer(lo.model_dir);
   if (!tok.ok()) return finish(fail("serve", tok.message()));
@@ -273,14 +281,17 @@ int cmd_serve(int argc, char** argv) {
   else
     std::fprintf(stderr, "qwen35 serve: no chat template (%s); /v1/chat/completions is off\n",
                  t.message().c_str());
-  auto lm = load_model(lo);
-  if (!lm.ok()) return finish(fail("serve", lm.message()));
+  Pipeline pipe;
+  auto lm = load_pipelined(lo, pf, eo.ctx, eo.parallel, &pipe);
+  if (!lm.ok()) return finish(pipe.report ? fail("serve", lm.message()) : 1);
+  if (!pipe.leader()) return finish(pipe.follow());
   model::Model& m = *lm->model;
-  m.weights().prefault({});
+  if (!pipe.split()) m.weights().prefault({});  // a rank reads only its own tensors' pages
 
   server::ModelInfo mi;
   mi.tok = &*tok;
   mi.tmpl = tmpl ? &*tmpl : nullptr;
+  if (tmpl) mi.tool_format = server::tool_call_format(*tmpl);
   mi.defaults = runtime::sampling_defaults(*gen_cfg);
   for (int64_t e : gen_cfg->eos_token_ids) mi.eos_ids.push_back(int32_t(e));
   for (int64_t e : m.config().eos_token_ids) mi.eos_ids.push_back(int32_t(e));
@@ -362,6 +373,12 @@ int cmd_serve(int argc, char** argv) {
   if (cache_mb < 0 || eo.cache_interval < kernels::kKvBlock)
     return finish(fail("serve", "--cache-mb must be >= 0 and --cache-interval >= 64"));
   eo.cache_bytes = no_cache ? 0 : int64_t(cache_mb * (1 << 20));
+  if (pipe.split()) {  // steps through the ranks; no prefix cache (runtime/engine_options.h)
+    if (eo.spec.method == runtime::SpecMethod::kMtp || !eo.cache_dir.empty())
+      return finish(fail("serve", "--spec mtp and --cache-dir do not run on a model split over MPI ranks yet"));
+    eo.cache_bytes = 0;
+    eo.forward = pipe.engine_forward(eo.ctx);
+  }
 
   // States with the MTP head's cache hold more than those without: their files stay apart.
   if (!eo.cache_dir.empty())

@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "core/log.h"
+#include "dist/comm.h"
 
 namespace qwen35::cli {
 
@@ -54,6 +55,15 @@ int main(int argc, char** argv) {
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     cli::usage(stdout);
     return 0;
+  }
+  // Under mpirun with more than one rank the model is split by layers (cli/pipeline_setup.h):
+  // the commands that take part in the step protocol so far.
+  if (dist::launched_world_size() > 1 && cmd != "logits" && cmd != "run" && cmd != "serve" &&
+      cmd != "bench") {
+    if (dist::launched_rank() == 0)  // one line for the job
+      std::fprintf(stderr, "qwen35 %s: does not run split over MPI ranks yet (logits, run, serve and bench do); run it without mpirun\n",
+                   cmd.c_str());
+    return 2;
   }
   for (const auto& c : cli::kCommands)
     if (cmd == c.name) return c.fn(argc - 1, argv + 1);

@@ -45,6 +45,7 @@ core::Result<LoadedModel> load_model(const LoadOptions& o) {
   } else if (!o.mmproj.empty()) {
     return core::error("--mmproj applies to GGUF models; this checkpoint's tower is in its safetensors");
   }
+  if (o.prepare) QWEN35_RETURN_IF_ERROR(o.prepare(*weights));
   LoadedModel lm;
   lm.pool = std::make_unique<core::ThreadPool>(o.threads);
   lm.model = std::make_unique<model::Model>(std::move(weights), *ops, lm.pool.get());

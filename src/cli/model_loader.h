@@ -1,6 +1,7 @@
 // Shared by the subcommands that run a model: flags for loading and the backend.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -33,6 +34,9 @@ struct LoadOptions {
   // GGUF models: the vision tower's mmproj file; empty: the one mmproj*.gguf beside the model,
   // if any. A tower that cannot be bound leaves the text model usable (vision_problem says why).
   std::string mmproj;
+  // Called on the bound weights before the model is made (a pipeline rank keeps its share of
+  // them: cli/pipeline_setup.h); its error is load_model's.
+  std::function<core::Status(model::ModelWeights&)> prepare;
 };
 
 struct LoadedModel {

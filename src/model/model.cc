@@ -131,8 +131,19 @@ Status Model::validate(std::span<const SequenceRows> batch, int64_t* n_tokens, i
       return error("[forward] sequence " + std::to_string(s) + " has " +
                    std::to_string(r.embeddings.size()) + " input rows for " + std::to_string(len) +
                    " tokens");
+    int64_t after = r.state->pos();
+    if (!r.captures.empty() && after % kDeltaChunk != 0)
+      return error("[forward] sequence " + std::to_string(s) +
+                   " asks for state copies in rows that do not start on the grid");
+    for (const StateCapture& cap : r.captures) {
+      if (r.verify || cap.pos <= after || cap.pos >= r.state->pos() + len ||
+          cap.pos % kDeltaChunk != 0 || !cap.out)
+        return error("[forward] sequence " + std::to_string(s) + " asks for a state copy at " +
+                     std::to_string(cap.pos) + ", not a grid line inside its prompt rows");
+      after = cap.pos;
+    }
     spans_.push_back({r.state, n, len, r.state->pos(), r.verify,
-                      r.positions.empty() ? nullptr : r.positions.data()});
+                      r.positions.empty() ? nullptr : r.positions.data(), r.captures});
     n += len;
     n_logits += r.all_logits || r.verify ? len : 1;
   }
@@ -145,10 +156,24 @@ Status Model::validate(std::span<const SequenceRows> batch, int64_t* n_tokens, i
 }
 
 Status Model::forward(std::span<const SequenceRows> batch, std::vector<float>* logits) {
+  return forward_layers(batch, 0, w_->config.n_layers, nullptr, logits);
+}
+
+Status Model::forward_layers(std::span<const SequenceRows> batch, int64_t first, int64_t end,
+                             std::vector<float>* hidden, std::vector<float>* logits) {
   const ModelConfig& c = w_->config;
+  if (first < w_->held_first || end > w_->end_held() || first >= end)
+    return error("[forward] layers [" + std::to_string(first) + ", " + std::to_string(end) +
+                 ") are not a range of the layers held [" + std::to_string(w_->held_first) + ", " +
+                 std::to_string(w_->end_held()) + ")");
+  const int64_t H = c.hidden;
+  if (first > 0 && (hidden == nullptr || hidden->empty()))
+    return error("[forward] a stage after the first needs the hidden rows of the stage before");
   int64_t n = 0, n_logits = 0;
   QWEN35_RETURN_IF_ERROR(validate(batch, &n, &n_logits));
-  const int64_t H = c.hidden;
+  if (first > 0 && int64_t(hidden->size()) != n * H)
+    return error("[forward] " + std::to_string(hidden->size()) + " hidden floats for " + std::to_string(n) +
+                 " rows of " + std::to_string(H));
   const float eps = float(c.eps);
   Activations& a = act_;
   a.tokens.clear();
@@ -156,12 +181,16 @@ Status Model::forward(std::span<const SequenceRows> batch, std::vector<float>* l
   float* x = sized(a.residual, n * H);       // [n, H]
   float* normed = sized(a.normed, n * H);    // [n, H]
   float* out = sized(a.layer_out, n * H);    // [n, H]
-  ops_.embed(ctx_, w_->embed, a.tokens.data(), n, x);
-  for (size_t s = 0; s < batch.size(); ++s)  // image rows in place of their pad tokens
-    for (size_t t = 0; t < batch[s].embeddings.size(); ++t)
-      if (const float* e = batch[s].embeddings[t])
-        std::memcpy(x + (spans_[s].row0 + int64_t(t)) * H, e, size_t(H) * sizeof(float));
-  for (int64_t l = 0; l < c.n_layers; ++l) {
+  if (first == 0) {
+    ops_.embed(ctx_, w_->embed, a.tokens.data(), n, x);
+    for (size_t s = 0; s < batch.size(); ++s)  // image rows in place of their pad tokens
+      for (size_t t = 0; t < batch[s].embeddings.size(); ++t)
+        if (const float* e = batch[s].embeddings[t])
+          std::memcpy(x + (spans_[s].row0 + int64_t(t)) * H, e, size_t(H) * sizeof(float));
+  } else {
+    std::memcpy(x, hidden->data(), size_t(n * H) * sizeof(float));
+  }
+  for (int64_t l = first; l < end; ++l) {
     const LayerWeights& L = w_->layers[size_t(l)];
     ops_.rms_norm(ctx_, x, n, H, L.input_norm.data(), eps, normed);
     if (L.kind == LayerKind::kFullAttention) attention_layer(l, normed, n, out);
@@ -172,9 +201,21 @@ Status Model::forward(std::span<const SequenceRows> batch, std::vector<float>* l
     else mlp_layer(l, normed, n, out);
     ops_.add_rows(ctx_, out, nullptr, n, H, x);
   }
-  // The final norm of the rows that need logits (in row order), then the head. With MTP states
-  // the MTP head needs every row after the final norm: all rows are normed (row by row, the
-  // same bits), then those with logits gathered.
+  if (end == c.n_layers) head_rows(batch, n, n_logits, logits);
+  else hidden->assign(x, x + n * H);
+  for (const Span& sp : spans_) sp.state->advance(sp.n, sp.verify);
+  return Status();
+}
+
+// The final norm of the rows that need logits (in row order), then the head. With MTP states
+// the MTP head needs every row after the final norm: all rows are normed (row by row, the same
+// bits), then those with logits gathered.
+void Model::head_rows(std::span<const SequenceRows> batch, int64_t n, int64_t n_logits, std::vector<float>* logits) {
+  const ModelConfig& c = w_->config;
+  const int64_t H = c.hidden;
+  const float eps = float(c.eps);
+  float* x = act_.residual.data();
+  float* normed = act_.normed.data();
   bool mtp = false;
   for (const Span& sp : spans_) mtp = mtp || sp.state->has_mtp();
   float* hidden = nullptr;
@@ -197,8 +238,6 @@ Status Model::forward(std::span<const SequenceRows> batch, std::vector<float>* l
   logits->resize(size_t(n_logits * c.vocab));
   ops_.matmul(ctx_, normed, n_logits, w_->head, logits->data());
   if (mtp) mtp_after_forward(hidden);
-  for (const Span& sp : spans_) sp.state->advance(sp.n, sp.verify);
-  return Status();
 }
 
 void Model::commit(SequenceState* st, int64_t rows) {
@@ -206,7 +245,7 @@ void Model::commit(SequenceState* st, int64_t rows) {
   const int64_t n = st->verify_rows();
   QWEN35_CHECK(n > 0 && rows >= 1 && rows <= n);
   const int64_t C = c.conv_channels(), nv = c.n_v_heads;
-  for (int64_t l = 0; l < c.n_layers; ++l) {
+  for (int64_t l = w_->held_first; l < w_->end_held(); ++l) {  // a pipeline rank: its own layers
     if (w_->layers[size_t(l)].kind == LayerKind::kFullAttention) continue;
     if (rows == n) {  // every row kept: the state after them is the one to keep
       st->keep_verified(l);
@@ -268,16 +307,32 @@ void Model::deltanet_layer(int64_t l, const float* in, int64_t n, float* out) {
     ops_.conv1d_silu(ctx_, qkv + sp.row0 * C, sp.n, C, g.conv.data(), c.conv_kernel,
                      sp.state->conv_state(l), conv + sp.row0 * C);
     // Pieces on the absolute kDeltaChunk grid.
+    size_t next_cap = 0;
     for (int64_t p = sp.pos0; p < sp.pos0 + sp.n;) {
       const int64_t end = std::min(sp.pos0 + sp.n, (p / kDeltaChunk + 1) * kDeltaChunk);
       const int64_t r0 = sp.row0 + (p - sp.pos0), len = end - p;
       ops_.gated_delta(ctx_, dp, conv + r0 * C, decay_raw + r0 * nv, beta_raw + r0 * nv, len, len > 1,
                        sp.state->delta_state(l), o + r0 * nv * dv);
+      if (next_cap < sp.captures.size() && sp.captures[next_cap].pos == end)
+        capture_deltanet(l, sp, sp.captures[next_cap++], qkv);
       p = end;
     }
   }
   ops_.gated_rms_norm(ctx_, o, z, n * nv, dv, g.norm.data(), float(c.eps));
   ops_.matmul(ctx_, o, n, g.out_proj, out);
+}
+
+// Layer l's part of a state copy at cap.pos (inside span sp, which starts on the grid): the
+// recurrent state as it stands, and the conv state the conv holds there, the K-1 inputs before
+// cap.pos (oldest first), all of them this chunk's rows (K-1 < kDeltaChunk).
+void Model::capture_deltanet(int64_t l, const Span& sp, const StateCapture& cap, const float* qkv) {
+  const ModelConfig& c = w_->config;
+  const int64_t C = c.conv_channels(), K1 = c.conv_kernel - 1;
+  QWEN35_CHECK(cap.pos - K1 >= sp.pos0);
+  const float* S = sp.state->delta_state(l);
+  std::copy(S, S + c.n_v_heads * c.d_k * c.d_v, cap.out + sp.state->delta_offset(l));
+  const float* rows = qkv + (sp.row0 + cap.pos - K1 - sp.pos0) * C;
+  std::copy(rows, rows + K1 * C, cap.out + sp.state->conv_offset(l));
 }
 
 void Model::attention_layer(int64_t l, const float* in, int64_t n, float* out) {

@@ -29,6 +29,17 @@ namespace qwen35::model {
 
 inline constexpr int64_t kDeltaChunk = 64;
 
+// A copy of a sequence's recurrent state as it stands inside a prompt chunk (the prefix cache's
+// provisional snapshots, runtime/prefix_cache.h): after the first `pos` positions, in
+// SequenceState::save_recurrent's layout (recurrent_bytes() / 4 floats at `out`). pos lies on
+// the kDeltaChunk grid strictly inside a chunk that starts on the grid (as prompt chunks do). Chunks are cut into pieces on that grid
+// anyway, so the state there is the one a chunk ending at pos leaves: the same bits, for the
+// cost of a copy.
+struct StateCapture {
+  int64_t pos = 0;
+  float* out = nullptr;
+};
+
 // The rows of one sequence in a forward call: tokens at positions state->pos() onward.
 struct SequenceRows {
   SequenceState* state = nullptr;
@@ -45,6 +56,9 @@ struct SequenceRows {
   // image's merged tower rows), or null for the token's own; empty: every row's token.
   std::span<const int64_t> positions{};
   std::span<const float* const> embeddings{};
+  // Prompt chunks only (not verify): copies of the state at grid lines inside the chunk, in
+  // increasing position.
+  std::span<const StateCapture> captures{};
 };
 
 // One sequence's MTP drafting request (Model::draft).
@@ -108,6 +122,15 @@ class Model {
   // all_logits, else its last row). Advances each state. Fails without touching any state on bad
   // input (token id out of range, context full, empty rows).
   core::Status forward(std::span<const SequenceRows> batch, std::vector<float>* logits);
+  // One stage of a model split by layers (docs/design.md "Past one machine"): forward() over the
+  // trunk layers [first, end) only, which the weights must hold (ModelWeights::held_first/end).
+  // first == 0 starts from the rows' embeddings (and image rows); else from `hidden`, the rows
+  // after layer first-1 [n_rows, hidden]. end == n_layers ends as forward() does (final norm,
+  // head, MTP rows) into `logits`; else leaves the rows after layer end-1 in `hidden`. Each
+  // state advances as in forward(); it holds the sequence's state of these layers. forward() is
+  // this over every layer, so a split run does the same arithmetic on every row as one process.
+  core::Status forward_layers(std::span<const SequenceRows> batch, int64_t first, int64_t end,
+                              std::vector<float>* hidden, std::vector<float>* logits);
 
   // The vision tower (model/vision.h): one image's patch rows [t·h·w, patch_dim] to its tokens
   // [t·(h/2)·(w/2), hidden], with this model's thread pool, workspace and mode (fast mode changes
@@ -143,8 +166,11 @@ class Model {
     int64_t row0, n, pos0;
     bool verify;
     const int64_t* positions = nullptr;  // [n, 3], or null (SequenceRows::positions)
+    std::span<const StateCapture> captures{};
   };
   core::Status validate(std::span<const SequenceRows> batch, int64_t* n_tokens, int64_t* n_logit_rows);
+  // forward_layers' end on the last stage: the final norm and head into `logits`, the MTP rows.
+  void head_rows(std::span<const SequenceRows> batch, int64_t n, int64_t n_logits, std::vector<float>* logits);
   // Layer l: a trunk layer, or for l == n_layers the MTP head's (with its cache).
   const LayerWeights& layer(int64_t l) const;
   // The MTP head over rows already described by spans_ (state, row0, n, pos0 = the cache
@@ -157,6 +183,7 @@ class Model {
   void mtp_after_forward(const float* hidden);
   // Token mixers and MLPs: read in [n, hidden], write out [n, hidden].
   void deltanet_layer(int64_t layer, const float* in, int64_t n, float* out);
+  void capture_deltanet(int64_t layer, const Span& sp, const StateCapture& cap, const float* qkv);
   void attention_layer(int64_t layer, const float* in, int64_t n, float* out);
   void mlp_layer(int64_t layer, const float* in, int64_t n, float* out);
   void moe_layer(int64_t layer, const float* in, int64_t n, float* out);

@@ -82,6 +82,10 @@ void Model::mtp_after_forward(const float* hidden) {
     if (!sp.state->has_mtp()) continue;
     const float* rows = hidden + sp.row0 * H;
     if (sp.verify) std::copy(rows, rows + sp.n * H, sp.state->verify_hidden());
+    for (const StateCapture& cap : sp.captures) {  // the hidden row of the last position below
+      const float* h = rows + (cap.pos - 1 - sp.pos0) * H;
+      std::copy(h, h + H, cap.out + sp.state->mtp_offset());
+    }
     std::copy(rows + (sp.n - 1) * H, rows + sp.n * H, sp.state->mtp_hidden());
   }
   spans_.swap(trunk_spans_);

@@ -65,7 +65,9 @@ PipelineCosts pipeline_costs(ModelWeights& w, int64_t context, int64_t slots) {
   p.embedding = w.embed.bytes();
   p.head = (w.tied ? w.embed.bytes() : w.head.bytes()) + w.final_norm.size() * sizeof(float);
   if (w.mtp) {
-    p.mtp = w.mtp_bytes;
+    // The MTP head reads embedding rows (of each row's next token): the last rank holds the
+    // table as well, a second copy when the head is untied.
+    p.mtp = w.mtp_bytes + (w.tied ? 0 : w.embed.bytes());
     p.mtp_state = kv;  // its own attention layer's cache
   }
   return p;
@@ -124,6 +126,29 @@ core::Result<PipelinePlan> plan_pipeline(const PipelineCosts& costs, int ranks, 
       return core::error("rank " + std::to_string(r) + " of the plan needs " + mib(plan.ranks[r].total()) +
                          ", over the budget of " + mib(budget) + " a rank");
   return plan;
+}
+
+void keep_share(ModelWeights& w, const RankShare& s) {
+  for (int64_t l = 0; l < int64_t(w.layers.size()); ++l)
+    if (l < s.first || l >= s.end) {
+      const LayerKind kind = w.layers[size_t(l)].kind;
+      w.layers[size_t(l)] = LayerWeights{};
+      w.layers[size_t(l)].kind = kind;
+    }
+  w.held_first = s.first;
+  w.held_end = s.end;
+  if (!s.head) {
+    w.head = kernels::Matrix{};
+    w.final_norm.clear();
+    w.final_norm.shrink_to_fit();
+    if (w.mtp) w.mtp_problem = "the MTP head is held by the last rank of the pipeline";
+    w.mtp.reset();
+  }
+  if (!s.embedding && !(s.head && (w.tied || w.mtp))) w.embed = kernels::Matrix{};
+  if (!s.embedding && w.vision) {
+    w.vision.reset();
+    w.vision_problem = "the vision tower is held by rank 0 of the pipeline";
+  }
 }
 
 std::string describe(const PipelinePlan& plan, const PipelineCosts& costs) {

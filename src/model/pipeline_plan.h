@@ -1,10 +1,10 @@
 // How a model is split by layers over the ranks of a pipeline (docs/design.md "Past one
 // machine"): each rank holds a contiguous range of layers, at least one; rank 0 also holds the
-// embedding, the last rank the final norm, the head and the MTP head. The split balances the
-// bytes a rank holds: its layers' weights as stored, their per-sequence state (conv and
-// recurrent state of linear-attention layers, KV of full-attention layers at the configured
-// context) for every slot, and the extras of the first and last rank. A tied embedding is held
-// by both ends (rank 0 reads its rows, the last rank multiplies by it).
+// embedding, the last rank the final norm, the head and the MTP head (with the embedding table it
+// reads). The split balances the bytes a rank holds: its layers' weights as stored, their
+// per-sequence state (conv and recurrent state of linear-attention layers, KV of full-attention
+// layers at the configured context) for every slot, and the extras of the first and last rank. A
+// tied embedding is held by both ends (rank 0 reads its rows, the last rank multiplies by it).
 //
 // Every layer's arithmetic stays whole on one rank, which is what makes a split run bit-identical
 // to one process.
@@ -51,6 +51,13 @@ struct PipelinePlan {
 // line for the user: ranks < 1, more ranks than layers, bad starts, a rank over the budget.
 core::Result<PipelinePlan> plan_pipeline(const PipelineCosts& costs, int ranks,
                                          const std::vector<int64_t>& starts = {}, size_t budget = 0);
+
+// Makes `w` a rank's share: the layers outside [s.first, s.end) are unbound (their matrices views
+// of nothing, their vectors freed), and so are the ends it does not hold (the embedding unless it
+// is rank 0's, a tied head's or the MTP head's), the head, final norm and MTP head unless last, the vision tower
+// unless rank 0's). The weights must be file-backed mappings (LoadMode::kMmap) for the pages of
+// the tensors let go never to be read.
+void keep_share(ModelWeights& w, const RankShare& s);
 
 // One line per rank: its layers (how many of each kind), the ends it holds, and its bytes.
 std::string describe(const PipelinePlan& plan, const PipelineCosts& costs);

@@ -77,6 +77,17 @@ class SequenceState {
   // Snapshots (the prefix cache): the conv + recurrent state of every Gated DeltaNet layer (and
   // mtp_hidden()) as one array of recurrent_bytes() / 4 floats, and back.
   void save_recurrent(float* out) const;
+  // Where layer `layer`'s conv and recurrent state, and mtp_hidden(), lie in that array (floats).
+  // Every Gated DeltaNet layer's conv (and recurrent) state has the same size.
+  int64_t conv_offset(int64_t layer) const {
+    return slot_[size_t(layer)] * int64_t(conv_[0].size());
+  }
+  int64_t delta_offset(int64_t layer) const {
+    return int64_t(conv_.size() * conv_[0].size()) + slot_[size_t(layer)] * int64_t(delta_[0].size());
+  }
+  int64_t mtp_offset() const {
+    return conv_.empty() ? 0 : int64_t(conv_.size() * (conv_[0].size() + delta_[0].size()));
+  }
   void load_recurrent(const float* in);
   // On a state just reset (no position, no block): takes a reference to `blocks` (of this
   // state's pool, covering [0, pos)) as its first blocks and stands at `pos`.

@@ -89,6 +89,12 @@ struct ModelWeights {
   // tower: ..." for a text-only checkpoint).
   std::unique_ptr<VisionWeights> vision;
   std::string vision_problem;
+  // The trunk layers this process holds, [held_first, end_held()): all of them, or a pipeline
+  // rank's share (model/pipeline_plan.h keep_share), whose other layers are left unbound. The
+  // embedding is held with layer 0, the final norm, the head and the MTP head with the last.
+  int64_t held_first = 0;
+  int64_t held_end = -1;  // -1: through the last layer
+  int64_t end_held() const { return held_end < 0 ? int64_t(layers.size()) : held_end; }
   // GGUF files store the value heads of Gated DeltaNet in tiled order (model/gguf_weights.cc).
   bool tiled_v_heads = false;
   formats::TensorStore store;  // owns the mappings (safetensors)

@@ -144,7 +144,7 @@ void Engine::shutdown(bool drain) {
     saved_ = true;
     const auto st = cache->save(opts_.cache_dir, opts_.cache_fingerprint);
     std::lock_guard lk(pub_mu_);
-    cache_log_.push_back(st.ok() ? "saved " + std::to_string(cache->stats().snapshots) +
+    cache_log_.push_back(st.ok() ? "saved " + std::to_string(cache->stats().snapshots - cache->stats().provisional) +
                                        " prefix-cache snapshots to " + opts_.cache_dir
                                  : st.message());
   }

@@ -5,8 +5,11 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
+#include <vector>
 
+#include "model/model.h"
 #include "model/state.h"
 #include "runtime/drafter.h"
 #include "runtime/prefix_cache.h"
@@ -36,6 +39,14 @@ struct EngineOptions {
   uint64_t cache_fingerprint = 0;
   // Speculative decoding for requests that do not choose (GenerationRequest::spec).
   SpecOptions spec{};
+  // How a step's rows reach the model (null: Model::forward). A model split over MPI ranks sets
+  // it on rank 0 to send each step through the ranks (dist/pipeline.h); slots[i] is rows[i]'s
+  // slot, which names its state on every rank. With it the prefix cache is off and MTP drafting
+  // is refused (snapshots, forks and the head's drafts do not reach the other ranks yet): a
+  // sequence starts at position 0 and moves forward, or back to the rows a verification kept.
+  std::function<core::Status(std::span<const model::SequenceRows> rows, std::span<const int> slots,
+                             std::vector<float>* logits)>
+      forward{};
   // Tests only: called on the engine thread just before a request is resumed from the prefix
   // cache (a test blocks it there to show what does not wait for the engine thread).
   std::function<void()> before_resume{};

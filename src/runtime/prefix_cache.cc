@@ -50,6 +50,7 @@ int64_t PrefixCache::resume(std::span<const int32_t> prompt, model::SequenceStat
   for (Node* p = best; p != root_.get(); p = p->parent) blocks[size_t(p->depth - 1)] = p->block;
   state->adopt(blocks, best->depth * kBlock);
   state->load_recurrent(best->snapshot.data());
+  promote(best);  // a prompt parted here: a branch point
   touch(best);
   ++counts_.hits;
   counts_.hit_tokens += best->depth * kBlock;
@@ -67,12 +68,8 @@ int64_t PrefixCache::matched(std::span<const int32_t> prompt) const {
   return d * kBlock;
 }
 
-void PrefixCache::insert(std::span<const int32_t> tokens, const model::SequenceState& state) {
-  const int64_t p = state.pos();
-  if (p <= 0 || p % kBlock != 0 || int64_t(tokens.size()) < p || state.pool() != pool_) return;
-  const int64_t depth = p / kBlock;
-  const size_t snap = state.recurrent_bytes();
-  if (snap + size_t(depth) * pool_->block_bytes() > max_bytes_) return;
+PrefixCache::Node* PrefixCache::extend(std::span<const int32_t> tokens, int64_t depth,
+                                       const model::SequenceState& state) {
   Node* cur = root_.get();
   for (int64_t d = 1; d <= depth; ++d) {
     const auto key = tokens.subspan(size_t((d - 1) * kBlock), size_t(kBlock));
@@ -90,6 +87,23 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const model::SequenceS
     }
     cur = next;
   }
+  return cur;
+}
+
+void PrefixCache::promote(Node* n) {
+  if (!n->provisional) return;
+  n->provisional = false;
+  --n_provisional_;
+  ++counts_.promoted;
+}
+
+void PrefixCache::insert(std::span<const int32_t> tokens, const model::SequenceState& state) {
+  const int64_t p = state.pos();
+  if (p <= 0 || p % kBlock != 0 || int64_t(tokens.size()) < p || state.pool() != pool_) return;
+  const int64_t depth = p / kBlock;
+  const size_t snap = state.recurrent_bytes();
+  if (snap + size_t(depth) * pool_->block_bytes() > max_bytes_) return;
+  Node* cur = extend(tokens, depth, state);
   if (!cur->has_snapshot) {
     cur->has_snapshot = true;
     cur->snapshot.resize(snap / 4);
@@ -98,9 +112,76 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const model::SequenceS
     ++n_snapshots_;
     ++counts_.inserts;
   }
+  promote(cur);  // a snapshot the prompt takes anyway is an ordinary one
   touch(cur);
-  while (bytes() > max_bytes_ && evict_one()) {
+  shrink();
+}
+
+std::vector<int64_t> PrefixCache::missing(std::span<const int32_t> tokens, int64_t from,
+                                          int64_t to, size_t snapshot_bytes) const {
+  std::vector<int64_t> lines;
+  to = std::min<int64_t>(to, int64_t(tokens.size()));
+  if (to / kBlock * kBlock <= from) return lines;
+  if (snapshot_bytes + size_t(to / kBlock) * pool_->block_bytes() > max_bytes_) return lines;
+  Node* cur = root_.get();
+  for (int64_t d = 1; d * kBlock <= to; ++d) {
+    cur = cur ? child(cur, tokens.subspan(size_t((d - 1) * kBlock), size_t(kBlock))) : nullptr;
+    if (d * kBlock > from && !(cur && cur->has_snapshot)) lines.push_back(d * kBlock);
   }
+  return lines;
+}
+
+void PrefixCache::insert_provisional(std::span<const int32_t> tokens,
+                                     const model::SequenceState& state,
+                                     std::vector<float> snapshot) {
+  const int64_t p = int64_t(tokens.size());
+  if (p <= 0 || p % kBlock != 0 || state.pos() < p || state.pool() != pool_ ||
+      snapshot.size() * 4 != state.recurrent_bytes())
+    return;
+  const int64_t depth = p / kBlock;
+  if (snapshot.size() * 4 + size_t(depth) * pool_->block_bytes() > max_bytes_) return;
+  Node* cur = extend(tokens, depth, state);
+  if (!cur->has_snapshot) {
+    cur->has_snapshot = true;
+    cur->provisional = true;
+    cur->made = ++clock_;
+    snapshot_bytes_ += snapshot.size() * 4;
+    cur->snapshot = std::move(snapshot);
+    ++n_snapshots_;
+    ++n_provisional_;
+  }
+  touch(cur);
+  shrink();
+}
+
+void PrefixCache::shrink() {
+  while (bytes() > max_bytes_ && (drop_provisional() || evict_one())) {
+  }
+}
+
+bool PrefixCache::drop_provisional() {
+  if (n_provisional_ == 0) return false;
+  Node* victim = nullptr;
+  std::vector<Node*> stack = {root_.get()};
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    if (n->provisional && (!victim || n->made < victim->made)) victim = n;
+    for (auto& c : n->children) stack.push_back(c.get());
+  }
+  QWEN35_CHECK(victim);
+  if (victim->children.empty()) {
+    remove_leaf(victim);  // its blocks go too, up to the next snapshot
+  } else {
+    victim->provisional = false;
+    --n_provisional_;
+    victim->has_snapshot = false;
+    snapshot_bytes_ -= victim->snapshot.size() * 4;
+    std::vector<float>().swap(victim->snapshot);
+    --n_snapshots_;
+  }
+  ++counts_.evictions;
+  return true;
 }
 
 bool PrefixCache::insert_blocks(std::span<const int32_t> tokens, std::span<const int32_t> blocks,
@@ -137,8 +218,7 @@ bool PrefixCache::insert_blocks(std::span<const int32_t> tokens, std::span<const
     ++n_snapshots_;
   }
   touch(cur);
-  while (bytes() > max_bytes_ && evict_one()) {
-  }
+  shrink();
   return true;
 }
 
@@ -172,6 +252,7 @@ void PrefixCache::remove_leaf(Node* n) {
       snapshot_bytes_ -= n->snapshot.size() * 4;
       --n_snapshots_;
     }
+    if (n->provisional) --n_provisional_;
     pool_->release(n->block);
     --n_nodes_;
     auto& sib = parent->children;
@@ -188,6 +269,7 @@ size_t PrefixCache::bytes() const {
 PrefixCacheStats PrefixCache::stats() const {
   PrefixCacheStats s = counts_;
   s.snapshots = n_snapshots_;
+  s.provisional = n_provisional_;
   s.blocks = n_nodes_;
   s.bytes = int64_t(bytes());
   return s;

@@ -9,6 +9,14 @@
 // are only ever taken from prompt computation (never from decode, whose token-by-token
 // recurrence gives other bits), at positions on that grid.
 //
+// Provisional snapshots: a prompt's prefill also copies the state at every grid line it computes
+// (model::StateCapture, a copy, no extra arithmetic), so that a later prompt that parts from it
+// anywhere resumes at the grid line at or below where they part, however long the first
+// prompt's tail. They live only in room nothing else needs: while the cache is over its bound,
+// the least recently made provisional snapshot goes first, before any other entry. One that a
+// prompt resumes from becomes an ordinary snapshot (a branch point), and so does one that a
+// prompt would have snapshotted anyway. save() writes only ordinary snapshots.
+//
 // The tree: a radix tree whose edges are kKvBlock-token blocks of ids; node depth d stands for
 // positions [0, d·kKvBlock) and holds the KV block of its last kKvBlock positions (a pool
 // reference), and a snapshot when one was taken there. Prompts that share a prefix share its
@@ -35,6 +43,8 @@ namespace qwen35::runtime {
 struct PrefixCacheStats {
   int64_t hits = 0, misses = 0, hit_tokens = 0, evictions = 0, inserts = 0;
   int64_t snapshots = 0, blocks = 0, bytes = 0;
+  int64_t provisional = 0;  // of `snapshots`, the provisional ones held
+  int64_t promoted = 0;     // provisional snapshots that became ordinary ones
 };
 
 class PrefixCache {
@@ -57,6 +67,16 @@ class PrefixCache {
   // Stores `state`, which stands at pos() = p, a multiple of kKvBlock, after computing
   // tokens[0, p) from an empty state. Nothing when p is 0 or the entry alone exceeds the bound.
   void insert(std::span<const int32_t> tokens, const model::SequenceState& state);
+  // The grid lines L with from < L <= to (and L <= tokens.size()) where the tree holds no
+  // snapshot of `tokens`' first L positions: where a prompt's prefill makes provisional ones.
+  // Empty when one such snapshot could never fit the bound.
+  std::vector<int64_t> missing(std::span<const int32_t> tokens, int64_t from, int64_t to,
+                               size_t snapshot_bytes) const;
+  // A provisional snapshot: `snapshot` (save_recurrent's layout) is the state after tokens
+  // [0, L), L = tokens.size() a multiple of kKvBlock, and `state` (which stands at L or past it,
+  // computed from an empty state) holds the blocks below L. Nothing when the tree has one there.
+  void insert_provisional(std::span<const int32_t> tokens, const model::SequenceState& state,
+                          std::vector<float> snapshot);
   // Evicts least recently used entries until `blocks` pool blocks are free (or the cache is
   // empty). Returns whether they are.
   bool free_blocks(int64_t blocks);
@@ -106,9 +126,16 @@ class PrefixCache {
     // The recurrent state at depth · kKvBlock, when has_snapshot. A model without Gated DeltaNet
     // layers (Qwen3) has none to keep: its snapshots are empty, the KV blocks alone.
     bool has_snapshot = false;
+    bool provisional = false;  // a provisional snapshot (see above)
     std::vector<float> snapshot;
-    uint64_t used = 0;
+    uint64_t used = 0;       // this node or a descendant last touched (leaf eviction order)
+    uint64_t made = 0;       // when the provisional snapshot was made (its eviction order)
   };
+  // The nodes of tokens' first `depth` blocks, made where missing with `state`'s blocks.
+  Node* extend(std::span<const int32_t> tokens, int64_t depth, const model::SequenceState& state);
+  void promote(Node* n);
+  bool drop_provisional();  // the oldest provisional snapshot; false when there is none
+  void shrink();            // drops and evicts until the cache is within its bound
   Node* child(Node* n, std::span<const int32_t> key) const;
   void touch(Node* n);
   bool evict_one();  // the least recently used leaf; false when there is none
@@ -126,7 +153,7 @@ class PrefixCache {
   size_t max_bytes_;
   std::unique_ptr<Node> root_;
   uint64_t clock_ = 0;
-  int64_t n_nodes_ = 0, n_snapshots_ = 0;
+  int64_t n_nodes_ = 0, n_snapshots_ = 0, n_provisional_ = 0;
   size_t snapshot_bytes_ = 0;
   PrefixCacheStats counts_;
 };

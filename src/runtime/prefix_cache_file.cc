@@ -317,7 +317,7 @@ core::Status PrefixCache::save(const std::string& dir, uint64_t fingerprint,
     const Node* node = stack.back();
     stack.pop_back();
     for (const auto& c : node->children) stack.push_back(c.get());
-    if (!node->has_snapshot) continue;
+    if (!node->has_snapshot || node->provisional) continue;  // provisional ones are not kept
     std::vector<int32_t> tokens(size_t(node->depth * kBlock)), blocks(size_t(node->depth));
     for (const Node* p = node; p != root_.get(); p = p->parent) {
       blocks[size_t(p->depth - 1)] = p->block;

@@ -22,6 +22,8 @@ core::Status SamplingParams::validate() const {
   if (reasoning_budget >= 0 && think_end < 0) return bad("a reasoning budget needs the model's end-of-thinking token");
   if (grammar && reasoning_open && think_end < 0)
     return bad("a grammar after an open thinking block needs the model's end-of-thinking token");
+  if (grammar && think_may_open && (think_start < 0 || think_end < 0))
+    return bad("a thinking block the model may open needs the model's thinking tokens");
   return core::Status();
 }
 
@@ -69,7 +71,7 @@ SampleResult Sampler::sample(const float* logits) {
 
 std::optional<SampleResult> Sampler::try_sample(const float* logits, grammar::Access access,
                                                 grammar::Unavailable::Why* why) {
-  const bool masked = p_.grammar && !in_think_;  // the grammar constrains this token
+  bool masked = p_.grammar && !in_think_;  // the grammar constrains this token
   int32_t chosen = -1, next = gstate_;
   try {
     std::optional<Session> g;
@@ -82,7 +84,10 @@ std::optional<SampleResult> Sampler::try_sample(const float* logits, grammar::Ac
       // here. The output ends (with the end token when the request has one).
       chosen = p_.grammar->end_ids().empty() ? 0 : p_.grammar->end_ids()[0];
     }
-    if (masked && !p_.grammar->is_end(chosen)) next = g->step(gstate_, chosen);
+    // The model opening its thinking block is no grammar token: the grammar waits it out.
+    const bool opens = masked && chosen == p_.think_start && may_open_think();
+    if (masked && !opens && !p_.grammar->is_end(chosen)) next = g->step(gstate_, chosen);
+    if (opens) masked = false;
   } catch (const grammar::Unavailable& u) {
     *why = u.why();
     return std::nullopt;
@@ -100,6 +105,13 @@ int64_t Sampler::tokens_left() const {
 int64_t Sampler::limit_at(int64_t drawn) const {
   if (p_.max_output < 0) return grammar::Automaton::kInf;
   return p_.max_output - drawn - 2;
+}
+
+// Only as the first token, and only when what is left holds <think>, </think>, the shortest
+// value and the end token.
+bool Sampler::may_open_think() const {
+  return p_.think_may_open && drawn_ == 0 && !in_think_ && p_.think_start >= 0 &&
+         p_.think_end >= 0 && tokens_left() >= grammar_need_ + 4;
 }
 
 int64_t Sampler::candidates_wanted() const {
@@ -142,12 +154,15 @@ int64_t Sampler::constrain(std::span<float> w, Session* g) {
     return 0;
   }
   const int64_t limit = limit_at(int64_t(drawn_));
+  const bool open = may_open_think();
   const int64_t want = candidates_wanted();
-  if (want > 0 && !g->has_mask(gstate_, limit)) {
+  if (want > 0 && !open && !g->has_mask(gstate_, limit)) {
     const int64_t found = sampling::best_allowed(*g, gstate_, limit, w, want, order_);
     if (found > 0) return found;
   }
+  const float think = open ? w[size_t(p_.think_start)] : 0.0f;
   sampling::mask_refused(*g, gstate_, limit, w, &mask_);
+  if (open) w[size_t(p_.think_start)] = think;
   return 0;
 }
 
@@ -207,6 +222,10 @@ size_t Sampler::allowed_prefix(std::span<const int32_t> draft, grammar::Access a
         if (t == p_.think_end) think = false;
         continue;
       }
+      if (k == 0 && t == p_.think_start && may_open_think()) {
+        think = true;
+        continue;
+      }
       if (!g) g.emplace(a, access);
       if (a.is_end(t)) {
         if (g->complete(st)) ++k;
@@ -238,6 +257,10 @@ std::vector<std::pair<int32_t, int64_t>> Sampler::masks_ahead(
       const int32_t t = drafts[k];
       if (think) {
         if (t == p_.think_end) think = false;
+        continue;
+      }
+      if (k == 0 && t == p_.think_start && may_open_think()) {
+        think = true;
         continue;
       }
       if (a.is_end(t)) break;

@@ -45,6 +45,10 @@ struct SamplingParams {
   int64_t reasoning_budget = -1;
   int32_t think_start = -1, think_end = -1;
   bool reasoning_open = false;
+  // The prompt leaves <think> to the model (Qwen3's template does): under a grammar the first
+  // token may also be think_start, which opens a thinking block the grammar waits out, when
+  // what is left covers it, its end and the shortest value.
+  bool think_may_open = false;
   // Constrained decoding (null: none): outside a thinking block only tokens the grammar allows
   // are sampled, its end tokens only once the value is complete; inside one the end tokens are
   // masked (the answer must come). The thinking block is tracked with think_start/think_end as
@@ -107,6 +111,7 @@ class Sampler {
   int64_t tokens_left() const;              // of max_output (Automaton::kInf: unbounded)
   int64_t limit_at(int64_t drawn) const;    // the grammar's limit after `drawn` samples
   int64_t candidates_wanted() const;        // of the fast path (0: the whole mask)
+  bool may_open_think() const;              // think_start is allowed besides the grammar now
 
   SamplingParams p_;
   int64_t vocab_;

@@ -133,6 +133,44 @@ void Sequence::chunk_inputs(model::SequenceRows* rows) const {
   rows->embeddings = std::span<const float* const>(layout_->inputs).subspan(at, n);
 }
 
+void Sequence::chunk_captures(model::SequenceRows* rows, const PrefixCache* cache) {
+  captures_.clear();
+  capture_bufs_.clear();
+  if (!cache || state_->recurrent_bytes() == 0) return;  // nothing to copy: keep_captures
+  const int64_t end = prefilled_ + int64_t(rows->tokens.size());
+  const size_t floats = state_->recurrent_bytes() / 4;
+  std::vector<int64_t> lines = cache->missing(cache_key(), prefilled_, end - 1, state_->recurrent_bytes());
+  // Only the last ones the bound can hold: the oldest provisional snapshot is the first to go.
+  const size_t room = cache->max_bytes() / state_->recurrent_bytes();
+  if (lines.size() > room) lines.erase(lines.begin(), lines.end() - std::ptrdiff_t(room));
+  for (int64_t line : lines) {
+    capture_bufs_.emplace_back(floats);
+    captures_.push_back({line, capture_bufs_.back().data()});
+  }
+  rows->captures = captures_;
+}
+
+void Sequence::keep_captures(PrefixCache* cache, int64_t start) {
+  const auto key = cache_key();
+  const size_t bytes = state_->recurrent_bytes();
+  if (bytes == 0) {  // a pure-attention model: a snapshot is its blocks alone, nothing to copy
+    for (int64_t line : cache->missing(key, start, prefilled_, 0))
+      cache->insert_provisional(key.first(size_t(line)), *state_, {});
+    return;
+  }
+  for (size_t i = 0; i < captures_.size(); ++i)
+    cache->insert_provisional(key.first(size_t(captures_[i].pos)), *state_,
+                              std::move(capture_bufs_[i]));
+  captures_.clear();
+  capture_bufs_.clear();
+  const int64_t line = prefilled_ / kernels::kKvBlock * kernels::kKvBlock;
+  if (line == prefilled_ && !cache->missing(key, line - 1, line, bytes).empty()) {
+    std::vector<float> snap(bytes / 4);
+    state_->save_recurrent(snap.data());
+    cache->insert_provisional(key.first(size_t(line)), *state_, std::move(snap));
+  }
+}
+
 std::span<const int32_t> Sequence::cache_key() const {
   return layout_ ? std::span<const int32_t>(layout_->cache_key) : std::span<const int32_t>(req_.prompt);
 }
@@ -152,10 +190,12 @@ bool Sequence::after_chunk(int64_t rows, const float* logits, bool all, PrefixCa
     stream_->push(std::move(ev));
     last += size_t((rows - 1) * vocab);
   }
+  const int64_t start = prefilled_;
   prefilled_ += rows;
   out->prompt += rows;
   if (cache && prefilled_ == snapshot_after(prefilled_ - 1))
     cache->insert(cache_key().first(size_t(prefilled_)), *state_);
+  if (cache) keep_captures(cache, start);
   if (prefilled_ < n) return false;
   return prompt_read(last, out);
 }

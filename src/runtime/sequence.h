@@ -104,6 +104,9 @@ class Sequence {
   // The rotary positions and input rows of a prompt chunk `rows` (from next_chunk) when the
   // prompt has images; nothing otherwise.
   void chunk_inputs(model::SequenceRows* rows) const;
+  // With the prefix cache: asks the forward call of that chunk for copies of the state at the
+  // grid lines inside it that the cache lacks (after_chunk makes them provisional snapshots).
+  void chunk_captures(model::SequenceRows* rows, const PrefixCache* cache);
   // After the forward call that fed the chunk: prompt logprobs (`all` holds a logits row per
   // chunk token) or the last row's logits in `last`; snapshots into `cache`; and, once the
   // prompt is read, the first sample. Returns true when the sequence finished.
@@ -195,6 +198,11 @@ class Sequence {
   uint64_t order_ = 0;
   int64_t prefilled_ = 0;    // prompt tokens consumed
   int64_t branch_ = 0;       // a branch-point snapshot is due here (PrefixCache::matched); 0: none
+  std::vector<model::StateCapture> captures_;   // of the chunk in flight (chunk_captures)
+  std::vector<std::vector<float>> capture_bufs_;  // their states
+  // after_chunk: the chunk's copies, and the state at its end when that is a grid line without
+  // a snapshot, into the cache as provisional snapshots.
+  void keep_captures(PrefixCache* cache, int64_t start);
   uint64_t fork_key_ = 0;
   int64_t generated_ = 0;    // tokens sampled and sent
   int32_t next_token_ = -1;  // sampled, not yet fed

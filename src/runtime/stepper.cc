@@ -13,6 +13,10 @@ Stepper::Stepper(model::Model& model, const EngineOptions& opts) : model_(model)
   const int64_t per_slot = (opts_.ctx + block - 1) / block;
   if (opts_.kv_blocks <= 0) opts_.kv_blocks = per_slot * opts_.parallel;
   opts_.cache_interval = std::max<int64_t>(block, opts_.cache_interval / block * block);
+  if (opts_.forward) {  // split over ranks: the state changes that reach them (engine_options.h)
+    opts_.cache_bytes = 0;
+    if (opts_.spec.method == SpecMethod::kMtp) opts_.spec = SpecOptions{};
+  }
   // MTP drafting needs the head's cache in every state, and so in the pool.
   if (opts_.spec.method == SpecMethod::kMtp && !model_.mtp_enabled()) {
     const core::Status st = model_.enable_mtp();
@@ -44,6 +48,11 @@ bool Stepper::validate(const GenerationRequest& req, std::string* message) const
     return false;
   }
   if (const SpecOptions sp = req.spec.value_or(opts_.spec); sp.method != SpecMethod::kOff) {
+    if (opts_.forward && sp.method == SpecMethod::kMtp) {
+      *message = "speculative method \"mtp\" does not run on a model split over MPI ranks yet (its head "
+                 "is on the last rank); use \"lookup\"";
+      return false;
+    }
     if (sp.draft_tokens < 1 || sp.draft_tokens >= model::kMaxVerifyRows) {
       *message = "draft_tokens must be in [1, " + std::to_string(model::kMaxVerifyRows - 1) +
                  "], got " + std::to_string(sp.draft_tokens);

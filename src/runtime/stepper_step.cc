@@ -29,7 +29,9 @@ void Stepper::step(StepOutput* out) {
   }
   const auto t1 = Clock::now();
   core::Status st;
-  if (std::string oom = out_of_memory([&] { st = model_.forward(rows_, &logits_); });
+  if (std::string oom = out_of_memory([&] {
+        st = opts_.forward ? opts_.forward(rows_, row_slot_, &logits_) : model_.forward(rows_, &logits_);
+      });
       !oom.empty())
     st = core::error(oom + " in the forward call");
   const auto t2 = Clock::now();
@@ -148,6 +150,7 @@ void Stepper::schedule() {
     if (s.prefilled() + int64_t(chunk.size()) == s.prompt_size()) s.prefetch_masks();
     rows_.push_back({s.state(), chunk, s.request().prompt_logprobs >= 0});
     s.chunk_inputs(&rows_.back());
+    s.chunk_captures(&rows_.back(), cache_.get());
     row_slot_.push_back(i);
   }
   size_t off = 0;

@@ -16,7 +16,9 @@ void emit(std::vector<BlockEvent>* ev, BlockEvent::Op op, size_t index, std::str
 }  // namespace
 
 AnswerBlocks::AnswerBlocks(bool in_reasoning, int max_calls)
-    : reasoning_phase_(in_reasoning), max_calls_(max_calls) {}
+    : reasoning_seen_(in_reasoning), max_calls_(max_calls) {}
+
+int64_t AnswerBlocks::reasoning_tokens() const { return reasoning_seen_ ? before_answer_ : 0; }
 
 void AnswerBlocks::close_open(std::vector<BlockEvent>* ev) {
   if (!open_) return;
@@ -51,8 +53,11 @@ void AnswerBlocks::piece(AnswerBlock::Kind kind, std::string_view text,
 
 void AnswerBlocks::push(const Delta& d, std::vector<BlockEvent>* ev) {
   if (finished_) return;
-  if (reasoning_phase_ && (!d.text.empty() || !d.calls.empty())) reasoning_phase_ = false;
-  if (reasoning_phase_) reasoning_tokens_ += int64_t(d.samples.size());
+  if (!answered_ && (!d.text.empty() || !d.calls.empty())) answered_ = true;
+  if (!answered_) {
+    before_answer_ += int64_t(d.samples.size());
+    if (!d.reasoning.empty()) reasoning_seen_ = true;  // the model opened <think> itself
+  }
   piece(AnswerBlock::kReasoning, d.reasoning, ev);
   piece(AnswerBlock::kText, d.text, ev);
   for (const auto& call : d.calls) {

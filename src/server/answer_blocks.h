@@ -43,8 +43,9 @@ class AnswerBlocks {
   const std::vector<AnswerBlock>& blocks() const { return blocks_; }
   bool finished() const { return finished_; }
   // Tokens sampled while the answer was still reasoning: every token up to the first delta that
-  // brought text or a tool call (the </think> token and the held-back tag text included).
-  int64_t reasoning_tokens() const { return reasoning_tokens_; }
+  // brought text or a tool call (the </think> token and the held-back tag text included), when
+  // the prompt opened <think> or the model did (Qwen3's template leaves it to the model); else 0.
+  int64_t reasoning_tokens() const;
   // The text of the blocks of one kind, joined.
   std::string joined(AnswerBlock::Kind kind) const;
 
@@ -60,8 +61,9 @@ class AnswerBlocks {
   // call or after </think>) is never opened.
   AnswerBlock::Kind pending_kind_ = AnswerBlock::kText;
   std::string pending_;
-  bool reasoning_phase_;
-  int64_t reasoning_tokens_ = 0;
+  bool reasoning_seen_;        // the prompt or the answer opened a thinking block
+  bool answered_ = false;      // text or a tool call came
+  int64_t before_answer_ = 0;  // tokens sampled before that
   int max_calls_, n_calls_ = 0;
 };
 

@@ -86,6 +86,19 @@ std::optional<ApiError> parse_call_arguments(const std::string& text, int max_de
   return std::nullopt;
 }
 
+ToolCallFormat tool_call_format(const tmpl::ChatTemplate& t) {
+  const Json messages = Json::parse(R"([{"role": "user", "content": "q"},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "c", "type": "function",
+     "function": {"name": "probe_fn", "arguments": {"probe_arg": 1}}}]}])");
+  auto r = t.render(messages, nullptr, false, Json::object());
+  if (!r.ok()) return ToolCallFormat::kXml;
+  if (r->find("<function=probe_fn>") != std::string::npos) return ToolCallFormat::kXml;
+  const size_t call = r->find("<tool_call>");
+  if (call != std::string::npos && r->find("\"probe_fn\"", call) != std::string::npos)
+    return ToolCallFormat::kJson;
+  return ToolCallFormat::kXml;
+}
+
 namespace {
 
 std::optional<ApiError> render_messages_of(const ChatRequest& c, const ModelInfo& mi,
@@ -152,8 +165,10 @@ std::optional<ApiError> finish_chat_request(const ChatRequest& c, const ModelInf
     r->parse_tools = true;
     r->tools = c.tools;
   }
+  r->tool_format = mi.tool_format;
   // Qwen3.5's generation prompt opens <think> unless thinking is off: the answer starts inside.
   r->in_reasoning = opens_thinking(text);
+  r->think_may_open = !r->in_reasoning && !closes_thinking(text);
   QWEN35_TRY(set_reasoning_budget(c.budget.value_or(mi.reasoning_budget), r->in_reasoning, mi,
                                   c.names.budget, r));
   QWEN35_TRY(set_structured_output(c.format, c.tool_choice, c.names, mi, r));

@@ -106,6 +106,12 @@ std::optional<ApiError> apply_reasoning_effort(const Json& effort, const std::st
 std::optional<ApiError> parse_call_arguments(const std::string& text, int max_depth,
                                              const std::string& where, Json* out);
 
+// How the template writes an assistant's tool calls: it renders a probe conversation with one
+// call and looks at the result. Qwen3.5's template writes <function=NAME> (kXml), Qwen3's
+// {"name": "NAME", ...} (kJson); a template that writes neither (or cannot render the probe)
+// gets kXml, the engine's own family's form.
+ToolCallFormat tool_call_format(const tmpl::ChatTemplate& t);
+
 // Renders the conversation through the chat template (for /apply-template, /tokenize and
 // finish_chat_request).
 std::optional<ApiError> render_chat(const ChatRequest& c, const ModelInfo& mi, std::string* text);

@@ -12,7 +12,8 @@ ChoiceRunner::ChoiceRunner(int index, const CompletionRequest& req, const tokeni
       stream_(std::move(stream)),
       dec_(tok, req.skip_special),
       stop_(req.stops) {
-  if (req.chat) parser_.emplace(req.in_reasoning, req.parse_reasoning, req.parse_tools, req.tools);
+  if (req.chat) parser_.emplace(req.in_reasoning, req.parse_reasoning, req.parse_tools, req.tools,
+                                  req.tool_format);
 }
 
 ChoiceRunner::~ChoiceRunner() { cancel(); }

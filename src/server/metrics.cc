@@ -126,7 +126,14 @@ std::string Metrics::render(const runtime::EngineStats* e, int connections) cons
           pc.hits + pc.misses ? double(pc.hits) / double(pc.hits + pc.misses) : 0.0);
     gauge(&out, "qwen35_prefix_cache_bytes", "prefix cache memory (snapshots + KV blocks)",
           double(pc.bytes));
-    gauge(&out, "qwen35_prefix_cache_snapshots", "state snapshots held", double(pc.snapshots));
+    gauge(&out, "qwen35_prefix_cache_snapshots", "state snapshots held (provisional ones included)",
+          double(pc.snapshots));
+    gauge(&out, "qwen35_prefix_cache_provisional_snapshots",
+          "snapshots a prefill copied at a grid line, kept while there is room",
+          double(pc.provisional));
+    gauge(&out, "qwen35_prefix_cache_promoted_total",
+          "provisional snapshots a later prompt resumed from (branch points)", double(pc.promoted),
+          "counter");
     gauge(&out, "qwen35_prefix_cache_blocks", "KV blocks the prefix cache holds",
           double(pc.blocks));
     gauge(&out, "qwen35_spec_drafted_tokens_total", "tokens drafted for speculative decoding",

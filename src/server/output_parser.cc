@@ -45,24 +45,44 @@ std::string param_type(const nlohmann::ordered_json& tools, const std::string& n
 
 }  // namespace
 
-ToolCall parse_tool_call(std::string_view body, const nlohmann::ordered_json& tools) {
+namespace {
+
+// {"name": NAME, "arguments": {...}} (arguments may also come as the JSON text of an object, as
+// OpenAI's API writes them; absent, they are {}).
+std::optional<ToolCall> parse_json_call(std::string_view body) {
+  // Model output, but copied into the response like client JSON: the same depth bound.
+  auto j = parse_json(trim(body), kDefaultMaxJsonDepth);
+  if (!j.is_object()) return std::nullopt;
+  const auto name = j.find("name");
+  if (name == j.end() || !name->is_string() || name->get<std::string>().empty())
+    return std::nullopt;
   ToolCall call;
-  const std::string_view t = trim(body);
-  if (!t.empty() && t.front() == '{') {  // the JSON form {"name": ..., "arguments": {...}}
-    // Model output, but copied into the response like client JSON: the same depth bound.
-    auto j = parse_json(t, kDefaultMaxJsonDepth);
-    if (j.is_object()) {
-      if (j.contains("name") && j["name"].is_string()) call.name = j["name"].get<std::string>();
-      if (j.contains("arguments") && j["arguments"].is_object()) call.arguments = j["arguments"];
-      return call;
-    }
+  call.name = name->get<std::string>();
+  const auto args = j.find("arguments");
+  if (args == j.end() || args->is_null()) return call;
+  if (args->is_string()) {
+    auto parsed = parse_json(args->get<std::string>(), kDefaultMaxJsonDepth);
+    if (!parsed.is_object()) return std::nullopt;
+    call.arguments = std::move(parsed);
+  } else if (args->is_object()) {
+    call.arguments = *args;
+  } else {
+    return std::nullopt;
   }
+  return call;
+}
+
+// <function=NAME>\n<parameter=ARG>\nVALUE\n</parameter>...</function>; a parameter left open
+// ends at the next one or at </function>.
+std::optional<ToolCall> parse_xml_call(std::string_view body, const nlohmann::ordered_json& tools) {
+  ToolCall call;
   size_t i = body.find("<function=");
-  if (i == std::string_view::npos) return call;
+  if (i == std::string_view::npos) return std::nullopt;
   i += 10;
   size_t e = body.find('>', i);
-  if (e == std::string_view::npos) return call;
+  if (e == std::string_view::npos) return std::nullopt;
   call.name = std::string(trim(body.substr(i, e - i)));
+  if (call.name.empty()) return std::nullopt;
   size_t p = e + 1;
   for (;;) {
     size_t a = body.find("<parameter=", p);
@@ -93,15 +113,25 @@ ToolCall parse_tool_call(std::string_view body, const nlohmann::ordered_json& to
   return call;
 }
 
+}  // namespace
+
+std::optional<ToolCall> parse_tool_call(std::string_view body, const nlohmann::ordered_json& tools,
+                                        ToolCallFormat format) {
+  return format == ToolCallFormat::kJson ? parse_json_call(body) : parse_xml_call(body, tools);
+}
+
 OutputParser::OutputParser(bool in_reasoning, bool parse_reasoning, bool parse_tools,
-                           nlohmann::ordered_json tools)
-    : parse_reasoning_(parse_reasoning), parse_tools_(parse_tools), tools_(std::move(tools)) {
+                           nlohmann::ordered_json tools, ToolCallFormat format)
+    : parse_reasoning_(parse_reasoning),
+      parse_tools_(parse_tools),
+      tools_(std::move(tools)),
+      format_(format) {
   if (in_reasoning && parse_reasoning) state_ = kThink;
 }
 
 void OutputParser::emit(OutputPiece::Kind kind, std::string_view text,
                         std::vector<OutputPiece>* out) {
-  if (kind == OutputPiece::kContent && strip_newlines_) {
+  if (strip_newlines_) {
     while (!text.empty() && text.front() == '\n') text.remove_prefix(1);
     if (!text.empty()) strip_newlines_ = false;
   }
@@ -134,19 +164,26 @@ void OutputParser::drain(bool final, std::vector<OutputPiece>* out) {
     const auto kind = state_ == kThink ? OutputPiece::kReasoning : OutputPiece::kContent;
     if (best != std::string::npos) {
       if (state_ == kCall) {
-        OutputPiece p;
-        p.kind = OutputPiece::kToolCall;
-        p.call = parse_tool_call(std::string_view(buf_).substr(0, best), tools_);
-        out->push_back(std::move(p));
+        const std::string_view body = std::string_view(buf_).substr(0, best);
+        const auto back = call_return_ == kThink ? OutputPiece::kReasoning : OutputPiece::kContent;
+        if (auto call = parse_tool_call(body, tools_, format_)) {
+          OutputPiece p;
+          p.kind = OutputPiece::kToolCall;
+          p.call = std::move(*call);
+          out->push_back(std::move(p));
+          strip_newlines_ = true;  // calls are separated by a newline, as the template writes them
+        } else {  // not a call of the model's form: the text as written
+          emit(back, std::string(kCallOpen).append(body).append(kCallClose), out);
+        }
         state_ = call_return_;
-        strip_newlines_ = true;  // calls are separated by a newline, as the template writes them
       } else {
         emit(kind, std::string_view(buf_).substr(0, best), out);
         if (tag == kCallOpen) {
           call_return_ = state_;
           state_ = kCall;
-        } else if (tag == kThinkOpen) {
+        } else if (tag == kThinkOpen) {  // the model opened it (Qwen3 writes "<think>\n")
           state_ = kThink;
+          strip_newlines_ = true;
         } else {
           state_ = kText;
           strip_newlines_ = true;

@@ -311,11 +311,17 @@ std::optional<ApiError> set_reasoning_budget(int64_t budget, bool open, const Mo
   return std::nullopt;
 }
 
-bool opens_thinking(const std::string& text) {
+namespace {
+bool ends_with_tag(const std::string& text, std::string_view tag) {
   size_t end = text.size();
   while (end > 0 && (text[end - 1] == '\n' || text[end - 1] == ' ')) --end;
-  return end >= 7 && text.compare(end - 7, 7, "<think>") == 0;
+  return end >= tag.size() && text.compare(end - tag.size(), tag.size(), tag) == 0;
 }
+}  // namespace
+
+bool opens_thinking(const std::string& text) { return ends_with_tag(text, "<think>"); }
+
+bool closes_thinking(const std::string& text) { return ends_with_tag(text, "</think>"); }
 
 std::optional<ApiError> parse_completion_request(const Json& b, const ModelInfo& mi,
                                                  CompletionRequest* r) {

@@ -16,6 +16,7 @@
 #include "server/api_error.h"
 #include "server/http.h"
 #include "server/json_limits.h"
+#include "server/output_parser.h"
 #include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -35,6 +36,8 @@ struct ModelInfo {
   kernels::KvTypes kv_types{};  // the KV pool's (a request's "kv_type" must name it)
   int max_json_depth = kDefaultMaxJsonDepth;  // nesting bound of request bodies (json_limits.h)
   int64_t reasoning_budget = -1;  // chat requests' default thinking budget (-1: no cap)
+  // How the model writes tool calls: from its chat template (tool_call_format(), chat_request.h).
+  ToolCallFormat tool_format = ToolCallFormat::kXml;
   // Control tokens typed into chat content are matched as tokens (prompt_tokens.h): off by
   // default, where they stay text.
   bool special_tokens_in_content = false;
@@ -81,8 +84,12 @@ struct CompletionRequest {
   bool return_token_ids = false;
   bool skip_special = true;
   bool in_reasoning = false;  // the prompt opened <think>
+  // Chat: the prompt neither opened nor closed a thinking block, so the model may open one
+  // (Qwen3's template leaves <think> to it); a grammar then waits it out.
+  bool think_may_open = false;
   bool parse_reasoning = true, parse_tools = false;
   Json tools;  // the request's tools (for parameter types)
+  ToolCallFormat tool_format = ToolCallFormat::kXml;  // ModelInfo::tool_format
   // Chat: prompt positions where other requests' prompts are likely to diverge (the end of the
   // shared system part); the prefix cache snapshots below them.
   std::vector<int64_t> snapshot_hints;
@@ -133,6 +140,9 @@ std::optional<ApiError> set_reasoning_budget(int64_t budget, bool open, const Mo
                                              const std::string& param, CompletionRequest* r);
 // Whether a rendered prompt ends inside an open <think> (its last non-blank text).
 bool opens_thinking(const std::string& text);
+// Whether it ends right after a closed thinking block (its last non-blank text is </think>: an
+// empty block written because thinking is off).
+bool closes_thinking(const std::string& text);
 
 // Renders `messages` (validated) through the chat template: for /apply-template and /tokenize;
 // *ids (when given) are the prompt's ids as a chat request's (prompt_tokens.h).

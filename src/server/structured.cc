@@ -108,8 +108,65 @@ size_t GrammarCache::bytes() const {
   return total;
 }
 
+namespace {
+
+// One call in Qwen3.5's XML form: parameters in the schema's order, the required ones always; a
+// plain string raw, anything else JSON under its schema.
+core::Result<grammar::Sym> xml_call(grammar::Builder& b, grammar::JsonSchemaCompiler& c,
+                                    const std::string& fname, const Json& params,
+                                    const std::string& where) {
+  using grammar::Sym;
+  if (!tag_name_ok(fname)) return core::error(where + ".name: a forced call's name cannot hold '<', '>' or a newline");
+  std::vector<std::pair<std::string, Sym>> items;
+  std::vector<std::string> required;
+  if (params.contains("required") && params["required"].is_array())
+    for (const auto& r : params["required"])
+      if (r.is_string()) required.push_back(r.get<std::string>());
+  if (params.contains("properties")) {
+    if (!params["properties"].is_object()) return core::error(where + ".parameters.properties must be an object");
+    for (const auto& [k, v] : params["properties"].items()) {
+      if (!tag_name_ok(k)) return core::error(where + ": parameter name '" + k + "' cannot hold '<', '>' or a newline");
+      const std::string path = "#/properties/" + k;
+      auto value = plain_string(v) ? c.raw_string(v, path) : c.value(v, path);
+      if (!value.ok()) return core::error(where + ".parameters: " + value.message());
+      items.emplace_back(k, b.seq({b.literal("<parameter=" + k + ">\n"), *value, b.literal("\n</parameter>\n")}));
+    }
+  }
+  for (const auto& r : required)
+    if (std::none_of(items.begin(), items.end(), [&](const auto& x) { return x.first == r; }))
+      return core::error(where + ".parameters: required parameter '" + r + "' is not in 'properties'");
+  Sym rest = b.empty();
+  for (size_t i = items.size(); i-- > 0;) {
+    const Sym with = b.seq({items[i].second, rest});
+    const bool req = std::find(required.begin(), required.end(), items[i].first) != required.end();
+    rest = req ? with : b.alt({with, rest});
+  }
+  return b.seq({b.literal("<tool_call>\n<function=" + fname + ">\n"), rest,
+                b.literal("</function>\n</tool_call>")});
+}
+
+// One call in Qwen3's Hermes-style JSON form, as its template writes one:
+// <tool_call>\n{"name": "NAME", "arguments": ARGS}\n</tool_call>, ARGS an object under the
+// parameters' schema (an object of any members when the schema gives no type).
+core::Result<grammar::Sym> json_call(grammar::Builder& b, grammar::JsonSchemaCompiler& c,
+                                     const std::string& fname, const Json& params,
+                                     const std::string& where) {
+  if (fname.empty()) return core::error(where + ".name: a forced call needs a name");
+  if (params.contains("type") && params["type"] != "object")
+    return core::error(where + ".parameters: a call's arguments are an object ('type' must be \"object\")");
+  Json schema = params;
+  if (!schema.contains("type")) schema["type"] = "object";
+  auto args = c.value(schema, "#");
+  if (!args.ok()) return core::error(where + ".parameters: " + args.message());
+  return b.seq({b.literal("<tool_call>\n{\"name\": " + Json(fname).dump() + ", \"arguments\": "), *args,
+                b.literal("}\n</tool_call>")});
+}
+
+}  // namespace
+
 core::Result<grammar::Grammar> tool_call_grammar(const Json& tools, const std::string& name,
-                                                 bool after_think, int64_t max_states) {
+                                                 bool after_think, ToolCallFormat format,
+                                                 int64_t max_states) {
   using grammar::Sym;
   grammar::Builder b(max_states);
   // Compilers keep the schema they resolve $ref in: one per tool, alive until finish().
@@ -120,38 +177,14 @@ core::Result<grammar::Grammar> tool_call_grammar(const Json& tools, const std::s
     const std::string fname = f["name"].get<std::string>();
     if (!name.empty() && fname != name) continue;
     const std::string where = "tools[" + std::to_string(t) + "].function";
-    if (!tag_name_ok(fname)) return core::error(where + ".name: a forced call's name cannot hold '<', '>' or a newline");
     static const Json kNone = Json::object();
     const Json& params = f.contains("parameters") && !f["parameters"].is_null() ? f["parameters"] : kNone;
     if (!params.is_object()) return core::error(where + ".parameters must be an object");
     compilers.push_back(std::make_unique<grammar::JsonSchemaCompiler>(b, params));
-    grammar::JsonSchemaCompiler& c = *compilers.back();
-    std::vector<std::pair<std::string, Sym>> items;
-    std::vector<std::string> required;
-    if (params.contains("required") && params["required"].is_array())
-      for (const auto& r : params["required"])
-        if (r.is_string()) required.push_back(r.get<std::string>());
-    if (params.contains("properties")) {
-      if (!params["properties"].is_object()) return core::error(where + ".parameters.properties must be an object");
-      for (const auto& [k, v] : params["properties"].items()) {
-        if (!tag_name_ok(k)) return core::error(where + ": parameter name '" + k + "' cannot hold '<', '>' or a newline");
-        const std::string path = "#/properties/" + k;
-        auto value = plain_string(v) ? c.raw_string(v, path) : c.value(v, path);
-        if (!value.ok()) return core::error(where + ".parameters: " + value.message());
-        items.emplace_back(k, b.seq({b.literal("<parameter=" + k + ">\n"), *value, b.literal("\n</parameter>\n")}));
-      }
-    }
-    for (const auto& r : required)
-      if (std::none_of(items.begin(), items.end(), [&](const auto& x) { return x.first == r; }))
-        return core::error(where + ".parameters: required parameter '" + r + "' is not in 'properties'");
-    Sym rest = b.empty();
-    for (size_t i = items.size(); i-- > 0;) {
-      const Sym with = b.seq({items[i].second, rest});
-      const bool req = std::find(required.begin(), required.end(), items[i].first) != required.end();
-      rest = req ? with : b.alt({with, rest});
-    }
-    calls.push_back(b.seq({b.literal("<tool_call>\n<function=" + fname + ">\n"), rest,
-                           b.literal("</function>\n</tool_call>")}));
+    auto call = format == ToolCallFormat::kJson ? json_call(b, *compilers.back(), fname, params, where)
+                                                : xml_call(b, *compilers.back(), fname, params, where);
+    if (!call.ok()) return core::error(call.message());
+    calls.push_back(*call);
   }
   if (calls.empty()) return core::error("no tool named '" + name + "' in 'tools'");
   // After </think> the model writes a blank line (the output parser drops it); otherwise the
@@ -190,9 +223,12 @@ std::optional<ApiError> wanted(const OutputFormat& format, const ToolChoice& tc,
                                    "' forces a tool call, but the request has no '" + nm.tools +
                                    "'");
   w->param = nm.tools;
-  w->key = "tools:" + tc.name + (r.in_reasoning ? ":think:" : ":") + dump(r.tools);
-  w->build = [tools = r.tools, name = tc.name, think = r.in_reasoning](int64_t max) {
-    return tool_call_grammar(tools, name, think, max);
+  const bool json = r.tool_format == ToolCallFormat::kJson;
+  const bool think = r.in_reasoning || r.think_may_open;  // a thinking block may come first
+  w->key = std::string(json ? "json-tools:" : "tools:") + tc.name + (think ? ":think:" : ":") +
+           dump(r.tools);
+  w->build = [tools = r.tools, name = tc.name, think, format = r.tool_format](int64_t max) {
+    return tool_call_grammar(tools, name, think, format, max);
   };
   return std::nullopt;
 }
@@ -211,6 +247,13 @@ std::optional<ApiError> attach(const Wanted& w, const ChatNames& nm, const Model
     s.reasoning_open = true;
     if (s.think_end < 0)
       return bad(w.param, "the prompt opens thinking, but the vocabulary has no </think>");
+  } else if (r->think_may_open && mi.tok->token_to_id("<think>") >= 0 &&
+             mi.tok->token_to_id("</think>") >= 0) {
+    // The model may think first (Qwen3), when max_tokens leaves room for it: the sampler lets
+    // <think> be its first token, and the grammar applies after </think>.
+    s.think_start = mi.tok->token_to_id("<think>");
+    s.think_end = mi.tok->token_to_id("</think>");
+    s.think_may_open = true;
   }
   const int64_t finish = (*a)->finish_tokens((*a)->initial());
   if ((*a)->exhausted())

@@ -3,12 +3,14 @@
 // (grammar/matcher.h). With thinking on the reasoning stays free: the grammar applies from
 // </think>.
 //
-// Forced tool calls follow Qwen3.5's XML format, which the chat template writes and the output
-// parser reads:
+// Forced tool calls follow the form the model's chat template writes and the output parser
+// reads (ToolCallFormat), with calls separated by "\n". Qwen3.5's XML form:
 //   <tool_call>\n<function=NAME>\n<parameter=ARG>\nVALUE\n</parameter>\n...</function>\n</tool_call>
-// with calls separated by "\n". A parameter whose schema is {"type": "string", ...} is written
-// raw (the parser keeps it as text); any other is JSON text under its schema (the parser reads
-// it as JSON). Parameters come in the schema's order, the required ones always.
+// A parameter whose schema is {"type": "string", ...} is written raw (the parser keeps it as
+// text); any other is JSON text under its schema (the parser reads it as JSON). Parameters come
+// in the schema's order, the required ones always. Qwen3's Hermes-style JSON form:
+//   <tool_call>\n{"name": "NAME", "arguments": {...}}\n</tool_call>
+// the arguments a JSON object under the function's parameters schema.
 #pragma once
 
 #include <functional>
@@ -79,10 +81,11 @@ class GrammarCache {
 };
 
 // The grammar of forced tool calls: one call of `name`, or (name empty) one or more calls of
-// any of `tools` (OpenAI's tools array, validated). after_think: the output opens with a thinking
-// block, after which up to two newlines may come. More than max_states states is an error.
+// any of `tools` (OpenAI's tools array, validated), in `format`. after_think: the output opens
+// with a thinking block, after which up to two newlines may come. More than max_states states is
+// an error.
 core::Result<grammar::Grammar> tool_call_grammar(const Json& tools, const std::string& name,
-                                                 bool after_think,
+                                                 bool after_think, ToolCallFormat format,
                                                  int64_t max_states = grammar::Builder::kInf);
 
 // Sets r->sampling's grammar from the output format or the forced tool call (r's prompt,

@@ -42,9 +42,26 @@ TEST(Cli, InspectPrintsGeometry) {
   r = run_qwen35("inspect -m " + ckpt("qwen3_moe_e8_top2"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s : {"family: Qwen3-MoE", "model_type: qwen3_moe", "norms stored as w (applied as w)",
-                        "layer pattern: FFF", "no output gate", "gated deltanet: none", "8 experts, top-2 renormalised",
-                        "verdict: SUPPORTED"})
+                        "layer pattern: FFF", "no output gate", "q/k RMSNorm per head", "gated deltanet: none",
+                        "8 experts, top-2 renormalised", "no shared expert", "rms norm eps: 1e-06",
+                        "chat template: none", "verdict: SUPPORTED"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
+  // What the server reads from the chat template: Qwen3's writes Hermes-style JSON calls and
+  // leaves <think> to the model (synth ships Qwen3's template, in HF and GGUF files alike);
+  // Qwen3.5's writes XML calls and its generation prompt opens <think>.
+  TempDir d;
+  for (const char* fmt : {"hf", "gguf"}) {
+    const std::string out = d.file(std::string("q3.") + fmt);
+    ASSERT_EQ(run_qwen35("synth --preset qwen3-tiny --quiet --format " + std::string(fmt) + " --out " + out).exit_code, 0);
+    r = run_qwen35("inspect -m " + out);
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_NE(r.out.find("family: Qwen3\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("chat template: tool calls as Hermes-style JSON (<tool_call>{\"name\": ...}); thinking "
+                         "left to the model\n"), std::string::npos) << r.out;
+  }
+  r = run_qwen35("inspect -m " + testing::source_dir() + "/models/qwen35-tiny-kjv");
+  EXPECT_NE(r.out.find("chat template: tool calls as XML (<tool_call><function=...>); thinking opened by the "
+                       "generation prompt\n"), std::string::npos) << r.out;
 }
 
 TEST(Cli, InspectBrokenInputs) {

@@ -45,6 +45,9 @@ TEST(GgufBinding, Qwen3FilesRefuseWhatIsNotBuilt) {
   expect_bind_error([](B& b) { b.erase_tensor("blk.0.ffn_norm.weight"); }, "missing tensor 'blk.0.ffn_norm.weight'", dense);
   expect_bind_error([](B& b) { b.erase_kv("qwen3moe.expert_count"); }, "missing metadata key 'qwen3moe.expert_count'", moe);
   expect_bind_error([](B& b) { b.u32("qwen3moe.expert_used_count", 99); }, "num_experts_per_tok", moe);
+  expect_bind_error([](B& b) { b.str("qwen3moe.rope.scaling.type", "yarn"); }, "'qwen3moe.rope.scaling.type' = \"yarn\"", moe);
+  expect_bind_error([](B& b) { b.u32("qwen3moe.attention.sliding_window", 4096); }, "'qwen3moe.attention.sliding_window'", moe);
+  expect_bind_error([](B& b) { b.str("general.architecture", "qwen2moe"); }, "architecture 'qwen2moe' is not supported", moe);
 }
 
 TEST(GgufBinding, FilesThatAreNotWhatTheyClaim) {

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <map>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -191,6 +193,63 @@ TEST_P(MtpTest, BatchedAndSharedPrefixDraftsAreAlone) {
 INSTANTIATE_TEST_SUITE_P(Fixtures, MtpTest,
                          ::testing::Values("dense_bf16_tied", "moe_bf16", "extra_hf_gqa4_hd64",
                                            "extra_moe_hf_e4_top1", "bundled", "gguf_moe_f32_tied"));
+
+// State copies inside prompt chunks (StateCapture, the prefix cache's provisional snapshots)
+// hold the bits of a state fed exactly up to that grid line: the conv and recurrent state of
+// every Gated DeltaNet layer and the MTP head's hidden row. A copy off the grid or outside the
+// chunk, or in a chunk that does not start on the grid, is refused.
+TEST_P(MtpTest, StateCopiesInsideChunksAreTheStatesAtTheirLines) {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; ids.size() < 200; ++i) ids.push_back(tokens_[i % tokens_.size()]);
+  auto s = model_->new_state(256);
+  const size_t floats = s->recurrent_bytes() / 4;
+  const int64_t cuts[] = {0, 64, 128, 200};  // prompt chunks start on the grid
+  const std::vector<int64_t> lines[] = {{}, {}, {192}};
+  std::map<int64_t, std::vector<float>> got;
+  for (int c = 0; c < 3; ++c) {
+    if (c == 0) {  // one chunk of 200 rows with two copies, on a state of its own
+      auto one = model_->new_state(256);
+      std::vector<StateCapture> caps;
+      for (int64_t line : {64, 128}) {
+        got[line].assign(floats, -1.0f);
+        caps.push_back({line, got[line].data()});
+      }
+      std::vector<float> lg;
+      SequenceRows r{one.get(), std::span<const int32_t>(ids)};
+      r.captures = caps;
+      ASSERT_TRUE(model_->forward(std::span<const SequenceRows>(&r, 1), &lg).ok());
+    }
+    std::vector<StateCapture> caps;
+    for (int64_t line : lines[c]) {
+      got[line].assign(floats, -1.0f);
+      caps.push_back({line, got[line].data()});
+    }
+    std::vector<float> lg;
+    SequenceRows r{s.get(), std::span<const int32_t>(ids).subspan(size_t(cuts[c]), size_t(cuts[c + 1] - cuts[c]))};
+    r.captures = caps;
+    ASSERT_TRUE(model_->forward(std::span<const SequenceRows>(&r, 1), &lg).ok());
+  }
+  for (const auto& [line, copy] : got) {
+    auto ref = model_->new_state(256);
+    feed(*ref, std::span<const int32_t>(ids).first(size_t(line)));
+    std::vector<float> want(floats);
+    ref->save_recurrent(want.data());
+    EXPECT_EQ(std::memcmp(copy.data(), want.data(), floats * 4), 0) << "line " << line;
+  }
+  auto t = model_->new_state(256);
+  std::vector<float> buf(floats), lg;
+  for (int64_t bad : {int64_t(0), int64_t(32), int64_t(128), int64_t(100)}) {
+    StateCapture cap{bad, buf.data()};
+    SequenceRows r{t.get(), std::span<const int32_t>(ids).first(128)};
+    r.captures = std::span<const StateCapture>(&cap, 1);
+    EXPECT_FALSE(model_->forward(std::span<const SequenceRows>(&r, 1), &lg).ok()) << bad;
+  }
+  feed(*t, std::span<const int32_t>(ids).first(10));  // then rows from 10: off the grid
+  StateCapture cap{64, buf.data()};
+  SequenceRows r{t.get(), std::span<const int32_t>(ids).subspan(10, 100)};
+  r.captures = std::span<const StateCapture>(&cap, 1);
+  EXPECT_FALSE(model_->forward(std::span<const SequenceRows>(&r, 1), &lg).ok());
+}
 
 // A draft vocabulary of the first N ids scores those N rows of the head with the bits of the
 // whole head, and drafts the best of them.

@@ -327,6 +327,54 @@ TEST(Sampler, GrammarStartsAfterTheThinkingBlock) {
   EXPECT_TRUE(v == "yes" || v == "no") << text;
 }
 
+// Qwen3's prompt leaves <think> to the model: with think_may_open its first token may open a
+// thinking block (the hostile logits prefer it after the end token), which the grammar waits
+// out (inside it any token but the end goes); after it the value follows the grammar. Without room for a block, or without the
+// flag, the value starts at once.
+TEST(Sampler, GrammarWaitsOutAThinkingBlockTheModelOpens) {
+  auto a = automaton(R"({"enum":["yes","no"]})");
+  const int64_t need = a->finish_tokens(a->initial()) + 1;
+  for (const bool may_open : {true, false})
+    for (const int64_t max_output : {int64_t(40), need + 2}) {
+      SamplingParams p;
+      p.seed = 4;
+      p.grammar = a;
+      p.think_may_open = may_open;
+      p.think_start = kThinkStart;
+      p.think_end = kThinkEnd;
+      p.max_output = max_output;
+      ASSERT_TRUE(p.validate().ok());
+      Sampler s(p, kV);
+      std::mt19937 rng(4);
+      std::vector<int32_t> toks;
+      const std::string text = run_sampler(s, max_output, rng, &toks);
+      const bool thinks = may_open && max_output == 40;
+      SCOPED_TRACE(text);
+      EXPECT_EQ(toks.front() == kThinkStart, thinks);
+      const size_t close = text.find("</think>");
+      EXPECT_EQ(close != std::string::npos, thinks);
+      const auto v = grammar::Json::parse(thinks ? text.substr(close + 8) : text, nullptr, false);
+      EXPECT_TRUE(v == "yes" || v == "no");
+      EXPECT_EQ(toks.back(), kEnd);
+      EXPECT_TRUE(s.grammar_complete());
+    }
+  // Drafts: a first <think>, thinking, </think> and the value pass the grammar as sampled ones do.
+  SamplingParams p;
+  p.temperature = 0;
+  p.grammar = a;
+  p.think_may_open = true;
+  p.think_start = kThinkStart;
+  p.think_end = kThinkEnd;
+  const std::vector<int32_t> draft = {kThinkStart, 'x', kThinkEnd, '"', 'n', 'o', '"', kEnd};
+  EXPECT_EQ(Sampler(p, kV).allowed_prefix(draft), draft.size());
+  EXPECT_EQ(Sampler(p, kV).allowed_prefix(std::vector<int32_t>{'"', kThinkStart}), 1u);
+  p.think_may_open = false;
+  EXPECT_EQ(Sampler(p, kV).allowed_prefix(draft), 0u);
+  p.think_may_open = true;
+  p.think_start = -1;
+  EXPECT_NE(p.validate().message().find("thinking tokens"), std::string::npos);
+}
+
 // The grammar's candidates equal those of masking the logits first, whichever way the sampler
 // finds them (checking the best tokens one by one, or the whole mask): the same tokens as an
 // unconstrained sampler given the masked logits, position by position.

@@ -66,6 +66,22 @@ TEST(AnswerBlocks, ReasoningTextCallsInOrder) {
   EXPECT_EQ(quiet.joined(AnswerBlock::kText), b.joined(AnswerBlock::kText));
 }
 
+// Qwen3's prompt leaves <think> to the model: its thinking tokens count from the first one (the
+// <think> tag, held back as a possible tag, brings nothing); an answer that does not think has none.
+TEST(AnswerBlocks, ReasoningTheModelOpened) {
+  AnswerBlocks b(/*in_reasoning=*/false, -1);
+  for (const auto& d : {delta("", ""), delta("think", "", {}, 2), delta("", ""), delta("", "Hi")})
+    b.push(d, nullptr);
+  b.finish(nullptr);
+  EXPECT_EQ(b.reasoning_tokens(), 4);
+  ASSERT_EQ(b.blocks().size(), 2u);
+  EXPECT_EQ(b.blocks()[0].kind, AnswerBlock::kReasoning);
+  AnswerBlocks plain(false, -1);
+  for (const auto& d : {delta("", ""), delta("", "Hi")}) plain.push(d, nullptr);
+  plain.finish(nullptr);
+  EXPECT_EQ(plain.reasoning_tokens(), 0);
+}
+
 TEST(AnswerBlocks, BlankBlocksAreNotOpened) {
   AnswerBlocks b(true, -1);
   std::vector<BlockEvent> ev;

@@ -95,11 +95,12 @@ class ApiCompatTest : public ::testing::Test {
 };
 
 // A server on a random-weight checkpoint: its text is noise, but it thinks (a random model
-// rarely closes <think> by itself), which the bundled model hardly does.
+// rarely closes <think> by itself), which the bundled model hardly does. `preset`: a synth
+// preset (qwen3-tiny: a Qwen3 checkpoint with Qwen3's chat template and Hermes-style calls).
 class RandomModel {
  public:
-  RandomModel() {
-    auto r = testing::run_qwen35("synth --preset tiny --quiet --out " + dir_.file("m"));
+  explicit RandomModel(const std::string& preset = "tiny") {
+    auto r = testing::run_qwen35("synth --preset " + preset + " --quiet --out " + dir_.file("m"));
     EXPECT_EQ(r.exit_code, 0) << r.err;
     server_ =
         std::make_unique<ServerProcess>(dir_.file("m"), std::vector<std::string>{"--ctx", "512"});

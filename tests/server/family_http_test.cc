@@ -1,5 +1,6 @@
-// The three equalities over HTTP on a Qwen3-MoE checkpoint (`qwen35 synth --preset qwen3-tiny-moe`:
-// full attention throughout, no recurrent state), exact (HF bf16) and fast (MLX 4-bit):
+// The three equalities over HTTP on a Qwen3 and a Qwen3-MoE checkpoint (`qwen35 synth --preset
+// qwen3-tiny` and `qwen3-tiny-moe`: full attention throughout, no recurrent state, Qwen3's chat
+// template), exact (HF bf16) and fast (MLX 4-bit):
 //   - concurrent == solo: 8 completions of different lengths, alone and all at once;
 //   - resumed == fresh: a 4-turn chat on servers with and without the prefix cache (whose
 //     entries are KV blocks alone), later turns reporting cached tokens;
@@ -8,6 +9,7 @@
 
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "server_process.h"
@@ -20,18 +22,19 @@ using testing::Json;
 using testing::ServerProcess;
 using testing::TempDir;
 
-// fast: the MLX 4-bit export with --fast; else the HF bf16 checkpoint, exact.
-class FamilyHttp : public ::testing::TestWithParam<bool> {
+// (preset, fast): fast is the MLX 4-bit export with --fast; else the HF bf16 checkpoint, exact.
+class FamilyHttp : public ::testing::TestWithParam<std::tuple<std::string, bool>> {
  protected:
+  bool fast() const { return std::get<1>(GetParam()); }
   void SetUp() override {
-    auto r = testing::run_qwen35("synth --preset qwen3-tiny-moe --quiet" +
-                                 std::string(GetParam() ? " --format mlx --bits 4" : "") + " --out " + dir_.file("m"));
+    auto r = testing::run_qwen35("synth --preset " + std::get<0>(GetParam()) + " --quiet" +
+                                 std::string(fast() ? " --format mlx --bits 4" : "") + " --out " + dir_.file("m"));
     ASSERT_EQ(r.exit_code, 0) << r.err;
   }
   std::string model() const { return dir_.file("m"); }
   std::vector<std::string> flags(std::vector<std::string> extra) const {
     extra.insert(extra.end(), {"--parallel", "8", "--ctx", "1024", "--step-tokens", "96"});
-    if (GetParam()) extra.push_back("--fast");
+    if (fast()) extra.push_back("--fast");
     return extra;
   }
   TempDir dir_;
@@ -115,8 +118,12 @@ TEST_P(FamilyHttp, LookupDraftedEqualsPlain) {
   EXPECT_GT(spec.metric("qwen35_spec_accepted_tokens_total"), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(ExactAndFast, FamilyHttp, ::testing::Bool(),
-                         [](const auto& info) { return std::string(info.param ? "fast" : "exact"); });
+INSTANTIATE_TEST_SUITE_P(ExactAndFast, FamilyHttp,
+                         ::testing::Combine(::testing::Values("qwen3-tiny", "qwen3-tiny-moe"), ::testing::Bool()),
+                         [](const auto& info) {
+                           std::string name = std::get<0>(info.param) == "qwen3-tiny" ? "qwen3" : "qwen3_moe";
+                           return name + (std::get<1>(info.param) ? "_fast" : "_exact");
+                         });
 
 }  // namespace
 }  // namespace qwen35

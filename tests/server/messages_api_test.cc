@@ -223,6 +223,51 @@ TEST_F(ApiCompatTest, MessagesForcedTools) {
   }
 }
 
+// On a Qwen3 checkpoint (Hermes-style JSON calls in its template): forced calls ("tool" and
+// "any"), thinking on and off, equal the chat answer; streamed, the tool_use block's input is the
+// same.
+TEST(MessagesQwen3, ForcedToolsSameAsChat) {
+  RandomModel m("qwen3-tiny");
+  ASSERT_TRUE(m.s().ready()) << m.s().log();
+  const Json tools = {{{"name", "get_weather"},
+                       {"description", "the weather in a city"},
+                       {"input_schema", kTools[0]["function"]["parameters"]}}};
+  for (const bool think : {false, true})
+    for (const char* type : {"tool", "any"}) {
+      SCOPED_TRACE(std::string(type) + (think ? " thinking" : ""));
+      Json choice = {{"type", type}};
+      Json creq = {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
+                   {"tools", kTools}, {"max_tokens", 60}, {"temperature", 0},
+                   {"chat_template_kwargs", {{"enable_thinking", think}}}};
+      if (std::string(type) == "tool") {
+        choice["name"] = "get_weather";
+        creq["tool_choice"] = {{"type", "function"}, {"function", {{"name", "get_weather"}}}};
+      } else {
+        creq["tool_choice"] = "required";
+      }
+      Json req = {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
+                  {"tools", tools}, {"tool_choice", choice}, {"max_tokens", 60},
+                  {"temperature", 0}};
+      if (think) req["thinking"] = {{"type", "enabled"}, {"budget_tokens", 16}};
+      if (think) creq["thinking_token_budget"] = 16;
+      auto [st, r] = post(m.s(), "/v1/messages", req);
+      ASSERT_EQ(st, 200) << r;
+      auto [cs, c] = post(m.s(), "/v1/chat/completions", creq);
+      ASSERT_EQ(cs, 200) << c;
+      expect_message_as_chat(r, c);
+      EXPECT_EQ(r["stop_reason"], "tool_use");
+      const MsgAnswer a = message_answer(r["content"]);
+      ASSERT_EQ(a.calls.size(), 1u) << r;
+      EXPECT_TRUE(a.calls[0].second["city"].is_string()) << r;
+      req["stream"] = true;
+      Json input;
+      for (const auto& e : named_events(m.s(), "/v1/messages", req))
+        if (e.name == "content_block_delta" && e.data["delta"]["type"] == "input_json_delta")
+          input = Json::parse(e.data["delta"]["partial_json"].get<std::string>());
+      EXPECT_EQ(input, a.calls[0].second);
+    }
+}
+
 TEST_F(ApiCompatTest, MessagesStopSequence) {
   const Json base = {{"messages", {{{"role", "user"}, {"content", "Hello there"}}}},
                      {"max_tokens", 24},

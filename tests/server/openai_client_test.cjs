@@ -1,5 +1,7 @@
 // The official `openai` npm client against a live `qwen35 serve` on the bundled trained model:
-// chat, streaming, completions, logprobs, stop, n, tools, reasoning, errors.
+// chat, streaming, completions, logprobs, stop, n, tools, reasoning, errors; then on a Qwen3
+// checkpoint (`synth --preset qwen3-tiny`: Qwen3's chat template, Hermes-style JSON tool calls):
+// chat, thinking off, streaming, forced tool calls whole and streamed, a call in the history.
 //   node tests/server/openai_client_test.cjs QWEN35_BINARY NODE_MODULES_DIR
 // Exit code 0 when every check passes.
 'use strict';
@@ -9,7 +11,64 @@ const path = require('path');
 
 const [binary, modules] = process.argv.slice(2);
 const OpenAI = require(path.join(modules, 'openai'));
+const { spawnSync } = require('child_process');
 const { check, finish, startServer, stopServer } = require('./live_server.cjs');
+
+// The client against a random-weight Qwen3 checkpoint: its text is noise, but every answer must
+// come back in the client's types, and forced calls must be calls the client can read.
+async function qwen3Checks(dir) {
+  const synth = spawnSync(binary, ['synth', '--preset', 'qwen3-tiny', '--quiet', '--out', path.join(dir, 'q3')]);
+  check(synth.status === 0, 'qwen3: synth a random qwen3-tiny checkpoint');
+  const server = await startServer(binary, ['-m', path.join(dir, 'q3'), '--parallel', '2', '--ctx', '1024', '-t', '2']);
+  const client = new OpenAI({ baseURL: `${server.base}/v1`, apiKey: 'none', maxRetries: 0 });
+  const messages = [{ role: 'user', content: 'Weather in Paris?' }];
+  const tools = [{ type: 'function', function: { name: 'get_weather', description: 'weather',
+    parameters: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } },
+      required: ['city'] } } }];
+  try {
+    const chat = await client.chat.completions.create({ model: 'q3', messages, max_tokens: 8, seed: 1 });
+    check(chat.choices.length === 1 && chat.usage.completion_tokens <= 8, 'qwen3: chat');
+    const off = await client.chat.completions.create({
+      model: 'q3', messages, max_tokens: 8, seed: 1, chat_template_kwargs: { enable_thinking: false } });
+    check(off.choices[0].message.reasoning_content === null, 'qwen3: no reasoning when thinking is off');
+    let streamed = '';
+    const stream = await client.chat.completions.create({ model: 'q3', messages, max_tokens: 8, seed: 1, stream: true });
+    for await (const c of stream) for (const ch of c.choices) streamed += ch.delta.content || '';
+    check(streamed === (chat.choices[0].message.content || ''), 'qwen3: stream == non-stream');
+
+    const forced = { model: 'q3', messages, tools, tool_choice: 'required', max_tokens: 60, seed: 4 };
+    const tc = await client.chat.completions.create(forced);
+    const calls = tc.choices[0].message.tool_calls || [];
+    let args = null;
+    try { args = JSON.parse(calls[0].function.arguments); } catch (e) { /* checked below */ }
+    check(tc.choices[0].finish_reason === 'tool_calls' && calls.length >= 1 &&
+          calls.every((c) => c.type === 'function' && c.function.name === 'get_weather') &&
+          args !== null && typeof args.city === 'string', 'qwen3: forced tool call');
+    const parts = [];
+    let finishReason = null;
+    const cs = await client.chat.completions.create({ ...forced, stream: true });
+    for await (const c of cs)
+      for (const ch of c.choices) {
+        for (const d of ch.delta.tool_calls || []) {
+          parts[d.index] = parts[d.index] || { name: '', arguments: '' };
+          parts[d.index].name += d.function.name || '';
+          parts[d.index].arguments += d.function.arguments || '';
+        }
+        if (ch.finish_reason) finishReason = ch.finish_reason;
+      }
+    check(finishReason === 'tool_calls' &&
+          JSON.stringify(parts) === JSON.stringify(calls.map((c) => ({ name: c.function.name, arguments: c.function.arguments }))),
+          'qwen3: streamed forced tool call == non-streamed');
+    const conv = await client.chat.completions.create({ model: 'q3', tools, max_tokens: 4, messages: [
+      ...messages,
+      { role: 'assistant', content: null, tool_calls: [{ id: 'call_1', type: 'function',
+        function: { name: 'get_weather', arguments: '{"city": "Paris"}' } }] },
+      { role: 'tool', tool_call_id: 'call_1', content: 'sunny' }] });
+    check(conv.choices.length === 1, 'qwen3: tool call history');
+  } finally {
+    check(await stopServer(server) === 0, 'qwen3: exit 0 on SIGTERM');
+  }
+}
 
 async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qwen35-openai-'));
@@ -108,6 +167,10 @@ async function main() {
     check(health.status === 200, 'healthy after errors');
   } finally {
     check(await stopServer(server) === 0, 'exit 0 on SIGTERM');
+  }
+  try {
+    await qwen3Checks(dir);
+  } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
   finish('openai client test: all checks passed');

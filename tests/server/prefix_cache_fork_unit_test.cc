@@ -70,6 +70,61 @@ TEST(PrefixCacheBranchPoint, MatchedFollowsBlocksWithoutSnapshots) {
   EXPECT_EQ(cache.matched(tokens(2, 3 * kB)), 0);
 }
 
+// Provisional snapshots (a prefill's copies at its grid lines): missing() names the lines the
+// tree lacks; a later prompt that parts between lines resumes from the provisional snapshot
+// below, which becomes an ordinary one; over the bound, provisional ones go first (oldest
+// first) and never push out an ordinary snapshot; an ordinary insert where a provisional one
+// stands makes it ordinary.
+TEST(PrefixCacheProvisional, ResumedPromotedAndDroppedFirst) {
+  const auto c = tiny_config();
+  model::KvPool pool(c, 64);
+  model::SequenceState st(c, 16 * kB, &pool);
+  const size_t snap = st.recurrent_bytes();
+  const auto a = tokens(1, 6 * kB + 10);
+  fill(&st, 6 * kB, 1);
+  // Room for the 6 blocks, the ordinary snapshot at 6 and three provisional ones.
+  PrefixCache cache(&pool, 6 * pool.block_bytes() + 4 * snap);
+  cache.insert(a, st);
+  EXPECT_EQ(cache.missing(a, 0, 6 * kB, snap),
+            (std::vector<int64_t>{kB, 2 * kB, 3 * kB, 4 * kB, 5 * kB}));
+  for (int64_t line = 1; line <= 5; ++line) {
+    std::vector<float> r(snap / 4, float(line));
+    cache.insert_provisional(std::span<const int32_t>(a).first(size_t(line * kB)), st, std::move(r));
+  }
+  auto s = cache.stats();
+  EXPECT_EQ(s.snapshots, 4);  // the ordinary one and the three newest provisional ones
+  EXPECT_EQ(s.provisional, 3);
+  EXPECT_LE(s.bytes, int64_t(cache.max_bytes()));
+  EXPECT_EQ(cache.missing(a, 0, 6 * kB, snap), (std::vector<int64_t>{kB, 2 * kB}));
+  auto b = a;
+  b[size_t(3 * kB + 20)] = 7;  // parts inside block 4: resumes at 3 blocks
+  model::SequenceState r(c, 16 * kB, &pool);
+  EXPECT_EQ(cache.resume(b, &r), 3 * kB);
+  std::vector<float> got(snap / 4);
+  r.save_recurrent(got.data());
+  EXPECT_EQ(got, std::vector<float>(snap / 4, 3.0f));
+  s = cache.stats();
+  EXPECT_EQ(s.provisional, 2);
+  EXPECT_EQ(s.promoted, 1);
+  // An ordinary insert at 4 blocks takes over the provisional one there.
+  model::SequenceState q(c, 16 * kB, &pool);
+  fill(&q, 4 * kB, 9);
+  cache.insert(a, q);
+  s = cache.stats();
+  EXPECT_EQ(s.provisional, 1);
+  EXPECT_EQ(s.promoted, 2);
+  // New provisional ones push out the last provisional one, never an ordinary snapshot.
+  const auto d = tokens(2, 3 * kB);
+  model::SequenceState w(c, 16 * kB, &pool);
+  fill(&w, 2 * kB, 4);
+  cache.insert_provisional(std::span<const int32_t>(d).first(size_t(kB)), w, std::vector<float>(snap / 4, 1));
+  s = cache.stats();
+  EXPECT_EQ(s.snapshots - s.provisional, 3);  // at 6, 3 and 4 blocks of a
+  EXPECT_LE(s.bytes, int64_t(cache.max_bytes()));
+  model::SequenceState e(c, 16 * kB, &pool);
+  EXPECT_EQ(cache.resume(a, &e), 6 * kB);
+}
+
 TEST(SequenceStateFork, SameBitsSharedWholeBlocksOwnPartialBlock) {
   const auto c = tiny_config();
   model::KvPool pool(c, 16);

@@ -3,7 +3,13 @@
 // calls equal what /v1/chat/completions answers for the same conversation; streamed events are
 // well-formed and in order and give the same answer; usage adds up; bad requests are 400s that
 // name the Responses field.
+#include <filesystem>
+
 #include "api_compat.h"
+#include "core/dtype.h"
+#include "formats/safetensors.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
 
 namespace qwen35 {
 namespace {
@@ -370,6 +376,166 @@ TEST_F(ApiCompatTest, ResponsesStructuredAndForcedTools) {
   ASSERT_EQ(st2, 200) << r2;
   expect_response_as_chat(r2, chat(forced));
   EXPECT_FALSE(responses_answer(r2).calls.empty());
+}
+
+// On a Qwen3 checkpoint (its template writes Hermes-style JSON calls and leaves <think> to the
+// model): forced calls, a call in the history, thinking on and off, each the chat answer; a
+// streamed forced call ends in the non-streamed response.
+TEST(ResponsesQwen3, SameAsChat) {
+  RandomModel m("qwen3-tiny");
+  ASSERT_TRUE(m.s().ready()) << m.s().log();
+  const Json params = kTools[0]["function"]["parameters"];
+  const Json rtools = {{{"type", "function"}, {"name", "get_weather"},
+                        {"description", "the weather in a city"}, {"parameters", params}}};
+  auto chat = [&](Json body) {
+    body["temperature"] = 0;
+    auto [st, r] = post(m.s(), "/v1/chat/completions", body);
+    EXPECT_EQ(st, 200) << r;
+    return r;
+  };
+  for (const bool think : {true, false}) {
+    Json req = {{"input", "Weather in Paris?"}, {"tools", rtools}, {"tool_choice", "required"},
+                {"max_output_tokens", 60}, {"temperature", 0}};
+    Json creq = {{"messages", {{{"role", "user"}, {"content", "Weather in Paris?"}}}},
+                 {"tools", kTools}, {"tool_choice", "required"}, {"max_tokens", 60}};
+    if (!think) {
+      req["reasoning"] = {{"effort", "none"}};
+      creq["reasoning_effort"] = "none";
+    }
+    auto [st, r] = post(m.s(), "/v1/responses", req);
+    ASSERT_EQ(st, 200) << r;
+    expect_response_as_chat(r, chat(creq));
+    const RespAnswer a = responses_answer(r);
+    ASSERT_EQ(a.calls.size(), 1u) << r;
+    EXPECT_EQ(a.calls[0].first, "get_weather");
+    EXPECT_TRUE(a.calls[0].second["city"].is_string()) << r;
+    req["stream"] = true;
+    Json final_response;
+    for (const auto& e : named_events(m.s(), "/v1/responses", req))
+      if (e.name == "response.completed") final_response = e.data["response"];
+    ASSERT_TRUE(final_response.is_object());
+    EXPECT_EQ(responses_answer(final_response).calls, a.calls);
+  }
+  // The call and its output in the history: Qwen3's template writes them as JSON and
+  // <tool_response>.
+  auto [st, r] = post(m.s(), "/v1/responses",
+                      Json{{"tools", rtools},
+                           {"input", {{{"role", "user"}, {"content", "Weather in Paris?"}},
+                                      {{"type", "function_call"}, {"call_id", "call_1"},
+                                       {"name", "get_weather"}, {"arguments", "{\"city\": \"Paris\"}"}},
+                                      {{"type", "function_call_output"}, {"call_id", "call_1"},
+                                       {"output", "sunny"}}}},
+                           {"max_output_tokens", 12}, {"temperature", 0}});
+  ASSERT_EQ(st, 200) << r;
+  expect_response_as_chat(
+      r, chat({{"tools", kTools},
+               {"messages",
+                {{{"role", "user"}, {"content", "Weather in Paris?"}},
+                 {{"role", "assistant"}, {"content", ""},
+                  {"tool_calls", {{{"id", "call_1"}, {"type", "function"},
+                                   {"function", {{"name", "get_weather"},
+                                                 {"arguments", "{\"city\": \"Paris\"}"}}}}}}},
+                 {{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "sunny"}}}},
+               {"max_tokens", 12}}));
+}
+
+// A copy of the checkpoint in `src` whose lm_head row of token `to` is twice the row of token
+// `from`: where `from` is the greedy choice (a positive logit, the largest), `to` is chosen.
+void copy_with_row_doubled(const std::string& src, const std::string& dst, int64_t from, int64_t to) {
+  namespace fs = std::filesystem;
+  for (const auto& e : fs::directory_iterator(src))
+    if (e.path().extension() != ".safetensors") fs::copy_file(e.path(), dst / e.path().filename());
+  auto store = formats::TensorStore::open_dir(src);
+  ASSERT_TRUE(store.ok()) << store.message();
+  std::vector<testing::RawTensor> out;
+  for (const auto& [name, v] : store->all()) {
+    testing::RawTensor t{name, std::string(core::dtype_name(v.dtype)), v.shape,
+                         std::string(reinterpret_cast<const char*>(v.data), v.nbytes)};
+    if (name == "lm_head.weight") {
+      ASSERT_EQ(v.dtype, core::DType::kBF16);
+      const size_t row = size_t(v.shape[1]) * 2;
+      for (size_t i = 0; i < row; i += 2) {
+        uint16_t h;
+        std::memcpy(&h, t.bytes.data() + size_t(from) * row + i, 2);
+        h = core::f32_to_bf16(2.0f * core::bf16_to_f32(h));
+        std::memcpy(t.bytes.data() + size_t(to) * row + i, &h, 2);
+      }
+    }
+    out.push_back(std::move(t));
+  }
+  testing::write_file(dst + "/model.safetensors", testing::safetensors_bytes(out));
+}
+
+// A Qwen3 checkpoint whose first greedy token is <think> (its prompt leaves the tag to the
+// model): the thinking the model opens is reasoning in chat, Responses and Messages alike,
+// streamed or not, and a forced call comes after it.
+TEST(ResponsesQwen3, ThinkingTheModelOpens) {
+  testing::TempDir dir;
+  auto r0 = testing::run_qwen35("synth --preset qwen3-tiny-moe --quiet --out " + dir.file("a"));
+  ASSERT_EQ(r0.exit_code, 0) << r0.err;
+  const Json hello = {{"role", "user"}, {"content", "Hello"}};
+  int64_t first = -1;
+  {
+    ServerProcess a(dir.file("a"), {"--ctx", "512"});
+    ASSERT_TRUE(a.ready()) << a.log();
+    auto [st, r] = post(a, "/v1/chat/completions",
+                        Json{{"messages", {hello}}, {"max_tokens", 1}, {"temperature", 0},
+                             {"return_token_ids", true}});
+    ASSERT_EQ(st, 200) << r;
+    first = r["choices"][0]["token_ids"][0];
+  }
+  auto tok = tokenizer::Tokenizer::load(dir.file("a"));
+  ASSERT_TRUE(tok.ok()) << tok.message();
+  const int32_t think = tok->token_to_id("<think>");
+  ASSERT_GE(think, 0);
+  std::filesystem::create_directory(dir.file("b"));
+  copy_with_row_doubled(dir.file("a"), dir.file("b"), first, think);
+  ServerProcess b(dir.file("b"), {"--ctx", "512"});
+  ASSERT_TRUE(b.ready()) << b.log();
+  const Json creq = {{"messages", {hello}}, {"max_tokens", 12}, {"temperature", 0},
+                     {"thinking_token_budget", 4}, {"return_token_ids", true}};
+  auto [cs, c] = post(b, "/v1/chat/completions", creq);
+  ASSERT_EQ(cs, 200) << c;
+  EXPECT_EQ(c["choices"][0]["token_ids"][0], think) << c;
+  const std::string reasoning = visible(c["choices"][0]["message"]["reasoning_content"]);
+  EXPECT_FALSE(reasoning.empty()) << c;
+  // Streamed: the same reasoning and content.
+  Json sreq = creq;
+  sreq["stream"] = true;
+  std::string sr, sc;
+  for (const auto& e : named_events(b, "/v1/chat/completions", sreq))
+    if (e.data.is_object() && !e.data["choices"].empty()) {
+      const Json& d = e.data["choices"][0]["delta"];
+      if (d.contains("reasoning_content") && d["reasoning_content"].is_string()) sr += d["reasoning_content"].get<std::string>();
+      if (d.contains("content") && d["content"].is_string()) sc += d["content"].get<std::string>();
+    }
+  EXPECT_EQ(sr, c["choices"][0]["message"]["reasoning_content"].is_string() ? c["choices"][0]["message"]["reasoning_content"].get<std::string>() : "");
+  EXPECT_EQ(sc, c["choices"][0]["message"]["content"].is_string() ? c["choices"][0]["message"]["content"].get<std::string>() : "");
+  // Responses (effort high: no cap, so all 12 tokens think): a reasoning item with the chat's
+  // text, its tokens counted from the <think> the model wrote.
+  auto [rs, r] = post(b, "/v1/responses", Json{{"input", "Hello"}, {"max_output_tokens", 12},
+                                               {"temperature", 0}, {"reasoning", {{"effort", "high"}}}});
+  Json creq2 = creq;
+  creq2.erase("thinking_token_budget");
+  creq2["reasoning_effort"] = "high";
+  std::tie(cs, c) = post(b, "/v1/chat/completions", creq2);
+  ASSERT_EQ(cs, 200) << c;
+  ASSERT_EQ(rs, 200) << r;
+  expect_response_as_chat(r, c);
+  EXPECT_EQ(r["output"][0]["type"], "reasoning") << r;
+  if (visible(c["choices"][0]["message"]["content"]).empty()) {
+    EXPECT_EQ(r["usage"]["output_tokens_details"]["reasoning_tokens"], 12) << r;
+  }
+  // A forced call after the thinking: reasoning, then the call in Qwen3's JSON form.
+  auto [fs_, f] = post(b, "/v1/chat/completions",
+                       Json{{"messages", {hello}}, {"tools", kTools}, {"tool_choice", "required"},
+                            {"max_tokens", 60}, {"temperature", 0}, {"thinking_token_budget", 4}});
+  ASSERT_EQ(fs_, 200) << f;
+  const Json& m = f["choices"][0]["message"];
+  EXPECT_FALSE(visible(m["reasoning_content"]).empty()) << f;
+  ASSERT_TRUE(m["tool_calls"].is_array() && m["tool_calls"].size() >= 1) << f;
+  EXPECT_EQ(m["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_TRUE(Json::parse(m["tool_calls"][0]["function"]["arguments"].get<std::string>())["city"].is_string()) << f;
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Structured outputs against an independent validator (issue 19): every schema of
 // data/structured_schemas.json, with several seeds at temperature 1, thinking on and off, on the
-// bundled trained model and on a random-weight tiny checkpoint (random weights try every path
-// of the grammar); each output must parse and validate with ajv (+ ajv-formats). Forced tool
+// bundled trained model and on random-weight tiny Qwen3.5 and Qwen3 checkpoints (random weights
+// try every path of the grammar; Qwen3's forced calls are its template's JSON form); each output must parse and validate with ajv (+ ajv-formats). Forced tool
 // calls are validated the same way against their function's parameters.
 //   node tests/server/structured_outputs_test.cjs QWEN35_BINARY NODE_MODULES_DIR
 'use strict';
@@ -43,11 +43,11 @@ function validates(schema, value) {
   return validate(value) ? null : ajv.errorsText(validate.errors);
 }
 
-async function schemaCases(base, label, maxTokens) {
+async function schemaCases(base, label, maxTokens, seeds) {
   const jobs = [];
   for (const { name, schema } of corpus)
     for (const think of [false, true])
-      for (const seed of SEEDS)
+      for (const seed of seeds)
         jobs.push(async () => {
           const r = await post(base, '/v1/chat/completions', {
             messages: [{ role: 'user', content: 'Fill in the record.' }],
@@ -100,15 +100,20 @@ async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qwen35-structured-'));
   const synth = spawnSync(binary, ['synth', '--preset', 'tiny', '--quiet', '--seed', '7', '--out', path.join(dir, 'random')]);
   check(synth.status === 0, 'synth a random tiny checkpoint');
+  // A Qwen3 checkpoint: Qwen3's template, whose forced calls are Hermes-style JSON.
+  const synth3 = spawnSync(binary, ['synth', '--preset', 'qwen3-tiny', '--quiet', '--seed', '7', '--out', path.join(dir, 'qwen3')]);
+  check(synth3.status === 0, 'synth a random qwen3-tiny checkpoint');
   // Random weights rarely end a thinking block or a value by themselves: their outputs run to
   // the budget, where the grammar closes them, so they get a smaller one.
-  const models = [[path.join(__dirname, '..', '..', 'models', 'qwen35-tiny-kjv'), 'bundled', 160],
-                  [path.join(dir, 'random'), 'random', 136]];
-  for (const [model, label, maxTokens] of models) {
+  // (The schemas' grammars do not depend on the family: Qwen3 runs them with one seed.)
+  const models = [[path.join(__dirname, '..', '..', 'models', 'qwen35-tiny-kjv'), 'bundled', 160, SEEDS],
+                  [path.join(dir, 'random'), 'random', 136, SEEDS],
+                  [path.join(dir, 'qwen3'), 'qwen3', 136, [1]]];
+  for (const [model, label, maxTokens, seeds] of models) {
     const t0 = Date.now();
     const server = await startServer(binary, ['-m', model, '--parallel', '4', '--ctx', '1024', '-t', '2']);
     try {
-      await schemaCases(server.base, label, maxTokens);
+      await schemaCases(server.base, label, maxTokens, seeds);
       await toolCases(server.base, label, maxTokens + 64);
       const obj = await post(server.base, '/v1/completions', { prompt: 'JSON:', max_tokens: 80, temperature: 1, seed: 1, response_format: { type: 'json_object' } });
       let parsed = null;

@@ -7,7 +7,7 @@
 // for the key of a server started with --api-key; and on a random-weight image-text checkpoint
 // (`qwen35 synth`, which writes a vision tower) it attaches an image, sends it as an image_url
 // part, sees the answer and the thumbnail, finds the image again after a reload, and on the
-// text-only model reads the server's refusal. Screenshots (light and dark, wide and narrow)
+// text-only model reads the server's refusal; a Qwen3 checkpoint answers through the page. Screenshots (light and dark, wide and narrow)
 // of both conversations go to SCREENSHOT_DIR.
 //   node tests/server/web_page_test.cjs QWEN35_BINARY NODE_MODULES_DIR SCREENSHOT_DIR
 // Exit code 0 when every check passes. CHROMIUM overrides the browser (default /usr/bin/chromium).
@@ -405,6 +405,35 @@ async function imageFlow(browser, textServer) {
   }
 }
 
+// A Qwen3 checkpoint (`synth --preset qwen3-tiny`, Qwen3's own chat template) answers through
+// the page as the Qwen3.5 ones do.
+async function qwen3Flow(browser) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'qwen35-q3-'));
+  const synth = require('child_process').spawnSync(binary,
+    ['synth', '--preset', 'qwen3-tiny', '--quiet', '--out', path.join(dir, 'm')]);
+  check(synth.status === 0, 'synth writes a tiny Qwen3 checkpoint');
+  const q3 = await startLive(binary, ['-m', path.join(dir, 'm'), '--parallel', '1', '-t', '2']);
+  try {
+    const page = await browser.newPage();
+    const problems = [];
+    page.on('pageerror', (e) => problems.push('page error: ' + e.message));
+    await page.goto(q3.base + '/', { waitUntil: 'load' });
+    await setSettings(page, { max_tokens: 8 });
+    await typeAndSend(page, 'Hello');
+    await waitIdle(page);
+    const view = await conversationView(page);
+    check(view.messages.length === 2 && view.messages[1].role === 'assistant' &&
+      !/error/i.test(view.messages[1].stats), 'the Qwen3 model answers through the page');
+    const error = await page.$eval('.msg.assistant .error', (e) => e.textContent);
+    check(error === '', 'the Qwen3 answer has no error: ' + error);
+    check(problems.length === 0, 'no page errors on Qwen3: ' + problems.join('; '));
+    await page.close();
+  } finally {
+    check(await stopServer(q3) === 0, 'the Qwen3 server exits 0 on SIGTERM');
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
 async function main() {
   fs.mkdirSync(shots, { recursive: true });
   const profile = fs.mkdtempSync(path.join(os.tmpdir(), 'qwen35-chromium-'));
@@ -424,6 +453,7 @@ async function main() {
     await hostileFlow(browser, server);
     await keyFlow(browser);
     await imageFlow(browser, server);
+    await qwen3Flow(browser);
   } finally {
     await browser.close();
     check(await stopServer(server) === 0, 'server exits 0 on SIGTERM');

@@ -288,6 +288,7 @@ TEST_F(GgufSynthTest, Qwen3Bf16IsTheHfCheckpointBitForBit) {
     auto w = model::load_weights(gguf);
     ASSERT_TRUE(w.ok()) << w.message();
     EXPECT_EQ((*w)->config.family, model::Family::kQwen3);
+    EXPECT_EQ(*(*g)->get_string("tokenizer.chat_template"), qwen3_chat_template());
     for (const kernels::Ops* ops : {&kernels::ref_ops(), &kernels::cpu_ops()}) {
       const std::vector<float> a = logits(hf, *ops, &pool_, kTokens);
       const std::vector<float> b = logits(gguf, *ops, &pool_, kTokens);

@@ -259,6 +259,19 @@ TEST_F(SynthTest, TokenizerAndGenerationConfig) {
   EXPECT_EQ(gen->temperature, std::optional<double>(1.0));
 }
 
+// A Qwen3 checkpoint ships Qwen3's own template (Hermes-style JSON tool calls, thinking left to
+// the model): the one of tests/fixtures/chat_template/qwen3, taken from Qwen3's tokenizer files.
+TEST_F(SynthTest, Qwen3PresetsCarryQwen3sTemplate) {
+  const std::string want =
+      read_file(fs::path(QWEN35_SOURCE_DIR) / "tests/fixtures/chat_template/qwen3/chat_template.jinja");
+  ASSERT_FALSE(want.empty());
+  for (const char* preset : {"qwen3-tiny", "qwen3-tiny-moe"}) {
+    const fs::path dir = synth(preset, "hf", 4, 1, preset);
+    const json tc = json::parse(read_file(dir / "tokenizer_config.json"));
+    EXPECT_EQ(tc["chat_template"].get<std::string>(), want) << preset;
+  }
+}
+
 TEST_F(SynthTest, DeterministicForASeed) {
   const fs::path a = synth("tiny", "mlx", 4, 7, "a");
   const fs::path b = synth("tiny", "mlx", 4, 7, "b");

@@ -57,7 +57,7 @@ void add_tokenizer(GgufWriter* w, const Preset& p) {
   w->add_u32("tokenizer.ggml.padding_token_id", uint32_t(eot));
   w->add_u32("tokenizer.ggml.bos_token_id", uint32_t(eot));
   w->add_bool("tokenizer.ggml.add_bos_token", false);
-  w->add_string("tokenizer.chat_template", qwen35_chat_template());
+  w->add_string("tokenizer.chat_template", chat_template_for(p.config.model_type));
 }
 
 // The keys both architectures write alike: general.*, and the attention and expert geometry.

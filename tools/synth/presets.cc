@@ -158,6 +158,9 @@ std::vector<Preset> all_presets() {
   // The tiny trunk for tests, dense and MoE.
   v.push_back(tiny("qwen3-tiny", qwen3(128, 4, 256, 4, 2, true, kTinyVocab)));
   v.push_back(tiny("qwen3-tiny-moe", qwen3_moe(qwen3(128, 4, 0, 4, 2, false, kTinyVocab), 8, 2, 128)));
+  // Qwen3-0.6B's width (hidden 1024, 16 query and 8 kv heads of 128, MLP 3072) in 2 layers on
+  // the tiny tokenizer: the real matrices' shapes at a test's cost (36 M parameters).
+  v.push_back(tiny("qwen3-0.6b-2l", qwen3(1024, 2, 3072, 16, 8, true, kTinyVocab)));
   return v;
 }
 

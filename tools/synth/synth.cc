@@ -108,7 +108,8 @@ Result<SynthSummary> write_synthetic_checkpoint(const SynthOptions& opts, const 
   QWEN35_RETURN_IF_ERROR(write_text(dir / "tokenizer.json", make_tokenizer_json(preset.bpe_vocab)));
   QWEN35_RETURN_IF_ERROR(write_text(
       dir / "tokenizer_config.json",
-      make_tokenizer_config_json(preset.bpe_vocab, preset.config.max_position)));
+      make_tokenizer_config_json(preset.bpe_vocab, preset.config.max_position,
+                                 preset.config.model_type)));
   QWEN35_ASSIGN_OR_RETURN(
       const ShardedOutput out,
       write_checkpoint_tensors(dir.string(), plan, popts.dialect, opts.seed,

@@ -14,6 +14,9 @@ namespace {
 const unsigned char kChatTemplate[] = {
 #include "synth_chat_template.inc"
 };
+const unsigned char kQwen3ChatTemplate[] = {
+#include "synth_qwen3_chat_template.inc"
+};
 
 // UTF-8 encoding of a code point below 0x800 (all byte-level symbols are).
 std::string utf8(uint32_t cp) {
@@ -217,7 +220,8 @@ std::string make_tokenizer_json(int64_t bpe_vocab) {
   return out;
 }
 
-std::string make_tokenizer_config_json(int64_t bpe_vocab, int64_t model_max_length) {
+std::string make_tokenizer_config_json(int64_t bpe_vocab, int64_t model_max_length,
+                                       const std::string& model_type) {
   ojson decoder = ojson::object();
   ojson extra = ojson::array();
   const auto& toks = qwen35_added_tokens();
@@ -233,7 +237,7 @@ std::string make_tokenizer_config_json(int64_t bpe_vocab, int64_t model_max_leng
   t["added_tokens_decoder"] = std::move(decoder);
   t["additional_special_tokens"] = std::move(extra);
   t["bos_token"] = nullptr;
-  t["chat_template"] = qwen35_chat_template();
+  t["chat_template"] = chat_template_for(model_type);
   t["clean_up_tokenization_spaces"] = false;
   t["eos_token"] = "<|im_end|>";
   t["errors"] = "replace";
@@ -247,6 +251,15 @@ std::string make_tokenizer_config_json(int64_t bpe_vocab, int64_t model_max_leng
 
 std::string qwen35_chat_template() {
   return std::string(reinterpret_cast<const char*>(kChatTemplate), sizeof(kChatTemplate));
+}
+
+std::string qwen3_chat_template() {
+  return std::string(reinterpret_cast<const char*>(kQwen3ChatTemplate), sizeof(kQwen3ChatTemplate));
+}
+
+std::string chat_template_for(const std::string& model_type) {
+  return model_type == "qwen3" || model_type == "qwen3_moe" ? qwen3_chat_template()
+                                                            : qwen35_chat_template();
 }
 
 }  // namespace qwen35::tools

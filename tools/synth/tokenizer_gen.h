@@ -32,9 +32,17 @@ struct BpeModel {
 BpeModel make_bpe_model(int64_t bpe_vocab);
 
 std::string make_tokenizer_json(int64_t bpe_vocab);
-std::string make_tokenizer_config_json(int64_t bpe_vocab, int64_t model_max_length);
+// chat_template: chat_template_for(model_type).
+std::string make_tokenizer_config_json(int64_t bpe_vocab, int64_t model_max_length,
+                                       const std::string& model_type);
 
 // The Qwen3.5 chat template (tools/synth/chat_template.jinja, embedded at build time).
 std::string qwen35_chat_template();
+// Qwen3's (tools/synth/qwen3_chat_template.jinja: the chat_template of Qwen3's
+// tokenizer_config.json, as tests/fixtures/chat_template/qwen3 holds it): Hermes-style JSON tool
+// calls, and a generation prompt that leaves <think> to the model.
+std::string qwen3_chat_template();
+// The template a checkpoint of `model_type` ships: Qwen3's for qwen3 and qwen3_moe, else Qwen3.5's.
+std::string chat_template_for(const std::string& model_type);
 
 }  // namespace qwen35::tools

@@ -1,0 +1,145 @@
+#include "cli/pipeline_setup.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+namespace qwen35::cli {
+namespace {
+
+uint64_t fnv(const void* data, size_t n, uint64_t h = 1469598103934665603ull) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// This process's executable, hashed whole: ranks must run the same build.
+uint64_t binary_fingerprint() {
+  std::ifstream in("/proc/self/exe", std::ios::binary);
+  std::vector<char> buf(1 << 20);
+  uint64_t h = 1469598103934665603ull;
+  while (in) {
+    in.read(buf.data(), std::streamsize(buf.size()));
+    h = fnv(buf.data(), size_t(in.gcount()), h);
+  }
+  return h;
+}
+
+core::Result<std::vector<int64_t>> parse_starts(const std::string& s) {
+  std::vector<int64_t> starts;
+  for (size_t at = 0; at < s.size();) {
+    const size_t comma = std::min(s.find(',', at), s.size());
+    const std::string part = s.substr(at, comma - at);
+    char* end = nullptr;
+    const long long v = std::strtoll(part.c_str(), &end, 10);
+    if (part.empty() || *end != '\0') return core::error("--pipeline-split: '" + part + "' is not a layer index");
+    starts.push_back(v);
+    at = comma + 1;
+  }
+  return starts;
+}
+
+// The first rank whose value differs from rank 0's, or -1.
+int first_differing(const std::vector<uint64_t>& v) {
+  for (size_t r = 1; r < v.size(); ++r)
+    if (v[r] != v[0]) return int(r);
+  return -1;
+}
+
+// The identity checks: the same binary and the same checkpoint on every rank.
+core::Status check_fingerprints(dist::Comm& comm, const LoadOptions& o) {
+  const auto bins = comm.allgather(binary_fingerprint());
+  if (int r = first_differing(bins); r > 0)
+    return core::error("rank " + std::to_string(r) + " runs a different qwen35 binary than rank 0: every rank "
+                       "must run the same build");
+  const auto ckpts = comm.allgather(checkpoint_fingerprint(o));
+  if (int r = first_differing(ckpts); r > 0)
+    return core::error("rank " + std::to_string(r) + "'s checkpoint differs from rank 0's (config.json and the "
+                       "weight files: names, sizes, first and last MiB; and the mode): every rank must load "
+                       "the same checkpoint");
+  return core::Status();
+}
+
+}  // namespace
+
+void add_pipeline_flags(flags::App& app, PipelineFlags& f) {
+  app.add_option("--pipeline-split", f.split, "under mpirun: the layers where ranks 1.. begin (comma-separated, "
+                 "increasing) instead of the split balanced by bytes");
+  app.add_flag("--pipeline-plan", f.print_plan, "under mpirun: print the split (rank 0, to stderr)");
+  app.add_option("--rank-budget-mb", f.budget_mb, "under mpirun: a plan with a rank over this many MiB "
+                 "(weights + state + KV) is an error");
+  app.add_option("--pipeline-timeout", f.timeout_s, "under mpirun: seconds a rank may be silent (dead or "
+                 "stalled) before every rank stops (default 5)");
+}
+
+void Pipeline::finish() {
+  if (finished || !stage || comm->rank() != 0) return;
+  finished = true;
+  if (auto st = stage->finish(); !st.ok()) comm->abort(st.message());
+}
+
+int Pipeline::follow() {
+  if (auto st = stage->serve(); !st.ok()) comm->abort(st.message());
+  return 0;
+}
+
+std::function<core::Status(std::span<const model::SequenceRows>, std::span<const int>, std::vector<float>*)>
+Pipeline::engine_forward(int64_t capacity) {
+  return [this, capacity, seqs = std::vector<dist::StepSequence>()](std::span<const model::SequenceRows> rows,
+                                                                    std::span<const int> slots,
+                                                                    std::vector<float>* logits) mutable {
+    seqs.resize(rows.size());
+    for (size_t i = 0; i < rows.size(); ++i) seqs[i] = {uint64_t(slots[i]), capacity};
+    return stage->step(rows, seqs, logits);
+  };
+}
+
+Pipeline::~Pipeline() {
+  finish();
+  stage.reset();
+}
+
+core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, int64_t context, int64_t slots,
+                                         Pipeline* pipe) {
+  const int world = dist::launched_world_size();
+  if (world <= 1) return load_model(o);
+  if (f.timeout_s <= 0) return core::error("--pipeline-timeout must be > 0");
+  QWEN35_ASSIGN_OR_RETURN(pipe->comm, dist::Comm::start(f.timeout_s));
+  dist::Comm& comm = *pipe->comm;
+  const int rank = comm.rank();
+  pipe->report = rank == 0;
+  QWEN35_RETURN_IF_ERROR(check_fingerprints(comm, o));
+  // Lazily mapped: the pages of the tensors this rank lets go are never read.
+  o.load_mode = "mmap";
+  std::string described;
+  o.prepare = [&](model::ModelWeights& w) -> core::Status {
+    QWEN35_ASSIGN_OR_RETURN(const std::vector<int64_t> starts, parse_starts(f.split));
+    const model::PipelineCosts costs = model::pipeline_costs(w, context, slots);
+    QWEN35_ASSIGN_OR_RETURN(pipe->plan, model::plan_pipeline(costs, world, starts,
+                                                             size_t(f.budget_mb * double(1 << 20))));
+    described = model::describe(pipe->plan, costs);
+    model::keep_share(w, pipe->plan.ranks[size_t(rank)]);
+    return core::Status();
+  };
+  auto lm = load_model(o);
+  // Every rank learns which failed, so that none waits on one that stopped.
+  const auto oks = comm.allgather(lm.ok() ? 1 : 0);
+  if (!oks[0]) return lm.ok() ? core::error("rank 0 failed") : lm.status();
+  for (int r = 1; r < world; ++r)
+    if (!oks[size_t(r)]) {
+      pipe->report = rank == r;
+      return core::error(lm.ok() ? "rank " + std::to_string(r) + " failed"
+                                 : "rank " + std::to_string(r) + ": " + lm.message());
+    }
+  const auto plans = comm.allgather(std::hash<std::string>{}(described));
+  if (int r = first_differing(plans); r > 0)
+    return core::error("rank " + std::to_string(r) + "'s plan differs from rank 0's (its options differ)");
+  if (f.print_plan && rank == 0)
+    std::fprintf(stderr, "pipeline plan: %d ranks over %zu layers (state and KV for %lld sequence%s of %lld "
+                 "positions, f32)\n%s", world, lm->model->weights().layers.size(), (long long)slots,
+                 slots == 1 ? "" : "s", (long long)context, described.c_str());
+  pipe->stage = std::make_unique<dist::PipelineStage>(comm, *lm->model, pipe->plan);
+  return lm;
+}
+
+}  // namespace qwen35::cli

@@ -1,0 +1,62 @@
+// Loading a model split by layers over the ranks mpirun started (docs/design.md "Past one
+// machine"): the flags, the start-up checks and this rank's share of the weights.
+//
+// Start-up, before any compute, every check a collective decision (each rank reaches the same
+// verdict, so none is left waiting): the ranks compare fingerprints of the binary, of the
+// checkpoint (checkpoint_fingerprint) and of the plan; each loads and plans; a rank that cannot
+// (a plan with more ranks than layers, a rank over its memory budget, a load error) makes every
+// rank stop with one line from rank 0.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "cli/flags.h"
+#include "cli/model_loader.h"
+#include "dist/comm.h"
+#include "dist/pipeline.h"
+#include "model/pipeline_plan.h"
+
+namespace qwen35::cli {
+
+struct PipelineFlags {
+  std::string split;       // --pipeline-split: where ranks 1.. begin
+  bool print_plan = false;  // --pipeline-plan
+  double budget_mb = 0;    // --rank-budget-mb (0: none)
+  double timeout_s = 5;    // --pipeline-timeout: a rank silent this long ends the job
+};
+
+void add_pipeline_flags(flags::App& app, PipelineFlags& f);
+
+// The ranks' shared state for one command; empty (no comm) in a process of one rank.
+struct Pipeline {
+  std::unique_ptr<dist::Comm> comm;
+  model::PipelinePlan plan;
+  std::unique_ptr<dist::PipelineStage> stage;
+  bool finished = false;
+  bool report = true;  // whether this rank prints load_pipelined's error (one rank does)
+
+  bool split() const { return comm != nullptr; }
+  bool leader() const { return !comm || comm->rank() == 0; }
+  // Rank 0: ends the other ranks' loops (once; the destructor does it otherwise).
+  void finish();
+  // Ranks after 0: this rank's part of every step until rank 0 is done; the exit code.
+  int follow();
+  // Rank 0: runtime::EngineOptions::forward for an engine whose states hold `capacity`
+  // positions (a slot's index names its state on every rank).
+  std::function<core::Status(std::span<const model::SequenceRows>, std::span<const int>, std::vector<float>*)>
+  engine_forward(int64_t capacity);
+  ~Pipeline();
+};
+
+// Loads the model: whole in a process of one rank; else this rank's share of the plan for
+// sequences of `context` positions, `slots` at a time, with `pipe` set up. Every rank returns an
+// error when one fails; the one line to print is rank 0's, or the failing rank's when rank 0 did
+// not fail (pipe->report says which).
+core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, int64_t context, int64_t slots,
+                                         Pipeline* pipe);
+
+}  // namespace qwen35::cli

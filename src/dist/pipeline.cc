@@ -1,0 +1,210 @@
+#include "dist/pipeline.h"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace qwen35::dist {
+namespace {
+
+constexpr int kStepTag = 10;    // rank r -> r+1: a step, a drop or the end
+constexpr int kLogitsTag = 11;  // the last rank -> rank 0: a step's logits
+enum Op : uint32_t { kStep = 1, kDrop = 2, kFinish = 3 };
+
+void put(std::vector<uint8_t>& m, const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  m.insert(m.end(), b, b + n);
+}
+template <class T>
+void put(std::vector<uint8_t>& m, T v) {
+  put(m, &v, sizeof v);
+}
+
+// Reads a message rank 0 wrote, every read bounds-checked.
+struct Reader {
+  const std::vector<uint8_t>& m;
+  size_t at = 0;
+  bool ok = true;
+  template <class T>
+  T get() {
+    T v{};
+    read(&v, sizeof v);
+    return v;
+  }
+  void read(void* p, size_t n) {
+    if (!ok || n > m.size() - at) {
+      ok = false;
+      return;
+    }
+    std::memcpy(p, m.data() + at, n);
+    at += n;
+  }
+};
+
+// One sequence's record as it travels.
+struct Record {
+  uint64_t id = 0;
+  int64_t capacity = 0, n = 0, pos0 = 0, rope_delta = 0;
+  uint8_t all_logits = 0, verify = 0, has_positions = 0;
+  std::vector<int32_t> tokens;
+  std::vector<int64_t> positions;
+};
+
+// The failure tests' hook (tests/dist/pipeline_test.sh): QWEN35_PIPELINE_TEST_DELAY=S makes rank 0
+// wait S seconds before each step after the first, so that a rank can be killed or stopped while
+// the others are mid-stream. Unset: no wait.
+void test_delay(uint64_t steps) {
+  static const double delay = [] {
+    const char* s = std::getenv("QWEN35_PIPELINE_TEST_DELAY");
+    return s ? std::atof(s) : 0.0;
+  }();
+  if (delay <= 0 || steps == 0) return;
+  if (steps == 1) std::fprintf(stderr, "pipeline: rank 0 waits %.0f s before each step (QWEN35_PIPELINE_TEST_DELAY)\n", delay);
+  std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+}
+
+}  // namespace
+
+PipelineStage::PipelineStage(Comm& comm, model::Model& model, const model::PipelinePlan& plan)
+    : comm_(comm), model_(model), plan_(plan) {}
+
+core::Status PipelineStage::step(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
+                                 std::vector<float>* logits) {
+  if (seqs.size() != batch.size()) return core::error("[pipeline] a step names every sequence of its batch");
+  std::vector<uint8_t> msg;
+  put(msg, uint32_t(kStep));
+  put(msg, uint32_t(batch.size()));
+  int64_t rows = 0;
+  for (const model::SequenceRows& r : batch) rows += int64_t(r.tokens.size());
+  put(msg, rows);
+  for (size_t i = 0; i < batch.size(); ++i) {  // the states as they stand before the step
+    const model::SequenceRows& r = batch[i];
+    put(msg, seqs[i].id);
+    put(msg, seqs[i].capacity);
+    put(msg, int64_t(r.tokens.size()));
+    put(msg, r.state ? r.state->pos() : int64_t(0));
+    put(msg, r.state ? r.state->rope_delta() : int64_t(0));
+    put(msg, uint8_t(r.all_logits));
+    put(msg, uint8_t(r.verify));
+    put(msg, uint8_t(!r.positions.empty()));
+    put(msg, r.tokens.data(), r.tokens.size_bytes());
+    put(msg, r.positions.data(), r.positions.size_bytes());
+  }
+  QWEN35_RETURN_IF_ERROR(model_.forward_layers(batch, 0, share().end, &hidden_, nullptr));
+  put(msg, hidden_.data(), hidden_.size() * sizeof(float));
+  test_delay(steps_++);
+  QWEN35_RETURN_IF_ERROR(comm_.send(1, kStepTag, msg));
+  bytes_sent_ += msg.size();
+  QWEN35_ASSIGN_OR_RETURN(std::vector<uint8_t> back, comm_.recv(comm_.size() - 1, kLogitsTag));
+  if (back.size() % sizeof(float) != 0) comm_.abort("the logits message has a partial float");
+  logits->resize(back.size() / sizeof(float));
+  std::memcpy(logits->data(), back.data(), back.size());
+  return core::Status();
+}
+
+core::Status PipelineStage::drop(std::span<const uint64_t> ids) {
+  std::vector<uint8_t> msg;
+  put(msg, uint32_t(kDrop));
+  put(msg, uint32_t(ids.size()));
+  put(msg, ids.data(), ids.size_bytes());
+  bytes_sent_ += msg.size();
+  return comm_.send(1, kStepTag, msg);
+}
+
+core::Status PipelineStage::finish() {
+  std::vector<uint8_t> msg;
+  put(msg, uint32_t(kFinish));
+  return comm_.send(1, kStepTag, msg);
+}
+
+core::Status PipelineStage::forward_to_next(std::vector<uint8_t>& msg) {
+  if (last()) return core::Status();
+  bytes_sent_ += msg.size();
+  return comm_.send(comm_.rank() + 1, kStepTag, msg);
+}
+
+core::Status PipelineStage::serve() {
+  for (;;) {
+    QWEN35_ASSIGN_OR_RETURN(std::vector<uint8_t> msg, comm_.recv(comm_.rank() - 1, kStepTag));
+    Reader rd{msg};
+    const uint32_t op = rd.get<uint32_t>();
+    if (!rd.ok) comm_.abort("an empty pipeline message");
+    if (op == kFinish) return forward_to_next(msg);
+    if (op == kDrop) {
+      const uint32_t n = rd.get<uint32_t>();
+      for (uint32_t i = 0; i < n && rd.ok; ++i) states_.erase(rd.get<uint64_t>());
+      if (!rd.ok) comm_.abort("a malformed drop message");
+      QWEN35_RETURN_IF_ERROR(forward_to_next(msg));
+      continue;
+    }
+    if (op != kStep) comm_.abort("an unknown pipeline message (op " + std::to_string(op) + ")");
+    if (auto st = apply(msg); !st.ok()) comm_.abort("step failed: " + st.message());
+  }
+}
+
+// One step on this rank's layers: the records to this rank's states, the rows through its
+// layers, then on to the next rank, or (the last) the logits back to rank 0.
+core::Status PipelineStage::apply(const std::vector<uint8_t>& msg) {
+  Reader rd{msg};
+  rd.get<uint32_t>();
+  const uint32_t n_seqs = rd.get<uint32_t>();
+  const int64_t rows = rd.get<int64_t>();
+  std::vector<Record> recs(n_seqs);
+  for (Record& r : recs) {
+    r.id = rd.get<uint64_t>();
+    r.capacity = rd.get<int64_t>();
+    r.n = rd.get<int64_t>();
+    r.pos0 = rd.get<int64_t>();
+    r.rope_delta = rd.get<int64_t>();
+    r.all_logits = rd.get<uint8_t>();
+    r.verify = rd.get<uint8_t>();
+    r.has_positions = rd.get<uint8_t>();
+    if (!rd.ok || r.n < 1 || r.n > rows) return core::error("a malformed step message");
+    r.tokens.resize(size_t(r.n));
+    rd.read(r.tokens.data(), r.tokens.size() * sizeof(int32_t));
+    if (r.has_positions) {
+      r.positions.resize(size_t(3 * r.n));
+      rd.read(r.positions.data(), r.positions.size() * sizeof(int64_t));
+    }
+  }
+  const size_t header = rd.at;
+  const int64_t H = model_.config().hidden;
+  if (!rd.ok || msg.size() - header != size_t(rows * H) * sizeof(float))
+    return core::error("a malformed step message (its hidden rows)");
+  std::vector<model::SequenceRows> batch(recs.size());
+  for (size_t i = 0; i < recs.size(); ++i) {
+    Record& r = recs[i];
+    auto& st = states_[r.id];
+    if (!st) st = model_.new_state(r.capacity);
+    if (r.pos0 == 0) st->reset();  // a slot's next sequence (the engine reuses its states)
+    if (st->verify_pending()) {
+      // Rank 0 committed the verification since: it stands after the rows it kept.
+      const int64_t kept = r.pos0 - (st->pos() - st->verify_rows());
+      if (kept < 1 || kept > st->verify_rows())
+        return core::error("sequence " + std::to_string(r.id) + " keeps " + std::to_string(kept) + " of " +
+                           std::to_string(st->verify_rows()) + " verified rows");
+      model_.commit(st.get(), kept);
+    }
+    if (st->pos() != r.pos0)
+      return core::error("sequence " + std::to_string(r.id) + " stands at " + std::to_string(st->pos()) +
+                         " here and at " + std::to_string(r.pos0) + " on rank 0");
+    st->set_rope_delta(r.rope_delta);
+    batch[i] = model::SequenceRows{st.get(), r.tokens, bool(r.all_logits), bool(r.verify), r.positions};
+  }
+  hidden_.resize(size_t(rows * H));
+  std::memcpy(hidden_.data(), msg.data() + header, hidden_.size() * sizeof(float));
+  const model::RankShare& s = share();
+  QWEN35_RETURN_IF_ERROR(model_.forward_layers(batch, s.first, s.end, &hidden_, &logits_));
+  if (last()) {
+    const auto* b = reinterpret_cast<const uint8_t*>(logits_.data());
+    bytes_sent_ += logits_.size() * sizeof(float);
+    return comm_.send(0, kLogitsTag, std::span<const uint8_t>(b, logits_.size() * sizeof(float)));
+  }
+  std::vector<uint8_t> out(msg.begin(), msg.begin() + std::ptrdiff_t(header));
+  put(out, hidden_.data(), hidden_.size() * sizeof(float));
+  return forward_to_next(out);
+}
+
+}  // namespace qwen35::dist

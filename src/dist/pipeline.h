@@ -1,0 +1,73 @@
+// The step protocol of a model split by layers over MPI ranks (docs/design.md "Past one
+// machine"). Rank 0 decides each step as one process would and runs the first layers; the step's
+// plan (which sequences, their tokens, positions and flags) travels down the pipe with the hidden
+// rows; each rank applies it to its own layers' part of each sequence's state (found by the id
+// rank 0 gives the sequence) and passes the rows on; the last rank sends the logits back to rank
+// 0. A sequence's state follows rank 0's from what a step says of it: standing at position 0, it
+// starts afresh (the engine reuses a slot's state); after a speculative verification, the
+// position rank 0 stands at says how many verified rows its commit kept, and the same commit
+// is applied here. Every rank runs Model::forward_layers, the code one process runs, on the same rows: the
+// split is bit-identical to one process.
+//
+// Messages (tags kStep, kLogits): a step is a header, one record per sequence, then the hidden
+// rows [rows, hidden] f32; all fields little-endian as the machines' own (the ranks run one
+// binary, checked at start: cli/pipeline_setup.h).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "core/result.h"
+#include "dist/comm.h"
+#include "model/model.h"
+#include "model/pipeline_plan.h"
+
+namespace qwen35::dist {
+
+// What rank 0 says of one sequence of a step, beside its rows.
+struct StepSequence {
+  uint64_t id = 0;        // the sequence's name on every rank
+  int64_t capacity = 0;   // the capacity a rank makes its state with at first sight
+};
+
+class PipelineStage {
+ public:
+  // `model` holds this rank's share of `plan` (model::keep_share).
+  PipelineStage(Comm& comm, model::Model& model, const model::PipelinePlan& plan);
+
+  int rank() const { return comm_.rank(); }
+  const model::RankShare& share() const { return plan_.ranks[size_t(comm_.rank())]; }
+
+  // Rank 0: one step through the pipeline, with Model::forward's contract: `batch` (rank 0's
+  // states) through every layer, logits as forward writes them. seqs[i] names batch[i].
+  core::Status step(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
+                    std::vector<float>* logits);
+  // Rank 0: the other ranks release these sequences' states.
+  core::Status drop(std::span<const uint64_t> ids);
+  // Rank 0: ends the other ranks' serve().
+  core::Status finish();
+  // Ranks after 0: applies the steps rank 0 sends until its finish(). A step that fails here
+  // leaves the ranks out of step: the job is ended (Comm::abort), naming the rank and the cause.
+  core::Status serve();
+
+  // Bytes this rank sent in step messages and logits (for the benchmarks).
+  uint64_t bytes_sent() const { return bytes_sent_; }
+
+ private:
+  core::Status forward_to_next(std::vector<uint8_t>& msg);
+  core::Status apply(const std::vector<uint8_t>& msg);
+  bool last() const { return comm_.rank() == comm_.size() - 1; }
+
+  Comm& comm_;
+  model::Model& model_;
+  model::PipelinePlan plan_;
+  std::map<uint64_t, std::unique_ptr<model::SequenceState>> states_;  // ranks after 0
+  std::vector<float> hidden_, logits_;
+  uint64_t bytes_sent_ = 0;
+  uint64_t steps_ = 0;  // rank 0: steps sent
+};
+
+}  // namespace qwen35::dist

@@ -1,0 +1,217 @@
+#!/usr/bin/env python3
+"""`qwen35 serve` on a model split over two MPI ranks (docs/design.md "Past one machine"):
+concurrent == solo over HTTP (requests batched together in the engine's steps give each the text
+it gets alone), the split server's answers equal one process's (`qwen35 run`, greedy), and
+drafted == plain (prompt lookup: verified rows, commits that keep fewer, on every rank). Then
+rank 1 is stopped while a request runs: rank 0 answers it with an HTTP error naming the cause, and
+every rank is gone within 10 s; and rank 1 is killed while a request runs: the client gets an error
+(mpirun ends rank 0 at once, the connection closes), not a hang, and every rank is gone within
+10 s. Bounded: every wait has a deadline.
+
+Usage: tests/dist/pipeline_serve_test.py build/qwen35 MODEL_DIR
+"""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+
+BIN, MODEL = os.path.realpath(sys.argv[1]), sys.argv[2]
+ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+           OMPI_MCA_rmaps_base_oversubscribe="1")
+PROMPTS = ["In the beginning", "And the LORD said", "Blessed are the", "And it came to pass"]
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what, file=sys.stderr)
+
+
+def complete(port, prompt, n=24, timeout=60, spec=None):
+    b = {"prompt": prompt, "max_tokens": n, "temperature": 0}
+    if spec:
+        b["speculative"] = spec
+    body = json.dumps(b).encode()
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body,
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.load(r)["choices"][0]["text"]
+
+
+def start_server(log, delay=None):
+    env = dict(ENV)
+    hook = []
+    if delay:  # rank 0 waits between steps (the test hook), so a request is mid-stream for long
+        env["QWEN35_PIPELINE_TEST_DELAY"] = str(delay)
+        hook = ["-x", "QWEN35_PIPELINE_TEST_DELAY"]
+    p = subprocess.Popen(["mpirun", "-np", "2", "--mca", "btl", "self,tcp"] + hook +
+                         [BIN, "serve", "-m", MODEL, "--port", "0", "--parallel", "4", "--ctx", "256", "-t", "1"],
+                         stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        text = open(log.name).read()
+        m = re.search(r"listening on http://[^:]+:(\d+)", text)
+        if m and "ready" in text:
+            return p, int(m.group(1))
+        if p.poll() is not None:
+            break
+        time.sleep(0.1)
+    print(open(log.name).read(), file=sys.stderr)
+    raise SystemExit("FAIL: the split server did not become ready")
+
+
+def ranks_of(mpirun_pid):
+    out = subprocess.run(["pgrep", "-P", str(mpirun_pid)], capture_output=True, text=True).stdout.split()
+    ranks = {}
+    for pid in out:
+        try:
+            env = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        for e in env:
+            if e.startswith(b"OMPI_COMM_WORLD_RANK="):
+                ranks[int(e.split(b"=")[1])] = int(pid)
+    return ranks
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    try:  # a zombie is gone for our purpose
+        return open(f"/proc/{pid}/stat").read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def stop(p):
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except OSError:
+        pass
+    p.wait(10)
+
+
+def stopped(failures):
+    """Rank 1 stopped (SIGSTOP) mid-request: rank 0 answers the request with an HTTP error once
+    the heartbeat finds rank 1 silent, then every rank is gone within 10 s."""
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+    p, port = start_server(log, delay=0.2)
+    try:
+        ranks = ranks_of(p.pid)
+        result = {}
+
+        def request():
+            try:
+                result["text"] = complete(port, PROMPTS[0], n=200, timeout=30)
+            except urllib.error.HTTPError as e:
+                result["status"] = e.code
+                result["body"] = e.read().decode(errors="replace")
+            except Exception as e:  # noqa: BLE001
+                result["error"] = repr(e)
+
+        t = threading.Thread(target=request)
+        t.start()
+        time.sleep(1.5)
+        os.kill(ranks[1], signal.SIGSTOP)
+        t0 = time.time()
+        t.join(10)
+        check(not t.is_alive(), "the client hangs after rank 1 was stopped")
+        check(result.get("status", 0) >= 500, f"no HTTP error for the request in flight: {result}")
+        check("silent" in result.get("body", ""), f"the error does not say a rank is silent: {result}")
+        while time.time() - t0 < 10 and alive(ranks[0]):
+            time.sleep(0.1)
+        check(not alive(ranks[0]), "rank 0 still alive 10 s after rank 1 stopped")
+        print("pipeline_serve_test: a stopped rank: HTTP", result.get("status"), "for the request in flight, "
+              "every rank gone within 10 s")
+    finally:
+        stop(p)
+        if failures:
+            print(open(log.name).read(), file=sys.stderr)
+
+
+def main():
+    # One process's greedy answers, the reference.
+    plain = {}
+    for pr in PROMPTS:
+        r = subprocess.run([BIN, "run", "-m", MODEL, "-p", pr, "-n", "24", "--temperature", "0", "-q", "-t", "1"],
+                           capture_output=True, text=True, timeout=60, env=ENV)
+        check(r.returncode == 0, f"run -p {pr!r} failed: {r.stderr}")
+        plain[pr] = r.stdout
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+    p, port = start_server(log)
+    try:
+        solo = {pr: complete(port, pr) for pr in PROMPTS}
+        together = {}
+        threads = [threading.Thread(target=lambda pr=pr: together.__setitem__(pr, complete(port, pr)))
+                   for pr in PROMPTS]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(90)
+        for pr in PROMPTS:
+            check(together.get(pr) == solo[pr], f"concurrent != solo for {pr!r}: {together.get(pr)!r} vs {solo[pr]!r}")
+            check(plain[pr].startswith(solo[pr]) and solo[pr], f"split serve != one process for {pr!r}: "
+                  f"{solo[pr]!r} vs {plain[pr]!r}")
+        print("pipeline_serve_test: concurrent == solo == one process under -np 2")
+        # Prompt lookup drafts: verified rows and commits that keep fewer reach rank 1 too.
+        for pr in PROMPTS:
+            drafted = complete(port, pr + pr, spec="lookup")
+            check(drafted == complete(port, pr + pr), f"drafted != plain for {pr + pr!r}")
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+            metrics = r.read().decode()
+        m = re.search(r"^qwen35_spec_drafted_tokens_total (\S+)", metrics, re.M)
+        check(m and float(m.group(1)) > 0, "no token was drafted")
+        a = re.search(r"^qwen35_spec_accepted_tokens_total (\S+)", metrics, re.M)
+        print("pipeline_serve_test: drafted == plain under -np 2 (drafted", m and m.group(1), "accepted",
+              a and a.group(1), ")")
+    finally:
+        stop(p)
+    stopped(failures)
+    # Kill rank 1 while a request streams (rank 0 waits 0.2 s between steps).
+    log2 = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+    p, port = start_server(log2, delay=0.2)
+    try:
+        ranks = ranks_of(p.pid)
+        check(set(ranks) == {0, 1}, f"ranks found: {ranks}")
+        result = {}
+
+        def long_request():
+            try:
+                result["text"] = complete(port, PROMPTS[0], n=200, timeout=30)
+            except Exception as e:  # noqa: BLE001: any error is what the client must get
+                result["error"] = repr(e)
+
+        t = threading.Thread(target=long_request)
+        t.start()
+        time.sleep(1.5)
+        os.kill(ranks[1], signal.SIGKILL)
+        t0 = time.time()
+        while time.time() - t0 < 10 and alive(ranks[0]):
+            time.sleep(0.1)
+        check(not alive(ranks[0]), "rank 0 still alive 10 s after rank 1 was killed")
+        t.join(30)
+        check(not t.is_alive(), "the client hangs after rank 1 was killed")
+        check("error" in result or "text" in result, "no outcome for the client")
+        check("error" in result, "the request finished although rank 1 was killed mid-stream")
+        print("pipeline_serve_test: a killed rank ends the server within 10 s; the client got",
+              result.get("error", "")[:80])
+    finally:
+        stop(p)
+    if failures:
+        print(open(log.name).read(), open(log2.name).read(), file=sys.stderr)
+        raise SystemExit(f"pipeline_serve_test: {len(failures)} failures")
+    print("pipeline_serve_test: all passed")
+
+
+if __name__ == "__main__":
+    main()
