@@ -124,6 +124,22 @@ void vision_report(const model::ModelWeights& w) {
   else std::printf("vision verdict: usable (image token: <|image_pad|> of the tokenizer)\n");
 }
 
+// --fit-mb: for each --kv-type, the longest context of one sequence whose KV, with the weights
+// and the sequence's recurrent state, fits in `mb` MiB (a multiple of 64 positions; activations
+// and the process's own overhead are not counted).
+void kv_type_fit(const model::ModelConfig& c, double weight_bytes, double rec, double mb) {
+  std::printf("longest context in %.0f MiB (weights + recurrent state + KV) by --kv-type:", mb);
+  const double room = mb * 1048576.0 - weight_bytes - rec;
+  for (kernels::KvType t : kernels::kAllKvTypes) {
+    const std::string name(kernels::kv_type_name(t));
+    if (!model::check_kv_types(c, {t, t}).ok()) continue;
+    const double b = double(model::kv_bytes_per_token(c, {t, t}));
+    const int64_t n = room > 0 && b > 0 ? int64_t(room / b) / 64 * 64 : 0;
+    std::printf(" %s %lld,", name.c_str(), (long long)n);
+  }
+  std::printf(" tokens\n");
+}
+
 struct PlanFlags {
   int ranks = 0;
   int64_t ctx = 4096, slots = 1;
@@ -199,6 +215,9 @@ int cmd_inspect(int argc, char** argv) {
   app.add_option("--mmproj", mmproj, "GGUF models: the vision tower's mmproj file (default: the one "
                  "mmproj*.gguf beside the model, if any)");
   PlanFlags plan;
+  double fit_mb = 0;
+  app.add_option("--fit-mb", fit_mb, "also print, per --kv-type, the longest context of one sequence "
+                 "whose KV fits in this many MiB beside the weights and its recurrent state");
   app.add_option("--ranks", plan.ranks, "print how the model splits by layers over N pipeline ranks, and each "
                  "rank's memory (weights + state + KV), without loading the weights");
   app.add_option("--ctx", plan.ctx, "with --ranks: the context each sequence's KV is counted at (default 4096)");
@@ -291,6 +310,7 @@ int cmd_inspect(int argc, char** argv) {
   std::printf("kv cache per token (f32): %.0f bytes (%s)\n", kv, human(kv).c_str());
   kv_type_sizes(c);
   std::printf("recurrent state per sequence (f32): %.0f bytes (%s)\n", rec, human(rec).c_str());
+  if (fit_mb > 0) kv_type_fit(c, double(mw.weight_bytes), rec, fit_mb);
   std::printf("verdict: SUPPORTED\n");
   return plan.ranks > 0 ? print_plan(mw, plan) : 0;
 }

@@ -158,6 +158,22 @@ TEST(Cli, KvTypeFlag) {
       << r.out;
   r = run_qwen35("inspect -m " + ckpt("qwen3_moe_e8_top2"));
   EXPECT_NE(r.out.find("q8_0 n/a (head_dim 16)"), std::string::npos) << r.out;
+  // --fit-mb: the longest context whose KV fits beside the weights and the recurrent state,
+  // from the byte counts inspect prints (a multiple of 64).
+  r = run_qwen35("inspect -m " + ckpt("dense_bf16_tied") + " --fit-mb 64");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  auto number_after = [&](const std::string& key) {
+    const size_t at = r.out.find(key);
+    EXPECT_NE(at, std::string::npos) << key << "\n" << r.out;
+    return at == std::string::npos ? 0.0 : std::stod(r.out.substr(at + key.size()));
+  };
+  const double room = 64.0 * 1048576 - number_after("weight bytes: ") -
+                      number_after("recurrent state per sequence (f32): ");
+  for (auto [name, per_token] : {std::pair{"f32", 8192.0}, std::pair{"q4_0", 1152.0}}) {
+    const long long n = (long long)(room / per_token) / 64 * 64;
+    EXPECT_NE(r.out.find(" " + std::string(name) + " " + std::to_string(n) + ","), std::string::npos)
+        << name << " " << n << "\n" << r.out;
+  }
 }
 
 TEST(Cli, UnknownCommandAndHelp) {
