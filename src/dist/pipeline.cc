@@ -213,12 +213,21 @@ core::Status PipelineStage::apply_op(const model::StateOp& op) {
       return core::Status();
     }
     case K::kCaptured: {
+      // Rank 0's copy from the step's prefill, or (a chunk that ended on the line, a model with
+      // no recurrent state) the state as it stands: this rank takes its part the same way.
+      model::SequenceState* st = state(op.seq, 0);
+      std::vector<float>& snap = snapshots_[op.a];
+      snap.assign(st->recurrent_bytes() / sizeof(float), 0.0f);
       auto seq = captured_.find(uint64_t(op.seq));
-      auto copy = seq == captured_.end() ? decltype(seq->second.end())() : seq->second.find(op.c);
-      if (seq == captured_.end() || copy == seq->second.end()) return fail("no state copy at that position");
-      copy->second.resize(state(op.seq, 0)->recurrent_bytes() / sizeof(float));
-      snapshots_[op.a] = std::move(copy->second);
-      seq->second.erase(copy);
+      if (seq != captured_.end())
+        if (auto copy = seq->second.find(op.c); copy != seq->second.end()) {
+          std::copy_n(copy->second.begin(), snap.size(), snap.begin());
+          seq->second.erase(copy);
+          return core::Status();
+        }
+      if (snap.empty()) return core::Status();
+      if (st->pos() != op.c) return fail("no state copy at position " + std::to_string(op.c));
+      st->save_recurrent(snap.data());
       return core::Status();
     }
     case K::kSnapshotGone:

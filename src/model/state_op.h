@@ -17,7 +17,8 @@ struct StateOp {
     kNode,          // tree node `a` (child of node `b`, 0: the root) holds block `c` of state `seq`
     kNodeGone,      // node `a` and its snapshot are gone; its block reference is given back
     kSnapshot,      // node `a` snapshots state `seq`'s recurrent state (it stands at the node)
-    kCaptured,      // node `a` takes state `seq`'s copy at position `c` from its last step
+    kCaptured,      // node `a` takes state `seq`'s copy at position `c` from its last step (a
+                    // provisional snapshot), or the state itself when it stands at `c`
     kSnapshotGone,  // node `a` keeps its block but no longer its snapshot
     kResume,        // state `seq` (just reset) resumes from node `a`'s snapshot, at position `c`
     kFork,          // state `seq` (just reset) forks from state `b`

@@ -176,26 +176,36 @@ CACHE_REQUESTS = [
 
 
 def resumed_fresh():
-    """The same requests, in order, on the split server with the prefix cache and on one process
-    without it: every choice's text and logprobs equal, and the split server resumed."""
+    """The same requests, in order, on one process without the prefix cache and on the split
+    server with it, at the default bound and at one so small that entries are evicted (a
+    provisional snapshot dropped, leaves removed, the branch and the forks resumed from what is
+    left): every choice's text and logprobs equal, and the split servers did resume."""
     answers = {}
-    for np, extra in ((1, ["--no-prefix-cache"]), (2, [])):
+    for name, np, extra in (("fresh", 1, ["--no-prefix-cache"]), ("split", 2, []),
+                            ("evicting", 2, ["--cache-mb", "0.4"])):
         log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
         p, port = start_server(log, np=np, extra=extra)
         try:
-            answers[np] = [post(port, dict({"temperature": 0, "logprobs": 1}, **r)) for r in CACHE_REQUESTS]
-            if np == 2:
-                hits = metric(port, "qwen35_prefix_cache_hits_total")
+            answers[name] = [post(port, dict({"temperature": 0, "logprobs": 1}, **r)) for r in CACHE_REQUESTS]
+            hits = metric(port, "qwen35_prefix_cache_hits_total")
+            if name == "split":
                 check(hits == 3, f"the split server resumed {hits} requests from the prefix cache, not 3")
                 promoted = metric(port, "qwen35_prefix_cache_promoted_total")
                 check(promoted and promoted >= 1, "the branch resumed from no provisional snapshot")
+            if name == "evicting":
+                evicted = metric(port, "qwen35_prefix_cache_evictions_total")
+                check(hits and evicted, f"the small cache resumed {hits} and evicted {evicted} entries")
+        except Exception:
+            print(open(log.name).read(), file=sys.stderr)
+            raise
         finally:
             stop(p)
-    for i, r in enumerate(CACHE_REQUESTS):
-        check(answers[1][i] == answers[2][i], f"resumed != fresh for request {i} ({r['prompt'][-30:]!r}): "
-              f"{answers[2][i]} vs {answers[1][i]}")
-    check(answers[2][3][0]["text"] != answers[2][3][1]["text"], "the two forks sampled the same text")
-    print("pipeline_serve_test: resumed == fresh under -np 2 (extended, branch, n=2 forks)")
+    for name in ("split", "evicting"):
+        for i, r in enumerate(CACHE_REQUESTS):
+            check(answers["fresh"][i] == answers[name][i], f"resumed != fresh ({name}) for request {i} "
+                  f"({r['prompt'][-30:]!r}): {answers[name][i]} vs {answers['fresh'][i]}")
+    check(answers["split"][3][0]["text"] != answers["split"][3][1]["text"], "the two forks sampled the same text")
+    print("pipeline_serve_test: resumed == fresh under -np 2 (extended, branch, n=2 forks; with evictions)")
 
 
 def main():
