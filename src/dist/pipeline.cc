@@ -156,6 +156,13 @@ core::Status PipelineStage::serve() {
   }
 }
 
+namespace {
+core::Status op_error(const model::StateOp& op, const std::string& why) {
+  return core::error("state op " + std::to_string(op.kind) + " (sequence " + std::to_string(op.seq) + ", node " +
+                     std::to_string(op.a) + "): " + why);
+}
+}  // namespace
+
 model::SequenceState* PipelineStage::state(int64_t id, int64_t capacity) {
   auto& st = states_[uint64_t(id)];
   if (!st)
@@ -163,13 +170,49 @@ model::SequenceState* PipelineStage::state(int64_t id, int64_t capacity) {
   return st.get();
 }
 
+// kCaptured: rank 0's copy from the step's prefill, or (a chunk that ended on the line, a model
+// with no recurrent state) the state as it stands: this rank takes its part the same way.
+core::Status PipelineStage::take_copy(const model::StateOp& op) {
+  model::SequenceState* st = state(op.seq, 0);
+  std::vector<float>& snap = snapshots_[op.a];
+  snap.assign(st->recurrent_bytes() / sizeof(float), 0.0f);
+  auto seq = captured_.find(uint64_t(op.seq));
+  if (seq != captured_.end())
+    if (auto copy = seq->second.find(op.c); copy != seq->second.end()) {
+      std::copy_n(copy->second.begin(), snap.size(), snap.begin());
+      seq->second.erase(copy);
+      return core::Status();
+    }
+  if (snap.empty()) return core::Status();
+  if (st->pos() != op.c) return op_error(op, "no state copy at position " + std::to_string(op.c));
+  st->save_recurrent(snap.data());
+  return core::Status();
+}
+
+// kResume: the state adopts the blocks of the node's path and loads its snapshot.
+core::Status PipelineStage::resume(const model::StateOp& op) {
+  model::SequenceState* st = state(op.seq, 0);
+  auto snap = snapshots_.find(op.a);
+  if (snap == snapshots_.end() || op.c <= 0) return op_error(op, "no snapshot to resume from");
+  std::vector<int32_t> blocks;
+  for (uint64_t n = op.a; n != 0;) {
+    auto it = nodes_.find(n);
+    if (it == nodes_.end()) return op_error(op, "a resume path through an unknown node");
+    blocks.push_back(it->second.block);
+    n = it->second.parent;
+  }
+  std::reverse(blocks.begin(), blocks.end());
+  if (int64_t(blocks.size()) * kernels::kKvBlock != op.c) return op_error(op, "a resume path of the wrong depth");
+  st->reset();
+  st->adopt(blocks, op.c);
+  if (!snap->second.empty()) st->load_recurrent(snap->second.data());
+  return core::Status();
+}
+
 // One of rank 0's state changes (model/state_op.h) on this rank's part of the states.
 core::Status PipelineStage::apply_op(const model::StateOp& op) {
   using K = model::StateOp;
-  const auto fail = [&](const std::string& why) {
-    return core::error("state op " + std::to_string(op.kind) + " (sequence " + std::to_string(op.seq) + ", node " +
-                       std::to_string(op.a) + "): " + why);
-  };
+  const auto fail = [&](const std::string& why) { return op_error(op, why); };
   const bool needs_state = op.kind != K::kPool && op.kind != K::kNodeGone && op.kind != K::kSnapshotGone;
   if (needs_state && (op.seq < 0 || uint64_t(op.seq) >= pool_states_)) return fail("no state of the shared pool named");
   switch (op.kind) {
@@ -212,45 +255,13 @@ core::Status PipelineStage::apply_op(const model::StateOp& op) {
       st->save_recurrent(snap.data());
       return core::Status();
     }
-    case K::kCaptured: {
-      // Rank 0's copy from the step's prefill, or (a chunk that ended on the line, a model with
-      // no recurrent state) the state as it stands: this rank takes its part the same way.
-      model::SequenceState* st = state(op.seq, 0);
-      std::vector<float>& snap = snapshots_[op.a];
-      snap.assign(st->recurrent_bytes() / sizeof(float), 0.0f);
-      auto seq = captured_.find(uint64_t(op.seq));
-      if (seq != captured_.end())
-        if (auto copy = seq->second.find(op.c); copy != seq->second.end()) {
-          std::copy_n(copy->second.begin(), snap.size(), snap.begin());
-          seq->second.erase(copy);
-          return core::Status();
-        }
-      if (snap.empty()) return core::Status();
-      if (st->pos() != op.c) return fail("no state copy at position " + std::to_string(op.c));
-      st->save_recurrent(snap.data());
-      return core::Status();
-    }
+    case K::kCaptured:
+      return take_copy(op);
     case K::kSnapshotGone:
       snapshots_.erase(op.a);
       return core::Status();
-    case K::kResume: {
-      model::SequenceState* st = state(op.seq, 0);
-      auto snap = snapshots_.find(op.a);
-      if (snap == snapshots_.end() || op.c <= 0) return fail("no snapshot to resume from");
-      std::vector<int32_t> blocks;
-      for (uint64_t n = op.a; n != 0;) {
-        auto it = nodes_.find(n);
-        if (it == nodes_.end()) return fail("a resume path through an unknown node");
-        blocks.push_back(it->second.block);
-        n = it->second.parent;
-      }
-      std::reverse(blocks.begin(), blocks.end());
-      if (int64_t(blocks.size()) * kernels::kKvBlock != op.c) return fail("a resume path of the wrong depth");
-      st->reset();
-      st->adopt(blocks, op.c);
-      if (!snap->second.empty()) st->load_recurrent(snap->second.data());
-      return core::Status();
-    }
+    case K::kResume:
+      return resume(op);
     case K::kFork: {
       auto src = states_.find(op.b);
       if (src == states_.end() || op.b == uint64_t(op.seq)) return fail("no state to fork from");

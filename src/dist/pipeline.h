@@ -71,6 +71,8 @@ class PipelineStage {
   core::Status forward_to_next(std::vector<uint8_t>& msg);
   core::Status apply(const std::vector<uint8_t>& msg);
   core::Status apply_op(const model::StateOp& op);
+  core::Status take_copy(const model::StateOp& op);
+  core::Status resume(const model::StateOp& op);
   model::SequenceState* state(int64_t id, int64_t capacity);
   bool last() const { return comm_.rank() == comm_.size() - 1; }
 
