@@ -35,10 +35,10 @@ void Stepper::step(StepOutput* out) {
           return;
         }
         st = opts_.forward(state_ops_, rows_, row_slot_, &logits_);
-        state_ops_.clear();
       });
       !oom.empty())
     st = core::error(oom + " in the forward call");
+  state_ops_.clear();  // sent with the step (under a split), whatever became of it
   const auto t2 = Clock::now();
   for (size_t r = 0; r < rows_.size(); ++r) {
     bool done = false;
