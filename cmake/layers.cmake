@@ -16,10 +16,10 @@ function(qwen35_make_view view_name)
       set(target_dir ${PROJECT_SOURCE_DIR}/src/${layer})
     endif()
     if(layer STREQUAL "kernels" AND view_name STREQUAL "model")
-      # model/ sees only the op interface of the kernels (with the rotary rule it states),
-      # never a concrete backend.
+      # model/ sees only the op interface of the kernels (with the rotary rule and the KV cache
+      # formats it states), never a concrete backend.
       file(MAKE_DIRECTORY ${dir}/kernels)
-      foreach(h ops.h rope.h)
+      foreach(h ops.h rope.h kv_format.h)
         if(NOT EXISTS ${dir}/kernels/${h})
           file(CREATE_LINK ${target_dir}/${h} ${dir}/kernels/${h} SYMBOLIC)
         endif()

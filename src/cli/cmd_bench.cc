@@ -145,6 +145,7 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--load", lo.load_mode, kLoadModeHelp);
   app.add_option("--isa", lo.isa, "cap run-time SIMD dispatch at this target (e.g. AVX2, SSE4) to measure older CPUs");
   app.add_flag("--fast", lo.fast, "int8 activations for quantized matmuls: MLX, and the GGUF block types (faster; not bit-identical to the exact mode)");
+  app.add_option("--kv-type", lo.kv_type, kKvTypeHelp);
   app.add_option("--verify", verify,
                  "also time speculative verification: K drafted tokens + 1 verified per step "
                  "(keeping all rows, and keeping one: the worst rollback), against one row; with "
@@ -417,17 +418,20 @@ int cmd_bench(int argc, char** argv) {
                 "\"tg_roofline_tok_s\": %.3f, \"tg_roofline_pct\": %.2f, \"peak_rss_mb\": %.1f, "
                 "\"weights_mb\": %.1f, \"verify_tokens\": %lld, \"verify_ms\": %.3f, "
                 "\"verify_rollback_ms\": %.3f, \"verify_rows\": %.3f, \"mtp_draft_ms\": %.3f, \"mtp_verify_ms\": %.3f, \"mtp_rows\": %.3f, "
-                "\"decode_step_ms\": %.3f, \"pick_ms\": %.4f, \"pick_cold_ms\": %.4f, \"logits_hash\": \"%016llx\"}\n",
+                "\"decode_step_ms\": %.3f, \"pick_ms\": %.4f, \"pick_cold_ms\": %.4f, \"logits_hash\": \"%016llx\", "
+                "\"kv_type\": \"%s\"}\n",
                 lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, picker, (long long)n_prompt, (long long)n_gen, (long long)depth, (long long)batch, reps,
                 pps.median, pps.min, pps.max, tgs.median, tgs.min, tgs.max, ttft_ms, stream, achieved, bw, roofline,
                 roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (long long)verify,
-                vfa.median, vfo.median, vf_rows, mtd.median, mtv.median, mtp_rows, tg_ms, picks.median, pick_cold, (unsigned long long)hash);
+                vfa.median, vfo.median, vf_rows, mtd.median, mtv.median, mtp_rows, tg_ms, picks.median, pick_cold, (unsigned long long)hash,
+                kernels::kv_types_name(m.kv_types()).c_str());
     return 0;
   }
   std::printf("model: %s  threads: %d  isa: %s  mode: %s  backend: %s\n", lo.model_dir.c_str(), lm->pool->size(),
               isa.c_str(), mode, lo.backend.c_str());
   std::printf("memory read bandwidth: %.2f GB/s (measured)\n", bw);
   if (depth > 0) std::printf("context depth: %lld tokens before each test\n", (long long)depth);
+  std::printf("kv cache: %s\n", kernels::kv_types_name(m.kv_types()).c_str());
   if (n_prompt > 0)
     std::printf("pp%lld: %8.2f tok/s (min %.2f, max %.2f over %d)   time to first token: %.1f ms\n", (long long)n_prompt,
                 pps.median, pps.min, pps.max, reps, ttft_ms);

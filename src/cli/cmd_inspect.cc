@@ -9,6 +9,8 @@
 
 #include "cli/commands.h"
 #include "cli/model_assets.h"
+#include "kernels/kv_format.h"
+#include "model/kv_pool.h"
 #include "model/pipeline_plan.h"
 #include "model/tensor_table.h"
 #include "model/weights.h"
@@ -130,6 +132,22 @@ struct PlanFlags {
 };
 
 // --ranks: the pipeline plan (model/pipeline_plan.h). Exit 1 with one line when it cannot be made.
+// The KV cache's bytes per token for each --kv-type (K and V of one type; a pair costs the mean
+// of its two), the real bytes the pool counts (model::kv_bytes_per_token).
+void kv_type_sizes(const model::ModelConfig& c) {
+  std::printf("kv cache per token by --kv-type:");
+  for (kernels::KvType t : kernels::kAllKvTypes) {
+    const std::string name(kernels::kv_type_name(t));
+    if (!model::check_kv_types(c, {t, t}).ok()) {
+      std::printf(" %s n/a (head_dim %lld),", name.c_str(), (long long)c.head_dim);
+      continue;
+    }
+    const double b = double(model::kv_bytes_per_token(c, {t, t}));
+    std::printf(" %s %.0f (%s),", name.c_str(), b, human(b).c_str());
+  }
+  std::printf(" bytes\n");
+}
+
 int print_plan(model::ModelWeights& mw, const PlanFlags& f) {
   if (f.ctx < 1 || f.slots < 1 || f.budget_mb < 0)
     return fail("inspect", "--ctx and --parallel must be at least 1, --rank-budget-mb >= 0");
@@ -271,6 +289,7 @@ int cmd_inspect(int argc, char** argv) {
   const double rec = double(c.n_linear_layers()) *
                      (double((c.conv_kernel - 1) * c.conv_channels()) + double(c.n_v_heads * c.d_k * c.d_v)) * 4;
   std::printf("kv cache per token (f32): %.0f bytes (%s)\n", kv, human(kv).c_str());
+  kv_type_sizes(c);
   std::printf("recurrent state per sequence (f32): %.0f bytes (%s)\n", rec, human(rec).c_str());
   std::printf("verdict: SUPPORTED\n");
   return plan.ranks > 0 ? print_plan(mw, plan) : 0;

@@ -114,6 +114,7 @@ int cmd_loadtest(int argc, char** argv) {
   int port = 8080, clients = 8, requests = 64, disconnect = 0;
   int64_t max_tokens = 32;
   bool json = false;
+  std::string kv_type;
   double soak_s = 0, max_drift_mb = 0;
   app.add_option("--host", host, "server address");
   app.add_option("--port", port, "server port");
@@ -128,6 +129,9 @@ int cmd_loadtest(int argc, char** argv) {
   app.add_option("-p,--prompt", prompt, "prompt text");
   app.add_option("--disconnect", disconnect, "the first K requests hang up after 2 tokens");
   app.add_flag("--json", json, "one JSON object instead of text");
+  app.add_option("--kv-type", kv_type,
+                 "send each request's \"kv_type\" (K[,V], as serve --kv-type): the server "
+                 "answers 400 unless its KV cache is of that type");
   app.add_option("--soak", soak_s,
                  "run mixed traffic for SECONDS instead (streaming, non-streaming, chat, hang-ups, "
                  "slow uploads and readers, bad requests, health probes); -c clients, "
@@ -184,6 +188,7 @@ int cmd_loadtest(int argc, char** argv) {
     fs.server.clients = clients;
     fs.server.max_tokens = max_tokens;
     fs.server.json = json;
+    fs.server.kv_type = kv_type;
     return run_few_shot(fs);
   }
   if (multi_turn) {
@@ -195,6 +200,7 @@ int cmd_loadtest(int argc, char** argv) {
     mt.clients = clients;
     mt.max_tokens = max_tokens;
     mt.json = json;
+    mt.kv_type = kv_type;
     mt.affinity_key = !no_key;
     return run_multi_turn(mt);
   }
@@ -209,6 +215,7 @@ int cmd_loadtest(int argc, char** argv) {
     so.max_tokens = max_tokens;
     so.max_rss_drift_mb = max_drift_mb;
     so.json = json;
+    so.kv_type = kv_type;
     return run_soak(so);
   }
   Json body = {{"prompt", prompt},
@@ -218,6 +225,7 @@ int cmd_loadtest(int argc, char** argv) {
                {"temperature", 0},
                {"return_token_ids", true},
                {"stream_options", {{"include_usage", true}}}};
+  if (!kv_type.empty()) body["kv_type"] = kv_type;
   std::atomic<int> next{0};
   std::mutex mu;
   std::vector<Sample> samples;

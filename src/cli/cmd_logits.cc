@@ -2,6 +2,8 @@
 // Runs the forward pass and writes float32 [n_tokens, vocab] logits in NumPy .npy format.
 // --chunk N prefills N tokens per forward call; --decode feeds one token per call (the decode
 // path); --greedy N also prints the N-token greedy continuation as a JSON array.
+// qwen35 logits -m DIR --kl-text FILE --kv-type T [--depth N] [--window W]: a KV type's
+// next-token distributions against the f32 cache's on a text (kv_quality.h).
 // Under `mpirun -np N` (N > 1) the model is split by layers over the ranks (cli/pipeline_setup.h);
 // rank 0 writes the file, bit-identical to one process.
 #include "cli/flags.h"
@@ -9,6 +11,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "cli/kv_quality.h"
 #include "cli/model_loader.h"
 #include "cli/pipeline_setup.h"
 #include "formats/npy.h"
@@ -46,8 +49,8 @@ int cmd_logits(int argc, char** argv) {
   bool decode = false;
   int greedy = 0;
   app.add_option("-m,--model", lo.model_dir, "checkpoint directory or .gguf file")->required();
-  app.add_option("--tokens", tokens, "comma-separated token ids")->required();
-  app.add_option("--out", out, "output .npy file: float32 [n_tokens, vocab]")->required();
+  app.add_option("--tokens", tokens, "comma-separated token ids (required without --kl-text)");
+  app.add_option("--out", out, "output .npy file: float32 [n_tokens, vocab] (required without --kl-text)");
   app.add_option("--chunk", chunk, "prefill chunk size (tokens per forward call; 0 = all)");
   app.add_flag("--decode", decode, "feed the tokens one by one (the decode path)");
   app.add_option("--greedy", greedy, "also print the N-token greedy continuation (JSON)");
@@ -56,6 +59,14 @@ int cmd_logits(int argc, char** argv) {
   app.add_option("--load", lo.load_mode, kLoadModeHelp);
   app.add_option("--isa", lo.isa, "cap run-time SIMD dispatch at this target (e.g. AVX2, SSE4) to measure older CPUs");
   app.add_flag("--fast", lo.fast, "int8 activations for quantized matmuls: MLX, and the GGUF block types (faster; not bit-identical to the exact mode)");
+  app.add_option("--kv-type", lo.kv_type, kKvTypeHelp);
+  KvQualityOptions kq;
+  app.add_option("--kl-text", kq.text_file,
+                 "instead of --tokens/--out: feed this text file's tokens with an f32 KV cache and "
+                 "with --kv-type's, and print mean and p99 KL(f32 || type), top-1 agreement and "
+                 "both perplexities over the last --window positions before --depth");
+  app.add_option("--depth", kq.depth, "with --kl-text: tokens of the text fed (default: all)");
+  app.add_option("--window", kq.window, "with --kl-text: positions measured (default 256)");
   PipelineFlags pf;
   add_pipeline_flags(app, pf);
   try {
@@ -63,6 +74,14 @@ int cmd_logits(int argc, char** argv) {
   } catch (const flags::ParseError& e) {
     return app.exit(e);
   }
+  if (!kq.text_file.empty()) {
+    if (app.count("--tokens") || app.count("--out") || decode || greedy != 0)
+      return fail("logits", "--kl-text takes none of --tokens, --out, --decode, --greedy");
+    if (chunk > 0) kq.chunk = chunk;
+    return run_kv_quality(lo, kq);
+  }
+  if (!app.count("--tokens") || !app.count("--out"))
+    return fail("logits", "--tokens and --out are required (or --kl-text)");
   auto ids = parse_ids(tokens);
   if (!ids.ok()) return fail("logits", ids.message());
   if (chunk < 0) return fail("logits", "--chunk must be >= 0");

@@ -194,6 +194,7 @@ int cmd_serve(int argc, char** argv) {
                  "(default 256; 0: none)");
   app.add_option("--load", lo.load_mode, kLoadModeHelp);
   app.add_flag("--fast", lo.fast, "int8 activations for quantized matmuls: MLX, and the GGUF block types (faster; not bit-identical to the exact mode; concurrent == solo still holds within the mode)");
+  app.add_option("--kv-type", lo.kv_type, kKvTypeHelp);
   try {
     app.parse(argc, argv);
   } catch (const flags::ParseError& e) {
@@ -302,6 +303,7 @@ int cmd_serve(int argc, char** argv) {
   mi.name = name.empty() ? model_name(lo.model_dir) : name;
   mi.path = lo.model_dir;
   mi.ctx = eo.ctx;
+  mi.kv_types = m.kv_types();
   mi.max_json_depth = max_json_depth;
   mi.reasoning_budget = reasoning_budget;
   mi.special_tokens_in_content = special_in_content;
@@ -359,8 +361,9 @@ int cmd_serve(int argc, char** argv) {
     }
     std::fprintf(stderr,
                  "qwen35 serve: recurrent state %.1f MiB for %d slots; KV pool %lld positions "
-                 "(%.1f MiB when full, resident as used)\n",
+                 "of %s (%.1f MiB when full, resident as used)\n",
                  recurrent * mib, eo.parallel, (long long)(eo.kv_blocks * kernels::kKvBlock),
+                 kernels::kv_types_name(m.kv_types()).c_str(),
                  double(eo.kv_blocks) * block * mib);
     if (eo.kv_blocks < per_slot)
       std::fprintf(stderr,

@@ -127,15 +127,17 @@ Json run_part(const MultiTurnOptions& o, const std::vector<Json>& bodies, int cl
 }
 
 Json body(const std::string& prompt, const FewShotOptions& o, int n) {
-  return {{"prompt", prompt},
-          {"max_tokens", o.server.max_tokens},
-          {"n", n},
-          {"stream", true},
-          {"ignore_eos", true},
-          {"temperature", n > 1 ? 0.8 : 0.0},
-          {"seed", 1},
-          {"return_token_ids", true},
-          {"stream_options", {{"include_usage", true}}}};
+  Json b = {{"prompt", prompt},
+            {"max_tokens", o.server.max_tokens},
+            {"n", n},
+            {"stream", true},
+            {"ignore_eos", true},
+            {"temperature", n > 1 ? 0.8 : 0.0},
+            {"seed", 1},
+            {"return_token_ids", true},
+            {"stream_options", {{"include_usage", true}}}};
+  if (!o.server.kv_type.empty()) b["kv_type"] = o.server.kv_type;
+  return b;
 }
 
 // A question of some 80 tokens: longer than a 64-token block, so a prompt's own last grid

@@ -17,6 +17,12 @@ inline constexpr const char* kLoadModeHelp =
     "GGUF file is mapped, as its matmuls read int8 copies), mmap (lazy file mapping) or populate "
     "(pre-faulted file mapping)";
 
+inline constexpr const char* kKvTypeHelp =
+    "KV cache type, K[,V]: f32 (default, exact), bf16, q8_0, q4_0, turbo4, turbo3; a pair such as "
+    "q8_0,turbo4 gives K and V each its own. q8_0/q4_0/turbo rows are Hadamard-rotated (head_dim "
+    "a power of two); quantized on write, row by row, so every equality of the exact mode holds "
+    "within the type";
+
 struct LoadOptions {
   std::string model_dir;
   int threads = 0;                 // 0: all hardware threads
@@ -24,6 +30,7 @@ struct LoadOptions {
   std::string load_mode = "anon";  // anon | mmap | populate
   bool fast = false;               // int8 activations for quantized matmuls (MLX, GGUF)
   std::string isa;                 // empty: the best SIMD target; else cap dispatch at this one
+  std::string kv_type = "f32";     // --kv-type K[,V] (kernels::parse_kv_types)
   // GGUF models: the vision tower's mmproj file; empty: the one mmproj*.gguf beside the model,
   // if any. A tower that cannot be bound leaves the text model usable (vision_problem says why).
   std::string mmproj;

@@ -215,6 +215,7 @@ int run_multi_turn(const MultiTurnOptions& o) {
                        {"chat_template_kwargs", {{"enable_thinking", o.thinking}}}};
           if (!tools.empty()) body["tools"] = tools;
           if (!key.empty()) body["prompt_cache_key"] = key;
+          if (!o.kv_type.empty()) body["kv_type"] = o.kv_type;
           TurnSample s = chat_turn(o, body, key);
           messages.push_back({{"role", "assistant"}, {"content", s.content}});
           replicas.push_back(s.replica);

@@ -27,6 +27,7 @@ struct MultiTurnOptions {
   int64_t max_tokens = 32;       // per answer
   bool thinking = false;
   bool json = false;
+  std::string kv_type;  // non-empty: each request's "kv_type" (the server's must match)
   // Each conversation sends its own key (prompt_cache_key and X-Session-Id) for a balancer.
   bool affinity_key = true;
 };

@@ -67,6 +67,7 @@ class Soak {
     Json b = {{"prompt", o_.prompt}, {"max_tokens", o_.max_tokens}, {"ignore_eos", true},
               {"temperature", 0},    {"return_token_ids", true}};
     if (stream) b["stream"] = true;
+    if (!o_.kv_type.empty()) b["kv_type"] = o_.kv_type;
     return b;
   }
 
@@ -145,9 +146,10 @@ class Soak {
       case Kind::kPlain:
         return plain(client(), "/v1/completions", completion(false).dump(), 200, "plain");
       case Kind::kChat: {
-        const Json b = {{"messages", {{{"role", "user"}, {"content", o_.prompt}}}},
-                        {"max_tokens", o_.max_tokens},
-                        {"temperature", 0}};
+        Json b = {{"messages", {{{"role", "user"}, {"content", o_.prompt}}}},
+                  {"max_tokens", o_.max_tokens},
+                  {"temperature", 0}};
+        if (!o_.kv_type.empty()) b["kv_type"] = o_.kv_type;
         return plain(client(), "/v1/chat/completions", b.dump(), 200, "chat");
       }
       case Kind::kSlowUpload: {

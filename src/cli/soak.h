@@ -21,6 +21,7 @@ struct SoakOptions {
   int64_t max_tokens = 16;
   double max_rss_drift_mb = 0;  // > 0: a larger drift fails the run
   bool json = false;
+  std::string kv_type;  // non-empty: each request's "kv_type" (the server's must match)
 };
 
 // Returns the exit code: 0 when every answer was the expected one, the server went back to idle

@@ -261,7 +261,16 @@ core::Result<KvTypes> parse_kv_types(std::string_view spec) {
   return KvTypes{*k, *v};
 }
 
+bool kv_format_valid(const KvFormat& f) {
+  if (f.head_dim <= 0 || (is_turbo(f.type) && !f.rotated)) return false;
+  if ((f.type == KvType::kQ8_0 || f.type == KvType::kQ4_0) && f.head_dim % kKvQuantBlock != 0)
+    return false;
+  return !f.rotated ||
+         (is_pow2(f.head_dim) && f.head_dim >= kKvMinRotated && f.head_dim <= kKvMaxRotated);
+}
+
 core::Status kv_format_check(const KvFormat& f) {
+  if (kv_format_valid(f)) return core::ok_status();  // no message built on the hot path
   const std::string what =
       "kv type " + std::string(kv_type_name(f.type)) + ": head_dim " + std::to_string(f.head_dim);
   if (f.head_dim <= 0) return core::error(what + " is not positive");
@@ -316,7 +325,7 @@ const float* kv_turbo_codebook(KvType t, int64_t d) {
 }
 
 void kv_encode_row(const KvFormat& f, const float* x, void* dst) {
-  QWEN35_CHECK(kv_format_check(f).ok());
+  QWEN35_CHECK(kv_format_valid(f));
   const int64_t d = f.head_dim;
   auto* b = static_cast<uint8_t*>(dst);
   if (is_turbo(f.type)) return encode_turbo(f.type, x, d, b);
@@ -382,7 +391,7 @@ void kv_decode_row(const KvFormat& f, const void* src, float* out) {
 }
 
 void kv_prepare_query(const KvFormat& kf, const float* q, PreparedQuery* out) {
-  QWEN35_CHECK(kv_format_check(kf).ok());
+  QWEN35_CHECK(kv_format_valid(kf));
   const int64_t d = kf.head_dim;
   out->format = kf;
   out->f.assign(q, q + d);
@@ -410,6 +419,26 @@ void kv_prepare_query(const KvFormat& kf, const float* q, PreparedQuery* out) {
     for (int m = 0; m < 4; ++m) s += out->q8[size_t(4 * l + m)];
     out->quad8[size_t(l)] = 8 * s;
   }
+}
+
+std::string kv_types_name(KvTypes t) {
+  std::string s(kv_type_name(t.k));
+  if (t.v != t.k) (s += ",") += kv_type_name(t.v);
+  return s;
+}
+
+KvFormat kv_cache_format(KvType t, int64_t head_dim) {
+  const bool quantized = t != KvType::kF32 && t != KvType::kBF16;
+  const bool rotatable = is_pow2(head_dim) && head_dim >= kKvMinRotated && head_dim <= kKvMaxRotated;
+  return kv_format(t, head_dim, quantized && rotatable);
+}
+
+core::Status kv_types_check(KvTypes t, int64_t head_dim) {
+  for (KvType x : {t.k, t.v})
+    if (auto st = kv_format_check(kv_cache_format(x, head_dim)); !st.ok())
+      return core::error("--kv-type " + kv_types_name(t) + " does not fit this model: " +
+                         st.message());
+  return core::ok_status();
 }
 
 void kv_values_finish(const KvFormat& f, float* acc) {

@@ -35,6 +35,7 @@ core::Result<KvType> parse_kv_type(std::string_view name);
 // "K" (both caches) or "K,V" (an asymmetric pair, e.g. "q8_0,turbo4"); an error names the part.
 struct KvTypes {
   KvType k = KvType::kF32, v = KvType::kF32;
+  bool operator==(const KvTypes&) const = default;
 };
 core::Result<KvTypes> parse_kv_types(std::string_view spec);
 
@@ -59,9 +60,20 @@ inline KvFormat kv_format(KvType t, int64_t head_dim, bool rotate) {
 // OK, or one line naming the type and head_dim that do not go together (not a multiple of the
 // block, not a power of two for the rotation, a turbo format without its rotation).
 core::Status kv_format_check(const KvFormat& f);
+// The same test without a message (the per-row hot path's assertion).
+bool kv_format_valid(const KvFormat& f);
 // Bytes of one row (layouts in docs/design.md): f32 4·d, bf16 2·d, q8_0 34·d/32, q4_0 18·d/32,
 // turbo4 4 + d/2, turbo3 4 + 3·d/8. The format must pass kv_format_check.
 size_t kv_row_bytes(const KvFormat& f);
+
+// The KV cache's formats (model/kv_pool.h): f32 and bf16 unrotated; q8_0, q4_0 and the turbo
+// types rotated, K and V alike, wherever head_dim is a power of two in [32, 1024] (q8_0 and q4_0
+// stay unrotated at other multiples of 32; turbo then fails kv_format_check).
+KvFormat kv_cache_format(KvType t, int64_t head_dim);
+// "q8_0" when K and V share the type, else "q8_0,turbo4" (what parse_kv_types reads back).
+std::string kv_types_name(KvTypes t);
+// OK, or one line naming the pair, the type and the head_dim they cannot take.
+core::Status kv_types_check(KvTypes t, int64_t head_dim);
 
 // The rotation of a row: y = H·D·x/√d and its inverse x = D·H·y/√d, d a power of two in
 // [kKvMinRotated, kKvMaxRotated]; in place allowed (y == x). D's signs come from splitmix64

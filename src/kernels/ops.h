@@ -14,6 +14,7 @@
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
+#include "kernels/kv_format.h"
 #include "kernels/rope.h"
 
 namespace qwen35::kernels {
@@ -115,17 +116,31 @@ struct Context {
 inline constexpr int64_t kKvBlock = 64;
 
 // The key/value cache of one full-attention layer of one sequence, as a table of blocks: block b
-// holds positions [b·kKvBlock, (b+1)·kKvBlock) as [kKvBlock, n_kv_heads, head_dim] fp32, for k and
-// v alike. Blocks need not be adjacent in memory (paged KV); positions within one are. Kernels
-// read the table in place, with the same bits wherever the blocks lie.
+// holds positions [b·kKvBlock, (b+1)·kKvBlock) as [kKvBlock, n_kv_heads] rows of K (and of V) in
+// their format (kernels/kv_format.h): fp32 [head_dim] by default, else each head's row encoded.
+// Blocks need not be adjacent in memory (paged KV); positions within one are. Kernels read the
+// table in place, with the same bits wherever the blocks lie.
 struct KvView {
-  float* const* k_blocks = nullptr;  // [ceil(capacity / kKvBlock)]
-  float* const* v_blocks = nullptr;
+  uint8_t* const* k_blocks = nullptr;  // [ceil(capacity / kKvBlock)]
+  uint8_t* const* v_blocks = nullptr;
   int64_t capacity = 0;  // positions the table covers
-  int64_t row = 0;       // floats per position: n_kv_heads · head_dim
+  int64_t row = 0;       // values per position: n_kv_heads · head_dim
+  // The formats; the default (f32, unrotated) is the exact path's fp32 rows, read by the
+  // attention kernel of old, whose bits every f32 cache keeps. Others go through kv_attention.
+  KvFormat k_format{}, v_format{};
+  int64_t k_bytes = 0, v_bytes = 0;  // bytes per position (0: row·4, fp32)
 
-  float* k_at(int64_t pos) const { return k_blocks[pos / kKvBlock] + (pos % kKvBlock) * row; }
-  float* v_at(int64_t pos) const { return v_blocks[pos / kKvBlock] + (pos % kKvBlock) * row; }
+  bool f32() const {
+    return k_format.type == KvType::kF32 && v_format.type == KvType::kF32 && !k_format.rotated &&
+           !v_format.rotated;
+  }
+  int64_t k_stride() const { return k_bytes > 0 ? k_bytes : row * 4; }
+  int64_t v_stride() const { return v_bytes > 0 ? v_bytes : row * 4; }
+  uint8_t* k_row(int64_t pos) const { return k_blocks[pos / kKvBlock] + (pos % kKvBlock) * k_stride(); }
+  uint8_t* v_row(int64_t pos) const { return v_blocks[pos / kKvBlock] + (pos % kKvBlock) * v_stride(); }
+  // fp32 caches only (f32()).
+  float* k_at(int64_t pos) const { return reinterpret_cast<float*>(k_row(pos)); }
+  float* v_at(int64_t pos) const { return reinterpret_cast<float*>(v_row(pos)); }
 };
 
 class Ops {
@@ -180,7 +195,8 @@ class Ops {
   //   without the output gate (p.gated false: Qwen3) qg is the query alone, [n, n_heads, hd],
   //   and the sigmoid(gate) factor is left out.
   // Applies QK-norm (q_norm/k_norm weights [hd], 1+w folded) and partial RoPE (first rotary_dim
-  // dims, rotate-half, at p.positions or else pos0..pos0+n-1), appends k/v to `cache` at pos0.., then writes
+  // dims, rotate-half, at p.positions or else pos0..pos0+n-1), appends k/v to `cache` at pos0..
+  // (encoded one row at a time in the cache's formats: a row's bytes depend on it alone), then writes
   // out [n, n_heads*hd] = softmax(q·kᵀ/√hd) v · sigmoid(gate) over cache positions
   // first_key..pos (positions before first_key are never read: the MTP head's cache has no row
   // at position 0, model/state.h).

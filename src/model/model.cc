@@ -71,7 +71,7 @@ kernels::Matrix Model::draft_head() const {
 }
 
 std::unique_ptr<SequenceState> Model::new_state(int64_t capacity) const {
-  return std::make_unique<SequenceState>(w_->config, capacity, mtp_on_);
+  return std::make_unique<SequenceState>(w_->config, capacity, mtp_on_, kv_types_);
 }
 
 std::unique_ptr<SequenceState> Model::new_state(int64_t capacity, KvPool* pool) const {
@@ -81,7 +81,13 @@ std::unique_ptr<SequenceState> Model::new_state(int64_t capacity, KvPool* pool) 
 
 std::unique_ptr<KvPool> Model::new_pool(int64_t n_blocks, bool mtp) const {
   QWEN35_CHECK(!mtp || mtp_on_);
-  return std::make_unique<KvPool>(w_->config, n_blocks, mtp);
+  return std::make_unique<KvPool>(w_->config, n_blocks, mtp, kv_types_);
+}
+
+core::Status Model::set_kv_types(kernels::KvTypes types) {
+  QWEN35_RETURN_IF_ERROR(check_kv_types(w_->config, types));
+  kv_types_ = types;
+  return core::ok_status();
 }
 
 const LayerWeights& Model::layer(int64_t l) const {

@@ -85,6 +85,11 @@ class Model {
   // A pool for new_state(capacity, pool); with `mtp` (MTP drafting on), with the MTP head's
   // layer, so that its states keep the head's cache.
   std::unique_ptr<KvPool> new_pool(int64_t n_blocks, bool mtp = false) const;
+  // The KV cache formats of the states and pools made from now on (K and V types; f32, the
+  // exact mode's, by default). Fails, changing nothing, on a pair this model's head_dim cannot
+  // take (one line naming both).
+  core::Status set_kv_types(kernels::KvTypes types);
+  kernels::KvTypes kv_types() const { return kv_types_; }
 
   // MTP drafting (model/mtp.cc): allows states with the MTP head's cache (new_state(capacity)
   // from now on, and states of an MTP pool), which forward() fills as it goes and draft() drafts
@@ -190,6 +195,7 @@ class Model {
   Activations act_;
   std::vector<Span> spans_;  // of the current call
   bool mtp_on_ = false;
+  kernels::KvTypes kv_types_{};
   // The draft vocabulary (0: the whole head). The draft head is taken from the head in use at
   // each draft, so fast mode swapping the head for its int8 form needs no re-slicing.
   int64_t draft_rows_ = 0;

@@ -6,9 +6,11 @@
 
 namespace qwen35::model {
 
-SequenceState::SequenceState(const ModelConfig& c, int64_t capacity, bool mtp)
+SequenceState::SequenceState(const ModelConfig& c, int64_t capacity, bool mtp,
+                             kernels::KvTypes types)
     : capacity_(capacity) {
-  own_pool_ = std::make_unique<KvPool>(c, (capacity + kernels::kKvBlock - 1) / kernels::kKvBlock, mtp);
+  own_pool_ = std::make_unique<KvPool>(c, (capacity + kernels::kKvBlock - 1) / kernels::kKvBlock,
+                                       mtp, types);
   init(c, own_pool_.get());
 }
 
@@ -169,10 +171,11 @@ bool SequenceState::fork_from(const SequenceState& src) {
       return false;
     }
     const int32_t from = src.blocks_[size_t(whole)], to = blocks_.back();
-    const size_t n = size_t(rest * kv_row_);  // the rows [0, rest) of the block, every layer
+    // The rows [0, rest) of the block, every layer, byte for byte.
+    const size_t nk = size_t(rest * pool_->k_row_bytes()), nv = size_t(rest * pool_->v_row_bytes());
     for (int64_t l = 0; l < pool_->n_layers(); ++l) {
-      std::copy(pool_->k(l, from), pool_->k(l, from) + n, pool_->k(l, to));
-      std::copy(pool_->v(l, from), pool_->v(l, from) + n, pool_->v(l, to));
+      std::copy(pool_->k(l, from), pool_->k(l, from) + nk, pool_->k(l, to));
+      std::copy(pool_->v(l, from), pool_->v(l, from) + nv, pool_->v(l, to));
     }
   }
   pos_ = src.pos_;

@@ -1,5 +1,6 @@
-// Per-sequence state of the hybrid model: a KV cache for each full-attention layer and the conv +
-// recurrent state for each Gated DeltaNet layer, all fp32. The KV cache is a table of blocks of
+// Per-sequence state of the hybrid model: a KV cache for each full-attention layer (rows in the
+// pool's formats, fp32 by default) and the conv + recurrent state for each Gated DeltaNet layer
+// (fp32). The KV cache is a table of blocks of
 // kernels::kKvBlock positions (kernels::KvView) taken from a KvPool as the sequence grows; the
 // conv and recurrent state are allocated once at creation. A state made without a pool owns one
 // sized for its whole capacity, with every block taken up front (forward never runs out).
@@ -32,7 +33,8 @@ inline constexpr int64_t kMaxVerifyRows = 16;
 
 class SequenceState {
  public:
-  SequenceState(const ModelConfig& c, int64_t capacity, bool mtp = false);  // a private pool
+  SequenceState(const ModelConfig& c, int64_t capacity, bool mtp = false,
+                kernels::KvTypes types = {});                             // a private pool
   SequenceState(const ModelConfig& c, int64_t capacity, KvPool* pool);     // blocks on demand
   ~SequenceState();
   SequenceState(const SequenceState&) = delete;
@@ -57,7 +59,9 @@ class SequenceState {
   kernels::KvView kv(int64_t layer) {
     const int64_t i = slot_[layer];
     return {k_blocks_[size_t(i)].data(), v_blocks_[size_t(i)].data(),
-            blocks_held() * kernels::kKvBlock, kv_row_};
+            blocks_held() * kernels::kKvBlock,  kv_row_,
+            pool_->k_format(),                  pool_->v_format(),
+            pool_->k_row_bytes(),               pool_->v_row_bytes()};
   }
   float* conv_state(int64_t layer) { return conv_[size_t(slot_[layer])].data(); }
   float* delta_state(int64_t layer) { return delta_[size_t(slot_[layer])].data(); }
@@ -149,7 +153,7 @@ class SequenceState {
   KvPool* pool_ = nullptr;
   std::vector<int64_t> slot_;          // layer -> attention index, or index into conv_/delta_
   std::vector<int32_t> blocks_;        // block ids, position order
-  std::vector<std::vector<float*>> k_blocks_, v_blocks_;  // [attention layer][block]
+  std::vector<std::vector<uint8_t*>> k_blocks_, v_blocks_;  // [attention layer][block]
   std::vector<std::vector<float>> conv_;   // [kernel-1, channels]
   std::vector<std::vector<float>> delta_;  // [n_v_heads, d_k, d_v]
 };

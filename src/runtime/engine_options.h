@@ -59,6 +59,8 @@ struct EngineStats {
   int64_t queued = 0, running = 0, slots = 0, slots_busy = 0;
   int64_t kv_tokens_used = 0, kv_tokens_total = 0;
   int64_t kv_blocks_used = 0, kv_blocks_total = 0;  // the KV pool
+  int64_t kv_block_bytes = 0;  // K + V of one block in every layer, in the pool's real formats
+  kernels::KvTypes kv_types{};  // the pool's K and V types
   int64_t state_bytes = 0;  // conv + recurrent state of all slots, and the KV pool when full
   // prompt_tokens: prompt rows computed (prefill); prompt_received: prompt tokens of the
   // admitted requests. What the prefix cache and forks saved is the difference.

@@ -120,6 +120,9 @@ class PrefixCache {
   core::Status save(const std::string& dir, uint64_t fingerprint, const SaveHook& hook = {}) const;
   int64_t load(const std::string& dir, uint64_t fingerprint, int64_t recurrent_floats,
                std::vector<std::string>* warnings);
+  // A file header's `kv` field for a pool: its K and V formats (type, rotated) and the
+  // rotation's seed (prefix_cache_file.cc). A file whose field differs is skipped.
+  static uint64_t kv_tag(const model::KvPool& pool);
 
  private:
   struct Node {

@@ -1,24 +1,27 @@
 // PrefixCache::save / load (prefix_cache.h): the snapshot files of serve --cache-dir.
 //
-// A file, little-endian: the magic "Q35PCv1\0"; u64 fingerprint, n_tokens (a multiple of
-// kKvBlock), n_attention_layers, block_floats (K or V of one block and layer), n_recurrent; then
-// the i32 token ids; for each block, for each attention layer, its K then V floats; the f32
-// recurrent state; and an FNV-1a 64-bit checksum of everything before it. Each file holds the
-// whole KV prefix of its snapshot, so nested snapshots repeat the KV they share. It is named
-// <fingerprint>-<FNV-1a of its token ids>.q35pc (16 hex digits each), so a prefix keeps its
-// name from one save to the next and its new file replaces its old one in one rename; while
-// being written it is <name>.tmp, which load() never reads.
+// A file, little-endian: the magic "Q35PCv2\0"; u64 fingerprint, kv (the pool's K and V formats
+// and the rotation's seed: kv_tag below), n_tokens (a multiple of kKvBlock), n_attention_layers,
+// stride (bytes of K then V of one block and layer), n_recurrent; then the i32 token ids; for
+// each block, for each attention layer, its K then V bytes; the f32 recurrent state; and an
+// FNV-1a 64-bit checksum of everything before it. Each file holds the whole KV prefix of its
+// snapshot, so nested snapshots repeat the KV they share. It is named <key>-<FNV-1a of its token
+// ids>.q35pc (16 hex digits each; key: the fingerprint mixed with kv's formats, so pools of
+// other KV types keep their own files side by side; an fp32 pool's key is the fingerprint), so a prefix keeps its name from one save to the next and
+// its new file replaces its old one in one rename; while being written it is <name>.tmp, which
+// load() never reads.
 //
 // Loading: a path that is not a regular file is never opened (a FIFO or a device could block
-// or never end); the header is checked against this process's model, the file's size and the
-// cache's bounds before anything else is read, so a file claiming a huge size costs its first
-// 48 bytes; then the token ids, each KV block straight into a pool block, and the recurrent
-// state are read in file order into their destinations while the checksum is computed. No
-// buffer holds the file: memory beyond the destinations is O(1).
+// or never end); the header is checked against this process's model and pool (a file of another
+// KV type is skipped, its warning naming both types), the file's size and the cache's bounds
+// before anything else is read, so a file claiming a huge size costs its first 56 bytes; then
+// the token ids, each KV block straight into a pool block, and the recurrent state are read in
+// file order into their destinations while the checksum is computed. No buffer holds the file:
+// memory beyond the destinations is O(1).
 //
 // Saving: write <name>.tmp, fsync it, rename it to <name>, and after every snapshot is in
 // place fsync the directory (so the renames outlive a power cut) and only then remove the
-// fingerprint's other files. At every instant each prefix has its old file or its new one.
+// key's other files. At every instant each prefix has its old file or its new one.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -42,18 +45,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr char kMagic[8] = {'Q', '3', '5', 'P', 'C', 'v', '1', '\0'};
+constexpr char kMagic[8] = {'Q', '3', '5', 'P', 'C', 'v', '2', '\0'};
 constexpr int64_t kBlock = kernels::kKvBlock;
 constexpr uint64_t kFnvBasis = 1469598103934665603ull;
 constexpr uint64_t kMaxTokens = uint64_t(1) << 24;  // no context is longer
 constexpr char kExt[] = ".q35pc";
 constexpr char kTmp[] = ".tmp";
 
-// The header after the magic (five u64, no padding).
+// The header after the magic (six u64, no padding).
 struct Header {
-  uint64_t fingerprint, n_tokens, n_layers, stride, recurrent;
+  uint64_t fingerprint, kv, n_tokens, n_layers, stride, recurrent;
 };
-static_assert(sizeof(Header) == 40);
+static_assert(sizeof(Header) == 48);
 constexpr uint64_t kHeaderBytes = 8 + sizeof(Header);
 
 uint64_t fnv(const void* data, size_t n, uint64_t h = kFnvBasis) {
@@ -73,6 +76,26 @@ bool ends_with(const std::string& s, const std::string& tail) {
 }
 
 std::string errno_text() { return std::strerror(errno); }
+
+// What a tag names ("q8_0,turbo4 (rotated K, V)"), for the warning of a file of another type.
+std::string kv_tag_name(uint64_t tag) {
+  const auto type = [](uint64_t b) -> std::string {
+    return b < std::size(kernels::kAllKvTypes)
+               ? std::string(kernels::kv_type_name(kernels::KvType(b)))
+               : "type " + std::to_string(b);
+  };
+  std::string s = type(tag & 0xff) + "," + type(tag >> 16 & 0xff);
+  if (tag >> 8 & 1) s += " (K rotated)";
+  if (tag >> 24 & 1) s += " (V rotated)";
+  return s;
+}
+
+// The name prefix of a pool's files: the fingerprint mixed with its KV formats (an fp32 pool's
+// formats are 0: its files keep the fingerprint's name).
+std::string file_key(uint64_t fingerprint, const model::KvPool& pool) {
+  const uint64_t formats = PrefixCache::kv_tag(pool) & 0xffffffffull;
+  return hex16(fingerprint ^ (formats * 0x9e3779b97f4a7c15ull)) + "-";
+}
 
 // Writes a new file through a small buffer, hashing what it writes. The first error sticks and
 // finish() reports it.
@@ -188,14 +211,18 @@ std::string read_header(FileIn& in, const Header& want, uint64_t* n_tokens) {
   char magic[8];
   Header h;
   if (!in.read(magic, 8) || !in.read(&h, sizeof h)) return "unreadable";
+  if (std::memcmp(magic, kMagic, 6) == 0 && std::memcmp(magic, kMagic, 8) != 0)
+    return "a snapshot file of another version";
   if (std::memcmp(magic, kMagic, 8) != 0) return "not a snapshot file (magic)";
   if (h.fingerprint != want.fingerprint) return "made by another checkpoint or mode";
+  if (h.kv != want.kv)
+    return "KV cache of type " + kv_tag_name(h.kv) + ", not this pool's " + kv_tag_name(want.kv);
   if (h.n_tokens == 0 || h.n_tokens % kBlock != 0 || h.n_tokens > kMaxTokens ||
       h.n_layers != want.n_layers || h.stride != want.stride || h.recurrent != want.recurrent)
     return "geometry does not match this model";
   // No overflow: every factor is this model's or at most kMaxTokens.
   const uint64_t n_blocks = h.n_tokens / kBlock;
-  const uint64_t size = kHeaderBytes + h.n_tokens * 4 + n_blocks * h.n_layers * 2 * h.stride * 4 +
+  const uint64_t size = kHeaderBytes + h.n_tokens * 4 + n_blocks * h.n_layers * h.stride +
                         h.recurrent * 4 + 8;
   if (size != in.size()) return "truncated or padded";
   *n_tokens = h.n_tokens;
@@ -206,19 +233,19 @@ std::string read_header(FileIn& in, const Header& want, uint64_t* n_tokens) {
 std::string write_file(const std::string& path, const model::KvPool& pool, uint64_t fingerprint,
                        std::span<const int32_t> tokens, std::span<const int32_t> blocks,
                        std::span<const float> snapshot) {
-  const size_t half = size_t(pool.block_floats()) * 4;
   FileOut f(path);
   f.put(kMagic, 8);
   f.u64(fingerprint);
+  f.u64(PrefixCache::kv_tag(pool));
   f.u64(tokens.size());
   f.u64(uint64_t(pool.n_layers()));
-  f.u64(uint64_t(pool.block_floats()));
+  f.u64(uint64_t(pool.k_block_bytes() + pool.v_block_bytes()));
   f.u64(snapshot.size());
   f.put(tokens.data(), tokens.size() * 4);
   for (int32_t b : blocks)
     for (int64_t l = 0; l < pool.n_layers(); ++l) {
-      f.put(pool.k(l, b), half);
-      f.put(pool.v(l, b), half);
+      f.put(pool.k(l, b), pool.k_block_bytes());
+      f.put(pool.v(l, b), pool.v_block_bytes());
     }
   f.put(snapshot.data(), snapshot.size() * 4);
   return f.finish();
@@ -263,6 +290,16 @@ core::Status remove_stale(const std::string& dir, const std::string& prefix,
 
 }  // namespace
 
+// Byte 0 K's type, byte 1 whether K is rotated, bytes 2 and 3 V's, bytes 4..7 the rotation's
+// seed folded to 32 bits (rows rotated with other signs are another format).
+uint64_t PrefixCache::kv_tag(const model::KvPool& pool) {
+  const auto& k = pool.k_format();
+  const auto& v = pool.v_format();
+  const uint64_t seed = kernels::kKvRotationSeed;
+  return uint64_t(k.type) | uint64_t(k.rotated) << 8 | uint64_t(v.type) << 16 |
+         uint64_t(v.rotated) << 24 | ((seed ^ (seed >> 32)) & 0xffffffffull) << 32;
+}
+
 core::Status PrefixCache::save(const std::string& dir, uint64_t fingerprint,
                                const SaveHook& hook) const {
   std::error_code ec;
@@ -271,8 +308,9 @@ core::Status PrefixCache::save(const std::string& dir, uint64_t fingerprint,
   const auto step = [&](SaveStep s, const std::string& path) {
     if (hook) hook(s, path);
   };
-  // Every name starts with the fingerprint: another checkpoint's files never match `prefix`.
-  const std::string prefix = hex16(fingerprint) + "-";
+  // Every name starts with the key: another checkpoint's (or KV type's) files never match
+  // `prefix`.
+  const std::string prefix = file_key(fingerprint, *pool_);
   std::set<std::string> written;
   std::vector<const Node*> stack = {root_.get()};
   while (!stack.empty()) {
@@ -314,7 +352,11 @@ std::string PrefixCache::load_file(const std::string& path, uint64_t fingerprint
                                    uint64_t recurrent_floats) {
   FileIn in;
   if (std::string why = in.open(path); !why.empty()) return why;
-  const Header want{fingerprint, 0, uint64_t(pool_->n_layers()), uint64_t(pool_->block_floats()),
+  const Header want{fingerprint,
+                    PrefixCache::kv_tag(*pool_),
+                    0,
+                    uint64_t(pool_->n_layers()),
+                    uint64_t(pool_->k_block_bytes() + pool_->v_block_bytes()),
                     recurrent_floats};
   uint64_t n_tokens = 0;
   if (std::string why = read_header(in, want, &n_tokens); !why.empty()) return why;
@@ -330,14 +372,14 @@ std::string PrefixCache::load_file(const std::string& path, uint64_t fingerprint
   std::vector<int32_t> tokens(static_cast<size_t>(n_tokens)), blocks;
   std::vector<float> snapshot(static_cast<size_t>(recurrent_floats));
   blocks.reserve(size_t(n_blocks));
-  const size_t half = size_t(pool_->block_floats()) * 4;
   bool ok = in.read(tokens.data(), tokens.size() * 4);
   for (int64_t d = 0; ok && d < n_blocks; ++d) {
     const int32_t b = pool_->allocate();
     QWEN35_CHECK(b >= 0);  // free_blocks(n_blocks) above
     blocks.push_back(b);
     for (int64_t l = 0; ok && l < pool_->n_layers(); ++l)
-      ok = in.read(pool_->k(l, b), half) && in.read(pool_->v(l, b), half);
+      ok = in.read(pool_->k(l, b), pool_->k_block_bytes()) &&
+           in.read(pool_->v(l, b), pool_->v_block_bytes());
   }
   ok = ok && in.read(snapshot.data(), snapshot.size() * 4);
   if (!ok || !in.checksum_matches()) {

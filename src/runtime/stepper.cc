@@ -288,6 +288,8 @@ void Stepper::gauges(EngineStats* s) const {
   s->slots = opts_.parallel;
   s->kv_blocks_total = pool_->n_blocks();
   s->kv_tokens_total = pool_->n_blocks() * kernels::kKvBlock;
+  s->kv_block_bytes = int64_t(pool_->block_bytes());
+  s->kv_types = pool_->types();
   s->state_bytes = int64_t(pool_->block_bytes()) * pool_->n_blocks();
   for (const auto& st : states_) s->state_bytes += int64_t(st->recurrent_bytes());
   if (opts_.spec.method != SpecMethod::kOff)  // each slot's verification records

@@ -101,6 +101,13 @@ std::string Metrics::render(const runtime::EngineStats* e, int connections) cons
     gauge(&out, "qwen35_kv_blocks_total", "KV pool blocks", double(e->kv_blocks_total));
     gauge(&out, "qwen35_kv_blocks_free", "KV pool blocks neither held nor cached",
           double(e->kv_blocks_total - e->kv_blocks_used));
+    gauge(&out, "qwen35_kv_block_bytes",
+          "bytes of one KV block (K + V, every attention layer) in the pool's --kv-type",
+          double(e->kv_block_bytes));
+    gauge(&out, "qwen35_kv_bytes_used", "bytes of the KV pool blocks held",
+          double(e->kv_blocks_used) * double(e->kv_block_bytes));
+    gauge(&out, "qwen35_kv_bytes_total", "bytes of the KV pool when full",
+          double(e->kv_blocks_total) * double(e->kv_block_bytes));
     gauge(&out, "qwen35_kv_usage_ratio", "kv_tokens_used / kv_tokens_total",
           e->kv_tokens_total ? double(e->kv_tokens_used) / double(e->kv_tokens_total) : 0.0);
     gauge(&out, "qwen35_state_bytes", "recurrent state of all slots + the KV pool when full",

@@ -219,8 +219,27 @@ std::optional<ApiError> check_model(const Json& b, const ModelInfo& mi) {
   return std::nullopt;
 }
 
+// "kv_type" (an extension, as --kv-type: "q8_0" or "q8_0,turbo4"): the KV cache type the client
+// expects. The engine has one pool, of one type, so this only confirms it: any other (or an
+// unknown name) is a 400 naming the field and the server's type.
+std::optional<ApiError> check_kv_type(const Json& b, const ModelInfo& mi) {
+  const Json* f = field(b, "kv_type");
+  if (!f) return std::nullopt;
+  const std::string have = kernels::kv_types_name(mi.kv_types);
+  if (!f->is_string())
+    return bad("kv_type", "'kv_type' must be a string such as \"q8_0\" or \"q8_0,turbo4\"");
+  const auto t = kernels::parse_kv_types(f->get<std::string>());
+  if (!t.ok()) return bad("kv_type", "'kv_type': " + t.message());
+  if (!(*t == mi.kv_types))
+    return bad("kv_type", "'kv_type' " + kernels::kv_types_name(*t) +
+                              " is not this server's KV cache type (" + have +
+                              "; it is set per server, by serve --kv-type)");
+  return std::nullopt;
+}
+
 std::optional<ApiError> start_request(const Json& b, const ModelInfo& mi, CompletionRequest* r) {
   QWEN35_TRY(check_model(b, mi));
+  QWEN35_TRY(check_kv_type(b, mi));
   r->model = mi.name;
   r->sampling = mi.defaults;
   r->eos_ids = mi.eos_ids;

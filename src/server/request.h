@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/kv_format.h"
 #include "runtime/drafter.h"
 #include "runtime/image_encoder.h"
 #include "runtime/sampler.h"
@@ -32,6 +33,7 @@ struct ModelInfo {
   std::string name;  // served model name
   std::string path;  // also accepted as the model name
   int64_t ctx = 0;
+  kernels::KvTypes kv_types{};  // the KV pool's (a request's "kv_type" must name it)
   int max_json_depth = kDefaultMaxJsonDepth;  // nesting bound of request bodies (json_limits.h)
   int64_t reasoning_budget = -1;  // chat requests' default thinking budget (-1: no cap)
   // How the model writes tool calls: from its chat template (tool_call_format(), chat_request.h).
@@ -114,8 +116,8 @@ std::optional<ApiError> parse_completion_request(const Json& body, const ModelIn
 
 // The building blocks each API's parser composes, every field read under the name the API
 // gives it (`key`), which its errors name.
-// The start of every request: the "model" check, the served name, the sampling defaults
-// (generation_config.json) and the end tokens.
+// The start of every request: the "model" check, the "kv_type" check (it must be the pool's),
+// the served name, the sampling defaults (generation_config.json) and the end tokens.
 std::optional<ApiError> start_request(const Json& body, const ModelInfo& mi,
                                       CompletionRequest* r);
 // The fields OpenAI's chat and completions share (start_request, sampling, lengths, stop, n,

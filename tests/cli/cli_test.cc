@@ -131,6 +131,35 @@ TEST(Cli, LogitsErrors) {
   EXPECT_NE(r.err.find("--tokens"), std::string::npos);
 }
 
+// --kv-type: an unknown type, or a pair the model's head_dim cannot take, is one line naming it
+// (before the weights are read); inspect gives each type's bytes per token: K and V rows of
+// head_dim 256 in 2 full-attention layers × 2 KV heads (f32 1024 bytes a row, bf16 512, q8_0
+// 8 blocks of 34, q4_0 8 of 18, turbo4 4 + 128, turbo3 4 + 96).
+TEST(Cli, KvTypeFlag) {
+  TempDir d;
+  const std::string out = " --out " + d.file("x.npy");
+  expect_one_line_error(run_qwen35("logits -m " + ckpt("dense_q4_untied") + " --tokens 1 --kv-type q8" + out),
+                        "--kv-type: unknown kv type 'q8' (f32, bf16, q8_0, q4_0, turbo4, turbo3)");
+  expect_one_line_error(run_qwen35("bench -m " + ckpt("dense_q4_untied") + " --kv-type f32,q5"),
+                        "--kv-type: unknown kv type 'q5'");
+  expect_one_line_error(
+      run_qwen35("logits -m " + ckpt("qwen3_moe_e8_top2") + " --tokens 1 --kv-type q4_0" + out),
+      "--kv-type q4_0 does not fit this model: kv type q4_0: head_dim 16 is not a multiple of 32");
+  expect_one_line_error(
+      run_qwen35("logits -m " + ckpt("qwen3_moe_e8_top2") + " --tokens 1 --kv-type bf16,turbo4" + out),
+      "--kv-type bf16,turbo4 does not fit this model: kv type turbo4: head_dim 16 is not a power of two");
+  EXPECT_EQ(run_qwen35("logits -m " + ckpt("qwen3_moe_e8_top2") + " --tokens 1 --kv-type bf16" + out).exit_code, 0);
+  auto r = run_qwen35("inspect -m " + ckpt("dense_bf16_tied"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("kv cache per token by --kv-type: f32 8192 (8.00 KiB), bf16 4096 (4.00 KiB), "
+                       "q8_0 2176 (2.12 KiB), q4_0 1152 (1.12 KiB), turbo4 1056 (1.03 KiB), turbo3 800 "
+                       "(800 B)"),
+            std::string::npos)
+      << r.out;
+  r = run_qwen35("inspect -m " + ckpt("qwen3_moe_e8_top2"));
+  EXPECT_NE(r.out.find("q8_0 n/a (head_dim 16)"), std::string::npos) << r.out;
+}
+
 TEST(Cli, UnknownCommandAndHelp) {
   auto r = run_qwen35("frobnicate");
   EXPECT_EQ(r.exit_code, 2);

@@ -17,6 +17,7 @@
 #include "kernels/cpu/elementwise.h"
 #include "kernels/matrix.h"
 #include "kernels/ops.h"
+#include "test_kv.h"
 #include "test_matrices.h"
 
 namespace qwen35::kernels {
@@ -399,34 +400,6 @@ TEST(Ops, WorkspaceBelongsToItsBackend) {
   Context wrong{nullptr, false, other.get()};
   EXPECT_DEATH(cpu.matmul(wrong, x.data(), 1, w.m, with.data()), "");
 }
-
-// A key/value cache of `cap` positions as a block table; `scatter` lays the blocks out in reverse
-// order with a gap between them, as a paged pool might.
-struct TestKv {
-  TestKv(int64_t cap, int64_t row, bool scatter) : row_(row) {
-    const int64_t n = (cap + kKvBlock - 1) / kKvBlock, block = kKvBlock * row, span = block + (scatter ? 7 : 0);
-    k_.assign(size_t(n * span), 0.0f);
-    v_.assign(k_.size(), 0.0f);
-    for (int64_t b = 0; b < n; ++b) {
-      const int64_t at = (scatter ? n - 1 - b : b) * span;
-      kb_.push_back(k_.data() + at);
-      vb_.push_back(v_.data() + at);
-    }
-    view_ = {kb_.data(), vb_.data(), cap, row};
-  }
-  const KvView& view() const { return view_; }
-  std::vector<float> keys(int64_t n) const {  // positions [0, n) in order
-    std::vector<float> out;
-    for (int64_t p = 0; p < n; ++p) out.insert(out.end(), view_.k_at(p), view_.k_at(p) + row_);
-    return out;
-  }
-
- private:
-  int64_t row_;
-  std::vector<float> k_, v_;
-  std::vector<float*> kb_, vb_;
-  KvView view_;
-};
 
 // Long enough (260 positions) for several 64-key blocks of the online softmax; on every target.
 // The CPU kernel reads a scattered block table with the bits of a contiguous one.

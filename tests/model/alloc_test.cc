@@ -55,6 +55,34 @@ TEST(Alloc, DecodeStepsDoNotAllocate) {
   }
 }
 
+// The same with every compressed KV cache type: its rows are encoded in place, the queries
+// prepared and scored in per-thread scratch that keeps its size (kv_attend.h).
+TEST(Alloc, DecodeStepsDoNotAllocateWithCompressedKv) {
+  auto w = load_weights(qwen35::testing::fixture_models_dir() + "/dense_q4_untied/ckpt");
+  ASSERT_TRUE(w.ok());
+  core::ThreadPool pool(2);
+  Model m(std::move(*w), kernels::cpu_ops(), &pool);
+  using kernels::KvType;
+  for (KvType t : {KvType::kBF16, KvType::kQ8_0, KvType::kQ4_0, KvType::kTurbo4, KvType::kTurbo3}) {
+    ASSERT_TRUE(m.set_kv_types({t, t}).ok());
+    auto st = m.new_state(256);
+    std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+    std::vector<float> logits;
+    SequenceRows r{st.get(), prompt, false};
+    ASSERT_TRUE(m.forward(std::span<const SequenceRows>(&r, 1), &logits).ok());
+    int32_t tok = 5;
+    auto step = [&] {
+      SequenceRows d{st.get(), std::span<const int32_t>(&tok, 1), false};
+      ASSERT_TRUE(m.forward(std::span<const SequenceRows>(&d, 1), &logits).ok());
+      tok = (tok * 31 + 7) % 1000;
+    };
+    for (int i = 0; i < 3; ++i) step();
+    const long before = g_allocs.load();
+    for (int i = 0; i < 50; ++i) step();
+    EXPECT_EQ(g_allocs.load() - before, 0) << kernels::kv_type_name(t) << ": heap allocations while decoding";
+  }
+}
+
 // The vision tower: once warm for a grid, encoding another image of it allocates nothing.
 TEST(Alloc, VisionEncodesDoNotAllocate) {
   auto w = load_vision_weights(qwen35::testing::source_dir() + "/tests/fixtures/vision/ckpt_tiny");

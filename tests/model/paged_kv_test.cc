@@ -36,10 +36,10 @@ TEST(KvPool, AllocatesReleasesAndCountsReferences) {
   EXPECT_NE(a, b);
   EXPECT_NE(b, c);
   // Blocks are distinct, writable memory, zero when new.
-  EXPECT_EQ(pool.k(0, a)[0], 0.0f);
-  pool.k(0, a)[0] = 1;
-  pool.v(0, c)[64 * 16 - 1] = 2;
-  EXPECT_EQ(pool.k(0, b)[0], 0.0f);
+  EXPECT_EQ(pool.k_f32(0, a)[0], 0.0f);
+  pool.k_f32(0, a)[0] = 1;
+  pool.v_f32(0, c)[64 * 16 - 1] = 2;
+  EXPECT_EQ(pool.k_f32(0, b)[0], 0.0f);
   pool.retain(b);
   EXPECT_EQ(pool.refs(b), 2);
   pool.release(b);

@@ -249,5 +249,44 @@ TEST(ApiErrors, MessagesRefusesSystemTurns) {
   EXPECT_NE(e.message.find("'system'"), std::string::npos) << e.message;
 }
 
+// "kv_type" (an extension, as serve --kv-type) only confirms the pool's type: the same type
+// (either spelling) passes, any other, an unknown name or a non-string is a 400 naming the
+// field, in every API.
+TEST(ApiErrors, KvTypeMustBeThePoolsType) {
+  ModelInfo mi = error_model().mi;
+  mi.kv_types = {kernels::KvType::kQ8_0, kernels::KvType::kQ8_0};
+  auto completion = [&](Json v) {
+    CompletionRequest r;
+    return parse_completion_request(Json{{"prompt", "hi"}, {"max_tokens", 2}, {"kv_type", v}}, mi, &r);
+  };
+  EXPECT_FALSE(completion("q8_0").has_value());
+  EXPECT_FALSE(completion("q8_0,q8_0").has_value());
+  const std::vector<std::pair<Json, std::string>> bad = {
+      {"f32", "'kv_type' f32 is not this server's KV cache type (q8_0; it is set per server, by "
+              "serve --kv-type)"},
+      {"q8_0,turbo4", "'kv_type' q8_0,turbo4 is not this server's KV cache type (q8_0; it is set "
+                      "per server, by serve --kv-type)"},
+      {"q9", "'kv_type': unknown kv type 'q9' (f32, bf16, q8_0, q4_0, turbo4, turbo3)"},
+      {8, "'kv_type' must be a string such as \"q8_0\" or \"q8_0,turbo4\""}};
+  for (const auto& [v, message] : bad) {
+    const auto e = completion(v);
+    ASSERT_TRUE(e.has_value()) << v;
+    EXPECT_EQ(e->kind, ErrorKind::kInvalidRequest);
+    EXPECT_EQ(e->param, "kv_type");
+    EXPECT_EQ(e->message, message);
+  }
+  ResponsesOptions ro;
+  MessagesOptions mo;
+  CompletionRequest r;
+  const auto re = parse_responses_request(Json{{"input", "hi"}, {"kv_type", "bf16"}}, mi, &r, &ro);
+  ASSERT_TRUE(re.has_value());
+  EXPECT_EQ(re->param, "kv_type");
+  const Json msgs = {{{"role", "user"}, {"content", "hi"}}};
+  const auto me = parse_messages_request(
+      Json{{"messages", msgs}, {"max_tokens", 2}, {"kv_type", "bf16"}}, false, mi, &r, &mo);
+  ASSERT_TRUE(me.has_value());
+  EXPECT_EQ(me->param, "kv_type");
+}
+
 }  // namespace
 }  // namespace qwen35::server

@@ -117,8 +117,8 @@ class CacheFileSafetyTest : public ::testing::Test {
   }
   void fill_block(int32_t b, std::span<const int32_t> upto) {
     for (int64_t i = 0; i < pool_.block_floats(); ++i) {
-      pool_.k(0, b)[i] = kv_value(upto, i);
-      pool_.v(0, b)[i] = kv_value(upto, i + pool_.block_floats());
+      pool_.k_f32(0, b)[i] = kv_value(upto, i);
+      pool_.v_f32(0, b)[i] = kv_value(upto, i + pool_.block_floats());
     }
   }
   // Puts `tokens` (a multiple of 64) in `cache` as a snapshot of the made-up state.
@@ -148,8 +148,8 @@ class CacheFileSafetyTest : public ::testing::Test {
         const auto upto = std::span(tokens).first((d + 1) * 64);
         const int32_t b = state_.blocks()[d];
         for (int64_t i = 0; i < pool_.block_floats(); ++i)
-          wrong += pool_.k(0, b)[i] != kv_value(upto, i) ||
-                   pool_.v(0, b)[i] != kv_value(upto, i + pool_.block_floats());
+          wrong += pool_.k_f32(0, b)[i] != kv_value(upto, i) ||
+                   pool_.v_f32(0, b)[i] != kv_value(upto, i + pool_.block_floats());
       }
       EXPECT_EQ(wrong, 0) << "KV bits that are not the tokens'";
       std::vector<float> r(static_cast<size_t>(recurrent_floats()));
@@ -172,9 +172,13 @@ void write_header(const std::string& path, uint64_t fp, uint64_t n_tokens,
                   const model::KvPool& pool, int64_t recurrent, uint64_t size) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   ASSERT_GE(fd, 0);
-  const uint64_t h[5] = {fp, n_tokens, uint64_t(pool.n_layers()), uint64_t(pool.block_floats()),
+  const uint64_t h[6] = {fp,
+                         PrefixCache::kv_tag(pool),
+                         n_tokens,
+                         uint64_t(pool.n_layers()),
+                         uint64_t(pool.k_block_bytes() + pool.v_block_bytes()),
                          uint64_t(recurrent)};
-  ASSERT_EQ(::write(fd, "Q35PCv1", 8), 8);
+  ASSERT_EQ(::write(fd, "Q35PCv2", 8), 8);
   ASSERT_EQ(::write(fd, h, sizeof h), ssize_t(sizeof h));
   ASSERT_EQ(::ftruncate(fd, off_t(size)), 0) << "no sparse file of " << size << " bytes here";
   ::close(fd);
@@ -182,7 +186,7 @@ void write_header(const std::string& path, uint64_t fp, uint64_t n_tokens,
 
 // The size a header with these fields implies (see prefix_cache_file.cc).
 uint64_t implied_size(uint64_t n_tokens, const model::KvPool& pool, int64_t recurrent) {
-  return 48 + n_tokens * 4 +
+  return 56 + n_tokens * 4 +
          n_tokens / 64 * uint64_t(pool.n_layers()) * 2 * uint64_t(pool.block_floats()) * 4 +
          uint64_t(recurrent) * 4 + 8;
 }

@@ -39,6 +39,10 @@ TEST(SynthPlan, Qwen3RealGeometries) {
     const TensorPlan hf = build_tensor_plan(*g, {Dialect::kHf, 4, 64});
     EXPECT_NEAR(double(plan_params_bf16(hf)) / 1e9, c.params_b, 0.03 * c.params_b) << c.preset;
     EXPECT_EQ(find(hf, "lm_head.weight") == nullptr, c.tied) << c.preset;
+    // mlx-lm's qwen3 / qwen3_moe keep the root lm_head (no language_model. prefix).
+    const TensorPlan mlx = build_tensor_plan(*g, {Dialect::kMlx, 4, 64});
+    EXPECT_EQ(find(mlx, "lm_head.weight") == nullptr, c.tied) << c.preset;
+    EXPECT_EQ(find(mlx, "language_model.lm_head.weight"), nullptr) << c.preset;
     const TensorSpec* e = find(hf, "model.embed_tokens.weight");
     ASSERT_NE(e, nullptr) << c.preset;
     EXPECT_EQ(e->shape, (std::vector<int64_t>{151936, g->config.hidden}));

@@ -178,6 +178,10 @@ std::vector<Preset> all_presets() {
   // Qwen3-0.6B's width (hidden 1024, 16 query and 8 kv heads of 128, MLP 3072) in 2 layers on
   // the tiny tokenizer: the real matrices' shapes at a test's cost (36 M parameters).
   v.push_back(tiny("qwen3-0.6b-2l", qwen3(1024, 2, 3072, 16, 8, true, kTinyVocab)));
+  // Qwen3-30B-A3B's width (hidden 2048, 32 query and 4 kv heads of 128, 128 experts of 768, top
+  // 8 renormalised, untied head) in 1 layer on the tiny tokenizer: every expert matrix at its real
+  // shape (640 M parameters, nearly all in the experts).
+  v.push_back(tiny("qwen3-30b-a3b-1l", qwen3_moe(qwen3(2048, 1, 0, 32, 4, false, kTinyVocab), 128, 8, 768)));
   return v;
 }
 

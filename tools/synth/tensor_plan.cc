@@ -132,7 +132,7 @@ Kind kind_of(Role r) {
 
 void Planner::entry(const model::Tensor& t, const std::string& prefix) {
   // mlx-lm's exports of the text-only families keep HF's root lm_head.
-  const bool root_head = t.block == model::Block::kHead && c_.family == model::Family::kQwen3Next;
+  const bool root_head = t.block == model::Block::kHead && c_.family != model::Family::kQwen35;
   const std::string name = prefix + (root_head ? t.hf : t.name(o_.dialect));
   const model::Dims d = t.dims(c_);
   switch (t.form) {

@@ -174,7 +174,7 @@ void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const K
         sg[a] = s_all + act[a] * kBlock;
         jn = std::max(jn, jn_of(act[a]));
       }
-      const float* kb = kv.k_blocks[j0 / kBlock] + kv.offset;
+      const float* kb = reinterpret_cast<const float*>(kv.k_blocks[j0 / kBlock]) + kv.offset;
       switch (g) {
         case 1: Scores<1>(qg, kb, stride, hd, scale, jn, sg); break;
         case 2: Scores<2>(qg, kb, stride, hd, scale, jn, sg); break;
@@ -226,7 +226,7 @@ void AttendManyImpl(const float* const* q, const int64_t* n_pos, int nq, const K
         sg[a] = s_all + act[a] * kBlock;
         jmin = std::min(jmin, jn_of(act[a]));
       }
-      const float* vb = kv.v_blocks[j0 / kBlock] + kv.offset;
+      const float* vb = reinterpret_cast<const float*>(kv.v_blocks[j0 / kBlock]) + kv.offset;
       switch (g) {
         case 1: AxpyRows(og[0], vb, stride, sg[0], jmin, hd); break;
         case 2: AxpyRowsQ<2>(og, vb, stride, sg, jmin, hd); break;
@@ -249,15 +249,16 @@ HWY_AFTER_NAMESPACE();
 namespace qwen35::kernels::cpu {
 HWY_EXPORT(AttendManyImpl);
 
-std::vector<const float*> contiguous_blocks(const float* base, int64_t n_pos, int64_t stride) {
-  std::vector<const float*> blocks;
-  for (int64_t j0 = 0; j0 < n_pos; j0 += kKvBlock) blocks.push_back(base + j0 * stride);
+std::vector<const uint8_t*> contiguous_blocks(const float* base, int64_t n_pos, int64_t stride) {
+  std::vector<const uint8_t*> blocks;
+  for (int64_t j0 = 0; j0 < n_pos; j0 += kKvBlock)
+    blocks.push_back(reinterpret_cast<const uint8_t*>(base + j0 * stride));
   return blocks;
 }
 
 void attend(const float* q, const float* k, const float* v, int64_t stride, int64_t n_pos, int64_t hd,
             float scale, float* s, float* o) {
-  const std::vector<const float*> kb = contiguous_blocks(k, n_pos, stride), vb = contiguous_blocks(v, n_pos, stride);
+  const std::vector<const uint8_t*> kb = contiguous_blocks(k, n_pos, stride), vb = contiguous_blocks(v, n_pos, stride);
   float m[2];
   HWY_DYNAMIC_DISPATCH(AttendManyImpl)(&q, &n_pos, 1, KvHead{kb.data(), vb.data(), 0, stride}, hd, scale, s, m, &o);
 }

@@ -12,18 +12,18 @@ namespace qwen35::kernels::cpu {
 // blocks of 64 keys (one pass over the cache). s: 64 floats of scratch.
 void attend(const float* q, const float* k, const float* v, int64_t stride, int64_t n_pos, int64_t hd,
             float scale, float* s, float* o);
-// One key/value head of a block table (kernels/ops.h, KvView): key j of the head is at
-// k_blocks[j / kKvBlock] + offset + (j % kKvBlock)·stride, its value likewise.
+// One key/value head of an fp32 block table (kernels/ops.h, KvView): key j of the head is the
+// float at k_blocks[j / kKvBlock] + offset + (j % kKvBlock)·stride floats, its value likewise.
 struct KvHead {
-  const float* const* k_blocks;
-  const float* const* v_blocks;
+  const uint8_t* const* k_blocks;
+  const uint8_t* const* v_blocks;
   int64_t offset;  // the head's first float within a position's row
   int64_t stride;  // floats per position
   int64_t first = 0;  // keys before it are not attended (their scores count as -inf)
 };
 
 // The block table of a contiguous cache of n_pos positions (position j at base + j·stride).
-std::vector<const float*> contiguous_blocks(const float* base, int64_t n_pos, int64_t stride);
+std::vector<const uint8_t*> contiguous_blocks(const float* base, int64_t n_pos, int64_t stride);
 
 // The same for nq query rows against one cache head (the query heads that share a key/value
 // head, at one or more positions): query i sees positions 0..n_pos[i]-1, and each 64-key block is

@@ -155,6 +155,7 @@ class CpuOps final : public Ops {
     const int64_t hd = p.head_dim, nkv = p.n_kv_heads, nh = p.n_heads, rep = nh / nkv;
     QWEN35_CHECK(pos0 + n <= cache.capacity && cache.row == nkv * hd);
     QWEN35_CHECK(p.first_key >= 0 && p.first_key <= pos0);
+    if (!cache.f32()) return attention_compressed(ctx, p, qg, k, v, n, pos0, cache, out);
     run(ctx, size_t(n * nkv), [&](size_t b, size_t e, int) {
       for (size_t it = b; it < e; ++it) {
         const int64_t t = int64_t(it) / nkv, h = int64_t(it) % nkv;
@@ -205,6 +206,67 @@ class CpuOps final : public Ops {
             const float* gate = qg + (t * nh + h) * 2 * hd + hd;
             float* o = op[nq];
             for (int64_t i = 0; i < hd; ++i) o[i] *= sigmoid(gate[i]);
+          }
+      }
+    });
+  }
+
+  // attention() over a cache of another format (kv_attend.h): each K and V row encoded on its
+  // own, then the same work items as the fp32 path (four positions of one KV head).
+  void attention_compressed(const Context& ctx, const AttentionParams& p, const float* qg,
+                            const float* k, const float* v, int64_t n, int64_t pos0,
+                            const KvView& cache, float* out) const {
+    const int64_t hd = p.head_dim, nkv = p.n_kv_heads, nh = p.n_heads, rep = nh / nkv;
+    QWEN35_CHECK(cache.k_format.head_dim == hd && cache.v_format.head_dim == hd);
+    const int64_t kb = int64_t(kv_row_bytes(cache.k_format)), vb = int64_t(kv_row_bytes(cache.v_format));
+    QWEN35_CHECK(cache.k_stride() == nkv * kb && cache.v_stride() == nkv * vb);
+    std::unique_ptr<cpu::CpuWorkspace> temp;
+    cpu::ThreadScratch* threads = cpu::workspace_of(ctx, this, temp).threads(ctx);
+    run(ctx, size_t(n * nkv), [&](size_t b, size_t e, int tid) {
+      float* row = cpu::grow(threads[tid].kv_row, size_t(hd));
+      for (size_t it = b; it < e; ++it) {
+        const int64_t t = int64_t(it) / nkv, h = int64_t(it) % nkv;
+        rms_norm_row(k + (t * nkv + h) * hd, hd, p.k_norm, p.eps, row);
+        p.rope(row, t, pos0);
+        kv_encode_row(cache.k_format, row, cache.k_row(pos0 + t) + h * kb);
+        kv_encode_row(cache.v_format, v + (t * nkv + h) * hd, cache.v_row(pos0 + t) + h * vb);
+      }
+    });
+    const float scale = 1.0f / std::sqrt(float(hd));
+    const int64_t q_row = p.gated ? 2 * hd : hd;
+    constexpr int64_t kPositionsPerItem = 4;
+    const int64_t items = (n + kPositionsPerItem - 1) / kPositionsPerItem * nkv;
+    run(ctx, size_t(items), [&](size_t b, size_t e, int tid) {
+      const size_t nq_max = size_t(kPositionsPerItem * rep);
+      cpu::ThreadScratch& ts = threads[tid];
+      float* qs = cpu::grow(ts.queries, nq_max * size_t(hd));
+      const float** qp = cpu::grow(ts.query_rows, nq_max);
+      float** op = cpu::grow(ts.out_rows, nq_max);
+      int64_t* np = cpu::grow(ts.n_pos, nq_max);
+      for (size_t it = b; it < e; ++it) {
+        const int64_t f = it % 2 == 0 ? int64_t(it / 2) : items - 1 - int64_t(it / 2);
+        const int64_t t0 = f / nkv * kPositionsPerItem, kh = f % nkv;
+        const int64_t t1 = std::min(n, t0 + kPositionsPerItem);
+        int nq = 0;
+        for (int64_t t = t0; t < t1; ++t)
+          for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {
+            float* q = qs + nq * hd;
+            rms_norm_row(qg + (t * nh + h) * q_row, hd, p.q_norm, p.eps, q);
+            p.rope(q, t, pos0);
+            qp[nq] = q;
+            op[nq] = out + (t * nh + h) * hd;
+            np[nq] = pos0 + t + 1;
+          }
+        const cpu::KvHeadRows rows{cache.k_blocks, cache.v_blocks, kh * kb, kh * vb,
+                                   cache.k_stride(), cache.v_stride(), cache.k_format,
+                                   cache.v_format, p.first_key};
+        cpu::attend_kv_many(qp, np, nq, rows, scale, &ts.kv_attend, op);
+        if (!p.gated) continue;
+        nq = 0;
+        for (int64_t t = t0; t < t1; ++t)
+          for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {
+            const float* gate = qg + (t * nh + h) * 2 * hd + hd;
+            for (int64_t i = 0; i < hd; ++i) op[nq][i] *= sigmoid(gate[i]);
           }
       }
     });

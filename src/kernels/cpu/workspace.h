@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/check.h"
+#include "kernels/cpu/kv_attend.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/ops.h"
 
@@ -31,6 +32,8 @@ struct ThreadScratch {
   std::vector<const float*> query_rows;
   std::vector<float*> out_rows;
   std::vector<int64_t> n_pos;
+  KvAttendScratch kv_attend;  // attention over a compressed cache (kv_attend.h)
+  std::vector<float> kv_row;  // a K row normed and rotated before it is encoded
   std::vector<float> delta_chunk;  // cpu::delta_chunk's scratch (delta_rule.h)
   std::vector<float> vision;  // cpu::vision_attend_rows's scratch (vision_attention.h)
 };

@@ -91,6 +91,7 @@ class RefOps final : public Ops {
     const int64_t hd = p.head_dim, nkv = p.n_kv_heads, nh = p.n_heads, rep = nh / nkv;
     QWEN35_CHECK(pos0 + n <= cache.capacity && cache.row == nkv * hd);
     QWEN35_CHECK(p.first_key >= 0 && p.first_key <= pos0);
+    if (!cache.f32()) return attention_compressed(p, qg, k, v, n, pos0, cache, out);
     std::vector<float> tmp(static_cast<size_t>(hd));
     for (int64_t t = 0; t < n; ++t)
       for (int64_t h = 0; h < nkv; ++h) {
@@ -128,6 +129,55 @@ class RefOps final : public Ops {
           o[i] = float(acc / sum);
           if (gate != nullptr) o[i] *= sigmoid(gate[i]);
         }
+      }
+    }
+  }
+
+  // attention() over a cache of another format: rows encoded one by one (kv_encode_row), scores
+  // by the scalar primitive (kv_scores_ref: the query prepared as the K format asks), the softmax
+  // and the value sum in double over the decoded stored rows, the sum un-rotated at the end.
+  void attention_compressed(const AttentionParams& p, const float* qg, const float* k,
+                            const float* v, int64_t n, int64_t pos0, const KvView& cache,
+                            float* out) const {
+    const int64_t hd = p.head_dim, nkv = p.n_kv_heads, nh = p.n_heads, rep = nh / nkv;
+    const int64_t kb = int64_t(kv_row_bytes(cache.k_format)), vb = int64_t(kv_row_bytes(cache.v_format));
+    std::vector<float> tmp(static_cast<size_t>(hd)), row(tmp.size()), acc(tmp.size());
+    for (int64_t t = 0; t < n; ++t)
+      for (int64_t h = 0; h < nkv; ++h) {
+        rms_norm_row(k + (t * nkv + h) * hd, hd, p.k_norm, p.eps, tmp.data());
+        p.rope(tmp.data(), t, pos0);
+        kv_encode_row(cache.k_format, tmp.data(), cache.k_row(pos0 + t) + h * kb);
+        kv_encode_row(cache.v_format, v + (t * nkv + h) * hd, cache.v_row(pos0 + t) + h * vb);
+      }
+    const float scale = 1.0f / std::sqrt(float(hd));
+    PreparedQuery pq;
+    for (int64_t t = 0; t < n; ++t) {
+      const int64_t pos = pos0 + t;
+      for (int64_t h = 0; h < nh; ++h) {
+        const int64_t q_row = p.gated ? 2 * hd : hd, kh = h / rep, j0 = p.first_key;
+        const float* q_in = qg + (t * nh + h) * q_row;
+        rms_norm_row(q_in, hd, p.q_norm, p.eps, tmp.data());
+        p.rope(tmp.data(), t, pos0);
+        kv_prepare_query(cache.k_format, tmp.data(), &pq);
+        std::vector<double> s(static_cast<size_t>(pos + 1 - j0));
+        double mx = -INFINITY;
+        for (int64_t j = j0; j <= pos; ++j) {
+          float sj;
+          kv_scores_ref(pq, cache.k_row(j) + kh * kb, 0, 1, scale, &sj);
+          mx = std::max(mx, s[size_t(j - j0)] = sj);
+        }
+        double sum = 0;
+        for (auto& e : s) sum += (e = std::exp(e - mx));
+        std::vector<double> o(static_cast<size_t>(hd), 0.0);
+        for (int64_t j = j0; j <= pos; ++j) {
+          kv_decode_stored(cache.v_format, cache.v_row(j) + kh * vb, row.data());
+          for (int64_t i = 0; i < hd; ++i) o[size_t(i)] += s[size_t(j - j0)] * row[size_t(i)];
+        }
+        for (int64_t i = 0; i < hd; ++i) acc[size_t(i)] = float(o[size_t(i)] / sum);
+        kv_values_finish(cache.v_format, acc.data());
+        float* dst = out + (t * nh + h) * hd;
+        for (int64_t i = 0; i < hd; ++i)
+          dst[i] = p.gated ? acc[size_t(i)] * sigmoid(q_in[hd + i]) : acc[size_t(i)];
       }
     }
   }
