@@ -404,10 +404,9 @@ int cmd_run(int argc, char** argv) {
   eo.cache_bytes = cache ? int64_t(f.cache_mb * (1 << 20)) : 0;
   if (const std::string why = resolve_spec(f.spec, m, &eo.spec); !why.empty())
     return fail("run", why);
-  if (pipe.split()) {  // steps through the ranks; no prefix cache (engine_options.h)
+  if (pipe.split()) {  // steps through the ranks (engine_options.h)
     if (eo.spec.method == runtime::SpecMethod::kMtp)
       return fail("run", "--spec mtp does not run on a model split over MPI ranks yet (lookup does)");
-    eo.cache_bytes = 0;
     eo.forward = pipe.engine_forward(eo.ctx);
   }
   const std::vector<int32_t> ends = eos_ids(*gen_cfg, m.config(), *tok, chat);

@@ -373,10 +373,9 @@ int cmd_serve(int argc, char** argv) {
   if (cache_mb < 0 || eo.cache_interval < kernels::kKvBlock)
     return finish(fail("serve", "--cache-mb must be >= 0 and --cache-interval >= 64"));
   eo.cache_bytes = no_cache ? 0 : int64_t(cache_mb * (1 << 20));
-  if (pipe.split()) {  // steps through the ranks; no prefix cache (runtime/engine_options.h)
+  if (pipe.split()) {  // steps through the ranks (runtime/engine_options.h)
     if (eo.spec.method == runtime::SpecMethod::kMtp || !eo.cache_dir.empty())
       return finish(fail("serve", "--spec mtp and --cache-dir do not run on a model split over MPI ranks yet"));
-    eo.cache_bytes = 0;
     eo.forward = pipe.engine_forward(eo.ctx);
   }
 

@@ -83,14 +83,13 @@ int Pipeline::follow() {
   return 0;
 }
 
-std::function<core::Status(std::span<const model::SequenceRows>, std::span<const int>, std::vector<float>*)>
-Pipeline::engine_forward(int64_t capacity) {
-  return [this, capacity, seqs = std::vector<dist::StepSequence>()](std::span<const model::SequenceRows> rows,
-                                                                    std::span<const int> slots,
-                                                                    std::vector<float>* logits) mutable {
+Pipeline::EngineForward Pipeline::engine_forward(int64_t capacity) {
+  return [this, capacity, seqs = std::vector<dist::StepSequence>()](
+             std::span<const model::StateOp> ops, std::span<const model::SequenceRows> rows,
+             std::span<const int> slots, std::vector<float>* logits) mutable {
     seqs.resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) seqs[i] = {uint64_t(slots[i]), capacity};
-    return stage->step(rows, seqs, logits);
+    return stage->step(rows, seqs, logits, ops);
   };
 }
 

@@ -19,6 +19,7 @@
 #include "dist/comm.h"
 #include "dist/pipeline.h"
 #include "model/pipeline_plan.h"
+#include "model/state_op.h"
 
 namespace qwen35::cli {
 
@@ -47,8 +48,9 @@ struct Pipeline {
   int follow();
   // Rank 0: runtime::EngineOptions::forward for an engine whose states hold `capacity`
   // positions (a slot's index names its state on every rank).
-  std::function<core::Status(std::span<const model::SequenceRows>, std::span<const int>, std::vector<float>*)>
-  engine_forward(int64_t capacity);
+  using EngineForward = std::function<core::Status(std::span<const model::StateOp>, std::span<const model::SequenceRows>,
+                                                   std::span<const int>, std::vector<float>*)>;
+  EngineForward engine_forward(int64_t capacity);
   ~Pipeline();
 };
 

@@ -1,5 +1,6 @@
 #include "dist/pipeline.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -50,6 +51,7 @@ struct Record {
   uint8_t all_logits = 0, verify = 0, has_positions = 0;
   std::vector<int32_t> tokens;
   std::vector<int64_t> positions;
+  std::vector<int64_t> captures;  // grid lines where the prefill copies the state
 };
 
 // The failure tests' hook (tests/dist/pipeline_test.sh): QWEN35_PIPELINE_TEST_DELAY=S makes rank 0
@@ -71,10 +73,18 @@ PipelineStage::PipelineStage(Comm& comm, model::Model& model, const model::Pipel
     : comm_(comm), model_(model), plan_(plan) {}
 
 core::Status PipelineStage::step(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
-                                 std::vector<float>* logits) {
+                                 std::vector<float>* logits, std::span<const model::StateOp> ops) {
   if (seqs.size() != batch.size()) return core::error("[pipeline] a step names every sequence of its batch");
   std::vector<uint8_t> msg;
   put(msg, uint32_t(kStep));
+  put(msg, uint32_t(ops.size()));
+  for (const model::StateOp& op : ops) {
+    put(msg, op.kind);
+    put(msg, op.seq);
+    put(msg, op.a);
+    put(msg, op.b);
+    put(msg, op.c);
+  }
   put(msg, uint32_t(batch.size()));
   int64_t rows = 0;
   for (const model::SequenceRows& r : batch) rows += int64_t(r.tokens.size());
@@ -91,6 +101,8 @@ core::Status PipelineStage::step(std::span<const model::SequenceRows> batch, std
     put(msg, uint8_t(!r.positions.empty()));
     put(msg, r.tokens.data(), r.tokens.size_bytes());
     put(msg, r.positions.data(), r.positions.size_bytes());
+    put(msg, uint32_t(r.captures.size()));
+    for (const model::StateCapture& c : r.captures) put(msg, c.pos);
   }
   QWEN35_RETURN_IF_ERROR(model_.forward_layers(batch, 0, share().end, &hidden_, nullptr));
   put(msg, hidden_.data(), hidden_.size() * sizeof(float));
@@ -144,11 +156,141 @@ core::Status PipelineStage::serve() {
   }
 }
 
+namespace {
+core::Status op_error(const model::StateOp& op, const std::string& why) {
+  return core::error("state op " + std::to_string(op.kind) + " (sequence " + std::to_string(op.seq) + ", node " +
+                     std::to_string(op.a) + "): " + why);
+}
+}  // namespace
+
+model::SequenceState* PipelineStage::state(int64_t id, int64_t capacity) {
+  auto& st = states_[uint64_t(id)];
+  if (!st)
+    st = pool_ && uint64_t(id) < pool_states_ ? model_.new_state(pool_capacity_, pool_.get()) : model_.new_state(capacity);
+  return st.get();
+}
+
+// kCaptured: rank 0's copy from the step's prefill, or (a chunk that ended on the line, a model
+// with no recurrent state) the state as it stands: this rank takes its part the same way.
+core::Status PipelineStage::take_copy(const model::StateOp& op) {
+  model::SequenceState* st = state(op.seq, 0);
+  std::vector<float>& snap = snapshots_[op.a];
+  snap.assign(st->recurrent_bytes() / sizeof(float), 0.0f);
+  auto seq = captured_.find(uint64_t(op.seq));
+  if (seq != captured_.end())
+    if (auto copy = seq->second.find(op.c); copy != seq->second.end()) {
+      std::copy_n(copy->second.begin(), snap.size(), snap.begin());
+      seq->second.erase(copy);
+      return core::Status();
+    }
+  if (snap.empty()) return core::Status();
+  if (st->pos() != op.c) return op_error(op, "no state copy at position " + std::to_string(op.c));
+  st->save_recurrent(snap.data());
+  return core::Status();
+}
+
+// kResume: the state adopts the blocks of the node's path and loads its snapshot.
+core::Status PipelineStage::resume(const model::StateOp& op) {
+  model::SequenceState* st = state(op.seq, 0);
+  auto snap = snapshots_.find(op.a);
+  if (snap == snapshots_.end() || op.c <= 0) return op_error(op, "no snapshot to resume from");
+  std::vector<int32_t> blocks;
+  for (uint64_t n = op.a; n != 0;) {
+    auto it = nodes_.find(n);
+    if (it == nodes_.end()) return op_error(op, "a resume path through an unknown node");
+    blocks.push_back(it->second.block);
+    n = it->second.parent;
+  }
+  std::reverse(blocks.begin(), blocks.end());
+  if (int64_t(blocks.size()) * kernels::kKvBlock != op.c) return op_error(op, "a resume path of the wrong depth");
+  st->reset();
+  st->adopt(blocks, op.c);
+  if (!snap->second.empty()) st->load_recurrent(snap->second.data());
+  return core::Status();
+}
+
+// One of rank 0's state changes (model/state_op.h) on this rank's part of the states.
+core::Status PipelineStage::apply_op(const model::StateOp& op) {
+  using K = model::StateOp;
+  const auto fail = [&](const std::string& why) { return op_error(op, why); };
+  const bool needs_state = op.kind != K::kPool && op.kind != K::kNodeGone && op.kind != K::kSnapshotGone;
+  if (needs_state && (op.seq < 0 || uint64_t(op.seq) >= pool_states_)) return fail("no state of the shared pool named");
+  switch (op.kind) {
+    case K::kPool:
+      // A new engine on rank 0 (bench makes several): the last one's states and cache are gone.
+      if (op.a == 0 || op.b == 0 || op.c <= 0) return fail("an empty pool");
+      states_.erase(states_.begin(), states_.lower_bound(std::max<uint64_t>(op.b, pool_states_)));
+      nodes_.clear();
+      snapshots_.clear();
+      captured_.clear();
+      pool_ = model_.new_pool(int64_t(op.a));
+      pool_states_ = op.b;
+      pool_capacity_ = op.c;
+      return core::Status();
+    case K::kReset:
+      state(op.seq, 0)->reset();
+      captured_.erase(uint64_t(op.seq));
+      return core::Status();
+    case K::kNode: {
+      model::SequenceState* st = state(op.seq, 0);
+      if (op.c < 0 || op.c >= st->blocks_held() || nodes_.count(op.a) || (op.b && !nodes_.count(op.b)))
+        return fail("a node of a block the state does not hold, or of an unknown parent");
+      const int32_t block = st->blocks()[size_t(op.c)];
+      pool_->retain(block);
+      nodes_[op.a] = {op.b, block};
+      return core::Status();
+    }
+    case K::kNodeGone: {
+      auto it = nodes_.find(op.a);
+      if (it == nodes_.end()) return fail("no such node");
+      pool_->release(it->second.block);
+      nodes_.erase(it);
+      snapshots_.erase(op.a);
+      return core::Status();
+    }
+    case K::kSnapshot: {
+      model::SequenceState* st = state(op.seq, 0);
+      std::vector<float>& snap = snapshots_[op.a];
+      snap.resize(st->recurrent_bytes() / sizeof(float));
+      st->save_recurrent(snap.data());
+      return core::Status();
+    }
+    case K::kCaptured:
+      return take_copy(op);
+    case K::kSnapshotGone:
+      snapshots_.erase(op.a);
+      return core::Status();
+    case K::kResume:
+      return resume(op);
+    case K::kFork: {
+      auto src = states_.find(op.b);
+      if (src == states_.end() || op.b == uint64_t(op.seq)) return fail("no state to fork from");
+      model::SequenceState* st = state(op.seq, 0);
+      st->reset();
+      if (!st->fork_from(*src->second)) return fail("no KV block for the fork's copy");
+      return core::Status();
+    }
+    default:
+      return fail("an unknown state op");
+  }
+}
+
 // One step on this rank's layers: the records to this rank's states, the rows through its
 // layers, then on to the next rank, or (the last) the logits back to rank 0.
 core::Status PipelineStage::apply(const std::vector<uint8_t>& msg) {
   Reader rd{msg};
   rd.get<uint32_t>();
+  const uint32_t n_ops = rd.get<uint32_t>();
+  for (uint32_t i = 0; i < n_ops && rd.ok; ++i) {
+    model::StateOp op;
+    op.kind = rd.get<uint32_t>();
+    op.seq = rd.get<int64_t>();
+    op.a = rd.get<uint64_t>();
+    op.b = rd.get<uint64_t>();
+    op.c = rd.get<int64_t>();
+    if (!rd.ok) break;
+    QWEN35_RETURN_IF_ERROR(apply_op(op));
+  }
   const uint32_t n_seqs = rd.get<uint32_t>();
   const int64_t rows = rd.get<int64_t>();
   std::vector<Record> recs(n_seqs);
@@ -168,16 +310,20 @@ core::Status PipelineStage::apply(const std::vector<uint8_t>& msg) {
       r.positions.resize(size_t(3 * r.n));
       rd.read(r.positions.data(), r.positions.size() * sizeof(int64_t));
     }
+    const uint32_t n_captures = rd.get<uint32_t>();
+    if (!rd.ok || n_captures > uint32_t(r.n)) return core::error("a malformed step message (its state copies)");
+    r.captures.resize(n_captures);
+    rd.read(r.captures.data(), r.captures.size() * sizeof(int64_t));
   }
   const size_t header = rd.at;
   const int64_t H = model_.config().hidden;
   if (!rd.ok || msg.size() - header != size_t(rows * H) * sizeof(float))
     return core::error("a malformed step message (its hidden rows)");
   std::vector<model::SequenceRows> batch(recs.size());
+  std::vector<std::vector<model::StateCapture>> captures(recs.size());
   for (size_t i = 0; i < recs.size(); ++i) {
     Record& r = recs[i];
-    auto& st = states_[r.id];
-    if (!st) st = model_.new_state(r.capacity);
+    model::SequenceState* st = state(int64_t(r.id), r.capacity);
     if (r.pos0 == 0) st->reset();  // a slot's next sequence (the engine reuses its states)
     if (st->verify_pending()) {
       // Rank 0 committed the verification since: it stands after the rows it kept.
@@ -185,13 +331,23 @@ core::Status PipelineStage::apply(const std::vector<uint8_t>& msg) {
       if (kept < 1 || kept > st->verify_rows())
         return core::error("sequence " + std::to_string(r.id) + " keeps " + std::to_string(kept) + " of " +
                            std::to_string(st->verify_rows()) + " verified rows");
-      model_.commit(st.get(), kept);
+      model_.commit(st, kept);
     }
     if (st->pos() != r.pos0)
       return core::error("sequence " + std::to_string(r.id) + " stands at " + std::to_string(st->pos()) +
                          " here and at " + std::to_string(r.pos0) + " on rank 0");
     st->set_rope_delta(r.rope_delta);
-    batch[i] = model::SequenceRows{st.get(), r.tokens, bool(r.all_logits), bool(r.verify), r.positions};
+    // This step's copies replace the last step's, which rank 0 has taken (ops above) or not.
+    auto& copies = captured_[r.id];
+    copies.clear();
+    const size_t floats = std::max<size_t>(1, st->recurrent_bytes() / sizeof(float));
+    for (int64_t line : r.captures) {
+      std::vector<float>& buf = copies[line];
+      buf.assign(floats, 0.0f);
+      captures[i].push_back({line, buf.data()});
+    }
+    batch[i] = model::SequenceRows{st, r.tokens, bool(r.all_logits), bool(r.verify), r.positions};
+    batch[i].captures = captures[i];
   }
   hidden_.resize(size_t(rows * H));
   std::memcpy(hidden_.data(), msg.data() + header, hidden_.size() * sizeof(float));

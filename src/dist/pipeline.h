@@ -9,9 +9,18 @@
 // is applied here. Every rank runs Model::forward_layers, the code one process runs, on the same rows: the
 // split is bit-identical to one process.
 //
-// Messages (tags kStep, kLogits): a step is a header, one record per sequence, then the hidden
-// rows [rows, hidden] f32; all fields little-endian as the machines' own (the ranks run one
-// binary, checked at start: cli/pipeline_setup.h).
+// The prefix cache under a split: rank 0 keeps the tree and decides as one process; what it does
+// to states besides forward calls (model/state_op.h: a node takes a state's KV block, a snapshot
+// is taken or copied during a prompt's prefill, dropped, resumed; a state forks, resets) rides
+// in the next step message, ahead of its records, and each rank repeats it on its own layers'
+// part, its states sharing one pool as rank 0's do. So a node's block and snapshot on every
+// rank are that rank's part of rank 0's, under rank 0's node id, and a resume there adopts the
+// same blocks: *resumed == fresh* holds across the ranks as in one process.
+//
+// Messages (tags kStep, kLogits): a step is a header, its state ops, one record per sequence
+// (with the grid lines where its prefill copies the state), then the hidden rows [rows, hidden]
+// f32; all fields little-endian as the machines' own (the ranks run one binary, checked at
+// start: cli/pipeline_setup.h).
 #pragma once
 
 #include <cstdint>
@@ -24,6 +33,7 @@
 #include "dist/comm.h"
 #include "model/model.h"
 #include "model/pipeline_plan.h"
+#include "model/state_op.h"
 
 namespace qwen35::dist {
 
@@ -43,8 +53,9 @@ class PipelineStage {
 
   // Rank 0: one step through the pipeline, with Model::forward's contract: `batch` (rank 0's
   // states) through every layer, logits as forward writes them. seqs[i] names batch[i].
+  // `ops`: the state changes since the last step, applied by the other ranks before it.
   core::Status step(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
-                    std::vector<float>* logits);
+                    std::vector<float>* logits, std::span<const model::StateOp> ops = {});
   // Rank 0: the other ranks release these sequences' states.
   core::Status drop(std::span<const uint64_t> ids);
   // Rank 0: ends the other ranks' serve().
@@ -59,12 +70,29 @@ class PipelineStage {
  private:
   core::Status forward_to_next(std::vector<uint8_t>& msg);
   core::Status apply(const std::vector<uint8_t>& msg);
+  core::Status apply_op(const model::StateOp& op);
+  core::Status take_copy(const model::StateOp& op);
+  core::Status resume(const model::StateOp& op);
+  model::SequenceState* state(int64_t id, int64_t capacity);
   bool last() const { return comm_.rank() == comm_.size() - 1; }
 
   Comm& comm_;
   model::Model& model_;
   model::PipelinePlan plan_;
-  std::map<uint64_t, std::unique_ptr<model::SequenceState>> states_;  // ranks after 0
+  // Ranks after 0: the engine's states' pool (model::StateOp::kPool; others have their own), the
+  // states by id, the prefix-cache nodes' blocks and parents and their snapshots by node id,
+  // and each state's copies from its last step's prefill by position.
+  std::unique_ptr<model::KvPool> pool_;
+  uint64_t pool_states_ = 0;  // states 0..pool_states_-1 (the engine's slots) use it
+  int64_t pool_capacity_ = 0;
+  std::map<uint64_t, std::unique_ptr<model::SequenceState>> states_;
+  struct Node {
+    uint64_t parent = 0;
+    int32_t block = -1;
+  };
+  std::map<uint64_t, Node> nodes_;
+  std::map<uint64_t, std::vector<float>> snapshots_;
+  std::map<uint64_t, std::map<int64_t, std::vector<float>>> captured_;
   std::vector<float> hidden_, logits_;
   uint64_t bytes_sent_ = 0;
   uint64_t steps_ = 0;  // rank 0: steps sent

@@ -11,6 +11,7 @@
 
 #include "model/model.h"
 #include "model/state.h"
+#include "model/state_op.h"
 #include "runtime/drafter.h"
 #include "runtime/prefix_cache.h"
 
@@ -41,11 +42,12 @@ struct EngineOptions {
   SpecOptions spec{};
   // How a step's rows reach the model (null: Model::forward). A model split over MPI ranks sets
   // it on rank 0 to send each step through the ranks (dist/pipeline.h); slots[i] is rows[i]'s
-  // slot, which names its state on every rank. With it the prefix cache is off and MTP drafting
-  // is refused (snapshots, forks and the head's drafts do not reach the other ranks yet): a
-  // sequence starts at position 0 and moves forward, or back to the rows a verification kept.
-  std::function<core::Status(std::span<const model::SequenceRows> rows, std::span<const int> slots,
-                             std::vector<float>* logits)>
+  // slot, which names its state on every rank, and `ops` are the state changes since the last
+  // step that the other ranks repeat first (model/state_op.h: the prefix cache's snapshots and
+  // blocks, resumes, forks, resets). MTP drafting is refused under a split (the head's drafts
+  // do not come back from the last rank yet).
+  std::function<core::Status(std::span<const model::StateOp> ops, std::span<const model::SequenceRows> rows,
+                             std::span<const int> slots, std::vector<float>* logits)>
       forward{};
   // Tests only: called on the engine thread just before a request is resumed from the prefix
   // cache (a test blocks it there to show what does not wait for the engine thread).

@@ -25,6 +25,16 @@ PrefixCache::Node* PrefixCache::child(Node* n, std::span<const int32_t> key) con
   return nullptr;
 }
 
+void PrefixCache::tell(uint32_t kind, const Node* n, const model::SequenceState* state, int64_t c) const {
+  if (!observer_) return;
+  model::StateOp op;
+  op.kind = kind;
+  op.a = n->id;
+  op.b = n->parent ? n->parent->id : 0;
+  op.c = c;
+  observer_(op, state);
+}
+
 void PrefixCache::touch(Node* n) {
   const uint64_t t = ++clock_;
   for (; n; n = n->parent) n->used = t;
@@ -50,6 +60,7 @@ int64_t PrefixCache::resume(std::span<const int32_t> prompt, model::SequenceStat
   for (Node* p = best; p != root_.get(); p = p->parent) blocks[size_t(p->depth - 1)] = p->block;
   state->adopt(blocks, best->depth * kBlock);
   state->load_recurrent(best->snapshot.data());
+  tell(model::StateOp::kResume, best, state, best->depth * kBlock);
   promote(best);  // a prompt parted here: a branch point
   touch(best);
   ++counts_.hits;
@@ -81,9 +92,11 @@ PrefixCache::Node* PrefixCache::extend(std::span<const int32_t> tokens, int64_t 
       node->block = state.blocks()[size_t(d - 1)];
       pool_->retain(node->block);
       node->depth = d;
+      node->id = ++next_id_;
       next = node.get();
       cur->children.push_back(std::move(node));
       ++n_nodes_;
+      tell(model::StateOp::kNode, next, &state, d - 1);
     }
     cur = next;
   }
@@ -108,6 +121,7 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const model::SequenceS
     cur->has_snapshot = true;
     cur->snapshot.resize(snap / 4);
     state.save_recurrent(cur->snapshot.data());
+    tell(model::StateOp::kSnapshot, cur, &state);
     snapshot_bytes_ += snap;
     ++n_snapshots_;
     ++counts_.inserts;
@@ -145,6 +159,7 @@ void PrefixCache::insert_provisional(std::span<const int32_t> tokens,
     cur->has_snapshot = true;
     cur->provisional = true;
     cur->made = ++clock_;
+    tell(model::StateOp::kCaptured, cur, &state, p);
     snapshot_bytes_ += snapshot.size() * 4;
     cur->snapshot = std::move(snapshot);
     ++n_snapshots_;
@@ -176,6 +191,7 @@ bool PrefixCache::drop_provisional() {
     victim->provisional = false;
     --n_provisional_;
     victim->has_snapshot = false;
+    tell(model::StateOp::kSnapshotGone, victim);
     snapshot_bytes_ -= victim->snapshot.size() * 4;
     std::vector<float>().swap(victim->snapshot);
     --n_snapshots_;
@@ -206,6 +222,7 @@ bool PrefixCache::insert_blocks(std::span<const int32_t> tokens, std::span<const
     node->key.assign(key.begin(), key.end());
     node->block = block;
     node->depth = d;
+    node->id = ++next_id_;
     Node* next = node.get();
     cur->children.push_back(std::move(node));
     ++n_nodes_;
@@ -253,6 +270,7 @@ void PrefixCache::remove_leaf(Node* n) {
       --n_snapshots_;
     }
     if (n->provisional) --n_provisional_;
+    tell(model::StateOp::kNodeGone, n);
     pool_->release(n->block);
     --n_nodes_;
     auto& sib = parent->children;

@@ -37,6 +37,7 @@
 
 #include "model/kv_pool.h"
 #include "model/state.h"
+#include "model/state_op.h"
 
 namespace qwen35::runtime {
 
@@ -85,6 +86,13 @@ class PrefixCache {
   PrefixCacheStats stats() const;
   size_t max_bytes() const { return max_bytes_; }
 
+  // A model split over ranks (dist/pipeline.h): every change to the tree's nodes, snapshots and
+  // block references, and every resume, told as it happens, as the model::StateOp the other
+  // ranks repeat (its `seq` left -1, `state` naming the state instead). Node ids are never
+  // reused; the root is 0.
+  using Observer = std::function<void(const model::StateOp& op, const model::SequenceState* state)>;
+  void set_observer(Observer f) { observer_ = std::move(f); }
+
   // Persistence (serve --cache-dir): one file per snapshot, holding its tokens, the KV rows
   // below it and the recurrent state, tagged with `fingerprint` (the checkpoint and the
   // arithmetic mode that computed it, and naming the file) and a checksum.
@@ -119,6 +127,7 @@ class PrefixCache {
  private:
   struct Node {
     Node* parent = nullptr;
+    uint64_t id = 0;           // its name to the observer; 0 at the root
     std::vector<int32_t> key;  // the kKvBlock token ids of this node's positions
     int32_t block = -1;        // their KV block (a pool reference); -1 at the root
     int64_t depth = 0;         // positions [0, depth · kKvBlock)
@@ -148,11 +157,14 @@ class PrefixCache {
                      std::vector<float> snapshot);
   void remove_leaf(Node* n);
   size_t bytes() const;
+  void tell(uint32_t kind, const Node* n, const model::SequenceState* state = nullptr, int64_t c = 0) const;
 
   model::KvPool* pool_;
   size_t max_bytes_;
   std::unique_ptr<Node> root_;
   uint64_t clock_ = 0;
+  uint64_t next_id_ = 0;
+  Observer observer_;
   int64_t n_nodes_ = 0, n_snapshots_ = 0, n_provisional_ = 0;
   size_t snapshot_bytes_ = 0;
   PrefixCacheStats counts_;

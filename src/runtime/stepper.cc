@@ -13,10 +13,8 @@ Stepper::Stepper(model::Model& model, const EngineOptions& opts) : model_(model)
   const int64_t per_slot = (opts_.ctx + block - 1) / block;
   if (opts_.kv_blocks <= 0) opts_.kv_blocks = per_slot * opts_.parallel;
   opts_.cache_interval = std::max<int64_t>(block, opts_.cache_interval / block * block);
-  if (opts_.forward) {  // split over ranks: the state changes that reach them (engine_options.h)
-    opts_.cache_bytes = 0;
-    if (opts_.spec.method == SpecMethod::kMtp) opts_.spec = SpecOptions{};
-  }
+  if (opts_.forward && opts_.spec.method == SpecMethod::kMtp)  // split: no drafts from the last rank
+    opts_.spec = SpecOptions{};
   // MTP drafting needs the head's cache in every state, and so in the pool.
   if (opts_.spec.method == SpecMethod::kMtp && !model_.mtp_enabled()) {
     const core::Status st = model_.enable_mtp();
@@ -27,6 +25,13 @@ Stepper::Stepper(model::Model& model, const EngineOptions& opts) : model_(model)
     states_.push_back(model_.new_state(opts_.ctx, pool_.get()));
   if (opts_.cache_bytes > 0)
     cache_ = std::make_unique<PrefixCache>(pool_.get(), size_t(opts_.cache_bytes));
+  if (opts_.forward) {
+    // The other ranks' states share a pool as these do. It has a block per slot more: a rank
+    // gives back a verification's rejected blocks at the sequence's next step, not at once.
+    record({model::StateOp::kPool, -1, uint64_t(opts_.kv_blocks + opts_.parallel), uint64_t(opts_.parallel), opts_.ctx});
+    if (cache_)
+      cache_->set_observer([this](const model::StateOp& op, const model::SequenceState* st) { record(op, st); });
+  }
   slots_.resize(size_t(opts_.parallel));
   leader_.assign(size_t(opts_.parallel), -1);
   // A sequence has at most a sample and a prefetch in flight: no job waits for a thread.
@@ -165,7 +170,7 @@ void Stepper::admit(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* 
     if (kv_deficit(r) > 0) break;
     std::unique_ptr<Sequence> s = std::move(waiting->front());
     waiting->pop_front();
-    states_[i]->reset();
+    reset_state(i);
     const SequenceLimits lim{context(), model_.config().vocab, model_.config().hidden,
                              cache_ ? opts_.cache_interval : 0, workers_.get()};
     // A fork of a prompt being computed waits for it and takes no cache entry of its own.
@@ -176,7 +181,7 @@ void Stepper::admit(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* 
                opts_.before_resume);
     });
     if (!oom.empty()) {
-      states_[i]->reset();
+      reset_state(i);
       s->finish("error", out, oom + " while starting the request");
       continue;
     }
@@ -201,7 +206,8 @@ void Stepper::fork_followers(size_t leader, const float* logits, StepOutput* out
     leader_[k] = -1;  // forked, or (no block for the copy) computing the prompt itself
     bool done = false;
     if (std::string oom = out_of_memory([&] {
-          slots_[k]->fork_from(*slots_[leader], logits, out, &done);
+          const bool forked = slots_[k]->fork_from(*slots_[leader], logits, out, &done);
+          if (forked) record({model::StateOp::kFork, int64_t(k), uint64_t(0), uint64_t(leader), 0});
         });
         !oom.empty()) {
       slots_[k]->finish("error", out, oom + " while sampling");
@@ -245,8 +251,21 @@ void Stepper::release(size_t i) {
   for (int& l : leader_)  // its forks, if its prompt was not read, compute it themselves
     if (l == int(i)) l = -1;
   leader_[i] = -1;
-  slots_[i]->state()->reset();  // its KV blocks go back to the pool
+  reset_state(i);  // its KV blocks go back to the pool
   slots_[i].reset();
+}
+
+void Stepper::reset_state(size_t i) {
+  states_[i]->reset();
+  record({model::StateOp::kReset, int64_t(i)});
+}
+
+void Stepper::record(model::StateOp op, const model::SequenceState* state) {
+  if (!opts_.forward) return;
+  if (state)
+    for (size_t i = 0; i < states_.size(); ++i)
+      if (states_[i].get() == state) op.seq = int64_t(i);
+  state_ops_.push_back(op);
 }
 
 bool Stepper::running() const {

@@ -133,6 +133,10 @@ class Stepper {
   void fail_tower(StepOutput* out, const std::string& why);
   bool tower_wanted();  // whether a running sequence's due image is the one in the tower
   bool advance(size_t row, const core::Status& st, StepOutput* out);
+  // Slot i's state back to position 0 (and, under a split, the other ranks' too).
+  void reset_state(size_t i);
+  // Under a split (opts_.forward): records a state change for the other ranks (state_ops_).
+  void record(model::StateOp op, const model::SequenceState* state = nullptr);
 
   model::Model& model_;
   EngineOptions opts_;
@@ -151,6 +155,8 @@ class Stepper {
   std::vector<size_t> row_logits_;  // first logits row of each batch row
   std::vector<float> logits_;
   std::vector<model::DraftRequest> draft_reqs_;  // the MTP head's requests of a step
+  // Under a split: the state changes since the last forward call, which the next one carries.
+  std::vector<model::StateOp> state_ops_;
 
   // The image in the vision tower, its output and its run; the stages this step runs.
   struct TowerWork {

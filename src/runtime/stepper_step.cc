@@ -30,10 +30,15 @@ void Stepper::step(StepOutput* out) {
   const auto t1 = Clock::now();
   core::Status st;
   if (std::string oom = out_of_memory([&] {
-        st = opts_.forward ? opts_.forward(rows_, row_slot_, &logits_) : model_.forward(rows_, &logits_);
+        if (!opts_.forward) {
+          st = model_.forward(rows_, &logits_);
+          return;
+        }
+        st = opts_.forward(state_ops_, rows_, row_slot_, &logits_);
       });
       !oom.empty())
     st = core::error(oom + " in the forward call");
+  state_ops_.clear();  // sent with the step (under a split), whatever became of it
   const auto t2 = Clock::now();
   for (size_t r = 0; r < rows_.size(); ++r) {
     bool done = false;

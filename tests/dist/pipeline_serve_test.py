@@ -2,7 +2,10 @@
 """`qwen35 serve` on a model split over two MPI ranks (docs/design.md "Past one machine"):
 concurrent == solo over HTTP (requests batched together in the engine's steps give each the text
 it gets alone), the split server's answers equal one process's (`qwen35 run`, greedy), and
-drafted == plain (prompt lookup: verified rows, commits that keep fewer, on every rank). Then
+drafted == plain (prompt lookup: verified rows, commits that keep fewer, on every rank);
+resumed == fresh: with the prefix cache on, a prompt extended, a branch from it and n=2 forks of
+one prompt get, bit for bit (text and logprobs), what a one-process server without the cache
+computes from scratch, and the split server did resume. Then
 rank 1 is stopped while a request runs: rank 0 answers it with an HTTP error naming the cause, and
 every rank is gone within 10 s; and rank 1 is killed while a request runs: the client gets an error
 (mpirun ends rank 0 at once, the connection closes), not a hang, and every rank is gone within
@@ -46,14 +49,28 @@ def complete(port, prompt, n=24, timeout=60, spec=None):
         return json.load(r)["choices"][0]["text"]
 
 
-def start_server(log, delay=None):
+def post(port, body, timeout=60):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.load(r)["choices"]
+
+
+def metric(port, name):
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
+        m = re.search(rf"^{name} (\S+)", r.read().decode(), re.M)
+    return float(m.group(1)) if m else None
+
+
+def start_server(log, delay=None, np=2, extra=()):
     env = dict(ENV)
     hook = []
     if delay:  # rank 0 waits between steps (the test hook), so a request is mid-stream for long
         env["QWEN35_PIPELINE_TEST_DELAY"] = str(delay)
         hook = ["-x", "QWEN35_PIPELINE_TEST_DELAY"]
-    p = subprocess.Popen(["mpirun", "-np", "2", "--mca", "btl", "self,tcp"] + hook +
-                         [BIN, "serve", "-m", MODEL, "--port", "0", "--parallel", "4", "--ctx", "256", "-t", "1"],
+    mpi = ["mpirun", "-np", str(np), "--mca", "btl", "self,tcp"] + hook if np > 1 else []
+    p = subprocess.Popen(mpi + [BIN, "serve", "-m", MODEL, "--port", "0", "--parallel", "4", "--ctx", "256", "-t", "1"] +
+                         list(extra),
                          stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -139,6 +156,58 @@ def stopped(failures):
             print(open(log.name).read(), file=sys.stderr)
 
 
+# A prompt of 180 tokens: its prefill copies the state at grid line 64 (a provisional snapshot)
+# and snapshots its last line, 128. The extension and the forks resume at 128, the branch
+# (parting near token 90) at 64, which makes the provisional snapshot an ordinary one.
+BASE = ("In the beginning God created the heaven and the earth. And the earth was without form, and void; "
+        "and darkness was upon the face of the deep. And the Spirit of God moved upon the face of the waters. "
+        "And God said, Let there be light: and there was light. And God saw the light, that it was good: and "
+        "God divided the light from the darkness. And God called the light Day, and the darkness he called Night. "
+        "And the evening and the morning were the first day. And God said, Let there be a firmament in the midst "
+        "of the waters, and let it divide the waters from the waters. And God made the firmament, and divided the "
+        "waters which were under the firmament from the waters which were above the firmament: and it was so. And "
+        "God called the firmament Heaven.")
+CACHE_REQUESTS = [
+    {"prompt": BASE, "max_tokens": 8},
+    {"prompt": BASE + " And the evening and the morning were the first day.", "max_tokens": 8},  # extended
+    {"prompt": BASE[:400] + " And the LORD spake unto Moses, saying,", "max_tokens": 8},        # a branch
+    {"prompt": BASE + " And God said,", "max_tokens": 8, "n": 2, "temperature": 0.9, "seed": 7},  # forks
+]
+
+
+def resumed_fresh():
+    """The same requests, in order, on one process without the prefix cache and on the split
+    server with it, at the default bound and at one so small that entries are evicted (a
+    provisional snapshot dropped, leaves removed, the branch and the forks resumed from what is
+    left): every choice's text and logprobs equal, and the split servers did resume."""
+    answers = {}
+    for name, np, extra in (("fresh", 1, ["--no-prefix-cache"]), ("split", 2, []),
+                            ("evicting", 2, ["--cache-mb", "0.4"])):
+        log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+        p, port = start_server(log, np=np, extra=extra)
+        try:
+            answers[name] = [post(port, dict({"temperature": 0, "logprobs": 1}, **r)) for r in CACHE_REQUESTS]
+            hits = metric(port, "qwen35_prefix_cache_hits_total")
+            if name == "split":
+                check(hits == 3, f"the split server resumed {hits} requests from the prefix cache, not 3")
+                promoted = metric(port, "qwen35_prefix_cache_promoted_total")
+                check(promoted and promoted >= 1, "the branch resumed from no provisional snapshot")
+            if name == "evicting":
+                evicted = metric(port, "qwen35_prefix_cache_evictions_total")
+                check(hits and evicted, f"the small cache resumed {hits} and evicted {evicted} entries")
+        except Exception:
+            print(open(log.name).read(), file=sys.stderr)
+            raise
+        finally:
+            stop(p)
+    for name in ("split", "evicting"):
+        for i, r in enumerate(CACHE_REQUESTS):
+            check(answers["fresh"][i] == answers[name][i], f"resumed != fresh ({name}) for request {i} "
+                  f"({r['prompt'][-30:]!r}): {answers[name][i]} vs {answers['fresh'][i]}")
+    check(answers["split"][3][0]["text"] != answers["split"][3][1]["text"], "the two forks sampled the same text")
+    print("pipeline_serve_test: resumed == fresh under -np 2 (extended, branch, n=2 forks; with evictions)")
+
+
 def main():
     # One process's greedy answers, the reference.
     plain = {}
@@ -176,6 +245,7 @@ def main():
               a and a.group(1), ")")
     finally:
         stop(p)
+    resumed_fresh()
     stopped(failures)
     # Kill rank 1 while a request streams (rank 0 waits 0.2 s between steps).
     log2 = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
