@@ -22,7 +22,8 @@ core::Result<LoadedModel> load_model(const LoadOptions& o) {
   else if (o.backend == "ref") ops = &kernels::ref_ops();
   else return core::error("unknown --backend '" + o.backend + "' (cpu, ref)");
   if (o.threads < 0) return core::error("--threads must be >= 0");
-  auto kv_types = kernels::parse_kv_types(o.kv_type);  // before the weights: a typo costs nothing
+  // Before the weights: a typo costs nothing.
+  auto kv_types = kernels::parse_kv_types(o.kv_type.empty() ? "f32" : o.kv_type);
   if (!kv_types.ok()) return core::error("--kv-type: " + kv_types.message());
   if (!o.isa.empty() && !kernels::cpu::limit_simd(o.isa))
     return core::error("--isa '" + o.isa + "' is not a SIMD target this build and CPU run (the default picks the best; e.g. AVX2, SSE4)");
@@ -50,6 +51,10 @@ core::Result<LoadedModel> load_model(const LoadOptions& o) {
   lm.pool = std::make_unique<core::ThreadPool>(o.threads);
   lm.model = std::make_unique<model::Model>(std::move(weights), *ops, lm.pool.get());
   lm.model->set_fast_activations(o.fast);
+  if (o.kv_type.empty() && o.fast) {
+    auto fast = kernels::parse_kv_types(kFastKvType);
+    if (fast.ok() && model::check_kv_types(lm.model->config(), *fast).ok()) kv_types = fast;
+  }
   QWEN35_RETURN_IF_ERROR(lm.model->set_kv_types(*kv_types));
   return lm;
 }

@@ -18,10 +18,16 @@ inline constexpr const char* kLoadModeHelp =
     "(pre-faulted file mapping)";
 
 inline constexpr const char* kKvTypeHelp =
-    "KV cache type, K[,V]: f32 (default, exact), bf16, q8_0, q4_0, turbo4, turbo3; a pair such as "
+    "KV cache type, K[,V]: f32, bf16, q8_0, q4_0, turbo4, turbo3 (default: f32; with --fast, q8_0 "
+    "where the model's head_dim takes it); a pair such as "
     "q8_0,turbo4 gives K and V each its own. q8_0/q4_0/turbo rows are Hadamard-rotated (head_dim "
     "a power of two); quantized on write, row by row, so every equality of the exact mode holds "
     "within the type";
+
+// The fast mode's KV cache type when none is named (docs/benchmarks.md: its next-token
+// distributions match the f32 cache's to a mean KL of 1e-7 on the bundled model, and decode at
+// depth reads a quarter of the bytes).
+inline constexpr const char* kFastKvType = "q8_0";
 
 struct LoadOptions {
   std::string model_dir;
@@ -30,7 +36,9 @@ struct LoadOptions {
   std::string load_mode = "anon";  // anon | mmap | populate
   bool fast = false;               // int8 activations for quantized matmuls (MLX, GGUF)
   std::string isa;                 // empty: the best SIMD target; else cap dispatch at this one
-  std::string kv_type = "f32";     // --kv-type K[,V] (kernels::parse_kv_types)
+  // --kv-type K[,V] (kernels::parse_kv_types); empty: f32, or with --fast kFastKvType where the
+  // model's head_dim takes it.
+  std::string kv_type;
   // GGUF models: the vision tower's mmproj file; empty: the one mmproj*.gguf beside the model,
   // if any. A tower that cannot be bound leaves the text model usable (vision_problem says why).
   std::string mmproj;

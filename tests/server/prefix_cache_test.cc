@@ -32,7 +32,8 @@ TEST_P(PrefixCacheChat, SixTurnsResumedEqualsFresh) {
   };
   ServerProcess off(model, with({"--no-prefix-cache"}));
   ServerProcess on(model, with({"--cache-interval", "128"}));
-  ServerProcess tiny(model, with({"--cache-mb", "0.6", "--cache-interval", "64"}));
+  // A cache that must evict: fast mode's q8_0 KV blocks are a quarter of f32's.
+  ServerProcess tiny(model, with({"--cache-mb", fast ? "0.3" : "0.6", "--cache-interval", "64"}));
   ASSERT_TRUE(off.ready() && on.ready() && tiny.ready()) << off.log() << on.log() << tiny.log();
   const std::vector<std::string> users = {
       "In the beginning God created the heaven and the earth. Tell me what happened next.",
