@@ -1,7 +1,7 @@
 """Evaluate an exported checkpoint: trainer vs oracle vs engine, perplexity, MTP agreement, samples.
 
     /usr/bin/python3 tools/train/evaluate.py --model models/qwen35-tiny-kjv --data /tmp/q35data \
-        [--engine /work/main/build/qwen35] [--oracle /work/shared/oracle/qwen35_ref.py] [--json out.json]
+        [--engine build/qwen35] --oracle PATH/qwen35_ref.py [--json out.json]
 
 The trainer's model is rebuilt from the exported bf16 tensors (so all three run the same weights)
 and run in float32.
@@ -104,8 +104,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
     ap.add_argument("--data", required=True)
-    ap.add_argument("--engine", default="/work/main/build/qwen35")
-    ap.add_argument("--oracle", default="/work/shared/oracle/qwen35_ref.py")
+    ap.add_argument("--engine", default="build/qwen35", help="the qwen35 binary")
+    ap.add_argument("--oracle", required=True, help="the float64 Qwen3.5 reference (qwen35_ref.py)")
     ap.add_argument("--windows", type=int, default=4, help="held-out windows per source")
     ap.add_argument("--seq", type=int, default=256)
     ap.add_argument("--oracle-tokens", type=int, default=256)

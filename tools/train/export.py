@@ -20,7 +20,8 @@ import sys
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-CHAT_TEMPLATE = "/work/shared/fixtures/chat_template/qwen35/chat_template.jinja"
+CHAT_TEMPLATE = os.path.join(os.path.dirname(os.path.dirname(HERE)), "tests", "fixtures",
+                             "chat_template", "qwen35", "chat_template.jinja")
 
 
 # ------------------------------------------------------------------ numerics
