@@ -31,27 +31,33 @@ void operator delete(void* p, size_t) noexcept { std::free(p); }
 namespace qwen35::model {
 namespace {
 
+// Heap allocations over 50 decode steps of a fresh state after a 10-token prompt and 3 warm-up
+// steps (workspaces reach their decode size).
+long decode_allocations(Model& m) {
+  auto st = m.new_state(256);
+  std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
+  std::vector<float> logits;
+  SequenceRows r{st.get(), prompt, false};
+  EXPECT_TRUE(m.forward(std::span<const SequenceRows>(&r, 1), &logits).ok());
+  int32_t tok = 5;
+  auto step = [&] {
+    SequenceRows d{st.get(), std::span<const int32_t>(&tok, 1), false};
+    EXPECT_TRUE(m.forward(std::span<const SequenceRows>(&d, 1), &logits).ok());
+    tok = (tok * 31 + 7) % 1000;
+  };
+  for (int i = 0; i < 3; ++i) step();
+  const long before = g_allocs.load();
+  for (int i = 0; i < 50; ++i) step();
+  return g_allocs.load() - before;
+}
+
 TEST(Alloc, DecodeStepsDoNotAllocate) {
   for (const char* name : {"dense_q4_untied", "moe_bf16"}) {
     auto w = load_weights(qwen35::testing::fixture_models_dir() + "/" + name + "/ckpt");
     ASSERT_TRUE(w.ok());
     core::ThreadPool pool(2);
     Model m(std::move(*w), kernels::cpu_ops(), &pool);
-    auto st = m.new_state(256);
-    std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-    std::vector<float> logits;
-    SequenceRows r{st.get(), prompt, false};
-    ASSERT_TRUE(m.forward(std::span<const SequenceRows>(&r, 1), &logits).ok());
-    int32_t tok = 5;
-    auto step = [&] {
-      SequenceRows d{st.get(), std::span<const int32_t>(&tok, 1), false};
-      ASSERT_TRUE(m.forward(std::span<const SequenceRows>(&d, 1), &logits).ok());
-      tok = (tok * 31 + 7) % 1000;
-    };
-    for (int i = 0; i < 3; ++i) step();  // warm-up: workspaces reach their decode size
-    const long before = g_allocs.load();
-    for (int i = 0; i < 50; ++i) step();
-    EXPECT_EQ(g_allocs.load() - before, 0) << name << ": heap allocations while decoding";
+    EXPECT_EQ(decode_allocations(m), 0) << name << ": heap allocations while decoding";
   }
 }
 
@@ -65,21 +71,7 @@ TEST(Alloc, DecodeStepsDoNotAllocateWithCompressedKv) {
   using kernels::KvType;
   for (KvType t : {KvType::kBF16, KvType::kQ8_0, KvType::kQ4_0, KvType::kTurbo4, KvType::kTurbo3}) {
     ASSERT_TRUE(m.set_kv_types({t, t}).ok());
-    auto st = m.new_state(256);
-    std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10};
-    std::vector<float> logits;
-    SequenceRows r{st.get(), prompt, false};
-    ASSERT_TRUE(m.forward(std::span<const SequenceRows>(&r, 1), &logits).ok());
-    int32_t tok = 5;
-    auto step = [&] {
-      SequenceRows d{st.get(), std::span<const int32_t>(&tok, 1), false};
-      ASSERT_TRUE(m.forward(std::span<const SequenceRows>(&d, 1), &logits).ok());
-      tok = (tok * 31 + 7) % 1000;
-    };
-    for (int i = 0; i < 3; ++i) step();
-    const long before = g_allocs.load();
-    for (int i = 0; i < 50; ++i) step();
-    EXPECT_EQ(g_allocs.load() - before, 0) << kernels::kv_type_name(t) << ": heap allocations while decoding";
+    EXPECT_EQ(decode_allocations(m), 0) << kernels::kv_type_name(t) << ": heap allocations while decoding";
   }
 }
 

@@ -58,6 +58,54 @@ void run(const Context& ctx, size_t n, const core::ThreadPool::RangeFn& fn, size
   ctx.pool->parallel_for(n, fn, grain);
 }
 
+// The query side of attention, shared by every cache format. A work item is kPositionsPerItem
+// consecutive positions of one key/value head: kPositionsPerItem·rep queries that share every
+// key/value block, read once for all of them. Items go out in a folded order (first, last,
+// second, ...) so each thread's contiguous share mixes cheap early positions with costly late
+// ones (causal). Each query is normed and rotated into the thread's scratch; attend(ts, kh, qp,
+// np, nq, op) runs the queries over head kh's cache; then the output gate, when gated. Each
+// query's arithmetic does not depend on its item: the same bits.
+constexpr int64_t kPositionsPerItem = 4;
+
+template <class Attend>
+void attention_items(const Context& ctx, const Ops::AttentionParams& p, const float* qg, int64_t n,
+                     int64_t pos0, float* out, cpu::ThreadScratch* threads, Attend&& attend) {
+  const int64_t hd = p.head_dim, nkv = p.n_kv_heads, nh = p.n_heads, rep = nh / nkv;
+  const int64_t q_row = p.gated ? 2 * hd : hd;  // floats per head in qg
+  const int64_t items = (n + kPositionsPerItem - 1) / kPositionsPerItem * nkv;
+  run(ctx, size_t(items), [&](size_t b, size_t e, int tid) {
+    const size_t nq_max = size_t(kPositionsPerItem * rep);
+    cpu::ThreadScratch& ts = threads[tid];
+    float* qs = cpu::grow(ts.queries, nq_max * size_t(hd));
+    const float** qp = cpu::grow(ts.query_rows, nq_max);
+    float** op = cpu::grow(ts.out_rows, nq_max);
+    int64_t* np = cpu::grow(ts.n_pos, nq_max);
+    for (size_t it = b; it < e; ++it) {
+      const int64_t f = it % 2 == 0 ? int64_t(it / 2) : items - 1 - int64_t(it / 2);
+      const int64_t t0 = f / nkv * kPositionsPerItem, kh = f % nkv;
+      const int64_t t1 = std::min(n, t0 + kPositionsPerItem);
+      int nq = 0;
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {
+          float* q = qs + nq * hd;
+          rms_norm_row(qg + (t * nh + h) * q_row, hd, p.q_norm, p.eps, q);
+          p.rope(q, t, pos0);
+          qp[nq] = q;
+          op[nq] = out + (t * nh + h) * hd;
+          np[nq] = pos0 + t + 1;
+        }
+      attend(ts, kh, qp, np, nq, op);
+      if (!p.gated) continue;
+      nq = 0;
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {
+          const float* gate = qg + (t * nh + h) * 2 * hd + hd;
+          for (int64_t i = 0; i < hd; ++i) op[nq][i] *= sigmoid(gate[i]);
+        }
+    }
+  });
+}
+
 class CpuOps final : public Ops {
  public:
   const char* name() const override { return "cpu"; }
@@ -168,47 +216,16 @@ class CpuOps final : public Ops {
     std::unique_ptr<cpu::CpuWorkspace> temp;
     cpu::ThreadScratch* threads = cpu::workspace_of(ctx, this, temp).threads(ctx);
     const float scale = 1.0f / std::sqrt(float(hd));
-    const int64_t q_row = p.gated ? 2 * hd : hd;  // floats per head in qg
-    // A work item is kPositionsPerItem consecutive positions of one key/value head: kPositionsPerItem·rep queries that share
-    // every key/value block, read once for all of them. Items go out in a folded order (first,
-    // last, second, ...) so each thread's contiguous share mixes cheap early positions with costly
-    // late ones (causal). Each query's arithmetic does not depend on its item: the same bits.
-    constexpr int64_t kPositionsPerItem = 4;
-    const int64_t items = (n + kPositionsPerItem - 1) / kPositionsPerItem * nkv;
-    run(ctx, size_t(items), [&](size_t b, size_t e, int tid) {
-      const size_t nq_max = size_t(kPositionsPerItem * rep);
-      cpu::ThreadScratch& ts = threads[tid];
-      float* qs = cpu::grow(ts.queries, nq_max * size_t(hd));
-      float* s = cpu::grow(ts.scores, nq_max * 64);
-      float* m = cpu::grow(ts.softmax_stats, 2 * nq_max);
-      const float** qp = cpu::grow(ts.query_rows, nq_max);
-      float** op = cpu::grow(ts.out_rows, nq_max);
-      int64_t* np = cpu::grow(ts.n_pos, nq_max);
-      for (size_t it = b; it < e; ++it) {
-        const int64_t f = it % 2 == 0 ? int64_t(it / 2) : items - 1 - int64_t(it / 2);
-        const int64_t t0 = f / nkv * kPositionsPerItem, kh = f % nkv, t1 = std::min(n, t0 + kPositionsPerItem);
-        int nq = 0;
-        for (int64_t t = t0; t < t1; ++t)
-          for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {
-            float* q = qs + nq * hd;
-            rms_norm_row(qg + (t * nh + h) * q_row, hd, p.q_norm, p.eps, q);
-            p.rope(q, t, pos0);
-            qp[nq] = q;
-            op[nq] = out + (t * nh + h) * hd;
-            np[nq] = pos0 + t + 1;
-          }
-        cpu::attend_many(qp, np, nq, {cache.k_blocks, cache.v_blocks, kh * hd, nkv * hd, p.first_key},
-                         hd, scale, s, m, op);
-        if (!p.gated) continue;
-        nq = 0;
-        for (int64_t t = t0; t < t1; ++t)
-          for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {
-            const float* gate = qg + (t * nh + h) * 2 * hd + hd;
-            float* o = op[nq];
-            for (int64_t i = 0; i < hd; ++i) o[i] *= sigmoid(gate[i]);
-          }
-      }
-    });
+    attention_items(ctx, p, qg, n, pos0, out, threads,
+                    [&](cpu::ThreadScratch& ts, int64_t kh, const float** qp, const int64_t* np,
+                        int nq, float** op) {
+                      const size_t nq_max = size_t(kPositionsPerItem * rep);
+                      float* s = cpu::grow(ts.scores, nq_max * 64);
+                      float* m = cpu::grow(ts.softmax_stats, 2 * nq_max);
+                      cpu::attend_many(qp, np, nq,
+                                       {cache.k_blocks, cache.v_blocks, kh * hd, nkv * hd, p.first_key},
+                                       hd, scale, s, m, op);
+                    });
   }
 
   // attention() over a cache of another format (kv_attend.h): each K and V row encoded on its
@@ -216,7 +233,7 @@ class CpuOps final : public Ops {
   void attention_compressed(const Context& ctx, const AttentionParams& p, const float* qg,
                             const float* k, const float* v, int64_t n, int64_t pos0,
                             const KvView& cache, float* out) const {
-    const int64_t hd = p.head_dim, nkv = p.n_kv_heads, nh = p.n_heads, rep = nh / nkv;
+    const int64_t hd = p.head_dim, nkv = p.n_kv_heads;
     QWEN35_CHECK(cache.k_format.head_dim == hd && cache.v_format.head_dim == hd);
     const int64_t kb = int64_t(kv_row_bytes(cache.k_format)), vb = int64_t(kv_row_bytes(cache.v_format));
     QWEN35_CHECK(cache.k_stride() == nkv * kb && cache.v_stride() == nkv * vb);
@@ -233,43 +250,14 @@ class CpuOps final : public Ops {
       }
     });
     const float scale = 1.0f / std::sqrt(float(hd));
-    const int64_t q_row = p.gated ? 2 * hd : hd;
-    constexpr int64_t kPositionsPerItem = 4;
-    const int64_t items = (n + kPositionsPerItem - 1) / kPositionsPerItem * nkv;
-    run(ctx, size_t(items), [&](size_t b, size_t e, int tid) {
-      const size_t nq_max = size_t(kPositionsPerItem * rep);
-      cpu::ThreadScratch& ts = threads[tid];
-      float* qs = cpu::grow(ts.queries, nq_max * size_t(hd));
-      const float** qp = cpu::grow(ts.query_rows, nq_max);
-      float** op = cpu::grow(ts.out_rows, nq_max);
-      int64_t* np = cpu::grow(ts.n_pos, nq_max);
-      for (size_t it = b; it < e; ++it) {
-        const int64_t f = it % 2 == 0 ? int64_t(it / 2) : items - 1 - int64_t(it / 2);
-        const int64_t t0 = f / nkv * kPositionsPerItem, kh = f % nkv;
-        const int64_t t1 = std::min(n, t0 + kPositionsPerItem);
-        int nq = 0;
-        for (int64_t t = t0; t < t1; ++t)
-          for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {
-            float* q = qs + nq * hd;
-            rms_norm_row(qg + (t * nh + h) * q_row, hd, p.q_norm, p.eps, q);
-            p.rope(q, t, pos0);
-            qp[nq] = q;
-            op[nq] = out + (t * nh + h) * hd;
-            np[nq] = pos0 + t + 1;
-          }
-        const cpu::KvHeadRows rows{cache.k_blocks, cache.v_blocks, kh * kb, kh * vb,
-                                   cache.k_stride(), cache.v_stride(), cache.k_format,
-                                   cache.v_format, p.first_key};
-        cpu::attend_kv_many(qp, np, nq, rows, scale, &ts.kv_attend, op);
-        if (!p.gated) continue;
-        nq = 0;
-        for (int64_t t = t0; t < t1; ++t)
-          for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {
-            const float* gate = qg + (t * nh + h) * 2 * hd + hd;
-            for (int64_t i = 0; i < hd; ++i) op[nq][i] *= sigmoid(gate[i]);
-          }
-      }
-    });
+    attention_items(ctx, p, qg, n, pos0, out, threads,
+                    [&](cpu::ThreadScratch& ts, int64_t kh, const float** qp, const int64_t* np,
+                        int nq, float** op) {
+                      const cpu::KvHeadRows rows{cache.k_blocks, cache.v_blocks, kh * kb, kh * vb,
+                                                 cache.k_stride(), cache.v_stride(), cache.k_format,
+                                                 cache.v_format, p.first_key};
+                      cpu::attend_kv_many(qp, np, nq, rows, scale, &ts.kv_attend, op);
+                    });
   }
 
   void conv1d_silu(const Context& ctx, const float* x, int64_t n, int64_t ch, const float* w,
