@@ -233,6 +233,17 @@ TEST(Cli, BenchJsonFields) {
   EXPECT_EQ(dj["n_depth"], 5);
   EXPECT_GT(dj["tg_tok_s"].get<double>(), 0);
   EXPECT_NE(dj["logits_hash"], j["logits_hash"]);
+  // --depth-fill random: the -d context written in place (model/depth_fill.h) and resumed from
+  // by every tg request, in a compressed type too; -d off the 64-position grid is refused.
+  auto filled = testing::run_qwen35("bench -m " + testing::fixture_models_dir() +
+                                    "/moe_q4/ckpt -p 4 -n 2 -d 128 -r 1 --kv-type q4_0 --depth-fill random --json");
+  ASSERT_EQ(filled.exit_code, 0) << filled.err;
+  const auto fj = nlohmann::json::parse(filled.out);
+  EXPECT_EQ(fj["depth_fill"], "random");
+  EXPECT_GT(fj["tg_tok_s"].get<double>(), 0);
+  auto off_grid = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -d 5 --depth-fill random");
+  EXPECT_NE(off_grid.exit_code, 0);
+  EXPECT_NE(off_grid.err.find("multiple of 64"), std::string::npos) << off_grid.err;
   EXPECT_NE(testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -d -1").exit_code, 0);
   EXPECT_NE(testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -b 0").exit_code, 0);
   auto nosuch = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt --isa nosuch");
