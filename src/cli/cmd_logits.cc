@@ -68,6 +68,9 @@ int cmd_logits(int argc, char** argv) {
                  "both perplexities over the last --window positions before --depth");
   app.add_option("--depth", kq.depth, "with --kl-text: tokens of the text fed (default: all)");
   app.add_option("--window", kq.window, "with --kl-text: positions measured (default 256)");
+  app.add_option("--kl-also", kq.more_types,
+                 "with --kl-text: one more KV type measured in the same pass against the same f32 "
+                 "state (repeatable)");
   app.add_option("--ppl-ctx", kq.ppl_ctx,
                  "with --kl-text, instead of --depth: perplexity (and KL) at context C: the text "
                  "cut into consecutive chunks of C tokens, each from an empty state, the second "

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <span>
 #include <sstream>
 #include <string>
@@ -12,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/model_assets.h"
 #include "kernels/kv_format.h"
+#include "model/kv_pool.h"
 #include "tokenizer/tokenizer.h"
 
 namespace qwen35::cli {
@@ -52,29 +54,33 @@ void measure_row(const float* ref, const float* got, int64_t V, int32_t next, Me
   }
 }
 
-// Feeds seg to both states (each reset first), in chunks on the 64-position grid, and measures
-// the rows at positions [from, to) of seg: their next token is seg's next one, or none past
-// its end (`after`: the token that follows seg in the text, -1 if none).
+// Feeds seg to the f32 state and each type's (every state reset first), in chunks on the
+// 64-position grid, and measures the rows at positions [from, to) of seg: their next token is
+// seg's next one, or none past its end (`after`: the token that follows seg in the text, -1
+// if none). states[i]'s rows go to meas[i].
 core::Status measure_segment(model::Model& m, model::SequenceState* ref_state,
-                             model::SequenceState* state, std::span<const int32_t> seg,
-                             int64_t from, int64_t to, int32_t after, int64_t chunk,
-                             Measured* meas) {
+                             std::span<model::SequenceState* const> states,
+                             std::span<const int32_t> seg, int64_t from, int64_t to, int32_t after,
+                             int64_t chunk, std::vector<Measured>* meas) {
   ref_state->reset();
-  state->reset();
+  for (auto* st : states) st->reset();
   const int64_t n = int64_t(seg.size()), V = m.config().vocab;
   std::vector<float> ref_logits, logits;
   for (int64_t p = 0; p < n;) {
     const int64_t end = p < from ? std::min(from, p + chunk) : std::min(n, p + chunk);
     const bool all = p >= from;
     const std::span<const int32_t> rows_ids = seg.subspan(size_t(p), size_t(end - p));
-    model::SequenceRows a{ref_state, rows_ids, all}, b{state, rows_ids, all};
+    model::SequenceRows a{ref_state, rows_ids, all};
     if (auto st = m.forward(std::span<const model::SequenceRows>(&a, 1), &ref_logits); !st.ok()) return st;
-    if (auto st = m.forward(std::span<const model::SequenceRows>(&b, 1), &logits); !st.ok()) return st;
-    for (int64_t r = 0; all && r < end - p; ++r) {
-      const int64_t pos = p + r;
-      if (pos >= to) break;
-      const int32_t next = pos + 1 < n ? seg[size_t(pos + 1)] : after;
-      measure_row(ref_logits.data() + r * V, logits.data() + r * V, V, next, meas);
+    for (size_t i = 0; i < states.size(); ++i) {
+      model::SequenceRows b{states[i], rows_ids, all};
+      if (auto st = m.forward(std::span<const model::SequenceRows>(&b, 1), &logits); !st.ok()) return st;
+      for (int64_t r = 0; all && r < end - p; ++r) {
+        const int64_t pos = p + r;
+        if (pos >= to) break;
+        const int32_t next = pos + 1 < n ? seg[size_t(pos + 1)] : after;
+        measure_row(ref_logits.data() + r * V, logits.data() + r * V, V, next, &(*meas)[i]);
+      }
     }
     p = end;
   }
@@ -123,33 +129,48 @@ int run_kv_quality(const LoadOptions& lo, const KvQualityOptions& o) {
   auto lm = load_model(lo);
   if (!lm.ok()) return fail("logits", lm.message());
   model::Model& m = *lm->model;
-  const kernels::KvTypes types = m.kv_types();
-  auto state = m.new_state(depth);
+  // The types measured: --kv-type's, then each --kl-also (one pass, one f32 state for all).
+  std::vector<kernels::KvTypes> types = {m.kv_types()};
+  for (const std::string& spec : o.more_types) {
+    auto t = kernels::parse_kv_types(spec);
+    if (!t.ok()) return fail("logits", "--kl-also: " + t.message());
+    if (auto st = model::check_kv_types(m.config(), *t); !st.ok()) return fail("logits", "--kl-also: " + st.message());
+    types.push_back(*t);
+  }
+  std::vector<std::unique_ptr<model::SequenceState>> owned;
+  std::vector<model::SequenceState*> states;
+  for (const kernels::KvTypes& t : types) {
+    if (auto st = m.set_kv_types(t); !st.ok()) return fail("logits", st.message());
+    owned.push_back(m.new_state(depth));
+    states.push_back(owned.back().get());
+  }
   if (!m.set_kv_types({}).ok()) return fail("logits", "f32 KV");
   auto ref_state = m.new_state(depth);
-  Measured meas;
+  std::vector<Measured> meas(types.size());
   const std::span<const int32_t> all_ids(*ids);
   if (o.ppl_ctx > 0) {
     // Perplexity at a context C: consecutive chunks of C tokens, each from empty states; the
     // rows of the second half predict the chunk's next token, positions [C/2, C-1).
     const int64_t C = o.ppl_ctx, chunks = n_ids / C;
     for (int64_t k = 0; k < chunks; ++k) {
-      auto st = measure_segment(m, ref_state.get(), state.get(), all_ids.subspan(size_t(k * C), size_t(C)),
+      auto st = measure_segment(m, ref_state.get(), states, all_ids.subspan(size_t(k * C), size_t(C)),
                                 C / 2, C - 1, -1, o.chunk, &meas);
       if (!st.ok()) return fail("logits", st.message());
     }
-    print_measured(types, meas, "context " + std::to_string(C) + ", " + std::to_string(chunks) +
-                                    " chunks, " + std::to_string(meas.predicted) +
-                                    " tokens scored (the second half of each chunk)");
+    for (size_t i = 0; i < types.size(); ++i)
+      print_measured(types[i], meas[i], "context " + std::to_string(C) + ", " + std::to_string(chunks) +
+                                            " chunks, " + std::to_string(meas[i].predicted) +
+                                            " tokens scored (the second half of each chunk)");
     return 0;
   }
   const int64_t from = depth - o.window;
   const int32_t after = depth < n_ids ? (*ids)[size_t(depth)] : -1;
-  auto st = measure_segment(m, ref_state.get(), state.get(), all_ids.first(size_t(depth)), from,
+  auto st = measure_segment(m, ref_state.get(), states, all_ids.first(size_t(depth)), from,
                             depth, after, o.chunk, &meas);
   if (!st.ok()) return fail("logits", st.message());
-  print_measured(types, meas, "depth " + std::to_string(depth) + ", positions " +
-                                  std::to_string(from) + ".." + std::to_string(depth - 1));
+  for (size_t i = 0; i < types.size(); ++i)
+    print_measured(types[i], meas[i], "depth " + std::to_string(depth) + ", positions " +
+                                          std::to_string(from) + ".." + std::to_string(depth - 1));
   return 0;
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "cli/model_loader.h"
 
@@ -18,6 +19,8 @@ struct KvQualityOptions {
   // of ppl_ctx tokens, each fed from empty states, the second half of each chunk measured (its
   // rows predict the chunk's next token), as llama.cpp's perplexity tool counts.
   int64_t ppl_ctx = 0;
+  // More KV types measured in the same pass, against the same f32 state ("q8_0", "q8_0,turbo4").
+  std::vector<std::string> more_types;
 };
 
 // Feeds the text's first `depth` tokens to two states, one with an f32 cache and one with
