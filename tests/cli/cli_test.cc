@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "formats/npy.h"
@@ -193,6 +194,43 @@ TEST(Cli, UnknownCommandAndHelp) {
 
 namespace qwen35 {
 namespace {
+
+// logits --kl-text: f32 against f32 moves nothing (KL 0, equal perplexities, top-1 1); a type
+// measured beside others in one pass (--kl-also) prints the line it prints alone; --ppl-ctx
+// scores the second half of each whole chunk: 63 tokens of each 128 (positions 64..126).
+TEST(Cli, KlTextPerplexityAndKlAlso) {
+  TempDir d;
+  const std::string text = d.file("text.txt");
+  {
+    std::ofstream f(text);
+    for (int i = 0; i < 40; ++i)
+      f << "And God said, Let there be light: and there was light. And the evening and the morning were the day " << i << ".\n";
+  }
+  const std::string base = "logits -m " + testing::source_dir() + "/models/qwen35-tiny-kjv --kl-text " + text;
+  auto same = run_qwen35(base + " --kv-type f32 --ppl-ctx 128");
+  ASSERT_EQ(same.exit_code, 0) << same.err;
+  auto ids = run_qwen35("tokenize -m " + testing::source_dir() + "/models/qwen35-tiny-kjv --file " + text);
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  const int64_t chunks = int64_t(nlohmann::json::parse(ids.out).size()) / 128;
+  ASSERT_GE(chunks, 2);
+  EXPECT_NE(same.out.find(std::to_string(chunks) + " chunks, " + std::to_string(chunks * 63) + " tokens scored"),
+            std::string::npos) << same.out;
+  EXPECT_NE(same.out.find("mean KL 0.000e+00, p99 KL 0.000e+00, top-1 agreement 1.0000"), std::string::npos) << same.out;
+  const size_t p = same.out.find("perplexity ");
+  ASSERT_NE(p, std::string::npos);
+  std::istringstream nums(same.out.substr(p + 11));
+  double type_ppl = 0, ref_ppl = 0;
+  std::string vs;
+  nums >> type_ppl >> vs >> ref_ppl;
+  EXPECT_EQ(type_ppl, ref_ppl) << same.out;
+  auto alone = run_qwen35(base + " --kv-type q4_0 --depth 256 --window 64");
+  auto together = run_qwen35(base + " --kv-type q8_0 --kl-also q4_0 --depth 256 --window 64");
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  ASSERT_EQ(together.exit_code, 0) << together.err;
+  EXPECT_NE(together.out.find(alone.out), std::string::npos) << alone.out << together.out;
+  EXPECT_NE(together.out.find("kv q8_0 vs f32"), std::string::npos) << together.out;
+  EXPECT_NE(run_qwen35(base + " --ppl-ctx 128 --depth 256").exit_code, 0);
+}
 
 // bench reports its fields (values are not asserted: speed is measured, never unit-tested).
 TEST(Cli, BenchJsonFields) {
