@@ -70,6 +70,9 @@ void add_pipeline_flags(flags::App& app, PipelineFlags& f) {
                  "(weights + state + KV) is an error");
   app.add_option("--pipeline-timeout", f.timeout_s, "under mpirun: seconds a rank may be silent (dead or "
                  "stalled) before every rank stops (default 5)");
+  app.add_option("--pipeline-microbatches", f.microbatches, "under mpirun: cut each step's sequences (each "
+                 "whole) into up to this many micro-batches that follow each other down the ranks, so that "
+                 "the ranks compute at once (default 1: a step whole)");
 }
 
 void Pipeline::finish() {
@@ -103,6 +106,7 @@ core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, 
   const int world = dist::launched_world_size();
   if (world <= 1) return load_model(o);
   if (f.timeout_s <= 0) return core::error("--pipeline-timeout must be > 0");
+  if (f.microbatches < 1 || f.microbatches > 256) return core::error("--pipeline-microbatches must be in 1..256");
   QWEN35_ASSIGN_OR_RETURN(pipe->comm, dist::Comm::start(f.timeout_s));
   dist::Comm& comm = *pipe->comm;
   const int rank = comm.rank();
@@ -138,6 +142,7 @@ core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, 
                  "positions, f32)\n%s", world, lm->model->weights().layers.size(), (long long)slots,
                  slots == 1 ? "" : "s", (long long)context, described.c_str());
   pipe->stage = std::make_unique<dist::PipelineStage>(comm, *lm->model, pipe->plan);
+  pipe->stage->set_microbatches(f.microbatches);
   return lm;
 }
 

@@ -28,6 +28,7 @@ struct PipelineFlags {
   bool print_plan = false;  // --pipeline-plan
   double budget_mb = 0;    // --rank-budget-mb (0: none)
   double timeout_s = 5;    // --pipeline-timeout: a rank silent this long ends the job
+  int microbatches = 1;    // --pipeline-microbatches: a step's sequences cut into this many
 };
 
 void add_pipeline_flags(flags::App& app, PipelineFlags& f);

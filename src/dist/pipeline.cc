@@ -67,14 +67,32 @@ void test_delay(uint64_t steps) {
   std::this_thread::sleep_for(std::chrono::duration<double>(delay));
 }
 
+// Where a step's micro-batches begin: at most `m` groups of whole sequences, in order, none
+// empty, each cut where the rows so far first reach its share of the step's rows.
+std::vector<size_t> microbatch_starts(std::span<const model::SequenceRows> batch, int m) {
+  int64_t total = 0;
+  for (const model::SequenceRows& r : batch) total += int64_t(r.tokens.size());
+  const size_t groups = std::min(batch.size(), size_t(std::max(m, 1)));
+  std::vector<size_t> starts{0};
+  int64_t rows = 0;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const size_t k = starts.size();
+    if (k < groups && i > starts.back() &&
+        (rows * int64_t(groups) >= total * int64_t(k) || batch.size() - i <= groups - k))
+      starts.push_back(i);
+    rows += int64_t(batch[i].tokens.size());
+  }
+  return starts;
+}
+
 }  // namespace
 
 PipelineStage::PipelineStage(Comm& comm, model::Model& model, const model::PipelinePlan& plan)
     : comm_(comm), model_(model), plan_(plan) {}
 
-core::Status PipelineStage::step(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
-                                 std::vector<float>* logits, std::span<const model::StateOp> ops) {
-  if (seqs.size() != batch.size()) return core::error("[pipeline] a step names every sequence of its batch");
+std::vector<uint8_t> PipelineStage::step_header(std::span<const model::SequenceRows> batch,
+                                                std::span<const StepSequence> seqs,
+                                                std::span<const model::StateOp> ops) const {
   std::vector<uint8_t> msg;
   put(msg, uint32_t(kStep));
   put(msg, uint32_t(ops.size()));
@@ -104,16 +122,40 @@ core::Status PipelineStage::step(std::span<const model::SequenceRows> batch, std
     put(msg, uint32_t(r.captures.size()));
     for (const model::StateCapture& c : r.captures) put(msg, c.pos);
   }
-  QWEN35_RETURN_IF_ERROR(model_.forward_layers(batch, 0, share().end, &hidden_, nullptr));
-  put(msg, hidden_.data(), hidden_.size() * sizeof(float));
+  return msg;
+}
+
+// Each micro-batch through rank 0's layers and posted on; then their logits, in order. A
+// micro-batch that fails here (bad input, which the engine checks before) still has the ones
+// sent before it answered, so that no logits are left for the next step to read.
+core::Status PipelineStage::step(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
+                                 std::vector<float>* logits, std::span<const model::StateOp> ops) {
+  if (seqs.size() != batch.size()) return core::error("[pipeline] a step names every sequence of its batch");
+  const std::vector<size_t> starts = microbatch_starts(batch, microbatches_);
   test_delay(steps_++);
-  QWEN35_RETURN_IF_ERROR(comm_.send(1, kStepTag, msg));
-  bytes_sent_ += msg.size();
-  QWEN35_ASSIGN_OR_RETURN(std::vector<uint8_t> back, comm_.recv(comm_.size() - 1, kLogitsTag));
-  if (back.size() % sizeof(float) != 0) comm_.abort("the logits message has a partial float");
-  logits->resize(back.size() / sizeof(float));
-  std::memcpy(logits->data(), back.data(), back.size());
-  return core::Status();
+  size_t sent = 0;
+  core::Status failed;
+  for (; sent < starts.size(); ++sent) {
+    const size_t b = starts[sent], n = (sent + 1 < starts.size() ? starts[sent + 1] : batch.size()) - b;
+    std::vector<uint8_t> msg =
+        step_header(batch.subspan(b, n), seqs.subspan(b, n), sent == 0 ? ops : std::span<const model::StateOp>());
+    failed = model_.forward_layers(batch.subspan(b, n), 0, share().end, &hidden_, nullptr);
+    if (!failed.ok()) break;
+    put(msg, hidden_.data(), hidden_.size() * sizeof(float));
+    bytes_sent_ += msg.size();
+    failed = comm_.post(1, kStepTag, std::move(msg));
+    if (!failed.ok()) return failed;  // the ranks are out of step: the job ends (comm.h)
+  }
+  logits->clear();
+  for (size_t k = 0; k < sent; ++k) {
+    QWEN35_ASSIGN_OR_RETURN(std::vector<uint8_t> back, comm_.recv(comm_.size() - 1, kLogitsTag));
+    if (back.size() % sizeof(float) != 0) comm_.abort("the logits message has a partial float");
+    bytes_received_ += back.size();
+    const size_t at = logits->size();
+    logits->resize(at + back.size() / sizeof(float));
+    std::memcpy(logits->data() + at, back.data(), back.size());
+  }
+  return failed;
 }
 
 core::Status PipelineStage::drop(std::span<const uint64_t> ids) {
@@ -131,10 +173,10 @@ core::Status PipelineStage::finish() {
   return comm_.send(1, kStepTag, msg);
 }
 
-core::Status PipelineStage::forward_to_next(std::vector<uint8_t>& msg) {
+core::Status PipelineStage::forward_to_next(std::vector<uint8_t> msg) {
   if (last()) return core::Status();
   bytes_sent_ += msg.size();
-  return comm_.send(comm_.rank() + 1, kStepTag, msg);
+  return comm_.post(comm_.rank() + 1, kStepTag, std::move(msg));
 }
 
 core::Status PipelineStage::serve() {
@@ -143,12 +185,15 @@ core::Status PipelineStage::serve() {
     Reader rd{msg};
     const uint32_t op = rd.get<uint32_t>();
     if (!rd.ok) comm_.abort("an empty pipeline message");
-    if (op == kFinish) return forward_to_next(msg);
+    if (op == kFinish) {
+      QWEN35_RETURN_IF_ERROR(forward_to_next(std::move(msg)));
+      return comm_.flush();
+    }
     if (op == kDrop) {
       const uint32_t n = rd.get<uint32_t>();
       for (uint32_t i = 0; i < n && rd.ok; ++i) states_.erase(rd.get<uint64_t>());
       if (!rd.ok) comm_.abort("a malformed drop message");
-      QWEN35_RETURN_IF_ERROR(forward_to_next(msg));
+      QWEN35_RETURN_IF_ERROR(forward_to_next(std::move(msg)));
       continue;
     }
     if (op != kStep) comm_.abort("an unknown pipeline message (op " + std::to_string(op) + ")");
@@ -353,14 +398,15 @@ core::Status PipelineStage::apply(const std::vector<uint8_t>& msg) {
   std::memcpy(hidden_.data(), msg.data() + header, hidden_.size() * sizeof(float));
   const model::RankShare& s = share();
   QWEN35_RETURN_IF_ERROR(model_.forward_layers(batch, s.first, s.end, &hidden_, &logits_));
-  if (last()) {
-    const auto* b = reinterpret_cast<const uint8_t*>(logits_.data());
-    bytes_sent_ += logits_.size() * sizeof(float);
-    return comm_.send(0, kLogitsTag, std::span<const uint8_t>(b, logits_.size() * sizeof(float)));
+  if (last()) {  // posted: this rank goes on to its next micro-batch while rank 0 computes
+    std::vector<uint8_t> back(logits_.size() * sizeof(float));
+    std::memcpy(back.data(), logits_.data(), back.size());
+    bytes_sent_ += back.size();
+    return comm_.post(0, kLogitsTag, std::move(back));
   }
   std::vector<uint8_t> out(msg.begin(), msg.begin() + std::ptrdiff_t(header));
   put(out, hidden_.data(), hidden_.size() * sizeof(float));
-  return forward_to_next(out);
+  return forward_to_next(std::move(out));
 }
 
 }  // namespace qwen35::dist

@@ -21,6 +21,15 @@
 // (with the grid lines where its prefill copies the state), then the hidden rows [rows, hidden]
 // f32; all fields little-endian as the machines' own (the ranks run one binary, checked at
 // start: cli/pipeline_setup.h).
+//
+// Micro-batches (set_microbatches): rank 0 cuts a step's sequences, each whole and in order, into
+// up to M groups of about equal rows and sends each as a step message of its own as soon as its
+// rows are through rank 0's layers, so that rank r runs micro-batch k+1 while rank r+1 runs k.
+// The state ops ride with the first (they are applied before any record of the step); each
+// message's logits come back as a message of their own, in order, and rank 0 joins them: the
+// order Model::forward writes (sequence by sequence). A row's arithmetic never depends on the
+// other rows (docs/design.md §6), so the logits are those of one message, bit for bit. Sends
+// are posted (Comm::post): a rank computes while its last rows travel.
 #pragma once
 
 #include <cstdint>
@@ -64,11 +73,20 @@ class PipelineStage {
   // leaves the ranks out of step: the job is ended (Comm::abort), naming the rank and the cause.
   core::Status serve();
 
-  // Bytes this rank sent in step messages and logits (for the benchmarks).
+  // Rank 0: the micro-batches a step is cut into (at most; at least 1; 1 sends a step whole).
+  void set_microbatches(int m) { microbatches_ = m < 1 ? 1 : m; }
+  int microbatches() const { return microbatches_; }
+
+  // Bytes this rank sent in step messages and logits, and (rank 0) received as logits (for the
+  // benchmarks).
   uint64_t bytes_sent() const { return bytes_sent_; }
+  uint64_t bytes_received() const { return bytes_received_; }
 
  private:
-  core::Status forward_to_next(std::vector<uint8_t>& msg);
+  // Rank 0: a step message's header for these sequences (their states as they stand).
+  std::vector<uint8_t> step_header(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
+                                   std::span<const model::StateOp> ops) const;
+  core::Status forward_to_next(std::vector<uint8_t> msg);
   core::Status apply(const std::vector<uint8_t>& msg);
   core::Status apply_op(const model::StateOp& op);
   core::Status take_copy(const model::StateOp& op);
@@ -94,8 +112,9 @@ class PipelineStage {
   std::map<uint64_t, std::vector<float>> snapshots_;
   std::map<uint64_t, std::map<int64_t, std::vector<float>>> captured_;
   std::vector<float> hidden_, logits_;
-  uint64_t bytes_sent_ = 0;
+  uint64_t bytes_sent_ = 0, bytes_received_ = 0;
   uint64_t steps_ = 0;  // rank 0: steps sent
+  int microbatches_ = 1;
 };
 
 }  // namespace qwen35::dist

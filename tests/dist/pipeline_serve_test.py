@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`qwen35 serve` on a model split over two MPI ranks (docs/design.md "Past one machine"):
-concurrent == solo over HTTP (requests batched together in the engine's steps give each the text
-it gets alone), the split server's answers equal one process's (`qwen35 run`, greedy), and
+concurrent == solo over HTTP (requests batched together in the engine's steps, cut into two
+micro-batches, give each the text it gets alone), the split server's answers equal one process's (`qwen35 run`, greedy), and
 drafted == plain (prompt lookup: verified rows, commits that keep fewer, on every rank);
 resumed == fresh: with the prefix cache on, a prompt extended, a branch from it and n=2 forks of
 one prompt get, bit for bit (text and logprobs), what a one-process server without the cache
@@ -28,6 +28,8 @@ import urllib.request
 BIN, MODEL = os.path.realpath(sys.argv[1]), sys.argv[2]
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1")
+# Steps cut into two micro-batches (dist/pipeline.h): the concurrent requests' steps, the forks'.
+MICRO = ["--pipeline-microbatches", "2"]
 PROMPTS = ["In the beginning", "And the LORD said", "Blessed are the", "And it came to pass"]
 failures = []
 
@@ -181,7 +183,7 @@ def resumed_fresh():
     provisional snapshot dropped, leaves removed, the branch and the forks resumed from what is
     left): every choice's text and logprobs equal, and the split servers did resume."""
     answers = {}
-    for name, np, extra in (("fresh", 1, ["--no-prefix-cache"]), ("split", 2, []),
+    for name, np, extra in (("fresh", 1, ["--no-prefix-cache"]), ("split", 2, MICRO),
                             ("evicting", 2, ["--cache-mb", "0.4"])):
         log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
         p, port = start_server(log, np=np, extra=extra)
@@ -217,7 +219,7 @@ def main():
         check(r.returncode == 0, f"run -p {pr!r} failed: {r.stderr}")
         plain[pr] = r.stdout
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
-    p, port = start_server(log)
+    p, port = start_server(log, extra=MICRO)
     try:
         solo = {pr: complete(port, pr) for pr in PROMPTS}
         together = {}

@@ -5,7 +5,8 @@
 #    splits under -np 2 and -np 3, over shared memory and over TCP, byte for byte those of one
 #    process (mpirun -np 1): a cut between a Gated DeltaNet layer and an attention layer, a rank
 #    of a single layer (in the middle, at either end); prefill chunks and decode steps; and an
-#    image prompt through `run` and `bench` (its logits hash) under -np 2;
+#    image prompt through `run` under -np 2; bench's logits and batched generation under -np 2
+#    and 3, whole and in micro-batches (--pipeline-microbatches);
 #  - bad input is one line from the engine before any compute: more ranks than layers, a rank
 #    over its memory budget, another checkpoint or another binary on one rank, a command that
 #    does not run split;
@@ -67,16 +68,25 @@ mpirun -np 2 --mca btl self,tcp "$bin" run -m "$vm" --image "$img" -p Describe -
 [ -s "$tmp/img1.txt" ] && cmp -s "$tmp/img1.txt" "$tmp/img2.txt" || fail "run --image: -np 2 differs from one process"
 echo "pipeline_test: an image prompt under -np 2 as in one process ($SECONDS s)"
 
-# bench: its hash of the prompt's last logits, and generation through the engine's steps with
-# two sequences batched.
+# bench: its hash of the prompt's last logits, and of the tokens of generation through the
+# engine's steps with three sequences batched (their 5-token prompts read in one step); split
+# whole and in micro-batches (--pipeline-microbatches 2: 2+1 sequences a step).
 bench_hash() {
-  mpirun -np "$1" "$bin" bench -m "$fx/moe_bf16/ckpt" -p 16 -n 4 -b 2 -r 1 -t 1 --json < /dev/null |
-    grep -o '"logits_hash": "[0-9a-f]*"'
+  local np=$1 btl=$2
+  shift 2
+  mpirun -np "$np" --mca btl "$btl" "$bin" bench -m "$fx/moe_bf16/ckpt" -p 16 -n 8 -d 4 -b 3 -r 1 -t 1 --json "$@" \
+    < /dev/null | grep -o '"\(logits\|tg\)_hash": "[0-9a-f]*"' | tr '\n' ' '
 }
-h1=$(bench_hash 1) || fail "bench under -np 1 failed"
-h2=$(bench_hash 2) || fail "bench under -np 2 failed"
-[ -n "$h1" ] && [ "$h1" = "$h2" ] || fail "bench: -np 2's logits hash ($h2) is not one process's ($h1)"
-echo "pipeline_test: bench under -np 2 as in one process ($SECONDS s)"
+h1=$(bench_hash 1 self,vader) || fail "bench under -np 1 failed"
+while read -r np btl mb; do
+  h=$(bench_hash "$np" "$btl" --pipeline-microbatches "$mb") || fail "bench under -np $np (M=$mb) failed"
+  [ -n "$h1" ] && [ "$h1" = "$h" ] || fail "bench: -np $np M=$mb's hashes ($h) are not one process's ($h1)"
+done <<'EOF'
+2 self,vader 1
+2 self,vader 2
+3 self,tcp 2
+EOF
+echo "pipeline_test: bench under -np 2 and 3, whole and in micro-batches, as in one process ($SECONDS s)"
 
 # expect_line WHAT PATTERN -- mpirun args: the job fails, and the engine's stderr holds exactly one
 # line of its own ("qwen35 ...") and it matches PATTERN.
