@@ -49,7 +49,10 @@ core::Result<StepRun> run_steps(model::Model& m, const runtime::EngineOptions& e
     // Every sequence waits for a grammar worker: the wait is part of what generating costs.
     if (out.steps == 0) stepper.wait_for_sample();
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (!prefill) {
+    if (prefill) {
+      run.prefill_tokens += out.prompt;
+      run.prefill_s += dt;
+    } else {
       run.steps += out.steps;
       run.seconds += dt;
       run.tokens += out.generated;

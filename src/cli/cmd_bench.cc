@@ -342,6 +342,8 @@ int cmd_bench(int argc, char** argv) {
   std::vector<double> mtp_draft, mtp_verify;     // ms per step: drafting, verifying
   double vf_rows = 0, mtp_rows = 0;              // verification rows per timed step
   std::vector<int32_t> plain;                    // the greedy answer, as --verify's prediction
+  // The generation passes' prefill steps (every request's -d context + 1 token, batched): tok/s.
+  std::vector<double> batch_pp;
   uint64_t hash = 0, tg_hash = 0;  // tg_hash: the warm-up generation's tokens (StepRun::tokens_hash)
   // One warm-up pass of each, then the measured repetitions.
   for (int r = 0; r <= reps; ++r) {
@@ -373,6 +375,7 @@ int cmd_bench(int argc, char** argv) {
       if (r > 0) {
         tg.push_back(double(run->tokens) / run->seconds);
         pick.push_back(per_token);
+        if (run->prefill_s > 0) batch_pp.push_back(double(run->prefill_tokens) / run->prefill_s);
       } else {
         pick_cold = per_token;
         tg_hash = run->tokens_hash;
@@ -452,14 +455,14 @@ int cmd_bench(int argc, char** argv) {
                 "\"decode_step_ms\": %.3f, \"pick_ms\": %.4f, \"pick_cold_ms\": %.4f, \"logits_hash\": \"%016llx\", "
                 "\"kv_type\": \"%s\", \"tg_hash\": \"%016llx\", \"ranks\": %d, \"microbatches\": %d, "
                 "\"pp_hop_bytes_per_token\": %.1f, \"pp_logits_bytes_per_token\": %.1f, "
-                "\"tg_hop_bytes_per_step\": %.1f, \"tg_logits_bytes_per_step\": %.1f}\n",
+                "\"tg_hop_bytes_per_step\": %.1f, \"tg_logits_bytes_per_step\": %.1f, \"batch_prefill_tok_s\": %.3f}\n",
                 lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, picker, (long long)n_prompt, (long long)n_gen, (long long)depth, (long long)batch, reps,
                 pps.median, pps.min, pps.max, tgs.median, tgs.min, tgs.max, ttft_ms, stream, achieved, bw, roofline,
                 roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (long long)verify,
                 vfa.median, vfo.median, vf_rows, mtd.median, mtv.median, mtp_rows, tg_ms, picks.median, pick_cold, (unsigned long long)hash,
                 kernels::kv_types_name(m.kv_types()).c_str(), (unsigned long long)tg_hash, ranks, microbatches,
                 per(pp_wire.hop, pp_wire.units), per(pp_wire.back, pp_wire.units), per(tg_wire.hop, tg_wire.units),
-                per(tg_wire.back, tg_wire.units));
+                per(tg_wire.back, tg_wire.units), stats(batch_pp).median);
     return 0;
   }
   std::printf("model: %s  threads: %d  isa: %s  mode: %s  backend: %s\n", lo.model_dir.c_str(), lm->pool->size(),
