@@ -443,6 +443,7 @@ int cmd_bench(int argc, char** argv) {
   const char* picker = !sample ? "greedy" : sp.grammar ? "sampler+grammar" : "sampler";
   const int ranks = pipe.split() ? pipe.comm->size() : 1;
   const int microbatches = pipe.split() ? pipe.stage->microbatches() : 1;
+  const int64_t microbatch_rows = pipe.split() ? pipe.stage->microbatch_rows() : 0;
   const auto per = [](uint64_t bytes, uint64_t units) { return units ? double(bytes) / double(units) : 0.0; };
   if (json) {
     std::printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"mode\": \"%s\", \"tg_picks\": \"%s\", \"n_prompt\": %lld, "
@@ -453,14 +454,14 @@ int cmd_bench(int argc, char** argv) {
                 "\"weights_mb\": %.1f, \"verify_tokens\": %lld, \"verify_ms\": %.3f, "
                 "\"verify_rollback_ms\": %.3f, \"verify_rows\": %.3f, \"mtp_draft_ms\": %.3f, \"mtp_verify_ms\": %.3f, \"mtp_rows\": %.3f, "
                 "\"decode_step_ms\": %.3f, \"pick_ms\": %.4f, \"pick_cold_ms\": %.4f, \"logits_hash\": \"%016llx\", "
-                "\"kv_type\": \"%s\", \"tg_hash\": \"%016llx\", \"ranks\": %d, \"microbatches\": %d, "
+                "\"kv_type\": \"%s\", \"tg_hash\": \"%016llx\", \"ranks\": %d, \"microbatches\": %d, \"microbatch_rows\": %lld, "
                 "\"pp_hop_bytes_per_token\": %.1f, \"pp_logits_bytes_per_token\": %.1f, "
                 "\"tg_hop_bytes_per_step\": %.1f, \"tg_logits_bytes_per_step\": %.1f, \"batch_prefill_tok_s\": %.3f}\n",
                 lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, picker, (long long)n_prompt, (long long)n_gen, (long long)depth, (long long)batch, reps,
                 pps.median, pps.min, pps.max, tgs.median, tgs.min, tgs.max, ttft_ms, stream, achieved, bw, roofline,
                 roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (long long)verify,
                 vfa.median, vfo.median, vf_rows, mtd.median, mtv.median, mtp_rows, tg_ms, picks.median, pick_cold, (unsigned long long)hash,
-                kernels::kv_types_name(m.kv_types()).c_str(), (unsigned long long)tg_hash, ranks, microbatches,
+                kernels::kv_types_name(m.kv_types()).c_str(), (unsigned long long)tg_hash, ranks, microbatches, (long long)microbatch_rows,
                 per(pp_wire.hop, pp_wire.units), per(pp_wire.back, pp_wire.units), per(tg_wire.hop, tg_wire.units),
                 per(tg_wire.back, tg_wire.units), stats(batch_pp).median);
     return 0;
@@ -492,8 +493,9 @@ int cmd_bench(int argc, char** argv) {
                 (long long)verify, mtp_rows, mtd.median, mtd.median / tg_ms, mtv.median,
                 mtv.median / tg_ms, (mtd.median + mtv.median) / tg_ms);
   if (pipe.split())
-    std::printf("pipeline: %d ranks, up to %d micro-batches a step; a hop carries %.0f bytes per prefill token "
+    std::printf("pipeline: %d ranks, up to %d micro-batches of %lld rows or more a step; a hop carries %.0f bytes per prefill token "
                 "and %.0f per decode step (%.0f and %.0f bytes of logits back)\n", ranks, microbatches,
+                (long long)microbatch_rows,
                 per(pp_wire.hop, pp_wire.units), per(tg_wire.hop, tg_wire.units), per(pp_wire.back, pp_wire.units),
                 per(tg_wire.back, tg_wire.units));
   std::printf("peak RSS: %.1f MB (weights %.1f MB)\n", rss_mb, double(m.weights().weight_bytes) / 1e6);

@@ -67,12 +67,9 @@ void test_delay(uint64_t steps) {
   std::this_thread::sleep_for(std::chrono::duration<double>(delay));
 }
 
-// Where a step's micro-batches begin: at most `m` groups of whole sequences, in order, none
-// empty, each cut where the rows so far first reach its share of the step's rows.
-std::vector<size_t> microbatch_starts(std::span<const model::SequenceRows> batch, int m) {
-  int64_t total = 0;
-  for (const model::SequenceRows& r : batch) total += int64_t(r.tokens.size());
-  const size_t groups = std::min(batch.size(), size_t(std::max(m, 1)));
+// Where `groups` groups of whole sequences begin, in order, none empty: each cut where the rows
+// so far first reach its share of the step's rows.
+std::vector<size_t> group_starts(std::span<const model::SequenceRows> batch, size_t groups, int64_t total) {
   std::vector<size_t> starts{0};
   int64_t rows = 0;
   for (size_t i = 0; i < batch.size(); ++i) {
@@ -83,6 +80,26 @@ std::vector<size_t> microbatch_starts(std::span<const model::SequenceRows> batch
     rows += int64_t(batch[i].tokens.size());
   }
   return starts;
+}
+
+// Where a step's micro-batches begin: the most groups, at most `m`, in which every group has at
+// least `min_rows` rows (a group costs a rank a read of its weights, which a few rows do not
+// pay for: docs/design.md "Micro-batches"); one group when none does.
+std::vector<size_t> microbatch_starts(std::span<const model::SequenceRows> batch, int m, int64_t min_rows) {
+  int64_t total = 0;
+  for (const model::SequenceRows& r : batch) total += int64_t(r.tokens.size());
+  for (size_t groups = std::min(batch.size(), size_t(std::max(m, 1))); groups > 1; --groups) {
+    std::vector<size_t> starts = group_starts(batch, groups, total);
+    bool full = true;
+    for (size_t k = 0; k < starts.size() && full; ++k) {
+      const size_t end = k + 1 < starts.size() ? starts[k + 1] : batch.size();
+      int64_t rows = 0;
+      for (size_t i = starts[k]; i < end; ++i) rows += int64_t(batch[i].tokens.size());
+      full = rows >= min_rows;
+    }
+    if (full) return starts;
+  }
+  return {0};
 }
 
 }  // namespace
@@ -131,7 +148,7 @@ std::vector<uint8_t> PipelineStage::step_header(std::span<const model::SequenceR
 core::Status PipelineStage::step(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
                                  std::vector<float>* logits, std::span<const model::StateOp> ops) {
   if (seqs.size() != batch.size()) return core::error("[pipeline] a step names every sequence of its batch");
-  const std::vector<size_t> starts = microbatch_starts(batch, microbatches_);
+  const std::vector<size_t> starts = microbatch_starts(batch, microbatches_, microbatch_rows_);
   test_delay(steps_++);
   size_t sent = 0;
   core::Status failed;

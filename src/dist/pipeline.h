@@ -23,8 +23,9 @@
 // start: cli/pipeline_setup.h).
 //
 // Micro-batches (set_microbatches): rank 0 cuts a step's sequences, each whole and in order, into
-// up to M groups of about equal rows and sends each as a step message of its own as soon as its
-// rows are through rank 0's layers, so that rank r runs micro-batch k+1 while rank r+1 runs k.
+// up to M groups of about equal rows, each of at least R rows (fewer groups where they would be
+// smaller), and sends each as a step message of its own as soon as its rows are through rank
+// 0's layers, so that rank r runs micro-batch k+1 while rank r+1 runs k.
 // The state ops ride with the first (they are applied before any record of the step); each
 // message's logits come back as a message of their own, in order, and rank 0 joins them: the
 // order Model::forward writes (sequence by sequence). A row's arithmetic never depends on the
@@ -73,9 +74,14 @@ class PipelineStage {
   // leaves the ranks out of step: the job is ended (Comm::abort), naming the rank and the cause.
   core::Status serve();
 
-  // Rank 0: the micro-batches a step is cut into (at most; at least 1; 1 sends a step whole).
-  void set_microbatches(int m) { microbatches_ = m < 1 ? 1 : m; }
+  // Rank 0: the micro-batches a step is cut into: at most m (1 sends every step whole), each of
+  // at least min_rows rows.
+  void set_microbatches(int m, int64_t min_rows) {
+    microbatches_ = m < 1 ? 1 : m;
+    microbatch_rows_ = min_rows < 1 ? 1 : min_rows;
+  }
   int microbatches() const { return microbatches_; }
+  int64_t microbatch_rows() const { return microbatch_rows_; }
 
   // Bytes this rank sent in step messages and logits, and (rank 0) received as logits (for the
   // benchmarks).
@@ -115,6 +121,7 @@ class PipelineStage {
   uint64_t bytes_sent_ = 0, bytes_received_ = 0;
   uint64_t steps_ = 0;  // rank 0: steps sent
   int microbatches_ = 1;
+  int64_t microbatch_rows_ = 1;
 };
 
 }  // namespace qwen35::dist

@@ -28,8 +28,9 @@ import urllib.request
 BIN, MODEL = os.path.realpath(sys.argv[1]), sys.argv[2]
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1")
-# Steps cut into two micro-batches (dist/pipeline.h): the concurrent requests' steps, the forks'.
-MICRO = ["--pipeline-microbatches", "2"]
+# Steps cut into two micro-batches however few their rows (dist/pipeline.h): the concurrent
+# requests' steps, the forks'.
+MICRO = ["--pipeline-microbatches", "2", "--pipeline-microbatch-rows", "1"]
 PROMPTS = ["In the beginning", "And the LORD said", "Blessed are the", "And it came to pass"]
 failures = []
 

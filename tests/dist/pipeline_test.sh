@@ -8,8 +8,8 @@
 #    image prompt through `run` under -np 2; bench's logits and batched generation under -np 2
 #    and 3, whole and in micro-batches (--pipeline-microbatches);
 #  - bad input is one line from the engine before any compute: more ranks than layers, a rank
-#    over its memory budget, another checkpoint or another binary on one rank, a command that
-#    does not run split;
+#    over its memory budget, another checkpoint or another binary on one rank, a bad
+#    --pipeline-microbatches, a command that does not run split;
 #  - failure: one rank killed (SIGKILL) or stalled (SIGSTOP) mid-stream: every other exits within
 #    10 s, the cause logged with the rank.
 # Usage: tests/dist/pipeline_test.sh build/qwen35
@@ -70,7 +70,7 @@ echo "pipeline_test: an image prompt under -np 2 as in one process ($SECONDS s)"
 
 # bench: its hash of the prompt's last logits, and of the tokens of generation through the
 # engine's steps with three sequences batched (their 5-token prompts read in one step); split
-# whole and in micro-batches (--pipeline-microbatches 2: 2+1 sequences a step).
+# whole and in micro-batches (--pipeline-microbatches 2 with no least size: 2+1 sequences a step).
 bench_hash() {
   local np=$1 btl=$2
   shift 2
@@ -79,7 +79,8 @@ bench_hash() {
 }
 h1=$(bench_hash 1 self,vader) || fail "bench under -np 1 failed"
 while read -r np btl mb; do
-  h=$(bench_hash "$np" "$btl" --pipeline-microbatches "$mb") || fail "bench under -np $np (M=$mb) failed"
+  h=$(bench_hash "$np" "$btl" --pipeline-microbatches "$mb" --pipeline-microbatch-rows 1) ||
+    fail "bench under -np $np (M=$mb) failed"
   [ -n "$h1" ] && [ "$h1" = "$h" ] || fail "bench: -np $np M=$mb's hashes ($h) are not one process's ($h1)"
 done <<'EOF'
 2 self,vader 1
@@ -109,6 +110,8 @@ cp "$bin" "$tmp/qwen35-other"
 printf 'x' >> "$tmp/qwen35-other"  # the same program, another file: as another build
 expect_line "another binary" "rank 1 runs a different qwen35 binary" -- \
   -np 1 "$bin" logits -m "$m" "${common[@]}" : -np 1 "$tmp/qwen35-other" logits -m "$m" "${common[@]}"
+expect_line "no micro-batches" "pipeline-microbatches must be in 1..256" -- -np 2 "$bin" logits -m "$m" "${common[@]}" \
+  --pipeline-microbatches 0
 expect_line "a command not split yet" "does not run split over MPI ranks" -- -np 2 "$bin" tokenize -m "$m" hi
 [ ! -s "$tmp/bad.npy" ] || fail "a failed start wrote logits"
 echo "pipeline_test: bad input is one line ($SECONDS s)"
