@@ -67,41 +67,6 @@ void test_delay(uint64_t steps) {
   std::this_thread::sleep_for(std::chrono::duration<double>(delay));
 }
 
-// Where `groups` groups of whole sequences begin, in order, none empty: each cut where the rows
-// so far first reach its share of the step's rows.
-std::vector<size_t> group_starts(std::span<const model::SequenceRows> batch, size_t groups, int64_t total) {
-  std::vector<size_t> starts{0};
-  int64_t rows = 0;
-  for (size_t i = 0; i < batch.size(); ++i) {
-    const size_t k = starts.size();
-    if (k < groups && i > starts.back() &&
-        (rows * int64_t(groups) >= total * int64_t(k) || batch.size() - i <= groups - k))
-      starts.push_back(i);
-    rows += int64_t(batch[i].tokens.size());
-  }
-  return starts;
-}
-
-// Where a step's micro-batches begin: the most groups, at most `m`, in which every group has at
-// least `min_rows` rows (a group costs a rank a read of its weights, which a few rows do not
-// pay for: docs/design.md "Micro-batches"); one group when none does.
-std::vector<size_t> microbatch_starts(std::span<const model::SequenceRows> batch, int m, int64_t min_rows) {
-  int64_t total = 0;
-  for (const model::SequenceRows& r : batch) total += int64_t(r.tokens.size());
-  for (size_t groups = std::min(batch.size(), size_t(std::max(m, 1))); groups > 1; --groups) {
-    std::vector<size_t> starts = group_starts(batch, groups, total);
-    bool full = true;
-    for (size_t k = 0; k < starts.size() && full; ++k) {
-      const size_t end = k + 1 < starts.size() ? starts[k + 1] : batch.size();
-      int64_t rows = 0;
-      for (size_t i = starts[k]; i < end; ++i) rows += int64_t(batch[i].tokens.size());
-      full = rows >= min_rows;
-    }
-    if (full) return starts;
-  }
-  return {0};
-}
-
 }  // namespace
 
 PipelineStage::PipelineStage(Comm& comm, model::Model& model, const model::PipelinePlan& plan)
@@ -110,7 +75,12 @@ PipelineStage::PipelineStage(Comm& comm, model::Model& model, const model::Pipel
 std::vector<uint8_t> PipelineStage::step_header(std::span<const model::SequenceRows> batch,
                                                 std::span<const StepSequence> seqs,
                                                 std::span<const model::StateOp> ops) const {
+  size_t bytes = 20 + ops.size() * 36;  // docs/design.md "Wire cost"; with the hidden rows after
+  for (const model::SequenceRows& r : batch)
+    bytes += 47 + r.tokens.size() * (4 + sizeof(float) * size_t(model_.config().hidden)) + r.positions.size_bytes() +
+             r.captures.size() * 8;
   std::vector<uint8_t> msg;
+  msg.reserve(bytes);
   put(msg, uint32_t(kStep));
   put(msg, uint32_t(ops.size()));
   for (const model::StateOp& op : ops) {
@@ -148,7 +118,9 @@ std::vector<uint8_t> PipelineStage::step_header(std::span<const model::SequenceR
 core::Status PipelineStage::step(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
                                  std::vector<float>* logits, std::span<const model::StateOp> ops) {
   if (seqs.size() != batch.size()) return core::error("[pipeline] a step names every sequence of its batch");
-  const std::vector<size_t> starts = microbatch_starts(batch, microbatches_, microbatch_rows_);
+  std::vector<int64_t> rows(batch.size());
+  for (size_t i = 0; i < batch.size(); ++i) rows[i] = int64_t(batch[i].tokens.size());
+  const std::vector<size_t> starts = model::microbatch_starts(rows, microbatches_, microbatch_rows_);
   test_delay(steps_++);
   size_t sent = 0;
   core::Status failed;
