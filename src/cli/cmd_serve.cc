@@ -385,6 +385,9 @@ int cmd_serve(int argc, char** argv) {
         checkpoint_fingerprint(lo) ^ (eo.spec.method == runtime::SpecMethod::kMtp ? 0x6d7470ull : 0);
   runtime::Engine engine(m, eo);
   for (const auto& line : engine.cache_log()) std::fprintf(stderr, "qwen35 serve: %s\n", line.c_str());
+  // A rank gone silent or a failed link: /health and /ready fail from then on (srv.stop() below
+  // joins the server's threads before pipe.comm goes).
+  if (pipe.split()) srv.set_failure_probe([comm = pipe.comm.get()] { return comm->failure(); });
   srv.set_ready(std::move(mi), &engine);
   std::fprintf(stderr, "qwen35 serve: ready (model '%s', %d slots x %lld tokens)\n",
                (name.empty() ? model_name(lo.model_dir) : name).c_str(), eo.parallel,

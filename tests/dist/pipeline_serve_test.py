@@ -85,6 +85,34 @@ def start_server(log, delay=None, np=2, extra=()):
     raise SystemExit("FAIL: the split server did not become ready")
 
 
+def get(port, path):
+    """(status, body) of GET path, or None when nothing answers (the server is gone)."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.read().decode(errors="replace")
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode(errors="replace")
+    except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+        return None
+
+
+def failed_health(port, pid, deadline):
+    """Once rank 0 has answered a request with the failure, /health and /ready never say 200
+    again: each answer until rank 0 is gone (or the deadline) is a 503 naming rank 1. Returns how
+    many answered (none when rank 0 was gone first: the job ends a grace after the failure)."""
+    answered = 0
+    while alive(pid) and time.time() < deadline:
+        for path in ("/health", "/ready"):
+            got = get(port, path)
+            if got is None:
+                continue
+            answered += 1
+            status, body = got
+            check(status == 503 and "rank 1" in body, f"{path} during the failure: {status} {body}")
+        time.sleep(0.05)
+    return answered
+
+
 def ranks_of(mpirun_pid):
     out = subprocess.run(["pgrep", "-P", str(mpirun_pid)], capture_output=True, text=True).stdout.split()
     ranks = {}
@@ -145,11 +173,10 @@ def stopped(failures):
         check(not t.is_alive(), "the client hangs after rank 1 was stopped")
         check(result.get("status", 0) >= 500, f"no HTTP error for the request in flight: {result}")
         check("silent" in result.get("body", ""), f"the error does not say a rank is silent: {result}")
-        while time.time() - t0 < 10 and alive(ranks[0]):
-            time.sleep(0.1)
+        answered = failed_health(port, ranks[0], t0 + 10)
         check(not alive(ranks[0]), "rank 0 still alive 10 s after rank 1 stopped")
-        print("pipeline_serve_test: a stopped rank: HTTP", result.get("status"), "for the request in flight, "
-              "every rank gone within 10 s")
+        print("pipeline_serve_test: a stopped rank: HTTP", result.get("status"), "for the request in flight,",
+              answered, "answers of /health and /ready after it, all 503 naming rank 1; every rank gone within 10 s")
     finally:
         stop(p)
         if failures:
