@@ -286,7 +286,7 @@ int cmd_serve(int argc, char** argv) {
   if (!lm.ok()) return finish(pipe.report ? fail("serve", lm.message()) : 1);
   if (!pipe.leader()) return finish(pipe.follow());
   model::Model& m = *lm->model;
-  if (!pipe.split()) m.weights().prefault({});  // a rank reads only its own tensors' pages
+  if (!pipe.split()) m.weights().prefault({});  // a rank has read its own tensors' pages (load_pipelined)
 
   server::ModelInfo mi;
   mi.tok = &*tok;

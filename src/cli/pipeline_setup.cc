@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "model/resident.h"
+
 namespace qwen35::cli {
 namespace {
 
@@ -60,6 +62,18 @@ core::Status check_fingerprints(dist::Comm& comm, const LoadOptions& o) {
   return core::Status();
 }
 
+// With --pipeline-plan each rank says what of its weights is in memory, measured (its mappings'
+// Rss in /proc/self/smaps) beside the copies made at load, against the plan's share.
+void report_resident(const model::ModelWeights& w, const model::HeldBytes& held, const model::RankShare& share,
+                     int rank) {
+  const size_t resident = model::mapped_resident_bytes(w);
+  const auto mb = [](size_t b) { return double(b) / double(1 << 20); };
+  std::fprintf(stderr, "pipeline: rank %d resident weights %.1f MiB: %zu bytes of the checkpoint's mapped pages "
+               "+ %zu bytes of copies made at load (fp32 vectors); planned %zu bytes (%.1f MiB)\n", rank,
+               mb(resident + held.copies), resident, held.copies, share.weights, mb(share.weights));
+  std::fflush(stderr);
+}
+
 }  // namespace
 
 void add_pipeline_flags(flags::App& app, PipelineFlags& f) {
@@ -111,6 +125,7 @@ core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, 
   // Lazily mapped: the pages of the tensors this rank lets go are never read.
   o.load_mode = "mmap";
   std::string described;
+  model::HeldBytes held;
   o.prepare = [&](model::ModelWeights& w) -> core::Status {
     QWEN35_ASSIGN_OR_RETURN(const std::vector<int64_t> starts, parse_starts(f.split));
     const model::PipelineCosts costs = model::pipeline_costs(w, context, slots);
@@ -118,6 +133,10 @@ core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, 
                                                              size_t(f.budget_mb * double(1 << 20))));
     described = model::describe(pipe->plan, costs);
     model::keep_share(w, pipe->plan.ranks[size_t(rank)]);
+    // Binding read the vectors of every layer (and the headers): every page goes, and those of
+    // the tensors this rank holds are read back, once, as one process prefaults the whole model.
+    model::drop_mapped_pages(w);
+    held = model::fault_in_held(w);
     return core::Status();
   };
   auto lm = load_model(o);
@@ -137,6 +156,7 @@ core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, 
     std::fprintf(stderr, "pipeline plan: %d ranks over %zu layers (state and KV for %lld sequence%s of %lld "
                  "positions, f32)\n%s", world, lm->model->weights().layers.size(), (long long)slots,
                  slots == 1 ? "" : "s", (long long)context, described.c_str());
+  if (f.print_plan) report_resident(lm->model->weights(), held, pipe->plan.ranks[size_t(rank)], rank);
   pipe->stage = std::make_unique<dist::PipelineStage>(comm, *lm->model, pipe->plan);
   return lm;
 }

@@ -113,6 +113,40 @@ def failed_health(port, pid, deadline):
     return answered
 
 
+def mapped_rss(pid, path):
+    """Bytes of `path`'s mappings resident in process `pid` (the Rss of its areas in smaps)."""
+    total, ours = 0, False
+    with open(f"/proc/{pid}/smaps") as f:
+        for line in f:
+            m = re.match(r"^[0-9a-f]+-[0-9a-f]+ \S+ \S+ \S+ \S+\s*(.*)$", line)
+            if m:
+                ours = m.group(1) == path
+            elif ours and line.startswith("Rss:"):
+                total += int(line.split()[1]) * 1024
+    return total
+
+
+def resident_weights(log, ranks):
+    """Each rank's resident weights within 10 % of its planned share: the Rss of its mappings of
+    the checkpoint, read here from /proc, plus the fp32 copies it made at load (as it reports
+    them, with the plan, under --pipeline-plan), after the requests ran through its layers."""
+    check(set(ranks) == {0, 1}, f"ranks found: {ranks}")
+    text = open(log.name).read()
+    weights = os.path.realpath(os.path.join(MODEL, "model.safetensors"))
+    for r, pid in sorted(ranks.items()):
+        m = re.search(rf"pipeline: rank {r} resident weights .*?\+ (\d+) bytes of copies .*?planned (\d+) bytes", text)
+        check(m, f"rank {r} did not report its resident weights")
+        if not m:
+            continue
+        copies, planned = int(m.group(1)), int(m.group(2))
+        rss = mapped_rss(pid, weights)
+        resident = rss + copies
+        check(abs(resident - planned) <= 0.1 * planned, f"rank {r}: resident weights {resident} bytes "
+              f"({rss} mapped + {copies} copies), planned {planned}: not within 10 %")
+        print(f"pipeline_serve_test: rank {r} resident weights {resident} bytes ({rss} of the checkpoint mapped + "
+              f"{copies} copies), planned {planned} ({100 * (resident - planned) / planned:+.1f} %)")
+
+
 def ranks_of(mpirun_pid):
     out = subprocess.run(["pgrep", "-P", str(mpirun_pid)], capture_output=True, text=True).stdout.split()
     ranks = {}
@@ -244,7 +278,7 @@ def main():
         check(r.returncode == 0, f"run -p {pr!r} failed: {r.stderr}")
         plain[pr] = r.stdout
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
-    p, port = start_server(log)
+    p, port = start_server(log, extra=["--pipeline-plan"])
     try:
         solo = {pr: complete(port, pr) for pr in PROMPTS}
         together = {}
@@ -270,6 +304,7 @@ def main():
         a = re.search(r"^qwen35_spec_accepted_tokens_total (\S+)", metrics, re.M)
         print("pipeline_serve_test: drafted == plain under -np 2 (drafted", m and m.group(1), "accepted",
               a and a.group(1), ")")
+        resident_weights(log, ranks_of(p.pid))
     finally:
         stop(p)
     resumed_fresh()
