@@ -1,5 +1,6 @@
 #include "cli/pipeline_setup.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -82,6 +83,8 @@ void add_pipeline_flags(flags::App& app, PipelineFlags& f) {
   app.add_flag("--pipeline-plan", f.print_plan, "under mpirun: print the split (rank 0, to stderr)");
   app.add_option("--rank-budget-mb", f.budget_mb, "under mpirun: a plan with a rank over this many MiB "
                  "(weights + state + KV) is an error");
+  app.add_flag("--pipeline-whole-logits", f.whole_logits, "under mpirun: the last rank returns every logits row "
+               "whole, also where sampling reads only the top k (to measure what the top-k return saves)");
   app.add_option("--pipeline-timeout", f.timeout_s, "under mpirun: seconds a rank may be silent (dead or "
                  "stalled) before every rank stops (default 5)");
 }
@@ -89,6 +92,14 @@ void add_pipeline_flags(flags::App& app, PipelineFlags& f) {
 void Pipeline::finish() {
   if (finished || !stage || comm->rank() != 0) return;
   finished = true;
+  if (report_bytes) {
+    const double steps = double(std::max<uint64_t>(1, stage->steps()));
+    std::fprintf(stderr, "pipeline: rank 0 sent %llu steps: %llu bytes of step messages to rank 1 (%.0f a step), "
+                 "%llu bytes of logits back (%.0f a step)\n", (unsigned long long)stage->steps(),
+                 (unsigned long long)stage->bytes_sent(), double(stage->bytes_sent()) / steps,
+                 (unsigned long long)stage->logits_received(), double(stage->logits_received()) / steps);
+    std::fflush(stderr);
+  }
   if (auto st = stage->finish(); !st.ok()) comm->abort(st.message());
 }
 
@@ -158,6 +169,8 @@ core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, 
                  slots == 1 ? "" : "s", (long long)context, described.c_str());
   if (f.print_plan) report_resident(lm->model->weights(), held, pipe->plan.ranks[size_t(rank)], rank);
   pipe->stage = std::make_unique<dist::PipelineStage>(comm, *lm->model, pipe->plan);
+  pipe->stage->set_whole_logits(f.whole_logits);
+  pipe->report_bytes = f.print_plan && rank == 0;
   return lm;
 }
 

@@ -147,6 +147,22 @@ def resident_weights(log, ranks):
               f"{copies} copies), planned {planned} ({100 * (resident - planned) / planned:+.1f} %)")
 
 
+def top_k_return(log, p, ranks):
+    """Greedy requests without log-probabilities need only the top logit of each row: the last
+    rank returned no whole row (4 bytes per vocabulary entry) in any step, as rank 0 counts at
+    its clean shutdown (SIGTERM)."""
+    os.kill(ranks[0], signal.SIGTERM)
+    p.wait(30)
+    vocab = json.load(open(os.path.join(MODEL, "config.json")))["text_config"]["vocab_size"]
+    m = re.search(r"pipeline: rank 0 sent (\d+) steps: .*?(\d+) bytes of logits back", open(log.name).read())
+    check(m, "rank 0 did not report the bytes of its steps")
+    if m:
+        steps, back = int(m.group(1)), int(m.group(2))
+        check(steps > 0 and back < steps * 4 * vocab, f"{back} bytes of logits in {steps} steps: whole rows came back")
+        print(f"pipeline_serve_test: greedy under -np 2: {back} bytes of logits back in {steps} steps "
+              f"(a whole row is {4 * vocab})")
+
+
 def ranks_of(mpirun_pid):
     out = subprocess.run(["pgrep", "-P", str(mpirun_pid)], capture_output=True, text=True).stdout.split()
     ranks = {}
@@ -228,6 +244,14 @@ BASE = ("In the beginning God created the heaven and the earth. And the earth wa
         "of the waters, and let it divide the waters from the waters. And God made the firmament, and divided the "
         "waters which were under the firmament from the waters which were above the firmament: and it was so. And "
         "God called the firmament Heaven.")
+# Requests whose sampling reads only the top k logits of a row (greedy; the model's default
+# top-k 20 with top-p; top-k 5 at temperature 1): the split returns those alone, and the tokens
+# must be one process's.
+SAMPLED_REQUESTS = [
+    {"prompt": PROMPTS[1], "max_tokens": 24, "seed": 11},
+    {"prompt": PROMPTS[2], "max_tokens": 24, "temperature": 1.0, "top_k": 5, "top_p": 1.0, "seed": 5},
+    {"prompt": PROMPTS[3], "max_tokens": 24, "temperature": 0},
+]
 CACHE_REQUESTS = [
     {"prompt": BASE, "max_tokens": 8},
     {"prompt": BASE + " And the evening and the morning were the first day.", "max_tokens": 8},  # extended
@@ -248,6 +272,7 @@ def resumed_fresh():
         p, port = start_server(log, np=np, extra=extra)
         try:
             answers[name] = [post(port, dict({"temperature": 0, "logprobs": 1}, **r)) for r in CACHE_REQUESTS]
+            answers[name + " sampled"] = [post(port, r) for r in SAMPLED_REQUESTS]
             hits = metric(port, "qwen35_prefix_cache_hits_total")
             if name == "split":
                 check(hits == 3, f"the split server resumed {hits} requests from the prefix cache, not 3")
@@ -266,6 +291,10 @@ def resumed_fresh():
             check(answers["fresh"][i] == answers[name][i], f"resumed != fresh ({name}) for request {i} "
                   f"({r['prompt'][-30:]!r}): {answers[name][i]} vs {answers['fresh'][i]}")
     check(answers["split"][3][0]["text"] != answers["split"][3][1]["text"], "the two forks sampled the same text")
+    for i, r in enumerate(SAMPLED_REQUESTS):
+        check(answers["fresh sampled"][i] == answers["split sampled"][i], f"top-k return: split != one process "
+              f"for {r}: {answers['split sampled'][i]} vs {answers['fresh sampled'][i]}")
+    print("pipeline_serve_test: sampled (greedy, top-k 20 with top-p, top-k 5; seeded) under -np 2 == one process")
     print("pipeline_serve_test: resumed == fresh under -np 2 (extended, branch, n=2 forks; with evictions)")
 
 
@@ -304,7 +333,9 @@ def main():
         a = re.search(r"^qwen35_spec_accepted_tokens_total (\S+)", metrics, re.M)
         print("pipeline_serve_test: drafted == plain under -np 2 (drafted", m and m.group(1), "accepted",
               a and a.group(1), ")")
-        resident_weights(log, ranks_of(p.pid))
+        ranks = ranks_of(p.pid)
+        resident_weights(log, ranks)
+        top_k_return(log, p, ranks)
     finally:
         stop(p)
     resumed_fresh()
