@@ -39,7 +39,12 @@ struct Walker {
   void range(const void* p, size_t n) {
     if (p == nullptr || n == 0 || !seen.insert(p).second) return;
     touch(p, n);
-    (mapped(p) ? held.mapped : held.copies) += n;
+    if (mapped(p)) {
+      held.mapped += n;
+      ++held.mapped_ranges;
+    } else {
+      held.copies += n;
+    }
   }
   void matrix(const kernels::Matrix& m) {
     if (m.data == nullptr) return;
