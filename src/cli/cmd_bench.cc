@@ -210,7 +210,8 @@ int cmd_bench(int argc, char** argv) {
     io.json = json;
     return bench_image(*lm->model, lo, lm->pool.get(), io);
   }
-  const double bw = dist::launched_rank() > 0  // a later rank of a split reports nothing
+  // A later rank of a split reports nothing; --spec (without --verify) reports no bandwidth.
+  const double bw = dist::launched_rank() > 0 || (spec_method != "off" && verify == 0)
                        ? 0
                        : measure_bandwidth_in_child(lo.threads > 0 ? lo.threads : core::ThreadPool::hardware_threads());
   // Under mpirun -np N > 1 (cli/pipeline_setup.h): pp and tg through the ranks.

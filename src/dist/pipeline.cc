@@ -338,8 +338,6 @@ core::Status PipelineStage::apply_op(const model::StateOp& op) {
   }
 }
 
-// One step on this rank's layers: the records to this rank's states, the rows through its
-// layers, then on to the next rank, or (the last) the logits back to rank 0.
 namespace {
 // A message's state ops (put_ops), in order.
 std::vector<model::StateOp> read_ops(Reader& rd) {
@@ -410,6 +408,8 @@ core::Status PipelineStage::apply_draft(const std::vector<uint8_t>& msg) {
   return comm_.send(0, kDraftsTag, back);
 }
 
+// One step on this rank's layers: the records to this rank's states, the rows through its
+// layers, then on to the next rank, or (the last) the logits back to rank 0.
 core::Status PipelineStage::apply(const std::vector<uint8_t>& msg) {
   Reader rd{msg};
   rd.get<uint32_t>();

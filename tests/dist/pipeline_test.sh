@@ -6,6 +6,8 @@
 #    process (mpirun -np 1): a cut between a Gated DeltaNet layer and an attention layer, a rank
 #    of a single layer (in the middle, at either end); prefill chunks and decode steps; and an
 #    image prompt through `run` and `bench` (its logits hash) under -np 2;
+#  - MTP drafting with the head on the last rank (-np 2, and -np 3 where the last rank is not rank
+#    0's neighbour): drafted == plain, and the drafts accepted by position are one process's;
 #  - bad input is one line from the engine before any compute: more ranks than layers, a rank
 #    over its memory budget, another checkpoint or another binary on one rank, a command that
 #    does not run split;
@@ -77,6 +79,25 @@ h1=$(bench_hash 1) || fail "bench under -np 1 failed"
 h2=$(bench_hash 2) || fail "bench under -np 2 failed"
 [ -n "$h1" ] && [ "$h1" = "$h2" ] || fail "bench: -np 2's logits hash ($h2) is not one process's ($h1)"
 echo "pipeline_test: bench under -np 2 as in one process ($SECONDS s)"
+
+# MTP drafting, the head and its cache on the last rank: bench --spec mtp decodes plain and drafted
+# in one job and fails when their tokens differ; its counts (drafted, accepted, by position) must
+# be one process's, which they are only with the same drafts. The bundled model's head is trained
+# (the fixtures' random heads are never accepted: every commit would keep one row).
+# spec_counts NP BTL [SPLIT]
+spec_counts() {
+  local sp=()
+  [ -n "${3:-}" ] && sp=(--pipeline-split "$3")
+  mpirun -np "$1" --mca btl "$2" "$bin" bench -m models/qwen35-tiny-kjv --spec mtp -p 16 -n 48 -t 1 --json \
+    "${sp[@]}" < /dev/null | grep -o '"drafted.*"same_as_plain": [a-z]*'
+}
+c1=$(spec_counts 1 self,vader) || fail "bench --spec mtp under -np 1 failed"
+c2=$(spec_counts 2 self,vader) || fail "bench --spec mtp under -np 2 failed"
+c3=$(spec_counts 3 self,tcp 3,4) || fail "bench --spec mtp under -np 3 failed"
+case "$c1" in *'"accepted": 0,'* | *'same_as_plain": false'* | '') fail "bench --spec mtp under -np 1: $c1" ;; esac
+[ "$c2" = "$c1" ] || fail "bench --spec mtp: -np 2 gave $c2, one process $c1"
+[ "$c3" = "$c1" ] || fail "bench --spec mtp: -np 3 gave $c3, one process $c1"
+echo "pipeline_test: MTP drafting under -np 2 and 3 as in one process: $c1 ($SECONDS s)"
 
 # expect_line WHAT PATTERN -- mpirun args: the job fails, and the engine's stderr holds exactly one
 # line of its own ("qwen35 ...") and it matches PATTERN.
