@@ -9,8 +9,8 @@
 #  - MTP drafting with the head on the last rank (-np 2, and -np 3 where the last rank is not rank
 #    0's neighbour): drafted == plain, and the drafts accepted by position are one process's;
 #  - bad input is one line from the engine before any compute: more ranks than layers, a rank
-#    over its memory budget, another checkpoint or another binary on one rank, a command that
-#    does not run split;
+#    over its memory budget, another checkpoint or another binary on one rank, --spec mtp on a
+#    checkpoint without the head, a command that does not run split;
 #  - failure: one rank killed (SIGKILL) or stalled (SIGSTOP) mid-stream: every other exits within
 #    10 s, the cause logged with the rank.
 # Usage: tests/dist/pipeline_test.sh build/qwen35
@@ -120,6 +120,8 @@ cp "$bin" "$tmp/qwen35-other"
 printf 'x' >> "$tmp/qwen35-other"  # the same program, another file: as another build
 expect_line "another binary" "rank 1 runs a different qwen35 binary" -- \
   -np 1 "$bin" logits -m "$m" "${common[@]}" : -np 1 "$tmp/qwen35-other" logits -m "$m" "${common[@]}"
+expect_line "--spec mtp without a head" "this checkpoint has no MTP head" -- -np 2 "$bin" bench \
+  -m "$fx/qwen3_dense_tied_bf16/ckpt" -p 8 -n 4 --spec mtp -t 1
 expect_line "a command not split yet" "does not run split over MPI ranks" -- -np 2 "$bin" tokenize -m "$m" hi
 [ ! -s "$tmp/bad.npy" ] || fail "a failed start wrote logits"
 echo "pipeline_test: bad input is one line ($SECONDS s)"
