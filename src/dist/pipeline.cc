@@ -154,6 +154,7 @@ core::Status PipelineStage::draft(std::span<const model::DraftRequest> reqs, std
     if (k[i] == 0) continue;
     put(msg, seqs[i].id);
     put(msg, reqs[i].state->pos());
+    put(msg, reqs[i].state->rope_delta());
     put(msg, reqs[i].token);
     put(msg, k[i]);
   }
@@ -388,12 +389,14 @@ core::Status PipelineStage::apply_draft(const std::vector<uint8_t>& msg) {
   for (uint32_t i = 0; i < n; ++i) {
     const uint64_t id = rd.get<uint64_t>();
     const int64_t pos0 = rd.get<int64_t>();
+    const int64_t rope_delta = rd.get<int64_t>();
     const int32_t token = rd.get<int32_t>();
     const int64_t k = rd.get<int64_t>();
     if (!rd.ok) return core::error("a malformed draft message");
     auto st = states_.find(id);
     if (st == states_.end()) return core::error("drafts for sequence " + std::to_string(id) + ", unknown here");
     QWEN35_RETURN_IF_ERROR(catch_up(st->second.get(), id, pos0));
+    st->second->set_rope_delta(rope_delta);  // the drafts turn as rank 0's state would
     reqs[i] = {st->second.get(), token, k, &drafts_[i]};
   }
   if (rd.at != msg.size()) return core::error("a malformed draft message");

@@ -21,9 +21,10 @@
 // made with the head's cache when the engine's kPool op says so, and its forward calls fill the
 // cache and the trunk's last hidden row as one process's do). Rank 0 asks for a step's drafts
 // with a draft message down the pipe (the state ops since the last step first, then per
-// sequence the position rank 0 stands at, the sampled token and how many drafts); the last rank
-// commits a pending verification as a step would, drafts with Model::draft and sends the
-// tokens back. The drafts are one process's: the head's inputs are the same bits.
+// sequence the position rank 0 stands at, its rope delta, the sampled token and how many
+// drafts); the last rank commits a pending verification as a step would, drafts with
+// Model::draft and sends the tokens back. The drafts are one process's: the head's inputs are
+// the same bits.
 //
 // Messages (tags kStep, kLogits, kDrafts): a step is a header, its state ops, one record per
 // sequence (with the grid lines where its prefill copies the state), then the hidden rows

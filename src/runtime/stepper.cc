@@ -30,8 +30,8 @@ Stepper::Stepper(model::Model& model, const EngineOptions& opts) : model_(model)
   if (opts_.forward) {
     // The other ranks' states share a pool as these do. It has a block per slot more: a rank
     // gives back a verification's rejected blocks at the sequence's next step, not at once.
-    record({model::StateOp::kPool, mtp_ ? 1 : -1, uint64_t(opts_.kv_blocks + opts_.parallel), uint64_t(opts_.parallel),
-            opts_.ctx});
+    record({model::StateOp::kPool, mtp_ ? 1 : -1, uint64_t(opts_.kv_blocks + opts_.parallel),
+            uint64_t(opts_.parallel), opts_.ctx});
     if (cache_)
       cache_->set_observer([this](const model::StateOp& op, const model::SequenceState* st) { record(op, st); });
   }

@@ -60,14 +60,16 @@ EOF
 done
 echo "pipeline_test: logits bit-exact at every split ($SECONDS s)"
 
-# An image prompt through `run`: the tower on rank 0, its rows' rotary positions down the pipe.
+# An image prompt through `run`: the tower on rank 0, its rows' rotary positions down the pipe;
+# split, the MTP head drafts too (its rows turn by the image's rope delta on the last rank).
 vm=models/qwen35-tiny-kjv-vision
 img=tests/fixtures/images/png_alpha_all.png
 mpirun -np 1 "$bin" run -m "$vm" --image "$img" -p Describe -n 16 -t 1 --temperature 0 -q > "$tmp/img1.txt" < /dev/null
 mpirun -np 2 --mca btl self,tcp "$bin" run -m "$vm" --image "$img" -p Describe -n 16 -t 1 --temperature 0 -q \
-  > "$tmp/img2.txt" < /dev/null || fail "run --image under -np 2 failed"
-[ -s "$tmp/img1.txt" ] && cmp -s "$tmp/img1.txt" "$tmp/img2.txt" || fail "run --image: -np 2 differs from one process"
-echo "pipeline_test: an image prompt under -np 2 as in one process ($SECONDS s)"
+  --spec mtp > "$tmp/img2.txt" < /dev/null || fail "run --image --spec mtp under -np 2 failed"
+[ -s "$tmp/img1.txt" ] && cmp -s "$tmp/img1.txt" "$tmp/img2.txt" ||
+  fail "run --image --spec mtp: -np 2 differs from one process without drafts"
+echo "pipeline_test: an image prompt under -np 2 (MTP-drafted) as in one process ($SECONDS s)"
 
 # bench: its hash of the prompt's last logits, and generation through the engine's steps with
 # two sequences batched.
