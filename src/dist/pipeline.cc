@@ -379,7 +379,8 @@ core::Status PipelineStage::apply_draft(const std::vector<uint8_t>& msg) {
   for (const model::StateOp& op : read_ops(rd)) QWEN35_RETURN_IF_ERROR(apply_op(op));
   const int64_t draft_vocab = rd.get<int64_t>();
   const uint32_t n = rd.get<uint32_t>();
-  if (!rd.ok) return core::error("a malformed draft message");
+  constexpr size_t kRecord = 8 + 8 + 8 + 4 + 8;  // per sequence: id, position, rope delta, token, drafts
+  if (!rd.ok || msg.size() - rd.at != n * kRecord) return core::error("a malformed draft message");
   if (!last()) {
     std::vector<uint8_t> out(msg);
     return forward_to_next(out);
@@ -399,7 +400,6 @@ core::Status PipelineStage::apply_draft(const std::vector<uint8_t>& msg) {
     st->second->set_rope_delta(rope_delta);  // the drafts turn as rank 0's state would
     reqs[i] = {st->second.get(), token, k, &drafts_[i]};
   }
-  if (rd.at != msg.size()) return core::error("a malformed draft message");
   model_.set_draft_vocab(draft_vocab);
   QWEN35_RETURN_IF_ERROR(model_.draft(reqs));
   std::vector<uint8_t> back;
