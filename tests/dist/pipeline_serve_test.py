@@ -7,9 +7,9 @@ requests; prompt lookup: verified rows, commits that keep fewer, on every rank);
 resumed == fresh: with the prefix cache on, a prompt extended, a branch from it and n=2 forks of
 one prompt get, bit for bit (text and logprobs), what a one-process server without the cache
 computes from scratch, and the split server did resume; with MTP drafting on both, the split
-server drafts and accepts as many tokens as the one process (the head's cache and hidden row
-resumed and forked on the last rank are the ones a fresh computation makes), and a split server
-without drafting gives the same answers. Then
+server drafts and accepts as many tokens as the one process (the head's cache and hidden row,
+resumed and forked on the last rank, give a fresh computation's drafts: counts show a wrong
+fork's row), and a split server without drafting gives the same answers. Then
 rank 1 is stopped while a request runs: rank 0 answers it with an HTTP error naming the cause, and
 every rank is gone within 10 s; and rank 1 is killed while a request runs: the client gets an error
 (mpirun ends rank 0 at once, the connection closes), not a hang, and every rank is gone within
@@ -187,7 +187,8 @@ def resumed_fresh():
     """The same requests, in order, on one process without the prefix cache and on the split
     server with it, at the default bound and at one so small that entries are evicted (a
     provisional snapshot dropped, leaves removed, the branch and the forks resumed from what is
-    left): every choice's text and logprobs equal, and the split servers did resume."""
+    left): every choice's text and logprobs equal, and the split servers did resume. The first two
+    draft with the MTP head (the split one on its last rank): as many drafted and accepted."""
     answers, counts = {}, {}
     mtp = ["--spec", "mtp"]
     for name, np, extra in (("fresh", 1, ["--no-prefix-cache"] + mtp), ("split", 2, mtp),
