@@ -2,15 +2,19 @@
 """`qwen35 serve` on a model split over two MPI ranks (docs/design.md "Past one machine"):
 concurrent == solo over HTTP (requests batched together in the engine's steps give each the text
 it gets alone), the split server's answers equal one process's (`qwen35 run`, greedy), and
-drafted == plain (prompt lookup: verified rows, commits that keep fewer, on every rank);
+drafted == plain (the MTP head on the last rank, the server's default, batched with plain
+requests; prompt lookup: verified rows, commits that keep fewer, on every rank);
 resumed == fresh: with the prefix cache on, a prompt extended, a branch from it and n=2 forks of
 one prompt get, bit for bit (text and logprobs), what a one-process server without the cache
-computes from scratch, and the split server did resume; seeded sampling whose rows come back as
-their top k logits gives one process's tokens, and greedy decoding brings no whole row back; each
-rank's resident weights (read from /proc) are within 10 % of its planned share. Then rank 1 is
-stopped, and (under mpirun's orte_enable_recovery) killed, while a request runs: rank 0 answers it
-with an HTTP error naming rank 1, /health and /ready answer 503 naming it until rank 0 is gone,
-and every rank is gone within 10 s. Bounded: every wait has a deadline.
+computes from scratch, and the split server did resume; with MTP drafting on both, the split
+server drafts and accepts as many tokens as the one process (the head's cache and hidden row,
+resumed and forked on the last rank, give a fresh computation's drafts: counts show a wrong
+fork's row), and a split server without drafting gives the same answers; seeded sampling whose
+rows come back as their top k logits gives one process's tokens, and greedy decoding brings no
+whole row back; each rank's resident weights (read from /proc) are within 10 % of its planned
+share. Then rank 1 is stopped, and (under mpirun's orte_enable_recovery) killed, while a request
+runs: rank 0 answers it with an HTTP error naming rank 1, /health and /ready answer 503 naming it
+until rank 0 is gone, and every rank is gone within 10 s. Bounded: every wait has a deadline.
 
 Usage: tests/dist/pipeline_serve_test.py build/qwen35 MODEL_DIR
 """
@@ -55,6 +59,10 @@ def post(port, body, timeout=60):
                                  {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.load(r)["choices"]
+
+
+def spec_counts(port):
+    return metric(port, "qwen35_spec_drafted_tokens_total"), metric(port, "qwen35_spec_accepted_tokens_total")
 
 
 def metric(port, name):
@@ -271,14 +279,17 @@ def resumed_fresh():
     """The same requests, in order, on one process without the prefix cache and on the split
     server with it, at the default bound and at one so small that entries are evicted (a
     provisional snapshot dropped, leaves removed, the branch and the forks resumed from what is
-    left): every choice's text and logprobs equal, and the split servers did resume."""
-    answers = {}
-    for name, np, extra in (("fresh", 1, ["--no-prefix-cache"]), ("split", 2, []),
+    left): every choice's text and logprobs equal, and the split servers did resume. The first two
+    draft with the MTP head (the split one on its last rank): as many drafted and accepted."""
+    answers, counts = {}, {}
+    mtp = ["--spec", "mtp"]
+    for name, np, extra in (("fresh", 1, ["--no-prefix-cache"] + mtp), ("split", 2, mtp),
                             ("evicting", 2, ["--cache-mb", "0.4"])):
         log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
         p, port = start_server(log, np=np, extra=extra)
         try:
             answers[name] = [post(port, dict({"temperature": 0, "logprobs": 1}, **r)) for r in CACHE_REQUESTS]
+            counts[name] = spec_counts(port)
             answers[name + " sampled"] = [post(port, r) for r in SAMPLED_REQUESTS]
             hits = metric(port, "qwen35_prefix_cache_hits_total")
             if name == "split":
@@ -302,7 +313,10 @@ def resumed_fresh():
         check(answers["fresh sampled"][i] == answers["split sampled"][i], f"top-k return: split != one process "
               f"for {r}: {answers['split sampled'][i]} vs {answers['fresh sampled'][i]}")
     print("pipeline_serve_test: sampled (greedy, top-k 20 with top-p, top-k 5; seeded) under -np 2 == one process")
-    print("pipeline_serve_test: resumed == fresh under -np 2 (extended, branch, n=2 forks; with evictions)")
+    check(counts["fresh"][1] and counts["split"] == counts["fresh"],
+          f"MTP drafted/accepted: split {counts['split']}, one process without the cache {counts['fresh']}")
+    print("pipeline_serve_test: resumed == fresh under -np 2 (extended, branch, n=2 forks; with evictions; "
+          "MTP drafted/accepted", counts["split"], "as one process)")
 
 
 def main():
@@ -314,12 +328,17 @@ def main():
         check(r.returncode == 0, f"run -p {pr!r} failed: {r.stderr}")
         plain[pr] = r.stdout
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
-    p, port = start_server(log, extra=["--pipeline-plan"])
+    # The MTP head drafts unless told; each rank reports its resident weights (--pipeline-plan).
+    p, port = start_server(log, extra=["--spec", "mtp", "--pipeline-plan"])
     try:
         solo = {pr: complete(port, pr) for pr in PROMPTS}
+        mtp = spec_counts(port)
+        check(mtp[0] and mtp[1], f"the MTP head drafted/accepted {mtp} tokens")
+        # Half of them plain, batched with the drafted half: each gets its solo (drafted) text.
         together = {}
-        threads = [threading.Thread(target=lambda pr=pr: together.__setitem__(pr, complete(port, pr)))
-                   for pr in PROMPTS]
+        threads = [threading.Thread(target=lambda i=i, pr=pr: together.__setitem__(
+                       pr, complete(port, pr, spec="off" if i % 2 else None)))
+                   for i, pr in enumerate(PROMPTS)]
         for t in threads:
             t.start()
         for t in threads:
@@ -328,15 +347,17 @@ def main():
             check(together.get(pr) == solo[pr], f"concurrent != solo for {pr!r}: {together.get(pr)!r} vs {solo[pr]!r}")
             check(plain[pr].startswith(solo[pr]) and solo[pr], f"split serve != one process for {pr!r}: "
                   f"{solo[pr]!r} vs {plain[pr]!r}")
-        print("pipeline_serve_test: concurrent == solo == one process under -np 2")
+        print("pipeline_serve_test: concurrent == solo == one process under -np 2; MTP drafted == plain (drafted",
+              mtp[0], "accepted", mtp[1], ")")
         # Prompt lookup drafts: verified rows and commits that keep fewer reach rank 1 too.
+        before = spec_counts(port)
         for pr in PROMPTS:
             drafted = complete(port, pr + pr, spec="lookup")
-            check(drafted == complete(port, pr + pr), f"drafted != plain for {pr + pr!r}")
+            check(drafted == complete(port, pr + pr, spec="off"), f"drafted != plain for {pr + pr!r}")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
             metrics = r.read().decode()
         m = re.search(r"^qwen35_spec_drafted_tokens_total (\S+)", metrics, re.M)
-        check(m and float(m.group(1)) > 0, "no token was drafted")
+        check(m and float(m.group(1)) > before[0], "no token was drafted by lookup")
         a = re.search(r"^qwen35_spec_accepted_tokens_total (\S+)", metrics, re.M)
         print("pipeline_serve_test: drafted == plain under -np 2 (drafted", m and m.group(1), "accepted",
               a and a.group(1), ")")
