@@ -28,7 +28,7 @@ void touch(const void* p, size_t n) {
 
 struct Walker {
   std::vector<std::pair<uintptr_t, uintptr_t>> maps;  // the mappings' [begin, end)
-  std::set<const void*> seen;                          // ranges counted already
+  std::set<const void*> seen;                         // ranges counted already
   HeldBytes held;
 
   bool mapped(const void* p) const {
@@ -73,7 +73,8 @@ void drop_mapped_pages(const ModelWeights& w) {
 HeldBytes fault_in_held(ModelWeights& w) {
   Walker k;
   for (const core::MappedFile* m : w.mappings())
-    if (!m->anonymous()) k.maps.emplace_back(uintptr_t(m->data()), uintptr_t(m->data()) + m->size());
+    if (!m->anonymous())
+      k.maps.emplace_back(uintptr_t(m->data()), uintptr_t(m->data()) + m->size());
   const ModelConfig& c = w.config;
   for (const Tensor& t : tensor_table()) {
     if (t.is_vision() || !in_family(t, c)) continue;

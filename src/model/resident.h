@@ -17,8 +17,8 @@ namespace qwen35::model {
 
 // Bytes of the tensors `w` holds, by where they live.
 struct HeldBytes {
-  size_t mapped = 0;  // matrices viewed in the checkpoint's mappings, as stored
-  size_t copies = 0;  // fp32 vectors and matrices in memory of their own (converted at load)
+  size_t mapped = 0;         // matrices viewed in the checkpoint's mappings, as stored
+  size_t copies = 0;         // fp32 vectors and matrices in memory of their own (converted at load)
   size_t mapped_ranges = 0;  // the arrays `mapped` counts (each maps at most 2 pages beyond it)
 };
 
