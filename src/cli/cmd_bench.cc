@@ -197,9 +197,9 @@ int cmd_bench(int argc, char** argv) {
     return fail("bench", "-p, -n, -d must be >= 0, -r >= 1 and -b in 1..256");
   if (verify < 0 || verify >= model::kMaxVerifyRows)
     return fail("bench", "--verify must be in 0.." + std::to_string(model::kMaxVerifyRows - 1));
-  if (dist::launched_world_size() > 1 && (!image_size.empty() || verify > 0 || spec_method != "off"))
+  if (dist::launched_world_size() > 1 && (!image_size.empty() || verify > 0))
     return dist::launched_rank() == 0  // one line for the job
-               ? fail("bench", "--image, --verify and --spec do not run on a model split over MPI ranks yet")
+               ? fail("bench", "--image and --verify do not run on a model split over MPI ranks yet")
                : 1;
   if (!image_size.empty()) {
     if (!parse_image_size(image_size, &io.width, &io.height))
@@ -210,7 +210,8 @@ int cmd_bench(int argc, char** argv) {
     io.json = json;
     return bench_image(*lm->model, lo, lm->pool.get(), io);
   }
-  const double bw = dist::launched_rank() > 0  // a later rank of a split reports nothing
+  // A later rank of a split reports nothing; --spec (without --verify) reports no bandwidth.
+  const double bw = dist::launched_rank() > 0 || (spec_method != "off" && verify == 0)
                        ? 0
                        : measure_bandwidth_in_child(lo.threads > 0 ? lo.threads : core::ThreadPool::hardware_threads());
   // Under mpirun -np N > 1 (cli/pipeline_setup.h): pp and tg through the ranks.
@@ -233,7 +234,8 @@ int cmd_bench(int argc, char** argv) {
   if (spec_method != "off" && verify == 0) {
     SpecFlags sf{spec_method, draft_tokens, draft_vocab};
     runtime::SpecOptions so;
-    if (const std::string why = resolve_spec(sf, m, &so); !why.empty()) return fail("bench", why);
+    if (const std::string why = resolve_spec(sf, m, &so, pipe.split() ? &pipe.mtp_problem : nullptr); !why.empty())
+      return fail("bench", why);
     if (!prompt_file.empty()) {
       std::ifstream in(prompt_file, std::ios::binary);
       if (!in) return fail("bench", "cannot read " + prompt_file);
@@ -245,7 +247,13 @@ int cmd_bench(int argc, char** argv) {
       prompt = std::move(*ids);
     }
     if (prompt.empty() || n_gen < 2) return fail("bench", "--spec needs a prompt and -n >= 2");
-    return bench_speculative(m, so, prompt, n_gen, json);
+    std::function<void(runtime::EngineOptions*)> split;
+    if (pipe.split())
+      split = [&](runtime::EngineOptions* eo) {  // the ranks' steps, the last rank's drafts
+        eo->forward = pipe.engine_forward(eo->ctx);
+        if (eo->spec.method == runtime::SpecMethod::kMtp) eo->draft = pipe.engine_draft(eo->ctx, draft_vocab);
+      };
+    return bench_speculative(m, so, prompt, n_gen, json, split);
   }
   // --sample / --json-schema: the sampler of each tg sequence, remade when a value ends.
   runtime::SamplingParams sp;
@@ -310,11 +318,11 @@ int cmd_bench(int argc, char** argv) {
     eo.forward = [&stage, &tg_wire, fwd = pipe.engine_forward(eo.ctx)](
                      std::span<const model::StateOp> ops, std::span<const model::SequenceRows> rows,
                      std::span<const int> slots, std::vector<float>* out) mutable {
-      const uint64_t hop = stage.bytes_sent(), back = stage.bytes_received();
+      const uint64_t hop = stage.bytes_sent(), back = stage.logits_received();
       const core::Status st = fwd(ops, rows, slots, out);
       if (std::all_of(rows.begin(), rows.end(), [](const model::SequenceRows& r) { return r.tokens.size() == 1; })) {
         tg_wire.hop += stage.bytes_sent() - hop;
-        tg_wire.back += stage.bytes_received() - back;
+        tg_wire.back += stage.logits_received() - back;
         ++tg_wire.units;
       }
       return st;
@@ -350,14 +358,14 @@ int cmd_bench(int argc, char** argv) {
     if (n_prompt > 0) {
       if (auto s = start(state.get()); !s.ok()) return fail("bench", s.message());
       const uint64_t hop0 = pipe.split() ? pipe.stage->bytes_sent() : 0;
-      const uint64_t back0 = pipe.split() ? pipe.stage->bytes_received() : 0;
+      const uint64_t back0 = pipe.split() ? pipe.stage->logits_received() : 0;
       auto t0 = Clock::now();
       model::SequenceRows rows{state.get(), prompt, false};
       if (auto s = forward(rows, &logits); !s.ok()) return fail("bench", s.message());
       if (r > 0) pp.push_back(double(n_prompt) / seconds_since(t0));
       if (r > 0 && pipe.split()) {
         pp_wire.hop += pipe.stage->bytes_sent() - hop0;
-        pp_wire.back += pipe.stage->bytes_received() - back0;
+        pp_wire.back += pipe.stage->logits_received() - back0;
         pp_wire.units += uint64_t(n_prompt);
       }
       if (r == 0) hash = fnv1a(logits.data() + logits.size() - size_t(V), size_t(V));

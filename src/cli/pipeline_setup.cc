@@ -1,8 +1,11 @@
 #include "cli/pipeline_setup.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+
+#include "model/resident.h"
 
 namespace qwen35::cli {
 namespace {
@@ -60,6 +63,18 @@ core::Status check_fingerprints(dist::Comm& comm, const LoadOptions& o) {
   return core::Status();
 }
 
+// With --pipeline-plan each rank says what of its weights is in memory, measured (its mappings'
+// Rss in /proc/self/smaps) beside the copies made at load, against the plan's share.
+void report_resident(const model::ModelWeights& w, const model::HeldBytes& held, const model::RankShare& share,
+                     int rank) {
+  const size_t resident = model::mapped_resident_bytes(w);
+  const auto mb = [](size_t b) { return double(b) / double(1 << 20); };
+  std::fprintf(stderr, "pipeline: rank %d resident weights %.1f MiB: %zu bytes of the checkpoint's mapped pages "
+               "+ %zu bytes of copies made at load (fp32 vectors); planned %zu bytes (%.1f MiB)\n", rank,
+               mb(resident + held.copies), resident, held.copies, share.weights, mb(share.weights));
+  std::fflush(stderr);
+}
+
 }  // namespace
 
 void add_pipeline_flags(flags::App& app, PipelineFlags& f) {
@@ -68,6 +83,8 @@ void add_pipeline_flags(flags::App& app, PipelineFlags& f) {
   app.add_flag("--pipeline-plan", f.print_plan, "under mpirun: print the split (rank 0, to stderr)");
   app.add_option("--rank-budget-mb", f.budget_mb, "under mpirun: a plan with a rank over this many MiB "
                  "(weights + state + KV) is an error");
+  app.add_flag("--pipeline-whole-logits", f.whole_logits, "under mpirun: the last rank returns every logits row "
+               "whole, also where sampling reads only the top k (to measure what the top-k return saves)");
   app.add_option("--pipeline-timeout", f.timeout_s, "under mpirun: seconds a rank may be silent (dead or "
                  "stalled) before every rank stops (default 5)");
   app.add_option("--pipeline-microbatches", f.microbatches, "under mpirun: cut each step's sequences (each "
@@ -81,6 +98,14 @@ void add_pipeline_flags(flags::App& app, PipelineFlags& f) {
 void Pipeline::finish() {
   if (finished || !stage || comm->rank() != 0) return;
   finished = true;
+  if (report_bytes) {
+    const double steps = double(std::max<uint64_t>(1, stage->steps()));
+    std::fprintf(stderr, "pipeline: rank 0 sent %llu steps: %llu bytes of step messages to rank 1 (%.0f a step), "
+                 "%llu bytes of logits back (%.0f a step)\n", (unsigned long long)stage->steps(),
+                 (unsigned long long)stage->bytes_sent(), double(stage->bytes_sent()) / steps,
+                 (unsigned long long)stage->logits_received(), double(stage->logits_received()) / steps);
+    std::fflush(stderr);
+  }
   if (auto st = stage->finish(); !st.ok()) comm->abort(st.message());
 }
 
@@ -96,6 +121,16 @@ Pipeline::EngineForward Pipeline::engine_forward(int64_t capacity) {
     seqs.resize(rows.size());
     for (size_t i = 0; i < rows.size(); ++i) seqs[i] = {uint64_t(slots[i]), capacity};
     return stage->step(rows, seqs, logits, ops);
+  };
+}
+
+Pipeline::EngineDraft Pipeline::engine_draft(int64_t capacity, int64_t draft_vocab) {
+  return [this, capacity, draft_vocab, seqs = std::vector<dist::StepSequence>()](
+             std::span<const model::StateOp> ops, std::span<const model::DraftRequest> reqs,
+             std::span<const int> slots) mutable {
+    seqs.resize(reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) seqs[i] = {uint64_t(slots[i]), capacity};
+    return stage->draft(reqs, seqs, draft_vocab, ops);
   };
 }
 
@@ -120,13 +155,19 @@ core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, 
   // Lazily mapped: the pages of the tensors this rank lets go are never read.
   o.load_mode = "mmap";
   std::string described;
+  model::HeldBytes held;
   o.prepare = [&](model::ModelWeights& w) -> core::Status {
     QWEN35_ASSIGN_OR_RETURN(const std::vector<int64_t> starts, parse_starts(f.split));
     const model::PipelineCosts costs = model::pipeline_costs(w, context, slots);
     QWEN35_ASSIGN_OR_RETURN(pipe->plan, model::plan_pipeline(costs, world, starts,
                                                              size_t(f.budget_mb * double(1 << 20))));
     described = model::describe(pipe->plan, costs);
+    pipe->mtp_problem = model::mtp_unusable(w);  // before rank 0 lets the head go
     model::keep_share(w, pipe->plan.ranks[size_t(rank)]);
+    // Binding read the vectors of every layer (and the headers): every page goes, and those of
+    // the tensors this rank holds are read back, once, as one process prefaults the whole model.
+    model::drop_mapped_pages(w);
+    held = model::fault_in_held(w);
     return core::Status();
   };
   auto lm = load_model(o);
@@ -146,7 +187,10 @@ core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, 
     std::fprintf(stderr, "pipeline plan: %d ranks over %zu layers (state and KV for %lld sequence%s of %lld "
                  "positions, f32)\n%s", world, lm->model->weights().layers.size(), (long long)slots,
                  slots == 1 ? "" : "s", (long long)context, described.c_str());
+  if (f.print_plan) report_resident(lm->model->weights(), held, pipe->plan.ranks[size_t(rank)], rank);
   pipe->stage = std::make_unique<dist::PipelineStage>(comm, *lm->model, pipe->plan);
+  pipe->stage->set_whole_logits(f.whole_logits);
+  pipe->report_bytes = f.print_plan && rank == 0;
   pipe->stage->set_microbatches(f.microbatches, f.microbatch_rows);
   return lm;
 }

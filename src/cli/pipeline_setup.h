@@ -28,6 +28,7 @@ struct PipelineFlags {
   bool print_plan = false;  // --pipeline-plan
   double budget_mb = 0;    // --rank-budget-mb (0: none)
   double timeout_s = 5;    // --pipeline-timeout: a rank silent this long ends the job
+  bool whole_logits = false;  // --pipeline-whole-logits: no top-k return of the logits
   // --pipeline-microbatches, --pipeline-microbatch-rows: a step's sequences cut into up to this
   // many groups of at least this many rows (dist/pipeline.h). The defaults follow the
   // measurements in docs/benchmarks.md: decode steps (a few rows a sequence) stay whole, prompts
@@ -45,6 +46,7 @@ struct Pipeline {
   std::unique_ptr<dist::PipelineStage> stage;
   bool finished = false;
   bool report = true;  // whether this rank prints load_pipelined's error (one rank does)
+  bool report_bytes = false;  // rank 0 prints the bytes of the steps at finish (--pipeline-plan)
 
   bool split() const { return comm != nullptr; }
   bool leader() const { return !comm || comm->rank() == 0; }
@@ -57,6 +59,13 @@ struct Pipeline {
   using EngineForward = std::function<core::Status(std::span<const model::StateOp>, std::span<const model::SequenceRows>,
                                                    std::span<const int>, std::vector<float>*)>;
   EngineForward engine_forward(int64_t capacity);
+  // Rank 0: runtime::EngineOptions::draft for the same engine: the last rank's MTP head drafts
+  // among token ids below `draft_vocab` (0: all).
+  using EngineDraft = std::function<core::Status(std::span<const model::StateOp>,
+                                                 std::span<const model::DraftRequest>, std::span<const int>)>;
+  EngineDraft engine_draft(int64_t capacity, int64_t draft_vocab);
+  // Why the last rank's MTP head cannot draft, or "" (every rank learns it at load).
+  std::string mtp_problem;
   ~Pipeline();
 };
 

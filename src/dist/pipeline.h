@@ -17,20 +17,32 @@
 // rank are that rank's part of rank 0's, under rank 0's node id, and a resume there adopts the
 // same blocks: *resumed == fresh* holds across the ranks as in one process.
 //
-// Messages (tags kStep, kLogits): a step is a header, its state ops, one record per sequence
-// (with the grid lines where its prefill copies the state), then the hidden rows [rows, hidden]
-// f32; all fields little-endian as the machines' own (the ranks run one binary, checked at
-// start: cli/pipeline_setup.h).
+// MTP drafting under a split: the MTP head and its cache are the last rank's (its states are
+// made with the head's cache when the engine's kPool op says so, and its forward calls fill the
+// cache and the trunk's last hidden row as one process's do). Rank 0 asks for a step's drafts
+// with a draft message down the pipe (the state ops since the last step first, then per
+// sequence the position rank 0 stands at, its rope delta, the sampled token and how many
+// drafts); the last rank commits a pending verification as a step would, drafts with
+// Model::draft and sends the tokens back. The drafts are one process's: the head's inputs are
+// the same bits.
+//
+// Messages (tags kStep, kLogits, kDrafts): a step is a header, its state ops, one record per
+// sequence (with the grid lines where its prefill copies the state, and `top_k`: the logits its
+// sampling reads, model::SequenceRows::logits_top_k), then the hidden rows [rows, hidden] f32;
+// the logits come back per row whole or as their top k (values and ids; rank 0 sets the rest to
+// -inf, which the sampler never reaches: the row samples as the whole row would); all fields
+// little-endian as the machines' own (the ranks run one binary, checked at start:
+// cli/pipeline_setup.h).
 //
 // Micro-batches (set_microbatches): rank 0 cuts a step's sequences, each whole and in order, into
 // up to M groups of about equal rows, each of at least R rows (fewer groups where they would be
-// smaller), and sends each as a step message of its own as soon as its rows are through rank
-// 0's layers, so that rank r runs micro-batch k+1 while rank r+1 runs k.
+// smaller: model::microbatch_starts), and sends each as a step message of its own as soon as its
+// rows are through rank 0's layers, so that rank r runs micro-batch k+1 while rank r+1 runs k.
 // The state ops ride with the first (they are applied before any record of the step); each
 // message's logits come back as a message of their own, in order, and rank 0 joins them: the
 // order Model::forward writes (sequence by sequence). A row's arithmetic never depends on the
-// other rows (docs/design.md §6), so the logits are those of one message, bit for bit. Sends
-// are posted (Comm::post): a rank computes while its last rows travel.
+// other rows (docs/design.md §6), so the logits are those of one message, bit for bit. The
+// step path's sends are posted (Comm::post): a rank computes while its last rows travel.
 #pragma once
 
 #include <cstdint>
@@ -66,6 +78,12 @@ class PipelineStage {
   // `ops`: the state changes since the last step, applied by the other ranks before it.
   core::Status step(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
                     std::vector<float>* logits, std::span<const model::StateOp> ops = {});
+  // Rank 0: Model::draft's contract for `reqs` (rank 0's states; seqs[i] names reqs[i]'s), the
+  // head being the last rank's: greedy drafts among token ids below `draft_vocab` (0: all).
+  // Rank 0's states take the KV blocks Model::draft would take, in its order, so that its pool
+  // runs out where one process's does. `ops`: as step()'s, applied by every rank first.
+  core::Status draft(std::span<const model::DraftRequest> reqs, std::span<const StepSequence> seqs,
+                     int64_t draft_vocab, std::span<const model::StateOp> ops = {});
   // Rank 0: the other ranks release these sequences' states.
   core::Status drop(std::span<const uint64_t> ids);
   // Rank 0: ends the other ranks' serve().
@@ -83,10 +101,14 @@ class PipelineStage {
   int microbatches() const { return microbatches_; }
   int64_t microbatch_rows() const { return microbatch_rows_; }
 
-  // Bytes this rank sent in step messages and logits, and (rank 0) received as logits (for the
-  // benchmarks).
+  // Bytes this rank sent in step messages and logits (for the benchmarks).
   uint64_t bytes_sent() const { return bytes_sent_; }
-  uint64_t bytes_received() const { return bytes_received_; }
+  // Rank 0: every logits row comes back whole, whatever the rows' logits_top_k (to measure
+  // what the top-k return saves).
+  void set_whole_logits(bool whole) { whole_logits_ = whole; }
+  // Rank 0: bytes of the logits messages it received, and the steps (for the benchmarks).
+  uint64_t logits_received() const { return logits_received_; }
+  uint64_t steps() const { return steps_; }
 
  private:
   // Rank 0: a step message's header for these sequences (their states as they stand).
@@ -94,6 +116,10 @@ class PipelineStage {
                                    std::span<const model::StateOp> ops) const;
   core::Status forward_to_next(std::vector<uint8_t> msg);
   core::Status apply(const std::vector<uint8_t>& msg);
+  core::Status apply_draft(const std::vector<uint8_t>& msg);
+  // A sequence's state here brought to where rank 0's stands at `pos0` (a pending verification
+  // committed to the rows rank 0 kept), or an error when it cannot be.
+  core::Status catch_up(model::SequenceState* st, uint64_t id, int64_t pos0);
   core::Status apply_op(const model::StateOp& op);
   core::Status take_copy(const model::StateOp& op);
   core::Status resume(const model::StateOp& op);
@@ -118,9 +144,12 @@ class PipelineStage {
   std::map<uint64_t, std::vector<float>> snapshots_;
   std::map<uint64_t, std::map<int64_t, std::vector<float>>> captured_;
   std::vector<float> hidden_, logits_;
-  uint64_t bytes_sent_ = 0, bytes_received_ = 0;
+  std::vector<std::vector<int32_t>> drafts_;  // the last rank: a draft message's tokens
+  uint64_t bytes_sent_ = 0;
+  uint64_t logits_received_ = 0;  // rank 0
+  bool whole_logits_ = false;     // rank 0
   uint64_t steps_ = 0;  // rank 0: steps sent
-  int microbatches_ = 1;
+  int microbatches_ = 1;  // rank 0
   int64_t microbatch_rows_ = 1;
 };
 
