@@ -1,7 +1,9 @@
 #include "cli/pipeline_setup.h"
 
 #include <cstdio>
+#include <algorithm>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 namespace qwen35::cli {
@@ -91,6 +93,39 @@ Pipeline::EngineForward Pipeline::engine_forward(int64_t capacity) {
     for (size_t i = 0; i < rows.size(); ++i) seqs[i] = {uint64_t(slots[i]), capacity};
     return stage->step(rows, seqs, logits, ops);
   };
+}
+
+std::string Pipeline::cache_folder(const std::string& dir, int r) const {
+  const model::RankShare& s = plan.ranks[size_t(r)];
+  return dir + "/np" + std::to_string(plan.ranks.size()) + "-r" + std::to_string(r) + "-L" + std::to_string(s.first) +
+         "-" + std::to_string(s.end);
+}
+
+uint64_t Pipeline::cache_fingerprint(uint64_t base, int r) const {
+  const std::string name = cache_folder("", r);
+  return fnv(name.data(), name.size(), base);
+}
+
+Pipeline::CacheParts Pipeline::cache_parts() {
+  return [this](std::span<const model::StateOp> ops, std::span<const model::CacheEntry> entries, bool save) {
+    return stage->cache_parts(ops, entries, save);
+  };
+}
+
+std::vector<std::string> foreign_cache_folders(const std::string& dir, const Pipeline& pipe) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    if (name.rfind("np", 0) != 0 || name.find("-r") == std::string::npos || !it->is_directory(ec)) continue;
+    bool ours = false;
+    for (size_t r = 0; pipe.split() && r < pipe.plan.ranks.size(); ++r)
+      ours = ours || pipe.cache_folder("", int(r)) == "/" + name;
+    if (!ours) out.push_back(it->path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 Pipeline::~Pipeline() {

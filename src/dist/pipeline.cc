@@ -7,42 +7,12 @@
 #include <cstring>
 #include <thread>
 
+#include "dist/wire.h"
+
 namespace qwen35::dist {
 namespace {
 
-constexpr int kStepTag = 10;    // rank r -> r+1: a step, a drop or the end
-constexpr int kLogitsTag = 11;  // the last rank -> rank 0: a step's logits
 enum Op : uint32_t { kStep = 1, kDrop = 2, kFinish = 3 };
-
-void put(std::vector<uint8_t>& m, const void* p, size_t n) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  m.insert(m.end(), b, b + n);
-}
-template <class T>
-void put(std::vector<uint8_t>& m, T v) {
-  put(m, &v, sizeof v);
-}
-
-// Reads a message rank 0 wrote, every read bounds-checked.
-struct Reader {
-  const std::vector<uint8_t>& m;
-  size_t at = 0;
-  bool ok = true;
-  template <class T>
-  T get() {
-    T v{};
-    read(&v, sizeof v);
-    return v;
-  }
-  void read(void* p, size_t n) {
-    if (!ok || n > m.size() - at) {
-      ok = false;
-      return;
-    }
-    std::memcpy(p, m.data() + at, n);
-    at += n;
-  }
-};
 
 // One sequence's record as it travels.
 struct Record {
@@ -151,6 +121,11 @@ core::Status PipelineStage::serve() {
       QWEN35_RETURN_IF_ERROR(forward_to_next(msg));
       continue;
     }
+    if (cache_message(op)) {  // --cache-dir: dist/pipeline_cache.cc
+      QWEN35_RETURN_IF_ERROR(forward_to_next(msg));
+      if (auto st = serve_cache(msg); !st.ok()) comm_.abort("prefix-cache files: " + st.message());
+      continue;
+    }
     if (op != kStep) comm_.abort("an unknown pipeline message (op " + std::to_string(op) + ")");
     if (auto st = apply(msg); !st.ok()) comm_.abort("step failed: " + st.message());
   }
@@ -197,7 +172,7 @@ core::Status PipelineStage::resume(const model::StateOp& op) {
   std::vector<int32_t> blocks;
   for (uint64_t n = op.a; n != 0;) {
     auto it = nodes_.find(n);
-    if (it == nodes_.end()) return op_error(op, "a resume path through an unknown node");
+    if (it == nodes_.end() || it->second.block < 0) return op_error(op, "a resume path through an unknown node");
     blocks.push_back(it->second.block);
     n = it->second.parent;
   }
@@ -243,7 +218,7 @@ core::Status PipelineStage::apply_op(const model::StateOp& op) {
     case K::kNodeGone: {
       auto it = nodes_.find(op.a);
       if (it == nodes_.end()) return fail("no such node");
-      pool_->release(it->second.block);
+      if (it->second.block >= 0) pool_->release(it->second.block);  // -1: a part not loaded
       nodes_.erase(it);
       snapshots_.erase(op.a);
       return core::Status();

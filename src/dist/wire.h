@@ -1,0 +1,46 @@
+// The byte layout of the pipeline's messages (dist/pipeline.h): fields appended as the machine
+// writes them (every rank runs one binary, checked at start), read back with every read
+// bounds-checked.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace qwen35::dist {
+
+constexpr int kStepTag = 10;    // rank r -> r+1: a step, a drop, a cache message or the end
+constexpr int kLogitsTag = 11;  // the last rank -> rank 0: a step's logits
+
+inline void put(std::vector<uint8_t>& m, const void* p, size_t n) {
+  const auto* b = static_cast<const uint8_t*>(p);
+  m.insert(m.end(), b, b + n);
+}
+template <class T>
+void put(std::vector<uint8_t>& m, T v) {
+  put(m, &v, sizeof v);
+}
+
+// Reads a message another rank wrote; after a read past its end, ok is false and every later
+// read gives zeros.
+struct Reader {
+  const std::vector<uint8_t>& m;
+  size_t at = 0;
+  bool ok = true;
+  template <class T>
+  T get() {
+    T v{};
+    read(&v, sizeof v);
+    return v;
+  }
+  void read(void* p, size_t n) {
+    if (!ok || n > m.size() - at) {
+      ok = false;
+      return;
+    }
+    std::memcpy(p, m.data() + at, n);
+    at += n;
+  }
+};
+
+}  // namespace qwen35::dist
