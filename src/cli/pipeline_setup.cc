@@ -118,7 +118,11 @@ std::vector<std::string> foreign_cache_folders(const std::string& dir, const Pip
   std::filesystem::directory_iterator it(dir, ec);
   for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    if (name.rfind("np", 0) != 0 || name.find("-r") == std::string::npos || !it->is_directory(ec)) continue;
+    int world = 0, r = 0, end = 0;
+    long long first = 0, last = 0;
+    const bool named = std::sscanf(name.c_str(), "np%d-r%d-L%lld-%lld%n", &world, &r, &first, &last, &end) == 4 &&
+                       size_t(end) == name.size();
+    if (!named || !it->is_directory(ec)) continue;
     bool ours = false;
     for (size_t r = 0; pipe.split() && r < pipe.plan.ranks.size(); ++r)
       ours = ours || pipe.cache_folder("", int(r)) == "/" + name;

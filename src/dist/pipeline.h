@@ -19,7 +19,8 @@
 //
 // Messages (tags kStep, kLogits): a step is a header, its state ops, one record per sequence
 // (with the grid lines where its prefill copies the state), then the hidden rows [rows, hidden]
-// f32; all fields little-endian as the machines' own (the ranks run one binary, checked at
+// f32; serve --cache-dir adds two more, once at start and once at exit (dist/pipeline_cache.cc);
+// all fields little-endian as the machines' own (the ranks run one binary, checked at
 // start: cli/pipeline_setup.h).
 #pragma once
 
