@@ -1,7 +1,7 @@
 #include "cli/pipeline_setup.h"
 
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -118,10 +118,10 @@ std::vector<std::string> foreign_cache_folders(const std::string& dir, const Pip
   std::filesystem::directory_iterator it(dir, ec);
   for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
     const std::string name = it->path().filename().string();
-    int world = 0, r = 0, end = 0;
-    long long first = 0, last = 0;
-    const bool named = std::sscanf(name.c_str(), "np%d-r%d-L%lld-%lld%n", &world, &r, &first, &last, &end) == 4 &&
-                       size_t(end) == name.size();
+    int world = 0, rank = 0, read = 0;
+    long long first = 0, end = 0;
+    const bool named = std::sscanf(name.c_str(), "np%d-r%d-L%lld-%lld%n", &world, &rank, &first, &end, &read) == 4 &&
+                       size_t(read) == name.size();
     if (!named || !it->is_directory(ec)) continue;
     bool ours = false;
     for (size_t r = 0; pipe.split() && r < pipe.plan.ranks.size(); ++r)

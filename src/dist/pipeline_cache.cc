@@ -12,12 +12,12 @@
 // directly (kCacheTag): a count, then per snapshot it could not load (or, saving, node 0 and why
 // its save failed) the node and a line naming the rank. Rank 0 waits for every answer: a rank
 // that died or stalls is noticed by the heartbeat, so this ends too.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-
-#include <unistd.h>
 
 #include "dist/pipeline.h"
 #include "dist/wire.h"
@@ -41,9 +41,8 @@ void PipelineStage::set_cache_files(std::string dir, uint64_t fingerprint) {
   cache_fingerprint_ = fingerprint;
 }
 
-core::Result<std::vector<model::CacheVerdict>> PipelineStage::cache_parts(std::span<const model::StateOp> ops,
-                                                                          std::span<const model::CacheEntry> entries,
-                                                                          bool save) {
+core::Result<std::vector<model::CacheVerdict>> PipelineStage::cache_parts(
+    std::span<const model::StateOp> ops, std::span<const model::CacheEntry> entries, bool save) {
   std::vector<uint8_t> msg;
   put(msg, uint32_t(save ? kCacheSave : kCacheLoad));
   put(msg, uint32_t(ops.size()));
@@ -76,7 +75,8 @@ core::Result<std::vector<model::CacheVerdict>> PipelineStage::cache_parts(std::s
       rd.read(v.why.data(), v.why.size());
       verdicts.push_back(std::move(v));
     }
-    if (!rd.ok) return core::error("rank " + std::to_string(r) + " sent a malformed prefix-cache answer");
+    if (!rd.ok)
+      return core::error("rank " + std::to_string(r) + " sent a malformed prefix-cache answer");
   }
   return verdicts;
 }
@@ -126,7 +126,8 @@ core::Status PipelineStage::serve_cache(const std::vector<uint8_t>& msg) {
     const uint64_t floats = state(0, 0)->recurrent_bytes() / sizeof(float);
     for (const model::CacheEntry& e : entries)
       if (e.snapshot)
-        if (std::string why = load_part(e, by_id, floats); !why.empty()) verdicts.push_back({e.node, me + why});
+        if (std::string why = load_part(e, by_id, floats); !why.empty())
+          verdicts.push_back({e.node, me + why});
   }
   std::vector<uint8_t> back;
   put(back, uint32_t(verdicts.size()));
@@ -141,10 +142,12 @@ core::Status PipelineStage::serve_cache(const std::vector<uint8_t>& msg) {
 
 // This rank's layers' part of a snapshot (its states' other layers are never computed here).
 model::snapshot_file::Part PipelineStage::file_part() {
-  return sf::layers_part(model_.config(), *state(0, 0), *pool_, share().first, share().end, share().head);
+  return sf::layers_part(model_.config(), *state(0, 0), *pool_, share().first, share().end,
+                         share().head);
 }
 
-std::string PipelineStage::path_of(uint64_t id, const std::map<uint64_t, const model::CacheEntry*>& by_id,
+std::string PipelineStage::path_of(uint64_t id,
+                                   const std::map<uint64_t, const model::CacheEntry*>& by_id,
                                    std::vector<int32_t>* tokens, std::vector<uint64_t>* nodes) {
   nodes->clear();
   for (uint64_t n = id; n != 0;) {
@@ -157,8 +160,10 @@ std::string PipelineStage::path_of(uint64_t id, const std::map<uint64_t, const m
   }
   std::reverse(nodes->begin(), nodes->end());
   tokens->clear();
-  for (uint64_t n : *nodes) tokens->insert(tokens->end(), by_id.at(n)->key.begin(), by_id.at(n)->key.end());
-  if (int64_t(nodes->size()) != by_id.at(id)->depth) return "node " + std::to_string(id) + " at the wrong depth";
+  for (uint64_t n : *nodes)
+    tokens->insert(tokens->end(), by_id.at(n)->key.begin(), by_id.at(n)->key.end());
+  if (int64_t(nodes->size()) != by_id.at(id)->depth)
+    return "node " + std::to_string(id) + " at the wrong depth";
   return "";
 }
 
@@ -171,7 +176,8 @@ std::string PipelineStage::load_part(const model::CacheEntry& e,
   std::vector<uint64_t> path;
   if (std::string why = path_of(e.node, by_id, &want, &path); !why.empty()) return why;
   const std::string file =
-      cache_dir_ + "/" + sf::file_name(cache_fingerprint_, *pool_, sf::fnv(want.data(), want.size() * 4));
+      cache_dir_ + "/" +
+      sf::file_name(cache_fingerprint_, *pool_, sf::fnv(want.data(), want.size() * 4));
   sf::Reader in;
   if (std::string why = in.open(file, *pool_, file_part(), cache_fingerprint_); !why.empty())
     return file + ": " + why;
@@ -203,7 +209,10 @@ std::string PipelineStage::load_part(const model::CacheEntry& e,
       pool_->release(nodes_[n].block);
       nodes_[n].block = -1;
     }
-    return file + ": " + (!why.empty() ? why : ok ? "checksum mismatch" : "unreadable (shorter than its size said)");
+    return file + ": " +
+           (!why.empty() ? why
+            : ok         ? "checksum mismatch"
+                         : "unreadable (shorter than its size said)");
   }
   snapshots_[e.node] = std::move(snapshot);
   return "";
@@ -224,17 +233,22 @@ std::string PipelineStage::save_parts(std::span<const model::CacheEntry> entries
   for (const model::CacheEntry& e : entries) {
     if (!e.snapshot) continue;
     auto snap = snapshots_.find(e.node);
-    if (std::string why = path_of(e.node, by_id, &tokens, &path); !why.empty() || snap == snapshots_.end())
-      return "out of step with rank 0 (" + (why.empty() ? "no snapshot at node " + std::to_string(e.node) : why) + ")";
+    if (std::string why = path_of(e.node, by_id, &tokens, &path);
+        !why.empty() || snap == snapshots_.end())
+      return "out of step with rank 0 (" +
+             (why.empty() ? "no snapshot at node " + std::to_string(e.node) : why) + ")";
     blocks.clear();
     for (uint64_t n : path) {
       blocks.push_back(nodes_[n].block);
-      if (blocks.back() < 0) return "out of step with rank 0 (node " + std::to_string(n) + " holds no block)";
+      if (blocks.back() < 0)
+        return "out of step with rank 0 (node " + std::to_string(n) + " holds no block)";
     }
-    const std::string name = sf::file_name(cache_fingerprint_, *pool_, sf::fnv(tokens.data(), tokens.size() * 4));
+    const std::string name =
+        sf::file_name(cache_fingerprint_, *pool_, sf::fnv(tokens.data(), tokens.size() * 4));
     const std::string final_path = cache_dir_ + "/" + name, tmp = final_path + sf::kTmp;
     written.push_back(name);
-    if (std::string why = sf::write(tmp, *pool_, file_part(), cache_fingerprint_, tokens, blocks, snap->second);
+    if (std::string why =
+            sf::write(tmp, *pool_, file_part(), cache_fingerprint_, tokens, blocks, snap->second);
         !why.empty()) {
       ::unlink(tmp.c_str());
       return "cannot write '" + tmp + "': " + why;

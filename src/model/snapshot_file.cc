@@ -36,8 +36,9 @@ std::string errno_text() { return std::strerror(errno); }
 // What a tag names ("q8_0,turbo4 (rotated K, V)"), for the warning of a file of another type.
 std::string kv_tag_name(uint64_t tag) {
   const auto type = [](uint64_t b) -> std::string {
-    return b < std::size(kernels::kAllKvTypes) ? std::string(kernels::kv_type_name(kernels::KvType(b)))
-                                               : "type " + std::to_string(b);
+    return b < std::size(kernels::kAllKvTypes)
+               ? std::string(kernels::kv_type_name(kernels::KvType(b)))
+               : "type " + std::to_string(b);
   };
   std::string s = type(tag & 0xff) + "," + type(tag >> 16 & 0xff);
   if (tag >> 8 & 1) s += " (K rotated)";
@@ -124,8 +125,8 @@ uint64_t kv_tag(const KvPool& pool) {
   const auto& k = pool.k_format();
   const auto& v = pool.v_format();
   const uint64_t seed = kernels::kKvRotationSeed;
-  return uint64_t(k.type) | uint64_t(k.rotated) << 8 | uint64_t(v.type) << 16 | uint64_t(v.rotated) << 24 |
-         ((seed ^ (seed >> 32)) & 0xffffffffull) << 32;
+  return uint64_t(k.type) | uint64_t(k.rotated) << 8 | uint64_t(v.type) << 16 |
+         uint64_t(v.rotated) << 24 | ((seed ^ (seed >> 32)) & 0xffffffffull) << 32;
 }
 
 // An fp32 pool's formats are 0: its files keep the fingerprint's name.
@@ -152,8 +153,8 @@ Part whole(const KvPool& pool, uint64_t recurrent_floats) {
 
 // Layers are numbered in order within each kind: the attention layers of [first, end) are one
 // run of the pool's, and their conv and recurrent states one run of each array.
-Part layers_part(const ModelConfig& c, const SequenceState& st, const KvPool& pool, int64_t first, int64_t end,
-                 bool head) {
+Part layers_part(const ModelConfig& c, const SequenceState& st, const KvPool& pool, int64_t first,
+                 int64_t end, bool head) {
   Part p;
   int64_t lin_first = -1, n_lin = 0, n_lin_all = 0;
   for (int64_t l = 0; l < c.n_layers; ++l) {
@@ -182,9 +183,12 @@ Part layers_part(const ModelConfig& c, const SequenceState& st, const KvPool& po
   return p;
 }
 
-std::string write(const std::string& path, const KvPool& pool, const Part& part, uint64_t fingerprint,
-                  std::span<const int32_t> tokens, std::span<const int32_t> blocks,
-                  std::span<const float> recurrent) {
+std::string write(const std::string& path, const KvPool& pool, const Part& part,
+                  uint64_t fingerprint, std::span<const int32_t> tokens,
+                  std::span<const int32_t> blocks, std::span<const float> recurrent) {
+  for (const auto& [at, n] : part.recurrent)
+    if (at < 0 || n < 0 || size_t(at + n) > recurrent.size())
+      return "the part lies beyond the snapshot";
   FileOut f(path);
   f.put(kMagic, 8);
   f.u64(fingerprint);
@@ -224,7 +228,8 @@ bool Reader::read(void* dst, size_t n) {
 // swapped in after the stat from blocking the open, and fstat() then rejects it. The header's
 // fields are checked against this model (its n_tokens only for its bounds), then the size they
 // imply against the file's: a file claiming a huge size costs its first 56 bytes.
-std::string Reader::open(const std::string& path, const KvPool& pool, const Part& part, uint64_t fingerprint) {
+std::string Reader::open(const std::string& path, const KvPool& pool, const Part& part,
+                         uint64_t fingerprint) {
   part_ = part;
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return "cannot stat (" + errno_text() + ")";
@@ -241,14 +246,18 @@ std::string Reader::open(const std::string& path, const KvPool& pool, const Part
     return "a snapshot file of another version";
   if (std::memcmp(magic, kMagic, 8) != 0) return "not a snapshot file (magic)";
   if (h.fingerprint != fingerprint) return "made by another checkpoint or mode";
-  if (h.kv != kv_tag(pool)) return "KV cache of type " + kv_tag_name(h.kv) + ", not this pool's " + kv_tag_name(kv_tag(pool));
+  if (h.kv != kv_tag(pool))
+    return "KV cache of type " + kv_tag_name(h.kv) + ", not this pool's " +
+           kv_tag_name(kv_tag(pool));
   if (h.n_tokens == 0 || h.n_tokens % kBlock != 0 || h.n_tokens > kMaxTokens ||
-      h.n_layers != uint64_t(part.kv_end - part.kv_first) || h.stride != pool.k_block_bytes() + pool.v_block_bytes() ||
+      h.n_layers != uint64_t(part.kv_end - part.kv_first) ||
+      h.stride != pool.k_block_bytes() + pool.v_block_bytes() ||
       h.recurrent != part.recurrent_floats())
     return "geometry does not match this model";
   // No overflow: every factor is this model's or at most kMaxTokens.
   const uint64_t n_blocks = h.n_tokens / kBlock;
-  const uint64_t size = kHeaderBytes + h.n_tokens * 4 + n_blocks * h.n_layers * h.stride + h.recurrent * 4 + 8;
+  const uint64_t size =
+      kHeaderBytes + h.n_tokens * 4 + n_blocks * h.n_layers * h.stride + h.recurrent * 4 + 8;
   if (size != size_) return "truncated or padded";
   n_tokens_ = h.n_tokens;
   return "";
@@ -257,19 +266,23 @@ std::string Reader::open(const std::string& path, const KvPool& pool, const Part
 bool Reader::read_block(const KvPool& pool, int32_t block) {
   for (int64_t l = part_.kv_first; l < part_.kv_end; ++l) {
     if (block >= 0) {
-      if (!read(pool.k(l, block), pool.k_block_bytes()) || !read(pool.v(l, block), pool.v_block_bytes()))
+      if (!read(pool.k(l, block), pool.k_block_bytes()) ||
+          !read(pool.v(l, block), pool.v_block_bytes()))
         return false;
       continue;
     }
     scratch_.resize(std::max(pool.k_block_bytes(), pool.v_block_bytes()));
-    if (!read(scratch_.data(), pool.k_block_bytes()) || !read(scratch_.data(), pool.v_block_bytes())) return false;
+    if (!read(scratch_.data(), pool.k_block_bytes()) ||
+        !read(scratch_.data(), pool.v_block_bytes()))
+      return false;
   }
   return true;
 }
 
 bool Reader::read_recurrent(std::span<float> dst) {
   for (const auto& [at, n] : part_.recurrent)
-    if (at < 0 || n < 0 || size_t(at + n) > dst.size() || !read(dst.data() + at, size_t(n) * 4)) return false;
+    if (at < 0 || n < 0 || size_t(at + n) > dst.size() || !read(dst.data() + at, size_t(n) * 4))
+      return false;
   return true;
 }
 
@@ -285,11 +298,13 @@ core::Status sync_dir(const std::string& dir) {
   const int r = ::fsync(fd);
   const int err = errno;
   ::close(fd);
-  if (r != 0 && err != EINVAL) return core::error("[prefix cache] cannot sync '" + dir + "': " + std::strerror(err));
+  if (r != 0 && err != EINVAL)
+    return core::error("[prefix cache] cannot sync '" + dir + "': " + std::strerror(err));
   return core::Status();
 }
 
-core::Result<std::vector<std::string>> stale_files(const std::string& dir, const std::string& prefix,
+core::Result<std::vector<std::string>> stale_files(const std::string& dir,
+                                                   const std::string& prefix,
                                                    const std::vector<std::string>& keep) {
   const std::set<std::string> kept(keep.begin(), keep.end());
   std::error_code ec;

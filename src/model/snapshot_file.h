@@ -7,7 +7,9 @@
 // and the rotation's seed: kv_tag below), n_tokens (a multiple of kKvBlock), n_attention_layers,
 // stride (bytes of K then V of one block and layer), n_recurrent; then the i32 token ids; for
 // each block, for each attention layer, its K then V bytes; the f32 recurrent state; and an
-// FNV-1a 64-bit checksum of everything before it. Each file holds the whole KV prefix of its
+// FNV-1a 64-bit checksum of everything before it. A file may hold a part of a snapshot (Part
+// below: a rank's layers): then its layers and recurrent floats are the part's, and the header
+// counts those. Each file holds the whole KV prefix of its
 // snapshot, so nested snapshots repeat the KV they share. It is named
 // <key>-<FNV-1a of its token ids>.q35pc (16 hex digits each; key: the fingerprint mixed with kv's
 // formats, so pools of other KV types keep their own files side by side; an fp32 pool's key is
@@ -58,15 +60,15 @@ struct Part {
 Part whole(const KvPool& pool, uint64_t recurrent_floats);
 // The part of layers [first, end) of `c` (with the MTP head's layer and hidden row when `head`),
 // laid out as `st` (a state of `pool`) lays out its snapshots.
-Part layers_part(const ModelConfig& c, const SequenceState& st, const KvPool& pool, int64_t first, int64_t end,
-                 bool head);
+Part layers_part(const ModelConfig& c, const SequenceState& st, const KvPool& pool, int64_t first,
+                 int64_t end, bool head);
 
 // Writes one snapshot file at `path` (a temporary name) and fsyncs it: its tokens, the KV of
 // `blocks` (the pool's block of each kKvBlock positions) in the part's attention layers, and
 // the part's ranges of `recurrent` (the whole array). "" or why not.
-std::string write(const std::string& path, const KvPool& pool, const Part& part, uint64_t fingerprint,
-                  std::span<const int32_t> tokens, std::span<const int32_t> blocks,
-                  std::span<const float> recurrent);
+std::string write(const std::string& path, const KvPool& pool, const Part& part,
+                  uint64_t fingerprint, std::span<const int32_t> tokens,
+                  std::span<const int32_t> blocks, std::span<const float> recurrent);
 
 // Reads one file in order. Every read hashes what it reads; checksum_matches() ends it.
 class Reader {
@@ -79,7 +81,8 @@ class Reader {
   // "" when `path` is a regular file holding a snapshot of this pool's model under
   // `fingerprint` holding `part`, with the size its header implies; else why not. Then
   // n_tokens() is known and the body is next.
-  std::string open(const std::string& path, const KvPool& pool, const Part& part, uint64_t fingerprint);
+  std::string open(const std::string& path, const KvPool& pool, const Part& part,
+                   uint64_t fingerprint);
   uint64_t n_tokens() const { return n_tokens_; }
   bool read_tokens(std::span<int32_t> dst) { return read(dst.data(), dst.size_bytes()); }
   // The next block's K and V of the part's attention layers into pool block `block`; with
@@ -103,7 +106,8 @@ class Reader {
 // that cannot sync directories (EINVAL) is not an error.
 core::Status sync_dir(const std::string& dir);
 // The files of `dir` named `prefix`* (snapshots and temporaries) that are not in `keep`.
-core::Result<std::vector<std::string>> stale_files(const std::string& dir, const std::string& prefix,
+core::Result<std::vector<std::string>> stale_files(const std::string& dir,
+                                                   const std::string& prefix,
                                                    const std::vector<std::string>& keep);
 
 }  // namespace qwen35::model::snapshot_file

@@ -17,25 +17,27 @@ int64_t Stepper::load_cache(std::vector<std::string>* log) {
   if (!cache_ || opts_.cache_dir.empty()) return 0;
   const bool split = bool(opts_.cache_parts);
   if (split) {
-    cache_->set_file_part(
-        model::snapshot_file::layers_part(model_.config(), *states_[0], *pool_, 0, opts_.cache_layers_end, false));
+    cache_->set_file_part(model::snapshot_file::layers_part(model_.config(), *states_[0], *pool_, 0,
+                                                            opts_.cache_layers_end, false));
     cache_->set_observer(nullptr);
   }
   int64_t n = cache_->load(opts_.cache_dir, opts_.cache_fingerprint, recurrent_floats(), log);
   if (!split) return n;
-  cache_->set_observer([this](const model::StateOp& op, const model::SequenceState* st) { record(op, st); });
+  cache_->set_observer(
+      [this](const model::StateOp& op, const model::SequenceState* st) { record(op, st); });
   const std::vector<model::CacheEntry> entries = cache_->entries();
   auto verdicts = opts_.cache_parts(state_ops_, entries, /*save=*/false);
   state_ops_.clear();  // sent with the entries, ahead of them
   if (!verdicts.ok()) {
     // The other ranks' parts are unknown: nothing loaded is used (the job is ending anyway).
-    log->push_back("the other ranks did not load their parts of the prefix cache (" + verdicts.message() +
-                   "); the cache starts empty");
+    log->push_back("the other ranks did not load their parts of the prefix cache (" +
+                   verdicts.message() + "); the cache starts empty");
     cache_->clear();
     return 0;
   }
   for (const model::CacheVerdict& v : *verdicts) {
-    log->push_back("prefix-cache snapshot " + std::to_string(v.node) + ": " + v.why + "; dropped on every rank");
+    log->push_back("prefix-cache snapshot " + std::to_string(v.node) + ": " + v.why +
+                   "; dropped on every rank");
     cache_->drop_snapshot(v.node);
   }
   return cache_->stats().snapshots;
