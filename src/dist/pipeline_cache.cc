@@ -71,7 +71,10 @@ core::Result<std::vector<model::CacheVerdict>> PipelineStage::cache_parts(
     for (uint32_t i = 0; i < n && rd.ok; ++i) {
       model::CacheVerdict v;
       v.node = rd.get<uint64_t>();
-      v.why.resize(rd.get<uint32_t>());
+      const uint32_t len = rd.get<uint32_t>();
+      if (len > back.size()) rd.ok = false;
+      if (!rd.ok) break;
+      v.why.resize(len);
       rd.read(v.why.data(), v.why.size());
       verdicts.push_back(std::move(v));
     }
