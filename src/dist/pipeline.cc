@@ -12,6 +12,8 @@
 namespace qwen35::dist {
 namespace {
 
+constexpr int kStepTag = 10;    // rank r -> r+1: a step, a drop or the end
+constexpr int kLogitsTag = 11;  // the last rank -> rank 0: a step's logits
 enum Op : uint32_t { kStep = 1, kDrop = 2, kFinish = 3 };
 
 // One sequence's record as it travels.

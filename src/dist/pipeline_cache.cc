@@ -5,7 +5,7 @@
 // the same name (the snapshot's token ids hashed), its own fingerprint (the folders and
 // fingerprints name the rank, the world size and the rank's layers: cli/cmd_serve.cc).
 //
-// Messages (kStepTag, down the pipe; each rank passes it on before its own work, so the ranks
+// Messages (down the pipe as steps go; each rank passes it on before its own work, so the ranks
 // read and write their files at once): a kind (kCacheLoad, kCacheSave), the state ops rank 0 has
 // not sent yet (applied first, as a step's), then rank 0's nodes, parents first: id, parent,
 // depth, whether it holds an ordinary snapshot, its kKvBlock token ids. Each rank answers rank 0
@@ -61,8 +61,7 @@ core::Result<std::vector<model::CacheVerdict>> PipelineStage::cache_parts(
     put(msg, uint8_t(e.snapshot));
     put(msg, e.key.data(), e.key.size() * sizeof(int32_t));
   }
-  QWEN35_RETURN_IF_ERROR(comm_.send(1, kStepTag, msg));
-  bytes_sent_ += msg.size();
+  QWEN35_RETURN_IF_ERROR(forward_to_next(msg));  // down the pipe, as a step goes
   std::vector<model::CacheVerdict> verdicts;
   for (int r = 1; r < comm_.size(); ++r) {
     QWEN35_ASSIGN_OR_RETURN(const std::vector<uint8_t> back, comm_.recv(r, kCacheTag));

@@ -9,9 +9,6 @@
 
 namespace qwen35::dist {
 
-constexpr int kStepTag = 10;    // rank r -> r+1: a step, a drop, a cache message or the end
-constexpr int kLogitsTag = 11;  // the last rank -> rank 0: a step's logits
-
 inline void put(std::vector<uint8_t>& m, const void* p, size_t n) {
   const auto* b = static_cast<const uint8_t*>(p);
   m.insert(m.end(), b, b + n);
