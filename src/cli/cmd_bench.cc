@@ -197,9 +197,9 @@ int cmd_bench(int argc, char** argv) {
     return fail("bench", "-p, -n, -d must be >= 0, -r >= 1 and -b in 1..256");
   if (verify < 0 || verify >= model::kMaxVerifyRows)
     return fail("bench", "--verify must be in 0.." + std::to_string(model::kMaxVerifyRows - 1));
-  if (dist::launched_world_size() > 1 && (!image_size.empty() || verify > 0 || spec_method != "off"))
+  if (dist::launched_world_size() > 1 && (!image_size.empty() || verify > 0))
     return dist::launched_rank() == 0  // one line for the job
-               ? fail("bench", "--image, --verify and --spec do not run on a model split over MPI ranks yet")
+               ? fail("bench", "--image and --verify do not run on a model split over MPI ranks yet")
                : 1;
   if (!image_size.empty()) {
     if (!parse_image_size(image_size, &io.width, &io.height))
@@ -210,7 +210,8 @@ int cmd_bench(int argc, char** argv) {
     io.json = json;
     return bench_image(*lm->model, lo, lm->pool.get(), io);
   }
-  const double bw = dist::launched_rank() > 0  // a later rank of a split reports nothing
+  // A later rank of a split reports nothing; --spec (without --verify) reports no bandwidth.
+  const double bw = dist::launched_rank() > 0 || (spec_method != "off" && verify == 0)
                        ? 0
                        : measure_bandwidth_in_child(lo.threads > 0 ? lo.threads : core::ThreadPool::hardware_threads());
   // Under mpirun -np N > 1 (cli/pipeline_setup.h): pp and tg through the ranks.
@@ -233,7 +234,8 @@ int cmd_bench(int argc, char** argv) {
   if (spec_method != "off" && verify == 0) {
     SpecFlags sf{spec_method, draft_tokens, draft_vocab};
     runtime::SpecOptions so;
-    if (const std::string why = resolve_spec(sf, m, &so); !why.empty()) return fail("bench", why);
+    if (const std::string why = resolve_spec(sf, m, &so, pipe.split() ? &pipe.mtp_problem : nullptr); !why.empty())
+      return fail("bench", why);
     if (!prompt_file.empty()) {
       std::ifstream in(prompt_file, std::ios::binary);
       if (!in) return fail("bench", "cannot read " + prompt_file);
@@ -245,7 +247,13 @@ int cmd_bench(int argc, char** argv) {
       prompt = std::move(*ids);
     }
     if (prompt.empty() || n_gen < 2) return fail("bench", "--spec needs a prompt and -n >= 2");
-    return bench_speculative(m, so, prompt, n_gen, json);
+    std::function<void(runtime::EngineOptions*)> split;
+    if (pipe.split())
+      split = [&](runtime::EngineOptions* eo) {  // the ranks' steps, the last rank's drafts
+        eo->forward = pipe.engine_forward(eo->ctx);
+        if (eo->spec.method == runtime::SpecMethod::kMtp) eo->draft = pipe.engine_draft(eo->ctx, draft_vocab);
+      };
+    return bench_speculative(m, so, prompt, n_gen, json, split);
   }
   // --sample / --json-schema: the sampler of each tg sequence, remade when a value ends.
   runtime::SamplingParams sp;

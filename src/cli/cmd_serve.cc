@@ -332,7 +332,8 @@ int cmd_serve(int argc, char** argv) {
   if (reasoning_budget >= 0 && tok->token_to_id("</think>") < 0)
     return finish(fail("serve", "--reasoning-budget: this model's vocabulary has no </think> token"));
 
-  if (const std::string why = resolve_spec(spec, m, &eo.spec); !why.empty())
+  if (const std::string why = resolve_spec(spec, m, &eo.spec, pipe.split() ? &pipe.mtp_problem : nullptr);
+      !why.empty())
     return finish(fail("serve", why));
   {
     // The recurrent state of every slot is allocated up front; the KV pool is reserved and
@@ -340,7 +341,8 @@ int cmd_serve(int argc, char** argv) {
     // slot's first verification adds its records (a second buffer of the state, the rows'
     // inputs: model/state.h); with --spec mtp each KV block holds the MTP head's layer too.
     const double mib = 1.0 / (1 << 20);
-    const bool mtp = eo.spec.method == runtime::SpecMethod::kMtp;
+    // Under a split the MTP head's cache is the last rank's, not in rank 0's blocks.
+    const bool mtp = eo.spec.method == runtime::SpecMethod::kMtp && !pipe.split();
     const double recurrent =
         double(m.new_state(1)->recurrent_bytes() +
                (eo.spec.method == runtime::SpecMethod::kOff
@@ -379,9 +381,8 @@ int cmd_serve(int argc, char** argv) {
     return finish(fail("serve", "--cache-mb must be >= 0 and --cache-interval >= 64"));
   eo.cache_bytes = no_cache ? 0 : int64_t(cache_mb * (1 << 20));
   if (pipe.split()) {  // steps through the ranks (runtime/engine_options.h)
-    if (eo.spec.method == runtime::SpecMethod::kMtp)
-      return finish(fail("serve", "--spec mtp does not run on a model split over MPI ranks yet"));
     eo.forward = pipe.engine_forward(eo.ctx);
+    if (eo.spec.method == runtime::SpecMethod::kMtp) eo.draft = pipe.engine_draft(eo.ctx, spec.draft_vocab);
   }
 
   // States with the MTP head's cache hold more than those without: their files stay apart.

@@ -132,6 +132,16 @@ std::vector<std::string> foreign_cache_folders(const std::string& dir, const Pip
   return out;
 }
 
+Pipeline::EngineDraft Pipeline::engine_draft(int64_t capacity, int64_t draft_vocab) {
+  return [this, capacity, draft_vocab, seqs = std::vector<dist::StepSequence>()](
+             std::span<const model::StateOp> ops, std::span<const model::DraftRequest> reqs,
+             std::span<const int> slots) mutable {
+    seqs.resize(reqs.size());
+    for (size_t i = 0; i < reqs.size(); ++i) seqs[i] = {uint64_t(slots[i]), capacity};
+    return stage->draft(reqs, seqs, draft_vocab, ops);
+  };
+}
+
 Pipeline::~Pipeline() {
   finish();
   stage.reset();
@@ -156,6 +166,7 @@ core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, 
     QWEN35_ASSIGN_OR_RETURN(pipe->plan, model::plan_pipeline(costs, world, starts,
                                                              size_t(f.budget_mb * double(1 << 20))));
     described = model::describe(pipe->plan, costs);
+    pipe->mtp_problem = model::mtp_unusable(w);  // before rank 0 lets the head go
     model::keep_share(w, pipe->plan.ranks[size_t(rank)]);
     return core::Status();
   };

@@ -60,6 +60,13 @@ struct Pipeline {
   using CacheParts = std::function<core::Result<std::vector<model::CacheVerdict>>(
       std::span<const model::StateOp>, std::span<const model::CacheEntry>, bool)>;
   CacheParts cache_parts();
+  // Rank 0: runtime::EngineOptions::draft for the same engine: the last rank's MTP head drafts
+  // among token ids below `draft_vocab` (0: all).
+  using EngineDraft = std::function<core::Status(std::span<const model::StateOp>,
+                                                 std::span<const model::DraftRequest>, std::span<const int>)>;
+  EngineDraft engine_draft(int64_t capacity, int64_t draft_vocab);
+  // Why the last rank's MTP head cannot draft, or "" (every rank learns it at load).
+  std::string mtp_problem;
   ~Pipeline();
 };
 

@@ -14,7 +14,8 @@ namespace {
 
 constexpr int kStepTag = 10;    // rank r -> r+1: a step, a drop or the end
 constexpr int kLogitsTag = 11;  // the last rank -> rank 0: a step's logits
-enum Op : uint32_t { kStep = 1, kDrop = 2, kFinish = 3 };
+constexpr int kDraftsTag = 12;  // the last rank -> rank 0: a draft message's tokens
+enum Op : uint32_t { kStep = 1, kDrop = 2, kFinish = 3, kDraft = 4 };
 
 // One sequence's record as it travels.
 struct Record {
@@ -49,14 +50,7 @@ core::Status PipelineStage::step(std::span<const model::SequenceRows> batch, std
   if (seqs.size() != batch.size()) return core::error("[pipeline] a step names every sequence of its batch");
   std::vector<uint8_t> msg;
   put(msg, uint32_t(kStep));
-  put(msg, uint32_t(ops.size()));
-  for (const model::StateOp& op : ops) {
-    put(msg, op.kind);
-    put(msg, op.seq);
-    put(msg, op.a);
-    put(msg, op.b);
-    put(msg, op.c);
-  }
+  put_ops(msg, ops);
   put(msg, uint32_t(batch.size()));
   int64_t rows = 0;
   for (const model::SequenceRows& r : batch) rows += int64_t(r.tokens.size());
@@ -85,6 +79,58 @@ core::Status PipelineStage::step(std::span<const model::SequenceRows> batch, std
   if (back.size() % sizeof(float) != 0) comm_.abort("the logits message has a partial float");
   logits->resize(back.size() / sizeof(float));
   std::memcpy(logits->data(), back.data(), back.size());
+  return core::Status();
+}
+
+core::Status PipelineStage::draft(std::span<const model::DraftRequest> reqs, std::span<const StepSequence> seqs,
+                                  int64_t draft_vocab, std::span<const model::StateOp> ops) {
+  if (seqs.size() != reqs.size()) return core::error("[pipeline] a draft names every sequence of its requests");
+  int64_t most = 0;
+  for (const model::DraftRequest& r : reqs) {  // Model::draft's checks, but for the head's cache
+    if (r.state == nullptr || r.out == nullptr) return core::error("[draft] a request without a state or output");
+    if (r.state->verify_pending()) return core::error("[draft] the state has a verification pending");
+    if (r.token < 0 || r.token >= model_.config().vocab)
+      return core::error("[draft] token id " + std::to_string(r.token) + " out of range");
+    if (r.k < 0 || r.k >= model::kMaxVerifyRows)
+      return core::error("[draft] k must be in [0, " + std::to_string(model::kMaxVerifyRows - 1) + "]");
+    r.out->clear();
+    most = std::max(most, r.k);
+  }
+  // How far Model::draft would go for each: its stops, and its blocks taken in its order (by
+  // draft position, then request), so that rank 0's pool runs out where one process's does.
+  std::vector<int64_t> k(reqs.size(), 0);
+  for (int64_t d = 0; d < most; ++d)
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      model::SequenceState* st = reqs[i].state;
+      const int64_t slot = st->pos() + d;
+      const bool going = d == 0 ? st->pos() >= 1 : k[i] == d;
+      if (going && d < reqs[i].k && slot < st->capacity() && st->reserve(slot + 1)) k[i] = d + 1;
+    }
+  std::vector<uint8_t> msg;
+  put(msg, uint32_t(kDraft));
+  put_ops(msg, ops);
+  put(msg, draft_vocab);
+  put(msg, uint32_t(std::count_if(k.begin(), k.end(), [](int64_t n) { return n > 0; })));
+  for (size_t i = 0; i < reqs.size(); ++i) {
+    if (k[i] == 0) continue;
+    put(msg, seqs[i].id);
+    put(msg, reqs[i].state->pos());
+    put(msg, reqs[i].state->rope_delta());
+    put(msg, reqs[i].token);
+    put(msg, k[i]);
+  }
+  QWEN35_RETURN_IF_ERROR(comm_.send(1, kStepTag, msg));
+  bytes_sent_ += msg.size();
+  QWEN35_ASSIGN_OR_RETURN(std::vector<uint8_t> back, comm_.recv(comm_.size() - 1, kDraftsTag));
+  Reader rd{back};
+  for (size_t i = 0; i < reqs.size(); ++i) {  // per request sent: a count, then the tokens
+    if (k[i] == 0) continue;
+    const uint32_t n = rd.get<uint32_t>();
+    if (!rd.ok || n > uint64_t(k[i])) comm_.abort("a malformed drafts message");
+    reqs[i].out->resize(n);
+    if (n > 0) rd.read(reqs[i].out->data(), n * sizeof(int32_t));
+  }
+  if (!rd.ok || rd.at != back.size()) comm_.abort("a malformed drafts message");
   return core::Status();
 }
 
@@ -126,6 +172,10 @@ core::Status PipelineStage::serve() {
     if (cache_message(op)) {  // --cache-dir: dist/pipeline_cache.cc
       QWEN35_RETURN_IF_ERROR(forward_to_next(msg));
       if (auto st = serve_cache(msg); !st.ok()) comm_.abort("prefix-cache files: " + st.message());
+      continue;
+    }
+    if (op == kDraft) {
+      if (auto st = apply_draft(msg); !st.ok()) comm_.abort("drafting failed: " + st.message());
       continue;
     }
     if (op != kStep) comm_.abort("an unknown pipeline message (op " + std::to_string(op) + ")");
@@ -196,11 +246,14 @@ core::Status PipelineStage::apply_op(const model::StateOp& op) {
     case K::kPool:
       // A new engine on rank 0 (bench makes several): the last one's states and cache are gone.
       if (op.a == 0 || op.b == 0 || op.c <= 0) return fail("an empty pool");
+      // MTP drafting (op.seq 1): the last rank's states keep the head's cache.
+      if (op.seq == 1 && last())
+        if (auto st = model_.enable_mtp(); !st.ok()) return fail(st.message());
       states_.erase(states_.begin(), states_.lower_bound(std::max<uint64_t>(op.b, pool_states_)));
       nodes_.clear();
       snapshots_.clear();
       captured_.clear();
-      pool_ = model_.new_pool(int64_t(op.a));
+      pool_ = model_.new_pool(int64_t(op.a), op.seq == 1 && last());
       pool_states_ = op.b;
       pool_capacity_ = op.c;
       return core::Status();
@@ -252,22 +305,66 @@ core::Status PipelineStage::apply_op(const model::StateOp& op) {
   }
 }
 
+core::Status PipelineStage::catch_up(model::SequenceState* st, uint64_t id, int64_t pos0) {
+  if (st->verify_pending()) {
+    // Rank 0 committed the verification since: it stands after the rows it kept.
+    const int64_t kept = pos0 - (st->pos() - st->verify_rows());
+    if (kept < 1 || kept > st->verify_rows())
+      return core::error("sequence " + std::to_string(id) + " keeps " + std::to_string(kept) + " of " +
+                         std::to_string(st->verify_rows()) + " verified rows");
+    model_.commit(st, kept);
+  }
+  if (st->pos() != pos0)
+    return core::error("sequence " + std::to_string(id) + " stands at " + std::to_string(st->pos()) +
+                       " here and at " + std::to_string(pos0) + " on rank 0");
+  return core::Status();
+}
+
+// A draft message: its state ops here; the last rank drafts and sends the tokens to rank 0.
+core::Status PipelineStage::apply_draft(const std::vector<uint8_t>& msg) {
+  Reader rd{msg};
+  rd.get<uint32_t>();
+  for (const model::StateOp& op : read_ops(rd)) QWEN35_RETURN_IF_ERROR(apply_op(op));
+  const int64_t draft_vocab = rd.get<int64_t>();
+  const uint32_t n = rd.get<uint32_t>();
+  constexpr size_t kRecord = 8 + 8 + 8 + 4 + 8;  // per sequence: id, position, rope delta, token, drafts
+  if (!rd.ok || msg.size() - rd.at != n * kRecord) return core::error("a malformed draft message");
+  if (!last()) {
+    std::vector<uint8_t> out(msg);
+    return forward_to_next(out);
+  }
+  std::vector<model::DraftRequest> reqs(n);
+  drafts_.resize(n);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint64_t id = rd.get<uint64_t>();
+    const int64_t pos0 = rd.get<int64_t>();
+    const int64_t rope_delta = rd.get<int64_t>();
+    const int32_t token = rd.get<int32_t>();
+    const int64_t k = rd.get<int64_t>();
+    if (!rd.ok) return core::error("a malformed draft message");
+    auto st = states_.find(id);
+    if (st == states_.end()) return core::error("drafts for sequence " + std::to_string(id) + ", unknown here");
+    QWEN35_RETURN_IF_ERROR(catch_up(st->second.get(), id, pos0));
+    st->second->set_rope_delta(rope_delta);  // the drafts turn as rank 0's state would
+    reqs[i] = {st->second.get(), token, k, &drafts_[i]};
+  }
+  model_.set_draft_vocab(draft_vocab);
+  QWEN35_RETURN_IF_ERROR(model_.draft(reqs));
+  std::vector<uint8_t> back;
+  for (const std::vector<int32_t>& d : drafts_) {
+    put(back, uint32_t(d.size()));
+    put(back, d.data(), d.size() * sizeof(int32_t));
+  }
+  bytes_sent_ += back.size();
+  return comm_.send(0, kDraftsTag, back);
+}
+
 // One step on this rank's layers: the records to this rank's states, the rows through its
 // layers, then on to the next rank, or (the last) the logits back to rank 0.
 core::Status PipelineStage::apply(const std::vector<uint8_t>& msg) {
   Reader rd{msg};
   rd.get<uint32_t>();
-  const uint32_t n_ops = rd.get<uint32_t>();
-  for (uint32_t i = 0; i < n_ops && rd.ok; ++i) {
-    model::StateOp op;
-    op.kind = rd.get<uint32_t>();
-    op.seq = rd.get<int64_t>();
-    op.a = rd.get<uint64_t>();
-    op.b = rd.get<uint64_t>();
-    op.c = rd.get<int64_t>();
-    if (!rd.ok) break;
-    QWEN35_RETURN_IF_ERROR(apply_op(op));
-  }
+  for (const model::StateOp& op : read_ops(rd)) QWEN35_RETURN_IF_ERROR(apply_op(op));
   const uint32_t n_seqs = rd.get<uint32_t>();
   const int64_t rows = rd.get<int64_t>();
   std::vector<Record> recs(n_seqs);
@@ -302,17 +399,7 @@ core::Status PipelineStage::apply(const std::vector<uint8_t>& msg) {
     Record& r = recs[i];
     model::SequenceState* st = state(int64_t(r.id), r.capacity);
     if (r.pos0 == 0) st->reset();  // a slot's next sequence (the engine reuses its states)
-    if (st->verify_pending()) {
-      // Rank 0 committed the verification since: it stands after the rows it kept.
-      const int64_t kept = r.pos0 - (st->pos() - st->verify_rows());
-      if (kept < 1 || kept > st->verify_rows())
-        return core::error("sequence " + std::to_string(r.id) + " keeps " + std::to_string(kept) + " of " +
-                           std::to_string(st->verify_rows()) + " verified rows");
-      model_.commit(st, kept);
-    }
-    if (st->pos() != r.pos0)
-      return core::error("sequence " + std::to_string(r.id) + " stands at " + std::to_string(st->pos()) +
-                         " here and at " + std::to_string(r.pos0) + " on rank 0");
+    QWEN35_RETURN_IF_ERROR(catch_up(st, r.id, r.pos0));
     st->set_rope_delta(r.rope_delta);
     // This step's copies replace the last step's, which rank 0 has taken (ops above) or not.
     auto& copies = captured_[r.id];

@@ -17,11 +17,20 @@
 // rank are that rank's part of rank 0's, under rank 0's node id, and a resume there adopts the
 // same blocks: *resumed == fresh* holds across the ranks as in one process.
 //
-// Messages (tags kStep, kLogits): a step is a header, its state ops, one record per sequence
-// (with the grid lines where its prefill copies the state), then the hidden rows [rows, hidden]
-// f32; serve --cache-dir adds two more, once at start and once at exit (dist/pipeline_cache.cc);
-// all fields little-endian as the machines' own (the ranks run one binary, checked at
-// start: cli/pipeline_setup.h).
+// MTP drafting under a split: the MTP head and its cache are the last rank's (its states are
+// made with the head's cache when the engine's kPool op says so, and its forward calls fill the
+// cache and the trunk's last hidden row as one process's do). Rank 0 asks for a step's drafts
+// with a draft message down the pipe (the state ops since the last step first, then per
+// sequence the position rank 0 stands at, its rope delta, the sampled token and how many
+// drafts); the last rank commits a pending verification as a step would, drafts with
+// Model::draft and sends the tokens back. The drafts are one process's: the head's inputs are
+// the same bits.
+//
+// Messages (tags kStep, kLogits, kDrafts): a step is a header, its state ops, one record per
+// sequence (with the grid lines where its prefill copies the state), then the hidden rows
+// [rows, hidden] f32; serve --cache-dir adds two more, once at start and once at exit
+// (dist/pipeline_cache.cc); all fields little-endian as the machines' own (the ranks run one binary,
+// checked at start: cli/pipeline_setup.h).
 #pragma once
 
 #include <cstdint>
@@ -59,6 +68,12 @@ class PipelineStage {
   // `ops`: the state changes since the last step, applied by the other ranks before it.
   core::Status step(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
                     std::vector<float>* logits, std::span<const model::StateOp> ops = {});
+  // Rank 0: Model::draft's contract for `reqs` (rank 0's states; seqs[i] names reqs[i]'s), the
+  // head being the last rank's: greedy drafts among token ids below `draft_vocab` (0: all).
+  // Rank 0's states take the KV blocks Model::draft would take, in its order, so that its pool
+  // runs out where one process's does. `ops`: as step()'s, applied by every rank first.
+  core::Status draft(std::span<const model::DraftRequest> reqs, std::span<const StepSequence> seqs,
+                     int64_t draft_vocab, std::span<const model::StateOp> ops = {});
   // Rank 0: the other ranks release these sequences' states.
   core::Status drop(std::span<const uint64_t> ids);
   // Rank 0: ends the other ranks' serve().
@@ -81,6 +96,10 @@ class PipelineStage {
  private:
   core::Status forward_to_next(std::vector<uint8_t>& msg);
   core::Status apply(const std::vector<uint8_t>& msg);
+  core::Status apply_draft(const std::vector<uint8_t>& msg);
+  // A sequence's state here brought to where rank 0's stands at `pos0` (a pending verification
+  // committed to the rows rank 0 kept), or an error when it cannot be.
+  core::Status catch_up(model::SequenceState* st, uint64_t id, int64_t pos0);
   core::Status apply_op(const model::StateOp& op);
   core::Status take_copy(const model::StateOp& op);
   core::Status resume(const model::StateOp& op);
@@ -92,6 +111,7 @@ class PipelineStage {
                         uint64_t recurrent_floats);
   std::string save_parts(std::span<const model::CacheEntry> entries);
   model::snapshot_file::Part file_part();
+  uint64_t file_key() const;
   // The token ids of node `id`'s positions and its path's blocks, root first ("" or why not).
   std::string path_of(uint64_t id, const std::map<uint64_t, const model::CacheEntry*>& by_id,
                       std::vector<int32_t>* tokens, std::vector<uint64_t>* nodes);
@@ -114,10 +134,12 @@ class PipelineStage {
   std::map<uint64_t, std::vector<float>> snapshots_;
   std::map<uint64_t, std::map<int64_t, std::vector<float>>> captured_;
   std::vector<float> hidden_, logits_;
+  std::vector<std::vector<int32_t>> drafts_;  // the last rank: a draft message's tokens
   uint64_t bytes_sent_ = 0;
   uint64_t steps_ = 0;  // rank 0: steps sent
   std::string cache_dir_;  // ranks after 0: where their parts of the snapshot files are
   uint64_t cache_fingerprint_ = 0;
+  bool cache_mtp_ = false;  // the engine's pool (its kPool op) is MTP drafting's
 };
 
 }  // namespace qwen35::dist

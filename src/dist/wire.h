@@ -5,7 +5,10 @@
 
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <vector>
+
+#include "model/state_op.h"
 
 namespace qwen35::dist {
 
@@ -39,5 +42,10 @@ struct Reader {
     at += n;
   }
 };
+
+// A message's state ops (model/state_op.h): a count, then each op's fields.
+void put_ops(std::vector<uint8_t>& m, std::span<const model::StateOp> ops);
+// A message's state ops (put_ops), in order; rd.ok says whether they were whole.
+std::vector<model::StateOp> read_ops(Reader& rd);
 
 }  // namespace qwen35::dist

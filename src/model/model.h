@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -68,6 +69,9 @@ struct DraftRequest {
   int64_t k = 0;                   // drafts wanted (the rows verified after them: k + 1)
   std::vector<int32_t>* out = nullptr;  // receives up to k drafted tokens
 };
+
+// Why `w` has no usable MTP head, in one line; "" when it has one.
+std::string mtp_unusable(const ModelWeights& w);
 
 class Model {
  public:

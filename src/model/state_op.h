@@ -14,7 +14,8 @@ namespace qwen35::model {
 
 struct StateOp {
   enum Kind : uint32_t {
-    kPool = 1,      // a new engine: states 0..b-1 share a new pool of `a` blocks, capacity `c` each
+    kPool = 1,      // a new engine: states 0..b-1 share a new pool of `a` blocks, capacity `c` each;
+                    // `seq` 1: MTP drafting, the states keep the MTP head's cache (where it is held)
     kReset,         // state `seq` back to position 0, its blocks given back
     kNode,          // tree node `a` (child of node `b`, 0: the root) holds block `c` of state `seq`
     kNodeGone,      // node `a` and its snapshot are gone; its block reference is given back

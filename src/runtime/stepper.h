@@ -161,7 +161,10 @@ class Stepper {
   std::vector<size_t> row_logits_;  // first logits row of each batch row
   std::vector<float> logits_;
   std::vector<model::DraftRequest> draft_reqs_;  // the MTP head's requests of a step
-  // Under a split: the state changes since the last forward call, which the next one carries.
+  std::vector<int> draft_slots_;                 // and their slots
+  bool mtp_ = false;  // MTP drafting: the states keep the head's cache (here, or on the last rank)
+  // Under a split: the state changes since the last forward call, which the next one (or the
+  // MTP drafts before it) carries.
   std::vector<model::StateOp> state_ops_;
 
   // The image in the vision tower, its output and its run; the stages this step runs.

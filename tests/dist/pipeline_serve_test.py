@@ -2,12 +2,16 @@
 """`qwen35 serve` on a model split over two MPI ranks (docs/design.md "Past one machine"):
 concurrent == solo over HTTP (requests batched together in the engine's steps give each the text
 it gets alone), the split server's answers equal one process's (`qwen35 run`, greedy), and
-drafted == plain (prompt lookup: verified rows, commits that keep fewer, on every rank);
+drafted == plain (the MTP head on the last rank, the server's default, batched with plain
+requests; prompt lookup: verified rows, commits that keep fewer, on every rank);
 resumed == fresh: with the prefix cache on, a prompt extended, a branch from it and n=2 forks of
 one prompt get, bit for bit (text and logprobs), what a one-process server without the cache
-computes from scratch, and the split server did resume; also after a restart from --cache-dir
-(each rank its own files; a damaged part drops its snapshot on every rank; another split skips
-the files with a warning). Then
+computes from scratch, and the split server did resume; with MTP drafting on both, the split
+server drafts and accepts as many tokens as the one process (the head's cache and hidden row,
+resumed and forked on the last rank, give a fresh computation's drafts: counts show a wrong
+fork's row), and a split server without drafting gives the same answers; also after a restart
+from --cache-dir (each rank its own files; a damaged part drops its snapshot on every rank;
+another split skips the files with a warning). Then
 rank 1 is stopped while a request runs: rank 0 answers it with an HTTP error naming the cause, and
 every rank is gone within 10 s; and rank 1 is killed while a request runs: the client gets an error
 (mpirun ends rank 0 at once, the connection closes), not a hang, and every rank is gone within
@@ -56,6 +60,10 @@ def post(port, body, timeout=60):
                                  {"Content-Type": "application/json"})
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return json.load(r)["choices"]
+
+
+def spec_counts(port):
+    return metric(port, "qwen35_spec_drafted_tokens_total"), metric(port, "qwen35_spec_accepted_tokens_total")
 
 
 def metric(port, name):
@@ -215,16 +223,19 @@ def resumed_fresh():
     """The same requests, in order, on one process without the prefix cache and on the split
     server with it, at the default bound and at one so small that entries are evicted (a
     provisional snapshot dropped, leaves removed, the branch and the forks resumed from what is
-    left): every choice's text and logprobs equal, and the split servers did resume.
-    --cache-dir under the split: the split server saves its snapshots at exit (SIGTERM), each
-    rank its part in a folder of its own; restarted on the same folder with rank 1's part of one
-    snapshot damaged, it drops that snapshot (one warning), resumes the first request from the
-    files and answers everything as the fresh server does. The evicting server runs on the same
-    folder under another split: it skips the files with a warning and still answers alike."""
-    answers = {}
+    left): every choice's text and logprobs equal, and the split servers did resume. The first
+    three draft with the MTP head (the split ones on their last rank): as many drafted and
+    accepted. --cache-dir under the split: the split server saves its snapshots at exit
+    (SIGTERM), each rank its part in a folder of its own; restarted on the same folder with rank
+    1's part of one snapshot damaged, it drops that snapshot (one warning), resumes the first
+    request from the files and answers (and drafts) as the fresh server does. The evicting server
+    runs on the same folder under another split: it skips the files with a warning and still
+    answers alike."""
+    answers, counts = {}, {}
+    mtp = ["--spec", "mtp"]
     cache_dir = tempfile.mkdtemp(prefix="q35-split-cache-")
-    for name, np, extra in (("fresh", 1, ["--no-prefix-cache"]), ("split", 2, ["--cache-dir", cache_dir]),
-                            ("restarted", 2, ["--cache-dir", cache_dir]),
+    for name, np, extra in (("fresh", 1, ["--no-prefix-cache"] + mtp), ("split", 2, mtp + ["--cache-dir", cache_dir]),
+                            ("restarted", 2, mtp + ["--cache-dir", cache_dir]),
                             ("evicting", 2, ["--cache-mb", "0.4", "--cache-dir", cache_dir, "--pipeline-split", "4"])):
         if name == "restarted":
             check(sorted(os.listdir(cache_dir)) == ["np2-r0-L0-6", "np2-r1-L6-8"],
@@ -236,6 +247,7 @@ def resumed_fresh():
         try:
             full = [post_full(port, dict({"temperature": 0, "logprobs": 1}, **r)) for r in CACHE_REQUESTS]
             answers[name] = [f["choices"] for f in full]
+            counts[name] = spec_counts(port)
             cached = full[0]["usage"]["prompt_tokens_details"]["cached_tokens"]
             hits = metric(port, "qwen35_prefix_cache_hits_total")
             text = open(log.name).read()
@@ -267,8 +279,12 @@ def resumed_fresh():
             check(answers["fresh"][i] == answers[name][i], f"resumed != fresh ({name}) for request {i} "
                   f"({r['prompt'][-30:]!r}): {answers[name][i]} vs {answers['fresh'][i]}")
     check(answers["split"][3][0]["text"] != answers["split"][3][1]["text"], "the two forks sampled the same text")
+    for name in ("split", "restarted"):
+        check(counts["fresh"][1] and counts[name] == counts["fresh"],
+              f"MTP drafted/accepted: {name} {counts[name]}, one process without the cache {counts['fresh']}")
     print("pipeline_serve_test: resumed == fresh under -np 2 (extended, branch, n=2 forks; with evictions; "
-          "restarted from --cache-dir with one rank's part damaged; another split skips the files)")
+          "restarted from --cache-dir with one rank's part damaged; another split skips the files; "
+          "MTP drafted/accepted", counts["split"], "as one process)")
 
 
 def main():
@@ -280,12 +296,16 @@ def main():
         check(r.returncode == 0, f"run -p {pr!r} failed: {r.stderr}")
         plain[pr] = r.stdout
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
-    p, port = start_server(log)
+    p, port = start_server(log, extra=["--spec", "mtp"])  # the MTP head drafts unless told
     try:
         solo = {pr: complete(port, pr) for pr in PROMPTS}
+        mtp = spec_counts(port)
+        check(mtp[0] and mtp[1], f"the MTP head drafted/accepted {mtp} tokens")
+        # Half of them plain, batched with the drafted half: each gets its solo (drafted) text.
         together = {}
-        threads = [threading.Thread(target=lambda pr=pr: together.__setitem__(pr, complete(port, pr)))
-                   for pr in PROMPTS]
+        threads = [threading.Thread(target=lambda i=i, pr=pr: together.__setitem__(
+                       pr, complete(port, pr, spec="off" if i % 2 else None)))
+                   for i, pr in enumerate(PROMPTS)]
         for t in threads:
             t.start()
         for t in threads:
@@ -294,15 +314,17 @@ def main():
             check(together.get(pr) == solo[pr], f"concurrent != solo for {pr!r}: {together.get(pr)!r} vs {solo[pr]!r}")
             check(plain[pr].startswith(solo[pr]) and solo[pr], f"split serve != one process for {pr!r}: "
                   f"{solo[pr]!r} vs {plain[pr]!r}")
-        print("pipeline_serve_test: concurrent == solo == one process under -np 2")
+        print("pipeline_serve_test: concurrent == solo == one process under -np 2; MTP drafted == plain (drafted",
+              mtp[0], "accepted", mtp[1], ")")
         # Prompt lookup drafts: verified rows and commits that keep fewer reach rank 1 too.
+        before = spec_counts(port)
         for pr in PROMPTS:
             drafted = complete(port, pr + pr, spec="lookup")
-            check(drafted == complete(port, pr + pr), f"drafted != plain for {pr + pr!r}")
+            check(drafted == complete(port, pr + pr, spec="off"), f"drafted != plain for {pr + pr!r}")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
             metrics = r.read().decode()
         m = re.search(r"^qwen35_spec_drafted_tokens_total (\S+)", metrics, re.M)
-        check(m and float(m.group(1)) > 0, "no token was drafted")
+        check(m and float(m.group(1)) > before[0], "no token was drafted by lookup")
         a = re.search(r"^qwen35_spec_accepted_tokens_total (\S+)", metrics, re.M)
         print("pipeline_serve_test: drafted == plain under -np 2 (drafted", m and m.group(1), "accepted",
               a and a.group(1), ")")
