@@ -392,7 +392,7 @@ int cmd_run(int argc, char** argv) {
     return 2;
   }
   const bool tty = isatty(STDERR_FILENO) && !f.quiet;
-  if (!pipe.split())  // a rank reads its own tensors' pages only, as its layers first run
+  if (!pipe.split())  // a rank has read its own tensors' pages only (load_pipelined)
     m.weights().prefault(tty ? progress_bar : std::function<void(size_t, size_t)>());
 
   runtime::EngineOptions eo;

@@ -291,7 +291,7 @@ int cmd_serve(int argc, char** argv) {
     return finish(pipe.follow());
   }
   model::Model& m = *lm->model;
-  if (!pipe.split()) m.weights().prefault({});  // a rank reads only its own tensors' pages
+  if (!pipe.split()) m.weights().prefault({});  // a rank has read its own tensors' pages (load_pipelined)
 
   server::ModelInfo mi;
   mi.tok = &*tok;
@@ -401,6 +401,9 @@ int cmd_serve(int argc, char** argv) {
   }
   runtime::Engine engine(m, eo);
   for (const auto& line : engine.cache_log()) std::fprintf(stderr, "qwen35 serve: %s\n", line.c_str());
+  // A rank gone silent or a failed link: /health and /ready fail from then on (srv.stop() below
+  // joins the server's threads before pipe.comm goes).
+  if (pipe.split()) srv.set_failure_probe([comm = pipe.comm.get()] { return comm->failure(); });
   srv.set_ready(std::move(mi), &engine);
   std::fprintf(stderr, "qwen35 serve: ready (model '%s', %d slots x %lld tokens)\n",
                (name.empty() ? model_name(lo.model_dir) : name).c_str(), eo.parallel,

@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "model/resident.h"
+
 namespace qwen35::cli {
 namespace {
 
@@ -62,6 +64,18 @@ core::Status check_fingerprints(dist::Comm& comm, const LoadOptions& o) {
   return core::Status();
 }
 
+// With --pipeline-plan each rank says what of its weights is in memory, measured (its mappings'
+// Rss in /proc/self/smaps) beside the copies made at load, against the plan's share.
+void report_resident(const model::ModelWeights& w, const model::HeldBytes& held, const model::RankShare& share,
+                     int rank) {
+  const size_t resident = model::mapped_resident_bytes(w);
+  const auto mb = [](size_t b) { return double(b) / double(1 << 20); };
+  std::fprintf(stderr, "pipeline: rank %d resident weights %.1f MiB: %zu bytes of the checkpoint's mapped pages "
+               "+ %zu bytes of copies made at load (fp32 vectors); planned %zu bytes (%.1f MiB)\n", rank,
+               mb(resident + held.copies), resident, held.copies, share.weights, mb(share.weights));
+  std::fflush(stderr);
+}
+
 }  // namespace
 
 void add_pipeline_flags(flags::App& app, PipelineFlags& f) {
@@ -70,6 +84,8 @@ void add_pipeline_flags(flags::App& app, PipelineFlags& f) {
   app.add_flag("--pipeline-plan", f.print_plan, "under mpirun: print the split (rank 0, to stderr)");
   app.add_option("--rank-budget-mb", f.budget_mb, "under mpirun: a plan with a rank over this many MiB "
                  "(weights + state + KV) is an error");
+  app.add_flag("--pipeline-whole-logits", f.whole_logits, "under mpirun: the last rank returns every logits row "
+               "whole, also where sampling reads only the top k (to measure what the top-k return saves)");
   app.add_option("--pipeline-timeout", f.timeout_s, "under mpirun: seconds a rank may be silent (dead or "
                  "stalled) before every rank stops (default 5)");
 }
@@ -77,6 +93,14 @@ void add_pipeline_flags(flags::App& app, PipelineFlags& f) {
 void Pipeline::finish() {
   if (finished || !stage || comm->rank() != 0) return;
   finished = true;
+  if (report_bytes) {
+    const double steps = double(std::max<uint64_t>(1, stage->steps()));
+    std::fprintf(stderr, "pipeline: rank 0 sent %llu steps: %llu bytes of step messages to rank 1 (%.0f a step), "
+                 "%llu bytes of logits back (%.0f a step)\n", (unsigned long long)stage->steps(),
+                 (unsigned long long)stage->bytes_sent(), double(stage->bytes_sent()) / steps,
+                 (unsigned long long)stage->logits_received(), double(stage->logits_received()) / steps);
+    std::fflush(stderr);
+  }
   if (auto st = stage->finish(); !st.ok()) comm->abort(st.message());
 }
 
@@ -160,6 +184,7 @@ core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, 
   // Lazily mapped: the pages of the tensors this rank lets go are never read.
   o.load_mode = "mmap";
   std::string described;
+  model::HeldBytes held;
   o.prepare = [&](model::ModelWeights& w) -> core::Status {
     QWEN35_ASSIGN_OR_RETURN(const std::vector<int64_t> starts, parse_starts(f.split));
     const model::PipelineCosts costs = model::pipeline_costs(w, context, slots);
@@ -168,6 +193,10 @@ core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, 
     described = model::describe(pipe->plan, costs);
     pipe->mtp_problem = model::mtp_unusable(w);  // before rank 0 lets the head go
     model::keep_share(w, pipe->plan.ranks[size_t(rank)]);
+    // Binding read the vectors of every layer (and the headers): every page goes, and those of
+    // the tensors this rank holds are read back, once, as one process prefaults the whole model.
+    model::drop_mapped_pages(w);
+    held = model::fault_in_held(w);
     return core::Status();
   };
   auto lm = load_model(o);
@@ -187,7 +216,10 @@ core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, 
     std::fprintf(stderr, "pipeline plan: %d ranks over %zu layers (state and KV for %lld sequence%s of %lld "
                  "positions, f32)\n%s", world, lm->model->weights().layers.size(), (long long)slots,
                  slots == 1 ? "" : "s", (long long)context, described.c_str());
+  if (f.print_plan) report_resident(lm->model->weights(), held, pipe->plan.ranks[size_t(rank)], rank);
   pipe->stage = std::make_unique<dist::PipelineStage>(comm, *lm->model, pipe->plan);
+  pipe->stage->set_whole_logits(f.whole_logits);
+  pipe->report_bytes = f.print_plan && rank == 0;
   return lm;
 }
 

@@ -28,6 +28,7 @@ struct PipelineFlags {
   bool print_plan = false;  // --pipeline-plan
   double budget_mb = 0;    // --rank-budget-mb (0: none)
   double timeout_s = 5;    // --pipeline-timeout: a rank silent this long ends the job
+  bool whole_logits = false;  // --pipeline-whole-logits: no top-k return of the logits
 };
 
 void add_pipeline_flags(flags::App& app, PipelineFlags& f);
@@ -39,6 +40,7 @@ struct Pipeline {
   std::unique_ptr<dist::PipelineStage> stage;
   bool finished = false;
   bool report = true;  // whether this rank prints load_pipelined's error (one rank does)
+  bool report_bytes = false;  // rank 0 prints the bytes of the steps at finish (--pipeline-plan)
 
   bool split() const { return comm != nullptr; }
   bool leader() const { return !comm || comm->rank() == 0; }

@@ -127,6 +127,12 @@ void Comm::heartbeat_loop() {
   for (MPI_Request& r : pending) MPI_Request_free(&r);
 }
 
+std::string Comm::failure() const {
+  if (const int p = silent_; p >= 0) return "rank " + std::to_string(p) + " of the pipeline is silent (it died or stalls)";
+  if (const int p = broken_link_; p >= 0) return "the link to rank " + std::to_string(p) + " of the pipeline failed";
+  return "";
+}
+
 core::Status Comm::check_broken() const {
   const int p = silent_;
   if (p < 0 || rank_ != 0) return core::Status();
@@ -158,7 +164,10 @@ core::Status Comm::send(int to, int tag, std::span<const uint8_t> bytes) {
   int rc = MPI_Isend(bytes.data(), int(bytes.size()), MPI_BYTE, to, tag, MPI_COMM_WORLD, &req);
   if (rc == MPI_SUCCESS) rc = wait_polled(&req, [this] { return check_broken(); });
   QWEN35_RETURN_IF_ERROR(check_broken());
-  if (rc != MPI_SUCCESS) return core::error("send to rank " + std::to_string(to) + ": " + mpi_error(rc));
+  if (rc != MPI_SUCCESS) {
+    broken_link_ = to;
+    return core::error("send to rank " + std::to_string(to) + ": " + mpi_error(rc));
+  }
   return core::Status();
 }
 
@@ -168,8 +177,10 @@ core::Result<std::vector<uint8_t>> Comm::recv(int from, int tag) {
   MPI_Status st;
   int flag = 0;
   for (int spins = 0;; ++spins) {
-    if (int rc = MPI_Iprobe(from, tag, MPI_COMM_WORLD, &flag, &st); rc != MPI_SUCCESS)
+    if (int rc = MPI_Iprobe(from, tag, MPI_COMM_WORLD, &flag, &st); rc != MPI_SUCCESS) {
+      broken_link_ = from;
       return core::error("receive from rank " + std::to_string(from) + ": " + mpi_error(rc));
+    }
     if (flag) break;
     QWEN35_RETURN_IF_ERROR(check_broken());
     // About a second at 50 µs (a step's latency stays small), then 1 ms (an idle rank).
@@ -178,8 +189,10 @@ core::Result<std::vector<uint8_t>> Comm::recv(int from, int tag) {
   int count = 0;
   MPI_Get_count(&st, MPI_BYTE, &count);
   std::vector<uint8_t> out(static_cast<size_t>(count));
-  if (int rc = MPI_Recv(out.data(), count, MPI_BYTE, from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE); rc != MPI_SUCCESS)
+  if (int rc = MPI_Recv(out.data(), count, MPI_BYTE, from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) {
+    broken_link_ = from;
     return core::error("receive from rank " + std::to_string(from) + ": " + mpi_error(rc));
+  }
   return out;
 }
 

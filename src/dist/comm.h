@@ -7,9 +7,10 @@
 // logs it, naming the silent rank, and ends the whole job kGrace later. In between, rank 0's
 // sends and receives fail at once (the engine answers its in-flight requests with an error);
 // the other ranks wait for the end. A rank that dies is also noticed by mpirun, which then ends
-// the others at once; a rank that stalls (stopped, swapping, a link down) is noticed by the
+// the others at once (unless Open MPI's orte_enable_recovery is on: then the heartbeat finds it); a rank that stalls (stopped, swapping, a link down) is noticed by the
 // heartbeat. So no rank waits forever: a send or receive ends with the message, or with an
-// error on rank 0, or the job ends.
+// error on rank 0, or the job ends. What rank 0 knows of a failure (failure()) is what its HTTP
+// server answers /health and /ready with during the grace (cmd_serve.cc).
 //
 // Thread-safety: send/recv/allgather/barrier from one thread (the engine's); the heartbeat runs
 // beside it (MPI_THREAD_MULTIPLE).
@@ -55,6 +56,11 @@ class Comm {
   // Logs "rank R: why" and ends every rank of the job (exit code 3). For failures that leave the
   // ranks out of step; an error every rank reaches alike is better returned by each.
   [[noreturn]] void abort(const std::string& why);
+  // Why this rank can no longer step the pipeline, naming the rank at fault: a peer found silent,
+  // or a link that failed under a send or receive; empty while all is well. Once non-empty it
+  // stays so (the job ends kGrace after a silent peer is found). Thread-safe: the HTTP server's
+  // threads read it beside the engine's.
+  std::string failure() const;
 
  private:
   Comm() = default;
@@ -66,6 +72,7 @@ class Comm {
   int rank_ = 0, size_ = 1;
   double timeout_s_ = 10;
   std::atomic<int> silent_{-1};  // the peer found silent, or -1
+  std::atomic<int> broken_link_{-1};  // the peer a send or receive to or from failed with, or -1
   std::atomic<bool> stop_{false};
   std::thread heartbeat_;
 };

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <thread>
 
 #include "dist/wire.h"
@@ -22,6 +24,7 @@ struct Record {
   uint64_t id = 0;
   int64_t capacity = 0, n = 0, pos0 = 0, rope_delta = 0;
   uint8_t all_logits = 0, verify = 0, has_positions = 0;
+  int32_t top_k = 0;  // > 0: the last rank returns the top k of each logits row
   std::vector<int32_t> tokens;
   std::vector<int64_t> positions;
   std::vector<int64_t> captures;  // grid lines where the prefill copies the state
@@ -38,6 +41,53 @@ void test_delay(uint64_t steps) {
   if (delay <= 0 || steps == 0) return;
   if (steps == 1) std::fprintf(stderr, "pipeline: rank 0 waits %.0f s before each step (QWEN35_PIPELINE_TEST_DELAY)\n", delay);
   std::this_thread::sleep_for(std::chrono::duration<double>(delay));
+}
+
+// The logits message (the last rank -> rank 0): per logits row, in Model::forward's order, an
+// int32 k, then the row: k = 0, vocab f32 logits; k > 0, its k largest logits (ranked by
+// value, then id, as the sampler ranks them) as k f32 values and their k int32 ids.
+void pack_logits(const float* logits, const std::vector<Record>& recs, int64_t vocab, std::vector<uint8_t>* out) {
+  const float* row = logits;
+  std::vector<int32_t> ids;
+  for (const Record& r : recs)
+    for (int64_t i = 0, n = r.all_logits || r.verify ? r.n : 1; i < n; ++i, row += vocab) {
+      const int32_t k = int32_t(std::min<int64_t>(r.top_k, vocab));
+      put(*out, k);
+      if (k == 0) {
+        put(*out, row, size_t(vocab) * sizeof(float));
+        continue;
+      }
+      ids.resize(size_t(vocab));
+      std::iota(ids.begin(), ids.end(), 0);
+      std::partial_sort(ids.begin(), ids.begin() + k, ids.end(),
+                        [row](int32_t a, int32_t b) { return row[a] > row[b] || (row[a] == row[b] && a < b); });
+      for (int32_t j = 0; j < k; ++j) put(*out, row[ids[size_t(j)]]);
+      put(*out, ids.data(), size_t(k) * sizeof(int32_t));
+    }
+}
+
+bool unpack_logits(const std::vector<uint8_t>& msg, int64_t rows, int64_t vocab,
+                                  std::vector<float>* logits) {
+  logits->assign(size_t(rows * vocab), -INFINITY);
+  Reader rd{msg};
+  for (int64_t i = 0; i < rows; ++i) {
+    float* row = logits->data() + i * vocab;
+    const int32_t k = rd.get<int32_t>();
+    if (!rd.ok || k < 0 || k > vocab) return false;
+    if (k == 0) {
+      rd.read(row, size_t(vocab) * sizeof(float));
+      continue;
+    }
+    std::vector<float> values(static_cast<size_t>(k));
+    std::vector<int32_t> ids(static_cast<size_t>(k));
+    rd.read(values.data(), values.size() * sizeof(float));
+    rd.read(ids.data(), ids.size() * sizeof(int32_t));
+    for (int32_t j = 0; j < k && rd.ok; ++j) {
+      if (ids[size_t(j)] < 0 || ids[size_t(j)] >= vocab) return false;
+      row[ids[size_t(j)]] = values[size_t(j)];
+    }
+  }
+  return rd.ok && rd.at == msg.size();
 }
 
 }  // namespace
@@ -65,6 +115,7 @@ core::Status PipelineStage::step(std::span<const model::SequenceRows> batch, std
     put(msg, uint8_t(r.all_logits));
     put(msg, uint8_t(r.verify));
     put(msg, uint8_t(!r.positions.empty()));
+    put(msg, int32_t(whole_logits_ ? 0 : r.logits_top_k));
     put(msg, r.tokens.data(), r.tokens.size_bytes());
     put(msg, r.positions.data(), r.positions.size_bytes());
     put(msg, uint32_t(r.captures.size()));
@@ -76,9 +127,11 @@ core::Status PipelineStage::step(std::span<const model::SequenceRows> batch, std
   QWEN35_RETURN_IF_ERROR(comm_.send(1, kStepTag, msg));
   bytes_sent_ += msg.size();
   QWEN35_ASSIGN_OR_RETURN(std::vector<uint8_t> back, comm_.recv(comm_.size() - 1, kLogitsTag));
-  if (back.size() % sizeof(float) != 0) comm_.abort("the logits message has a partial float");
-  logits->resize(back.size() / sizeof(float));
-  std::memcpy(logits->data(), back.data(), back.size());
+  logits_received_ += back.size();
+  int64_t logits_rows = 0;
+  for (const model::SequenceRows& r : batch) logits_rows += r.all_logits || r.verify ? int64_t(r.tokens.size()) : 1;
+  if (!unpack_logits(back, logits_rows, model_.config().vocab, logits))
+    comm_.abort("a malformed logits message from rank " + std::to_string(comm_.size() - 1));
   return core::Status();
 }
 
@@ -377,7 +430,8 @@ core::Status PipelineStage::apply(const std::vector<uint8_t>& msg) {
     r.all_logits = rd.get<uint8_t>();
     r.verify = rd.get<uint8_t>();
     r.has_positions = rd.get<uint8_t>();
-    if (!rd.ok || r.n < 1 || r.n > rows) return core::error("a malformed step message");
+    r.top_k = rd.get<int32_t>();
+    if (!rd.ok || r.n < 1 || r.n > rows || r.top_k < 0) return core::error("a malformed step message");
     r.tokens.resize(size_t(r.n));
     rd.read(r.tokens.data(), r.tokens.size() * sizeof(int32_t));
     if (r.has_positions) {
@@ -418,9 +472,10 @@ core::Status PipelineStage::apply(const std::vector<uint8_t>& msg) {
   const model::RankShare& s = share();
   QWEN35_RETURN_IF_ERROR(model_.forward_layers(batch, s.first, s.end, &hidden_, &logits_));
   if (last()) {
-    const auto* b = reinterpret_cast<const uint8_t*>(logits_.data());
-    bytes_sent_ += logits_.size() * sizeof(float);
-    return comm_.send(0, kLogitsTag, std::span<const uint8_t>(b, logits_.size() * sizeof(float)));
+    std::vector<uint8_t> back;
+    pack_logits(logits_.data(), recs, model_.config().vocab, &back);
+    bytes_sent_ += back.size();
+    return comm_.send(0, kLogitsTag, back);
   }
   std::vector<uint8_t> out(msg.begin(), msg.begin() + std::ptrdiff_t(header));
   put(out, hidden_.data(), hidden_.size() * sizeof(float));

@@ -27,10 +27,13 @@
 // the same bits.
 //
 // Messages (tags kStep, kLogits, kDrafts): a step is a header, its state ops, one record per
-// sequence (with the grid lines where its prefill copies the state), then the hidden rows
-// [rows, hidden] f32; serve --cache-dir adds two more, once at start and once at exit
-// (dist/pipeline_cache.cc); all fields little-endian as the machines' own (the ranks run one binary,
-// checked at start: cli/pipeline_setup.h).
+// sequence (with the grid lines where its prefill copies the state, and `top_k`: the logits its
+// sampling reads, model::SequenceRows::logits_top_k), then the hidden rows [rows, hidden] f32;
+// the logits come back per row whole or as their top k (values and ids; rank 0 sets the rest to
+// -inf, which the sampler never reaches: the row samples as the whole row would); serve
+// --cache-dir adds two more, once at start and once at exit (dist/pipeline_cache.cc); all fields
+// little-endian as the machines' own (the ranks run one binary, checked at start:
+// cli/pipeline_setup.h).
 #pragma once
 
 #include <cstdint>
@@ -92,6 +95,12 @@ class PipelineStage {
 
   // Bytes this rank sent in step messages and logits (for the benchmarks).
   uint64_t bytes_sent() const { return bytes_sent_; }
+  // Rank 0: every logits row comes back whole, whatever the rows' logits_top_k (to measure
+  // what the top-k return saves).
+  void set_whole_logits(bool whole) { whole_logits_ = whole; }
+  // Rank 0: bytes of the logits messages it received, and the steps (for the benchmarks).
+  uint64_t logits_received() const { return logits_received_; }
+  uint64_t steps() const { return steps_; }
 
  private:
   core::Status forward_to_next(std::vector<uint8_t>& msg);
@@ -136,6 +145,8 @@ class PipelineStage {
   std::vector<float> hidden_, logits_;
   std::vector<std::vector<int32_t>> drafts_;  // the last rank: a draft message's tokens
   uint64_t bytes_sent_ = 0;
+  uint64_t logits_received_ = 0;  // rank 0
+  bool whole_logits_ = false;     // rank 0
   uint64_t steps_ = 0;  // rank 0: steps sent
   std::string cache_dir_;  // ranks after 0: where their parts of the snapshot files are
   uint64_t cache_fingerprint_ = 0;

@@ -67,7 +67,13 @@ PipelineCosts pipeline_costs(ModelWeights& w, int64_t context, int64_t slots) {
   if (w.mtp) {
     // The MTP head reads embedding rows (of each row's next token): the last rank holds the
     // table as well, a second copy when the head is untied.
-    p.mtp = w.mtp_bytes + (w.tied ? 0 : w.embed.bytes());
+    // Its tensors as the layers' are counted (the loader's mtp_bytes counts vectors as stored).
+    size_t mtp = 0;
+    for (const Tensor& t : tensor_table()) {
+      if (t.block == Block::kMtp) mtp += slot_bytes(t, t.slot(w, nullptr));
+      else if (t.is_layer() && in_layer(t, c, LayerKind::kFullAttention)) mtp += slot_bytes(t, t.slot(w, &w.mtp->layer));
+    }
+    p.mtp = mtp + (w.tied ? 0 : w.embed.bytes());
     p.mtp_state = kv;  // its own attention layer's cache
   }
   return p;

@@ -144,6 +144,7 @@ void Stepper::schedule() {
       rows_.push_back({s->state(), s->verify_rows(), false, true});
       decode_rows += int64_t(s->verify_rows().size());
     }
+    rows_.back().logits_top_k = s->logits_top_k();
   }
   std::sort(prefilling.begin(), prefilling.end(), [&](int x, int y) {
     return slots_[size_t(x)]->order() < slots_[size_t(y)]->order();
@@ -166,6 +167,9 @@ void Stepper::schedule() {
     first = false;
     if (s.prefilled() + int64_t(chunk.size()) == s.prompt_size()) s.prefetch_masks();
     rows_.push_back({s.state(), chunk, s.request().prompt_logprobs >= 0});
+    // Its forks sample from its last row with samplers of their own: whole rows for them.
+    const bool forks = std::find(leader_.begin(), leader_.end(), i) != leader_.end();
+    rows_.back().logits_top_k = forks ? 0 : s.logits_top_k();
     s.chunk_inputs(&rows_.back());
     s.chunk_captures(&rows_.back(), cache_.get());
     row_slot_.push_back(i);

@@ -10,6 +10,7 @@
 
 #include <functional>
 
+#include "model/resident.h"
 #include "model/weights.h"
 #include "test_util.h"
 
@@ -151,6 +152,34 @@ TEST(PipelinePlan, ForcedSplits) {
     EXPECT_EQ(total, layers + c.embedding + c.head + c.mtp);
   }
   EXPECT_NE(describe(*plan_pipeline(c, 2, {1}), c).find("rank 0: layers 0-0"), std::string::npos);
+}
+
+// A rank's share in memory (model/resident.h): after keep_share and drop_mapped_pages none of
+// the checkpoint's pages is resident; fault_in_held reads back the tensors held, which are the
+// plan's bytes for the rank exactly (matrices as stored, fp32 copies), and the pages mapped again
+// (Rss from /proc/self/smaps) cover those bytes, with at most a page more at either end of each
+// array.
+TEST(PipelinePlan, ARankHoldsItsShareInMemory) {
+  for (const char* name : {"dense_bf16_tied", "dense_q4_untied", "moe_bf16"}) {
+    SCOPED_TRACE(name);
+    auto whole = load(name);
+    ASSERT_NE(whole, nullptr);
+    const PipelineCosts c = pipeline_costs(*whole, 128, 1);
+    auto plan = plan_pipeline(c, 2);
+    ASSERT_TRUE(plan.ok()) << plan.message();
+    for (const RankShare& s : plan->ranks) {
+      auto w = load(name);
+      ASSERT_NE(w, nullptr);
+      keep_share(*w, s);
+      drop_mapped_pages(*w);
+      EXPECT_EQ(mapped_resident_bytes(*w), 0u);
+      const HeldBytes held = fault_in_held(*w);
+      EXPECT_EQ(held.mapped + held.copies, s.weights);
+      const size_t resident = mapped_resident_bytes(*w);
+      EXPECT_GE(resident, held.mapped);
+      EXPECT_LE(resident, held.mapped + held.mapped_ranges * 2 * 4096);
+    }
+  }
 }
 
 TEST(PipelinePlan, RefusalsAreOneLine) {
