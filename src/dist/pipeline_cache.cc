@@ -105,8 +105,11 @@ core::Status PipelineStage::serve_cache(const std::vector<uint8_t>& msg) {
   if (!pool_) return core::error("a cache message before the engine's pool");
   const std::string me = "rank " + std::to_string(comm_.rank()) + ": ";
   std::vector<model::CacheVerdict> verdicts;
+  // A rank started without --cache-dir (the ranks' flags differ) has no part to give.
+  const std::string none = cache_dir_.empty() ? "started without --cache-dir" : "";
   if (save) {
-    if (std::string why = save_parts(entries); !why.empty()) verdicts.push_back({0, me + why});
+    if (std::string why = none.empty() ? save_parts(entries) : none; !why.empty())
+      verdicts.push_back({0, me + why});
   } else {
     // Rank 0's tree, loaded there: every node here, its block from the first of its files that
     // loads. A node whose files all fail keeps block -1; rank 0 drops every snapshot at or below
@@ -118,7 +121,7 @@ core::Status PipelineStage::serve_cache(const std::vector<uint8_t>& msg) {
     const uint64_t floats = state(0, 0)->recurrent_bytes() / sizeof(float);
     for (const model::CacheEntry& e : entries)
       if (e.snapshot)
-        if (std::string why = load_part(e, by_id, floats); !why.empty())
+        if (std::string why = none.empty() ? load_part(e, by_id, floats) : none; !why.empty())
           verdicts.push_back({e.node, me + why});
   }
   std::vector<uint8_t> back;
