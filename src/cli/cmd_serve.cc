@@ -284,7 +284,12 @@ int cmd_serve(int argc, char** argv) {
   Pipeline pipe;
   auto lm = load_pipelined(lo, pf, eo.ctx, eo.parallel, &pipe);
   if (!lm.ok()) return finish(pipe.report ? fail("serve", lm.message()) : 1);
-  if (!pipe.leader()) return finish(pipe.follow());
+  if (!pipe.leader()) {
+    if (!eo.cache_dir.empty() && !no_cache)  // this rank's parts of the snapshot files
+      pipe.stage->set_cache_files(pipe.cache_folder(eo.cache_dir, pipe.comm->rank()),
+                                  pipe.cache_fingerprint(checkpoint_fingerprint(lo), pipe.comm->rank()));
+    return finish(pipe.follow());
+  }
   model::Model& m = *lm->model;
   if (!pipe.split()) m.weights().prefault({});  // a rank has read its own tensors' pages (load_pipelined)
 
@@ -376,16 +381,24 @@ int cmd_serve(int argc, char** argv) {
     return finish(fail("serve", "--cache-mb must be >= 0 and --cache-interval >= 64"));
   eo.cache_bytes = no_cache ? 0 : int64_t(cache_mb * (1 << 20));
   if (pipe.split()) {  // steps through the ranks (runtime/engine_options.h)
-    if (!eo.cache_dir.empty())
-      return finish(fail("serve", "--cache-dir does not run on a model split over MPI ranks yet"));
     eo.forward = pipe.engine_forward(eo.ctx);
     if (eo.spec.method == runtime::SpecMethod::kMtp) eo.draft = pipe.engine_draft(eo.ctx, spec.draft_vocab);
   }
 
   // States with the MTP head's cache hold more than those without: their files stay apart.
-  if (!eo.cache_dir.empty())
+  if (!eo.cache_dir.empty()) {
+    for (const std::string& f : foreign_cache_folders(eo.cache_dir, pipe))
+      std::fprintf(stderr, "qwen35 serve: warning: %s: prefix-cache files of another split or world size; "
+                   "skipped\n", f.c_str());
     eo.cache_fingerprint =
         checkpoint_fingerprint(lo) ^ (eo.spec.method == runtime::SpecMethod::kMtp ? 0x6d7470ull : 0);
+    if (pipe.split() && !no_cache) {  // each rank its own folder (dist/pipeline_cache.cc)
+      eo.cache_fingerprint = pipe.cache_fingerprint(eo.cache_fingerprint, 0);
+      eo.cache_dir = pipe.cache_folder(eo.cache_dir, 0);
+      eo.cache_parts = pipe.cache_parts();
+      eo.cache_layers_end = pipe.plan.ranks[0].end;
+    }
+  }
   runtime::Engine engine(m, eo);
   for (const auto& line : engine.cache_log()) std::fprintf(stderr, "qwen35 serve: %s\n", line.c_str());
   // A rank gone silent or a failed link: /health and /ready fail from then on (srv.stop() below

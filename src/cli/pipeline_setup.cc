@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 
 #include "model/resident.h"
@@ -122,6 +123,43 @@ Pipeline::EngineForward Pipeline::engine_forward(int64_t capacity) {
     for (size_t i = 0; i < rows.size(); ++i) seqs[i] = {uint64_t(slots[i]), capacity};
     return stage->step(rows, seqs, logits, ops);
   };
+}
+
+std::string Pipeline::cache_folder(const std::string& dir, int r) const {
+  const model::RankShare& s = plan.ranks[size_t(r)];
+  return dir + "/np" + std::to_string(plan.ranks.size()) + "-r" + std::to_string(r) + "-L" + std::to_string(s.first) +
+         "-" + std::to_string(s.end);
+}
+
+uint64_t Pipeline::cache_fingerprint(uint64_t base, int r) const {
+  const std::string name = cache_folder("", r);
+  return fnv(name.data(), name.size(), base);
+}
+
+Pipeline::CacheParts Pipeline::cache_parts() {
+  return [this](std::span<const model::StateOp> ops, std::span<const model::CacheEntry> entries, bool save) {
+    return stage->cache_parts(ops, entries, save);
+  };
+}
+
+std::vector<std::string> foreign_cache_folders(const std::string& dir, const Pipeline& pipe) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  std::filesystem::directory_iterator it(dir, ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    int world = 0, rank = 0, read = 0;
+    long long first = 0, end = 0;
+    const bool named = std::sscanf(name.c_str(), "np%d-r%d-L%lld-%lld%n", &world, &rank, &first, &end, &read) == 4 &&
+                       size_t(read) == name.size();
+    if (!named || !it->is_directory(ec)) continue;
+    bool ours = false;
+    for (size_t r = 0; pipe.split() && r < pipe.plan.ranks.size(); ++r)
+      ours = ours || pipe.cache_folder("", int(r)) == "/" + name;
+    if (!ours) out.push_back(it->path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 Pipeline::EngineDraft Pipeline::engine_draft(int64_t capacity, int64_t draft_vocab) {

@@ -59,6 +59,15 @@ struct Pipeline {
   using EngineForward = std::function<core::Status(std::span<const model::StateOp>, std::span<const model::SequenceRows>,
                                                    std::span<const int>, std::vector<float>*)>;
   EngineForward engine_forward(int64_t capacity);
+  // serve --cache-dir under the split (dist/pipeline_cache.cc): rank r's folder under `dir`,
+  // "np<world>-r<r>-L<first>-<end>", and its files' fingerprint (`base` mixed with that name),
+  // so that a restart under another split or world size never reads them.
+  std::string cache_folder(const std::string& dir, int r) const;
+  uint64_t cache_fingerprint(uint64_t base, int r) const;
+  // Rank 0: runtime::EngineOptions::cache_parts.
+  using CacheParts = std::function<core::Result<std::vector<model::CacheVerdict>>(
+      std::span<const model::StateOp>, std::span<const model::CacheEntry>, bool)>;
+  CacheParts cache_parts();
   // Rank 0: runtime::EngineOptions::draft for the same engine: the last rank's MTP head drafts
   // among token ids below `draft_vocab` (0: all).
   using EngineDraft = std::function<core::Status(std::span<const model::StateOp>,
@@ -68,6 +77,10 @@ struct Pipeline {
   std::string mtp_problem;
   ~Pipeline();
 };
+
+// The folders under a --cache-dir that hold other splits' files ("np..." folders not of this
+// run's ranks; every one in a process of one rank), for a warning each: they are not read.
+std::vector<std::string> foreign_cache_folders(const std::string& dir, const Pipeline& pipe);
 
 // Loads the model: whole in a process of one rank; else this rank's share of the plan for
 // sequences of `context` positions, `slots` at a time, with `pipe` set up. Every rank returns an

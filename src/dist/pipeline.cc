@@ -9,6 +9,8 @@
 #include <numeric>
 #include <thread>
 
+#include "dist/wire.h"
+
 namespace qwen35::dist {
 namespace {
 
@@ -16,47 +18,6 @@ constexpr int kStepTag = 10;    // rank r -> r+1: a step, a drop or the end
 constexpr int kLogitsTag = 11;  // the last rank -> rank 0: a step's logits
 constexpr int kDraftsTag = 12;  // the last rank -> rank 0: a draft message's tokens
 enum Op : uint32_t { kStep = 1, kDrop = 2, kFinish = 3, kDraft = 4 };
-
-void put(std::vector<uint8_t>& m, const void* p, size_t n) {
-  const auto* b = static_cast<const uint8_t*>(p);
-  m.insert(m.end(), b, b + n);
-}
-template <class T>
-void put(std::vector<uint8_t>& m, T v) {
-  put(m, &v, sizeof v);
-}
-
-void put_ops(std::vector<uint8_t>& m, std::span<const model::StateOp> ops) {
-  put(m, uint32_t(ops.size()));
-  for (const model::StateOp& op : ops) {
-    put(m, op.kind);
-    put(m, op.seq);
-    put(m, op.a);
-    put(m, op.b);
-    put(m, op.c);
-  }
-}
-
-// Reads a message rank 0 wrote, every read bounds-checked.
-struct Reader {
-  const std::vector<uint8_t>& m;
-  size_t at = 0;
-  bool ok = true;
-  template <class T>
-  T get() {
-    T v{};
-    read(&v, sizeof v);
-    return v;
-  }
-  void read(void* p, size_t n) {
-    if (!ok || n > m.size() - at) {
-      ok = false;
-      return;
-    }
-    std::memcpy(p, m.data() + at, n);
-    at += n;
-  }
-};
 
 // One sequence's record as it travels.
 struct Record {
@@ -298,6 +259,11 @@ core::Status PipelineStage::serve() {
       QWEN35_RETURN_IF_ERROR(forward_to_next(std::move(msg)));
       continue;
     }
+    if (cache_message(op)) {  // --cache-dir: dist/pipeline_cache.cc
+      QWEN35_RETURN_IF_ERROR(forward_to_next(msg));
+      if (auto st = serve_cache(msg); !st.ok()) comm_.abort("prefix-cache files: " + st.message());
+      continue;
+    }
     if (op == kDraft) {
       if (auto st = apply_draft(msg); !st.ok()) comm_.abort("drafting failed: " + st.message());
       continue;
@@ -348,7 +314,7 @@ core::Status PipelineStage::resume(const model::StateOp& op) {
   std::vector<int32_t> blocks;
   for (uint64_t n = op.a; n != 0;) {
     auto it = nodes_.find(n);
-    if (it == nodes_.end()) return op_error(op, "a resume path through an unknown node");
+    if (it == nodes_.end() || it->second.block < 0) return op_error(op, "a resume path through an unknown node");
     blocks.push_back(it->second.block);
     n = it->second.parent;
   }
@@ -397,7 +363,7 @@ core::Status PipelineStage::apply_op(const model::StateOp& op) {
     case K::kNodeGone: {
       auto it = nodes_.find(op.a);
       if (it == nodes_.end()) return fail("no such node");
-      pool_->release(it->second.block);
+      if (it->second.block >= 0) pool_->release(it->second.block);  // -1: a part not loaded
       nodes_.erase(it);
       snapshots_.erase(op.a);
       return core::Status();
@@ -428,24 +394,6 @@ core::Status PipelineStage::apply_op(const model::StateOp& op) {
       return fail("an unknown state op");
   }
 }
-
-namespace {
-// A message's state ops (put_ops), in order.
-std::vector<model::StateOp> read_ops(Reader& rd) {
-  std::vector<model::StateOp> ops;
-  const uint32_t n_ops = rd.get<uint32_t>();
-  for (uint32_t i = 0; i < n_ops && rd.ok; ++i) {
-    model::StateOp op;
-    op.kind = rd.get<uint32_t>();
-    op.seq = rd.get<int64_t>();
-    op.a = rd.get<uint64_t>();
-    op.b = rd.get<uint64_t>();
-    op.c = rd.get<int64_t>();
-    if (rd.ok) ops.push_back(op);
-  }
-  return ops;
-}
-}  // namespace
 
 core::Status PipelineStage::catch_up(model::SequenceState* st, uint64_t id, int64_t pos0) {
   if (st->verify_pending()) {

@@ -30,7 +30,8 @@
 // sequence (with the grid lines where its prefill copies the state, and `top_k`: the logits its
 // sampling reads, model::SequenceRows::logits_top_k), then the hidden rows [rows, hidden] f32;
 // the logits come back per row whole or as their top k (values and ids; rank 0 sets the rest to
-// -inf, which the sampler never reaches: the row samples as the whole row would); all fields
+// -inf, which the sampler never reaches: the row samples as the whole row would); serve
+// --cache-dir adds two more, once at start and once at exit (dist/pipeline_cache.cc); all fields
 // little-endian as the machines' own (the ranks run one binary, checked at start:
 // cli/pipeline_setup.h).
 //
@@ -49,12 +50,14 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/result.h"
 #include "dist/comm.h"
 #include "model/model.h"
 #include "model/pipeline_plan.h"
+#include "model/snapshot_file.h"
 #include "model/state_op.h"
 
 namespace qwen35::dist {
@@ -101,6 +104,14 @@ class PipelineStage {
   int microbatches() const { return microbatches_; }
   int64_t microbatch_rows() const { return microbatch_rows_; }
 
+  // serve --cache-dir (dist/pipeline_cache.cc). Rank 0: the other ranks apply `ops`, then load
+  // (save: false) or save their parts of the snapshots of `entries` (rank 0's prefix-cache
+  // tree); returns, from every rank, the snapshots it could not load (or why its save failed).
+  // Ranks after 0: their files' folder and fingerprint, set before serve().
+  core::Result<std::vector<model::CacheVerdict>> cache_parts(std::span<const model::StateOp> ops,
+                                                             std::span<const model::CacheEntry> entries, bool save);
+  void set_cache_files(std::string dir, uint64_t fingerprint);
+
   // Bytes this rank sent in step messages and logits (for the benchmarks).
   uint64_t bytes_sent() const { return bytes_sent_; }
   // Rank 0: every logits row comes back whole, whatever the rows' logits_top_k (to measure
@@ -125,6 +136,16 @@ class PipelineStage {
   core::Status resume(const model::StateOp& op);
   model::SequenceState* state(int64_t id, int64_t capacity);
   bool last() const { return comm_.rank() == comm_.size() - 1; }
+  static bool cache_message(uint32_t op);
+  core::Status serve_cache(const std::vector<uint8_t>& msg);
+  std::string load_part(const model::CacheEntry& e, const std::map<uint64_t, const model::CacheEntry*>& by_id,
+                        uint64_t recurrent_floats);
+  std::string save_parts(std::span<const model::CacheEntry> entries);
+  model::snapshot_file::Part file_part();
+  uint64_t file_key() const;
+  // The token ids of node `id`'s positions and its path's blocks, root first ("" or why not).
+  std::string path_of(uint64_t id, const std::map<uint64_t, const model::CacheEntry*>& by_id,
+                      std::vector<int32_t>* tokens, std::vector<uint64_t>* nodes);
 
   Comm& comm_;
   model::Model& model_;
@@ -151,6 +172,9 @@ class PipelineStage {
   uint64_t steps_ = 0;  // rank 0: steps sent
   int microbatches_ = 1;  // rank 0
   int64_t microbatch_rows_ = 1;
+  std::string cache_dir_;  // ranks after 0: where their parts of the snapshot files are
+  uint64_t cache_fingerprint_ = 0;
+  bool cache_mtp_ = false;  // the engine's pool (its kPool op) is MTP drafting's
 };
 
 }  // namespace qwen35::dist

@@ -104,6 +104,12 @@ class Stepper {
   void gauges(EngineStats* s) const;
   PrefixCache* cache() const { return cache_.get(); }
   int64_t recurrent_floats() const { return int64_t(states_[0]->recurrent_bytes() / 4); }
+  // --cache-dir (runtime/stepper_cache.cc): the prefix cache loaded from, or saved to,
+  // opts.cache_dir, a line per note in *log. Under a split (opts.cache_parts) the other ranks
+  // load or save their parts of the same snapshots, and a snapshot that some rank could not
+  // load is dropped on every rank. Returns the snapshots loaded (saved).
+  int64_t load_cache(std::vector<std::string>* log);
+  core::Result<int64_t> save_cache();
 
  private:
   int64_t blocks_for(const GenerationRequest& r) const;  // its worst case, in KV blocks

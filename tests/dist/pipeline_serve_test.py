@@ -12,7 +12,9 @@ resumed and forked on the last rank, give a fresh computation's drafts: counts s
 fork's row), and a split server without drafting gives the same answers; seeded sampling whose
 rows come back as their top k logits gives one process's tokens, and greedy decoding brings no
 whole row back; each rank's resident weights (read from /proc) are within 10 % of its planned
-share. Then rank 1 is stopped, and (under mpirun's orte_enable_recovery) killed, while a request
+share; resumed == fresh also after a restart from --cache-dir (each rank its own files; a
+damaged part drops its snapshot on every rank; another split skips the files with a warning).
+Then rank 1 is stopped, and (under mpirun's orte_enable_recovery) killed, while a request
 runs: rank 0 answers it with an HTTP error naming rank 1, /health and /ready answer 503 naming it
 until rank 0 is gone, and every rank is gone within 10 s. Bounded: every wait has a deadline.
 
@@ -278,36 +280,97 @@ CACHE_REQUESTS = [
 ]
 
 
+def post_full(port, body, timeout=60):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.load(r)
+
+
+def stop_gracefully(p, log):
+    """SIGTERM to rank 0: it ends, saving --cache-dir (the other ranks their parts), and ends the
+    other ranks; mpirun then exits."""
+    os.kill(ranks_of(p.pid)[0], signal.SIGTERM)
+    try:
+        p.wait(30)
+    except subprocess.TimeoutExpired:
+        check(False, "the split server did not end within 30 s of SIGTERM")
+    text = open(log.name).read()
+    m = re.search(r"saved (\d+) prefix-cache snapshots", text)
+    check(m and int(m.group(1)) >= 2, f"the split server saved no snapshots: {text[-500:]}")
+
+
+def corrupt_part(cache_dir, rank_folder):
+    """Flips a byte in the KV rows of rank 1's smallest file (the shallowest snapshot), so that its
+    checksum fails: rank 0 must drop that snapshot on every rank."""
+    folder = os.path.join(cache_dir, rank_folder)
+    files = sorted(os.listdir(folder), key=lambda f: os.path.getsize(os.path.join(folder, f)))
+    path = os.path.join(folder, files[0])
+    with open(path, "r+b") as f:
+        f.seek(os.path.getsize(path) // 2)
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x55]))
+    return path
+
+
 def resumed_fresh():
     """The same requests, in order, on one process without the prefix cache and on the split
     server with it, at the default bound and at one so small that entries are evicted (a
     provisional snapshot dropped, leaves removed, the branch and the forks resumed from what is
-    left): every choice's text and logprobs equal, and the split servers did resume. The first two
-    draft with the MTP head (the split one on its last rank): as many drafted and accepted."""
+    left): every choice's text and logprobs equal, and the split servers did resume. The first
+    three draft with the MTP head (the split ones on their last rank): as many drafted and
+    accepted. --cache-dir under the split: the split server saves its snapshots at exit
+    (SIGTERM), each rank its part in a folder of its own; restarted on the same folder with rank
+    1's part of one snapshot damaged, it drops that snapshot (one warning), resumes the first
+    request from the files and answers (and drafts) as the fresh server does. The evicting server
+    runs on the same folder under another split: it skips the files with a warning and still
+    answers alike."""
     answers, counts = {}, {}
     mtp = ["--spec", "mtp"]
-    for name, np, extra in (("fresh", 1, ["--no-prefix-cache"] + mtp), ("split", 2, mtp + MICRO),
-                            ("evicting", 2, ["--cache-mb", "0.4"])):
+    cache_dir = tempfile.mkdtemp(prefix="q35-split-cache-")
+    for name, np, extra in (("fresh", 1, ["--no-prefix-cache"] + mtp), ("split", 2, mtp + MICRO + ["--cache-dir", cache_dir]),
+                            ("restarted", 2, mtp + ["--cache-dir", cache_dir]),
+                            ("evicting", 2, ["--cache-mb", "0.4", "--cache-dir", cache_dir, "--pipeline-split", "4"])):
+        if name == "restarted":
+            check(sorted(os.listdir(cache_dir)) == ["np2-r0-L0-6", "np2-r1-L6-8"],
+                  f"the ranks' folders: {os.listdir(cache_dir)}")
+            damaged = corrupt_part(cache_dir, "np2-r1-L6-8")
         log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
         p, port = start_server(log, np=np, extra=extra)
+        graceful = False
         try:
-            answers[name] = [post(port, dict({"temperature": 0, "logprobs": 1}, **r)) for r in CACHE_REQUESTS]
+            full = [post_full(port, dict({"temperature": 0, "logprobs": 1}, **r)) for r in CACHE_REQUESTS]
+            answers[name] = [f["choices"] for f in full]
             counts[name] = spec_counts(port)
+            cached = full[0]["usage"]["prompt_tokens_details"]["cached_tokens"]
             answers[name + " sampled"] = [post(port, r) for r in SAMPLED_REQUESTS]
             hits = metric(port, "qwen35_prefix_cache_hits_total")
+            text = open(log.name).read()
             if name == "split":
                 check(hits == 3, f"the split server resumed {hits} requests from the prefix cache, not 3")
                 promoted = metric(port, "qwen35_prefix_cache_promoted_total")
                 check(promoted and promoted >= 1, "the branch resumed from no provisional snapshot")
+                stop_gracefully(p, log)
+                graceful = True
+            if name == "restarted":
+                check(cached == 128, f"the restarted server resumed the first prompt at {cached}, not 128")
+                check(re.search(r"loaded 1 prefix-cache snapshots", text), "the restart did not load 1 snapshot")
+                check(text.count("dropped on every rank") == 1 and damaged in text and "checksum" in text,
+                      f"no warning for rank 1's damaged part {damaged}")
             if name == "evicting":
                 evicted = metric(port, "qwen35_prefix_cache_evictions_total")
                 check(hits and evicted, f"the small cache resumed {hits} and evicted {evicted} entries")
+                check(cached == 0, f"another split resumed the first prompt at {cached} from the files")
+                check(text.count("of another split or world size; skipped") == 2,
+                      "no warning for the two folders of the other split")
         except Exception:
             print(open(log.name).read(), file=sys.stderr)
             raise
         finally:
-            stop(p)
-    for name in ("split", "evicting"):
+            if not graceful:
+                stop(p)
+    for name in ("split", "restarted", "evicting"):
         for i, r in enumerate(CACHE_REQUESTS):
             check(answers["fresh"][i] == answers[name][i], f"resumed != fresh ({name}) for request {i} "
                   f"({r['prompt'][-30:]!r}): {answers[name][i]} vs {answers['fresh'][i]}")
@@ -316,9 +379,11 @@ def resumed_fresh():
         check(answers["fresh sampled"][i] == answers["split sampled"][i], f"top-k return: split != one process "
               f"for {r}: {answers['split sampled'][i]} vs {answers['fresh sampled'][i]}")
     print("pipeline_serve_test: sampled (greedy, top-k 20 with top-p, top-k 5; seeded) under -np 2 == one process")
-    check(counts["fresh"][1] and counts["split"] == counts["fresh"],
-          f"MTP drafted/accepted: split {counts['split']}, one process without the cache {counts['fresh']}")
+    for name in ("split", "restarted"):
+        check(counts["fresh"][1] and counts[name] == counts["fresh"],
+              f"MTP drafted/accepted: {name} {counts[name]}, one process without the cache {counts['fresh']}")
     print("pipeline_serve_test: resumed == fresh under -np 2 (extended, branch, n=2 forks; with evictions; "
+          "restarted from --cache-dir with one rank's part damaged; another split skips the files; "
           "MTP drafted/accepted", counts["split"], "as one process)")
 
 
