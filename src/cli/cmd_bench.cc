@@ -307,7 +307,27 @@ int cmd_bench(int argc, char** argv) {
   // --sample. The steps' positions reach at most depth + 1 + n_gen · (verify + 1) + verify.
   runtime::EngineOptions eo;
   eo.ctx = depth + 2 + n_gen * (verify + 1) + verify + 1;
-  if (pipe.split()) eo.forward = pipe.engine_forward(eo.ctx);
+  // Under a split, the bytes on the wire: of the decode steps (every sequence one row) and of
+  // the timed prefill, rank 0's hop (every hop carries messages of the same size) and the
+  // logits back from the last rank.
+  struct Wire {
+    uint64_t hop = 0, back = 0, units = 0;
+  } tg_wire, pp_wire;
+  if (pipe.split()) {
+    dist::PipelineStage& stage = *pipe.stage;
+    eo.forward = [&stage, &tg_wire, fwd = pipe.engine_forward(eo.ctx)](
+                     std::span<const model::StateOp> ops, std::span<const model::SequenceRows> rows,
+                     std::span<const int> slots, std::vector<float>* out) mutable {
+      const uint64_t hop = stage.bytes_sent(), back = stage.logits_received();
+      const core::Status st = fwd(ops, rows, slots, out);
+      if (std::all_of(rows.begin(), rows.end(), [](const model::SequenceRows& r) { return r.tokens.size() == 1; })) {
+        tg_wire.hop += stage.bytes_sent() - hop;
+        tg_wire.back += stage.logits_received() - back;
+        ++tg_wire.units;
+      }
+      return st;
+    };
+  }
   eo.step_tokens = (depth + 1) * batch;
   eo.max_queue = 0;
   auto requests = [&](int64_t n, const runtime::SamplingParams& s) {
@@ -330,15 +350,24 @@ int cmd_bench(int argc, char** argv) {
   std::vector<double> mtp_draft, mtp_verify;     // ms per step: drafting, verifying
   double vf_rows = 0, mtp_rows = 0;              // verification rows per timed step
   std::vector<int32_t> plain;                    // the greedy answer, as --verify's prediction
-  uint64_t hash = 0;
+  // The generation passes' prefill steps (every request's -d context + 1 token, batched): tok/s.
+  std::vector<double> batch_pp;
+  uint64_t hash = 0, tg_hash = 0;  // tg_hash: the warm-up generation's tokens (StepRun::tokens_hash)
   // One warm-up pass of each, then the measured repetitions.
   for (int r = 0; r <= reps; ++r) {
     if (n_prompt > 0) {
       if (auto s = start(state.get()); !s.ok()) return fail("bench", s.message());
+      const uint64_t hop0 = pipe.split() ? pipe.stage->bytes_sent() : 0;
+      const uint64_t back0 = pipe.split() ? pipe.stage->logits_received() : 0;
       auto t0 = Clock::now();
       model::SequenceRows rows{state.get(), prompt, false};
       if (auto s = forward(rows, &logits); !s.ok()) return fail("bench", s.message());
       if (r > 0) pp.push_back(double(n_prompt) / seconds_since(t0));
+      if (r > 0 && pipe.split()) {
+        pp_wire.hop += pipe.stage->bytes_sent() - hop0;
+        pp_wire.back += pipe.stage->logits_received() - back0;
+        pp_wire.units += uint64_t(n_prompt);
+      }
       if (r == 0) hash = fnv1a(logits.data() + logits.size() - size_t(V), size_t(V));
     }
     if (n_gen > 0) {
@@ -354,8 +383,10 @@ int cmd_bench(int argc, char** argv) {
       if (r > 0) {
         tg.push_back(double(run->tokens) / run->seconds);
         pick.push_back(per_token);
+        if (run->prefill_s > 0) batch_pp.push_back(double(run->prefill_tokens) / run->prefill_s);
       } else {
         pick_cold = per_token;
+        tg_hash = run->tokens_hash;
       }
     }
     if (n_gen > 0 && verify > 0) {
@@ -418,6 +449,10 @@ int cmd_bench(int argc, char** argv) {
   const std::string isa = lo.backend == "ref" ? "scalar-reference" : kernels::cpu::simd_target();
   const char* mode = lo.fast ? "fast-int8" : "exact";
   const char* picker = !sample ? "greedy" : sp.grammar ? "sampler+grammar" : "sampler";
+  const int ranks = pipe.split() ? pipe.comm->size() : 1;
+  const int microbatches = pipe.split() ? pipe.stage->microbatches() : 1;
+  const int64_t microbatch_rows = pipe.split() ? pipe.stage->microbatch_rows() : 0;
+  const auto per = [](uint64_t bytes, uint64_t units) { return units ? double(bytes) / double(units) : 0.0; };
   if (json) {
     std::printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"mode\": \"%s\", \"tg_picks\": \"%s\", \"n_prompt\": %lld, "
                 "\"n_gen\": %lld, \"n_depth\": %lld, \"batch\": %lld, \"repetitions\": %d, \"pp_tok_s\": %.3f, \"pp_tok_s_min\": %.3f, "
@@ -427,12 +462,16 @@ int cmd_bench(int argc, char** argv) {
                 "\"weights_mb\": %.1f, \"verify_tokens\": %lld, \"verify_ms\": %.3f, "
                 "\"verify_rollback_ms\": %.3f, \"verify_rows\": %.3f, \"mtp_draft_ms\": %.3f, \"mtp_verify_ms\": %.3f, \"mtp_rows\": %.3f, "
                 "\"decode_step_ms\": %.3f, \"pick_ms\": %.4f, \"pick_cold_ms\": %.4f, \"logits_hash\": \"%016llx\", "
-                "\"kv_type\": \"%s\"}\n",
+                "\"kv_type\": \"%s\", \"tg_hash\": \"%016llx\", \"ranks\": %d, \"microbatches\": %d, \"microbatch_rows\": %lld, "
+                "\"pp_hop_bytes_per_token\": %.1f, \"pp_logits_bytes_per_token\": %.1f, "
+                "\"tg_hop_bytes_per_step\": %.1f, \"tg_logits_bytes_per_step\": %.1f, \"batch_prefill_tok_s\": %.3f}\n",
                 lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, picker, (long long)n_prompt, (long long)n_gen, (long long)depth, (long long)batch, reps,
                 pps.median, pps.min, pps.max, tgs.median, tgs.min, tgs.max, ttft_ms, stream, achieved, bw, roofline,
                 roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (long long)verify,
                 vfa.median, vfo.median, vf_rows, mtd.median, mtv.median, mtp_rows, tg_ms, picks.median, pick_cold, (unsigned long long)hash,
-                kernels::kv_types_name(m.kv_types()).c_str());
+                kernels::kv_types_name(m.kv_types()).c_str(), (unsigned long long)tg_hash, ranks, microbatches, (long long)microbatch_rows,
+                per(pp_wire.hop, pp_wire.units), per(pp_wire.back, pp_wire.units), per(tg_wire.hop, tg_wire.units),
+                per(tg_wire.back, tg_wire.units), stats(batch_pp).median);
     return 0;
   }
   std::printf("model: %s  threads: %d  isa: %s  mode: %s  backend: %s\n", lo.model_dir.c_str(), lm->pool->size(),
@@ -461,6 +500,12 @@ int cmd_bench(int argc, char** argv) {
                 "verifying with the head's cache %.2f ms (%.2fx): a step %.2fx one row\n",
                 (long long)verify, mtp_rows, mtd.median, mtd.median / tg_ms, mtv.median,
                 mtv.median / tg_ms, (mtd.median + mtv.median) / tg_ms);
+  if (pipe.split())
+    std::printf("pipeline: %d ranks, up to %d micro-batches of %lld rows or more a step; a hop carries %.0f bytes per prefill token "
+                "and %.0f per decode step (%.0f and %.0f bytes of logits back)\n", ranks, microbatches,
+                (long long)microbatch_rows,
+                per(pp_wire.hop, pp_wire.units), per(tg_wire.hop, tg_wire.units), per(pp_wire.back, pp_wire.units),
+                per(tg_wire.back, tg_wire.units));
   std::printf("peak RSS: %.1f MB (weights %.1f MB)\n", rss_mb, double(m.weights().weight_bytes) / 1e6);
   std::printf("logits hash: %016llx (FNV-1a of the prompt's last logits; compares backends and builds)\n",
               (unsigned long long)hash);

@@ -88,6 +88,12 @@ void add_pipeline_flags(flags::App& app, PipelineFlags& f) {
                "whole, also where sampling reads only the top k (to measure what the top-k return saves)");
   app.add_option("--pipeline-timeout", f.timeout_s, "under mpirun: seconds a rank may be silent (dead or "
                  "stalled) before every rank stops (default 5)");
+  app.add_option("--pipeline-microbatches", f.microbatches, "under mpirun: cut each step's sequences (each "
+                 "whole) into up to this many micro-batches that follow each other down the ranks, so that "
+                 "the ranks compute at once (default 2; 1: every step whole)");
+  app.add_option("--pipeline-microbatch-rows", f.microbatch_rows, "under mpirun: the fewest rows a "
+                 "micro-batch may have: a step is cut into fewer (or none) rather than smaller ones, as a "
+                 "micro-batch of a few rows costs a rank nearly a whole step (default 32)");
 }
 
 void Pipeline::finish() {
@@ -175,7 +181,10 @@ core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, 
                                          Pipeline* pipe) {
   const int world = dist::launched_world_size();
   if (world <= 1) return load_model(o);
+  pipe->report = dist::launched_rank() == 0;  // every rank finds a bad flag: one line for the job
   if (f.timeout_s <= 0) return core::error("--pipeline-timeout must be > 0");
+  if (f.microbatches < 1 || f.microbatches > 256) return core::error("--pipeline-microbatches must be in 1..256");
+  if (f.microbatch_rows < 1) return core::error("--pipeline-microbatch-rows must be >= 1");
   QWEN35_ASSIGN_OR_RETURN(pipe->comm, dist::Comm::start(f.timeout_s));
   dist::Comm& comm = *pipe->comm;
   const int rank = comm.rank();
@@ -220,6 +229,7 @@ core::Result<LoadedModel> load_pipelined(LoadOptions o, const PipelineFlags& f, 
   pipe->stage = std::make_unique<dist::PipelineStage>(comm, *lm->model, pipe->plan);
   pipe->stage->set_whole_logits(f.whole_logits);
   pipe->report_bytes = f.print_plan && rank == 0;
+  pipe->stage->set_microbatches(f.microbatches, f.microbatch_rows);
   return lm;
 }
 

@@ -29,6 +29,12 @@ struct PipelineFlags {
   double budget_mb = 0;    // --rank-budget-mb (0: none)
   double timeout_s = 5;    // --pipeline-timeout: a rank silent this long ends the job
   bool whole_logits = false;  // --pipeline-whole-logits: no top-k return of the logits
+  // --pipeline-microbatches, --pipeline-microbatch-rows: a step's sequences cut into up to this
+  // many groups of at least this many rows (dist/pipeline.h). The defaults follow the
+  // measurements in docs/benchmarks.md: decode steps (a few rows a sequence) stay whole, prompts
+  // prefilled together are cut.
+  int microbatches = 2;
+  int64_t microbatch_rows = 32;
 };
 
 void add_pipeline_flags(flags::App& app, PipelineFlags& f);

@@ -28,6 +28,12 @@ std::string mpi_error(int code) {
 
 }  // namespace
 
+struct Comm::Posted {
+  MPI_Request req = MPI_REQUEST_NULL;
+  int to = 0;
+  std::vector<uint8_t> bytes;
+};
+
 int launched_world_size() {
   const char* s = std::getenv("OMPI_COMM_WORLD_SIZE");
   if (s == nullptr) return 1;
@@ -60,6 +66,7 @@ core::Result<std::unique_ptr<Comm>> Comm::start(double timeout_s) {
 }
 
 Comm::~Comm() {
+  (void)flush();  // a failure here ends in the barrier's error or the heartbeat's end of the job
   // Every rank stops beating only once every rank is done: a rank that finished first must not
   // look stalled to one still at work.
   MPI_Barrier(MPI_COMM_WORLD);
@@ -171,7 +178,58 @@ core::Status Comm::send(int to, int tag, std::span<const uint8_t> bytes) {
   return core::Status();
 }
 
+core::Status Comm::post(int to, int tag, std::vector<uint8_t> bytes) {
+  if (bytes.size() > size_t(INT_MAX))
+    return core::error("a message of " + std::to_string(bytes.size()) + " bytes is over MPI's 2 GiB");
+  QWEN35_RETURN_IF_ERROR(check_broken());
+  QWEN35_RETURN_IF_ERROR(reap_posted());
+  auto p = std::make_unique<Posted>();
+  p->to = to;
+  p->bytes = std::move(bytes);
+  if (int rc = MPI_Isend(p->bytes.data(), int(p->bytes.size()), MPI_BYTE, to, tag, MPI_COMM_WORLD, &p->req);
+      rc != MPI_SUCCESS) {
+    broken_link_ = to;
+    return core::error("send to rank " + std::to_string(to) + ": " + mpi_error(rc));
+  }
+  posted_.push_back(std::move(p));
+  return core::Status();
+}
+
+core::Status Comm::reap_posted() {
+  core::Status first;
+  for (size_t i = 0; i < posted_.size();) {
+    int done = 0;
+    const int rc = MPI_Test(&posted_[i]->req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      broken_link_ = posted_[i]->to;
+      if (first.ok()) first = core::error("send to rank " + std::to_string(posted_[i]->to) + ": " + mpi_error(rc));
+      (void)posted_[i].release();  // MPI may still read the buffer: left to the job's end
+    }
+    if (done || rc != MPI_SUCCESS) {
+      posted_.erase(posted_.begin() + std::ptrdiff_t(i));
+    } else {
+      ++i;
+    }
+  }
+  return first;
+}
+
+core::Status Comm::flush() {
+  core::Status first;
+  for (auto& p : posted_) {
+    const int rc = wait_polled(&p->req, [this] { return check_broken(); });
+    if (rc != MPI_SUCCESS) {
+      broken_link_ = p->to;
+      if (first.ok()) first = core::error("send to rank " + std::to_string(p->to) + ": " + mpi_error(rc));
+    }
+  }
+  posted_.clear();
+  QWEN35_RETURN_IF_ERROR(check_broken());
+  return first;
+}
+
 core::Result<std::vector<uint8_t>> Comm::recv(int from, int tag) {
+  QWEN35_RETURN_IF_ERROR(reap_posted());
   // Polled rather than blocking in MPI_Probe, sleeping more the longer the wait: ranks
   // oversubscribed on one machine leave the cores to the rank computing.
   MPI_Status st;

@@ -12,8 +12,8 @@
 // error on rank 0, or the job ends. What rank 0 knows of a failure (failure()) is what its HTTP
 // server answers /health and /ready with during the grace (cmd_serve.cc).
 //
-// Thread-safety: send/recv/allgather/barrier from one thread (the engine's); the heartbeat runs
-// beside it (MPI_THREAD_MULTIPLE).
+// Thread-safety: send/post/flush/recv/allgather from one thread (the engine's); the heartbeat
+// runs beside it (MPI_THREAD_MULTIPLE).
 #pragma once
 
 #include <atomic>
@@ -49,6 +49,14 @@ class Comm {
 
   // A message of `bytes` to rank `to`. Returns when the buffer may be reused.
   core::Status send(int to, int tag, std::span<const uint8_t> bytes);
+  // The same, sent in the background: returns at once, and the Comm keeps the buffer until the
+  // send is done (a pipeline stage goes on computing while its last rows travel, and two ranks
+  // each sending to the other never wait on each other's receive). Messages to one rank with
+  // one tag arrive in the order they were sent or posted (MPI's non-overtaking rule). A posted
+  // send that fails is reported by a later post, flush or recv.
+  core::Status post(int to, int tag, std::vector<uint8_t> bytes);
+  // Waits until every posted message has been sent.
+  core::Status flush();
   // The next message from rank `from` with `tag`, whatever its size.
   core::Result<std::vector<uint8_t>> recv(int from, int tag);
   // Every rank's value, by rank. A collective: every rank must call it (an MPI error ends the job).
@@ -68,6 +76,11 @@ class Comm {
 
   // The transfers of rank 0 fail once a peer is known silent (see above).
   core::Status check_broken() const;
+  // Drops the posted sends that are done; the first failure among them, if any.
+  core::Status reap_posted();
+
+  struct Posted;  // a posted send: its MPI request and its buffer (comm.cc)
+  std::vector<std::unique_ptr<Posted>> posted_;
 
   int rank_ = 0, size_ = 1;
   double timeout_s_ = 10;

@@ -66,12 +66,11 @@ void pack_logits(const float* logits, const std::vector<Record>& recs, int64_t v
     }
 }
 
-bool unpack_logits(const std::vector<uint8_t>& msg, int64_t rows, int64_t vocab,
-                                  std::vector<float>* logits) {
-  logits->assign(size_t(rows * vocab), -INFINITY);
+// Into out [rows, vocab], which holds -inf.
+bool unpack_logits(const std::vector<uint8_t>& msg, int64_t rows, int64_t vocab, float* out) {
   Reader rd{msg};
   for (int64_t i = 0; i < rows; ++i) {
-    float* row = logits->data() + i * vocab;
+    float* row = out + i * vocab;
     const int32_t k = rd.get<int32_t>();
     if (!rd.ok || k < 0 || k > vocab) return false;
     if (k == 0) {
@@ -95,10 +94,15 @@ bool unpack_logits(const std::vector<uint8_t>& msg, int64_t rows, int64_t vocab,
 PipelineStage::PipelineStage(Comm& comm, model::Model& model, const model::PipelinePlan& plan)
     : comm_(comm), model_(model), plan_(plan) {}
 
-core::Status PipelineStage::step(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
-                                 std::vector<float>* logits, std::span<const model::StateOp> ops) {
-  if (seqs.size() != batch.size()) return core::error("[pipeline] a step names every sequence of its batch");
+std::vector<uint8_t> PipelineStage::step_header(std::span<const model::SequenceRows> batch,
+                                                std::span<const StepSequence> seqs,
+                                                std::span<const model::StateOp> ops) const {
+  size_t bytes = 24 + ops.size() * 36;  // docs/design.md "Wire cost"; with the hidden rows after
+  for (const model::SequenceRows& r : batch)
+    bytes += 51 + r.tokens.size() * (4 + sizeof(float) * size_t(model_.config().hidden)) + r.positions.size_bytes() +
+             r.captures.size() * 8;
   std::vector<uint8_t> msg;
+  msg.reserve(bytes);
   put(msg, uint32_t(kStep));
   put_ops(msg, ops);
   put(msg, uint32_t(batch.size()));
@@ -121,18 +125,48 @@ core::Status PipelineStage::step(std::span<const model::SequenceRows> batch, std
     put(msg, uint32_t(r.captures.size()));
     for (const model::StateCapture& c : r.captures) put(msg, c.pos);
   }
-  QWEN35_RETURN_IF_ERROR(model_.forward_layers(batch, 0, share().end, &hidden_, nullptr));
-  put(msg, hidden_.data(), hidden_.size() * sizeof(float));
+  return msg;
+}
+
+// Each micro-batch through rank 0's layers and posted on; then their logits, in order. A
+// micro-batch that fails here (bad input, which the engine checks before) still has the ones
+// sent before it answered, so that no logits are left for the next step to read.
+core::Status PipelineStage::step(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
+                                 std::vector<float>* logits, std::span<const model::StateOp> ops) {
+  if (seqs.size() != batch.size()) return core::error("[pipeline] a step names every sequence of its batch");
+  std::vector<int64_t> rows(batch.size()), logits_rows(batch.size() + 1, 0);  // logits_rows: prefix sums
+  for (size_t i = 0; i < batch.size(); ++i) {
+    const model::SequenceRows& r = batch[i];
+    rows[i] = int64_t(r.tokens.size());
+    logits_rows[i + 1] = logits_rows[i] + (r.all_logits || r.verify ? rows[i] : 1);
+  }
+  const std::vector<size_t> starts = model::microbatch_starts(rows, microbatches_, microbatch_rows_);
+  const auto group_end = [&](size_t k) { return k + 1 < starts.size() ? starts[k + 1] : batch.size(); };
   test_delay(steps_++);
-  QWEN35_RETURN_IF_ERROR(comm_.send(1, kStepTag, msg));
-  bytes_sent_ += msg.size();
-  QWEN35_ASSIGN_OR_RETURN(std::vector<uint8_t> back, comm_.recv(comm_.size() - 1, kLogitsTag));
-  logits_received_ += back.size();
-  int64_t logits_rows = 0;
-  for (const model::SequenceRows& r : batch) logits_rows += r.all_logits || r.verify ? int64_t(r.tokens.size()) : 1;
-  if (!unpack_logits(back, logits_rows, model_.config().vocab, logits))
-    comm_.abort("a malformed logits message from rank " + std::to_string(comm_.size() - 1));
-  return core::Status();
+  size_t sent = 0;
+  core::Status failed;
+  for (; sent < starts.size(); ++sent) {
+    const size_t b = starts[sent], n = group_end(sent) - b;
+    std::vector<uint8_t> msg =
+        step_header(batch.subspan(b, n), seqs.subspan(b, n), sent == 0 ? ops : std::span<const model::StateOp>());
+    failed = model_.forward_layers(batch.subspan(b, n), 0, share().end, &hidden_, nullptr);
+    if (!failed.ok()) break;
+    put(msg, hidden_.data(), hidden_.size() * sizeof(float));
+    bytes_sent_ += msg.size();
+    failed = comm_.post(1, kStepTag, std::move(msg));
+    if (!failed.ok()) return failed;  // the ranks are out of step: the job ends (comm.h)
+  }
+  const int64_t vocab = model_.config().vocab;
+  const int64_t answered = sent == 0 ? 0 : logits_rows[group_end(sent - 1)];  // the rows of the groups sent
+  logits->assign(size_t(answered * vocab), -INFINITY);
+  for (size_t k = 0; k < sent; ++k) {
+    QWEN35_ASSIGN_OR_RETURN(std::vector<uint8_t> back, comm_.recv(comm_.size() - 1, kLogitsTag));
+    logits_received_ += back.size();
+    const int64_t first = logits_rows[starts[k]], end = logits_rows[group_end(k)];
+    if (!unpack_logits(back, end - first, vocab, logits->data() + first * vocab))
+      comm_.abort("a malformed logits message from rank " + std::to_string(comm_.size() - 1));
+  }
+  return failed;
 }
 
 core::Status PipelineStage::draft(std::span<const model::DraftRequest> reqs, std::span<const StepSequence> seqs,
@@ -202,10 +236,10 @@ core::Status PipelineStage::finish() {
   return comm_.send(1, kStepTag, msg);
 }
 
-core::Status PipelineStage::forward_to_next(std::vector<uint8_t>& msg) {
+core::Status PipelineStage::forward_to_next(std::vector<uint8_t> msg) {
   if (last()) return core::Status();
   bytes_sent_ += msg.size();
-  return comm_.send(comm_.rank() + 1, kStepTag, msg);
+  return comm_.post(comm_.rank() + 1, kStepTag, std::move(msg));
 }
 
 core::Status PipelineStage::serve() {
@@ -214,12 +248,15 @@ core::Status PipelineStage::serve() {
     Reader rd{msg};
     const uint32_t op = rd.get<uint32_t>();
     if (!rd.ok) comm_.abort("an empty pipeline message");
-    if (op == kFinish) return forward_to_next(msg);
+    if (op == kFinish) {
+      QWEN35_RETURN_IF_ERROR(forward_to_next(std::move(msg)));
+      return comm_.flush();
+    }
     if (op == kDrop) {
       const uint32_t n = rd.get<uint32_t>();
       for (uint32_t i = 0; i < n && rd.ok; ++i) states_.erase(rd.get<uint64_t>());
       if (!rd.ok) comm_.abort("a malformed drop message");
-      QWEN35_RETURN_IF_ERROR(forward_to_next(msg));
+      QWEN35_RETURN_IF_ERROR(forward_to_next(std::move(msg)));
       continue;
     }
     if (cache_message(op)) {  // --cache-dir: dist/pipeline_cache.cc
@@ -382,10 +419,7 @@ core::Status PipelineStage::apply_draft(const std::vector<uint8_t>& msg) {
   const uint32_t n = rd.get<uint32_t>();
   constexpr size_t kRecord = 8 + 8 + 8 + 4 + 8;  // per sequence: id, position, rope delta, token, drafts
   if (!rd.ok || msg.size() - rd.at != n * kRecord) return core::error("a malformed draft message");
-  if (!last()) {
-    std::vector<uint8_t> out(msg);
-    return forward_to_next(out);
-  }
+  if (!last()) return forward_to_next(msg);
   std::vector<model::DraftRequest> reqs(n);
   drafts_.resize(n);
   for (uint32_t i = 0; i < n; ++i) {
@@ -475,11 +509,12 @@ core::Status PipelineStage::apply(const std::vector<uint8_t>& msg) {
     std::vector<uint8_t> back;
     pack_logits(logits_.data(), recs, model_.config().vocab, &back);
     bytes_sent_ += back.size();
-    return comm_.send(0, kLogitsTag, back);
+    // Posted: this rank goes on to the step's next micro-batch while rank 0 computes.
+    return comm_.post(0, kLogitsTag, std::move(back));
   }
   std::vector<uint8_t> out(msg.begin(), msg.begin() + std::ptrdiff_t(header));
   put(out, hidden_.data(), hidden_.size() * sizeof(float));
-  return forward_to_next(out);
+  return forward_to_next(std::move(out));
 }
 
 }  // namespace qwen35::dist

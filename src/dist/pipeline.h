@@ -34,6 +34,16 @@
 // --cache-dir adds two more, once at start and once at exit (dist/pipeline_cache.cc); all fields
 // little-endian as the machines' own (the ranks run one binary, checked at start:
 // cli/pipeline_setup.h).
+//
+// Micro-batches (set_microbatches): rank 0 cuts a step's sequences, each whole and in order, into
+// up to M groups of about equal rows, each of at least R rows (fewer groups where they would be
+// smaller: model::microbatch_starts), and sends each as a step message of its own as soon as its
+// rows are through rank 0's layers, so that rank r runs micro-batch k+1 while rank r+1 runs k.
+// The state ops ride with the first (they are applied before any record of the step); each
+// message's logits come back as a message of their own, in order, and rank 0 joins them: the
+// order Model::forward writes (sequence by sequence). A row's arithmetic never depends on the
+// other rows (docs/design.md §6), so the logits are those of one message, bit for bit. The
+// step path's sends are posted (Comm::post): a rank computes while its last rows travel.
 #pragma once
 
 #include <cstdint>
@@ -85,6 +95,15 @@ class PipelineStage {
   // leaves the ranks out of step: the job is ended (Comm::abort), naming the rank and the cause.
   core::Status serve();
 
+  // Rank 0: the micro-batches a step is cut into: at most m (1 sends every step whole), each of
+  // at least min_rows rows.
+  void set_microbatches(int m, int64_t min_rows) {
+    microbatches_ = m < 1 ? 1 : m;
+    microbatch_rows_ = min_rows < 1 ? 1 : min_rows;
+  }
+  int microbatches() const { return microbatches_; }
+  int64_t microbatch_rows() const { return microbatch_rows_; }
+
   // serve --cache-dir (dist/pipeline_cache.cc). Rank 0: the other ranks apply `ops`, then load
   // (save: false) or save their parts of the snapshots of `entries` (rank 0's prefix-cache
   // tree); returns, from every rank, the snapshots it could not load (or why its save failed).
@@ -103,7 +122,10 @@ class PipelineStage {
   uint64_t steps() const { return steps_; }
 
  private:
-  core::Status forward_to_next(std::vector<uint8_t>& msg);
+  // Rank 0: a step message's header for these sequences (their states as they stand).
+  std::vector<uint8_t> step_header(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
+                                   std::span<const model::StateOp> ops) const;
+  core::Status forward_to_next(std::vector<uint8_t> msg);
   core::Status apply(const std::vector<uint8_t>& msg);
   core::Status apply_draft(const std::vector<uint8_t>& msg);
   // A sequence's state here brought to where rank 0's stands at `pos0` (a pending verification
@@ -148,6 +170,8 @@ class PipelineStage {
   uint64_t logits_received_ = 0;  // rank 0
   bool whole_logits_ = false;     // rank 0
   uint64_t steps_ = 0;  // rank 0: steps sent
+  int microbatches_ = 1;  // rank 0
+  int64_t microbatch_rows_ = 1;
   std::string cache_dir_;  // ranks after 0: where their parts of the snapshot files are
   uint64_t cache_fingerprint_ = 0;
   bool cache_mtp_ = false;  // the engine's pool (its kPool op) is MTP drafting's

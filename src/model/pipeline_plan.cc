@@ -173,4 +173,37 @@ std::string describe(const PipelinePlan& plan, const PipelineCosts& costs) {
   return out;
 }
 
+namespace {
+// Where `groups` groups begin: each cut where the rows so far first reach its share of `total`.
+std::vector<size_t> group_starts(std::span<const int64_t> rows, size_t groups, int64_t total) {
+  std::vector<size_t> starts{0};
+  int64_t so_far = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const size_t k = starts.size();
+    if (k < groups && i > starts.back() &&
+        (so_far * int64_t(groups) >= total * int64_t(k) || rows.size() - i <= groups - k))
+      starts.push_back(i);
+    so_far += rows[i];
+  }
+  return starts;
+}
+}  // namespace
+
+std::vector<size_t> microbatch_starts(std::span<const int64_t> rows, int m, int64_t min_rows) {
+  int64_t total = 0;
+  for (int64_t r : rows) total += r;
+  for (size_t groups = std::min(rows.size(), size_t(std::max(m, 1))); groups > 1; --groups) {
+    std::vector<size_t> starts = group_starts(rows, groups, total);
+    bool full = true;
+    for (size_t k = 0; k < starts.size() && full; ++k) {
+      const size_t end = k + 1 < starts.size() ? starts[k + 1] : rows.size();
+      int64_t n = 0;
+      for (size_t i = starts[k]; i < end; ++i) n += rows[i];
+      full = n >= min_rows;
+    }
+    if (full) return starts;
+  }
+  return {0};
+}
+
 }  // namespace qwen35::model

@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
 """`qwen35 serve` on a model split over two MPI ranks (docs/design.md "Past one machine"):
-concurrent == solo over HTTP (requests batched together in the engine's steps give each the text
-it gets alone), the split server's answers equal one process's (`qwen35 run`, greedy), and
-drafted == plain (the MTP head on the last rank, the server's default, batched with plain
-requests; prompt lookup: verified rows, commits that keep fewer, on every rank);
+concurrent == solo over HTTP (requests batched together in the engine's steps, cut into two
+micro-batches, give each the text it gets alone), the split server's answers equal one process's
+(`qwen35 run`, greedy), and drafted == plain (the MTP head on the last rank, the server's default,
+batched with plain requests; prompt lookup: verified rows, commits that keep fewer, on every rank);
 resumed == fresh: with the prefix cache on, a prompt extended, a branch from it and n=2 forks of
 one prompt get, bit for bit (text and logprobs), what a one-process server without the cache
 computes from scratch, and the split server did resume; with MTP drafting on both, the split
@@ -35,6 +35,9 @@ import urllib.request
 BIN, MODEL = os.path.realpath(sys.argv[1]), sys.argv[2]
 ENV = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
            OMPI_MCA_rmaps_base_oversubscribe="1")
+# Steps cut into two micro-batches however few their rows (dist/pipeline.h): the concurrent
+# requests' steps, the forks'.
+MICRO = ["--pipeline-microbatches", "2", "--pipeline-microbatch-rows", "1"]
 PROMPTS = ["In the beginning", "And the LORD said", "Blessed are the", "And it came to pass"]
 failures = []
 
@@ -326,7 +329,7 @@ def resumed_fresh():
     answers, counts = {}, {}
     mtp = ["--spec", "mtp"]
     cache_dir = tempfile.mkdtemp(prefix="q35-split-cache-")
-    for name, np, extra in (("fresh", 1, ["--no-prefix-cache"] + mtp), ("split", 2, mtp + ["--cache-dir", cache_dir]),
+    for name, np, extra in (("fresh", 1, ["--no-prefix-cache"] + mtp), ("split", 2, mtp + MICRO + ["--cache-dir", cache_dir]),
                             ("restarted", 2, mtp + ["--cache-dir", cache_dir]),
                             ("evicting", 2, ["--cache-mb", "0.4", "--cache-dir", cache_dir, "--pipeline-split", "4"])):
         if name == "restarted":
@@ -394,7 +397,7 @@ def main():
         plain[pr] = r.stdout
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
     # The MTP head drafts unless told; each rank reports its resident weights (--pipeline-plan).
-    p, port = start_server(log, extra=["--spec", "mtp", "--pipeline-plan"])
+    p, port = start_server(log, extra=["--spec", "mtp", "--pipeline-plan"] + MICRO)
     try:
         solo = {pr: complete(port, pr) for pr in PROMPTS}
         mtp = spec_counts(port)

@@ -5,12 +5,14 @@
 #    splits under -np 2 and -np 3, over shared memory and over TCP, byte for byte those of one
 #    process (mpirun -np 1): a cut between a Gated DeltaNet layer and an attention layer, a rank
 #    of a single layer (in the middle, at either end); prefill chunks and decode steps; and an
-#    image prompt through `run` and `bench` (its logits hash) under -np 2;
+#    image prompt through `run` (MTP-drafted) under -np 2; bench's logits and batched generation
+#    under -np 2 and 3, whole and in micro-batches (--pipeline-microbatches);
 #  - MTP drafting with the head on the last rank (-np 2, and -np 3 where the last rank is not rank
 #    0's neighbour): drafted == plain, and the drafts accepted by position are one process's;
 #  - bad input is one line from the engine before any compute: more ranks than layers, a rank
-#    over its memory budget, another checkpoint or another binary on one rank, --spec mtp on a
-#    checkpoint without the head, a command that does not run split;
+#    over its memory budget, another checkpoint or another binary on one rank, a bad
+#    --pipeline-microbatches, --spec mtp on a checkpoint without the head, a command that does not
+#    run split;
 #  - failure: one rank killed (SIGKILL) or stalled (SIGSTOP) mid-stream: every other exits within
 #    10 s, the cause logged with the rank.
 # Usage: tests/dist/pipeline_test.sh build/qwen35
@@ -71,16 +73,26 @@ mpirun -np 2 --mca btl self,tcp "$bin" run -m "$vm" --image "$img" -p Describe -
   fail "run --image --spec mtp: -np 2 differs from one process without drafts"
 echo "pipeline_test: an image prompt under -np 2 (MTP-drafted) as in one process ($SECONDS s)"
 
-# bench: its hash of the prompt's last logits, and generation through the engine's steps with
-# two sequences batched.
+# bench: its hash of the prompt's last logits, and of the tokens of generation through the
+# engine's steps with three sequences batched (their 5-token prompts read in one step); split
+# whole and in micro-batches (--pipeline-microbatches 2 with no least size: 2+1 sequences a step).
 bench_hash() {
-  mpirun -np "$1" "$bin" bench -m "$fx/moe_bf16/ckpt" -p 16 -n 4 -b 2 -r 1 -t 1 --json < /dev/null |
-    grep -o '"logits_hash": "[0-9a-f]*"'
+  local np=$1 btl=$2
+  shift 2
+  mpirun -np "$np" --mca btl "$btl" "$bin" bench -m "$fx/moe_bf16/ckpt" -p 16 -n 8 -d 4 -b 3 -r 1 -t 1 --json "$@" \
+    < /dev/null | grep -o '"\(logits\|tg\)_hash": "[0-9a-f]*"' | tr '\n' ' '
 }
-h1=$(bench_hash 1) || fail "bench under -np 1 failed"
-h2=$(bench_hash 2) || fail "bench under -np 2 failed"
-[ -n "$h1" ] && [ "$h1" = "$h2" ] || fail "bench: -np 2's logits hash ($h2) is not one process's ($h1)"
-echo "pipeline_test: bench under -np 2 as in one process ($SECONDS s)"
+h1=$(bench_hash 1 self,vader) || fail "bench under -np 1 failed"
+while read -r np btl mb; do
+  h=$(bench_hash "$np" "$btl" --pipeline-microbatches "$mb" --pipeline-microbatch-rows 1) ||
+    fail "bench under -np $np (M=$mb) failed"
+  [ -n "$h1" ] && [ "$h1" = "$h" ] || fail "bench: -np $np M=$mb's hashes ($h) are not one process's ($h1)"
+done <<'EOF'
+2 self,vader 1
+2 self,vader 2
+3 self,tcp 2
+EOF
+echo "pipeline_test: bench under -np 2 and 3, whole and in micro-batches, as in one process ($SECONDS s)"
 
 # MTP drafting, the head and its cache on the last rank: bench --spec mtp decodes plain and drafted
 # in one job and fails when their tokens differ; its counts (drafted, accepted, by position) must
@@ -122,6 +134,8 @@ cp "$bin" "$tmp/qwen35-other"
 printf 'x' >> "$tmp/qwen35-other"  # the same program, another file: as another build
 expect_line "another binary" "rank 1 runs a different qwen35 binary" -- \
   -np 1 "$bin" logits -m "$m" "${common[@]}" : -np 1 "$tmp/qwen35-other" logits -m "$m" "${common[@]}"
+expect_line "no micro-batches" "pipeline-microbatches must be in 1..256" -- -np 2 "$bin" logits -m "$m" "${common[@]}" \
+  --pipeline-microbatches 0
 expect_line "--spec mtp without a head" "this checkpoint has no MTP head" -- -np 2 "$bin" bench \
   -m "$fx/qwen3_dense_tied_bf16/ckpt" -p 8 -n 4 --spec mtp -t 1
 expect_line "a command not split yet" "does not run split over MPI ranks" -- -np 2 "$bin" tokenize -m "$m" hi

@@ -200,5 +200,31 @@ TEST(PipelinePlan, RefusalsAreOneLine) {
   EXPECT_TRUE(plan_pipeline(c, 3, {}, 20).ok());
 }
 
+// A step's micro-batches (dist/pipeline.h), cuts worked out by hand from the rule: whole
+// sequences in order, g groups cut where the rows so far first reach k/g of the step's, the most
+// groups (at most m) whose every group has min_rows rows.
+TEST(PipelinePlan, MicrobatchCuts) {
+  using V = std::vector<size_t>;
+  const auto cuts = [](std::vector<int64_t> rows, int m, int64_t min_rows) {
+    return microbatch_starts(rows, m, min_rows);
+  };
+  const std::vector<int64_t> decode8(8, 1);
+  EXPECT_EQ(cuts(decode8, 1, 1), V({0}));
+  EXPECT_EQ(cuts(decode8, 2, 1), V({0, 4}));
+  EXPECT_EQ(cuts(decode8, 4, 1), V({0, 2, 4, 6}));
+  EXPECT_EQ(cuts(decode8, 2, 32), V({0}));  // 4 rows a group: a step of decode stays whole
+  EXPECT_EQ(cuts({5, 5, 5}, 2, 1), V({0, 2}));  // 10 rows reach half of 15 at the third
+  EXPECT_EQ(cuts({48, 48, 48, 48}, 2, 32), V({0, 2}));
+  EXPECT_EQ(cuts({48, 48, 48, 48}, 4, 32), V({0, 1, 2, 3}));
+  EXPECT_EQ(cuts({48, 48, 48, 48}, 4, 64), V({0, 2}));  // 3 groups: 96, 48, 48; 2: 96, 96
+  EXPECT_EQ(cuts({100, 1, 1, 1}, 2, 1), V({0, 1}));
+  EXPECT_EQ(cuts({100, 1, 1, 1}, 2, 32), V({0}));  // a prefill chunk and decode rows: 100 | 3
+  EXPECT_EQ(cuts({1, 1, 1, 1, 1, 1, 10}, 2, 1), V({0, 6}));  // the last sequence left for the last group
+  EXPECT_EQ(cuts({10, 10}, 8, 1), V({0, 1}));  // no more groups than sequences
+  EXPECT_EQ(cuts({7}, 2, 1), V({0}));
+  EXPECT_EQ(cuts({}, 2, 1), V({0}));
+  EXPECT_EQ(cuts({3, 3}, 0, 1), V({0}));
+}
+
 }  // namespace
 }  // namespace qwen35::model
