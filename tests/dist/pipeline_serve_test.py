@@ -76,14 +76,14 @@ def metric(port, name):
     return float(m.group(1)) if m else None
 
 
-def start_server(log, delay=None, np=2, extra=(), mca=()):
+def start_server(log, delay=None, np=2, extra=(), mca=(), ctx=256):
     env = dict(ENV)
     hook = []
     if delay:  # rank 0 waits between steps (the test hook), so a request is mid-stream for long
         env["QWEN35_PIPELINE_TEST_DELAY"] = str(delay)
         hook = ["-x", "QWEN35_PIPELINE_TEST_DELAY"]
     mpi = ["mpirun", "-np", str(np), "--mca", "btl", "self,tcp"] + list(mca) + hook if np > 1 else []
-    p = subprocess.Popen(mpi + [BIN, "serve", "-m", MODEL, "--port", "0", "--parallel", "4", "--ctx", "256", "-t", "1"] +
+    p = subprocess.Popen(mpi + [BIN, "serve", "-m", MODEL, "--port", "0", "--parallel", "4", "--ctx", str(ctx), "-t", "1"] +
                          list(extra),
                          stdout=log, stderr=log, stdin=subprocess.DEVNULL, env=env, start_new_session=True)
     deadline = time.time() + 60
@@ -387,6 +387,71 @@ def resumed_fresh():
           "MTP drafted/accepted", counts["split"], "as one process)")
 
 
+API_CTX = 640  # the tool case's prompt (the template's tool preamble) is 442 tokens
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}, "age": {"type": "integer"}},
+          "required": ["name", "age"], "additionalProperties": False}
+WEATHER = {"type": "function", "function": {"name": "get_weather", "description": "The weather in a city",
+           "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+# One request of each API and feature that has its own path through the engine: structured outputs
+# (a grammar), a forced tool call, streaming, the Responses and the Messages APIs, a seeded sample.
+API_CASES = [
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Name a man of the book."}],
+                              "max_tokens": 40, "temperature": 0,
+                              "response_format": {"type": "json_schema",
+                                                  "json_schema": {"name": "p", "schema": SCHEMA}}}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Weather in Jerusalem?"}],
+                              "max_tokens": 40, "temperature": 0, "tools": [WEATHER],
+                              "tool_choice": {"type": "function", "function": {"name": "get_weather"}}}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "And the LORD said"}],
+                              "max_tokens": 16, "temperature": 0, "stream": True}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "Blessed are"}],
+                              "max_tokens": 16, "temperature": 0.8, "seed": 7}),
+    ("/v1/responses", {"input": "In the beginning", "max_output_tokens": 16, "temperature": 0}),
+    ("/v1/messages", {"model": "qwen35-tiny-kjv", "max_tokens": 16, "temperature": 0,
+                      "messages": [{"role": "user", "content": "And it came to pass"}]}),
+]
+
+
+def api_answer(port, path, body):
+    """What a client reads of an answer: the message texts, tool calls and structured output,
+    without ids and times (a stream's data events' deltas in order)."""
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=90) as r:
+        raw = r.read().decode()
+    if body.get("stream"):
+        return [json.loads(l[6:])["choices"][0]["delta"] for l in raw.splitlines()
+                if l.startswith("data: {")]
+    a = json.loads(raw)
+    if "choices" in a:
+        for c in a["choices"]:
+            for call in c["message"].get("tool_calls") or []:
+                call.pop("id")  # a fresh name per answer
+        return [c["message"] for c in a["choices"]]
+    if "output" in a:
+        return [o.get("content") for o in a["output"]]
+    return a["content"]
+
+
+def apis_as_one_process(split_port):
+    """Every API case under -np 2 answers as one process does, the structured one in its schema."""
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+    p, port = start_server(log, np=1, ctx=API_CTX)
+    try:
+        for path, body in API_CASES:
+            want, got = api_answer(port, path, body), api_answer(split_port, path, body)
+            check(got == want, f"{path} {json.dumps(body)[:60]}... under -np 2: {got!r} vs {want!r}")
+        person = json.loads(api_answer(split_port, *API_CASES[0])[0]["content"])
+        check(set(person) == {"name", "age"} and isinstance(person["age"], int),
+              f"structured output outside its schema: {person!r}")
+        call = api_answer(split_port, *API_CASES[1])[0].get("tool_calls") or [{}]
+        check(call[0].get("function", {}).get("name") == "get_weather", f"no forced tool call: {call!r}")
+    finally:
+        stop(p)
+    print("pipeline_serve_test: structured outputs, a forced tool call, streaming, a seeded sample, the Responses "
+          "and Messages APIs under -np 2 == one process")
+
+
 def main():
     # One process's greedy answers, the reference.
     plain = {}
@@ -397,7 +462,7 @@ def main():
         plain[pr] = r.stdout
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
     # The MTP head drafts unless told; each rank reports its resident weights (--pipeline-plan).
-    p, port = start_server(log, extra=["--spec", "mtp", "--pipeline-plan"] + MICRO)
+    p, port = start_server(log, extra=["--spec", "mtp", "--pipeline-plan"] + MICRO, ctx=API_CTX)
     try:
         solo = {pr: complete(port, pr) for pr in PROMPTS}
         mtp = spec_counts(port)
@@ -429,6 +494,7 @@ def main():
         a = re.search(r"^qwen35_spec_accepted_tokens_total (\S+)", metrics, re.M)
         print("pipeline_serve_test: drafted == plain under -np 2 (drafted", m and m.group(1), "accepted",
               a and a.group(1), ")")
+        apis_as_one_process(port)
         ranks = ranks_of(p.pid)
         resident_weights(log, ranks)
         top_k_return(log, p, ranks)
