@@ -29,12 +29,14 @@ struct SpecRun {
 
 SpecRun run_once(model::Model& m, const runtime::SpecOptions& spec,
                  const std::vector<int32_t>& prompt, int64_t n_gen,
-                 const std::vector<int32_t>& prediction) {
+                 const std::vector<int32_t>& prediction,
+                 const std::function<void(runtime::EngineOptions*)>& split) {
   runtime::EngineOptions eo;
   eo.parallel = 1;
   eo.ctx = int64_t(prompt.size()) + n_gen + 1;
   eo.step_tokens = 512;
   eo.spec = spec;
+  if (split) split(&eo);
   runtime::Engine engine(m, eo);
   runtime::GenerationRequest g;
   g.prompt = prompt;
@@ -65,13 +67,14 @@ SpecRun run_once(model::Model& m, const runtime::SpecOptions& spec,
 }  // namespace
 
 int bench_speculative(model::Model& m, const runtime::SpecOptions& spec,
-                      const std::vector<int32_t>& prompt, int64_t n_gen, bool json) {
-  run_once(m, runtime::SpecOptions{}, prompt, std::min<int64_t>(n_gen, 8), {});  // warm-up
-  const SpecRun plain = run_once(m, runtime::SpecOptions{}, prompt, n_gen, {});
+                      const std::vector<int32_t>& prompt, int64_t n_gen, bool json,
+                      const std::function<void(runtime::EngineOptions*)>& split) {
+  run_once(m, runtime::SpecOptions{}, prompt, std::min<int64_t>(n_gen, 8), {}, split);  // warm-up
+  const SpecRun plain = run_once(m, runtime::SpecOptions{}, prompt, n_gen, {}, split);
   if (!plain.error.empty()) return std::fprintf(stderr, "qwen35 bench: %s\n", plain.error.c_str()), 1;
   const bool lookup = spec.method == runtime::SpecMethod::kLookup;
-  const SpecRun as_is = run_once(m, spec, prompt, n_gen, {});
-  const SpecRun predicted = lookup ? run_once(m, spec, prompt, n_gen, plain.tokens) : SpecRun{};
+  const SpecRun as_is = run_once(m, spec, prompt, n_gen, {}, split);
+  const SpecRun predicted = lookup ? run_once(m, spec, prompt, n_gen, plain.tokens, split) : SpecRun{};
   for (const SpecRun* r : {&as_is, &predicted})
     if (!r->error.empty()) return std::fprintf(stderr, "qwen35 bench: %s\n", r->error.c_str()), 1;
   auto rate = [](const SpecRun& r) {

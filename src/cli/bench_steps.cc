@@ -1,5 +1,6 @@
 #include "cli/bench_steps.h"
 
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -32,6 +33,8 @@ core::Result<StepRun> run_steps(model::Model& m, const runtime::EngineOptions& e
   for (size_t i = 0; i < reqs.size(); ++i) start(i);
   StepRun run;
   bool first_open = true;
+  std::vector<uint64_t> hashes(reqs.size(), 1469598103934665603ull);
+  std::vector<int64_t> hashed(reqs.size(), 0);
   while (run.steps < steps) {
     stepper.admit(&waiting);
     if (!stepper.running()) return core::error("[bench] no request could be admitted");
@@ -49,7 +52,10 @@ core::Result<StepRun> run_steps(model::Model& m, const runtime::EngineOptions& e
     // Every sequence waits for a grammar worker: the wait is part of what generating costs.
     if (out.steps == 0) stepper.wait_for_sample();
     const double dt = std::chrono::duration<double>(Clock::now() - t0).count();
-    if (!prefill) {
+    if (prefill) {
+      run.prefill_tokens += out.prompt;
+      run.prefill_s += dt;
+    } else {
       run.steps += out.steps;
       run.seconds += dt;
       run.tokens += out.generated;
@@ -66,6 +72,8 @@ core::Result<StepRun> run_steps(model::Model& m, const runtime::EngineOptions& e
       while (streams[i]->next(&ev, std::chrono::milliseconds(0))) {
         if (ev.kind == StreamEvent::kToken && i == 0 && first_open)
           run.first.push_back(ev.sample.token);
+        if (ev.kind == StreamEvent::kToken && hashed[i]++ < std::max<int64_t>(1, steps / 2))
+          hashes[i] = (hashes[i] ^ uint64_t(uint32_t(ev.sample.token))) * 1099511628211ull;
         if (ev.kind != StreamEvent::kDone) continue;
         if (ev.finish_reason == "error") return core::error("[bench] " + ev.error);
         if (i == 0) first_open = false;
@@ -73,6 +81,8 @@ core::Result<StepRun> run_steps(model::Model& m, const runtime::EngineOptions& e
       }
     }
   }
+  run.tokens_hash = 1469598103934665603ull;
+  for (uint64_t h : hashes) run.tokens_hash = (run.tokens_hash ^ h) * 1099511628211ull;
   return run;
 }
 

@@ -25,7 +25,14 @@ struct StepRun {
   // sequences (sampling included).
   double plan_s = 0, forward_s = 0, advance_s = 0;
   int64_t drafted = 0, accepted = 0;
+  // The steps that read prompts (untimed above): prompt tokens fed and wall time.
+  int64_t prefill_tokens = 0;
+  double prefill_s = 0;
   std::vector<int32_t> first;  // the first request's tokens, until it first ends
+  // FNV-1a of each request's first steps/2 tokens (across its restarts), request by request:
+  // the generation's result, to compare runs (a split's micro-batches against one process).
+  // Only the first half: the last steps' tokens may still be with the samplers at the end.
+  uint64_t tokens_hash = 0;
 };
 
 }  // namespace qwen35::cli

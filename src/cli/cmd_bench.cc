@@ -217,9 +217,9 @@ int cmd_bench(int argc, char** argv) {
     return fail("bench", "--depth-fill random takes no --image, no --spec without --verify, and no model split over MPI ranks");
   if (verify < 0 || verify >= model::kMaxVerifyRows)
     return fail("bench", "--verify must be in 0.." + std::to_string(model::kMaxVerifyRows - 1));
-  if (dist::launched_world_size() > 1 && (!image_size.empty() || verify > 0 || spec_method != "off"))
+  if (dist::launched_world_size() > 1 && (!image_size.empty() || verify > 0))
     return dist::launched_rank() == 0  // one line for the job
-               ? fail("bench", "--image, --verify and --spec do not run on a model split over MPI ranks yet")
+               ? fail("bench", "--image and --verify do not run on a model split over MPI ranks yet")
                : 1;
   if (!image_size.empty()) {
     if (!parse_image_size(image_size, &io.width, &io.height))
@@ -230,7 +230,8 @@ int cmd_bench(int argc, char** argv) {
     io.json = json;
     return bench_image(*lm->model, lo, lm->pool.get(), io);
   }
-  const double bw = dist::launched_rank() > 0  // a later rank of a split reports nothing
+  // A later rank of a split reports nothing; --spec (without --verify) reports no bandwidth.
+  const double bw = dist::launched_rank() > 0 || (spec_method != "off" && verify == 0)
                        ? 0
                        : measure_bandwidth_in_child(lo.threads > 0 ? lo.threads : core::ThreadPool::hardware_threads());
   // Under mpirun -np N > 1 (cli/pipeline_setup.h): pp and tg through the ranks.
@@ -253,7 +254,8 @@ int cmd_bench(int argc, char** argv) {
   if (spec_method != "off" && verify == 0) {
     SpecFlags sf{spec_method, draft_tokens, draft_vocab};
     runtime::SpecOptions so;
-    if (const std::string why = resolve_spec(sf, m, &so); !why.empty()) return fail("bench", why);
+    if (const std::string why = resolve_spec(sf, m, &so, pipe.split() ? &pipe.mtp_problem : nullptr); !why.empty())
+      return fail("bench", why);
     if (!prompt_file.empty()) {
       std::ifstream in(prompt_file, std::ios::binary);
       if (!in) return fail("bench", "cannot read " + prompt_file);
@@ -265,7 +267,13 @@ int cmd_bench(int argc, char** argv) {
       prompt = std::move(*ids);
     }
     if (prompt.empty() || n_gen < 2) return fail("bench", "--spec needs a prompt and -n >= 2");
-    return bench_speculative(m, so, prompt, n_gen, json);
+    std::function<void(runtime::EngineOptions*)> split;
+    if (pipe.split())
+      split = [&](runtime::EngineOptions* eo) {  // the ranks' steps, the last rank's drafts
+        eo->forward = pipe.engine_forward(eo->ctx);
+        if (eo->spec.method == runtime::SpecMethod::kMtp) eo->draft = pipe.engine_draft(eo->ctx, draft_vocab);
+      };
+    return bench_speculative(m, so, prompt, n_gen, json, split);
   }
   // --sample / --json-schema: the sampler of each tg sequence, remade when a value ends.
   runtime::SamplingParams sp;
@@ -321,7 +329,27 @@ int cmd_bench(int argc, char** argv) {
   // --sample. The steps' positions reach at most depth + 1 + n_gen · (verify + 1) + verify.
   runtime::EngineOptions eo;
   eo.ctx = depth + 2 + n_gen * (verify + 1) + verify + 1;
-  if (pipe.split()) eo.forward = pipe.engine_forward(eo.ctx);
+  // Under a split, the bytes on the wire: of the decode steps (every sequence one row) and of
+  // the timed prefill, rank 0's hop (every hop carries messages of the same size) and the
+  // logits back from the last rank.
+  struct Wire {
+    uint64_t hop = 0, back = 0, units = 0;
+  } tg_wire, pp_wire;
+  if (pipe.split()) {
+    dist::PipelineStage& stage = *pipe.stage;
+    eo.forward = [&stage, &tg_wire, fwd = pipe.engine_forward(eo.ctx)](
+                     std::span<const model::StateOp> ops, std::span<const model::SequenceRows> rows,
+                     std::span<const int> slots, std::vector<float>* out) mutable {
+      const uint64_t hop = stage.bytes_sent(), back = stage.logits_received();
+      const core::Status st = fwd(ops, rows, slots, out);
+      if (std::all_of(rows.begin(), rows.end(), [](const model::SequenceRows& r) { return r.tokens.size() == 1; })) {
+        tg_wire.hop += stage.bytes_sent() - hop;
+        tg_wire.back += stage.logits_received() - back;
+        ++tg_wire.units;
+      }
+      return st;
+    };
+  }
   eo.step_tokens = (depth + 1) * batch;
   eo.max_queue = 0;
   // --depth-fill random: each Stepper's prefix cache holds the filled context, which every
@@ -360,15 +388,24 @@ int cmd_bench(int argc, char** argv) {
   std::vector<double> mtp_draft, mtp_verify;     // ms per step: drafting, verifying
   double vf_rows = 0, mtp_rows = 0;              // verification rows per timed step
   std::vector<int32_t> plain;                    // the greedy answer, as --verify's prediction
-  uint64_t hash = 0;
+  // The generation passes' prefill steps (every request's -d context + 1 token, batched): tok/s.
+  std::vector<double> batch_pp;
+  uint64_t hash = 0, tg_hash = 0;  // tg_hash: the warm-up generation's tokens (StepRun::tokens_hash)
   // One warm-up pass of each, then the measured repetitions.
   for (int r = 0; r <= reps; ++r) {
     if (n_prompt > 0) {
       if (auto s = start(state.get()); !s.ok()) return fail("bench", s.message());
+      const uint64_t hop0 = pipe.split() ? pipe.stage->bytes_sent() : 0;
+      const uint64_t back0 = pipe.split() ? pipe.stage->logits_received() : 0;
       auto t0 = Clock::now();
       model::SequenceRows rows{state.get(), prompt, false};
       if (auto s = forward(rows, &logits); !s.ok()) return fail("bench", s.message());
       if (r > 0) pp.push_back(double(n_prompt) / seconds_since(t0));
+      if (r > 0 && pipe.split()) {
+        pp_wire.hop += pipe.stage->bytes_sent() - hop0;
+        pp_wire.back += pipe.stage->logits_received() - back0;
+        pp_wire.units += uint64_t(n_prompt);
+      }
       if (r == 0) hash = fnv1a(logits.data() + logits.size() - size_t(V), size_t(V));
     }
     if (n_gen > 0) {
@@ -384,8 +421,10 @@ int cmd_bench(int argc, char** argv) {
       if (r > 0) {
         tg.push_back(double(run->tokens) / run->seconds);
         pick.push_back(per_token);
+        if (run->prefill_s > 0) batch_pp.push_back(double(run->prefill_tokens) / run->prefill_s);
       } else {
         pick_cold = per_token;
+        tg_hash = run->tokens_hash;
       }
     }
     if (n_gen > 0 && verify > 0) {
@@ -448,6 +487,10 @@ int cmd_bench(int argc, char** argv) {
   const std::string isa = lo.backend == "ref" ? "scalar-reference" : kernels::cpu::simd_target();
   const char* mode = lo.fast ? "fast-int8" : "exact";
   const char* picker = !sample ? "greedy" : sp.grammar ? "sampler+grammar" : "sampler";
+  const int ranks = pipe.split() ? pipe.comm->size() : 1;
+  const int microbatches = pipe.split() ? pipe.stage->microbatches() : 1;
+  const int64_t microbatch_rows = pipe.split() ? pipe.stage->microbatch_rows() : 0;
+  const auto per = [](uint64_t bytes, uint64_t units) { return units ? double(bytes) / double(units) : 0.0; };
   if (json) {
     std::printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"mode\": \"%s\", \"tg_picks\": \"%s\", \"n_prompt\": %lld, "
                 "\"n_gen\": %lld, \"n_depth\": %lld, \"batch\": %lld, \"repetitions\": %d, \"pp_tok_s\": %.3f, \"pp_tok_s_min\": %.3f, "
@@ -457,12 +500,17 @@ int cmd_bench(int argc, char** argv) {
                 "\"weights_mb\": %.1f, \"verify_tokens\": %lld, \"verify_ms\": %.3f, "
                 "\"verify_rollback_ms\": %.3f, \"verify_rows\": %.3f, \"mtp_draft_ms\": %.3f, \"mtp_verify_ms\": %.3f, \"mtp_rows\": %.3f, "
                 "\"decode_step_ms\": %.3f, \"pick_ms\": %.4f, \"pick_cold_ms\": %.4f, \"logits_hash\": \"%016llx\", "
-                "\"kv_type\": \"%s\", \"depth_fill\": \"%s\"}\n",
+                "\"kv_type\": \"%s\", \"tg_hash\": \"%016llx\", \"ranks\": %d, \"microbatches\": %d, \"microbatch_rows\": %lld, "
+                "\"pp_hop_bytes_per_token\": %.1f, \"pp_logits_bytes_per_token\": %.1f, "
+                "\"tg_hop_bytes_per_step\": %.1f, \"tg_logits_bytes_per_step\": %.1f, \"batch_prefill_tok_s\": %.3f, "
+                "\"depth_fill\": \"%s\"}\n",
                 lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, picker, (long long)n_prompt, (long long)n_gen, (long long)depth, (long long)batch, reps,
                 pps.median, pps.min, pps.max, tgs.median, tgs.min, tgs.max, ttft_ms, stream, achieved, bw, roofline,
                 roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (long long)verify,
                 vfa.median, vfo.median, vf_rows, mtd.median, mtv.median, mtp_rows, tg_ms, picks.median, pick_cold, (unsigned long long)hash,
-                kernels::kv_types_name(m.kv_types()).c_str(), fill ? "random" : "prefill");
+                kernels::kv_types_name(m.kv_types()).c_str(), (unsigned long long)tg_hash, ranks, microbatches, (long long)microbatch_rows,
+                per(pp_wire.hop, pp_wire.units), per(pp_wire.back, pp_wire.units), per(tg_wire.hop, tg_wire.units),
+                per(tg_wire.back, tg_wire.units), stats(batch_pp).median, fill ? "random" : "prefill");
     return 0;
   }
   std::printf("model: %s  threads: %d  isa: %s  mode: %s  backend: %s\n", lo.model_dir.c_str(), lm->pool->size(),
@@ -493,6 +541,12 @@ int cmd_bench(int argc, char** argv) {
                 "verifying with the head's cache %.2f ms (%.2fx): a step %.2fx one row\n",
                 (long long)verify, mtp_rows, mtd.median, mtd.median / tg_ms, mtv.median,
                 mtv.median / tg_ms, (mtd.median + mtv.median) / tg_ms);
+  if (pipe.split())
+    std::printf("pipeline: %d ranks, up to %d micro-batches of %lld rows or more a step; a hop carries %.0f bytes per prefill token "
+                "and %.0f per decode step (%.0f and %.0f bytes of logits back)\n", ranks, microbatches,
+                (long long)microbatch_rows,
+                per(pp_wire.hop, pp_wire.units), per(tg_wire.hop, tg_wire.units), per(pp_wire.back, pp_wire.units),
+                per(tg_wire.back, tg_wire.units));
   std::printf("peak RSS: %.1f MB (weights %.1f MB)\n", rss_mb, double(m.weights().weight_bytes) / 1e6);
   std::printf("logits hash: %016llx (FNV-1a of the prompt's last logits; compares backends and builds)\n",
               (unsigned long long)hash);

@@ -392,7 +392,7 @@ int cmd_run(int argc, char** argv) {
     return 2;
   }
   const bool tty = isatty(STDERR_FILENO) && !f.quiet;
-  if (!pipe.split())  // a rank reads its own tensors' pages only, as its layers first run
+  if (!pipe.split())  // a rank has read its own tensors' pages only (load_pipelined)
     m.weights().prefault(tty ? progress_bar : std::function<void(size_t, size_t)>());
 
   runtime::EngineOptions eo;
@@ -402,12 +402,12 @@ int cmd_run(int argc, char** argv) {
   if (f.cache_mb < 0) return fail("run", "--cache-mb must be >= 0");
   const bool cache = interactive && !f.no_cache && f.cache_mb > 0;
   eo.cache_bytes = cache ? int64_t(f.cache_mb * (1 << 20)) : 0;
-  if (const std::string why = resolve_spec(f.spec, m, &eo.spec); !why.empty())
+  if (const std::string why = resolve_spec(f.spec, m, &eo.spec, pipe.split() ? &pipe.mtp_problem : nullptr);
+      !why.empty())
     return fail("run", why);
-  if (pipe.split()) {  // steps through the ranks (engine_options.h)
-    if (eo.spec.method == runtime::SpecMethod::kMtp)
-      return fail("run", "--spec mtp does not run on a model split over MPI ranks yet (lookup does)");
+  if (pipe.split()) {  // steps through the ranks, the MTP head's drafts from the last (engine_options.h)
     eo.forward = pipe.engine_forward(eo.ctx);
+    if (eo.spec.method == runtime::SpecMethod::kMtp) eo.draft = pipe.engine_draft(eo.ctx, f.spec.draft_vocab);
   }
   const std::vector<int32_t> ends = eos_ids(*gen_cfg, m.config(), *tok, chat);
   if (!f.json_schema.empty() || f.json) {

@@ -284,9 +284,14 @@ int cmd_serve(int argc, char** argv) {
   Pipeline pipe;
   auto lm = load_pipelined(lo, pf, eo.ctx, eo.parallel, &pipe);
   if (!lm.ok()) return finish(pipe.report ? fail("serve", lm.message()) : 1);
-  if (!pipe.leader()) return finish(pipe.follow());
+  if (!pipe.leader()) {
+    if (!eo.cache_dir.empty() && !no_cache)  // this rank's parts of the snapshot files
+      pipe.stage->set_cache_files(pipe.cache_folder(eo.cache_dir, pipe.comm->rank()),
+                                  pipe.cache_fingerprint(checkpoint_fingerprint(lo), pipe.comm->rank()));
+    return finish(pipe.follow());
+  }
   model::Model& m = *lm->model;
-  if (!pipe.split()) m.weights().prefault({});  // a rank reads only its own tensors' pages
+  if (!pipe.split()) m.weights().prefault({});  // a rank has read its own tensors' pages (load_pipelined)
 
   server::ModelInfo mi;
   mi.tok = &*tok;
@@ -327,7 +332,8 @@ int cmd_serve(int argc, char** argv) {
   if (reasoning_budget >= 0 && tok->token_to_id("</think>") < 0)
     return finish(fail("serve", "--reasoning-budget: this model's vocabulary has no </think> token"));
 
-  if (const std::string why = resolve_spec(spec, m, &eo.spec); !why.empty())
+  if (const std::string why = resolve_spec(spec, m, &eo.spec, pipe.split() ? &pipe.mtp_problem : nullptr);
+      !why.empty())
     return finish(fail("serve", why));
   {
     // The recurrent state of every slot is allocated up front; the KV pool is reserved and
@@ -335,7 +341,8 @@ int cmd_serve(int argc, char** argv) {
     // slot's first verification adds its records (a second buffer of the state, the rows'
     // inputs: model/state.h); with --spec mtp each KV block holds the MTP head's layer too.
     const double mib = 1.0 / (1 << 20);
-    const bool mtp = eo.spec.method == runtime::SpecMethod::kMtp;
+    // Under a split the MTP head's cache is the last rank's, not in rank 0's blocks.
+    const bool mtp = eo.spec.method == runtime::SpecMethod::kMtp && !pipe.split();
     const double recurrent =
         double(m.new_state(1)->recurrent_bytes() +
                (eo.spec.method == runtime::SpecMethod::kOff
@@ -374,17 +381,29 @@ int cmd_serve(int argc, char** argv) {
     return finish(fail("serve", "--cache-mb must be >= 0 and --cache-interval >= 64"));
   eo.cache_bytes = no_cache ? 0 : int64_t(cache_mb * (1 << 20));
   if (pipe.split()) {  // steps through the ranks (runtime/engine_options.h)
-    if (eo.spec.method == runtime::SpecMethod::kMtp || !eo.cache_dir.empty())
-      return finish(fail("serve", "--spec mtp and --cache-dir do not run on a model split over MPI ranks yet"));
     eo.forward = pipe.engine_forward(eo.ctx);
+    if (eo.spec.method == runtime::SpecMethod::kMtp) eo.draft = pipe.engine_draft(eo.ctx, spec.draft_vocab);
   }
 
   // States with the MTP head's cache hold more than those without: their files stay apart.
-  if (!eo.cache_dir.empty())
+  if (!eo.cache_dir.empty()) {
+    for (const std::string& f : foreign_cache_folders(eo.cache_dir, pipe))
+      std::fprintf(stderr, "qwen35 serve: warning: %s: prefix-cache files of another split or world size; "
+                   "skipped\n", f.c_str());
     eo.cache_fingerprint =
         checkpoint_fingerprint(lo) ^ (eo.spec.method == runtime::SpecMethod::kMtp ? 0x6d7470ull : 0);
+    if (pipe.split() && !no_cache) {  // each rank its own folder (dist/pipeline_cache.cc)
+      eo.cache_fingerprint = pipe.cache_fingerprint(eo.cache_fingerprint, 0);
+      eo.cache_dir = pipe.cache_folder(eo.cache_dir, 0);
+      eo.cache_parts = pipe.cache_parts();
+      eo.cache_layers_end = pipe.plan.ranks[0].end;
+    }
+  }
   runtime::Engine engine(m, eo);
   for (const auto& line : engine.cache_log()) std::fprintf(stderr, "qwen35 serve: %s\n", line.c_str());
+  // A rank gone silent or a failed link: /health and /ready fail from then on (srv.stop() below
+  // joins the server's threads before pipe.comm goes).
+  if (pipe.split()) srv.set_failure_probe([comm = pipe.comm.get()] { return comm->failure(); });
   srv.set_ready(std::move(mi), &engine);
   std::fprintf(stderr, "qwen35 serve: ready (model '%s', %d slots x %lld tokens)\n",
                (name.empty() ? model_name(lo.model_dir) : name).c_str(), eo.parallel,

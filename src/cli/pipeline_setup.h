@@ -28,6 +28,13 @@ struct PipelineFlags {
   bool print_plan = false;  // --pipeline-plan
   double budget_mb = 0;    // --rank-budget-mb (0: none)
   double timeout_s = 5;    // --pipeline-timeout: a rank silent this long ends the job
+  bool whole_logits = false;  // --pipeline-whole-logits: no top-k return of the logits
+  // --pipeline-microbatches, --pipeline-microbatch-rows: a step's sequences cut into up to this
+  // many groups of at least this many rows (dist/pipeline.h). The defaults follow the
+  // measurements in docs/benchmarks.md: decode steps (a few rows a sequence) stay whole, prompts
+  // prefilled together are cut.
+  int microbatches = 2;
+  int64_t microbatch_rows = 32;
 };
 
 void add_pipeline_flags(flags::App& app, PipelineFlags& f);
@@ -39,6 +46,7 @@ struct Pipeline {
   std::unique_ptr<dist::PipelineStage> stage;
   bool finished = false;
   bool report = true;  // whether this rank prints load_pipelined's error (one rank does)
+  bool report_bytes = false;  // rank 0 prints the bytes of the steps at finish (--pipeline-plan)
 
   bool split() const { return comm != nullptr; }
   bool leader() const { return !comm || comm->rank() == 0; }
@@ -51,8 +59,28 @@ struct Pipeline {
   using EngineForward = std::function<core::Status(std::span<const model::StateOp>, std::span<const model::SequenceRows>,
                                                    std::span<const int>, std::vector<float>*)>;
   EngineForward engine_forward(int64_t capacity);
+  // serve --cache-dir under the split (dist/pipeline_cache.cc): rank r's folder under `dir`,
+  // "np<world>-r<r>-L<first>-<end>", and its files' fingerprint (`base` mixed with that name),
+  // so that a restart under another split or world size never reads them.
+  std::string cache_folder(const std::string& dir, int r) const;
+  uint64_t cache_fingerprint(uint64_t base, int r) const;
+  // Rank 0: runtime::EngineOptions::cache_parts.
+  using CacheParts = std::function<core::Result<std::vector<model::CacheVerdict>>(
+      std::span<const model::StateOp>, std::span<const model::CacheEntry>, bool)>;
+  CacheParts cache_parts();
+  // Rank 0: runtime::EngineOptions::draft for the same engine: the last rank's MTP head drafts
+  // among token ids below `draft_vocab` (0: all).
+  using EngineDraft = std::function<core::Status(std::span<const model::StateOp>,
+                                                 std::span<const model::DraftRequest>, std::span<const int>)>;
+  EngineDraft engine_draft(int64_t capacity, int64_t draft_vocab);
+  // Why the last rank's MTP head cannot draft, or "" (every rank learns it at load).
+  std::string mtp_problem;
   ~Pipeline();
 };
+
+// The folders under a --cache-dir that hold other splits' files ("np..." folders not of this
+// run's ranks; every one in a process of one rank), for a warning each: they are not read.
+std::vector<std::string> foreign_cache_folders(const std::string& dir, const Pipeline& pipe);
 
 // Loads the model: whole in a process of one rank; else this rank's share of the plan for
 // sequences of `context` positions, `slots` at a time, with `pipe` set up. Every rank returns an

@@ -30,14 +30,19 @@ inline void add_spec_flags(flags::App& app, SpecFlags* f) {
 }
 
 // Fills *out from the flags; returns an error message, or "" when they are valid for `m`. With
-// --spec mtp, turns MTP drafting on in `m` (before any state is made).
-inline std::string resolve_spec(const SpecFlags& f, model::Model& m, runtime::SpecOptions* out) {
+// --spec mtp, turns MTP drafting on in `m` (before any state is made); under a split (rank 0,
+// `split_mtp_problem` given: why the last rank's head cannot draft, or "") the head is the last
+// rank's and `m` is left as it is.
+inline std::string resolve_spec(const SpecFlags& f, model::Model& m, runtime::SpecOptions* out,
+                                const std::string* split_mtp_problem = nullptr) {
   const auto method = runtime::parse_spec_method(f.method);
   if (!method) return "--spec must be lookup, mtp or off, got '" + f.method + "'";
   if (f.draft_tokens < 1 || f.draft_tokens >= model::kMaxVerifyRows)
     return "--draft-tokens must be in [1, " + std::to_string(model::kMaxVerifyRows - 1) + "]";
   if (f.draft_vocab < 0) return "--draft-vocab must be >= 0 (0: the whole vocabulary)";
-  if (*method == runtime::SpecMethod::kMtp) {
+  if (*method == runtime::SpecMethod::kMtp && split_mtp_problem) {
+    if (!split_mtp_problem->empty()) return *split_mtp_problem + "; use --spec lookup";
+  } else if (*method == runtime::SpecMethod::kMtp) {
     if (const auto st = m.enable_mtp(); !st.ok()) return st.message() + "; use --spec lookup";
     m.set_draft_vocab(f.draft_vocab);
   }

@@ -108,6 +108,11 @@ Result<std::shared_ptr<MappedFile>> MappedFile::open(const std::string& path, Lo
   return f;
 }
 
+void MappedFile::drop_pages() const {
+  // Read-only and private: the pages are never written, so dropping them loses nothing.
+  if (data_ != nullptr && !anonymous_) madvise(const_cast<uint8_t*>(data_), size_, MADV_DONTNEED);
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) munmap(const_cast<uint8_t*>(data_), size_);
 }

@@ -29,6 +29,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // A file-backed mapping: takes every page out of this process's page tables (the pages stay
+  // in the page cache; a later read maps them again). Nothing for an anonymous copy.
+  void drop_pages() const;
+  bool anonymous() const { return anonymous_; }
 
  private:
   MappedFile() = default;

@@ -28,6 +28,12 @@ std::string mpi_error(int code) {
 
 }  // namespace
 
+struct Comm::Posted {
+  MPI_Request req = MPI_REQUEST_NULL;
+  int to = 0;
+  std::vector<uint8_t> bytes;
+};
+
 int launched_world_size() {
   const char* s = std::getenv("OMPI_COMM_WORLD_SIZE");
   if (s == nullptr) return 1;
@@ -60,6 +66,7 @@ core::Result<std::unique_ptr<Comm>> Comm::start(double timeout_s) {
 }
 
 Comm::~Comm() {
+  (void)flush();  // a failure here ends in the barrier's error or the heartbeat's end of the job
   // Every rank stops beating only once every rank is done: a rank that finished first must not
   // look stalled to one still at work.
   MPI_Barrier(MPI_COMM_WORLD);
@@ -127,6 +134,12 @@ void Comm::heartbeat_loop() {
   for (MPI_Request& r : pending) MPI_Request_free(&r);
 }
 
+std::string Comm::failure() const {
+  if (const int p = silent_; p >= 0) return "rank " + std::to_string(p) + " of the pipeline is silent (it died or stalls)";
+  if (const int p = broken_link_; p >= 0) return "the link to rank " + std::to_string(p) + " of the pipeline failed";
+  return "";
+}
+
 core::Status Comm::check_broken() const {
   const int p = silent_;
   if (p < 0 || rank_ != 0) return core::Status();
@@ -158,18 +171,74 @@ core::Status Comm::send(int to, int tag, std::span<const uint8_t> bytes) {
   int rc = MPI_Isend(bytes.data(), int(bytes.size()), MPI_BYTE, to, tag, MPI_COMM_WORLD, &req);
   if (rc == MPI_SUCCESS) rc = wait_polled(&req, [this] { return check_broken(); });
   QWEN35_RETURN_IF_ERROR(check_broken());
-  if (rc != MPI_SUCCESS) return core::error("send to rank " + std::to_string(to) + ": " + mpi_error(rc));
+  if (rc != MPI_SUCCESS) {
+    broken_link_ = to;
+    return core::error("send to rank " + std::to_string(to) + ": " + mpi_error(rc));
+  }
   return core::Status();
 }
 
+core::Status Comm::post(int to, int tag, std::vector<uint8_t> bytes) {
+  if (bytes.size() > size_t(INT_MAX))
+    return core::error("a message of " + std::to_string(bytes.size()) + " bytes is over MPI's 2 GiB");
+  QWEN35_RETURN_IF_ERROR(check_broken());
+  QWEN35_RETURN_IF_ERROR(reap_posted());
+  auto p = std::make_unique<Posted>();
+  p->to = to;
+  p->bytes = std::move(bytes);
+  if (int rc = MPI_Isend(p->bytes.data(), int(p->bytes.size()), MPI_BYTE, to, tag, MPI_COMM_WORLD, &p->req);
+      rc != MPI_SUCCESS) {
+    broken_link_ = to;
+    return core::error("send to rank " + std::to_string(to) + ": " + mpi_error(rc));
+  }
+  posted_.push_back(std::move(p));
+  return core::Status();
+}
+
+core::Status Comm::reap_posted() {
+  core::Status first;
+  for (size_t i = 0; i < posted_.size();) {
+    int done = 0;
+    const int rc = MPI_Test(&posted_[i]->req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      broken_link_ = posted_[i]->to;
+      if (first.ok()) first = core::error("send to rank " + std::to_string(posted_[i]->to) + ": " + mpi_error(rc));
+      (void)posted_[i].release();  // MPI may still read the buffer: left to the job's end
+    }
+    if (done || rc != MPI_SUCCESS) {
+      posted_.erase(posted_.begin() + std::ptrdiff_t(i));
+    } else {
+      ++i;
+    }
+  }
+  return first;
+}
+
+core::Status Comm::flush() {
+  core::Status first;
+  for (auto& p : posted_) {
+    const int rc = wait_polled(&p->req, [this] { return check_broken(); });
+    if (rc != MPI_SUCCESS) {
+      broken_link_ = p->to;
+      if (first.ok()) first = core::error("send to rank " + std::to_string(p->to) + ": " + mpi_error(rc));
+    }
+  }
+  posted_.clear();
+  QWEN35_RETURN_IF_ERROR(check_broken());
+  return first;
+}
+
 core::Result<std::vector<uint8_t>> Comm::recv(int from, int tag) {
+  QWEN35_RETURN_IF_ERROR(reap_posted());
   // Polled rather than blocking in MPI_Probe, sleeping more the longer the wait: ranks
   // oversubscribed on one machine leave the cores to the rank computing.
   MPI_Status st;
   int flag = 0;
   for (int spins = 0;; ++spins) {
-    if (int rc = MPI_Iprobe(from, tag, MPI_COMM_WORLD, &flag, &st); rc != MPI_SUCCESS)
+    if (int rc = MPI_Iprobe(from, tag, MPI_COMM_WORLD, &flag, &st); rc != MPI_SUCCESS) {
+      broken_link_ = from;
       return core::error("receive from rank " + std::to_string(from) + ": " + mpi_error(rc));
+    }
     if (flag) break;
     QWEN35_RETURN_IF_ERROR(check_broken());
     // About a second at 50 µs (a step's latency stays small), then 1 ms (an idle rank).
@@ -178,8 +247,10 @@ core::Result<std::vector<uint8_t>> Comm::recv(int from, int tag) {
   int count = 0;
   MPI_Get_count(&st, MPI_BYTE, &count);
   std::vector<uint8_t> out(static_cast<size_t>(count));
-  if (int rc = MPI_Recv(out.data(), count, MPI_BYTE, from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE); rc != MPI_SUCCESS)
+  if (int rc = MPI_Recv(out.data(), count, MPI_BYTE, from, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE); rc != MPI_SUCCESS) {
+    broken_link_ = from;
     return core::error("receive from rank " + std::to_string(from) + ": " + mpi_error(rc));
+  }
   return out;
 }
 

@@ -17,22 +17,47 @@
 // rank are that rank's part of rank 0's, under rank 0's node id, and a resume there adopts the
 // same blocks: *resumed == fresh* holds across the ranks as in one process.
 //
-// Messages (tags kStep, kLogits): a step is a header, its state ops, one record per sequence
-// (with the grid lines where its prefill copies the state), then the hidden rows [rows, hidden]
-// f32; all fields little-endian as the machines' own (the ranks run one binary, checked at
-// start: cli/pipeline_setup.h).
+// MTP drafting under a split: the MTP head and its cache are the last rank's (its states are
+// made with the head's cache when the engine's kPool op says so, and its forward calls fill the
+// cache and the trunk's last hidden row as one process's do). Rank 0 asks for a step's drafts
+// with a draft message down the pipe (the state ops since the last step first, then per
+// sequence the position rank 0 stands at, its rope delta, the sampled token and how many
+// drafts); the last rank commits a pending verification as a step would, drafts with
+// Model::draft and sends the tokens back. The drafts are one process's: the head's inputs are
+// the same bits.
+//
+// Messages (tags kStep, kLogits, kDrafts): a step is a header, its state ops, one record per
+// sequence (with the grid lines where its prefill copies the state, and `top_k`: the logits its
+// sampling reads, model::SequenceRows::logits_top_k), then the hidden rows [rows, hidden] f32;
+// the logits come back per row whole or as their top k (values and ids; rank 0 sets the rest to
+// -inf, which the sampler never reaches: the row samples as the whole row would); serve
+// --cache-dir adds two more, once at start and once at exit (dist/pipeline_cache.cc); all fields
+// little-endian as the machines' own (the ranks run one binary, checked at start:
+// cli/pipeline_setup.h).
+//
+// Micro-batches (set_microbatches): rank 0 cuts a step's sequences, each whole and in order, into
+// up to M groups of about equal rows, each of at least R rows (fewer groups where they would be
+// smaller: model::microbatch_starts), and sends each as a step message of its own as soon as its
+// rows are through rank 0's layers, so that rank r runs micro-batch k+1 while rank r+1 runs k.
+// The state ops ride with the first (they are applied before any record of the step); each
+// message's logits come back as a message of their own, in order, and rank 0 joins them: the
+// order Model::forward writes (sequence by sequence). A row's arithmetic never depends on the
+// other rows (docs/design.md §6), so the logits are those of one message, bit for bit. The
+// step path's sends are posted (Comm::post): a rank computes while its last rows travel.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/result.h"
 #include "dist/comm.h"
 #include "model/model.h"
 #include "model/pipeline_plan.h"
+#include "model/snapshot_file.h"
 #include "model/state_op.h"
 
 namespace qwen35::dist {
@@ -56,6 +81,12 @@ class PipelineStage {
   // `ops`: the state changes since the last step, applied by the other ranks before it.
   core::Status step(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
                     std::vector<float>* logits, std::span<const model::StateOp> ops = {});
+  // Rank 0: Model::draft's contract for `reqs` (rank 0's states; seqs[i] names reqs[i]'s), the
+  // head being the last rank's: greedy drafts among token ids below `draft_vocab` (0: all).
+  // Rank 0's states take the KV blocks Model::draft would take, in its order, so that its pool
+  // runs out where one process's does. `ops`: as step()'s, applied by every rank first.
+  core::Status draft(std::span<const model::DraftRequest> reqs, std::span<const StepSequence> seqs,
+                     int64_t draft_vocab, std::span<const model::StateOp> ops = {});
   // Rank 0: the other ranks release these sequences' states.
   core::Status drop(std::span<const uint64_t> ids);
   // Rank 0: ends the other ranks' serve().
@@ -64,17 +95,57 @@ class PipelineStage {
   // leaves the ranks out of step: the job is ended (Comm::abort), naming the rank and the cause.
   core::Status serve();
 
+  // Rank 0: the micro-batches a step is cut into: at most m (1 sends every step whole), each of
+  // at least min_rows rows.
+  void set_microbatches(int m, int64_t min_rows) {
+    microbatches_ = m < 1 ? 1 : m;
+    microbatch_rows_ = min_rows < 1 ? 1 : min_rows;
+  }
+  int microbatches() const { return microbatches_; }
+  int64_t microbatch_rows() const { return microbatch_rows_; }
+
+  // serve --cache-dir (dist/pipeline_cache.cc). Rank 0: the other ranks apply `ops`, then load
+  // (save: false) or save their parts of the snapshots of `entries` (rank 0's prefix-cache
+  // tree); returns, from every rank, the snapshots it could not load (or why its save failed).
+  // Ranks after 0: their files' folder and fingerprint, set before serve().
+  core::Result<std::vector<model::CacheVerdict>> cache_parts(std::span<const model::StateOp> ops,
+                                                             std::span<const model::CacheEntry> entries, bool save);
+  void set_cache_files(std::string dir, uint64_t fingerprint);
+
   // Bytes this rank sent in step messages and logits (for the benchmarks).
   uint64_t bytes_sent() const { return bytes_sent_; }
+  // Rank 0: every logits row comes back whole, whatever the rows' logits_top_k (to measure
+  // what the top-k return saves).
+  void set_whole_logits(bool whole) { whole_logits_ = whole; }
+  // Rank 0: bytes of the logits messages it received, and the steps (for the benchmarks).
+  uint64_t logits_received() const { return logits_received_; }
+  uint64_t steps() const { return steps_; }
 
  private:
-  core::Status forward_to_next(std::vector<uint8_t>& msg);
+  // Rank 0: a step message's header for these sequences (their states as they stand).
+  std::vector<uint8_t> step_header(std::span<const model::SequenceRows> batch, std::span<const StepSequence> seqs,
+                                   std::span<const model::StateOp> ops) const;
+  core::Status forward_to_next(std::vector<uint8_t> msg);
   core::Status apply(const std::vector<uint8_t>& msg);
+  core::Status apply_draft(const std::vector<uint8_t>& msg);
+  // A sequence's state here brought to where rank 0's stands at `pos0` (a pending verification
+  // committed to the rows rank 0 kept), or an error when it cannot be.
+  core::Status catch_up(model::SequenceState* st, uint64_t id, int64_t pos0);
   core::Status apply_op(const model::StateOp& op);
   core::Status take_copy(const model::StateOp& op);
   core::Status resume(const model::StateOp& op);
   model::SequenceState* state(int64_t id, int64_t capacity);
   bool last() const { return comm_.rank() == comm_.size() - 1; }
+  static bool cache_message(uint32_t op);
+  core::Status serve_cache(const std::vector<uint8_t>& msg);
+  std::string load_part(const model::CacheEntry& e, const std::map<uint64_t, const model::CacheEntry*>& by_id,
+                        uint64_t recurrent_floats);
+  std::string save_parts(std::span<const model::CacheEntry> entries);
+  model::snapshot_file::Part file_part();
+  uint64_t file_key() const;
+  // The token ids of node `id`'s positions and its path's blocks, root first ("" or why not).
+  std::string path_of(uint64_t id, const std::map<uint64_t, const model::CacheEntry*>& by_id,
+                      std::vector<int32_t>* tokens, std::vector<uint64_t>* nodes);
 
   Comm& comm_;
   model::Model& model_;
@@ -94,8 +165,16 @@ class PipelineStage {
   std::map<uint64_t, std::vector<float>> snapshots_;
   std::map<uint64_t, std::map<int64_t, std::vector<float>>> captured_;
   std::vector<float> hidden_, logits_;
+  std::vector<std::vector<int32_t>> drafts_;  // the last rank: a draft message's tokens
   uint64_t bytes_sent_ = 0;
+  uint64_t logits_received_ = 0;  // rank 0
+  bool whole_logits_ = false;     // rank 0
   uint64_t steps_ = 0;  // rank 0: steps sent
+  int microbatches_ = 1;  // rank 0
+  int64_t microbatch_rows_ = 1;
+  std::string cache_dir_;  // ranks after 0: where their parts of the snapshot files are
+  uint64_t cache_fingerprint_ = 0;
+  bool cache_mtp_ = false;  // the engine's pool (its kPool op) is MTP drafting's
 };
 
 }  // namespace qwen35::dist

@@ -61,6 +61,7 @@ class TensorStore {
   // Reads every page of the mapped files once (so decoding never waits on a page fault),
   // calling progress(done_bytes, total_bytes) along the way.
   void prefault(const std::function<void(size_t, size_t)>& progress) const;
+  const std::vector<std::shared_ptr<SafetensorsFile>>& files() const { return files_; }
 
  private:
   std::vector<std::shared_ptr<SafetensorsFile>> files_;

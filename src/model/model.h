@@ -14,6 +14,7 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -59,6 +60,11 @@ struct SequenceRows {
   // Prompt chunks only (not verify): copies of the state at grid lines inside the chunk, in
   // increasing position.
   std::span<const StateCapture> captures{};
+  // Under a pipeline split (dist/pipeline.h): k > 0 when sampling reads only the k largest logits
+  // of each of these rows' logits rows (runtime::Sequence::logits_top_k); the last rank then
+  // returns those alone and rank 0 sets the others to -inf. 0: whole rows. Model::forward
+  // ignores it (its rows are whole).
+  int32_t logits_top_k = 0;
 };
 
 // One sequence's MTP drafting request (Model::draft).
@@ -68,6 +74,9 @@ struct DraftRequest {
   int64_t k = 0;                   // drafts wanted (the rows verified after them: k + 1)
   std::vector<int32_t>* out = nullptr;  // receives up to k drafted tokens
 };
+
+// Why `w` has no usable MTP head, in one line; "" when it has one.
+std::string mtp_unusable(const ModelWeights& w);
 
 class Model {
  public:

@@ -20,11 +20,14 @@ namespace qwen35::model {
 using core::error;
 using core::Status;
 
+std::string mtp_unusable(const ModelWeights& w) {
+  if (w.mtp) return "";
+  return w.has_mtp ? "the checkpoint's MTP head is not usable: " + w.mtp_problem
+                   : std::string("this checkpoint has no MTP head (mtp.* tensors; MLX exports drop them)");
+}
+
 Status Model::enable_mtp() {
-  if (!w_->mtp)
-    return error(w_->has_mtp ? "the checkpoint's MTP head is not usable: " + w_->mtp_problem
-                             : std::string("this checkpoint has no MTP head (mtp.* tensors; MLX "
-                                           "exports drop them)"));
+  if (!w_->mtp) return error(mtp_unusable(*w_));
   mtp_on_ = true;
   return Status();
 }

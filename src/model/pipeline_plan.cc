@@ -67,7 +67,13 @@ PipelineCosts pipeline_costs(ModelWeights& w, int64_t context, int64_t slots) {
   if (w.mtp) {
     // The MTP head reads embedding rows (of each row's next token): the last rank holds the
     // table as well, a second copy when the head is untied.
-    p.mtp = w.mtp_bytes + (w.tied ? 0 : w.embed.bytes());
+    // Its tensors as the layers' are counted (the loader's mtp_bytes counts vectors as stored).
+    size_t mtp = 0;
+    for (const Tensor& t : tensor_table()) {
+      if (t.block == Block::kMtp) mtp += slot_bytes(t, t.slot(w, nullptr));
+      else if (t.is_layer() && in_layer(t, c, LayerKind::kFullAttention)) mtp += slot_bytes(t, t.slot(w, &w.mtp->layer));
+    }
+    p.mtp = mtp + (w.tied ? 0 : w.embed.bytes());
     p.mtp_state = kv;  // its own attention layer's cache
   }
   return p;
@@ -165,6 +171,39 @@ std::string describe(const PipelinePlan& plan, const PipelineCosts& costs) {
     out += line;
   }
   return out;
+}
+
+namespace {
+// Where `groups` groups begin: each cut where the rows so far first reach its share of `total`.
+std::vector<size_t> group_starts(std::span<const int64_t> rows, size_t groups, int64_t total) {
+  std::vector<size_t> starts{0};
+  int64_t so_far = 0;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const size_t k = starts.size();
+    if (k < groups && i > starts.back() &&
+        (so_far * int64_t(groups) >= total * int64_t(k) || rows.size() - i <= groups - k))
+      starts.push_back(i);
+    so_far += rows[i];
+  }
+  return starts;
+}
+}  // namespace
+
+std::vector<size_t> microbatch_starts(std::span<const int64_t> rows, int m, int64_t min_rows) {
+  int64_t total = 0;
+  for (int64_t r : rows) total += r;
+  for (size_t groups = std::min(rows.size(), size_t(std::max(m, 1))); groups > 1; --groups) {
+    std::vector<size_t> starts = group_starts(rows, groups, total);
+    bool full = true;
+    for (size_t k = 0; k < starts.size() && full; ++k) {
+      const size_t end = k + 1 < starts.size() ? starts[k + 1] : rows.size();
+      int64_t n = 0;
+      for (size_t i = starts[k]; i < end; ++i) n += rows[i];
+      full = n >= min_rows;
+    }
+    if (full) return starts;
+  }
+  return {0};
 }
 
 }  // namespace qwen35::model

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -61,5 +62,13 @@ void keep_share(ModelWeights& w, const RankShare& s);
 
 // One line per rank: its layers (how many of each kind), the ends it holds, and its bytes.
 std::string describe(const PipelinePlan& plan, const PipelineCosts& costs);
+
+// How a step of sequences with these row counts is cut into micro-batches (dist/pipeline.h):
+// where each group begins (the first is 0). Sequences stay whole and in order, no group is
+// empty; g groups are cut where the rows so far first reach k/g of the step's rows (or where the
+// sequences left are just enough for the groups left). The most groups, at most m, in which
+// every group has at least min_rows rows (a group costs each rank a read of its weights, which
+// a few rows do not pay for); one group when none do.
+std::vector<size_t> microbatch_starts(std::span<const int64_t> rows, int m, int64_t min_rows);
 
 }  // namespace qwen35::model

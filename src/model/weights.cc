@@ -207,6 +207,18 @@ void ModelWeights::prefault(const std::function<void(size_t, size_t)>& progress)
   else store.prefault(progress);
 }
 
+std::vector<const core::MappedFile*> ModelWeights::mappings() const {
+  std::vector<const core::MappedFile*> out;
+  if (gguf) {
+    for (const auto& f : gguf->files())
+      if (f->mapping()) out.push_back(f->mapping());
+  } else {
+    for (const auto& f : store.files())
+      if (f->mapping()) out.push_back(f->mapping());
+  }
+  return out;
+}
+
 Result<std::unique_ptr<ModelWeights>> load_weights(const std::string& dir, core::LoadMode mode) {
   if (formats::is_gguf_path(dir)) return load_gguf_weights(dir, mode);
   QWEN35_ASSIGN_OR_RETURN(formats::HfConfig hf, formats::load_hf_config(dir));

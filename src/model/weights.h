@@ -105,6 +105,8 @@ struct ModelWeights {
 
   // Reads every page of the weights once (TensorStore::prefault).
   void prefault(const std::function<void(size_t, size_t)>& progress) const;
+  // The checkpoint's files as mapped (model/resident.h).
+  std::vector<const core::MappedFile*> mappings() const;
 };
 
 // A checkpoint directory (safetensors, HF or MLX) or a .gguf file (the first shard of a split set).

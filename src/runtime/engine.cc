@@ -10,8 +10,7 @@ namespace qwen35::runtime {
 Engine::Engine(model::Model& model, const EngineOptions& opts)
     : stepper_(model, opts), opts_(stepper_.options()) {
   if (PrefixCache* cache = stepper_.cache(); cache && !opts_.cache_dir.empty()) {
-    const int64_t n = cache->load(opts_.cache_dir, opts_.cache_fingerprint,
-                                  stepper_.recurrent_floats(), &cache_log_);
+    const int64_t n = stepper_.load_cache(&cache_log_);
     cache_log_.push_back("loaded " + std::to_string(n) + " prefix-cache snapshots from " +
                          opts_.cache_dir);
   }
@@ -142,11 +141,10 @@ void Engine::shutdown(bool drain) {
   PrefixCache* cache = stepper_.cache();
   if (cache && !opts_.cache_dir.empty() && !saved_) {
     saved_ = true;
-    const auto st = cache->save(opts_.cache_dir, opts_.cache_fingerprint);
+    const auto saved = stepper_.save_cache();
     std::lock_guard lk(pub_mu_);
-    cache_log_.push_back(st.ok() ? "saved " + std::to_string(cache->stats().snapshots - cache->stats().provisional) +
-                                       " prefix-cache snapshots to " + opts_.cache_dir
-                                 : st.message());
+    cache_log_.push_back(saved.ok() ? "saved " + std::to_string(*saved) + " prefix-cache snapshots to " + opts_.cache_dir
+                                    : saved.message());
   }
 }
 

@@ -44,11 +44,27 @@ struct EngineOptions {
   // it on rank 0 to send each step through the ranks (dist/pipeline.h); slots[i] is rows[i]'s
   // slot, which names its state on every rank, and `ops` are the state changes since the last
   // step that the other ranks repeat first (model/state_op.h: the prefix cache's snapshots and
-  // blocks, resumes, forks, resets). MTP drafting is refused under a split (the head's drafts
-  // do not come back from the last rank yet).
+  // blocks, resumes, forks, resets).
   std::function<core::Status(std::span<const model::StateOp> ops, std::span<const model::SequenceRows> rows,
                              std::span<const int> slots, std::vector<float>* logits)>
       forward{};
+  // Under a split with cache_dir (rank 0; runtime/stepper_cache.cc): the other ranks apply
+  // `ops` (the state changes not yet sent), then load (save: false) or save their parts of the
+  // prefix cache's snapshot files, `entries` naming the tree's nodes. Returns the snapshots a
+  // rank could not load (the engine drops them), or why a rank's save failed (node 0).
+  std::function<core::Result<std::vector<model::CacheVerdict>>(
+      std::span<const model::StateOp> ops, std::span<const model::CacheEntry> entries, bool save)>
+      cache_parts{};
+  // With cache_parts: rank 0 holds layers [0, cache_layers_end), the part of each snapshot its
+  // own files keep.
+  int64_t cache_layers_end = 0;
+  // Under a split, MTP drafting (null: refused under a split): Model::draft's contract for the
+  // requests, the head being the last rank's; slots[i] is reqs[i]'s slot, and `ops` the state
+  // changes since the last step, which the ranks repeat first (they do not ride the next step).
+  // The states are rank 0's, without the head's cache: the engine's pool then keeps none.
+  std::function<core::Status(std::span<const model::StateOp> ops, std::span<const model::DraftRequest> reqs,
+                             std::span<const int> slots)>
+      draft{};
   // Tests only: called on the engine thread just before a request is resumed from the prefix
   // cache (a test blocks it there to show what does not wait for the engine thread).
   std::function<void()> before_resume{};

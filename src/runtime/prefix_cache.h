@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -36,6 +37,7 @@
 #include "core/result.h"
 
 #include "model/kv_pool.h"
+#include "model/snapshot_file.h"
 #include "model/state.h"
 #include "model/state_op.h"
 
@@ -123,6 +125,18 @@ class PrefixCache {
   // A file header's `kv` field for a pool: its K and V formats (type, rotated) and the
   // rotation's seed (prefix_cache_file.cc). A file whose field differs is skipped.
   static uint64_t kv_tag(const model::KvPool& pool);
+  // A snapshot file's name for these tokens (model/snapshot_file.h).
+  static uint64_t tokens_hash(std::span<const int32_t> tokens);
+
+  // A model split over ranks with --cache-dir (runtime/stepper.h): every node, parents first,
+  // marked where it holds an ordinary snapshot (whose file the other ranks load or save their
+  // part of); and the way to drop a snapshot that a rank could not load (the node, and its
+  // ancestors left as leaves without one, go; the observer is told as always).
+  std::vector<model::CacheEntry> entries() const;
+  void drop_snapshot(uint64_t node);
+  // What of each snapshot its file holds (model/snapshot_file.h): the whole by default; a rank
+  // of a split model its own layers' part.
+  void set_file_part(model::snapshot_file::Part part) { part_ = std::move(part); }
 
  private:
   struct Node {
@@ -165,6 +179,7 @@ class PrefixCache {
   uint64_t clock_ = 0;
   uint64_t next_id_ = 0;
   Observer observer_;
+  std::optional<model::snapshot_file::Part> part_;
   int64_t n_nodes_ = 0, n_snapshots_ = 0, n_provisional_ = 0;
   size_t snapshot_bytes_ = 0;
   PrefixCacheStats counts_;

@@ -222,6 +222,19 @@ bool Sequence::prompt_read(const float* last, StepOutput* out) {
   return sample(last, state_->pos(), out);
 }
 
+int32_t Sequence::logits_top_k() const {
+  if (!sampler_ || req_.prompt_logprobs >= 0) return 0;
+  const SamplingParams& p = sampler_->params();
+  if (p.logprobs >= 0 || p.grammar || p.repetition_penalty != 1.0f || p.frequency_penalty != 0.0f ||
+      p.presence_penalty != 0.0f)
+    return 0;
+  // Greedy is the first of the ranking; top-k keeps k candidates for the softmax, top-p, min-p
+  // and the draw. A k that is not far below the vocabulary saves nothing (and k >= vocab would
+  // let the -inf rows into the candidates).
+  const int32_t k = p.temperature == 0.0f ? 1 : p.top_k;
+  return k > 0 && int64_t(k) < lim_.vocab / 4 ? k : 0;
+}
+
 bool Sequence::after_decode(const float* logits, StepOutput* out) {
   return sample(logits, state_->pos(), out);
 }

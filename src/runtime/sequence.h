@@ -140,6 +140,13 @@ class Sequence {
   void prefetch_masks();
   // After a decode row: samples from its logits; true when the sequence finished.
   bool after_decode(const float* logits, StepOutput* out);
+  // k > 0 when what this sequence reads of a logits row is a function of its k largest logits
+  // alone (ranked by value, then id: sampler_stages.h ranks_before), so that a row holding those
+  // and -inf elsewhere samples the same token (model::SequenceRows::logits_top_k): greedy (k 1)
+  // or top-k sampling, with no stage before the cut that reads the others (penalties, a
+  // grammar's mask) and no log-probabilities (the normalizer is over the whole row). 0: whole
+  // rows. Forks that sample from this sequence's last prompt row are the caller's to consider.
+  int32_t logits_top_k() const;
 
   // verify: how many tokens to draft this step: no more than plain decoding could still emit
   // (max_tokens, the context) and than its acceptance so far pays for (DraftLength).

@@ -13,14 +13,16 @@ Stepper::Stepper(model::Model& model, const EngineOptions& opts) : model_(model)
   const int64_t per_slot = (opts_.ctx + block - 1) / block;
   if (opts_.kv_blocks <= 0) opts_.kv_blocks = per_slot * opts_.parallel;
   opts_.cache_interval = std::max<int64_t>(block, opts_.cache_interval / block * block);
-  if (opts_.forward && opts_.spec.method == SpecMethod::kMtp)  // split: no drafts from the last rank
+  if (opts_.forward && !opts_.draft && opts_.spec.method == SpecMethod::kMtp)  // split: no drafts
     opts_.spec = SpecOptions{};
-  // MTP drafting needs the head's cache in every state, and so in the pool.
-  if (opts_.spec.method == SpecMethod::kMtp && !model_.mtp_enabled()) {
+  mtp_ = opts_.spec.method == SpecMethod::kMtp;
+  // MTP drafting needs the head's cache in every state, and so in the pool: in this process's,
+  // or under a split in the last rank's (the kPool op below says so), which drafts.
+  if (mtp_ && !opts_.forward && !model_.mtp_enabled()) {
     const core::Status st = model_.enable_mtp();
     QWEN35_CHECK_MSG(st.ok(), st.message().c_str());
   }
-  pool_ = model_.new_pool(opts_.kv_blocks, opts_.spec.method == SpecMethod::kMtp);
+  pool_ = model_.new_pool(opts_.kv_blocks, mtp_ && !opts_.forward);
   for (int i = 0; i < opts_.parallel; ++i)
     states_.push_back(model_.new_state(opts_.ctx, pool_.get()));
   if (opts_.cache_bytes > 0)
@@ -28,7 +30,8 @@ Stepper::Stepper(model::Model& model, const EngineOptions& opts) : model_(model)
   if (opts_.forward) {
     // The other ranks' states share a pool as these do. It has a block per slot more: a rank
     // gives back a verification's rejected blocks at the sequence's next step, not at once.
-    record({model::StateOp::kPool, -1, uint64_t(opts_.kv_blocks + opts_.parallel), uint64_t(opts_.parallel), opts_.ctx});
+    record({model::StateOp::kPool, mtp_ ? 1 : -1, uint64_t(opts_.kv_blocks + opts_.parallel),
+            uint64_t(opts_.parallel), opts_.ctx});
     if (cache_)
       cache_->set_observer([this](const model::StateOp& op, const model::SequenceState* st) { record(op, st); });
   }
@@ -53,7 +56,7 @@ bool Stepper::validate(const GenerationRequest& req, std::string* message) const
     return false;
   }
   if (const SpecOptions sp = req.spec.value_or(opts_.spec); sp.method != SpecMethod::kOff) {
-    if (opts_.forward && sp.method == SpecMethod::kMtp) {
+    if (opts_.forward && !opts_.draft && sp.method == SpecMethod::kMtp) {
       *message = "speculative method \"mtp\" does not run on a model split over MPI ranks yet (its head "
                  "is on the last rank); use \"lookup\"";
       return false;
@@ -63,8 +66,8 @@ bool Stepper::validate(const GenerationRequest& req, std::string* message) const
                  "], got " + std::to_string(sp.draft_tokens);
       return false;
     }
-    if (sp.method == SpecMethod::kMtp && !pool_->mtp()) {
-      *message = model_.weights().mtp
+    if (sp.method == SpecMethod::kMtp && !mtp_) {
+      *message = model_.weights().mtp || (opts_.forward && model_.weights().has_mtp)
                      ? "speculative method \"mtp\" needs a server started with --spec mtp (its "
                        "sequences keep the MTP head's cache); use \"lookup\""
                      : "this checkpoint has no usable MTP head; use \"lookup\"";

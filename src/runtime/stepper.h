@@ -105,6 +105,12 @@ class Stepper {
   PrefixCache* cache() const { return cache_.get(); }
   model::KvPool* pool() const { return pool_.get(); }  // the slots' KV blocks (and the cache's)
   int64_t recurrent_floats() const { return int64_t(states_[0]->recurrent_bytes() / 4); }
+  // --cache-dir (runtime/stepper_cache.cc): the prefix cache loaded from, or saved to,
+  // opts.cache_dir, a line per note in *log. Under a split (opts.cache_parts) the other ranks
+  // load or save their parts of the same snapshots, and a snapshot that some rank could not
+  // load is dropped on every rank. Returns the snapshots loaded (saved).
+  int64_t load_cache(std::vector<std::string>* log);
+  core::Result<int64_t> save_cache();
 
  private:
   int64_t blocks_for(const GenerationRequest& r) const;  // its worst case, in KV blocks
@@ -156,7 +162,10 @@ class Stepper {
   std::vector<size_t> row_logits_;  // first logits row of each batch row
   std::vector<float> logits_;
   std::vector<model::DraftRequest> draft_reqs_;  // the MTP head's requests of a step
-  // Under a split: the state changes since the last forward call, which the next one carries.
+  std::vector<int> draft_slots_;                 // and their slots
+  bool mtp_ = false;  // MTP drafting: the states keep the head's cache (here, or on the last rank)
+  // Under a split: the state changes since the last forward call, which the next one (or the
+  // MTP drafts before it) carries.
   std::vector<model::StateOp> state_ops_;
 
   // The image in the vision tower, its output and its run; the stages this step runs.

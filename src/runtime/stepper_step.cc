@@ -92,17 +92,29 @@ void Stepper::draft() {
 
 void Stepper::propose_drafts() {
   draft_reqs_.clear();
-  for (auto& s : slots_) {
+  draft_slots_.clear();
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    Sequence* s = slots_[i].get();
     if (!s || s->phase() != Phase::kVerify || s->waiting()) continue;
     s->drafts().clear();
     const int64_t k = s->draft_budget();
     if (k <= 0) continue;
-    if (s->spec().method == SpecMethod::kLookup)
+    if (s->spec().method == SpecMethod::kLookup) {
       lookup_draft(s->lookup_context(), k, &s->drafts());
-    else
+    } else {
       draft_reqs_.push_back({s->state(), *s->next_token(), k, &s->drafts()});
+      draft_slots_.push_back(int(i));
+    }
   }
-  if (!draft_reqs_.empty() && !model_.draft(draft_reqs_).ok())
+  if (draft_reqs_.empty()) return;
+  core::Status st;
+  if (opts_.draft) {  // under a split: the last rank drafts, after the state changes so far
+    st = opts_.draft(state_ops_, draft_reqs_, draft_slots_);
+    state_ops_.clear();  // sent with the drafts, whatever became of them
+  } else {
+    st = model_.draft(draft_reqs_);
+  }
+  if (!st.ok())
     for (auto& r : draft_reqs_) r.out->clear();
 }
 
@@ -132,6 +144,7 @@ void Stepper::schedule() {
       rows_.push_back({s->state(), s->verify_rows(), false, true});
       decode_rows += int64_t(s->verify_rows().size());
     }
+    rows_.back().logits_top_k = s->logits_top_k();
   }
   std::sort(prefilling.begin(), prefilling.end(), [&](int x, int y) {
     return slots_[size_t(x)]->order() < slots_[size_t(y)]->order();
@@ -154,6 +167,9 @@ void Stepper::schedule() {
     first = false;
     if (s.prefilled() + int64_t(chunk.size()) == s.prompt_size()) s.prefetch_masks();
     rows_.push_back({s.state(), chunk, s.request().prompt_logprobs >= 0});
+    // Its forks sample from its last row with samplers of their own: whole rows for them.
+    const bool forks = std::find(leader_.begin(), leader_.end(), i) != leader_.end();
+    rows_.back().logits_top_k = forks ? 0 : s.logits_top_k();
     s.chunk_inputs(&rows_.back());
     s.chunk_captures(&rows_.back(), cache_.get());
     row_slot_.push_back(i);

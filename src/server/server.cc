@@ -58,6 +58,7 @@ Json props(const Context& ctx) {
 HttpResponse get_health(const Context& ctx, const HttpServer&) {
   if (!ctx.ready.load()) return error_response(unavailable("the model is loading"));
   if (ctx.shutting_down.load()) return error_response(unavailable("the server is shutting down"));
+  if (std::string why = ctx.failed(); !why.empty()) return error_response(unavailable(why));
   HttpResponse res;
   res.set_content("{\"status\":\"ok\"}", "application/json");
   return res;
@@ -70,6 +71,7 @@ HttpResponse get_ready(const Context& ctx, const HttpServer&) {
   if (!ctx.ready.load()) return error_response(unavailable("the model is loading"));
   if (ctx.draining.load() || ctx.shutting_down.load())
     return error_response(unavailable("the server is draining"));
+  if (std::string why = ctx.failed(); !why.empty()) return error_response(unavailable(why));
   if (ctx.ready_queue > 0 && ctx.engine && ctx.engine->stats().queued >= ctx.ready_queue)
     return error_response(unavailable("the queue is full (--ready-queue)"));
   HttpResponse res;
@@ -232,6 +234,8 @@ void run_post(Context& ctx, const Route& route, const HttpRequest& req, R r) {
   if (!ctx.ready.load()) return r->send(error_in(route.api, unavailable("the model is loading")));
   if (route.generates && ctx.shutting_down.load())
     return fail(unavailable("the server is shutting down"));
+  if (route.generates)
+    if (std::string why = ctx.failed(); !why.empty()) return fail(unavailable(why));
   Json body;
   if (auto e = parse_request_body(req.body, ctx.mi, &body)) return fail(*e);
   // The key a balancer routes this conversation by, when the client named one; otherwise the
@@ -278,6 +282,8 @@ void Server::set_ready(ModelInfo mi, runtime::Engine* engine) {
   ctx_->engine = engine;
   ctx_->ready.store(true);
 }
+
+void Server::set_failure_probe(std::function<std::string()> failure) { ctx_->failure = std::move(failure); }
 
 void Server::begin_drain() {
   ctx_->draining.store(true);

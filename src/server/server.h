@@ -11,6 +11,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -61,6 +62,10 @@ struct Context {
   // here are still served (shutting_down refuses them only once the drain ends).
   std::atomic<bool> draining{false};
   int ready_queue = 0;
+  // Non-empty answer: the engine can no longer compute (a rank of a split model is gone, named
+  // in the answer): /health, /ready and new generations get 503 with it. Set before `ready`.
+  std::function<std::string()> failure;
+  std::string failed() const { return failure ? failure() : std::string(); }
 };
 
 class Server {
@@ -71,6 +76,9 @@ class Server {
   core::Result<int> bind();  // returns the bound port
   void start();              // accept loop on a thread of its own
   void set_ready(ModelInfo mi, runtime::Engine* engine);
+  // `failure` (Context::failure) is read from the I/O threads until stop(): it must stay callable
+  // that long, and be thread-safe. Call before set_ready.
+  void set_failure_probe(std::function<std::string()> failure);
   // Readiness fails and the listener and idle connections close; requests that arrive on open
   // connections are still served. Then begin_shutdown (or stop) when the drain ends.
   void begin_drain();

@@ -264,6 +264,14 @@ TEST(Cli, BenchJsonFields) {
   const auto bj = nlohmann::json::parse(batched.out);
   EXPECT_EQ(bj["batch"], 3);
   EXPECT_GT(bj["tg_tok_s"].get<double>(), 0);
+  // The generated tokens' hash: the same with one thread (the kernels are thread-count invariant); the
+  // prompts' batched prefill step timed; one process: one rank, no bytes on a wire.
+  auto one = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -p 0 -n 4 -b 3 -r 1 -t 1 --json");
+  ASSERT_EQ(one.exit_code, 0) << one.err;
+  EXPECT_EQ(nlohmann::json::parse(one.out)["tg_hash"], bj["tg_hash"]);
+  EXPECT_GT(bj["batch_prefill_tok_s"].get<double>(), 0);
+  EXPECT_EQ(bj["ranks"], 1);
+  EXPECT_EQ(bj["tg_hop_bytes_per_step"].get<double>(), 0);
   // -d puts context before each test: the prompt's last logits then follow it (another hash).
   auto deep = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -p 8 -n 2 -d 5 -r 1 --json");
   ASSERT_EQ(deep.exit_code, 0) << deep.err;

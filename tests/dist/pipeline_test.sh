@@ -5,10 +5,14 @@
 #    splits under -np 2 and -np 3, over shared memory and over TCP, byte for byte those of one
 #    process (mpirun -np 1): a cut between a Gated DeltaNet layer and an attention layer, a rank
 #    of a single layer (in the middle, at either end); prefill chunks and decode steps; and an
-#    image prompt through `run` and `bench` (its logits hash) under -np 2;
+#    image prompt through `run` (MTP-drafted) under -np 2; bench's logits and batched generation
+#    under -np 2 and 3, whole and in micro-batches (--pipeline-microbatches);
+#  - MTP drafting with the head on the last rank (-np 2, and -np 3 where the last rank is not rank
+#    0's neighbour): drafted == plain, and the drafts accepted by position are one process's;
 #  - bad input is one line from the engine before any compute: more ranks than layers, a rank
-#    over its memory budget, another checkpoint or another binary on one rank, a command that
-#    does not run split;
+#    over its memory budget, another checkpoint or another binary on one rank, a bad
+#    --pipeline-microbatches, --spec mtp on a checkpoint without the head, a command that does not
+#    run split;
 #  - failure: one rank killed (SIGKILL) or stalled (SIGSTOP) mid-stream: every other exits within
 #    10 s, the cause logged with the rank.
 # Usage: tests/dist/pipeline_test.sh build/qwen35
@@ -58,25 +62,56 @@ EOF
 done
 echo "pipeline_test: logits bit-exact at every split ($SECONDS s)"
 
-# An image prompt through `run`: the tower on rank 0, its rows' rotary positions down the pipe.
+# An image prompt through `run`: the tower on rank 0, its rows' rotary positions down the pipe;
+# split, the MTP head drafts too (its rows turn by the image's rope delta on the last rank).
 vm=models/qwen35-tiny-kjv-vision
 img=tests/fixtures/images/png_alpha_all.png
 mpirun -np 1 "$bin" run -m "$vm" --image "$img" -p Describe -n 16 -t 1 --temperature 0 -q > "$tmp/img1.txt" < /dev/null
 mpirun -np 2 --mca btl self,tcp "$bin" run -m "$vm" --image "$img" -p Describe -n 16 -t 1 --temperature 0 -q \
-  > "$tmp/img2.txt" < /dev/null || fail "run --image under -np 2 failed"
-[ -s "$tmp/img1.txt" ] && cmp -s "$tmp/img1.txt" "$tmp/img2.txt" || fail "run --image: -np 2 differs from one process"
-echo "pipeline_test: an image prompt under -np 2 as in one process ($SECONDS s)"
+  --spec mtp > "$tmp/img2.txt" < /dev/null || fail "run --image --spec mtp under -np 2 failed"
+[ -s "$tmp/img1.txt" ] && cmp -s "$tmp/img1.txt" "$tmp/img2.txt" ||
+  fail "run --image --spec mtp: -np 2 differs from one process without drafts"
+echo "pipeline_test: an image prompt under -np 2 (MTP-drafted) as in one process ($SECONDS s)"
 
-# bench: its hash of the prompt's last logits, and generation through the engine's steps with
-# two sequences batched.
+# bench: its hash of the prompt's last logits, and of the tokens of generation through the
+# engine's steps with three sequences batched (their 5-token prompts read in one step); split
+# whole and in micro-batches (--pipeline-microbatches 2 with no least size: 2+1 sequences a step).
 bench_hash() {
-  mpirun -np "$1" "$bin" bench -m "$fx/moe_bf16/ckpt" -p 16 -n 4 -b 2 -r 1 -t 1 --json < /dev/null |
-    grep -o '"logits_hash": "[0-9a-f]*"'
+  local np=$1 btl=$2
+  shift 2
+  mpirun -np "$np" --mca btl "$btl" "$bin" bench -m "$fx/moe_bf16/ckpt" -p 16 -n 8 -d 4 -b 3 -r 1 -t 1 --json "$@" \
+    < /dev/null | grep -o '"\(logits\|tg\)_hash": "[0-9a-f]*"' | tr '\n' ' '
 }
-h1=$(bench_hash 1) || fail "bench under -np 1 failed"
-h2=$(bench_hash 2) || fail "bench under -np 2 failed"
-[ -n "$h1" ] && [ "$h1" = "$h2" ] || fail "bench: -np 2's logits hash ($h2) is not one process's ($h1)"
-echo "pipeline_test: bench under -np 2 as in one process ($SECONDS s)"
+h1=$(bench_hash 1 self,vader) || fail "bench under -np 1 failed"
+while read -r np btl mb; do
+  h=$(bench_hash "$np" "$btl" --pipeline-microbatches "$mb" --pipeline-microbatch-rows 1) ||
+    fail "bench under -np $np (M=$mb) failed"
+  [ -n "$h1" ] && [ "$h1" = "$h" ] || fail "bench: -np $np M=$mb's hashes ($h) are not one process's ($h1)"
+done <<'EOF'
+2 self,vader 1
+2 self,vader 2
+3 self,tcp 2
+EOF
+echo "pipeline_test: bench under -np 2 and 3, whole and in micro-batches, as in one process ($SECONDS s)"
+
+# MTP drafting, the head and its cache on the last rank: bench --spec mtp decodes plain and drafted
+# in one job and fails when their tokens differ; its counts (drafted, accepted, by position) must
+# be one process's, which they are only with the same drafts. The bundled model's head is trained
+# (the fixtures' random heads are never accepted: every commit would keep one row).
+# spec_counts NP BTL [SPLIT]
+spec_counts() {
+  local sp=()
+  [ -n "${3:-}" ] && sp=(--pipeline-split "$3")
+  mpirun -np "$1" --mca btl "$2" "$bin" bench -m models/qwen35-tiny-kjv --spec mtp -p 16 -n 48 -t 1 --json \
+    "${sp[@]}" < /dev/null | grep -o '"drafted.*"same_as_plain": [a-z]*'
+}
+c1=$(spec_counts 1 self,vader) || fail "bench --spec mtp under -np 1 failed"
+c2=$(spec_counts 2 self,vader) || fail "bench --spec mtp under -np 2 failed"
+c3=$(spec_counts 3 self,tcp 3,4) || fail "bench --spec mtp under -np 3 failed"
+case "$c1" in *'"accepted": 0,'* | *'same_as_plain": false'* | '') fail "bench --spec mtp under -np 1: $c1" ;; esac
+[ "$c2" = "$c1" ] || fail "bench --spec mtp: -np 2 gave $c2, one process $c1"
+[ "$c3" = "$c1" ] || fail "bench --spec mtp: -np 3 gave $c3, one process $c1"
+echo "pipeline_test: MTP drafting under -np 2 and 3 as in one process: $c1 ($SECONDS s)"
 
 # expect_line WHAT PATTERN -- mpirun args: the job fails, and the engine's stderr holds exactly one
 # line of its own ("qwen35 ...") and it matches PATTERN.
@@ -99,6 +134,10 @@ cp "$bin" "$tmp/qwen35-other"
 printf 'x' >> "$tmp/qwen35-other"  # the same program, another file: as another build
 expect_line "another binary" "rank 1 runs a different qwen35 binary" -- \
   -np 1 "$bin" logits -m "$m" "${common[@]}" : -np 1 "$tmp/qwen35-other" logits -m "$m" "${common[@]}"
+expect_line "no micro-batches" "pipeline-microbatches must be in 1..256" -- -np 2 "$bin" logits -m "$m" "${common[@]}" \
+  --pipeline-microbatches 0
+expect_line "--spec mtp without a head" "this checkpoint has no MTP head" -- -np 2 "$bin" bench \
+  -m "$fx/qwen3_dense_tied_bf16/ckpt" -p 8 -n 4 --spec mtp -t 1
 expect_line "a command not split yet" "does not run split over MPI ranks" -- -np 2 "$bin" tokenize -m "$m" hi
 [ ! -s "$tmp/bad.npy" ] || fail "a failed start wrote logits"
 echo "pipeline_test: bad input is one line ($SECONDS s)"
@@ -118,8 +157,9 @@ failure() {
   QWEN35_PIPELINE_TEST_DELAY=60 mpirun -np 3 -x QWEN35_PIPELINE_TEST_DELAY "$bin" logits -m "$m" \
     --tokens "$tokens" --chunk 4 --out "$tmp/f.npy" -t 1 > "$log" 2>&1 < /dev/null &
   local job=$!
-  for _ in $(seq 200); do grep -q "waits 60 s" "$log" && break; sleep 0.1; done
-  grep -q "waits 60 s" "$log" || { fail "SIG$sig: the job never reached its second step"; kill -9 "$job"; return; }
+  # A state, not a time: the bound only keeps a broken start from hanging the test.
+  for _ in $(seq 1200); do grep -qs "waits 60 s" "$log" && break; sleep 0.1; done
+  grep -qs "waits 60 s" "$log" || { fail "SIG$sig: the job never reached its second step"; kill -9 "$job"; return; }
   local victim others=()
   victim=$(rank_pid "$job" 1)
   others=("$(rank_pid "$job" 0)" "$(rank_pid "$job" 2)")

@@ -10,6 +10,7 @@
 
 #include <functional>
 
+#include "model/resident.h"
 #include "model/weights.h"
 #include "test_util.h"
 
@@ -153,6 +154,34 @@ TEST(PipelinePlan, ForcedSplits) {
   EXPECT_NE(describe(*plan_pipeline(c, 2, {1}), c).find("rank 0: layers 0-0"), std::string::npos);
 }
 
+// A rank's share in memory (model/resident.h): after keep_share and drop_mapped_pages none of
+// the checkpoint's pages is resident; fault_in_held reads back the tensors held, which are the
+// plan's bytes for the rank exactly (matrices as stored, fp32 copies), and the pages mapped again
+// (Rss from /proc/self/smaps) cover those bytes, with at most a page more at either end of each
+// array.
+TEST(PipelinePlan, ARankHoldsItsShareInMemory) {
+  for (const char* name : {"dense_bf16_tied", "dense_q4_untied", "moe_bf16"}) {
+    SCOPED_TRACE(name);
+    auto whole = load(name);
+    ASSERT_NE(whole, nullptr);
+    const PipelineCosts c = pipeline_costs(*whole, 128, 1);
+    auto plan = plan_pipeline(c, 2);
+    ASSERT_TRUE(plan.ok()) << plan.message();
+    for (const RankShare& s : plan->ranks) {
+      auto w = load(name);
+      ASSERT_NE(w, nullptr);
+      keep_share(*w, s);
+      drop_mapped_pages(*w);
+      EXPECT_EQ(mapped_resident_bytes(*w), 0u);
+      const HeldBytes held = fault_in_held(*w);
+      EXPECT_EQ(held.mapped + held.copies, s.weights);
+      const size_t resident = mapped_resident_bytes(*w);
+      EXPECT_GE(resident, held.mapped);
+      EXPECT_LE(resident, held.mapped + held.mapped_ranges * 2 * 4096);
+    }
+  }
+}
+
 TEST(PipelinePlan, RefusalsAreOneLine) {
   const PipelineCosts c = made_up({4, 4, 4}, 1, 1);
   const auto message = [&](int ranks, std::vector<int64_t> starts, size_t budget) {
@@ -169,6 +198,32 @@ TEST(PipelinePlan, RefusalsAreOneLine) {
   EXPECT_NE(message(1, {}, 10).find("over the budget"), std::string::npos);
   for (const std::string& m : {message(4, {}, 0), message(1, {}, 10)}) EXPECT_EQ(m.find('\n'), std::string::npos);
   EXPECT_TRUE(plan_pipeline(c, 3, {}, 20).ok());
+}
+
+// A step's micro-batches (dist/pipeline.h), cuts worked out by hand from the rule: whole
+// sequences in order, g groups cut where the rows so far first reach k/g of the step's, the most
+// groups (at most m) whose every group has min_rows rows.
+TEST(PipelinePlan, MicrobatchCuts) {
+  using V = std::vector<size_t>;
+  const auto cuts = [](std::vector<int64_t> rows, int m, int64_t min_rows) {
+    return microbatch_starts(rows, m, min_rows);
+  };
+  const std::vector<int64_t> decode8(8, 1);
+  EXPECT_EQ(cuts(decode8, 1, 1), V({0}));
+  EXPECT_EQ(cuts(decode8, 2, 1), V({0, 4}));
+  EXPECT_EQ(cuts(decode8, 4, 1), V({0, 2, 4, 6}));
+  EXPECT_EQ(cuts(decode8, 2, 32), V({0}));  // 4 rows a group: a step of decode stays whole
+  EXPECT_EQ(cuts({5, 5, 5}, 2, 1), V({0, 2}));  // 10 rows reach half of 15 at the third
+  EXPECT_EQ(cuts({48, 48, 48, 48}, 2, 32), V({0, 2}));
+  EXPECT_EQ(cuts({48, 48, 48, 48}, 4, 32), V({0, 1, 2, 3}));
+  EXPECT_EQ(cuts({48, 48, 48, 48}, 4, 64), V({0, 2}));  // 3 groups: 96, 48, 48; 2: 96, 96
+  EXPECT_EQ(cuts({100, 1, 1, 1}, 2, 1), V({0, 1}));
+  EXPECT_EQ(cuts({100, 1, 1, 1}, 2, 32), V({0}));  // a prefill chunk and decode rows: 100 | 3
+  EXPECT_EQ(cuts({1, 1, 1, 1, 1, 1, 10}, 2, 1), V({0, 6}));  // the last sequence left for the last group
+  EXPECT_EQ(cuts({10, 10}, 8, 1), V({0, 1}));  // no more groups than sequences
+  EXPECT_EQ(cuts({7}, 2, 1), V({0}));
+  EXPECT_EQ(cuts({}, 2, 1), V({0}));
+  EXPECT_EQ(cuts({3, 3}, 0, 1), V({0}));
 }
 
 }  // namespace

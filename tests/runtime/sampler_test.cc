@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <random>
@@ -441,6 +442,62 @@ TEST(Sampler, ValidateNamesTheParameter) {
   p.top_k = -5;
   EXPECT_NE(p.validate().message().find("top_k"), std::string::npos);
   EXPECT_TRUE(SamplingParams{}.validate().ok());
+}
+
+}  // namespace
+}  // namespace qwen35::runtime
+
+namespace qwen35::runtime {
+namespace {
+
+// What a pipeline's last rank returns where sampling needs only the k largest logits
+// (model::SequenceRows::logits_top_k): those k (by value, then the lower id first) and -inf for
+// the rest of the row, which rank 0 hands the sampler. Written here from the definition.
+std::vector<float> top_k_row(const std::vector<float>& row, int32_t k) {
+  std::vector<int32_t> ids(row.size());
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = int32_t(i);
+  std::stable_sort(ids.begin(), ids.end(), [&](int32_t a, int32_t b) { return row[size_t(a)] > row[size_t(b)]; });
+  std::vector<float> out(row.size(), -INFINITY);
+  for (int32_t j = 0; j < k; ++j) out[size_t(ids[size_t(j)])] = row[size_t(ids[size_t(j)])];
+  return out;
+}
+
+// Greedy and top-k sampling (with temperature, top-p and min-p after the cut) pick the same
+// tokens from a row cut to its top k as from the whole row, draw after draw, also where logits
+// tie at the cut (every other row coarse: many equal values).
+TEST(Sampler, ATopKRowSamplesAsTheWholeRow) {
+  std::mt19937 rng(7);
+  std::uniform_int_distribution<int> coarse(-40, 40);
+  const int64_t vocab = 1000;
+  struct Case {
+    float temperature;
+    int32_t top_k;
+    float top_p, min_p;
+  };
+  for (const Case& c : {Case{0, 0, 1, 0}, Case{0.7f, 20, 0.8f, 0}, Case{1.0f, 5, 1, 0}, Case{1.3f, 3, 1, 0.2f},
+                        Case{0.5f, 1, 1, 0}}) {
+    SamplingParams p;
+    p.temperature = c.temperature;
+    p.top_k = c.top_k;
+    p.top_p = c.top_p;
+    p.min_p = c.min_p;
+    p.seed = 11;
+    const int32_t k = c.temperature == 0 ? 1 : c.top_k;
+    Sampler whole(p, vocab), cut(p, vocab);
+    int not_argmax = 0;  // the draws do draw (not the best token every time)
+    for (int step = 0; step < 200; ++step) {
+      std::vector<float> row(static_cast<size_t>(vocab));
+      std::normal_distribution<float> fine(0.0f, 3.0f);
+      for (float& v : row) v = step % 2 ? float(coarse(rng)) * 0.25f : fine(rng);
+      const int32_t a = whole.sample(row.data()).token;
+      const std::vector<float> r = top_k_row(row, k);
+      EXPECT_EQ(cut.sample(r.data()).token, a) << "temperature " << c.temperature << " top_k " << c.top_k;
+      not_argmax += a != int32_t(std::max_element(row.begin(), row.end()) - row.begin());
+    }
+    if (k > 1) {
+      EXPECT_GT(not_argmax, 20) << "top_k " << c.top_k;
+    }
+  }
 }
 
 }  // namespace

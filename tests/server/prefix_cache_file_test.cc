@@ -3,11 +3,13 @@
 // files of another checkpoint or mode, and files of another geometry are skipped with a warning.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "kernels/ops.h"
+#include "model/snapshot_file.h"
 #include "model/weights.h"
 #include "runtime/engine.h"
 #include "test_util.h"
@@ -74,6 +76,55 @@ TEST_F(CacheFileTest, SavedSnapshotsResumeAfterRestart) {
   const auto [got, reused] = answer(e, long_prompt);
   EXPECT_EQ(reused, 256);  // the 300-token prompt's last grid boundary
   EXPECT_EQ(got, fresh);
+}
+
+// A model split by layers keeps, on each rank, the part of each snapshot its layers make
+// (model/snapshot_file.h): at every cut the two parts hold each attention layer's KV and each
+// float of the recurrent array exactly once, and a part's file gives back its ranges alone.
+TEST_F(CacheFileTest, LayerPartsOfASplitCoverASnapshotOnce) {
+  namespace sf = model::snapshot_file;
+  const model::ModelConfig& c = model_->config();
+  auto pool = model_->new_pool(4);
+  auto st = model_->new_state(256, pool.get());
+  const size_t floats = st->recurrent_bytes() / 4;
+  int64_t n_full = 0;
+  for (auto k : c.layers) n_full += k == model::LayerKind::kFullAttention;
+  ASSERT_EQ(pool->n_layers(), n_full);
+  ASSERT_GT(floats, 0u);
+  for (int64_t cut = 1; cut < c.n_layers; ++cut) {
+    const sf::Part a = sf::layers_part(c, *st, *pool, 0, cut, false);
+    const sf::Part b = sf::layers_part(c, *st, *pool, cut, c.n_layers, true);
+    EXPECT_EQ(a.kv_first, 0);
+    EXPECT_EQ(a.kv_end, b.kv_first);
+    EXPECT_EQ(b.kv_end, n_full);
+    std::vector<int> seen(floats, 0);
+    for (const sf::Part* p : {&a, &b})
+      for (const auto& [at, n] : p->recurrent)
+        for (int64_t i = at; i < at + n; ++i) ++seen[size_t(i)];
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), int64_t(floats)) << "cut at layer " << cut;
+    EXPECT_EQ(a.recurrent_floats() + b.recurrent_floats(), floats);
+  }
+  // Part b of a cut after the first layer: written, then read into a zeroed array.
+  TempDir d;
+  const sf::Part b = sf::layers_part(c, *st, *pool, 1, c.n_layers, true);
+  std::vector<float> snap(floats), back(floats, 0.0f);
+  for (size_t i = 0; i < floats; ++i) snap[i] = float(i) + 0.5f;
+  std::vector<int32_t> tokens(64, 7), blocks = {pool->allocate()};
+  const std::string path = d.file("part.q35pc");
+  ASSERT_EQ(sf::write(path, *pool, b, 9, tokens, blocks, snap), "");
+  EXPECT_EQ(fs::file_size(path), 56 + 64 * 4 + size_t(b.kv_end - b.kv_first) * pool->block_bytes() / size_t(n_full) +
+                                     b.recurrent_floats() * 4 + 8);
+  sf::Reader in;
+  ASSERT_EQ(in.open(path, *pool, b, 9), "");
+  std::vector<int32_t> got(64);
+  ASSERT_TRUE(in.read_tokens(got) && in.read_block(*pool, -1) && in.read_recurrent(back) && in.checksum_matches());
+  EXPECT_EQ(got, tokens);
+  std::vector<float> want(floats, 0.0f);
+  for (const auto& [at, n] : b.recurrent) std::copy_n(snap.begin() + at, n, want.begin() + at);
+  EXPECT_EQ(back, want);
+  // The whole snapshot's reader refuses the part: its header counts other layers and floats.
+  sf::Reader whole;
+  EXPECT_EQ(whole.open(path, *pool, sf::whole(*pool, floats), 9), "geometry does not match this model");
 }
 
 TEST_F(CacheFileTest, DamagedAndForeignFilesAreSkipped) {
