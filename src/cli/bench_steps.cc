@@ -15,9 +15,12 @@ using runtime::StreamEvent;
 
 core::Result<StepRun> run_steps(model::Model& m, const runtime::EngineOptions& eo,
                                 const std::vector<runtime::GenerationRequest>& reqs,
-                                int64_t steps) {
+                                int64_t steps,
+                                const std::function<core::Status(runtime::Stepper&)>& prepare) {
   using Clock = std::chrono::steady_clock;
   runtime::Stepper stepper(m, eo);
+  if (prepare)
+    if (auto st = prepare(stepper); !st.ok()) return core::error("[bench] " + st.message());
   std::string why;
   for (const auto& r : reqs)
     if (!stepper.validate(r, &why)) return core::error("[bench] " + why);

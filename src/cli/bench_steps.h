@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/result.h"
@@ -34,13 +35,6 @@ struct StepRun {
   uint64_t tokens_hash = 0;
 };
 
-// Runs one sequence per request (`eo.parallel` of them at most) in a Stepper until `steps`
-// steps have been timed; a request that ends (an end-of-sequence id, its max_tokens, the
-// context) starts again. An error names what failed.
-core::Result<StepRun> run_steps(model::Model& m, const runtime::EngineOptions& eo,
-                                const std::vector<runtime::GenerationRequest>& reqs,
-                                int64_t steps);
-
 }  // namespace qwen35::cli
 
 namespace qwen35::runtime {
@@ -48,6 +42,16 @@ class Stepper;
 }
 
 namespace qwen35::cli {
+
+// Runs one sequence per request (`eo.parallel` of them at most) in a Stepper until `steps`
+// steps have been timed; a request that ends (an end-of-sequence id, its max_tokens, the
+// context) starts again. `prepare`, when set, is called once on the new Stepper before any
+// request is admitted (bench --depth-fill puts the filled context into its prefix cache). An
+// error names what failed.
+core::Result<StepRun> run_steps(model::Model& m, const runtime::EngineOptions& eo,
+                                const std::vector<runtime::GenerationRequest>& reqs,
+                                int64_t steps,
+                                const std::function<core::Status(runtime::Stepper&)>& prepare = {});
 
 // Time to first token: `req` (max_tokens 1) submitted to `stepper`, whose slots are free, and
 // stepped until it ends; seconds from its admission to its one token. Its prompt is read as

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <memory>
 #include <numeric>
@@ -33,6 +34,8 @@
 #include "cli/spec_flags.h"
 #include "grammar/json_schema.h"
 #include "kernels/cpu/matmul.h"
+#include "model/depth_fill.h"
+#include "runtime/stepper.h"
 #include "runtime/sampler.h"
 #include "server/structured.h"
 #include "tokenizer/tokenizer.h"
@@ -41,6 +44,9 @@ namespace qwen35::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The seed of --depth-fill random's rows and state (any fixed value: the same bytes each run).
+constexpr uint64_t kDepthFillSeed = 0x6465707468;  // "depth"
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
@@ -139,6 +145,12 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test; 0 skips)");
   app.add_option("-n,--n-gen", n_gen, "generated tokens (tg test; 0 skips)");
   app.add_option("-d,--depth", depth, "tokens already in the context before each test (prefilled, not timed)");
+  std::string depth_fill = "prefill";
+  app.add_option("--depth-fill", depth_fill,
+                 "how the -d context is made: prefill (computed from token ids) or random "
+                 "(pseudo-random KV rows, encoded in the KV type as a prefill writes them, and "
+                 "recurrent state, written straight into the state: the bytes decode reads at "
+                 "that depth in seconds; -d a multiple of 64)");
   app.add_option("-t,--threads", lo.threads, "threads (0 = all cores)");
   app.add_option("-r,--repetitions", reps, "repetitions (medians are reported)");
   app.add_option("-b,--batch", batch, "sequences decoding together in the tg test (aggregate tokens/s)");
@@ -195,6 +207,14 @@ int cmd_bench(int argc, char** argv) {
   }
   if (n_prompt < 0 || n_gen < 0 || depth < 0 || reps < 1 || batch < 1 || batch > 256)
     return fail("bench", "-p, -n, -d must be >= 0, -r >= 1 and -b in 1..256");
+  if (depth_fill != "prefill" && depth_fill != "random")
+    return fail("bench", "--depth-fill must be prefill or random (got '" + depth_fill + "')");
+  const bool fill = depth_fill == "random" && depth > 0;
+  if (fill && depth % kernels::kKvBlock != 0)
+    return fail("bench", "--depth-fill random needs -d a multiple of " + std::to_string(kernels::kKvBlock) +
+                             " (got " + std::to_string(depth) + ")");
+  if (fill && (dist::launched_world_size() > 1 || !image_size.empty() || (spec_method != "off" && verify == 0)))
+    return fail("bench", "--depth-fill random takes no --image, no --spec without --verify, and no model split over MPI ranks");
   if (verify < 0 || verify >= model::kMaxVerifyRows)
     return fail("bench", "--verify must be in 0.." + std::to_string(model::kMaxVerifyRows - 1));
   if (dist::launched_world_size() > 1 && (!image_size.empty() || verify > 0))
@@ -295,10 +315,12 @@ int cmd_bench(int argc, char** argv) {
   for (int64_t i = 0; i < depth; ++i) context[size_t(i)] = int32_t((i * 40503u + 7) % uint64_t(V));
   auto state = m.new_state(depth + std::max<int64_t>(n_prompt, n_gen * (verify + 1)) + 1);
   std::vector<float> logits;
-  // Empties a sequence and fills its context with the -d tokens (untimed).
+  // Empties a sequence and fills its context with the -d tokens (untimed), or with
+  // --depth-fill random the rows and state in their place (model/depth_fill.h).
   auto start = [&](model::SequenceState* st) -> core::Status {
     st->reset();
     if (depth == 0) return core::Status();
+    if (fill) return model::fill_depth_random(m.config(), st, depth, kDepthFillSeed, lm->pool.get());
     model::SequenceRows rows{st, context, false};
     return forward(rows, &logits);
   };
@@ -330,6 +352,22 @@ int cmd_bench(int argc, char** argv) {
   }
   eo.step_tokens = (depth + 1) * batch;
   eo.max_queue = 0;
+  // --depth-fill random: each Stepper's prefix cache holds the filled context, which every
+  // request resumes from (sharing its blocks) and then computes its own last token. The pool
+  // has room for that entry beside every slot's worst case, so admission never evicts it.
+  std::function<core::Status(runtime::Stepper&)> prepare;
+  if (fill) {
+    eo.cache_bytes = int64_t(1) << 60;
+    eo.kv_blocks = batch * ((eo.ctx + kernels::kKvBlock - 1) / kernels::kKvBlock) + depth / kernels::kKvBlock;
+    prepare = [&](runtime::Stepper& s) -> core::Status {
+      auto st = m.new_state(depth, s.pool());
+      if (auto f = model::fill_depth_random(m.config(), st.get(), depth, kDepthFillSeed, lm->pool.get()); !f.ok())
+        return f;
+      s.cache()->insert(context, *st);
+      if (s.cache()->stats().snapshots < 1) return core::error("the prefix cache did not take the filled context");
+      return core::Status();
+    };
+  }
   auto requests = [&](int64_t n, const runtime::SamplingParams& s) {
     std::vector<runtime::GenerationRequest> reqs(static_cast<size_t>(n));
     for (int64_t b = 0; b < n; ++b) {
@@ -377,7 +415,7 @@ int cmd_bench(int argc, char** argv) {
         sp.grammar = std::make_shared<grammar::Automaton>(*schema_grammar, schema_vocab, ends);
       eo.parallel = int(batch);
       eo.spec = {};
-      auto run = run_steps(m, eo, requests(batch, sample ? sp : greedy), n_gen);
+      auto run = run_steps(m, eo, requests(batch, sample ? sp : greedy), n_gen, prepare);
       if (!run.ok()) return fail("bench", run.message());
       const double per_token = run->advance_s * 1e3 / double(std::max<int64_t>(1, run->tokens));
       if (r > 0) {
@@ -395,7 +433,7 @@ int cmd_bench(int argc, char** argv) {
       eo.parallel = 1;
       if (plain.empty()) {
         eo.spec = {};
-        auto run = run_steps(m, eo, requests(1, greedy), n_gen * (verify + 1) + verify);
+        auto run = run_steps(m, eo, requests(1, greedy), n_gen * (verify + 1) + verify, prepare);
         if (!run.ok()) return fail("bench", run.message());
         plain = {1};  // the prompt's own last token, then the answer
         plain.insert(plain.end(), run->first.begin(), run->first.end());
@@ -403,7 +441,7 @@ int cmd_bench(int argc, char** argv) {
       eo.spec = {runtime::SpecMethod::kLookup, int(verify)};
       auto reqs = requests(1, greedy);
       reqs[0].prediction = plain;
-      auto run = run_steps(m, eo, reqs, n_gen);
+      auto run = run_steps(m, eo, reqs, n_gen, prepare);
       if (!run.ok()) return fail("bench", run.message());
       if (r > 0) vf_all.push_back(run->seconds * 1e3 / double(run->steps));
       vf_rows = double(run->rows) / double(run->steps);
@@ -426,7 +464,7 @@ int cmd_bench(int argc, char** argv) {
       // most `verify`), then the rows are verified with the head's cache filled by the same call.
       eo.parallel = 1;
       eo.spec = {runtime::SpecMethod::kMtp, int(verify)};
-      auto run = run_steps(m, eo, requests(1, greedy), n_gen);
+      auto run = run_steps(m, eo, requests(1, greedy), n_gen, prepare);
       if (!run.ok()) return fail("bench", run.message());
       if (r > 0) {
         mtp_draft.push_back(run->plan_s * 1e3 / double(run->steps));
@@ -464,20 +502,23 @@ int cmd_bench(int argc, char** argv) {
                 "\"decode_step_ms\": %.3f, \"pick_ms\": %.4f, \"pick_cold_ms\": %.4f, \"logits_hash\": \"%016llx\", "
                 "\"kv_type\": \"%s\", \"tg_hash\": \"%016llx\", \"ranks\": %d, \"microbatches\": %d, \"microbatch_rows\": %lld, "
                 "\"pp_hop_bytes_per_token\": %.1f, \"pp_logits_bytes_per_token\": %.1f, "
-                "\"tg_hop_bytes_per_step\": %.1f, \"tg_logits_bytes_per_step\": %.1f, \"batch_prefill_tok_s\": %.3f}\n",
+                "\"tg_hop_bytes_per_step\": %.1f, \"tg_logits_bytes_per_step\": %.1f, \"batch_prefill_tok_s\": %.3f, "
+                "\"depth_fill\": \"%s\"}\n",
                 lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, picker, (long long)n_prompt, (long long)n_gen, (long long)depth, (long long)batch, reps,
                 pps.median, pps.min, pps.max, tgs.median, tgs.min, tgs.max, ttft_ms, stream, achieved, bw, roofline,
                 roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (long long)verify,
                 vfa.median, vfo.median, vf_rows, mtd.median, mtv.median, mtp_rows, tg_ms, picks.median, pick_cold, (unsigned long long)hash,
                 kernels::kv_types_name(m.kv_types()).c_str(), (unsigned long long)tg_hash, ranks, microbatches, (long long)microbatch_rows,
                 per(pp_wire.hop, pp_wire.units), per(pp_wire.back, pp_wire.units), per(tg_wire.hop, tg_wire.units),
-                per(tg_wire.back, tg_wire.units), stats(batch_pp).median);
+                per(tg_wire.back, tg_wire.units), stats(batch_pp).median, fill ? "random" : "prefill");
     return 0;
   }
   std::printf("model: %s  threads: %d  isa: %s  mode: %s  backend: %s\n", lo.model_dir.c_str(), lm->pool->size(),
               isa.c_str(), mode, lo.backend.c_str());
   std::printf("memory read bandwidth: %.2f GB/s (measured)\n", bw);
-  if (depth > 0) std::printf("context depth: %lld tokens before each test\n", (long long)depth);
+  if (depth > 0)
+    std::printf("context depth: %lld tokens before each test (%s)\n", (long long)depth,
+                fill ? "pseudo-random rows and state written in place, not prefilled" : "prefilled");
   std::printf("kv cache: %s\n", kernels::kv_types_name(m.kv_types()).c_str());
   if (n_prompt > 0)
     std::printf("pp%lld: %8.2f tok/s (min %.2f, max %.2f over %d)   time to first token: %.1f ms\n", (long long)n_prompt,

@@ -3,7 +3,8 @@
 // --chunk N prefills N tokens per forward call; --decode feeds one token per call (the decode
 // path); --greedy N also prints the N-token greedy continuation as a JSON array.
 // qwen35 logits -m DIR --kl-text FILE --kv-type T [--depth N] [--window W]: a KV type's
-// next-token distributions against the f32 cache's on a text (kv_quality.h).
+// next-token distributions against the f32 cache's on a text (kv_quality.h); with --ppl-ctx C,
+// perplexity at context C instead.
 // Under `mpirun -np N` (N > 1) the model is split by layers over the ranks (cli/pipeline_setup.h);
 // rank 0 writes the file, bit-identical to one process.
 #include "cli/flags.h"
@@ -67,6 +68,13 @@ int cmd_logits(int argc, char** argv) {
                  "both perplexities over the last --window positions before --depth");
   app.add_option("--depth", kq.depth, "with --kl-text: tokens of the text fed (default: all)");
   app.add_option("--window", kq.window, "with --kl-text: positions measured (default 256)");
+  app.add_option("--kl-also", kq.more_types,
+                 "with --kl-text: one more KV type measured in the same pass against the same f32 "
+                 "state (repeatable)");
+  app.add_option("--ppl-ctx", kq.ppl_ctx,
+                 "with --kl-text, instead of --depth: perplexity (and KL) at context C: the text "
+                 "cut into consecutive chunks of C tokens, each from an empty state, the second "
+                 "half of each chunk scored");
   PipelineFlags pf;
   add_pipeline_flags(app, pf);
   try {

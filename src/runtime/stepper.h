@@ -103,6 +103,7 @@ class Stepper {
   // The gauges (slots, KV, prefix cache) and the totals (slots, blocks, state bytes).
   void gauges(EngineStats* s) const;
   PrefixCache* cache() const { return cache_.get(); }
+  model::KvPool* pool() const { return pool_.get(); }  // the slots' KV blocks (and the cache's)
   int64_t recurrent_floats() const { return int64_t(states_[0]->recurrent_bytes() / 4); }
   // --cache-dir (runtime/stepper_cache.cc): the prefix cache loaded from, or saved to,
   // opts.cache_dir, a line per note in *log. Under a split (opts.cache_parts) the other ranks

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "formats/npy.h"
@@ -194,6 +195,43 @@ TEST(Cli, UnknownCommandAndHelp) {
 namespace qwen35 {
 namespace {
 
+// logits --kl-text: f32 against f32 moves nothing (KL 0, equal perplexities, top-1 1); a type
+// measured beside others in one pass (--kl-also) prints the line it prints alone; --ppl-ctx
+// scores the second half of each whole chunk: 63 tokens of each 128 (positions 64..126).
+TEST(Cli, KlTextPerplexityAndKlAlso) {
+  TempDir d;
+  const std::string text = d.file("text.txt");
+  {
+    std::ofstream f(text);
+    for (int i = 0; i < 40; ++i)
+      f << "And God said, Let there be light: and there was light. And the evening and the morning were the day " << i << ".\n";
+  }
+  const std::string base = "logits -m " + testing::source_dir() + "/models/qwen35-tiny-kjv --kl-text " + text;
+  auto same = run_qwen35(base + " --kv-type f32 --ppl-ctx 128");
+  ASSERT_EQ(same.exit_code, 0) << same.err;
+  auto ids = run_qwen35("tokenize -m " + testing::source_dir() + "/models/qwen35-tiny-kjv --file " + text);
+  ASSERT_EQ(ids.exit_code, 0) << ids.err;
+  const int64_t chunks = int64_t(nlohmann::json::parse(ids.out).size()) / 128;
+  ASSERT_GE(chunks, 2);
+  EXPECT_NE(same.out.find(std::to_string(chunks) + " chunks, " + std::to_string(chunks * 63) + " tokens scored"),
+            std::string::npos) << same.out;
+  EXPECT_NE(same.out.find("mean KL 0.000e+00, p99 KL 0.000e+00, top-1 agreement 1.0000"), std::string::npos) << same.out;
+  const size_t p = same.out.find("perplexity ");
+  ASSERT_NE(p, std::string::npos);
+  std::istringstream nums(same.out.substr(p + 11));
+  double type_ppl = 0, ref_ppl = 0;
+  std::string vs;
+  nums >> type_ppl >> vs >> ref_ppl;
+  EXPECT_EQ(type_ppl, ref_ppl) << same.out;
+  auto alone = run_qwen35(base + " --kv-type q4_0 --depth 256 --window 64");
+  auto together = run_qwen35(base + " --kv-type q8_0 --kl-also q4_0 --depth 256 --window 64");
+  ASSERT_EQ(alone.exit_code, 0) << alone.err;
+  ASSERT_EQ(together.exit_code, 0) << together.err;
+  EXPECT_NE(together.out.find(alone.out), std::string::npos) << alone.out << together.out;
+  EXPECT_NE(together.out.find("kv q8_0 vs f32"), std::string::npos) << together.out;
+  EXPECT_NE(run_qwen35(base + " --ppl-ctx 128 --depth 256").exit_code, 0);
+}
+
 // bench reports its fields (values are not asserted: speed is measured, never unit-tested).
 TEST(Cli, BenchJsonFields) {
   auto r = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -p 8 -n 4 -r 1 --json");
@@ -241,6 +279,17 @@ TEST(Cli, BenchJsonFields) {
   EXPECT_EQ(dj["n_depth"], 5);
   EXPECT_GT(dj["tg_tok_s"].get<double>(), 0);
   EXPECT_NE(dj["logits_hash"], j["logits_hash"]);
+  // --depth-fill random: the -d context written in place (model/depth_fill.h) and resumed from
+  // by every tg request, in a compressed type too; -d off the 64-position grid is refused.
+  auto filled = testing::run_qwen35("bench -m " + testing::fixture_models_dir() +
+                                    "/moe_q4/ckpt -p 4 -n 2 -d 128 -r 1 --kv-type q4_0 --depth-fill random --json");
+  ASSERT_EQ(filled.exit_code, 0) << filled.err;
+  const auto fj = nlohmann::json::parse(filled.out);
+  EXPECT_EQ(fj["depth_fill"], "random");
+  EXPECT_GT(fj["tg_tok_s"].get<double>(), 0);
+  auto off_grid = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -d 5 --depth-fill random");
+  EXPECT_NE(off_grid.exit_code, 0);
+  EXPECT_NE(off_grid.err.find("multiple of 64"), std::string::npos) << off_grid.err;
   EXPECT_NE(testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -d -1").exit_code, 0);
   EXPECT_NE(testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -b 0").exit_code, 0);
   auto nosuch = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt --isa nosuch");
