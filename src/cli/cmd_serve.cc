@@ -85,8 +85,9 @@ int cmd_serve(int argc, char** argv) {
                  "token budget of one engine step (decode + prefill)");
   app.add_option("--mem-budget-mb", mem_budget_mb,
                  "memory for the slots' recurrent state and the shared KV pool in MiB (0: a "
-                 "pool for every slot at full context, resident only as used); a request whose "
-                 "prompt + max_tokens cannot fit gets HTTP 400, one that does not fit now waits");
+                 "pool for every slot at full context, resident only as used); a prompt the "
+                 "pool cannot hold gets HTTP 400; requests take blocks as they grow, and when "
+                 "the pool runs dry the youngest is preempted and resumes later, same tokens");
   double cache_mb = 1024;
   bool no_cache = false;
   app.add_option("--cache-mb", cache_mb,
