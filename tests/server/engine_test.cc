@@ -110,10 +110,10 @@ TEST_F(EngineTest, Admission) {
   EXPECT_TRUE(fb == "cancelled" || fb == "length") << fb;
 }
 
-// A KV pool smaller than the slots' worst case: requests wait for blocks instead of failing,
-// still get their solo bits, and a prompt the whole pool cannot hold is refused with the
-// numbers; with a pool smaller than the context, the pool is the context. The pool is empty
-// again afterwards.
+// A KV pool smaller than the slots' worst case: requests wait for blocks (or are preempted and
+// resume) instead of failing, still get their solo bits, and a prompt the whole pool cannot
+// hold is refused with the numbers; with a pool smaller than the context, the pool is the
+// context. The pool is empty again afterwards.
 TEST_F(EngineTest, SmallKvPoolMakesRequestsWait) {
   std::vector<Out> solo;
   {
