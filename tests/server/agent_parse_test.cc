@@ -11,7 +11,8 @@
 #include "server/messages.h"
 #include "server/responses.h"
 
-namespace qwen35::server {
+// A namespace of its own: the unit tests are built as one unity source.
+namespace qwen35::server::agent_parse {
 namespace {
 
 ModelInfo& model() { return testing_model::bundled_model_info().mi; }
@@ -54,12 +55,15 @@ TEST(AgentShapes, ChatSystemMessagesAnywhere) {
                         msg("user", kMark + "Now answer in French."), msg("user", "Again")}}};
   const auto ids = chat_ids(later);
   EXPECT_EQ(ids, chat_ids(plain));
-  // The earlier turn's prompt (without its generation prompt) is a prefix of this one.
-  Json before = {{"messages", {msg("system", "Be brief."), msg("user", "Hi"), msg("assistant", "Hello.")}},
-                 {"add_generation_prompt", false}};
+  // The conversation before the later system message renders to a prefix of the one with it
+  // (Claude Code's shape: the system message right after the user's turn).
+  const Json before = {{"messages", {msg("system", "Be brief."), msg("user", "Hi")}},
+                       {"add_generation_prompt", false}};
+  const Json after = {{"messages", {msg("system", "Be brief."), msg("user", "Hi"), msg("system", "Use tools.")}}};
   std::string text_before, text_later;
   ASSERT_FALSE(render_messages(before, model(), &text_before));
-  ASSERT_FALSE(render_messages(later, model(), &text_later));
+  ASSERT_FALSE(render_messages(after, model(), &text_later));
+  EXPECT_EQ(text_later.rfind("<|im_start|>system\nBe brief.<|im_end|>\n", 0), 0u) << text_later;
   EXPECT_EQ(text_later.compare(0, text_before.size(), text_before), 0) << text_later;
   // Leading system messages are joined into the one first system prompt.
   EXPECT_EQ(chat_ids({{"messages", {msg("system", "A"), msg("developer", "B"), msg("user", "Hi")}}}),
@@ -274,4 +278,4 @@ TEST(AgentShapes, ContextLengthErrorsInEachApisWords) {
 }
 
 }  // namespace
-}  // namespace qwen35::server
+}  // namespace qwen35::server::agent_parse
