@@ -3,12 +3,15 @@
 //                                                   user turn marked as system text
 //                                                   (place_system_messages, chat_request.h)
 //   message items (user / assistant)                 messages, text parts joined
-//   function_call items                              tool calls of the assistant message they
-//                                                   follow (or of a new one)
-//   function_call_output items                       tool messages
+//   function_call, custom_tool_call items            tool calls of the assistant message they
+//                                                   follow (or of a new one), under the name
+//                                                   the model knows the tool by
+//   function_call_output, custom_tool_call_output    tool messages
 //   reasoning items                                  the reasoning of the next assistant turn
-//   tools [{type: function, name, ...}]              the template's function tools
+//   tools: function, namespace, custom               the template's function tools; the rest
+//                                                   left out with a warning (agent_tools.h)
 //   tool_choice, text.format, reasoning.effort       the typed tool choice, output format, budget
+//   text.verbosity                                   echoed, never rendered
 //   max_output_tokens, temperature, top_p, stream    read as chat reads its own
 //   parallel_tool_calls false                        kept here: the answer keeps the first call
 // Every error names the Responses field.
