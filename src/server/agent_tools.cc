@@ -72,9 +72,11 @@ std::optional<ApiError> custom_tool(const Json& tool, const std::string& where,
         return bad(at + ".syntax", "'" + at + ".syntax' must be \"lark\" or \"regex\"");
       std::string why = "the grammar engine reads no Lark";
       const std::string pattern = full_match(definition);
-      if (syntax == "regex" && regex_ok(pattern, mi.grammars ? mi.grammars->limits().max_states
-                                                             : grammar::Builder::kInf,
-                                        &why)) {
+      // Tried under the server's grammar bound (its default without structured outputs), so a
+      // client's regex costs no more here than as a schema's pattern.
+      const int64_t max_states =
+          mi.grammars ? mi.grammars->limits().max_states : GrammarLimits{}.max_states;
+      if (syntax == "regex" && regex_ok(pattern, max_states, &why)) {
         input["description"] = "The tool's input: text that matches the regular expression " +
                                definition;
         input["pattern"] = pattern;

@@ -223,6 +223,15 @@ TEST(AgentShapes, CustomTools) {
                        &o3);
   ASSERT_EQ(bad.warnings.size(), 1u);
   EXPECT_NE(bad.warnings[0].find("regex grammar is not enforced"), std::string::npos) << bad.warnings[0];
+  // One past the grammar bound (a billion states) is left free too, and costs nothing to find.
+  ResponsesOptions o4;
+  auto huge = responses({{"input", "Hi"},
+                         {"tools", {{{"type", "custom"}, {"name", "h"},
+                                     {"format", {{"type", "grammar"}, {"syntax", "regex"},
+                                                 {"definition", "((a{2,1000}){2,1000}){2,1000}"}}}}}}},
+                        &o4);
+  ASSERT_EQ(huge.warnings.size(), 1u);
+  EXPECT_NE(huge.warnings[0].find("regex grammar is not enforced"), std::string::npos) << huge.warnings[0];
 }
 
 // Anthropic's thinking and output_config.effort set the reasoning budget that exists.
