@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <utility>
 
 namespace qwen35::core {
 
@@ -14,24 +13,16 @@ int ThreadPool::hardware_threads() {
 ThreadPool::ThreadPool(int n_threads)
     : n_threads_(n_threads <= 0 ? hardware_threads() : n_threads) {
   next_.store(n_threads_);  // no share is open before the first parallel_for
-  try {
-    for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this] { worker(); });
-  } catch (...) {  // out of threads or memory: leave nothing running behind the exception
-    stop_and_join();
-    throw;
-  }
+  for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this] { worker(); });
 }
 
-ThreadPool::~ThreadPool() { stop_and_join(); }
-
-void ThreadPool::stop_and_join() {
+ThreadPool::~ThreadPool() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_.store(true);
   }
   cv_work_.notify_all();
   for (auto& t : threads_) t.join();
-  threads_.clear();
 }
 
 namespace {
@@ -55,13 +46,7 @@ void ThreadPool::run_share(int index) {
   const size_t c0 = i * per + std::min(i, extra);
   const size_t c1 = c0 + per + (i < extra ? 1 : 0);
   const size_t b = std::min(n_, c0 * grain_), e = std::min(n_, c1 * grain_);
-  if (b >= e) return;
-  try {
-    (*fn_)(b, e, index);
-  } catch (...) {  // kept for the caller; the share counts as done
-    std::lock_guard<std::mutex> lock(error_mu_);
-    if (!error_) error_ = std::current_exception();
-  }
+  if (b < e) (*fn_)(b, e, index);
 }
 
 void ThreadPool::worker() {
@@ -125,7 +110,6 @@ void ThreadPool::parallel_for(size_t n, const RangeFn& fn, size_t grain) {
     if (i > 4096) std::this_thread::yield();
   }
   fn_ = nullptr;
-  if (std::exception_ptr e = std::exchange(error_, nullptr)) std::rethrow_exception(e);  // every share is done
 }
 
 }  // namespace qwen35::core

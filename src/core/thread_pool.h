@@ -10,18 +10,12 @@
 // so idle workers first spin on an atomic generation counter for a while (kSpin, 300 µs) and only
 // then sleep on the condition variable; the caller spins (then yields) for the workers to finish.
 //
-// Failures: a thread that cannot be started makes the constructor throw std::system_error after
-// the threads already started are stopped and joined (nothing is left running); an exception
-// thrown by fn on any thread is rethrown by parallel_for in the caller once every share is done
-// (the first one, when several throw), instead of ending the process.
-//
 // Thread-safety: one caller at a time (the engine thread). Not reentrant.
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
-#include <exception>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -60,7 +54,6 @@ class ThreadPool {
 
  private:
   void worker();
-  void stop_and_join();
   void run_share(int index);
   void run_shares();  // claims and runs shares until none is left
 
@@ -73,9 +66,7 @@ class ThreadPool {
   std::atomic<int> next_{0};     // the next share to claim; >= n_threads_ when none is left
   std::atomic<int> sleeping_{0};
   std::atomic<bool> stop_{false};
-  // The job being run, and the first exception out of its shares.
-  std::mutex error_mu_;
-  std::exception_ptr error_;
+  // The job being run.
   const RangeFn* fn_ = nullptr;
   size_t n_ = 0;
   size_t grain_ = 1;

@@ -5,7 +5,6 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
-#include <system_error>
 #include <tuple>
 
 #include "core/sha256.h"
@@ -59,6 +58,7 @@ core::Result<std::optional<image::ProcessorConfig>> read_processor_config(const 
 }
 
 ImageEncoder::ImageEncoder(const model::Model& model, const ImageEncoderOptions& opts) : model_(model), opts_(opts) {
+  if (opts_.threads <= 0) opts_.threads = core::ThreadPool::hardware_threads();
   const model::ModelWeights& w = model.weights();
   if (!w.vision) {
     why_not_ = w.vision_problem.empty() ? "no vision tower" : w.vision_problem;
@@ -196,11 +196,7 @@ core::Result<PromptImage> ImageEncoder::miss(std::string_view bytes, const Diges
 core::Result<PromptImage> ImageEncoder::prepare(std::string_view bytes, uint64_t hash, const image::ImageLimits& limits) {
   QWEN35_ASSIGN_OR_RETURN(image::Image img, image::decode(bytes, limits));
   if (opts_.threads > 1 && !pool_) {
-    try {
-      pool_ = std::make_unique<core::ThreadPool>(opts_.threads);
-    } catch (const std::system_error& e) {  // the pool gave back the threads it had started
-      return core::error(std::string("[image] cannot start the image threads: ") + e.what());
-    }
+    pool_ = std::make_unique<core::ThreadPool>(opts_.threads);
   }
   image::Patches p;
   try {

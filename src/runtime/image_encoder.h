@@ -43,7 +43,7 @@
 namespace qwen35::runtime {
 
 struct ImageEncoderOptions {
-  int threads = 1;                            // resizing one image (1: the caller's thread alone)
+  int threads = 1;  // resizing one image (1: the caller's thread alone; 0: hardware threads)
   size_t cache_bytes = size_t{256} << 20;     // images kept (0: no cache)
   image::ImageLimits limits;                  // on the encoded bytes and the declared pixels
   // The checkpoint's preprocessor_config.json (read_processor_config); unset: Qwen3.5's

@@ -2,15 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <sys/resource.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <stdexcept>
-#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -96,55 +89,6 @@ TEST(ThreadPool, DestroyedWhileWorkersSleepOrSpin) {
     pool.parallel_for(8, [](size_t, size_t, int) {});
     std::this_thread::sleep_for(std::chrono::milliseconds(wait_ms));
   }  // the destructor must join promptly in both states (the test's timeout would catch a hang)
-}
-
-// An exception out of a share (an allocation that failed on a worker) reaches the caller once
-// every share is done, and the pool works on.
-TEST(ThreadPool, AnExceptionInAShareReachesTheCaller) {
-  ThreadPool pool(4);
-  for (int round = 0; round < 20; ++round) {
-    std::atomic<int> done{0};
-    EXPECT_THROW(pool.parallel_for(64, [&](size_t b, size_t, int) {
-      if (b == 32) throw std::runtime_error("share 2 fails");
-      done++;
-    }), std::runtime_error);
-    EXPECT_EQ(done.load(), 3);
-  }
-  std::atomic<size_t> sum{0};
-  pool.parallel_for(100, [&](size_t b, size_t e, int) { sum += e - b; });
-  EXPECT_EQ(sum.load(), 100u);
-}
-
-// A pool that cannot start all its threads (under an address-space limit, as a container may
-// set) throws std::system_error after joining the ones it started: the process goes on. In a
-// child process, whose limit is its own.
-TEST(ThreadPool, AThreadThatCannotStartThrowsAndLeavesNothingRunning) {
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    long pages = 0;
-    FILE* f = std::fopen("/proc/self/statm", "r");
-    if (!f || std::fscanf(f, "%ld", &pages) != 1) _exit(5);
-    std::fclose(f);
-    // Room for a few thread stacks (8 MiB each by default), not for 256.
-    const rlim_t limit = rlim_t(pages) * rlim_t(sysconf(_SC_PAGESIZE)) + (rlim_t{40} << 20);
-    const rlimit r{limit, limit};
-    if (setrlimit(RLIMIT_AS, &r) != 0) _exit(6);
-    int code = 3;
-    try {
-      ThreadPool pool(256);
-      code = 2;  // every thread started: the limit did not bite
-    } catch (const std::system_error&) {
-      code = 0;
-    } catch (...) {
-      code = 4;
-    }
-    _exit(code);
-  }
-  int status = 0;
-  ASSERT_EQ(waitpid(pid, &status, 0), pid);
-  ASSERT_TRUE(WIFEXITED(status)) << "the child died of signal " << WTERMSIG(status);
-  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 }  // namespace

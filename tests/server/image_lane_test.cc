@@ -4,6 +4,8 @@
 // test gate closed. Every wait is on a state (a future, the lane's stats), never on time.
 #include "server/image_lane.h"
 
+#include "runtime/image_budget.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -131,6 +133,24 @@ TEST(ImageLane, StopReturnsWithJobsQueuedBehindAClosedGate) {
   auto e = lane.submit([] {});
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->status(), 503);
+}
+
+// The server-wide image memory: a reservation that does not fit beside those held is refused
+// (the request gets 429), never waited for; giving one back makes room again.
+TEST(ImageBudget, RefusesWhatDoesNotFitNowAndGivesBack) {
+  runtime::ImageBudget b(100);
+  auto r1 = b.try_reserve(60);
+  ASSERT_TRUE(r1);
+  EXPECT_FALSE(b.try_reserve(41));
+  auto r2 = b.try_reserve(40);
+  ASSERT_TRUE(r2);
+  EXPECT_EQ(b.used(), 100);
+  r1.reset();
+  EXPECT_EQ(b.used(), 40);
+  runtime::ImageBudget::Reservation moved = std::move(r2);
+  EXPECT_EQ(b.used(), 40);
+  EXPECT_TRUE(b.try_reserve(60));  // a temporary: given back at once
+  EXPECT_EQ(b.used(), 40);
 }
 
 }  // namespace
