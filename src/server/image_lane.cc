@@ -41,7 +41,8 @@ std::optional<ApiError> ImageLane::submit(std::function<void()> job) {
   if (!start_threads())
     return refuse(ErrorKind::kUnavailable, "the server cannot start a thread to decode images (" +
                                                stats_.start_error + "); retry later");
-  if (int(jobs_.size()) >= opts_.queue)
+  // Jobs not yet taken beyond the idle threads (which are about to take them) are the queue.
+  if (int(jobs_.size()) >= opts_.queue + (stats_.threads - stats_.busy))
     return refuse(ErrorKind::kRateLimited,
                   "too many requests with images: " + std::to_string(stats_.busy) + " being decoded and " +
                       std::to_string(jobs_.size()) + " waiting (--image-threads, --image-queue); retry");

@@ -262,6 +262,11 @@ void run_post(Context& ctx, const Route& route, const HttpRequest& req, R r) {
   slim.headers = req.headers;
   auto job = [&ctx, &route, slim = std::move(slim), body = std::move(body), r]() {
     try {
+      // A request that waited in the lane through a SIGTERM is answered at once.
+      if (route.generates && ctx.shutting_down.load()) {
+        ctx.metrics.count_request(route.path, 503);
+        return r->send(error_in(route.api, unavailable("the server is shutting down")));
+      }
       route.post(ctx, slim, body, r);
     } catch (const std::exception& ex) {
       answer_failure(route.api, ex, *r);

@@ -151,8 +151,14 @@ TEST_F(ImageEncoderTest, TheCacheIsBoundedInBytes) {
 // run in between drops its patch rows for the (smaller) merged rows: the gauge stays the sum of
 // what is held, and a repeated image hits however many images came before it.
 TEST_F(ImageEncoderTest, TheCacheGivesBackWhatItCharged) {
+  size_t one = 0;  // what one 24 × 16 fixture is charged (its patch rows: larger than its merged rows)
+  {
+    ImageEncoder alone(*model_, options());
+    ASSERT_TRUE(alone.encode(image_bytes("png_rgb.png")).ok());
+    one = alone.stats().cached_bytes;
+  }
+  ASSERT_GT(one, 0u);
   ImageEncoderOptions o = options();
-  const size_t one = 420 * size_t(model_->config().vision.patch_dim()) * sizeof(float);  // a 14 × 20-patch image
   o.cache_bytes = 2 * one;
   ImageEncoder enc(*model_, o);
   const std::vector<std::string> names = {"png_rgb.png", "png_gray.png", "gif_plain.gif", "png_gray.png", "gif_plain.gif"};
