@@ -1,5 +1,9 @@
 #include "server/image_lane.h"
 
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -59,6 +63,10 @@ void ImageLane::wait_gate(std::unique_lock<std::mutex>& lock) {
 }
 
 void ImageLane::run() {
+  // Decoding is background work beside the engine and the HTTP workers: at nice +10 it takes
+  // the cores they leave (Linux niceness is per thread), so images do not slow text requests'
+  // steps on a machine whose cores are all busy. Lowering one's own priority needs no privilege.
+  setpriority(PRIO_PROCESS, pid_t(syscall(SYS_gettid)), 10);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stopping_ || !jobs_.empty(); });

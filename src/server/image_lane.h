@@ -3,7 +3,8 @@
 // image takes from milliseconds to seconds of one core; on the HTTP workers four image requests
 // would leave a text request no worker. Here they wait for one of `threads` lane threads, in a
 // queue of at most `queue` requests; a request that finds the queue full is refused at once
-// (HTTP 429 with Retry-After), so neither threads nor memory pile up behind images.
+// (HTTP 429 with Retry-After), so neither threads nor memory pile up behind images. Lane threads
+// run at nice +10: on busy cores the engine and the HTTP workers go first.
 //
 // Failures end the request, never the lane: a lane thread that cannot be started (a container's
 // PID limit, an address-space limit) leaves the lane with those that did start, and with none a

@@ -24,8 +24,8 @@ def png(size, seed):
             chunk(b"IDAT", zlib.compress(bytes(rows), 9)) + chunk(b"IEND", b""))
 
 
-def post(port, body, timeout=600):
-    req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", json.dumps(body).encode(),
+def post(port, body, timeout=600, path="/v1/chat/completions"):
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", json.dumps(body).encode(),
                                  {"Content-Type": "application/json"})
     t0 = time.monotonic()
     try:
@@ -50,6 +50,9 @@ def main():
     ap.add_argument("--size", type=int, default=1400)
     ap.add_argument("--ctx", type=int, default=65536)
     ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--image-path", default="/v1/chat/completions",
+                    help="where the image requests go: /tokenize decodes their images on the image lane "
+                         "and stops there (the engine does not run their towers and prefills)")
     ap.add_argument("flags", nargs="*")
     a = ap.parse_args()
     imgs = [base64.b64encode(png(a.size, s)).decode() for s in range(a.images)]
@@ -76,7 +79,8 @@ def main():
                 content = [{"type": "text", "text": "Describe these."}] + [
                     {"type": "image_url", "image_url": {"url": "data:image/png;base64," + imgs[i]}}
                     for i in range(a.images)]
-                s, dt = post(port, {"messages": [{"role": "user", "content": content}], "max_tokens": 4, "temperature": 0})
+                s, dt = post(port, {"messages": [{"role": "user", "content": content}], "max_tokens": 4, "temperature": 0},
+                             path=a.image_path)
                 statuses.append(s)
                 if s == 429:
                     time.sleep(1)  # as Retry-After says
@@ -85,9 +89,11 @@ def main():
         for t in threads:
             t.start()
         time.sleep(2)  # the image requests are in flight
-        loaded = []
-        t_end = time.monotonic() + a.seconds
+        loaded, loaded_at = [], []
+        t0 = time.monotonic()
+        t_end = t0 + a.seconds
         while time.monotonic() < t_end:
+            loaded_at.append(time.monotonic() - t0)
             loaded.append(post(port, text_body())[1])
             time.sleep(0.5)
         stop.set()
@@ -102,7 +108,10 @@ def main():
         out = {"solo_text_ms": round(med * 1000, 1),
                "loaded_text_ms_median": round(statistics.median(loaded) * 1000, 1),
                "loaded_text_ms_max": round(max(loaded) * 1000, 1),
+               "loaded_text_ms_p90": round(sorted(loaded)[int(0.9 * (len(loaded) - 1))] * 1000, 1),
                "max_over_solo": round(max(loaded) / med, 1),
+               "slowest_text_ms_at_s": [(round(dt * 1000), round(at, 1)) for dt, at in
+                                        sorted(zip(loaded, loaded_at), reverse=True)[:5]],
                "text_requests": len(loaded),
                "image_requests": {str(s): statuses.count(s) for s in sorted(set(statuses))},
                "peak_rss_mib": hwm,
