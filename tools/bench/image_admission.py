@@ -53,8 +53,10 @@ def main():
     ap.add_argument("--image-path", default="/v1/chat/completions",
                     help="where the image requests go: /tokenize decodes their images on the image lane "
                          "and stops there (the engine does not run their towers and prefills)")
-    ap.add_argument("flags", nargs="*")
-    a = ap.parse_args()
+    argv = sys.argv[1:]
+    extra = argv[argv.index("--") + 1:] if "--" in argv else []
+    a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
+    a.flags = extra
     imgs = [base64.b64encode(png(a.size, s)).decode() for s in range(a.images)]
     # No image cache: every request decodes its 8 images again (the worst case for the lane).
     cmd = [a.binary, "serve", "-m", a.model, "--port", "0", "--ctx", str(a.ctx), "--parallel", "4", "-t", "2",
