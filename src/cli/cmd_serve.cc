@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -190,10 +191,21 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--image-max-pixels", image_opts.limits.max_pixels,
                  "largest image accepted, width x height as its header declares it, checked "
                  "before decoding (default 50000000)");
-  app.add_option("--image-threads", image_opts.threads,
-                 "threads that decode and resize images (the vision tower itself runs in the "
-                 "engine's steps, on its threads, sharing them with the other requests; default: "
-                 "as many as --threads)");
+  app.add_option("--image-threads", so.image_lane.threads,
+                 "threads that decode and resize images, one request's images each, apart from "
+                 "the HTTP workers so that text requests never wait behind images (the vision "
+                 "tower itself runs in the engine's steps; default 2, at most 64)");
+  app.add_option("--image-queue", so.image_lane.queue,
+                 "requests with images waiting for an image thread; more get HTTP 429 with "
+                 "Retry-After (default 8)");
+  double image_mem_mb = 2048, image_request_mb = 1024;
+  app.add_option("--image-mem-mb", image_mem_mb,
+                 "memory for decoding images, all requests together, in MiB, counted from the "
+                 "image headers before decoding (pixels, resize, patch rows); a request that finds "
+                 "it full gets HTTP 429 with Retry-After (default 2048; part of --mem-budget-mb)");
+  app.add_option("--image-request-mb", image_request_mb,
+                 "memory one request's images may take to decode, in MiB; more is HTTP 400 "
+                 "(default 1024, at most --image-mem-mb)");
   app.add_option("--image-cache-mb", image_cache_mb,
                  "memory for recent images (their patch rows, then the vision tower's output), so "
                  "that a conversation that repeats an image does not run the tower again "
@@ -210,10 +222,16 @@ int cmd_serve(int argc, char** argv) {
   if (eo.ctx < 2) return fail("serve", "--ctx must be at least 2");
   if (eo.max_queue < 0) return fail("serve", "--max-queue must be >= 0");
   if (max_json_depth < 1) return fail("serve", "--max-json-depth must be at least 1");
-  if (max_images < 0 || !(image_max_mb > 0) || !(image_cache_mb >= 0) || image_opts.limits.max_pixels < 1 ||
-      image_opts.threads < 0)
-    return fail("serve", "--max-images, --image-threads and --image-cache-mb must be >= 0, "
+  if (max_images < 0 || !(image_max_mb > 0) || !(image_cache_mb >= 0) || image_opts.limits.max_pixels < 1)
+    return fail("serve", "--max-images and --image-cache-mb must be >= 0, "
                          "--image-max-mb and --image-max-pixels > 0");
+  if (so.image_lane.threads < 1 || so.image_lane.threads > server::kMaxImageThreads)
+    return fail("serve", "--image-threads must be in [1, " + std::to_string(server::kMaxImageThreads) + "], got " +
+                             std::to_string(so.image_lane.threads));
+  if (so.image_lane.queue < 0) return fail("serve", "--image-queue must be >= 0");
+  if (!(image_request_mb >= 1) || !(image_mem_mb >= image_request_mb))
+    return fail("serve", "--image-request-mb must be >= 1 and --image-mem-mb at least as large");
+  if (const char* gate = std::getenv("QWEN35_TEST_IMAGE_GATE")) so.image_lane.gate_file = gate;
   image_opts.limits.max_bytes = size_t(image_max_mb * (1 << 20));
   image_opts.cache_bytes = size_t(image_cache_mb * (1 << 20));
   if (reasoning_budget < -1) return fail("serve", "--reasoning-budget must be >= 0 (or -1: no cap)");
@@ -329,15 +347,21 @@ int cmd_serve(int argc, char** argv) {
   auto processor = runtime::read_processor_config(lo.model_dir);
   if (!processor.ok()) return finish(fail("serve", processor.message()));
   image_opts.processor = *processor;
-  if (image_opts.threads == 0) image_opts.threads = lo.threads;  // 0 there too: all cores
+  image_opts.threads = 1;  // each image on its image-lane thread (server/image_lane.h)
   runtime::ImageEncoder images(m, image_opts);
+  runtime::ImageBudget image_budget(int64_t(image_mem_mb * (1 << 20)));
   mi.images = &images;
   mi.max_images = max_images;
+  mi.image_budget = &image_budget;
+  mi.image_request_bytes = int64_t(image_request_mb * (1 << 20));
   mi.image_token = m.config().vision.image_token_id >= 0 ? int32_t(m.config().vision.image_token_id)
                                                          : tok->token_to_id("<|image_pad|>");
   if (images.available())
-    std::fprintf(stderr, "qwen35 serve: images: up to %d per request, vision tower %s\n", max_images,
-                 m.weights().vision->source.c_str());
+    std::fprintf(stderr,
+                 "qwen35 serve: images: up to %d per request, vision tower %s; decoding on %d threads "
+                 "(queue %d) within %.0f MiB (%.0f MiB a request), image cache %.0f MiB\n",
+                 max_images, m.weights().vision->source.c_str(), so.image_lane.threads, so.image_lane.queue,
+                 image_mem_mb, image_request_mb, image_cache_mb);
   else
     std::fprintf(stderr, "qwen35 serve: images: off (%s)\n", images.why_not().c_str());
   mi.grammars = std::make_shared<server::GrammarCache>(
@@ -366,15 +390,18 @@ int cmd_serve(int argc, char** argv) {
     const int64_t per_slot = (eo.ctx + kernels::kKvBlock - 1) / kernels::kKvBlock;
     const int64_t full = per_slot * eo.parallel;
     eo.kv_blocks = full;
+    // Images decoding and cached are part of the budget (docs/design.md "Image admission").
+    const double image_mem = images.available() ? (image_mem_mb + image_cache_mb) * (1 << 20) : 0;
     if (mem_budget_mb > 0) {
-      const double room = mem_budget_mb * (1 << 20) - recurrent;
+      const double room = mem_budget_mb * (1 << 20) - recurrent - image_mem;
       const int64_t fits = block > 0 ? int64_t(std::max(0.0, room) / block) : full;
       if (fits < 1) {
-        char why[200];
+        char why[320];
         std::snprintf(why, sizeof why,
                       "--mem-budget-mb %g leaves no room for the KV cache: the recurrent state of "
-                      "%d slots takes %.1f MiB, and one KV block %.2f MiB",
-                      mem_budget_mb, eo.parallel, recurrent * mib, block * mib);
+                      "%d slots takes %.1f MiB, images %.1f MiB (--image-mem-mb + --image-cache-mb), "
+                      "and one KV block %.2f MiB",
+                      mem_budget_mb, eo.parallel, recurrent * mib, image_mem * mib, block * mib);
         return finish(fail("serve", why));
       }
       eo.kv_blocks = std::min(full, fits);

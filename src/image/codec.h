@@ -26,10 +26,18 @@ struct Raster {
 core::Status check_dimensions(int64_t width, int64_t height, const ImageLimits& limits);
 
 // Each decoder's messages omit the format name: decode() prefixes it ("PNG: ...").
+// probe_*: the header alone, through the same stages as decode_* up to its first pixel (so
+// every error a header can cause is worded the same): a Raster without pixels, its width,
+// height and channels as decode_* will return them, and in *working the bytes the library
+// itself holds while decoding beyond the raster (progressive JPEG coefficients, GIF indices).
 core::Result<Raster> decode_png(std::string_view bytes, const ImageLimits& limits);
 core::Result<Raster> decode_jpeg(std::string_view bytes, const ImageLimits& limits);
 core::Result<Raster> decode_webp(std::string_view bytes, const ImageLimits& limits);
 core::Result<Raster> decode_gif(std::string_view bytes, const ImageLimits& limits);
+core::Result<Raster> probe_png(std::string_view bytes, const ImageLimits& limits, int64_t* working);
+core::Result<Raster> probe_jpeg(std::string_view bytes, const ImageLimits& limits, int64_t* working);
+core::Result<Raster> probe_webp(std::string_view bytes, const ImageLimits& limits, int64_t* working);
+core::Result<Raster> probe_gif(std::string_view bytes, const ImageLimits& limits, int64_t* working);
 
 inline constexpr const char* kTruncated = "image is truncated";
 

@@ -104,14 +104,20 @@ core::Status read_indices(GifFileType* gif, const Source& src, int64_t w, int64_
   return core::ok_status();
 }
 
-// Draws the first frame (its descriptor just read) on an RGBA canvas.
-core::Status draw_first_frame(GifFileType* gif, const Source& src, int transparent,
-                              const ImageLimits& limits, Raster& r) {
+// The canvas of the first frame (its descriptor just read): the logical screen, grown to hold
+// the frame where it reaches past it.
+core::Status canvas_of(const GifFileType* gif, const ImageLimits& limits, Raster& r) {
   const GifImageDesc& desc = gif->Image;
   if (desc.Width <= 0 || desc.Height <= 0) return core::error("the first frame is empty");
   r.width = std::max<int64_t>(gif->SWidth, int64_t{desc.Left} + desc.Width);
   r.height = std::max<int64_t>(gif->SHeight, int64_t{desc.Top} + desc.Height);
-  QWEN35_RETURN_IF_ERROR(check_dimensions(r.width, r.height, limits));
+  r.channels = 4;
+  return check_dimensions(r.width, r.height, limits);
+}
+
+// Draws the first frame (its descriptor just read, canvas_of done) on an RGBA canvas.
+core::Status draw_first_frame(GifFileType* gif, const Source& src, int transparent, Raster& r) {
+  const GifImageDesc& desc = gif->Image;
   const ColorMapObject* map = desc.ColorMap != nullptr ? desc.ColorMap : gif->SColorMap;
   if (map == nullptr || map->Colors == nullptr) return core::error("no color table");
   auto rgba = [&](int index, uint8_t* out) {
@@ -123,7 +129,6 @@ core::Status draw_first_frame(GifFileType* gif, const Source& src, int transpare
   };
   std::vector<GifPixelType> indices;
   QWEN35_RETURN_IF_ERROR(read_indices(gif, src, desc.Width, desc.Height, indices));
-  r.channels = 4;
   r.pixels.resize(static_cast<size_t>(r.width * r.height * 4));
   uint8_t fill[4];
   rgba(transparent >= 0 ? transparent : 0, fill);
@@ -137,24 +142,21 @@ core::Status draw_first_frame(GifFileType* gif, const Source& src, int transpare
   return core::ok_status();
 }
 
-}  // namespace
-
-core::Result<Raster> decode_gif(std::string_view bytes, const ImageLimits& limits) {
-  Source src{reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0};
+// Opens the file and reads its records up to the first frame's descriptor: the canvas in `r`,
+// the transparent index of the graphics control before the frame (-1: none).
+core::Status start(GifPtr& gif, Source& src, const ImageLimits& limits, int* transparent, Raster& r) {
   int err = 0;
-  GifPtr gif(DGifOpen(&src, on_read, &err));
+  gif.reset(DGifOpen(&src, on_read, &err));
   if (gif == nullptr) return gif_error(err, src);
   QWEN35_RETURN_IF_ERROR(check_dimensions(gif->SWidth, gif->SHeight, limits));
-  int transparent = -1;
-  Raster r;
+  *transparent = -1;
   while (true) {
     GifRecordType type;
     if (DGifGetRecordType(gif.get(), &type) != GIF_OK) return gif_error(gif->Error, src);
     if (type == TERMINATE_RECORD_TYPE) return core::error("the file holds no image");
     if (type == IMAGE_DESC_RECORD_TYPE) {
       if (DGifGetImageDesc(gif.get()) != GIF_OK) return gif_error(gif->Error, src);
-      QWEN35_RETURN_IF_ERROR(draw_first_frame(gif.get(), src, transparent, limits, r));
-      break;
+      return canvas_of(gif.get(), limits, r);
     }
     if (type != EXTENSION_RECORD_TYPE) return core::error("corrupt record");
     int code = 0;
@@ -162,12 +164,33 @@ core::Result<Raster> decode_gif(std::string_view bytes, const ImageLimits& limit
     if (DGifGetExtension(gif.get(), &code, &ext) != GIF_OK) return gif_error(gif->Error, src);
     if (code == GRAPHICS_EXT_FUNC_CODE && ext != nullptr) {
       GraphicsControlBlock gcb;
-      if (DGifExtensionToGCB(ext[0], ext + 1, &gcb) == GIF_OK) transparent = gcb.TransparentColor;
+      if (DGifExtensionToGCB(ext[0], ext + 1, &gcb) == GIF_OK) *transparent = gcb.TransparentColor;
     }
     while (ext != nullptr) {
       if (DGifGetExtensionNext(gif.get(), &ext) != GIF_OK) return gif_error(gif->Error, src);
     }
   }
+}
+
+}  // namespace
+
+core::Result<Raster> probe_gif(std::string_view bytes, const ImageLimits& limits, int64_t* working) {
+  Source src{reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0};
+  GifPtr gif;
+  int transparent = -1;
+  Raster r;
+  QWEN35_RETURN_IF_ERROR(start(gif, src, limits, &transparent, r));
+  *working = r.width * r.height + (int64_t{1} << 20);  // the frame's indices (at most the canvas)
+  return r;
+}
+
+core::Result<Raster> decode_gif(std::string_view bytes, const ImageLimits& limits) {
+  Source src{reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), 0};
+  GifPtr gif;
+  int transparent = -1;
+  Raster r;
+  QWEN35_RETURN_IF_ERROR(start(gif, src, limits, &transparent, r));
+  QWEN35_RETURN_IF_ERROR(draw_first_frame(gif.get(), src, transparent, r));
   QWEN35_RETURN_IF_ERROR(walk_to_trailer(src));
   return r;
 }

@@ -96,7 +96,47 @@ Image to_rgb(detail::Raster r) {
   return img;
 }
 
+core::Result<detail::Raster> probe_raster(Format f, std::string_view bytes, const ImageLimits& limits,
+                                          int64_t* working) {
+  switch (f) {
+    case Format::kPng:
+      return detail::probe_png(bytes, limits, working);
+    case Format::kJpeg:
+      return detail::probe_jpeg(bytes, limits, working);
+    case Format::kWebp:
+      return detail::probe_webp(bytes, limits, working);
+    case Format::kGif:
+      return detail::probe_gif(bytes, limits, working);
+  }
+  return core::error("unknown format");
+}
+
 }  // namespace
+
+core::Result<ImageHeader> probe(std::string_view bytes, const ImageLimits& limits) {
+  if (bytes.size() > limits.max_bytes) {
+    return core::error("image is " + std::to_string(bytes.size()) +
+                       " bytes, more than the limit of " + std::to_string(limits.max_bytes));
+  }
+  QWEN35_ASSIGN_OR_RETURN(const Format f, sniff_format(bytes));
+  try {
+    int64_t working = 0;
+    auto raster = probe_raster(f, bytes, limits, &working);
+    if (!raster.ok()) return raster.status().with_context(format_name(f));
+    ImageHeader h;
+    h.format = f;
+    h.width = raster->width;
+    h.height = raster->height;
+    h.channels = raster->channels;
+    // The raster (RGB made from it in place), then an oriented copy beside it, and the library's
+    // working memory while the raster fills.
+    const int64_t pixels = h.width * h.height;
+    h.peak_bytes = pixels * h.channels + pixels * 3 + working;
+    return h;
+  } catch (const std::bad_alloc&) {
+    return core::error(std::string(format_name(f)) + ": out of memory reading the header");
+  }
+}
 
 core::Result<Image> decode(std::string_view bytes, const ImageLimits& limits) {
   if (bytes.size() > limits.max_bytes) {

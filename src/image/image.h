@@ -40,4 +40,20 @@ core::Result<Format> sniff_format(std::string_view bytes);
 
 core::Result<Image> decode(std::string_view bytes, const ImageLimits& limits = {});
 
+// What an image will cost, from its header alone (no pixel decoded): its size as decode()
+// returns it before EXIF orientation (which may swap the sides, never the area), the channels of
+// the raster the decoder fills (4 with alpha), and the bytes decoding holds at its peak: that
+// raster, the RGB image and its oriented copy, and the decoder library's own working memory.
+// Errors are decode()'s for the same header ("PNG: image has 7000 × 7000 pixels, more than
+// the limit ..."). decode() under limits whose max_pixels is this width × height never holds
+// more pixels than the probe counted.
+struct ImageHeader {
+  Format format = Format::kPng;
+  int64_t width = 0;
+  int64_t height = 0;
+  int channels = 3;
+  int64_t peak_bytes = 0;
+};
+core::Result<ImageHeader> probe(std::string_view bytes, const ImageLimits& limits = {});
+
 }  // namespace qwen35::image

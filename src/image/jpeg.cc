@@ -98,10 +98,8 @@ bool read_pixels(JpegDecoder& d, uint8_t* pixels, size_t stride) {
   return true;
 }
 
-}  // namespace
-
-core::Result<Raster> decode_jpeg(std::string_view bytes, const ImageLimits& limits) {
-  JpegDecoder d;
+// The stages up to the pixels: the header, the limits, the output layout.
+core::Status start(JpegDecoder& d, std::string_view bytes, const ImageLimits& limits) {
   d.cinfo.err = jpeg_std_error(&d.errors.pub);
   d.errors.pub.error_exit = on_error_exit;
   d.errors.pub.emit_message = on_emit_message;
@@ -117,6 +115,29 @@ core::Result<Raster> decode_jpeg(std::string_view bytes, const ImageLimits& limi
       d.cinfo.output_height != d.cinfo.image_height) {
     return core::error("unsupported color layout (" + std::to_string(comps) + " components)");
   }
+  return core::ok_status();
+}
+
+}  // namespace
+
+core::Result<Raster> probe_jpeg(std::string_view bytes, const ImageLimits& limits, int64_t* working) {
+  JpegDecoder d;
+  QWEN35_RETURN_IF_ERROR(start(d, bytes, limits));
+  Raster r;
+  r.width = d.cinfo.output_width;
+  r.height = d.cinfo.output_height;
+  r.channels = d.cinfo.output_components;
+  // A progressive image's coefficients (2 bytes a sample, every component at full size at
+  // most), else a few MCU rows; and libjpeg's own tables.
+  const int64_t samples = r.width * r.height * d.cinfo.num_components;
+  *working = (d.cinfo.progressive_mode ? 2 * samples : 0) + (int64_t{2} << 20);
+  return r;
+}
+
+core::Result<Raster> decode_jpeg(std::string_view bytes, const ImageLimits& limits) {
+  JpegDecoder d;
+  QWEN35_RETURN_IF_ERROR(start(d, bytes, limits));
+  const int comps = d.cinfo.output_components;
   Raster r;
   // Before the pixels: jpeg_finish_decompress frees the saved markers.
   for (jpeg_saved_marker_ptr m = d.cinfo.marker_list; m != nullptr; m = m->next) {

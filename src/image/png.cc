@@ -101,10 +101,8 @@ bool read_pixels(PngDecoder& d) {
   return true;
 }
 
-}  // namespace
-
-core::Result<Raster> decode_png(std::string_view bytes, const ImageLimits& limits) {
-  PngDecoder d;
+// The stages up to the pixels: the header, the limits, the transforms.
+core::Status start(PngDecoder& d, std::string_view bytes, const ImageLimits& limits) {
   d.data = reinterpret_cast<const uint8_t*>(bytes.data());
   d.size = bytes.size();
   d.png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &d, on_error, on_warning);
@@ -116,6 +114,25 @@ core::Result<Raster> decode_png(std::string_view bytes, const ImageLimits& limit
   if ((d.channels != 3 && d.channels != 4) || d.rowbytes != size_t{d.width} * d.channels) {
     return core::error("unsupported pixel layout (" + std::to_string(d.channels) + " channels)");
   }
+  return core::ok_status();
+}
+
+}  // namespace
+
+core::Result<Raster> probe_png(std::string_view bytes, const ImageLimits& limits, int64_t* working) {
+  PngDecoder d;
+  QWEN35_RETURN_IF_ERROR(start(d, bytes, limits));
+  Raster r;
+  r.width = d.width;
+  r.height = d.height;
+  r.channels = d.channels;
+  *working = int64_t(d.height) * int64_t(sizeof(png_bytep)) + (int64_t{1} << 20);  // row pointers, zlib
+  return r;
+}
+
+core::Result<Raster> decode_png(std::string_view bytes, const ImageLimits& limits) {
+  PngDecoder d;
+  QWEN35_RETURN_IF_ERROR(start(d, bytes, limits));
   Raster r;
   r.width = d.width;
   r.height = d.height;

@@ -86,20 +86,41 @@ core::Status decode_first_frame(const WebPData& data, Raster& r) {
   return core::ok_status();
 }
 
-}  // namespace
-
-core::Result<Raster> decode_webp(std::string_view bytes, const ImageLimits& limits) {
+// The header: the file's data (to its RIFF size) and its features, within the limits.
+core::Status start(std::string_view bytes, const ImageLimits& limits, WebPData* data,
+                   WebPBitstreamFeatures* f) {
   const auto* p = reinterpret_cast<const uint8_t*>(bytes.data());
   // The RIFF size covers the whole file: fewer bytes than it declares is a cut file, even when
   // the cut falls after the image data (libwebp would decode it). Bytes past it are not read.
   const uint64_t riff =
       uint64_t{p[4]} | uint64_t{p[5]} << 8 | uint64_t{p[6]} << 16 | uint64_t{p[7]} << 24;
   if (riff + 8 > bytes.size()) return core::error(kTruncated);
-  const WebPData data{p, static_cast<size_t>(riff + 8)};
-  WebPBitstreamFeatures f;
-  const VP8StatusCode s = WebPGetFeatures(data.bytes, data.size, &f);
+  *data = WebPData{p, static_cast<size_t>(riff + 8)};
+  const VP8StatusCode s = WebPGetFeatures(data->bytes, data->size, f);
   if (s != VP8_STATUS_OK) return core::error(std::string("invalid header: ") + status_text(s));
-  QWEN35_RETURN_IF_ERROR(check_dimensions(f.width, f.height, limits));
+  return check_dimensions(f->width, f->height, limits);
+}
+
+}  // namespace
+
+core::Result<Raster> probe_webp(std::string_view bytes, const ImageLimits& limits, int64_t* working) {
+  WebPData data;
+  WebPBitstreamFeatures f;
+  QWEN35_RETURN_IF_ERROR(start(bytes, limits, &data, &f));
+  Raster r;
+  r.width = f.width;
+  r.height = f.height;
+  r.channels = f.has_animation || f.has_alpha ? 4 : 3;
+  // An animation is composed on libwebp's own canvas (and a frame buffer) before our copy;
+  // a still image's alpha plane and the decoder's rows.
+  *working = (f.has_animation ? 8 : 1) * r.width * r.height + (int64_t{2} << 20);
+  return r;
+}
+
+core::Result<Raster> decode_webp(std::string_view bytes, const ImageLimits& limits) {
+  WebPData data;
+  WebPBitstreamFeatures f;
+  QWEN35_RETURN_IF_ERROR(start(bytes, limits, &data, &f));
   Raster r;
   r.width = f.width;
   r.height = f.height;

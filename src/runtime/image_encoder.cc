@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "core/sha256.h"
 
@@ -57,6 +58,7 @@ core::Result<std::optional<image::ProcessorConfig>> read_processor_config(const 
 }
 
 ImageEncoder::ImageEncoder(const model::Model& model, const ImageEncoderOptions& opts) : model_(model), opts_(opts) {
+  if (opts_.threads <= 0) opts_.threads = core::ThreadPool::hardware_threads();
   const model::ModelWeights& w = model.weights();
   if (!w.vision) {
     why_not_ = w.vision_problem.empty() ? "no vision tower" : w.vision_problem;
@@ -93,13 +95,15 @@ std::optional<PromptImage> ImageEncoder::lookup(const Digest& d) {
   if (it == index_.end()) return std::nullopt;
   lru_.splice(lru_.begin(), lru_, it->second);  // now the most recent
   ++stats_.hits;
-  return it->second->second;
+  return it->second->image;
 }
 
-// The patch rows until the engine runs the tower, then the merged rows: the larger of the two.
+// The patch rows until the engine runs the tower, then the merged rows: the larger of the two,
+// from the grid alone (the patch rows are gone once the tower has run), so the same image is
+// charged the same at any time.
 size_t ImageEncoder::bytes_of(const PromptImage& im) const {
   const size_t merged = size_t(tokens(im) * model_.config().hidden);
-  const size_t patches = im.pending ? im.pending->patches().size() : 0;
+  const size_t patches = size_t(im.grid[0] * im.grid[1] * im.grid[2] * processor_.row_size());
   return std::max(merged, patches) * sizeof(float);
 }
 
@@ -108,11 +112,11 @@ void ImageEncoder::insert(const Digest& d, const PromptImage& im) {
   std::lock_guard<std::mutex> lock(cache_mu_);
   if (bytes > opts_.cache_bytes || index_.count(d)) return;
   while (stats_.cached_bytes + bytes > opts_.cache_bytes && !lru_.empty()) {
-    stats_.cached_bytes -= bytes_of(lru_.back().second);
-    index_.erase(lru_.back().first);
+    stats_.cached_bytes -= lru_.back().charged;
+    index_.erase(lru_.back().digest);
     lru_.pop_back();
   }
-  lru_.emplace_front(d, im);
+  lru_.push_front(Entry{d, im, bytes});
   index_[d] = lru_.begin();
   stats_.cached_bytes += bytes;
 }
@@ -122,18 +126,64 @@ ImageEncoder::Stats ImageEncoder::stats() const {
   return stats_;
 }
 
-core::Result<PromptImage> ImageEncoder::encode(std::string_view bytes) {
+core::Result<ImageEncoder::Plan> ImageEncoder::plan(std::string_view bytes) {
   if (!available()) return core::error(why_not_);
   if (bytes.size() > opts_.limits.max_bytes)  // before hashing a huge body
     return core::error("image is " + std::to_string(bytes.size()) + " bytes, over the limit of " +
                        std::to_string(opts_.limits.max_bytes));
-  const Digest d = digest(bytes);
-  if (auto hit = lookup(d)) return *hit;
+  Plan p;
+  p.digest = digest(bytes);
+  {
+    std::lock_guard<std::mutex> lock(cache_mu_);  // a peek: the hit is counted by encode()
+    if (auto it = index_.find(p.digest); it != index_.end()) p.cached = it->second->image;
+  }
+  if (p.cached) {
+    p.tokens = tokens(*p.cached);
+    return p;
+  }
+  QWEN35_ASSIGN_OR_RETURN(const image::ImageHeader h, image::probe(bytes, opts_.limits));
+  p.width = h.width;
+  p.height = h.height;
+  // EXIF orientation may swap the sides; smart_resize's token count does not depend on which
+  // is which, and neither does any size below.
+  int64_t rh = h.height, rw = h.width;
+  if (processor_.do_resize) {
+    QWEN35_ASSIGN_OR_RETURN(std::tie(rh, rw), image::smart_resize(h.height, h.width, processor_.factor(),
+                                                                  processor_.min_pixels, processor_.max_pixels));
+  } else if (rh % processor_.factor() != 0 || rw % processor_.factor() != 0) {
+    return core::error("preprocess: without resizing, the image's sides must be multiples of " +
+                       std::to_string(processor_.factor()));
+  }
+  const int64_t patches = (rh / processor_.patch_size) * (rw / processor_.patch_size);
+  p.tokens = patches / (processor_.merge_size * processor_.merge_size);
+  p.rows_bytes = patches * processor_.row_size() * int64_t(sizeof(float));
+  // The resize's two passes (the wider of the sides' orders: rw × height, then rw × rh, RGB8)
+  // beside the decoded image; then the rows beside the resized image.
+  const int64_t resize = std::max(rw * h.height, rh * h.width) * 3 + rw * rh * 3;
+  p.peak_bytes = std::max(h.peak_bytes, h.width * h.height * 3 + resize) + p.rows_bytes;
+  return p;
+}
+
+core::Result<PromptImage> ImageEncoder::encode(std::string_view bytes) {
+  QWEN35_ASSIGN_OR_RETURN(const Plan p, plan(bytes));
+  return encode(bytes, p);
+}
+
+core::Result<PromptImage> ImageEncoder::encode(std::string_view bytes, const Plan& p) {
+  if (!available()) return core::error(why_not_);
+  if (auto hit = lookup(p.digest)) return *hit;
+  image::ImageLimits limits = opts_.limits;
+  if (!p.cached && p.width > 0) limits.max_pixels = std::min(limits.max_pixels, p.width * p.height);
+  if (opts_.threads <= 1) return miss(bytes, p.digest, limits);
   std::lock_guard<std::mutex> lock(prepare_mu_);
-  if (auto hit = lookup(d)) return *hit;  // prepared by another caller while this one waited
+  if (auto hit = lookup(p.digest)) return *hit;  // prepared by another caller while this one waited
+  return miss(bytes, p.digest, limits);
+}
+
+core::Result<PromptImage> ImageEncoder::miss(std::string_view bytes, const Digest& d, const image::ImageLimits& limits) {
   uint64_t hash = 0;
   for (int i = 0; i < 8; ++i) hash = hash << 8 | d[i];
-  QWEN35_ASSIGN_OR_RETURN(PromptImage im, prepare(bytes, hash));
+  QWEN35_ASSIGN_OR_RETURN(PromptImage im, prepare(bytes, hash, limits));
   {
     std::lock_guard<std::mutex> c(cache_mu_);
     ++stats_.misses;
@@ -142,11 +192,18 @@ core::Result<PromptImage> ImageEncoder::encode(std::string_view bytes) {
   return im;
 }
 
-// Under prepare_mu_.
-core::Result<PromptImage> ImageEncoder::prepare(std::string_view bytes, uint64_t hash) {
-  QWEN35_ASSIGN_OR_RETURN(image::Image img, image::decode(bytes, opts_.limits));
-  if (!pool_) pool_ = std::make_unique<core::ThreadPool>(opts_.threads);
-  QWEN35_ASSIGN_OR_RETURN(image::Patches p, image::preprocess(img, processor_, pool_.get()));
+// Under prepare_mu_ when threads > 1 (the pool takes one caller at a time).
+core::Result<PromptImage> ImageEncoder::prepare(std::string_view bytes, uint64_t hash, const image::ImageLimits& limits) {
+  QWEN35_ASSIGN_OR_RETURN(image::Image img, image::decode(bytes, limits));
+  if (opts_.threads > 1 && !pool_) {
+    pool_ = std::make_unique<core::ThreadPool>(opts_.threads);
+  }
+  image::Patches p;
+  try {
+    QWEN35_ASSIGN_OR_RETURN(p, image::preprocess(img, processor_, pool_.get()));
+  } catch (const std::bad_alloc&) {
+    return core::error("[image] out of memory resizing the image");
+  }
   const model::VisionConfig& v = model_.weights().vision->config;
   QWEN35_RETURN_IF_ERROR(model::VisionTower(*model_.weights().vision, model_.ops()).check_grid(p.grid_t, p.grid_h, p.grid_w));
   if (int64_t(p.rows.size()) != model::VisionTower::rows(p.grid_t, p.grid_h, p.grid_w) * v.patch_dim())

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 
 #include "server/request_fields.h"
 
@@ -104,6 +105,21 @@ void add_image(ChatMessage* m, std::string bytes, std::string origin) {
   m->images.push_back(ChatImage{m->content.size(), std::move(bytes), std::move(origin)});
 }
 
+bool mentions_images(const Json& j) {
+  if (j.is_object()) {
+    if (const auto t = j.find("type"); t != j.end() && t->is_string()) {
+      const std::string& type = t->get_ref<const std::string&>();
+      if (type == "image_url" || type == "input_image" || type == "image") return true;
+    }
+    for (const auto& [k, v] : j.items())
+      if ((v.is_object() || v.is_array()) && mentions_images(v)) return true;
+  } else if (j.is_array()) {
+    for (const auto& v : j)
+      if ((v.is_object() || v.is_array()) && mentions_images(v)) return true;
+  }
+  return false;
+}
+
 bool has_images(const ChatRequest& c) {
   return std::any_of(c.messages.begin(), c.messages.end(), [](const ChatMessage& m) { return !m.images.empty(); });
 }
@@ -120,6 +136,26 @@ std::optional<ApiError> check_images(const std::vector<const ChatImage*>& all, c
     return about(all[size_t(mi.max_images)]->origin,
                  "more than the limit of " + std::to_string(mi.max_images) + " images in one request (--max-images)");
   if (mi.image_token < 0) return about(first, "this model's vocabulary has no image token (<|image_pad|>)");
+  return std::nullopt;
+}
+
+std::string mib(int64_t bytes) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.1f MiB", double(bytes) / double(1 << 20));
+  return b;
+}
+
+// The refusals a request's image headers decide: a prompt longer than the context, images that
+// need more memory than one request may take.
+std::optional<ApiError> admit(const ChatRequest& c, const ModelInfo& mi, int64_t prompt, int64_t peak) {
+  if (mi.ctx > 0 && prompt >= mi.ctx)
+    return bad(c.names.messages, "the prompt has " + std::to_string(prompt) + " tokens with its images, more than the context of " +
+                                     std::to_string(mi.ctx) + " tokens allows (at most " + std::to_string(mi.ctx - 1) +
+                                     "); send fewer or smaller images");
+  if (mi.image_request_bytes > 0 && peak > mi.image_request_bytes)
+    return bad(c.names.messages, "decoding this request's images takes " + mib(peak) + ", more than the " +
+                                     mib(mi.image_request_bytes) + " one request may take (--image-request-mb); "
+                                     "send fewer or smaller images");
   return std::nullopt;
 }
 
@@ -149,10 +185,36 @@ std::optional<ApiError> attach_images(const ChatRequest& c, const ModelInfo& mi,
   if (slots != int64_t(all.size()))
     return bad(c.names.messages, "the chat template placed " + count_of(size_t(slots), "image slot") + " for " +
                                      count_of(all.size(), "image"));
-  r->images.clear();
+  // Every image's header first: the prompt's length and the memory its images will take are
+  // known, and refused, before a pixel is decoded.
+  std::vector<runtime::ImageEncoder::Plan> plans;
+  int64_t prompt = int64_t(ids->size()) - slots, rows = 0, peak = 0;
   for (const ChatImage* im : all) {
-    auto enc = mi.images->encode(im->bytes);
-    if (!enc.ok()) return about(im->origin, enc.message());
+    auto p = mi.images->plan(im->bytes);
+    if (!p.ok()) return about(im->origin, p.message());
+    prompt += p->tokens;
+    // Images are decoded one after another: the rows of those before stay while the next decodes.
+    peak = std::max(peak, rows + p->peak_bytes);
+    rows += p->rows_bytes;
+    plans.push_back(std::move(*p));
+  }
+  QWEN35_TRY(admit(c, mi, prompt, peak));
+  runtime::ImageBudget::Reservation held;
+  if (mi.image_budget && peak > 0) {
+    held = mi.image_budget->try_reserve(peak);
+    if (!held) {
+      ApiError e = api_error(ErrorKind::kRateLimited,
+                             "the server's memory for decoding images (--image-mem-mb " +
+                                 std::to_string(mi.image_budget->limit() >> 20) +
+                                 ") is taken by other requests now; retry");
+      e.retry_after_s = 1;
+      return e;
+    }
+  }
+  r->images.clear();
+  for (size_t i = 0; i < all.size(); ++i) {
+    auto enc = mi.images->encode(all[i]->bytes, plans[i]);
+    if (!enc.ok()) return about(all[i]->origin, enc.message());
     r->images.push_back(std::move(*enc));
   }
   std::vector<int32_t> out;

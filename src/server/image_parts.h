@@ -4,9 +4,13 @@
 // client sent them ("messages[1].content[0]"), which every error about the image names. The
 // server fetches nothing: a remote URL is a 400.
 //
-// After the conversation is rendered and encoded (prompt_tokens.h), attach_images runs each
-// image through the ImageEncoder (runtime/image_encoder.h) and widens the template's one
-// <|image_pad|> per image into the image's (h/2)·(w/2) tokens. Only pads that the template wrote
+// After the conversation is rendered and encoded (prompt_tokens.h), attach_images reads every
+// image's header (ImageEncoder::plan): a prompt that its images make longer than the context,
+// and images that need more memory than --image-request-mb, are a 400 before any pixel is
+// decoded; the memory is then reserved from the server's --image-mem-mb (full now: a 429 with
+// Retry-After) until the images are patch rows. Then each image runs through the ImageEncoder
+// (runtime/image_encoder.h) and the template's one <|image_pad|> per image is widened into the
+// image's (h/2)·(w/2) tokens. Only pads that the template wrote
 // count: client text that spells <|image_pad|> stays text (prompt_tokens.h), so a forged pad can
 // never become an image slot; a prompt whose pads do not match its images is a 400.
 #pragma once
@@ -43,6 +47,11 @@ std::optional<ApiError> attach_images(const ChatRequest& c, const ModelInfo& mi,
                                       const std::vector<tokenizer::TextRange>& literal,
                                       std::vector<int32_t>* ids, CompletionRequest* r,
                                       std::string* text_out = nullptr);
+
+// Whether a request body holds a part of an image type anywhere ({"type": "image_url" |
+// "input_image" | "image"}): every image any API reads is one, so a body without one is decoded
+// on no image (the server runs such requests on its HTTP workers, the others on the image lane).
+bool mentions_images(const Json& body);
 
 // Whether any message of `c` carries an image.
 bool has_images(const ChatRequest& c);

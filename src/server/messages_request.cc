@@ -2,7 +2,8 @@
 //   system (a string or text blocks)       the first, system message
 //   messages of role system                  placed by place_system_messages (chat_request.h)
 //   user text blocks                        a user message (blocks joined)
-//   user tool_result blocks                 tool messages, in order (is_error: the content is
+//   user tool_result blocks                 tool messages, in order, with their text and image
+//                                           blocks (is_error: the content is
 //                                           prefixed "Error: ", which is how the model can tell)
 //   assistant text / tool_use / thinking    one assistant message: content, tool calls,
 //                                           reasoning (redacted_thinking is dropped)
@@ -81,6 +82,32 @@ std::optional<ApiError> read_image_block(const Json& blk, const std::string& w, 
   return std::nullopt;
 }
 
+// A tool_result's content: a string, or text and image blocks (Anthropic's API allows images
+// in tool results: a screenshot tool's answer). The images go to the tool message at their
+// places in its text.
+std::optional<ApiError> tool_result_of(const Json& c, const std::string& where, ChatMessage* m) {
+  if (c.is_string()) {
+    m->content = c.get<std::string>();
+    return std::nullopt;
+  }
+  if (!c.is_array()) return bad(where, "'" + where + "' must be a string or a list of blocks");
+  for (size_t k = 0; k < c.size(); ++k) {
+    const std::string w = where + "[" + std::to_string(k) + "]";
+    std::string type, text;
+    QWEN35_TRY(block_type(c[k], w, &type));
+    if (type == "image") {
+      QWEN35_TRY(read_image_block(c[k], w, m->content.size(), &m->images));
+      continue;
+    }
+    if (type != "text")
+      return bad(w + ".type",
+                 "content block type '" + type + "' in '" + w + "' is not supported here (text, image)");
+    QWEN35_TRY(get_string(c[k], "text", w, &text));
+    m->content += text;
+  }
+  return std::nullopt;
+}
+
 // One user turn: tool results become tool messages, text a user message.
 std::optional<ApiError> read_user(const Json& content, const std::string& where,
                                   std::vector<ChatMessage>* out) {
@@ -111,16 +138,18 @@ std::optional<ApiError> read_user(const Json& content, const std::string& where,
       return video_refused(type, w);
     } else if (type == "tool_result") {
       if (!text.empty() || !images.empty()) flush();
-      std::string result;
       ChatMessage m(Role::kTool, "", w);
       QWEN35_TRY(get_string(blk, "tool_use_id", w, &m.tool_call_id));
-      if (const Json* c = field(blk, "content")) QWEN35_TRY(text_of(*c, w + ".content", &result));
+      if (const Json* c = field(blk, "content")) QWEN35_TRY(tool_result_of(*c, w + ".content", &m));
       if (const Json* err = field(blk, "is_error")) {
         if (!err->is_boolean())
           return bad(w + ".is_error", "'" + w + ".is_error' must be a boolean");
-        if (err->get<bool>()) result = "Error: " + result;
+        if (err->get<bool>()) {
+          static constexpr std::string_view kError = "Error: ";
+          m.content.insert(0, kError);
+          for (auto& im : m.images) im.at += kError.size();  // still before the same text
+        }
       }
-      m.content = std::move(result);
       out->push_back(std::move(m));
       any = true;
     } else {

@@ -11,6 +11,7 @@
 
 #include "kernels/kv_format.h"
 #include "runtime/drafter.h"
+#include "runtime/image_budget.h"
 #include "runtime/image_encoder.h"
 #include "runtime/sampler.h"
 #include "server/api_error.h"
@@ -52,6 +53,10 @@ struct ModelInfo {
   runtime::ImageEncoder* images = nullptr;
   int32_t image_token = -1;
   int max_images = 8;
+  // The memory decoding a request's images may take (0: no bound), and the server's bound on
+  // all requests' at once (null: none): docs/design.md "Image admission".
+  int64_t image_request_bytes = 0;
+  runtime::ImageBudget* image_budget = nullptr;
 };
 
 // Reads a request body: valid UTF-8, JSON nested at most mi.max_json_depth deep (checked while

@@ -11,6 +11,7 @@
 
 #include "server/affinity.h"
 #include "server/auth.h"
+#include "server/image_parts.h"
 #include "server/messages.h"
 #include "server/responses.h"
 
@@ -132,6 +133,7 @@ HttpResponse get_metrics(const Context& ctx, const HttpServer& http) {
   std::string text = ctx.metrics.render(sp, http.open_connections());
   if (ctx.ready.load() && ctx.mi.images && ctx.mi.images->available()) {
     const runtime::ImageEncoder::Stats is = ctx.mi.images->stats();
+    const ImageLane::Stats ls = ctx.lane ? ctx.lane->stats() : ImageLane::Stats{};
     const std::pair<const char*, std::pair<const char*, double>> lines[] = {
         {"qwen35_image_encodes_total", {"images run through the vision tower", double(st.images_encoded)}},
         {"qwen35_image_tower_stages_total",
@@ -139,7 +141,15 @@ HttpResponse get_metrics(const Context& ctx, const HttpServer& http) {
           double(st.tower_stages)}},
         {"qwen35_image_decodes_total", {"images decoded and resized", double(is.misses)}},
         {"qwen35_image_cache_hits_total", {"images answered from the image cache", double(is.hits)}},
-        {"qwen35_image_cache_bytes", {"memory of the image cache", double(is.cached_bytes)}}};
+        {"qwen35_image_cache_bytes", {"memory of the image cache", double(is.cached_bytes)}},
+        {"qwen35_image_lane_busy", {"requests with images being decoded on the image lane", double(ls.busy)}},
+        {"qwen35_image_lane_queued", {"requests with images waiting for the image lane", double(ls.queued)}},
+        {"qwen35_image_lane_threads", {"image lane threads started", double(ls.threads)}},
+        {"qwen35_image_lane_refused_total",
+         {"requests with images refused by the image lane (queue full, no thread)", double(ls.refused)}},
+        {"qwen35_image_memory_bytes",
+         {"image memory reserved by requests being decoded (--image-mem-mb)",
+          double(ctx.mi.image_budget ? ctx.mi.image_budget->used() : 0)}}};
     for (const auto& [name, hv] : lines) {
       const bool counter = std::string_view(name).ends_with("_total");
       text += std::string("# HELP ") + name + " " + hv.first + "\n# TYPE " + name + (counter ? " counter\n" : " gauge\n") +
@@ -280,7 +290,26 @@ void run_post(Context& ctx, const Route& route, const HttpRequest& req, R r) {
   if (route.generates)
     if (std::string key = affinity_key(body, req.header("X-Session-Id")); !key.empty())
       r->add_header(kAffinityHeader, std::move(key));
-  route.post(ctx, req, body, std::move(r));
+  if (!ctx.lane || !mentions_images(body)) return route.post(ctx, req, body, std::move(r));
+  // Images are decoded on the image lane, so that this worker is free for the next request.
+  HttpRequest slim;  // what a handler reads of the request besides the body
+  slim.method = req.method;
+  slim.path = req.path;
+  slim.remote_addr = req.remote_addr;
+  slim.headers = req.headers;
+  auto job = [&ctx, &route, slim = std::move(slim), body = std::move(body), r]() {
+    try {
+      // A request that waited in the lane through a SIGTERM is answered at once.
+      if (route.generates && ctx.shutting_down.load()) {
+        ctx.metrics.count_request(route.path, 503);
+        return r->send(error_in(route.api, unavailable("the server is shutting down")));
+      }
+      route.post(ctx, slim, body, r);
+    } catch (const std::exception& ex) {
+      answer_failure(route.api, ex, *r);
+    }
+  };
+  if (auto e = ctx.lane->submit(std::move(job))) return fail(*e);
 }
 
 std::chrono::milliseconds ms(double seconds) {
@@ -293,6 +322,8 @@ Server::Server(ServerOptions opts) : opts_(std::move(opts)), ctx_(std::make_uniq
   if (opts_.web) web_ = std::make_unique<WebPage>(opts_.web_dir);
   workers_ = std::make_unique<boost::asio::thread_pool>(
       size_t(opts_.http_threads > 0 ? opts_.http_threads : 4));
+  lane_ = std::make_unique<ImageLane>(opts_.image_lane);
+  ctx_->lane = lane_.get();
   HttpLimits lim;
   lim.max_header_bytes = opts_.max_header_bytes;
   lim.max_body_bytes = opts_.max_body_bytes;
@@ -340,6 +371,7 @@ void Server::stop() {
   ctx_->shutting_down.store(true);
   http_->stop_accepting();
   workers_->join();  // the queued requests still run (and answer 503: shutting down)
+  lane_->stop();     // so do the image lane's, after the workers have handed it their last
   http_->stop(ms(opts_.shutdown_grace_s));
 }
 

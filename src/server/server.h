@@ -4,7 +4,8 @@
 //
 // Thread-safety: GET routes (/health, /v1/models, /props, /metrics, the web page) answer on an
 // I/O thread, so they answer while the engine and the workers are busy. POST routes parse,
-// render templates and tokenize on a small worker pool, then submit to the engine (thread-safe);
+// render templates and tokenize on a small worker pool (a request whose body carries images
+// goes on, once parsed, to the image lane: image_lane.h), then submit to the engine (thread-safe);
 // the engine's output is drained on the connection's strand when the engine wakes it
 // (generation.h), never by a timer or a thread per request. Handlers only read the immutable
 // ModelInfo.
@@ -21,6 +22,7 @@
 #include "runtime/engine.h"
 #include "server/http.h"
 #include "server/http_server.h"
+#include "server/image_lane.h"
 #include "server/metrics.h"
 #include "server/request.h"
 #include "server/web_page.h"
@@ -50,6 +52,7 @@ struct ServerOptions {
   std::string replica_id;            // non-empty: every answer says X-Qwen35-Replica: ID
   std::vector<Cidr> trusted_proxies;  // networks whose X-Forwarded-For / Forwarded is believed
   int ready_queue = 0;               // /ready fails while this many requests wait (0: never)
+  ImageLaneOptions image_lane;       // requests with images run there (server/image_lane.h)
 };
 
 // What the generation handlers share; owned by the Server, outlives every response.
@@ -66,6 +69,8 @@ struct Context {
   // in the answer): /health, /ready and new generations get 503 with it. Set before `ready`.
   std::function<std::string()> failure;
   std::string failed() const { return failure ? failure() : std::string(); }
+  // Where POST requests that carry images run, instead of the HTTP workers (image_lane.h).
+  ImageLane* lane = nullptr;
 };
 
 class Server {
@@ -98,6 +103,7 @@ class Server {
   ServerOptions opts_;
   std::unique_ptr<Context> ctx_;
   std::unique_ptr<boost::asio::thread_pool> workers_;
+  std::unique_ptr<ImageLane> lane_;
   std::unique_ptr<HttpServer> http_;
   std::unique_ptr<WebPage> web_;  // null: --no-web
   bool stopped_ = false;

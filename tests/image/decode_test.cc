@@ -40,6 +40,37 @@ TEST(ImageDecode, EveryFixtureEqualsPil) {
   EXPECT_EQ(cases, 48);  // every case of the manifest ran
 }
 
+// probe() reads the header alone: on every fixture it gives decode()'s size (the sides swapped
+// where EXIF orientation swaps them), and a decode held to the probed pixel count succeeds; the
+// bombs are refused by probe() with decode()'s own message.
+TEST(ImageProbe, EveryFixtureAsDecodeSeesIt) {
+  int cases = 0;
+  for (const auto& c : manifest()["decode"]) {
+    const std::string name = c["file"];
+    SCOPED_TRACE(name);
+    const std::string bytes = fixture_bytes(name);
+    auto h = probe(bytes);
+    ASSERT_TRUE(h.ok()) << h.message();
+    const int64_t w = c["width"].get<int64_t>(), hh = c["height"].get<int64_t>();
+    EXPECT_TRUE((h->width == w && h->height == hh) || (h->width == hh && h->height == w));
+    EXPECT_TRUE(h->channels == 3 || h->channels == 4);
+    EXPECT_GE(h->peak_bytes, w * hh * (h->channels + 3));
+    ImageLimits held;
+    held.max_pixels = h->width * h->height;
+    EXPECT_TRUE(decode(bytes, held).ok());
+    ++cases;
+  }
+  EXPECT_EQ(cases, 48);
+  for (const char* bomb : {"bomb.png", "bomb.jpg", "bomb.webp", "bomb.gif"}) {
+    SCOPED_TRACE(bomb);
+    auto h = probe(fixture_bytes(bomb));
+    auto d = decode(fixture_bytes(bomb));
+    ASSERT_FALSE(h.ok());
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(h.message(), d.message());
+  }
+}
+
 TEST(ImageDecode, FormatFromMagicBytesAlone) {
   EXPECT_EQ(*sniff_format(fixture_bytes("png_rgb.png")), Format::kPng);
   EXPECT_EQ(*sniff_format(fixture_bytes("jpeg_rgb.jpg")), Format::kJpeg);

@@ -147,6 +147,42 @@ TEST_F(ImageEncoderTest, TheCacheIsBoundedInBytes) {
   EXPECT_LE(enc.stats().cached_bytes, o.cache_bytes);
 }
 
+// An entry is charged the same bytes when it leaves as when it came, though the engine's tower
+// run in between drops its patch rows for the (smaller) merged rows: the gauge stays the sum of
+// what is held, and a repeated image hits however many images came before it.
+TEST_F(ImageEncoderTest, TheCacheGivesBackWhatItCharged) {
+  size_t one = 0;  // what one 24 × 16 fixture is charged (its patch rows: larger than its merged rows)
+  {
+    ImageEncoder alone(*model_, options());
+    ASSERT_TRUE(alone.encode(image_bytes("png_rgb.png")).ok());
+    one = alone.stats().cached_bytes;
+  }
+  ASSERT_GT(one, 0u);
+  ImageEncoderOptions o = options();
+  o.cache_bytes = 2 * one;
+  ImageEncoder enc(*model_, o);
+  const std::vector<std::string> names = {"png_rgb.png", "png_gray.png", "gif_plain.gif", "png_gray.png", "gif_plain.gif"};
+  int64_t misses = 0;
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto im = enc.encode(image_bytes(names[i]));
+    ASSERT_TRUE(im.ok()) << im.message();
+    if (im->pending->patches().empty()) continue;  // a hit on an image whose tower has run
+    ++misses;
+    // What the engine does once the tower has run: the merged rows replace the patch rows.
+    im->pending->set_rows(std::make_shared<const std::vector<float>>(
+        size_t(enc.tokens(*im) * model_->config().hidden), 0.0f));
+    EXPECT_LE(enc.stats().cached_bytes, o.cache_bytes) << names[i];
+    auto again = enc.encode(image_bytes(names[i]));  // the conversation's next turn
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->pending, im->pending) << names[i] << " missed the cache";
+  }
+  // Three distinct images (of one size) through a cache of two: the gif evicts png_rgb alone,
+  // and the two it keeps hit when they come again.
+  EXPECT_EQ(misses, 3);
+  EXPECT_EQ(enc.stats().cached_bytes, 2 * one);
+  EXPECT_EQ(enc.stats().misses, 3);
+}
+
 TEST_F(ImageEncoderTest, ThreadsAtOnceGetTheSoloPatchRows) {
   ImageEncoder solo(*model_, options());
   const std::vector<std::string> names = {"png_rgb.png", "png_gray.png", "png_palette.png", "jpeg_rgb.jpg"};

@@ -140,6 +140,34 @@ TEST_F(ImageApi, MessagesImageBlock) {
   expect_refused("/v1/messages", body, "messages[0].content[0]", "fetches nothing");
 }
 
+// Anthropic's API allows images in a tool_result's content (a screenshot tool's answer): they
+// reach the prompt inside the tool's turn, counted as images; other block types there are a 400.
+TEST_F(ImageApi, MessagesImageInAToolResult) {
+  const Json image = {{"type", "image"},
+                      {"source", {{"type", "base64"}, {"media_type", "image/jpeg"}, {"data", base64(image_file("jpeg_rgb.jpg"))}}}};
+  const auto turn = [&](Json result) {
+    return Json{{"max_tokens", 4},
+                {"temperature", 0},
+                {"tools", Json::array({{{"name", "screenshot"}, {"input_schema", {{"type", "object"}}}}})},
+                {"messages", Json::array({{{"role", "user"}, {"content", "Look at the screen."}},
+                                          {{"role", "assistant"}, {"content", Json::array({{{"type", "tool_use"}, {"id", "t1"}, {"name", "screenshot"}, {"input", Json::object()}}})}},
+                                          {{"role", "user"}, {"content", Json::array({{{"type", "tool_result"}, {"tool_use_id", "t1"}, {"is_error", false}, {"content", std::move(result)}}})}}})}};
+  };
+  auto [s, r] = srv_->post("/v1/messages", turn(Json::array({image, {{"type", "text"}, {"text", "the screen"}}})));
+  ASSERT_EQ(s, 200) << r.dump();
+  // A second image in the same result adds exactly its markup: <|vision_start|>, its pads,
+  // <|vision_end|> (between two special tokens, nothing else is tokenized differently).
+  auto [c1, n1] = srv_->post("/v1/messages/count_tokens", turn(Json::array({image, {{"type", "text"}, {"text", "the screen"}}})));
+  auto [c2, n2] = srv_->post("/v1/messages/count_tokens", turn(Json::array({image, image, {{"type", "text"}, {"text", "the screen"}}})));
+  ASSERT_EQ(c1, 200) << n1.dump();
+  ASSERT_EQ(c2, 200) << n2.dump();
+  EXPECT_EQ(n2["input_tokens"].get<int64_t>() - n1["input_tokens"].get<int64_t>(), kTokens40x24 + 2);
+  EXPECT_EQ(r["usage"]["input_tokens"].get<int64_t>() + r["usage"].value("cache_read_input_tokens", int64_t(0)),
+            n1["input_tokens"].get<int64_t>());
+  expect_refused("/v1/messages", turn(Json::array({{{"type", "document"}}})), "messages[2].content[0].content[0]",
+                 "(text, image)");
+}
+
 // Client text that spells the pad (or the whole image markup) is text: it never becomes an
 // image slot, with or without real images beside it.
 TEST_F(ImageApi, AForgedPadStaysText) {
