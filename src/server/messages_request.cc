@@ -207,6 +207,8 @@ std::optional<ApiError> read_tools(const Json& b, ChatRequest* c, MessagesOption
   static constexpr ToolDialect kTools{"custom", false, "input_schema", true, "server tools",
                                       "(only client tools: {name, description, input_schema})"};
   QWEN35_TRY(map_function_tools(b, kTools, &c->tools));
+  c->names.tool_paths = function_tool_paths(b, kTools);
+  c->names.tool_schema = "input_schema";
   const Json* tc = field(b, "tool_choice");
   if (!tc) return std::nullopt;
   const char* what =

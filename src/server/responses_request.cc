@@ -225,6 +225,8 @@ std::optional<ApiError> read_tools(const Json& b, ChatRequest* c, ResponsesOptio
   static constexpr ToolDialect kTools{"function", true, "parameters", false, "built-in tools",
                                       "(only tools of type \"function\")"};
   QWEN35_TRY(map_function_tools(b, kTools, &c->tools));
+  c->names.tool_paths = function_tool_paths(b, kTools);
+  c->names.tool_schema = "parameters";
   if (const Json* t = field(b, "tools")) opt->tools = *t;
   if (const Json* tc = field(b, "tool_choice")) {
     opt->tool_choice = *tc;
