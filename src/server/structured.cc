@@ -178,8 +178,9 @@ core::Result<grammar::Sym> json_call(grammar::Builder& b, grammar::JsonSchemaCom
 // What a forced call of a tool that is not strict constrains: the envelope and arguments that
 // are a JSON object (OpenAI and Anthropic enforce a tool's schema only for strict tools). The
 // object holds the declared properties (in their order, the required ones always), each any
-// JSON value (a string-typed one any string, written raw in the XML form); without declared
-// properties, any members (none in the XML form). No keyword of the schema can make it fail.
+// JSON value (a string-typed one any string, written raw in the XML form); a schema without
+// `properties` gives any members (none in the XML form). No keyword of the schema can make it
+// fail.
 Json lenient_parameters(const Json& params, ToolCallFormat format) {
   Json props = Json::object(), required = Json::array();
   if (params.is_object() && params.contains("properties") && params["properties"].is_object())
@@ -191,8 +192,9 @@ Json lenient_parameters(const Json& params, ToolCallFormat format) {
       if (r.is_string() && props.contains(r.get<std::string>()) &&
           std::find(required.begin(), required.end(), r) == required.end())
         required.push_back(r);
-  if (props.empty()) return Json{{"type", "object"}};
-  return Json{{"type", "object"}, {"properties", props}, {"required", required}};
+  const bool declares = params.is_object() && params.contains("properties") && params["properties"].is_object();
+  if (!declares) return Json{{"type", "object"}};
+  return Json{{"type", "object"}, {"properties", props}, {"required", required}, {"additionalProperties", false}};
 }
 
 }  // namespace

@@ -72,10 +72,10 @@ async function schemaCases(base, label, maxTokens, seeds) {
 
 // Forced calls of functions whose parameters are corpus object schemas.
 async function toolCases(base, label, maxTokens) {
-  // The first 8, and the one of the numeric bounds agents' tools have (issue 46). Strict: only a
-  // strict tool's arguments are held to its schema.
+  // The first 8, and Claude Code's Read with its bounds (issue 46). Strict: only a strict tool's
+  // arguments are held to its schema.
   const objects = corpus.filter((c) => c.schema.type === 'object' && c.schema.properties).slice(0, 8)
-    .concat(corpus.filter((c) => c.name === 'numeric_bounds'));
+    .concat(corpus.filter((c) => c.name === 'read_tool'));
   const tools = objects.map((c) => ({ type: 'function', function: { name: 'fn_' + c.name, parameters: c.schema, strict: true } }));
   const jobs = [];
   for (const t of tools)
