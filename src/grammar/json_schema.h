@@ -14,7 +14,8 @@
 //   (one pattern), propertyNames (a string schema: pattern, enum, const, lengths, format):
 //   extra members are written only by an object schema that declares no properties, with keys
 //   under propertyNames or the pattern; declared properties outside an enum/const
-//   propertyNames are left out (an error when required).
+//   propertyNames are left out (an error when required); a declared property is not checked
+//   against a propertyNames pattern or held to a matching patternProperties schema.
 //   items, prefixItems (the tuple, then items for the rest; items false ends it), minItems,
 //   maxItems, uniqueItems (enforced where the items are a finite set of values: enum, const,
 //   boolean, null, written in that set's order; with at most one item trivially; otherwise an
@@ -27,7 +28,8 @@
 // between tokens of at most one newline and 24 spaces or tabs (or one space), integers of at
 // most 16 digits, numbers with at most 16 fraction digits and a 2-digit exponent (none under a
 // bound), strings whose escapes are the short ones and \uXXXX (no surrogate pairs). Each is
-// valid under the schema.
+// valid under the schema, but for the two caveats above (oneOf; declared properties under
+// propertyNames patterns and patternProperties).
 #pragma once
 
 #include <map>
