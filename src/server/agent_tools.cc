@@ -43,6 +43,7 @@ struct Pending {
   std::string name;  // the client's
   std::string ns;
   bool custom = false;
+  std::string path;  // where it stands in the request: "tools[i]" or "tools[i].tools[j]"
   Json fn;  // {"type": "function", "function": {...}}
 };
 
@@ -95,6 +96,9 @@ std::optional<ApiError> custom_tool(const Json& tool, const std::string& where,
   fn["parameters"] = {{"type", "object"},
                       {"properties", {{kCustomInput, std::move(input)}}},
                       {"required", {kCustomInput}}};
+  // A custom tool's schema is ours, not the client's: always enforced, so that a forced call's
+  // input is one string (and matches the regex where there is one).
+  fn["strict"] = true;
   p->custom = true;
   p->fn = {{"type", "function"}, {"function", std::move(fn)}};
   return std::nullopt;
@@ -135,6 +139,7 @@ std::optional<ApiError> one_tool(const Json& tool, const std::string& where, con
     return namespace_tool(tool, where, mi, out, other, warnings);
   Pending p;
   p.ns = ns;
+  p.path = where;
   if (type == "function") {
     QWEN35_TRY(flat_function_tool(tool, where, "parameters", false, &p.fn));
     p.name = p.fn["function"]["name"];
@@ -163,7 +168,7 @@ std::string AgentTools::model_name(const std::string& ns, const std::string& nam
 }
 
 std::optional<ApiError> read_responses_tools(const Json& t, const ModelInfo& mi, Json* fn,
-                                             AgentTools* out) {
+                                             AgentTools* out, std::vector<std::string>* paths) {
   if (!t.is_array()) return bad("tools", "'tools' must be an array");
   std::vector<Pending> tools;
   std::vector<std::string> other;
@@ -183,6 +188,7 @@ std::optional<ApiError> read_responses_tools(const Json& t, const ModelInfo& mi,
   for (const auto& p : tools) ++uses[p.name];
   std::set<std::string> taken;
   *fn = Json::array();
+  paths->clear();
   for (auto& p : tools) {
     std::string name = p.name;
     if (!p.ns.empty() && uses[p.name] > 1) name = p.ns + "." + p.name;
@@ -191,6 +197,7 @@ std::optional<ApiError> read_responses_tools(const Json& t, const ModelInfo& mi,
     p.fn["function"]["name"] = name;
     if (!p.ns.empty() || p.custom || name != p.name) out->by_model[name] = {p.name, p.ns, p.custom};
     fn->push_back(std::move(p.fn));
+    paths->push_back(p.path);
   }
   return std::nullopt;
 }

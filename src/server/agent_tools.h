@@ -54,8 +54,10 @@ struct AgentTools {
 
 // The Responses API's `tools` (validated here; errors name "tools[i]...") -> the template's
 // function tools (*fn) and what their names stand for (*out).
+// *paths gets each kept tool's place in the request ("tools[3]", "tools[1].tools[0]"), in the
+// order of *fn, so that a schema error names the client's own field.
 std::optional<ApiError> read_responses_tools(const Json& tools, const ModelInfo& mi, Json* fn,
-                                             AgentTools* out);
+                                             AgentTools* out, std::vector<std::string>* paths);
 
 // The warning for a tool left out (`what` names it: "tools[2] (web_search)").
 std::string left_out_warning(const std::string& what);

@@ -234,9 +234,11 @@ class ItemReader {
 std::optional<ApiError> read_tools(const Json& b, const ModelInfo& mi, ChatRequest* c,
                                    ResponsesOptions* opt) {
   if (const Json* t = field(b, "tools")) {
-    QWEN35_TRY(read_responses_tools(*t, mi, &c->tools, &opt->agent_tools));
+    QWEN35_TRY(read_responses_tools(*t, mi, &c->tools, &opt->agent_tools,
+                                    &c->names.tool_paths));
     opt->tools = *t;
   }
+  c->names.tool_schema = "parameters";
   if (const Json* tc = field(b, "tool_choice")) {
     opt->tool_choice = *tc;
     const char* what =
