@@ -40,21 +40,6 @@ Stats stats(std::vector<double> v) {
   return {n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v.front(), v.back()};
 }
 
-// A deterministic image with detail at every scale (gradients and a hashed speckle): what the
-// pixels are does not change the time, but a flat image would hide nothing either way.
-image::Image synthetic_image(int64_t w, int64_t h) {
-  image::Image im{w, h, std::vector<uint8_t>(size_t(w * h * 3))};
-  for (int64_t y = 0; y < h; ++y)
-    for (int64_t x = 0; x < w; ++x) {
-      const uint64_t s = uint64_t(y * w + x) * 0x9e3779b97f4a7c15ull;
-      uint8_t* p = &im.rgb[size_t((y * w + x) * 3)];
-      p[0] = uint8_t(x * 255 / std::max<int64_t>(1, w - 1));
-      p[1] = uint8_t(y * 255 / std::max<int64_t>(1, h - 1));
-      p[2] = uint8_t(s >> 56);
-    }
-  return im;
-}
-
 // What one image costs: the processor, then the tower.
 struct Encoded {
   runtime::PromptImage image;
@@ -80,22 +65,6 @@ core::Result<Encoded> encode(model::Model& m, const image::ProcessorConfig& pc, 
   return e;
 }
 
-// The chat prompt of one user message, the image then the question, its placeholder expanded.
-core::Result<runtime::GenerationRequest> image_request(const tokenizer::Tokenizer& tok, const tmpl::ChatTemplate& t,
-                                                       const model::Model& m, const std::string& question,
-                                                       const Encoded& e) {
-  Json messages = Json::array({{{"role", "user"}, {"content", user_content(1, question)}}});
-  QWEN35_ASSIGN_OR_RETURN(std::string text, t.render(messages, nullptr, true, Json::object()));
-  QWEN35_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.encode(text));
-  runtime::GenerationRequest req;
-  req.image_token = image_token_id(m.config(), tok);
-  const int64_t n[1] = {e.tokens};
-  QWEN35_ASSIGN_OR_RETURN(req.prompt, expand_image_tokens(ids, req.image_token, n));
-  req.images = {e.image};
-  req.sampling.temperature = 0;
-  return req;
-}
-
 // The repetitions' times and what the last one encoded.
 struct Measured {
   std::vector<double> pre, tower, prefill, ttft;  // ms per repetition
@@ -115,7 +84,7 @@ core::Result<Measured> measure(model::Model& m, const image::ProcessorConfig& pr
   std::unique_ptr<runtime::Stepper> stepper;
   for (int rep = -1; rep < o.reps; ++rep) {
     QWEN35_ASSIGN_OR_RETURN(Encoded e, encode(m, proc, pool, rep < 0 ? small : im));
-    QWEN35_ASSIGN_OR_RETURN(runtime::GenerationRequest req, image_request(tok, t, m, o.question, e));
+    QWEN35_ASSIGN_OR_RETURN(runtime::GenerationRequest req, image_request(tok, t, m, o.question, e.image, e.tokens));
     if (!stepper || rep == 0) {  // sized for the prompt: the warm-up's, then the measured one
       runtime::EngineOptions eo;  // serve's defaults, one slot, no prefix cache
       eo.parallel = 1;
@@ -192,6 +161,35 @@ void report(const model::Model& m, const LoadOptions& lo, int threads, const Ima
 
 }  // namespace
 
+// The pixels do not change the time, but a flat image would hide nothing either way.
+image::Image synthetic_image(int64_t w, int64_t h) {
+  image::Image im{w, h, std::vector<uint8_t>(size_t(w * h * 3))};
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x) {
+      const uint64_t s = uint64_t(y * w + x) * 0x9e3779b97f4a7c15ull;
+      uint8_t* p = &im.rgb[size_t((y * w + x) * 3)];
+      p[0] = uint8_t(x * 255 / std::max<int64_t>(1, w - 1));
+      p[1] = uint8_t(y * 255 / std::max<int64_t>(1, h - 1));
+      p[2] = uint8_t(s >> 56);
+    }
+  return im;
+}
+
+core::Result<runtime::GenerationRequest> image_request(const tokenizer::Tokenizer& tok, const tmpl::ChatTemplate& t,
+                                                       const model::Model& m, const std::string& question,
+                                                       const runtime::PromptImage& image, int64_t tokens) {
+  Json messages = Json::array({{{"role", "user"}, {"content", user_content(1, question)}}});
+  QWEN35_ASSIGN_OR_RETURN(std::string text, t.render(messages, nullptr, true, Json::object()));
+  QWEN35_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.encode(text));
+  runtime::GenerationRequest req;
+  req.image_token = image_token_id(m.config(), tok);
+  const int64_t n[1] = {tokens};
+  QWEN35_ASSIGN_OR_RETURN(req.prompt, expand_image_tokens(ids, req.image_token, n));
+  req.images = {image};
+  req.sampling.temperature = 0;
+  return req;
+}
+
 bool parse_image_size(const std::string& s, int64_t* width, int64_t* height) {
   long long w = 0, h = 0;
   int used = 0;
@@ -221,6 +219,7 @@ int bench_image(model::Model& m, const LoadOptions& lo, core::ThreadPool* pool, 
   if (!tok.ok()) return fail("bench", tok.message());
   auto tmpl = load_chat_template(lo.model_dir);
   if (!tmpl.ok()) return fail("bench", tmpl.message());
+  if (o.neighbour) return bench_image_neighbour(m, lo, pool, encoder.processor(), *tok, *tmpl, o);
   auto r = measure(m, encoder.processor(), pool, *tok, *tmpl, o);
   if (!r.ok()) return fail("bench", r.message());
   report(m, lo, pool->size(), o, *r);

@@ -1,5 +1,5 @@
 // qwen35 bench -m DIR [-p 512] [-n 128] [-t THREADS] [-r REPS] [--verify K] [--json]
-// qwen35 bench -m DIR --image WxH [-r REPS] [--json]: the image path (cli/bench_image.h)
+// qwen35 bench -m DIR --image WxH [--neighbour] [-r REPS] [--json]: the image path (cli/bench_image.h)
 // Prompt processing (pp) and generation (tg) tokens/s like llama-bench, plus the bytes of weights
 // streamed per generated token, the achieved GB/s, the machine's memory read bandwidth measured in
 // the same process, time to first token and peak RSS. Medians (and min/max) over the repetitions;
@@ -195,6 +195,12 @@ int cmd_bench(int argc, char** argv) {
                  "--question through the engine's step; -r repetitions after a warm-up at the "
                  "smallest image size");
   app.add_option("--question", io.question, "with --image: the question asked about the image");
+  app.add_flag("--neighbour", io.neighbour,
+               "with --image: instead, a text request decodes in a two-slot engine while the image "
+               "arrives, and the gaps between its tokens are reported (the longest against the "
+               "median), with each step's tower work against its budget");
+  app.add_option("--step-tokens", io.step_tokens,
+                 "with --image --neighbour: the engine's step budget in tokens (serve's --step-tokens)");
   app.add_option("--mmproj", lo.mmproj,
                  "GGUF models: the vision tower's mmproj file (default: the one mmproj*.gguf "
                  "beside the model, if any)");
@@ -226,6 +232,7 @@ int cmd_bench(int argc, char** argv) {
       return fail("bench", "--image takes WxH in pixels, e.g. 448x448 (got '" + image_size + "')");
     auto lm = load_model(lo);
     if (!lm.ok()) return fail("bench", lm.message());
+    if (io.step_tokens < 2) return fail("bench", "--step-tokens must be at least 2");
     io.reps = reps;
     io.json = json;
     return bench_image(*lm->model, lo, lm->pool.get(), io);

@@ -274,6 +274,19 @@ class Ops {
   virtual void vision_attention(const Context& ctx, const VisionAttentionParams& p,
                                 const float* qkv, int64_t n, const float* cos, const float* sin,
                                 float* out) const = 0;
+  // The same attention in parts, so that a caller can spread it over calls by query rows (the
+  // vision tower's tiles, model/vision.h): the keys and values of all n rows are prepared once
+  // into `kv` (vision_kv_floats(p, n) floats, laid out as the backend likes; 0: it needs none),
+  // by vision_kv_rows over row ranges that cover [0, n) in any order; then vision_attend_rows
+  // gives query rows [q0, q1) into out [q1 − q0, n_heads·head_dim]. qkv, cos and sin are the
+  // whole image's, as above, and must not change in between. Each query row gets the bits that
+  // vision_attention gives it.
+  virtual size_t vision_kv_floats(const VisionAttentionParams& p, int64_t n) const = 0;
+  virtual void vision_kv_rows(const Context& ctx, const VisionAttentionParams& p, const float* qkv, int64_t n,
+                              const float* cos, const float* sin, int64_t r0, int64_t r1, float* kv) const = 0;
+  virtual void vision_attend_rows(const Context& ctx, const VisionAttentionParams& p, const float* qkv,
+                                  int64_t n, const float* cos, const float* sin, const float* kv, int64_t q0,
+                                  int64_t q1, float* out) const = 0;
 
   // MoE router: softmax over logits [n, n_experts] in fp32, top-k (ties to the lower index),
   // renormalised. idx [n, k], weight [n, k].

@@ -38,14 +38,14 @@ core::Status Model::begin_image(const float* rows, int64_t grid_t, int64_t grid_
   return vision_->begin(rows, grid_t, grid_h, grid_w, out, run);
 }
 
-bool Model::advance_image(VisionRun* run, int64_t max_stages) {
+VisionPlan Model::plan_image(const VisionRun& run, double budget, bool at_least_one) const {
   QWEN35_CHECK(vision_ != nullptr);  // begin_image made it
-  return vision_->advance(ctx_, run, max_stages);
+  return vision_->plan(run, budget, at_least_one);
 }
 
-double Model::image_stage_flops(const VisionRun& run) const {
+bool Model::advance_image(VisionRun* run, const VisionCursor& end) {
   QWEN35_CHECK(vision_ != nullptr);  // begin_image made it
-  return vision_->stage_flops(run);
+  return vision_->advance(ctx_, run, end);
 }
 
 double Model::token_flops() const {

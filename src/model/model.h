@@ -148,14 +148,14 @@ class Model {
   // touches no sequence state.
   core::Status encode_image(const float* rows, int64_t grid_t, int64_t grid_h, int64_t grid_w, float* out);
   bool has_vision() const { return w_->vision != nullptr; }
-  // The same in stages (model/vision.h VisionRun), so that the engine can spread an image over
-  // steps: begin_image fails as encode_image does; advance_image runs at most max_stages (at
-  // least one) and returns whether the image is done; image_stage_flops is the cost of the
-  // run's next stage (only its grid and stage are read: a copy can look ahead).
+  // The same in pieces (model/vision.h VisionRun), so that the engine can spread an image over
+  // steps: begin_image fails as encode_image does; plan_image says how far a budget of
+  // multiply-adds × 2 takes the run (VisionTower::plan); advance_image runs it up to a cursor
+  // and returns whether the image is done.
   core::Status begin_image(const float* rows, int64_t grid_t, int64_t grid_h, int64_t grid_w, float* out,
                            VisionRun* run);
-  bool advance_image(VisionRun* run, int64_t max_stages);
-  double image_stage_flops(const VisionRun& run) const;
+  VisionPlan plan_image(const VisionRun& run, double budget, bool at_least_one) const;
+  bool advance_image(VisionRun* run, const VisionCursor& end);
   int64_t image_stages_per_frame() const { return w_->vision ? int64_t(w_->vision->blocks.size()) + 2 : 0; }
   // Multiply-adds × 2 of one prompt token through the trunk's matmuls (MoE: its active experts;
   // no head, no attention scores): the unit in which the engine weighs an image's stages.

@@ -39,48 +39,54 @@ Status VisionTower::check_grid(int64_t grid_t, int64_t grid_h, int64_t grid_w) c
 // Bilinear interpolation of the grid_side² table at grid_h × grid_w points spaced evenly over
 // it, corners on corners (the reference's linspace(0, side-1, n)), weights and sums in double;
 // and the 2-D rotary angles: the first head_dim/4 frequencies turn with the row, the next
-// head_dim/4 with the column, inv_freq_j = theta^(-2j / (head_dim/2)).
-void VisionTower::position_tables(int64_t grid_h, int64_t grid_w, std::vector<float>* pos, std::vector<float>* cos,
-                                  std::vector<float>* sin) const {
+// head_dim/4 with the column, inv_freq_j = theta^(-2j / (head_dim/2)). Each row's values depend
+// on its own index alone.
+void VisionTower::position_rows(int64_t grid_h, int64_t grid_w, int64_t r0, int64_t r1, float* pos, float* cos,
+                                float* sin) const {
   const VisionConfig& c = w_.config;
-  const int64_t n = grid_h * grid_w, H = c.hidden, m = c.merge, side = c.grid_side;
-  const int64_t half = c.head_dim / 2, quarter = c.head_dim / 4;
-  pos->assign(size_t(n * H), 0.0f);
-  cos->assign(size_t(n * half), 0.0f);
-  sin->assign(size_t(n * half), 0.0f);
+  const int64_t H = c.hidden, m = c.merge, side = c.grid_side;
+  const int64_t half = c.head_dim / 2, quarter = c.head_dim / 4, block_cols = grid_w / m;
   auto at = [&](int64_t i, int64_t count) { return count == 1 ? 0.0 : double(i) * double(side - 1) / double(count - 1); };
   std::vector<double> inv(static_cast<size_t>(quarter)), acc(static_cast<size_t>(H));
   for (int64_t j = 0; j < quarter; ++j) inv[size_t(j)] = std::pow(c.rope_theta, -double(2 * j) / double(half));
-  int64_t row = 0;
-  for (int64_t br = 0; br < grid_h / m; ++br)
-    for (int64_t bc = 0; bc < grid_w / m; ++bc)
-      for (int64_t dr = 0; dr < m; ++dr)
-        for (int64_t dc = 0; dc < m; ++dc, ++row) {
-          const int64_t r = br * m + dr, col = bc * m + dc;
-          const double y = at(r, grid_h), x = at(col, grid_w);
-          const int64_t y0 = int64_t(y), x0 = int64_t(x);
-          const int64_t y1 = std::min(y0 + 1, side - 1), x1 = std::min(x0 + 1, side - 1);
-          const double dy = y - double(y0), dx = x - double(x0);
-          const int64_t idx[4] = {y0 * side + x0, y0 * side + x1, y1 * side + x0, y1 * side + x1};
-          const double wt[4] = {(1 - dy) * (1 - dx), (1 - dy) * dx, dy * (1 - dx), dy * dx};
-          std::fill(acc.begin(), acc.end(), 0.0);
-          for (int k = 0; k < 4; ++k) {
-            const float* src = w_.pos.data() + idx[k] * H;
-            for (int64_t e = 0; e < H; ++e) acc[size_t(e)] += wt[k] * double(src[e]);
-          }
-          for (int64_t e = 0; e < H; ++e) (*pos)[size_t(row * H + e)] = float(acc[size_t(e)]);
-          for (int64_t i = 0; i < half; ++i) {
-            const double ang = i < quarter ? double(r) * inv[size_t(i)] : double(col) * inv[size_t(i - quarter)];
-            (*cos)[size_t(row * half + i)] = float(std::cos(ang));
-            (*sin)[size_t(row * half + i)] = float(std::sin(ang));
-          }
-        }
+  for (int64_t row = r0; row < r1; ++row) {
+    // Merge-block order: block row, block column, then the m × m patches inside.
+    const int64_t block = row / (m * m), inside = row % (m * m);
+    const int64_t r = block / block_cols * m + inside / m, col = block % block_cols * m + inside % m;
+    const double y = at(r, grid_h), x = at(col, grid_w);
+    const int64_t y0 = int64_t(y), x0 = int64_t(x);
+    const int64_t y1 = std::min(y0 + 1, side - 1), x1 = std::min(x0 + 1, side - 1);
+    const double dy = y - double(y0), dx = x - double(x0);
+    const int64_t idx[4] = {y0 * side + x0, y0 * side + x1, y1 * side + x0, y1 * side + x1};
+    const double wt[4] = {(1 - dy) * (1 - dx), (1 - dy) * dx, dy * (1 - dx), dy * dx};
+    std::fill(acc.begin(), acc.end(), 0.0);
+    for (int k = 0; k < 4; ++k) {
+      const float* src = w_.pos.data() + idx[k] * H;
+      for (int64_t e = 0; e < H; ++e) acc[size_t(e)] += wt[k] * double(src[e]);
+    }
+    for (int64_t e = 0; e < H; ++e) pos[row * H + e] = float(acc[size_t(e)]);
+    for (int64_t i = 0; i < half; ++i) {
+      const double ang = i < quarter ? double(r) * inv[size_t(i)] : double(col) * inv[size_t(i - quarter)];
+      cos[row * half + i] = float(std::cos(ang));
+      sin[row * half + i] = float(std::sin(ang));
+    }
+  }
+}
+
+void VisionTower::position_tables(int64_t grid_h, int64_t grid_w, std::vector<float>* pos, std::vector<float>* cos,
+                                  std::vector<float>* sin) const {
+  const VisionConfig& c = w_.config;
+  const int64_t n = grid_h * grid_w;
+  pos->assign(size_t(n * c.hidden), 0.0f);
+  cos->assign(size_t(n * c.head_dim / 2), 0.0f);
+  sin->assign(size_t(n * c.head_dim / 2), 0.0f);
+  position_rows(grid_h, grid_w, 0, n, pos->data(), cos->data(), sin->data());
 }
 
 Status VisionTower::encode(const kernels::Context& ctx, const float* rows, int64_t grid_t, int64_t grid_h,
                            int64_t grid_w, float* out) {
   QWEN35_RETURN_IF_ERROR(begin(rows, grid_t, grid_h, grid_w, out, &run_));
-  advance(ctx, &run_, stages(run_));
+  advance(ctx, &run_, VisionCursor{grid_t, 0, 0, 0});
   return Status();
 }
 
@@ -93,103 +99,122 @@ Status VisionTower::begin(const float* rows, int64_t grid_t, int64_t grid_h, int
   run->grid_h = grid_h;
   run->grid_w = grid_w;
   run->out = out;
-  run->frame = 0;
-  run->stage = 0;
+  run->at = VisionCursor{};
+  if (run->table_h != grid_h || run->table_w != grid_w) {  // another grid: its tables are to make
+    run->table_h = grid_h;
+    run->table_w = grid_w;
+    run->table_rows = 0;
+  }
   return Status();
 }
 
-void VisionTower::tables(int64_t grid_h, int64_t grid_w) {
-  if (grid_h == pos_h_ && grid_w == pos_w_) return;
-  pos_h_ = pos_w_ = -1;  // unset while they are rebuilt (an allocation may fail)
-  position_tables(grid_h, grid_w, &pos_, &cos_, &sin_);
-  pos_h_ = grid_h;
-  pos_w_ = grid_w;
-}
-
-bool VisionTower::advance(const kernels::Context& ctx, VisionRun* run, int64_t max_stages) {
+// Buffers grow here rather than in begin(), so that running out of memory is the run's failure.
+bool VisionTower::advance(const kernels::Context& ctx, VisionRun* run, const VisionCursor& end) {
   const VisionConfig& c = w_.config;
-  const int64_t n = run->grid_h * run->grid_w, depth = int64_t(w_.blocks.size());
-  const int64_t frame_tokens = tokens(1, run->grid_h, run->grid_w);
-  tables(run->grid_h, run->grid_w);
-  grow_scratch(n);
+  const int64_t n = run->grid_h * run->grid_w;
   grow(run->x, n * c.hidden);
-  for (int64_t k = 0; k < std::max<int64_t>(1, max_stages) && !run->done(); ++k) {
-    if (run->stage == 0) {
-      embed(ctx, run->rows + run->frame * n * c.patch_dim(), n, run->x.data());
-    } else if (run->stage <= depth) {
-      block(ctx, w_.blocks[size_t(run->stage - 1)], n, run->x.data());
-    } else {
-      merge(ctx, run->x.data(), n, run->out + run->frame * frame_tokens * c.out_hidden);
-      ++run->frame;
-      run->stage = 0;
-      continue;
-    }
-    ++run->stage;
+  grow(run->qkv, n * 3 * c.hidden);
+  grow(run->kv, int64_t(ops_.vision_kv_floats({c.n_heads, c.head_dim}, n)));
+  grow(run->pos, n * c.hidden);
+  grow(run->cos, n * c.head_dim / 2);
+  grow(run->sin, n * c.head_dim / 2);
+  while (!run->done() && run->at < end) {
+    const VisionCursor at = run->at;
+    const bool last = end.frame == at.frame && end.stage == at.stage && end.part == at.part;
+    const int64_t stop = last ? end.row : n;
+    const int64_t tile = std::max<int64_t>(1, kTileRows / (c.merge * c.merge)) * c.merge * c.merge;
+    grow_scratch(std::min(tile, stop - at.row));
+    for (int64_t r0 = at.row; r0 < stop; r0 += tile) piece(ctx, run, r0, std::min(stop, r0 + tile));
+    if (stop == n) run->at = next_part(at);
+    else run->at.row = stop;
   }
   return run->done();
 }
 
-double VisionTower::stage_flops(const VisionRun& run) const {
-  const VisionConfig& c = w_.config;
-  const double n = double(run.grid_h * run.grid_w), H = double(c.hidden);
-  const int64_t depth = int64_t(w_.blocks.size());
-  if (run.stage == 0) return 2 * n * double(c.patch_dim()) * H;
-  if (run.stage <= depth)  // qkv, proj, fc1, fc2; scores and values over the frame
-    return 2 * n * (4 * H * H + 2 * H * double(c.intermediate)) + 4 * n * n * H;
-  const double tok = n / double(c.merge * c.merge), M = double(c.merged_dim());
-  return 2 * tok * M * (M + double(c.out_hidden));
-}
-
-void VisionTower::grow_scratch(int64_t n) {
+void VisionTower::grow_scratch(int64_t rows) {
   const VisionConfig& c = w_.config;
   const int64_t H = c.hidden;
-  grow(normed_, n * H);
-  grow(qkv_, n * 3 * H);
-  grow(attn_, n * H);
-  grow(tmp_, n * H);
-  grow(mlp_, n * c.intermediate);
-  grow(merged_, n / (c.merge * c.merge) * c.merged_dim());
+  grow(normed_, rows * H);
+  grow(attn_, rows * H);
+  grow(tmp_, rows * H);
+  grow(mlp_, rows * c.intermediate);
+  grow(merged_, rows / (c.merge * c.merge) * c.merged_dim());
+}
+
+// Rows [r0, r1) (a tile) of the part at run->at.
+void VisionTower::piece(const kernels::Context& ctx, VisionRun* run, int64_t r0, int64_t r1) {
+  const VisionCursor& at = run->at;
+  if (at.stage == 0) embed(ctx, run, r0, r1);
+  else if (at.stage > depth()) merge(ctx, run, r0, r1);
+  else if (at.part == 0) block_qkv(ctx, w_.blocks[size_t(at.stage - 1)], run, r0, r1);
+  else block_rest(ctx, w_.blocks[size_t(at.stage - 1)], run, r0, r1);
 }
 
 // Patch embedding (a Conv3d with kernel = stride is a matmul of the flattened patch) and the
-// interpolated position rows.
-void VisionTower::embed(const kernels::Context& ctx, const float* rows, int64_t n, float* x) {
-  const int64_t H = w_.config.hidden;
-  ops_.matmul(ctx, rows, n, w_.patch, x);
-  ops_.add_bias(ctx, x, n, H, w_.patch_b.data());
-  ops_.add_rows(ctx, pos_.data(), nullptr, n, H, x);
+// interpolated position rows (made here, for the rows that frame 0 reaches first).
+void VisionTower::embed(const kernels::Context& ctx, VisionRun* run, int64_t r0, int64_t r1) {
+  const VisionConfig& c = w_.config;
+  const int64_t H = c.hidden, n = run->grid_h * run->grid_w, k = r1 - r0;
+  if (run->table_rows < r1) {
+    position_rows(run->grid_h, run->grid_w, run->table_rows, r1, run->pos.data(), run->cos.data(), run->sin.data());
+    run->table_rows = r1;
+  }
+  float* x = run->x.data() + r0 * H;
+  ops_.matmul(ctx, run->rows + (run->at.frame * n + r0) * c.patch_dim(), k, w_.patch, x);
+  ops_.add_bias(ctx, x, k, H, w_.patch_b.data());
+  ops_.add_rows(ctx, run->pos.data() + r0 * H, nullptr, k, H, x);
 }
 
-// The merger: LayerNorm per patch row, then merge² consecutive rows read as one row of M.
-void VisionTower::merge(const kernels::Context& ctx, const float* x, int64_t n, float* out) {
+// A block's part 0: LN1, the qkv projection, and these rows' keys and values prepared for the
+// attention of part 1 (which reads them all).
+void VisionTower::block_qkv(const kernels::Context& ctx, const VisionBlockWeights& b, VisionRun* run, int64_t r0,
+                            int64_t r1) {
   const VisionConfig& c = w_.config;
-  const int64_t H = c.hidden, M = c.merged_dim(), tok = n / (c.merge * c.merge);
-  ops_.layer_norm(ctx, x, n, H, w_.merger_norm_w.data(), w_.merger_norm_b.data(), float(c.eps), normed_.data());
+  const int64_t H = c.hidden, n = run->grid_h * run->grid_w, k = r1 - r0;
+  float* qkv = run->qkv.data() + r0 * 3 * H;
+  ops_.layer_norm(ctx, run->x.data() + r0 * H, k, H, b.norm1_w.data(), b.norm1_b.data(), float(c.eps), normed_.data());
+  ops_.matmul(ctx, normed_.data(), k, b.qkv, qkv);
+  ops_.add_bias(ctx, qkv, k, 3 * H, b.qkv_b.data());
+  ops_.vision_kv_rows(ctx, {c.n_heads, c.head_dim}, run->qkv.data(), n, run->cos.data(), run->sin.data(), r0, r1,
+                      run->kv.data());
+}
+
+// A block's part 1: these rows' attention over all the frame's keys, the projection and the MLP,
+// each added to the rows' residual.
+void VisionTower::block_rest(const kernels::Context& ctx, const VisionBlockWeights& b, VisionRun* run, int64_t r0,
+                             int64_t r1) {
+  const VisionConfig& c = w_.config;
+  const int64_t H = c.hidden, I = c.intermediate, n = run->grid_h * run->grid_w, k = r1 - r0;
+  const float eps = float(c.eps);
+  float* x = run->x.data() + r0 * H;
+  ops_.vision_attend_rows(ctx, {c.n_heads, c.head_dim}, run->qkv.data(), n, run->cos.data(), run->sin.data(),
+                          run->kv.data(), r0, r1, attn_.data());
+  ops_.matmul(ctx, attn_.data(), k, b.proj, tmp_.data());
+  ops_.add_bias(ctx, tmp_.data(), k, H, b.proj_b.data());
+  ops_.add_rows(ctx, tmp_.data(), nullptr, k, H, x);
+  ops_.layer_norm(ctx, x, k, H, b.norm2_w.data(), b.norm2_b.data(), eps, normed_.data());
+  ops_.matmul(ctx, normed_.data(), k, b.fc1, mlp_.data());
+  ops_.add_bias(ctx, mlp_.data(), k, I, b.fc1_b.data());
+  ops_.gelu(ctx, mlp_.data(), k, I, c.tanh_gelu);
+  ops_.matmul(ctx, mlp_.data(), k, b.fc2, tmp_.data());
+  ops_.add_bias(ctx, tmp_.data(), k, H, b.fc2_b.data());
+  ops_.add_rows(ctx, tmp_.data(), nullptr, k, H, x);
+}
+
+// The merger: LayerNorm per patch row, then merge² consecutive rows read as one row of M
+// (r0 and r1 are whole tokens).
+void VisionTower::merge(const kernels::Context& ctx, VisionRun* run, int64_t r0, int64_t r1) {
+  const VisionConfig& c = w_.config;
+  const int64_t H = c.hidden, M = c.merged_dim(), mm = c.merge * c.merge, tok = (r1 - r0) / mm;
+  const int64_t frame_tokens = tokens(1, run->grid_h, run->grid_w);
+  float* out = run->out + (run->at.frame * frame_tokens + r0 / mm) * c.out_hidden;
+  ops_.layer_norm(ctx, run->x.data() + r0 * H, r1 - r0, H, w_.merger_norm_w.data(), w_.merger_norm_b.data(),
+                  float(c.eps), normed_.data());
   ops_.matmul(ctx, normed_.data(), tok, w_.merger_fc1, merged_.data());
   ops_.add_bias(ctx, merged_.data(), tok, M, w_.merger_fc1_b.data());
   ops_.gelu(ctx, merged_.data(), tok, M, /*tanh_form=*/false);
   ops_.matmul(ctx, merged_.data(), tok, w_.merger_fc2, out);
   ops_.add_bias(ctx, out, tok, c.out_hidden, w_.merger_fc2_b.data());
-}
-
-void VisionTower::block(const kernels::Context& ctx, const VisionBlockWeights& b, int64_t n, float* x) {
-  const VisionConfig& c = w_.config;
-  const int64_t H = c.hidden, I = c.intermediate;
-  const float eps = float(c.eps);
-  ops_.layer_norm(ctx, x, n, H, b.norm1_w.data(), b.norm1_b.data(), eps, normed_.data());
-  ops_.matmul(ctx, normed_.data(), n, b.qkv, qkv_.data());
-  ops_.add_bias(ctx, qkv_.data(), n, 3 * H, b.qkv_b.data());
-  ops_.vision_attention(ctx, {c.n_heads, c.head_dim}, qkv_.data(), n, cos_.data(), sin_.data(), attn_.data());
-  ops_.matmul(ctx, attn_.data(), n, b.proj, tmp_.data());
-  ops_.add_bias(ctx, tmp_.data(), n, H, b.proj_b.data());
-  ops_.add_rows(ctx, tmp_.data(), nullptr, n, H, x);
-  ops_.layer_norm(ctx, x, n, H, b.norm2_w.data(), b.norm2_b.data(), eps, normed_.data());
-  ops_.matmul(ctx, normed_.data(), n, b.fc1, mlp_.data());
-  ops_.add_bias(ctx, mlp_.data(), n, I, b.fc1_b.data());
-  ops_.gelu(ctx, mlp_.data(), n, I, c.tanh_gelu);
-  ops_.matmul(ctx, mlp_.data(), n, b.fc2, tmp_.data());
-  ops_.add_bias(ctx, tmp_.data(), n, H, b.fc2_b.data());
-  ops_.add_rows(ctx, tmp_.data(), nullptr, n, H, x);
 }
 
 }  // namespace qwen35::model

@@ -15,9 +15,11 @@
 // rounded to float once (what both backends then use); the rest is the ops' arithmetic (the
 // scalar reference and the CPU backend agree to the bound the tests state).
 //
-// Thread-safety: one caller at a time (the scratch below is the tower's).
+// Thread-safety: one caller at a time (the tile scratch below is the tower's); a run's state is
+// its own, so runs of several images may take turns through one tower.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <vector>
 
@@ -27,18 +29,45 @@
 
 namespace qwen35::model {
 
-// One image on its way through the tower, a stage at a time: per frame, the patch embedding,
-// each block, then the merger. The engine runs an image over as many steps as its cost calls
-// for, so that other requests keep their share of the machine (docs/design.md "Images"); the
-// result has the bits of one encode() call (the same ops in the same order on the same rows).
-// Between stages the frame's residual rows live here.
+// Where an image's run stands: the next piece of work. Per frame the stages are 0 the patch
+// embedding, 1..depth a block, depth + 1 the merger; a block has two parts (0: LN1, the qkv
+// projection and the keys and values of its rows; 1: its rows as queries against all the
+// frame's keys, the projection, LN2 and the MLP), the other stages one. `row`: the next patch
+// row of the part (always < the frame's rows: a finished part moves the cursor to the next).
+// Cursors order as the work does.
+struct VisionCursor {
+  int64_t frame = 0, stage = 0, part = 0, row = 0;
+  auto operator<=>(const VisionCursor&) const = default;
+};
+
+// One image on its way through the tower, a piece at a time (VisionTower::plan and advance):
+// the engine spreads an image over as many steps as its cost calls for, so that other requests
+// keep their share of the machine (docs/design.md "Images"). A piece is some rows of one part;
+// every op of a part reads and writes its own rows alone, except the attention, which reads the
+// keys and values of all the frame's rows (prepared once per block, in part 0). So the result
+// has the bits of one encode() call whatever the pieces (the same ops in the same order on each
+// row). Between pieces the frame's state lives here.
 struct VisionRun {
   const float* rows = nullptr;  // [t·h·w, patch_dim]: must outlive the run
   int64_t grid_t = 0, grid_h = 0, grid_w = 0;
   float* out = nullptr;         // [tokens, out_hidden]
-  int64_t frame = 0, stage = 0;  // the next stage: 0 the embedding, 1..depth a block, depth + 1 the merger
-  std::vector<float> x;          // the frame's residual rows [h·w, hidden]
-  bool done() const { return frame >= grid_t; }
+  VisionCursor at;              // the next piece
+  std::vector<float> x;         // the frame's residual rows [h·w, hidden]
+  std::vector<float> qkv;       // the block's projections [h·w, 3·hidden] (part 0 writes them)
+  std::vector<float> kv;        // its keys and values as the ops prepare them (Ops::vision_kv_rows)
+  // The grid's position rows [h·w, hidden] and rotary tables [h·w, head_dim/2], rows
+  // [0, table_rows) computed (by frame 0's embedding pieces; kept for a next image of the grid).
+  std::vector<float> pos, cos, sin;
+  int64_t table_h = -1, table_w = -1, table_rows = 0;
+  bool done() const { return at.frame >= grid_t; }
+};
+
+// The pieces from a run's cursor up to `end` that a budget pays for (VisionTower::plan).
+struct VisionPlan {
+  VisionCursor end;    // advance() up to here
+  double flops = 0;    // their cost (multiply-adds × 2, VisionTower::row_flops)
+  int64_t stages = 0;  // stages they finish
+  bool empty(const VisionRun& run) const { return end == run.at; }
 };
 
 class VisionTower {
@@ -60,15 +89,24 @@ class VisionTower {
   core::Status encode(const kernels::Context& ctx, const float* rows, int64_t grid_t, int64_t grid_h,
                       int64_t grid_w, float* out);
 
-  // The same as stages: begin() checks the grid (failing, changing nothing, like encode()) and
-  // sets the run at its first stage; advance() runs at most `max_stages` (at least one) stages
-  // and returns whether the image is done.
+  // The same in pieces: begin() checks the grid (failing, changing nothing, like encode()) and
+  // sets the run at its first piece; plan() says how far a budget takes it; advance() runs it up
+  // to a cursor (a plan's end, or further: at most the end) and returns whether the image is done.
   core::Status begin(const float* rows, int64_t grid_t, int64_t grid_h, int64_t grid_w, float* out,
                      VisionRun* run) const;
-  bool advance(const kernels::Context& ctx, VisionRun* run, int64_t max_stages);
-  int64_t stages(const VisionRun& run) const { return run.grid_t * (int64_t(w_.blocks.size()) + 2); }
-  // Multiply-adds × 2 of the run's next stage (matmuls and attention): the scheduler's cost.
-  double stage_flops(const VisionRun& run) const;
+  bool advance(const kernels::Context& ctx, VisionRun* run, const VisionCursor& end);
+  // The pieces from the run's cursor, in order, while their cost fits `budget` (multiply-adds ×
+  // 2): each a whole number of grains (merge² rows, a token's), so a part may end part-way;
+  // one grain at least when `at_least_one`. A function of the run's grid and cursor and of the
+  // budget alone (the engine's plans are deterministic).
+  VisionPlan plan(const VisionRun& run, double budget, bool at_least_one) const;
+  // The cost of one row of the part at `c` of a frame of `n` rows: the multiply-adds × 2 of its
+  // matmuls and, in a block's part 1, of its attention (scores and values over the n keys);
+  // the embedding of frame 0 counts its position rows too.
+  double row_flops(const VisionCursor& c, int64_t n) const;
+  int64_t depth() const { return int64_t(w_.blocks.size()); }
+  // Rows per op call inside a piece (the scratch below holds this many).
+  static constexpr int64_t kTileRows = 512;
 
   // The interpolated position rows [h·w, hidden] and rotary tables [h·w, head_dim/2] of a grid,
   // in merge-block row order (exposed for tests).
@@ -76,19 +114,22 @@ class VisionTower {
                        std::vector<float>* sin) const;
 
  private:
-  void tables(int64_t grid_h, int64_t grid_w);  // pos_, cos_, sin_ for this grid
-  void grow_scratch(int64_t n);
-  void embed(const kernels::Context& ctx, const float* rows, int64_t n, float* x);
-  void block(const kernels::Context& ctx, const VisionBlockWeights& b, int64_t n, float* x);
-  void merge(const kernels::Context& ctx, const float* x, int64_t n, float* out);
+  // Rows [r0, r1) of the grid's tables into pos/cos/sin (whole-grid arrays).
+  void position_rows(int64_t grid_h, int64_t grid_w, int64_t r0, int64_t r1, float* pos, float* cos,
+                     float* sin) const;
+  VisionCursor next_part(const VisionCursor& c) const;  // the first row of the part after c's
+  void grow_scratch(int64_t rows);
+  void piece(const kernels::Context& ctx, VisionRun* run, int64_t r0, int64_t r1);  // rows of run->at's part
+  void embed(const kernels::Context& ctx, VisionRun* run, int64_t r0, int64_t r1);
+  void block_qkv(const kernels::Context& ctx, const VisionBlockWeights& b, VisionRun* run, int64_t r0, int64_t r1);
+  void block_rest(const kernels::Context& ctx, const VisionBlockWeights& b, VisionRun* run, int64_t r0, int64_t r1);
+  void merge(const kernels::Context& ctx, VisionRun* run, int64_t r0, int64_t r1);
 
   const VisionWeights& w_;
   const kernels::Ops& ops_;
-  // Scratch, grown to the largest frame and reused.
-  std::vector<float> normed_, qkv_, attn_, tmp_, mlp_, merged_;  // [n, ·] rows of one frame
-  VisionRun run_;  // encode()'s (its residual rows stay allocated for the next image)
-  std::vector<float> pos_, cos_, sin_;  // the tables of grid (pos_h_, pos_w_)
-  int64_t pos_h_ = -1, pos_w_ = -1;
+  // Scratch of one tile (kTileRows rows at most), reused: nothing in it outlives a call.
+  std::vector<float> normed_, attn_, tmp_, mlp_, merged_;
+  VisionRun run_;  // encode()'s (its buffers and tables stay for the next image)
 };
 
 }  // namespace qwen35::model

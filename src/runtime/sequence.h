@@ -59,7 +59,8 @@ struct StepOutput {
   int64_t steps = 0, prompt = 0, generated = 0, done = 0, cancelled = 0;
   int64_t resumed = 0;  // samples taken from the workers
   int64_t drafted = 0, accepted = 0;
-  int64_t tower_stages = 0, images = 0;  // vision tower stages run; images it finished
+  int64_t tower_stages = 0, images = 0;  // vision tower stages finished; images it finished
+  double tower_flops = 0;  // the tower's work in the step (multiply-adds × 2, VisionTower::row_flops)
   std::array<int64_t, model::kMaxVerifyRows - 1> drafted_at{}, accepted_at{};
   std::vector<std::pair<std::shared_ptr<RequestStream>, StreamEvent>> finished;
   // Streams ended in place (RequestStream::close) because their kDone event could not be made:

@@ -6,11 +6,13 @@
 //
 // Images: the vision tower runs in the steps, on the engine's threads, when a prefilling
 // sequence's next chunk needs an image whose rows are not known (Sequence::image_due). One image
-// is in the tower at a time, oldest prompt first, a stage (a block of one frame) or more a step:
-// as many as the step's remaining row budget pays for, each stage weighed in prompt tokens of
-// the same multiply-adds (the first prefilling sequence gets one stage whatever the budget, as
-// it gets one chunk). So a large image is spread over steps like a long prompt, and the decode
-// rows of the other sequences run in every one of them.
+// is in the tower at a time, oldest prompt first, as much of it a step as the step's remaining
+// row budget pays for: the budget's prompt tokens are weighed in multiply-adds (Model::
+// token_flops), and the tower's pieces (rows of a part of a block, model/vision.h) in the same
+// unit (the first prefilling sequence gets one grain, a token's rows, whatever the budget, as it
+// gets one chunk). So a step's tower work stays within its budget whatever the image's size, a
+// large image is spread over steps like a long prompt, and the decode rows of the other
+// sequences run in every one of them.
 //
 // A sample that would make the engine thread build a grammar's automaton goes to SampleWorkers
 // (runtime/sample_workers.h): its sequence runs no row until the worker is done, and the other
@@ -38,6 +40,7 @@
 #include <deque>
 #include <memory>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -152,10 +155,11 @@ class Stepper {
   // no draft (drafts change the speed, never the tokens).
   void draft();
   void propose_drafts();
-  // Plans tower stages for a sequence's due image under *budget (the first prefilling sequence
-  // gets one whatever it is): false when none fit. The image's run starts here when it is new.
+  // Plans tower work for a sequence's due image under *budget (the first prefilling sequence
+  // gets one grain whatever it is): false when none fits. The image's run starts here when it
+  // is new.
   bool plan_tower(const PromptImage& im, int64_t* budget, bool first);
-  void run_tower(StepOutput* out);  // the planned stages, before the forward call
+  void run_tower(StepOutput* out);  // the planned pieces, before the forward call
   // Ends with `why` every running sequence whose due image is the one in the tower.
   void fail_tower(StepOutput* out, const std::string& why);
   bool tower_wanted();  // whether a running sequence's due image is the one in the tower
@@ -193,15 +197,15 @@ class Stepper {
   // MTP drafts before it) carries.
   std::vector<model::StateOp> state_ops_;
 
-  // The image in the vision tower, its output and its run; the stages this step runs.
+  // The image in the vision tower, its output and its run; the pieces this step runs.
   struct TowerWork {
     std::shared_ptr<PendingImage> image;
     std::shared_ptr<std::vector<float>> out;
     model::VisionRun run;
   };
   std::unique_ptr<TowerWork> tower_;
-  int64_t tower_stages_ = 0;
-  double token_flops_ = 0;  // model_.token_flops(): a tower stage's cost in prompt tokens
+  std::optional<model::VisionPlan> tower_plan_;  // set: the step runs it
+  double token_flops_ = 0;  // model_.token_flops(): a prompt token's cost, the budget's unit
 };
 
 }  // namespace qwen35::runtime

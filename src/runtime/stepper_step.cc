@@ -21,10 +21,11 @@ void Stepper::step(StepOutput* out) {
     return;
   }
   const auto t_tower = Clock::now();
-  if (tower_stages_ > 0) run_tower(out);
+  const bool tower = tower_plan_.has_value();
+  if (tower) run_tower(out);
   out->tower_s += std::chrono::duration<double>(Clock::now() - t_tower).count();
   if (rows_.empty()) {
-    if (tower_stages_ > 0) ++out->steps;
+    if (tower) ++out->steps;
     return;
   }
   const auto t1 = Clock::now();
@@ -217,12 +218,21 @@ void Stepper::schedule() {
   });
   int64_t budget = opts_.step_tokens - decode_rows;
   bool first = true;
-  tower_stages_ = 0;
+  tower_plan_.reset();
   if (tower_ && !tower_wanted()) tower_.reset();  // its requests ended: the run goes
+  // An image part-way through the tower finishes before another starts (its work is kept), when
+  // a sequence of this step's can take it on.
+  bool keep_run = false;
+  if (tower_ && tower_->run.at != model::VisionCursor{})
+    for (int i : prefilling) {
+      const PromptImage* im = slots_[size_t(i)]->image_due();
+      keep_run = keep_run || (im && im->pending == tower_->image);
+    }
   for (int i : prefilling) {
     Sequence& s = *slots_[size_t(i)];
     if (const PromptImage* im = s.image_due()) {
-      if (tower_stages_ > 0) continue;  // one image in the tower a step
+      if (tower_plan_) continue;  // one image in the tower a step
+      if (keep_run && im->pending != tower_->image) continue;
       if (!plan_tower(*im, &budget, first)) break;
       first = false;
       continue;
@@ -261,33 +271,20 @@ bool Stepper::plan_tower(const PromptImage& im, int64_t* budget, bool first) {
     tower_ = std::move(work);
   }
   if (token_flops_ <= 0) token_flops_ = std::max(1.0, model_.token_flops());
-  // Stages ahead of the run, each weighed in prompt tokens, while the budget pays for them.
-  model::VisionRun ahead;
-  ahead.grid_t = tower_->run.grid_t;
-  ahead.grid_h = tower_->run.grid_h;
-  ahead.grid_w = tower_->run.grid_w;
-  ahead.frame = tower_->run.frame;
-  ahead.stage = tower_->run.stage;
-  const int64_t per_frame = model_.image_stages_per_frame();
-  int64_t k = 0;
-  while (!ahead.done()) {
-    const int64_t cost = int64_t(std::ceil(model_.image_stage_flops(ahead) / token_flops_));
-    if (cost > *budget && !(first && k == 0)) break;
-    *budget -= std::min(cost, *budget);
-    ++k;
-    if (++ahead.stage == per_frame) {
-      ahead.stage = 0;
-      ++ahead.frame;
-    }
-  }
-  tower_stages_ = k;
-  return k > 0;
+  // The pieces the budget's prompt tokens pay for, in the same multiply-adds; the budget keeps
+  // what they leave (whole tokens' worth, rounded down) for the prompts behind.
+  const model::VisionPlan plan = model_.plan_image(tower_->run, double(*budget) * token_flops_, first);
+  if (plan.empty(tower_->run)) return false;
+  *budget = std::max<int64_t>(0, *budget - int64_t(std::ceil(plan.flops / token_flops_)));
+  tower_plan_ = plan;
+  return true;
 }
 
 void Stepper::run_tower(StepOutput* out) {
   const std::string oom = out_of_memory([&] {
-    out->tower_stages += tower_stages_;
-    if (!model_.advance_image(&tower_->run, tower_stages_)) return;
+    out->tower_stages += tower_plan_->stages;
+    out->tower_flops += tower_plan_->flops;
+    if (!model_.advance_image(&tower_->run, tower_plan_->end)) return;
     tower_->image->set_rows(std::move(tower_->out));
     tower_.reset();
     ++out->images;

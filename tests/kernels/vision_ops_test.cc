@@ -341,6 +341,40 @@ TEST(VisionOps, VisionAttentionMatchesReferenceOnEveryTarget) {
   on_every_target([](const std::string&) { vision_attention_checks(); });
 }
 
+// The attention in parts (Ops::vision_kv_rows over row ranges in any order, then query rows in
+// tiles of any size: the vision tower's pieces) gives vision_attention's bits, on both backends
+// and every target, with 1 and 2 threads.
+void attention_in_parts(const Ops& ops, const AttentionCase& c, const Context& ctx) {
+  const Ops::VisionAttentionParams p{c.n_heads, c.head_dim};
+  const int64_t width = c.n_heads * c.head_dim;
+  std::vector<float> whole(c.ref_out.size());
+  ops.vision_attention(ctx, p, c.qkv.data(), c.n, c.cos.data(), c.sin.data(), whole.data());
+  std::vector<float> kv(ops.vision_kv_floats(p, c.n), -1.0f);  // garbage where nothing is written
+  for (int64_t r1 = c.n; r1 > 0; r1 -= 50)  // key rows in ranges of 50, the last range first
+    ops.vision_kv_rows(ctx, p, c.qkv.data(), c.n, c.cos.data(), c.sin.data(), std::max<int64_t>(0, r1 - 50), r1, kv.data());
+  for (int64_t tile : {int64_t(1), int64_t(7), int64_t(130)}) {
+    std::vector<float> parts(whole.size(), 0.0f), out(size_t(tile * width));
+    for (int64_t q0 = 0; q0 < c.n; q0 += tile) {
+      const int64_t q1 = std::min(c.n, q0 + tile);
+      ops.vision_attend_rows(ctx, p, c.qkv.data(), c.n, c.cos.data(), c.sin.data(), kv.data(), q0, q1, out.data());
+      std::copy(out.begin(), out.begin() + (q1 - q0) * width, parts.begin() + q0 * width);
+    }
+    ASSERT_EQ(parts, whole) << ops.name() << ": n " << c.n << ", query tiles of " << tile;
+  }
+}
+
+TEST(VisionOps, VisionAttentionInPartsHasTheWholeCallsBits) {
+  for (const AttentionCase& c : attention_cases())
+    if (c.n < 100) attention_in_parts(ref, c, {});
+  on_every_target([](const std::string&) {
+    core::ThreadPool two(2);
+    for (const AttentionCase& c : attention_cases()) {
+      attention_in_parts(cpu, c, {});
+      attention_in_parts(cpu, c, {&two});
+    }
+  });
+}
+
 // The largest image before max_pixels caps it (1344² pixels: 84² = 7056 patch rows, 111 key
 // blocks, the last partial) on the best target, sampled rows against float64 (the reference op
 // would take minutes at this size).

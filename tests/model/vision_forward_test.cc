@@ -62,10 +62,10 @@ class VisionForward : public ::testing::Test {
     }
     return out;
   }
-  // The same images through begin/advance, `k` stages at a time, the runs of all the case's
-  // images taken in turns through one tower (so each stage finds scratch and position tables
-  // left by another image's run).
-  static std::vector<float> encode_staged(VisionTower& tower, const kernels::Context& ctx, const Fixture& f, int64_t k) {
+  // The same images through begin/plan/advance, each plan's budget `k` rows of a block's
+  // attention part (0: one grain), the runs of all the case's images taken in turns through one
+  // tower (so each piece finds the tile scratch left by another image's run).
+  static std::vector<float> encode_staged(VisionTower& tower, const kernels::Context& ctx, const Fixture& f, double k) {
     const VisionConfig& c = tower.config();
     std::vector<float> out;
     std::vector<size_t> at;
@@ -83,8 +83,11 @@ class VisionForward : public ::testing::Test {
     }
     for (bool left = true; left;) {
       left = false;
-      for (VisionRun& r : runs)
-        if (!r.done()) left = !tower.advance(ctx, &r, k) || left;
+      for (VisionRun& r : runs) {
+        if (r.done()) continue;
+        const double budget = k * tower.row_flops({0, 1, 1, 0}, r.grid_h * r.grid_w);
+        left = !tower.advance(ctx, &r, tower.plan(r, budget, true).end) || left;
+      }
     }
     return out;
   }
@@ -145,9 +148,9 @@ TEST_F(VisionForward, MatchesTheFloat64ReferenceOnEveryCase) {
     // Threads and the images before it do not change an image's bits.
     VisionTower solo(**w, kernels::cpu_ops());
     EXPECT_EQ(encode_all(solo, kernels::Context{}, f), cpu) << f.name << ": one thread vs three";
-    // Stage by stage (the engine's way), images interleaved: the same bits.
-    for (int64_t k : {1, 3})
-      EXPECT_EQ(encode_staged(solo, ctx, f, k), cpu) << f.name << ": " << k << " stages at a time";
+    // Piece by piece (the engine's way), images interleaved: the same bits.
+    for (double k : {0.0, 3.0})
+      EXPECT_EQ(encode_staged(solo, ctx, f, k), cpu) << f.name << ": pieces of " << k << " attention rows' work";
     // Float towers (bf16, f32) have no int8 path: fast mode is exact mode, bit for bit, and so
     // within the bound above (vision_fast_test.cc bounds the quantized towers).
     kernels::Context fast = ctx;

@@ -106,6 +106,19 @@ void attention_items(const Context& ctx, const Ops::AttentionParams& p, const fl
   });
 }
 
+// The checks every vision attention entry makes (broken invariants of the caller).
+void check_vision(const Ops::VisionAttentionParams& p) {
+  QWEN35_CHECK_MSG(p.n_heads > 0 && p.head_dim > 0 && p.head_dim % 2 == 0,
+                   "vision_attention: n_heads must be positive and head_dim positive and even");
+}
+
+// The prepared keys and values of an n-row image in the buffer `kv` (kernels/cpu/vision_attention.h).
+cpu::VisionKv vision_kv(const Ops::VisionAttentionParams& p, int64_t n, float* kv) {
+  cpu::VisionKv k{n, p.n_heads, p.head_dim, cpu::vision_value_stride(p.head_dim), kv, nullptr};
+  if (kv != nullptr) k.v = kv + k.kt_floats();
+  return k;
+}
+
 class CpuOps final : public Ops {
  public:
   const char* name() const override { return "cpu"; }
@@ -336,28 +349,54 @@ class CpuOps final : public Ops {
 
   // Keys rotated and transposed per block and values padded, once per call (threads over rows);
   // then work items of (head, kVisionQueryBlock query rows), head-major so that a thread's
-  // consecutive items share the head's keys and values in cache.
+  // consecutive items share the head's keys and values in cache. The whole image is the parts
+  // below over all its rows, the prepared keys and values in the workspace.
   void vision_attention(const Context& ctx, const VisionAttentionParams& p, const float* qkv, int64_t n,
                         const float* cos, const float* sin, float* out) const override {
-    const int64_t nh = p.n_heads, hd = p.head_dim;
-    QWEN35_CHECK_MSG(nh > 0 && hd > 0 && hd % 2 == 0,
-                     "vision_attention: n_heads must be positive and head_dim positive and even");
+    check_vision(p);
     if (n <= 0) return;
     std::unique_ptr<cpu::CpuWorkspace> temp;
     cpu::CpuWorkspace& ws = cpu::workspace_of(ctx, this, temp);
-    cpu::ThreadScratch* threads = ws.threads(ctx);
-    cpu::VisionKv kv{n, nh, hd, cpu::vision_value_stride(hd), nullptr, nullptr};
-    kv.kt = cpu::grow(ws.vision_kv, kv.kt_floats() + kv.v_floats());
-    kv.v = kv.kt + kv.kt_floats();
-    run(ctx, size_t(kv.blocks() * cpu::kVisionKeyBlock), [&](size_t r0, size_t r1, int) {
-      cpu::vision_prepare_rows(qkv, cos, sin, kv, int64_t(r0), int64_t(r1));
+    float* kv = cpu::grow(ws.vision_kv, vision_kv_floats(p, n));
+    vision_kv_rows(ctx, p, qkv, n, cos, sin, 0, n, kv);
+    vision_attend_rows(ctx, p, qkv, n, cos, sin, kv, 0, n, out);
+  }
+
+  size_t vision_kv_floats(const VisionAttentionParams& p, int64_t n) const override {
+    const cpu::VisionKv kv = vision_kv(p, n, nullptr);
+    return n <= 0 ? 0 : kv.kt_floats() + kv.v_floats();
+  }
+
+  // Rows [r0, r1); the last range (r1 = n) also zeroes the keys past n in the last block.
+  void vision_kv_rows(const Context& ctx, const VisionAttentionParams& p, const float* qkv, int64_t n,
+                      const float* cos, const float* sin, int64_t r0, int64_t r1, float* kv) const override {
+    check_vision(p);
+    QWEN35_CHECK_MSG(0 <= r0 && r0 <= r1 && r1 <= n, "vision_kv_rows: rows out of the image");
+    const cpu::VisionKv k = vision_kv(p, n, kv);
+    const int64_t end = r1 == n ? k.blocks() * cpu::kVisionKeyBlock : r1;
+    run(ctx, size_t(end - r0), [&](size_t a, size_t b, int) {
+      cpu::vision_prepare_rows(qkv, cos, sin, k, r0 + int64_t(a), r0 + int64_t(b));
     }, 16);
-    const int64_t qblocks = (n + cpu::kVisionQueryBlock - 1) / cpu::kVisionQueryBlock;
+  }
+
+  void vision_attend_rows(const Context& ctx, const VisionAttentionParams& p, const float* qkv, int64_t n,
+                          const float* cos, const float* sin, const float* kv, int64_t q0, int64_t q1,
+                          float* out) const override {
+    check_vision(p);
+    QWEN35_CHECK_MSG(0 <= q0 && q0 <= q1 && q1 <= n, "vision_attend_rows: rows out of the image");
+    if (q0 == q1) return;
+    const int64_t nh = p.n_heads, hd = p.head_dim;
+    std::unique_ptr<cpu::CpuWorkspace> temp;
+    cpu::CpuWorkspace& ws = cpu::workspace_of(ctx, this, temp);
+    cpu::ThreadScratch* threads = ws.threads(ctx);
+    // The kernel only reads the prepared rows.
+    const cpu::VisionKv k = vision_kv(p, n, const_cast<float*>(kv));
+    const int64_t qblocks = (q1 - q0 + cpu::kVisionQueryBlock - 1) / cpu::kVisionQueryBlock;
     run(ctx, size_t(nh * qblocks), [&](size_t i0, size_t i1, int tid) {
-      float* scratch = cpu::grow(threads[tid].vision, size_t(cpu::vision_scratch_floats(hd, kv.v_stride)));
+      float* scratch = cpu::grow(threads[tid].vision, size_t(cpu::vision_scratch_floats(hd, k.v_stride)));
       for (size_t it = i0; it < i1; ++it) {
-        const int64_t h = int64_t(it) / qblocks, q0 = int64_t(it) % qblocks * cpu::kVisionQueryBlock;
-        cpu::vision_attend_rows(kv, qkv, cos, sin, h, q0, std::min(n, q0 + cpu::kVisionQueryBlock), scratch, out);
+        const int64_t h = int64_t(it) / qblocks, a = q0 + int64_t(it) % qblocks * cpu::kVisionQueryBlock;
+        cpu::vision_attend_rows(k, qkv, cos, sin, h, a, std::min(q1, a + cpu::kVisionQueryBlock), scratch, out, q0);
       }
     });
   }

@@ -162,7 +162,7 @@ void RotateQueries(const VisionKv& kv, const float* qkv, const float* cos, const
 }
 
 void AttendRowsImpl(const VisionKv& kv, const float* qkv, const float* cos, const float* sin, int64_t h,
-                    int64_t q0, int64_t q1, float* scratch, float* out) {
+                    int64_t q0, int64_t q1, float* scratch, float* out, int64_t out_row0) {
   const int64_t hd = kv.head_dim, vs = kv.v_stride, nq = q1 - q0, blocks = kv.blocks();
   float* q = scratch;
   float* s = q + kVisionQueryBlock * hd;
@@ -183,7 +183,7 @@ void AttendRowsImpl(const VisionKv& kv, const float* qkv, const float* cos, cons
   }
   for (int64_t a = 0; a < nq; ++a) {
     const float sum = hn::GetLane(hn::SumOfLanes(df, hn::LoadU(df, l + a * N)));
-    float* r = out + (q0 + a) * kv.n_heads * hd + h * hd;
+    float* r = out + (q0 + a - out_row0) * kv.n_heads * hd + h * hd;
     for (int64_t i = 0; i < hd; ++i) r[i] = o[a * vs + i] / sum;
   }
 }
@@ -225,8 +225,8 @@ void vision_prepare_rows(const float* qkv, const float* cos, const float* sin, c
 }
 
 void vision_attend_rows(const VisionKv& kv, const float* qkv, const float* cos, const float* sin,
-                        int64_t h, int64_t q0, int64_t q1, float* scratch, float* out) {
-  HWY_DYNAMIC_DISPATCH(AttendRowsImpl)(kv, qkv, cos, sin, h, q0, q1, scratch, out);
+                        int64_t h, int64_t q0, int64_t q1, float* scratch, float* out, int64_t out_row0) {
+  HWY_DYNAMIC_DISPATCH(AttendRowsImpl)(kv, qkv, cos, sin, h, q0, q1, scratch, out, out_row0);
 }
 }  // namespace qwen35::kernels::cpu
 #endif

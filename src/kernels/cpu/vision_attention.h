@@ -37,11 +37,12 @@ void vision_prepare_rows(const float* qkv, const float* cos, const float* sin, c
                          int64_t r0, int64_t r1);
 
 // Query rows [q0, q1) (at most kVisionQueryBlock) of head h against all n keys:
-// out[t, h·head_dim + ·] (row stride n_heads·head_dim) = softmax(q_t·kᵀ/√head_dim)·v with q_t
-// rotated like the keys. Each row's arithmetic, and its order, is fixed by the row alone (scores
-// one FMA chain over the head's dims; blocks of keys in order; values one FMA per key in order):
-// the same bits whichever rows share the call.
+// out[t − out_row0, h·head_dim + ·] (row stride n_heads·head_dim; `out` holds rows from
+// out_row0 ≤ q0) = softmax(q_t·kᵀ/√head_dim)·v with q_t rotated like the keys. Each row's
+// arithmetic, and its order, is fixed by the row alone (scores one FMA chain over the head's
+// dims; blocks of keys in order; values one FMA per key in order): the same bits whichever rows
+// share the call.
 void vision_attend_rows(const VisionKv& kv, const float* qkv, const float* cos, const float* sin,
-                        int64_t h, int64_t q0, int64_t q1, float* scratch, float* out);
+                        int64_t h, int64_t q0, int64_t q1, float* scratch, float* out, int64_t out_row0 = 0);
 
 }  // namespace qwen35::kernels::cpu

@@ -323,11 +323,26 @@ class RefOps final : public Ops {
       for (int64_t i = 0; i < dim; ++i) y[t * dim + i] += bias[i];
   }
 
-  void vision_attention(const Context&, const VisionAttentionParams& p, const float* qkv, int64_t n,
+  void vision_attention(const Context& ctx, const VisionAttentionParams& p, const float* qkv, int64_t n,
                         const float* cos, const float* sin, float* out) const override {
+    vision_attend_rows(ctx, p, qkv, n, cos, sin, nullptr, 0, n, out);
+  }
+  // The reference prepares nothing: it rotates the keys again in each call, in double.
+  size_t vision_kv_floats(const VisionAttentionParams&, int64_t) const override { return 0; }
+  void vision_kv_rows(const Context&, const VisionAttentionParams& p, const float*, int64_t n, const float*,
+                      const float*, int64_t r0, int64_t r1, float*) const override {
+    QWEN35_CHECK_MSG(p.n_heads > 0 && p.head_dim > 0 && p.head_dim % 2 == 0,
+                     "vision_attention: n_heads must be positive and head_dim positive and even");
+    QWEN35_CHECK_MSG(0 <= r0 && r0 <= r1 && r1 <= n, "vision_kv_rows: rows out of the image");
+  }
+  void vision_attend_rows(const Context&, const VisionAttentionParams& p, const float* qkv, int64_t n,
+                          const float* cos, const float* sin, const float*, int64_t q0, int64_t q1,
+                          float* out) const override {
     const int64_t nh = p.n_heads, hd = p.head_dim, half = hd / 2, row = 3 * nh * hd;
     QWEN35_CHECK_MSG(nh > 0 && hd > 0 && hd % 2 == 0,
                      "vision_attention: n_heads must be positive and head_dim positive and even");
+    QWEN35_CHECK_MSG(0 <= q0 && q0 <= q1 && q1 <= n, "vision_attend_rows: rows out of the image");
+    if (q0 == q1) return;
     // Row t's rotated head h of q (part 0) or k (part 1), in double.
     auto rotated = [&](int64_t t, int part, int64_t h, double* r) {
       const float* x = qkv + t * row + (part * nh + h) * hd;
@@ -341,7 +356,7 @@ class RefOps final : public Ops {
     std::vector<double> k(static_cast<size_t>(n * hd)), q(static_cast<size_t>(hd)), s(static_cast<size_t>(n));
     for (int64_t h = 0; h < nh; ++h) {
       for (int64_t j = 0; j < n; ++j) rotated(j, 1, h, &k[size_t(j * hd)]);
-      for (int64_t t = 0; t < n; ++t) {
+      for (int64_t t = q0; t < q1; ++t) {
         rotated(t, 0, h, q.data());
         double mx = -INFINITY, sum = 0;
         for (int64_t j = 0; j < n; ++j) {
@@ -353,7 +368,7 @@ class RefOps final : public Ops {
         for (int64_t i = 0; i < hd; ++i) {
           double acc = 0;
           for (int64_t j = 0; j < n; ++j) acc += s[size_t(j)] * qkv[j * row + (2 * nh + h) * hd + i];
-          out[t * nh * hd + h * hd + i] = float(acc / sum);
+          out[(t - q0) * nh * hd + h * hd + i] = float(acc / sum);
         }
       }
     }
