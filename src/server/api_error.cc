@@ -16,7 +16,7 @@ KindInfo info(ErrorKind k) {
     case ErrorKind::kContextLength:
       return {400, "invalid_request_error", "invalid_request_error"};
     case ErrorKind::kModelNotFound:
-      return {400, "model_not_found", "invalid_request_error"};
+      return {404, "model_not_found", "not_found_error"};
     case ErrorKind::kAuthentication:
       return {401, "authentication_error", "authentication_error"};
     case ErrorKind::kNotFound:

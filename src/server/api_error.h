@@ -21,7 +21,7 @@ using Json = nlohmann::ordered_json;
 enum class ErrorKind {
   kInvalidRequest,   // 400: a malformed or refused field
   kContextLength,    // 400: the prompt does not fit the context (each API's own wording)
-  kModelNotFound,    // 400: "model" names another model (issue 6: a bad field like any other)
+  kModelNotFound,    // 404: "model" names a model this server does not serve (OpenAI, Anthropic)
   kAuthentication,   // 401
   kNotFound,         // 404: no such route
   kNoSuchModel,      // 404: GET /v1/models/{id} of another model (OpenAI's model_not_found)

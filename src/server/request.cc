@@ -217,7 +217,7 @@ std::optional<ApiError> check_model(const Json& b, const ModelInfo& mi) {
   if (name != mi.name && name != mi.path) {
     ApiError e = bad(
         "model", "the model '" + name + "' does not exist (this server serves '" + mi.name + "')");
-    e.kind = ErrorKind::kModelNotFound;  // 400 as for any other bad field (issue 6)
+    e.kind = ErrorKind::kModelNotFound;  // 404, as OpenAI and Anthropic answer a model they lack
     return e;
   }
   return std::nullopt;

@@ -27,7 +27,7 @@ TEST(ApiErrors, OpenAiShapeByKind) {
   EXPECT_EQ(res.headers[0].first, "Retry-After");
   EXPECT_EQ(res.headers[0].second, "1");
   const std::vector<std::tuple<ErrorKind, int, const char*>> kinds = {
-      {ErrorKind::kModelNotFound, 400, "model_not_found"},
+      {ErrorKind::kModelNotFound, 404, "model_not_found"},
       {ErrorKind::kAuthentication, 401, "authentication_error"},
       {ErrorKind::kNotFound, 404, "not_found_error"},
       {ErrorKind::kMethodNotAllowed, 405, "invalid_request_error"},
@@ -54,7 +54,7 @@ TEST(ApiErrors, AnthropicShapeByKind) {
             Json::parse(R"({"type": "error", "error": {"type": "overloaded_error",
                 "message": "shutting down"}})"));
   const std::vector<std::tuple<ErrorKind, int, const char*>> kinds = {
-      {ErrorKind::kModelNotFound, 400, "invalid_request_error"},
+      {ErrorKind::kModelNotFound, 404, "not_found_error"},
       {ErrorKind::kAuthentication, 401, "authentication_error"},
       {ErrorKind::kNotFound, 404, "not_found_error"},
       {ErrorKind::kTooLarge, 413, "request_too_large"},

@@ -154,7 +154,6 @@ async function main() {
       ['temperature < 0', { model: 'm', messages, temperature: -1 }],
       ['unknown role', { model: 'm', messages: [{ role: 'wizard', content: 'x' }] }],
       ['empty messages', { model: 'm', messages: [] }],
-      ['unknown model', { model: 'gpt-nope', messages }],
     ]) {
       try {
         await client.chat.completions.create(body);
@@ -162,6 +161,13 @@ async function main() {
       } catch (e) {
         check(e.status === 400 && typeof e.message === 'string' && e.message.length > 0, 'error: ' + what);
       }
+    }
+    try {
+      await client.chat.completions.create({ model: 'gpt-nope', messages });
+      check(false, 'error: unknown model');
+    } catch (e) {
+      // OpenAI answers a model it does not have with 404 model_not_found; the client maps it.
+      check(e.status === 404, 'error: unknown model is a 404');
     }
     const health = await fetch(`http://127.0.0.1:${port}/health`);
     check(health.status === 200, 'healthy after errors');

@@ -318,7 +318,7 @@ TEST_F(ApiCompatTest, ResponsesErrors) {
         << body.dump();
   }
   auto [stm, rm] = post(s(), "/v1/responses", with("model", "gpt-9"));
-  EXPECT_EQ(stm, 400);
+  EXPECT_EQ(stm, 404);
   EXPECT_EQ(rm["error"]["type"], "model_not_found") << rm;
   EXPECT_EQ(rm["error"]["param"], "model") << rm;
   // Built-in tools are left out, not refused (agent_shapes_test.cc has the rest).

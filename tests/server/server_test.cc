@@ -260,7 +260,6 @@ TEST_F(ServerTest, MalformedRequestsGet400) {
       {chat, Json{{"messages", msgs}, {"stream", "yes"}}.dump()},
       {chat, Json{{"messages", msgs}, {"stop", 5}}.dump()},
       {chat, Json{{"messages", msgs}, {"n", 0}}.dump()},
-      {chat, Json{{"messages", msgs}, {"model", "gpt-4"}}.dump()},
       {chat, std::string("{\"messages\":[{\"role\":\"user\",\"content\":\"\xff\xfe\"}]}")},
       {"/v1/completions", Json{{"prompt", 7}}.dump()},
       {"/v1/completions", Json{{"prompt", "x"}, {"logprobs", 99}}.dump()},
@@ -272,6 +271,11 @@ TEST_F(ServerTest, MalformedRequestsGet400) {
     ASSERT_TRUE(r.contains("error")) << r;
     EXPECT_FALSE(r["error"]["message"].get<std::string>().empty());
   }
+  // A model this server does not serve is a 404 model_not_found, as OpenAI answers it.
+  auto [stm, rm] = s().post(chat, Json{{"messages", msgs}, {"model", "gpt-4"}}.dump());
+  EXPECT_EQ(stm, 404) << rm;
+  EXPECT_EQ(rm["error"]["type"], "model_not_found") << rm;
+  EXPECT_EQ(rm["error"]["param"], "model") << rm;
   // A prompt longer than the context names both numbers.
   std::vector<int> ids(300, 5);
   auto [st, r] = s().post("/v1/completions", Json{{"prompt", ids}});
