@@ -45,7 +45,23 @@ HttpResponse answer(const ApiError& e, const Json& body) {
   return res;
 }
 
+// The start of the UTF-8 character at or before i (continuation bytes are 10xxxxxx).
+size_t char_start(const std::string& s, size_t i) {
+  while (i > 0 && i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) --i;
+  return i;
+}
+
 }  // namespace
+
+std::string clip_error_text(std::string text) {
+  if (text.size() <= kMaxErrorText) return text;
+  // Head and tail: the head names what was wrong, the tail ends the sentence (the choices
+  // allowed, the limit) that often follows an echoed value.
+  const size_t head = char_start(text, kMaxErrorText * 5 / 8);
+  const size_t tail = char_start(text, text.size() - kMaxErrorText / 4);
+  return text.substr(0, head) + " ... [" + std::to_string(tail - head) + " bytes elided] ... " +
+         text.substr(tail);
+}
 
 const char* openai_error_type(ErrorKind kind) { return info(kind).openai; }
 
@@ -53,15 +69,15 @@ int ApiError::status() const { return info(kind).status; }
 
 ApiError invalid(std::string param, std::string message) {
   ApiError e;
-  e.param = std::move(param);
-  e.message = std::move(message);
+  e.param = clip_error_text(std::move(param));
+  e.message = clip_error_text(std::move(message));
   return e;
 }
 
 ApiError api_error(ErrorKind kind, std::string message) {
   ApiError e;
   e.kind = kind;
-  e.message = std::move(message);
+  e.message = clip_error_text(std::move(message));
   return e;
 }
 
@@ -81,14 +97,15 @@ ErrorKind kind_of_status(int status) {
 }
 
 Json error_body(const ApiError& e) {
-  Json err = {{"message", e.message}, {"type", info(e.kind).openai}};
-  err["param"] = e.param.empty() ? Json(nullptr) : Json(e.param);
+  Json err = {{"message", clip_error_text(e.message)}, {"type", info(e.kind).openai}};
+  err["param"] = e.param.empty() ? Json(nullptr) : Json(clip_error_text(e.param));
   err["code"] = e.status();
   return Json{{"error", err}};
 }
 
 Json anthropic_error_body(const ApiError& e) {
-  const std::string message = e.param.empty() ? e.message : e.param + ": " + e.message;
+  const std::string message =
+      clip_error_text(e.param.empty() ? e.message : clip_error_text(e.param) + ": " + e.message);
   return Json{{"type", "error"},
               {"error", {{"type", info(e.kind).anthropic}, {"message", message}}}};
 }

@@ -245,6 +245,11 @@ def rank_fails(sig):
               f"the error does not say rank 1 is silent: {result}")
         answered = failed_health(port, ranks[0], t0 + 10)
         check(not alive(ranks[0]), f"rank 0 still alive 10 s after rank 1 was {what}")
+        try:  # a job that lost a rank fails: also under orte_enable_recovery, where mpirun alone exits 0
+            code = p.wait(10)
+        except subprocess.TimeoutExpired:
+            code = None
+        check(code not in (0, None), f"mpirun exited {code} after rank 1 was {what}")
         print(f"pipeline_serve_test: a {what} rank: HTTP", result.get("status"), "for the request in flight,",
               answered, "answers of /health and /ready after it, all 503 naming rank 1; every rank gone within 10 s")
     finally:
