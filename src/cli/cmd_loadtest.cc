@@ -268,9 +268,9 @@ int cmd_loadtest(int argc, char** argv) {
   // a stream this client cannot read (or one that generated nothing). Never a silent zero.
   std::string silent;
   if (ok > 0 && errors == 0 && tokens == 0)
-    silent = "every request succeeded but no generated token was seen: no choices[].token_ids, "
-             "no usage.completion_tokens in the last chunk and no chunk with text (is this an "
-             "OpenAI-compatible /v1/completions stream?)";
+    silent = "every request succeeded but no generated token was seen (choices[].token_ids, "
+             "usage.completion_tokens and the chunks' text all absent or empty): is this an "
+             "OpenAI-compatible /v1/completions stream?";
   Json r = {{"clients", clients},
             {"requests", requests},
             {"ok", ok},

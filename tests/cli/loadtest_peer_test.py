@@ -6,10 +6,12 @@
 A tiny server here (Python stdlib, no qwen35 code) streams as llama-server, vLLM and SGLang do:
 chunked SSE of text chunks without token_ids, the finish chunk, and `usage` in a last chunk
 only when the request asks with stream_options.include_usage. Variants:
-  usage      one token per text chunk, usage at the end (llama-server)
+  usage      one token per text chunk, usage at the end without prompt_tokens_details (as vLLM
+             sends it unless started with --enable-prompt-tokens-details)
   packed     two tokens per text chunk, usage at the end: usage's count, not the chunk count
   chunks     no usage at all: one token per non-empty chunk, said to be so
-  cached     usage with prompt_tokens_details.cached_tokens (the cache figures are reported)
+  cached     usage with prompt_tokens_details.cached_tokens, as llama-server sends it (the
+             cache figures are reported)
   silent     200 and [DONE] but no text (usage: 0 completion tokens): loadtest fails loudly
              instead of reporting 0 tok/s
 /tokenize answers only {"content"} with {"tokens": [...]} (llama-server's shape). Every figure
