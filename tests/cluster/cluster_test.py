@@ -569,7 +569,7 @@ def phase_script(binary, model, state):
         failed = [r["error"] for r in after if r["error"]]
         check(after and not failed, "script: %d of %d requests after the kill failed: %s" %
               (len(failed), len(after), failed[:3]))
-        direct = call(ports["r2"], {"prompt": "In the beginning", "max_tokens": 2})
+        direct = call(ports["r2"], {"prompt": "In the beginning", "max_tokens": 2}, path="/v1/completions")
         check(not direct["error"], "script: the restarted r2: %s" % direct["error"])
         check(proc.poll() is None, "script: exited after a replica's death")
         text = log()
