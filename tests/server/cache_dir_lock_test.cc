@@ -17,15 +17,15 @@ namespace {
 
 using testing::ServerProcess;
 
-const std::string kModel = std::string(QWEN35_SOURCE_DIR) + "/models/qwen35-tiny-kjv";
+const std::string kLockModel = std::string(QWEN35_SOURCE_DIR) + "/models/qwen35-tiny-kjv";
 
 TEST(CacheDirLock, SecondServerRefusedUntilTheFirstDies) {
   testing::TempDir d;
   const std::string dir = d.file("cache");
-  auto first = std::make_unique<ServerProcess>(kModel, std::vector<std::string>{"--cache-dir", dir});
+  auto first = std::make_unique<ServerProcess>(kLockModel, std::vector<std::string>{"--cache-dir", dir});
   ASSERT_TRUE(first->ready()) << first->log();
   {
-    ServerProcess second(kModel, {"--cache-dir", dir});
+    ServerProcess second(kLockModel, {"--cache-dir", dir});
     EXPECT_FALSE(second.ready());
     EXPECT_EQ(second.stop(), 1) << second.log();
     const std::string log = second.log();
@@ -41,7 +41,7 @@ TEST(CacheDirLock, SecondServerRefusedUntilTheFirstDies) {
   ASSERT_EQ(kill(first->pid(), SIGKILL), 0);
   for (int i = 0; i < 400 && !first->exited(); ++i) usleep(20000);
   ASSERT_TRUE(first->exited());
-  ServerProcess third(kModel, {"--cache-dir", dir});
+  ServerProcess third(kLockModel, {"--cache-dir", dir});
   EXPECT_TRUE(third.ready()) << third.log();
   EXPECT_EQ(third.stop(), 0) << third.log();
   EXPECT_NE(third.log().find("saved "), std::string::npos) << third.log();
@@ -51,14 +51,14 @@ TEST(CacheDirLock, UnusableFolderRefusedAtStart) {
   testing::TempDir d;
   const std::string file = d.file("plain-file");
   std::ofstream(file) << "not a folder";
-  ServerProcess not_dir(kModel, {"--cache-dir", file});
+  ServerProcess not_dir(kLockModel, {"--cache-dir", file});
   EXPECT_FALSE(not_dir.ready());
   EXPECT_EQ(not_dir.stop(), 1);
   EXPECT_NE(not_dir.log().find("--cache-dir " + file + ": exists and is not a directory"),
             std::string::npos)
       << not_dir.log();
   EXPECT_EQ(not_dir.log().find("listening on"), std::string::npos) << not_dir.log();
-  ServerProcess under_file(kModel, {"--cache-dir", file + "/sub"});
+  ServerProcess under_file(kLockModel, {"--cache-dir", file + "/sub"});
   EXPECT_EQ(under_file.stop(), 1);
   EXPECT_NE(under_file.log().find("--cache-dir " + file + "/sub: cannot create it"),
             std::string::npos)
@@ -67,13 +67,13 @@ TEST(CacheDirLock, UnusableFolderRefusedAtStart) {
   if (geteuid() != 0) {
     const std::string ro = d.file("read-only");
     ASSERT_EQ(mkdir(ro.c_str(), 0555), 0);
-    ServerProcess read_only(kModel, {"--cache-dir", ro});
+    ServerProcess read_only(kLockModel, {"--cache-dir", ro});
     EXPECT_EQ(read_only.stop(), 1);
     EXPECT_NE(read_only.log().find("--cache-dir " + ro + ": cannot write there"), std::string::npos)
         << read_only.log();
   }
   // --no-prefix-cache writes nothing: the folder is neither checked nor locked.
-  ServerProcess no_cache(kModel, {"--cache-dir", file, "--no-prefix-cache"});
+  ServerProcess no_cache(kLockModel, {"--cache-dir", file, "--no-prefix-cache"});
   EXPECT_TRUE(no_cache.ready()) << no_cache.log();
 }
 
