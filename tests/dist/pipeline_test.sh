@@ -156,7 +156,7 @@ rank_pid() {
 # More arguments go to mpirun: with --mca orte_enable_recovery 1 mpirun leaves the survivors to
 # the heartbeat, and would exit 0 unless the rank ending the job tells it otherwise.
 failure() {
-  local sig=$1 log=$tmp/fail.$1.$#.txt
+  local sig=$1 log=$tmp/fail.$1${2:+.recovery}.txt
   local mca=("${@:2}")
   QWEN35_PIPELINE_TEST_DELAY=60 mpirun -np 3 "${mca[@]}" -x QWEN35_PIPELINE_TEST_DELAY "$bin" logits -m "$m" \
     --tokens "$tokens" --chunk 4 --out "$tmp/f.npy" -t 1 > "$log" 2>&1 < /dev/null &
@@ -183,8 +183,8 @@ failure() {
 failure KILL
 failure STOP
 failure KILL --mca orte_enable_recovery 1
-grep -q "no heartbeat from rank 1" "$tmp/fail.KILL.3.txt" || { fail "SIGKILL under recovery: not the heartbeat's line"; cat "$tmp/fail.KILL.3.txt" >&2; }
-grep -q "no heartbeat from rank 1" "$tmp/fail.STOP.1.txt" || { fail "SIGSTOP: not the heartbeat's line"; cat "$tmp/fail.STOP.1.txt" >&2; }
+grep -q "no heartbeat from rank 1" "$tmp/fail.KILL.recovery.txt" || { fail "SIGKILL under recovery: not the heartbeat's line"; cat "$tmp/fail.KILL.recovery.txt" >&2; }
+grep -q "no heartbeat from rank 1" "$tmp/fail.STOP.txt" || { fail "SIGSTOP: not the heartbeat's line"; cat "$tmp/fail.STOP.txt" >&2; }
 echo "pipeline_test: a killed or stalled rank ends the job within 10 s ($SECONDS s)"
 
 [ $fails = 0 ] || { echo "pipeline_test: $fails failures" >&2; exit 1; }
