@@ -62,7 +62,7 @@ Sample one_request(const std::string& host, int port, const std::string& key, co
     while ((e = buf.find("\n\n")) != std::string::npos) {
       const std::string ev = buf.substr(0, e);
       buf.erase(0, e + 2);
-      if (ev.rfind("data: ", 0) != 0 && ev.rfind("data:", 0) != 0) continue;
+      if (ev.rfind("data:", 0) != 0) continue;  // "data: x" and "data:x" are both SSE
       std::string payload = ev.substr(5);
       if (!payload.empty() && payload[0] == ' ') payload.erase(0, 1);
       if (payload == "[DONE]") {
