@@ -1,6 +1,7 @@
 // qwen35 loadtest --port P [--clients N] [--requests M] [--max-tokens T] [--disconnect K]
-// N concurrent streaming clients share M requests against a running `qwen35 serve`; reports
-// requests/s, generated tokens/s, time to first token and inter-token latency (p50/p99) and
+// N concurrent streaming clients share M requests against a running `qwen35 serve` (or any
+// OpenAI-compatible server: --url); reports requests/s, generated tokens/s (and where the count
+// came from: cli/stream_tokens.h), time to first token and inter-token latency (p50/p99) and
 // errors. Requests use /v1/completions with ignore_eos so each generates exactly T tokens;
 // --disconnect K makes the first K requests hang up after their first tokens.
 // --soak SECONDS instead runs mixed traffic for that long (cli/soak.h); --multi-turn runs
@@ -19,6 +20,7 @@
 #include "cli/fewshot.h"
 #include "cli/multiturn.h"
 #include "cli/soak.h"
+#include "cli/stream_tokens.h"
 #include "server/http_client.h"
 
 namespace qwen35::cli {
@@ -31,7 +33,7 @@ struct Sample {
   bool ok = false, disconnected = false;
   std::string error;
   double ttft = 0, total = 0;
-  int64_t tokens = 0;
+  StreamTally tally;
   std::vector<double> itl;
 };
 
@@ -42,6 +44,9 @@ double pct(std::vector<double> v, double p) {
   return v[i];
 }
 
+// One streamed completion. TTFT is the first chunk with generated text (or token ids); each
+// later such chunk adds its gap from the one before, divided by the tokens it brought (its
+// token_ids where the server sends them, else one).
 Sample one_request(const std::string& host, int port, const std::string& key, const Json& body,
                    bool disconnect) {
   Sample s;
@@ -50,40 +55,39 @@ Sample one_request(const std::string& host, int port, const std::string& key, co
   const auto t0 = Clock::now();
   auto last = t0;
   std::string buf;
-  bool saw_done = false;
+  bool saw_done = false, first = true;
   auto on_data = [&](std::string_view data) {
     buf.append(data);
     size_t e;
     while ((e = buf.find("\n\n")) != std::string::npos) {
       const std::string ev = buf.substr(0, e);
       buf.erase(0, e + 2);
-      if (ev.rfind("data: ", 0) != 0) continue;
-      const std::string payload = ev.substr(6);
+      if (ev.rfind("data:", 0) != 0) continue;  // "data: x" and "data:x" are both SSE
+      std::string payload = ev.substr(5);
+      if (!payload.empty() && payload[0] == ' ') payload.erase(0, 1);
       if (payload == "[DONE]") {
         saw_done = true;
         continue;
       }
       const Json j = Json::parse(payload, nullptr, false);
       if (j.is_discarded()) {
-        s.error = "bad SSE payload";
+        s.error = "bad SSE payload: " + payload.substr(0, 200);
         return false;
       }
       if (j.contains("error")) {
-        s.error = j["error"].value("message", "error event");
+        s.error = j["error"].is_object() ? j["error"].value("message", "error event") : "error event";
         return false;
       }
-      int64_t k = 0;
-      for (const auto& c : j.value("choices", Json::array()))
-        if (c.contains("token_ids")) k += int64_t(c["token_ids"].size());
+      const int64_t k = s.tally.add(j);
       if (k == 0) continue;
       const auto now = Clock::now();
-      if (s.tokens == 0)
+      if (first)
         s.ttft = std::chrono::duration<double>(now - t0).count();
       else
         s.itl.push_back(std::chrono::duration<double>(now - last).count() / double(k));
+      first = false;
       last = now;
-      s.tokens += k;
-      if (disconnect && s.tokens >= 2) {
+      if (disconnect && s.tally.tokens() >= 2) {
         s.disconnected = true;
         return false;  // hang up mid-stream
       }
@@ -98,7 +102,7 @@ Sample one_request(const std::string& host, int port, const std::string& key, co
   if (!sent || !res.error.empty())
     s.error = "HTTP error: " + res.error;
   else if (res.status != 200)
-    s.error = "HTTP " + std::to_string(res.status) + ": " + res.body;
+    s.error = "HTTP " + std::to_string(res.status) + ": " + res.body.substr(0, 300);
   else if (!saw_done)
     s.error = "stream ended without [DONE]";
   else
@@ -109,7 +113,7 @@ Sample one_request(const std::string& host, int port, const std::string& key, co
 }  // namespace
 
 int cmd_loadtest(int argc, char** argv) {
-  flags::App app{"Concurrent streaming clients against a running qwen35 serve", "qwen35 loadtest"};
+  flags::App app{"Concurrent streaming clients against a running qwen35 serve or another OpenAI-compatible server", "qwen35 loadtest"};
   std::string host = "127.0.0.1", key, prompt = "The quick brown fox jumps over the lazy dog.";
   int port = 8080, clients = 8, requests = 64, disconnect = 0;
   int64_t max_tokens = 32;
@@ -245,8 +249,10 @@ int cmd_loadtest(int argc, char** argv) {
   int64_t ok = 0, errors = 0, hung_up = 0, tokens = 0;
   std::vector<double> ttft, itl;
   std::string first_error;
+  SourceCount sources;
   for (const auto& s : samples) {
-    tokens += s.tokens;
+    tokens += s.tally.tokens();
+    if (s.tally.tokens() > 0) sources.add(s.tally.source());
     if (s.disconnected)
       ++hung_up;
     else if (s.ok)
@@ -255,9 +261,16 @@ int cmd_loadtest(int argc, char** argv) {
       ++errors;
       if (first_error.empty()) first_error = s.error;
     }
-    if (s.tokens > 0) ttft.push_back(s.ttft);
+    if (s.tally.chunks > 0) ttft.push_back(s.ttft);
     itl.insert(itl.end(), s.itl.begin(), s.itl.end());
   }
+  // Every request answered 200 with [DONE] and yet nothing was counted: not a fast server but
+  // a stream this client cannot read (or one that generated nothing). Never a silent zero.
+  std::string silent;
+  if (ok > 0 && errors == 0 && tokens == 0)
+    silent = "every request succeeded but no generated token was seen (choices[].token_ids, "
+             "usage.completion_tokens and the chunks' text all absent or empty): is this an "
+             "OpenAI-compatible /v1/completions stream?";
   Json r = {{"clients", clients},
             {"requests", requests},
             {"ok", ok},
@@ -266,25 +279,29 @@ int cmd_loadtest(int argc, char** argv) {
             {"seconds", wall},
             {"requests_per_s", double(ok + hung_up) / wall},
             {"generated_tokens", tokens},
+            {"token_source", sources.describe()},
             {"tokens_per_s", double(tokens) / wall},
             {"ttft_p50_ms", pct(ttft, 0.5) * 1e3},
             {"ttft_p99_ms", pct(ttft, 0.99) * 1e3},
             {"itl_p50_ms", pct(itl, 0.5) * 1e3},
             {"itl_p99_ms", pct(itl, 0.99) * 1e3}};
   if (!first_error.empty()) r["first_error"] = first_error;
+  if (!silent.empty()) r["error"] = silent;
   if (json) {
     std::printf("%s\n", r.dump().c_str());
   } else {
     std::printf("clients %d  requests %d  ok %lld  errors %lld  disconnected %lld  in %.2f s\n",
                 clients, requests, (long long)ok, (long long)errors, (long long)hung_up, wall);
-    std::printf("requests/s %.2f  generated tokens/s %.1f (%lld tokens)\n",
-                double(ok + hung_up) / wall, double(tokens) / wall, (long long)tokens);
-    std::printf("TTFT p50 %.1f ms  p99 %.1f ms   inter-token p50 %.2f ms  p99 %.2f ms\n",
+    std::printf("requests/s %.2f  generated tokens/s %.1f (%lld tokens, counted from %s)\n",
+                double(ok + hung_up) / wall, double(tokens) / wall, (long long)tokens,
+                sources.describe().c_str());
+    std::printf("TTFT p50 %.1f ms  p99 %.1f ms   inter-token p50 %.2f ms  p99 %.2f ms%s\n",
                 pct(ttft, 0.5) * 1e3, pct(ttft, 0.99) * 1e3, pct(itl, 0.5) * 1e3,
-                pct(itl, 0.99) * 1e3);
+                pct(itl, 0.99) * 1e3, sources.any_estimated() ? " (per chunk)" : "");
     if (!first_error.empty()) std::printf("first error: %s\n", first_error.c_str());
   }
-  return errors == 0 ? 0 : 1;
+  if (!silent.empty()) std::fprintf(stderr, "qwen35 loadtest: %s\n", silent.c_str());
+  return errors == 0 && silent.empty() ? 0 : 1;
 }
 
 }  // namespace qwen35::cli

@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "cli/cache_lock.h"
 #include "cli/model_assets.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
@@ -285,6 +286,15 @@ int cmd_serve(int argc, char** argv) {
 
   // Under mpirun -np N > 1 rank 0 serves HTTP; the others hold later layers (cli/pipeline_setup.h).
   const bool follower = dist::launched_world_size() > 1 && dist::launched_rank() > 0;
+  // One server per --cache-dir, and a folder that cannot hold the cache refuses the start before
+  // anything listens (cli/cache_lock.h). Held until this function returns, after the save.
+  CacheDirLock cache_lock;
+  if (!eo.cache_dir.empty() && !no_cache) {
+    auto l = CacheDirLock::acquire(eo.cache_dir,
+                                   dist::launched_world_size() > 1 ? dist::launched_rank() : -1);
+    if (!l.ok()) return finish(fail("serve", l.message()));
+    cache_lock = std::move(*l);
+  }
   server::Server srv(so);
   core::Result<int> port = 0;
   if (!follower) {

@@ -10,6 +10,8 @@
 #include <thread>
 #include <vector>
 
+#include "cli/stream_tokens.h"
+
 namespace qwen35::cli {
 namespace {
 
@@ -21,7 +23,7 @@ struct Sample {
   std::string error;
   double ttft = 0;
   double all_started = 0;  // every choice has its first token
-  int64_t prompt_tokens = 0, cached_tokens = 0;
+  StreamTally tally;       // usage and the generated chunks (cli/stream_tokens.h)
 };
 
 // One streamed completion: the time to its first token (of any choice) and its usage.
@@ -35,9 +37,11 @@ Sample completion(const MultiTurnOptions& o, const Json& body) {
   bool done = false;
   auto on_data = [&](std::string_view d) {
     return feed_sse(buf, d, &done, &s.error, [&](const Json& j) {
-      read_usage(j, &s.prompt_tokens, &s.cached_tokens);
+      s.tally.add(j);
       for (const auto& ch : j.value("choices", Json::array())) {
-        if (!ch.contains("token_ids") || ch["token_ids"].empty()) continue;
+        const bool ids = ch.contains("token_ids") && !ch["token_ids"].empty();
+        const bool text = ch.contains("text") && ch["text"].is_string() && !ch["text"].empty();
+        if (!ids && !text) continue;
         const double t = std::chrono::duration<double>(Clock::now() - t0).count();
         if (s.ttft == 0) s.ttft = t;
         const size_t i = ch.value("index", size_t(0));
@@ -100,16 +104,23 @@ Json run_part(const MultiTurnOptions& o, const std::vector<Json>& bodies, int cl
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
   const Rows after = rows(o);
   std::vector<double> ttft, all;
-  int64_t errors = 0, prompt = 0, cached = 0;
+  int64_t errors = 0, prompt = 0, cached = 0, reported = 0, generated = 0, answered = 0;
+  SourceCount sources;
   for (const auto& s : samples) {
     if (!s.ok) {
       if (errors++ == 0 && first_error->empty()) *first_error = s.error;
       continue;
     }
+    generated += s.tally.tokens();
+    if (s.tally.tokens() > 0) sources.add(s.tally.source());
+    if (s.tally.chunks == 0) continue;
+    ++answered;
     ttft.push_back(s.ttft);
     all.push_back(s.all_started);
-    prompt += s.prompt_tokens;
-    cached += s.cached_tokens;
+    if (s.tally.cached_tokens < 0) continue;  // the server reports no cache figure
+    ++reported;
+    prompt += std::max<int64_t>(0, s.tally.prompt_tokens);
+    cached += s.tally.cached_tokens;
   }
   double mean = 0;
   for (double t : ttft) mean += t / double(ttft.size());
@@ -121,7 +132,10 @@ Json run_part(const MultiTurnOptions& o, const std::vector<Json>& bodies, int cl
           {"ttft_p99_ms", pct(ttft, 0.99) * 1e3},
           {"ttft_mean_ms", mean * 1e3},
           {"all_choices_started_p50_ms", pct(all, 0.5) * 1e3},
-          {"cached_share", prompt ? double(cached) / double(prompt) : 0.0},
+          {"cached_share", reported && prompt ? Json(double(cached) / double(prompt)) : Json(nullptr)},
+          {"generated_tokens", generated},
+          {"answered", answered},
+          {"token_source", sources.describe()},
           {"prompt_rows_received", counted ? after.received - before.received : -1.0},
           {"prefill_rows_computed", counted ? after.computed - before.computed : -1.0}};
 }
@@ -152,14 +166,21 @@ std::string question(int k) {
   return q + "?\nAnswer:";
 }
 
+// Figures the server does not report (cached tokens, our /metrics) print as n/a, never as 0.
 void print_part(const char* name, const Json& p) {
+  char cached[32] = "  n/a", rows[64] = "prompt rows n/a (no qwen35 /metrics)";
+  if (!p["cached_share"].is_null())
+    std::snprintf(cached, sizeof cached, "%5.1f %%", 100 * p["cached_share"].get<double>());
+  if (p["prompt_rows_received"].get<double>() >= 0)
+    std::snprintf(rows, sizeof rows, "prompt rows %7.0f  computed %7.0f",
+                  p["prompt_rows_received"].get<double>(), p["prefill_rows_computed"].get<double>());
   std::printf("  %-8s %3d requests  TTFT p50 %8.1f ms  p99 %8.1f ms  mean %8.1f ms  every choice "
-              "started p50 %8.1f ms  cached %5.1f %%  prompt rows %7.0f  computed %7.0f\n",
+              "started p50 %8.1f ms  cached %s  %s  generated %lld tokens (%s)\n",
               name, p["requests"].get<int>(), p["ttft_p50_ms"].get<double>(),
               p["ttft_p99_ms"].get<double>(), p["ttft_mean_ms"].get<double>(),
-              p["all_choices_started_p50_ms"].get<double>(),
-              100 * p["cached_share"].get<double>(), p["prompt_rows_received"].get<double>(),
-              p["prefill_rows_computed"].get<double>());
+              p["all_choices_started_p50_ms"].get<double>(), cached, rows,
+              (long long)p["generated_tokens"].get<int64_t>(),
+              p["token_source"].get<std::string>().c_str());
 }
 
 }  // namespace
@@ -181,9 +202,17 @@ int run_few_shot(const FewShotOptions& o) {
                   {"branches", run_part(s, branches, s.clients, &first_error)},
                   {"forks", run_part(s, forks, 1, &first_error)}};
   const int64_t errors = r["branches"]["errors"].get<int64_t>() + r["forks"]["errors"].get<int64_t>();
+  // Every request answered and not one generated token seen: a stream this client cannot read.
+  const int64_t sent = r["branches"]["requests"].get<int64_t>() + r["forks"]["requests"].get<int64_t>();
+  const int64_t answered = r["branches"]["answered"].get<int64_t>() + r["forks"]["answered"].get<int64_t>();
+  const std::string silent =
+      errors == 0 && sent > 0 && answered == 0
+          ? "every request succeeded but no generated text or token was seen in any stream"
+          : "";
   if (s.json) {
     Json out = r;
     if (!first_error.empty()) out["first_error"] = first_error;
+    if (!silent.empty()) out["error"] = silent;
     std::printf("%s\n", out.dump().c_str());
   } else {
     std::printf("few-shot: a %lld-token prefix, %d branches (%d at once), %d requests with n = %d\n",
@@ -192,7 +221,8 @@ int run_few_shot(const FewShotOptions& o) {
     print_part("forks", r["forks"]);
     if (!first_error.empty()) std::printf("first error: %s\n", first_error.c_str());
   }
-  return errors == 0 ? 0 : 1;
+  if (!silent.empty()) std::fprintf(stderr, "qwen35 loadtest: %s\n", silent.c_str());
+  return errors == 0 && silent.empty() ? 0 : 1;
 }
 
 }  // namespace qwen35::cli

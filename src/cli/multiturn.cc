@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/stream_tokens.h"
 #include "server/http_client.h"
 
 namespace qwen35::cli {
@@ -21,12 +22,17 @@ server::HttpClient loadtest_client(const MultiTurnOptions& o) {
   return c;
 }
 
-// The server's token count of `text` (its /tokenize), or -1.
+// The server's token count of `text` (its /tokenize), or -1. The body names the text both ways
+// servers read it ("prompt": ours and vLLM's; "content": llama-server's, which answers only
+// {"tokens": [...]}); each ignores the other's field.
 int64_t count_tokens(const MultiTurnOptions& o, const std::string& text) {
-  auto r = loadtest_client(o).post("/tokenize", nlohmann::json{{"prompt", text}}.dump());
+  auto r = loadtest_client(o).post("/tokenize", nlohmann::json{{"prompt", text}, {"content", text}}.dump());
   if (r.status != 200) return -1;
   const auto j = nlohmann::json::parse(r.body, nullptr, false);
-  return j.is_object() ? j.value("count", int64_t(-1)) : -1;
+  if (!j.is_object()) return -1;
+  if (auto c = j.find("count"); c != j.end() && c->is_number_integer()) return c->get<int64_t>();
+  if (auto t = j.find("tokens"); t != j.end() && t->is_array()) return int64_t(t->size());
+  return -1;
 }
 
 // Text of about `tokens` tokens (by the server's tokenizer, at most one sentence over):
@@ -60,7 +66,7 @@ struct TurnSample {
   std::string error;
   std::string replica;  // X-Qwen35-Replica of the answer ("" when the server names none)
   double ttft = 0;
-  int64_t prompt_tokens = 0, cached_tokens = 0;
+  StreamTally tally;  // usage (prompt, cached, completion tokens) and the generated chunks
   std::string content;
 };
 
@@ -73,15 +79,14 @@ TurnSample chat_turn(const MultiTurnOptions& o, const Json& body, const std::str
   bool first = true, done = false;
   auto on_data = [&](std::string_view d) {
     return feed_sse(buf, d, &done, &t.error, [&](const Json& j) {
-      read_usage(j, &t.prompt_tokens, &t.cached_tokens);
+      if (t.tally.add(j) > 0 && first) {
+        t.ttft = std::chrono::duration<double>(Clock::now() - t0).count();
+        first = false;
+      }
       for (const auto& ch : j.value("choices", Json::array())) {
         const Json delta = ch.value("delta", Json::object());
-        const std::string content = delta.value("content", std::string());
-        if (first && (!content.empty() || delta.contains("reasoning_content"))) {
-          t.ttft = std::chrono::duration<double>(Clock::now() - t0).count();
-          first = false;
-        }
-        t.content += content;
+        if (delta.contains("content") && delta["content"].is_string())
+          t.content += delta["content"].get<std::string>();
       }
       return true;
     });
@@ -132,13 +137,6 @@ bool feed_sse(std::string& buf, std::string_view d, bool* done, std::string* err
     if (!on_event(j)) return false;
   }
   return true;
-}
-
-void read_usage(const Json& j, int64_t* prompt_tokens, int64_t* cached_tokens) {
-  if (!j.contains("usage") || !j["usage"].is_object()) return;
-  *prompt_tokens = j["usage"].value("prompt_tokens", int64_t(0));
-  if (j["usage"].contains("prompt_tokens_details"))
-    *cached_tokens = j["usage"]["prompt_tokens_details"].value("cached_tokens", int64_t(0));
 }
 
 std::string parse_base_url(const std::string& url, std::string* host, int* port) {
@@ -230,53 +228,82 @@ int run_multi_turn(const MultiTurnOptions& o) {
   }
   for (auto& t : threads) t.join();
   const double wall = std::chrono::duration<double>(Clock::now() - t0).count();
+  // Cache figures only from answers whose usage has prompt_tokens_details.cached_tokens: a
+  // server that reports none (llama-server) gets "not reported", never 0 %.
   int64_t errors = 0, later = 0, later_cached = 0, later_prompt = 0, later_cached_tokens = 0;
+  int64_t reported = 0, generated = 0, answered = 0;
+  SourceCount sources;
+  auto number = [](const Json& v) { return v.is_number() ? v.get<double>() : 0.0; };
+  auto share = [](int64_t part, int64_t whole, bool known) {
+    return known && whole > 0 ? Json(double(part) / double(whole)) : Json(nullptr);
+  };
   Json turns = Json::array();
   for (int turn = 0; turn < o.turns; ++turn) {
     std::vector<double> ttft;
-    int64_t prompt = 0, cached = 0, ok = 0;
+    int64_t prompt = 0, cached = 0, ok = 0, with_cached = 0;
     for (const auto& s : by_turn[size_t(turn)]) {
       if (!s.ok) {
         ++errors;
         continue;
       }
       ++ok;
+      generated += s.tally.tokens();
+      if (s.tally.tokens() > 0) sources.add(s.tally.source());
+      if (s.tally.chunks > 0) ++answered, ttft.push_back(s.ttft);
+      if (s.tally.cached_tokens < 0) continue;
+      ++with_cached;
+      prompt += std::max<int64_t>(0, s.tally.prompt_tokens);
+      cached += s.tally.cached_tokens;
       if (turn > 0) {
         ++later;
-        later_cached += s.cached_tokens > 0;
-        later_prompt += s.prompt_tokens;
-        later_cached_tokens += s.cached_tokens;
+        later_cached += s.tally.cached_tokens > 0;
+        later_prompt += std::max<int64_t>(0, s.tally.prompt_tokens);
+        later_cached_tokens += s.tally.cached_tokens;
       }
-      ttft.push_back(s.ttft);
-      prompt += s.prompt_tokens;
-      cached += s.cached_tokens;
     }
+    reported += with_cached;
     turns.push_back({{"turn", turn + 1},
                      {"ok", ok},
-                     {"prompt_tokens_mean", ok ? double(prompt) / double(ok) : 0.0},
-                     {"cached_share", prompt ? double(cached) / double(prompt) : 0.0},
+                     {"prompt_tokens_mean", with_cached ? double(prompt) / double(with_cached) : 0.0},
+                     {"cached_share", share(cached, prompt, with_cached > 0)},
                      {"ttft_p50_ms", pct(ttft, 0.5) * 1e3},
                      {"ttft_p99_ms", pct(ttft, 0.99) * 1e3}});
   }
-  const double hit_share = later ? double(later_cached) / double(later) : 0.0;
+  const bool known = reported > 0;
   Json r = {{"conversations", o.conversations}, {"turns", turns}, {"errors", errors},
-            {"seconds", wall}, {"later_turns_cached_share", hit_share},
-            {"later_tokens_cached_share",
-             later_prompt ? double(later_cached_tokens) / double(later_prompt) : 0.0},
+            {"seconds", wall}, {"later_turns_cached_share", share(later_cached, later, known)},
+            {"later_tokens_cached_share", share(later_cached_tokens, later_prompt, known)},
+            {"cached_tokens_reported", known},
+            {"generated_tokens", generated}, {"token_source", sources.describe()},
             {"replicas", tally.requests}, {"conversations_on_one_replica", tally.kept}};
   if (!first_error.empty()) r["first_error"] = first_error;
+  // Every turn answered and not one generated token seen: a stream this client cannot read.
+  std::string silent;
+  if (errors == 0 && generated == 0 && answered == 0)
+    silent = "every turn succeeded but no generated text or token was seen in any stream";
+  if (!silent.empty()) r["error"] = silent;
   if (o.json) {
     std::printf("%s\n", r.dump().c_str());
   } else {
     std::printf("multi-turn: %d conversations x %d turns, %d at once, %lld errors, %.1f s\n",
                 o.conversations, o.turns, o.clients, (long long)errors, wall);
-    for (const auto& t : turns)
-      std::printf("  turn %2d  prompt %7.0f tokens  cached %5.1f %%  TTFT p50 %8.1f ms  p99 %8.1f ms\n",
-                  t["turn"].get<int>(), t["prompt_tokens_mean"].get<double>(),
-                  100 * t["cached_share"].get<double>(), t["ttft_p50_ms"].get<double>(),
-                  t["ttft_p99_ms"].get<double>());
-    std::printf("turns 2+: %.1f %% resumed from the prefix cache, %.1f %% of their prompt tokens\n",
-                100 * hit_share, 100 * r["later_tokens_cached_share"].get<double>());
+    for (const auto& t : turns) {
+      char cached[32] = "  n/a";
+      if (!t["cached_share"].is_null())
+        std::snprintf(cached, sizeof cached, "%5.1f %%", 100 * t["cached_share"].get<double>());
+      std::printf("  turn %2d  prompt %7.0f tokens  cached %s  TTFT p50 %8.1f ms  p99 %8.1f ms\n",
+                  t["turn"].get<int>(), t["prompt_tokens_mean"].get<double>(), cached,
+                  t["ttft_p50_ms"].get<double>(), t["ttft_p99_ms"].get<double>());
+    }
+    if (known)
+      std::printf("turns 2+: %.1f %% resumed from the prefix cache, %.1f %% of their prompt tokens\n",
+                  100 * number(r["later_turns_cached_share"]),
+                  100 * number(r["later_tokens_cached_share"]));
+    else
+      std::printf("turns 2+: the server reports no usage.prompt_tokens_details.cached_tokens: "
+                  "its prefix-cache reuse is not known\n");
+    std::printf("generated %lld tokens (counted from %s)\n", (long long)generated,
+                sources.describe().c_str());
     if (tally.named > 0) {
       std::printf("replicas:");
       for (const auto& [name, n] : tally.requests) std::printf(" %s %lld", name.c_str(), (long long)n);
@@ -285,7 +312,8 @@ int run_multi_turn(const MultiTurnOptions& o) {
     }
     if (!first_error.empty()) std::printf("first error: %s\n", first_error.c_str());
   }
-  return errors == 0 ? 0 : 1;
+  if (!silent.empty()) std::fprintf(stderr, "qwen35 loadtest: %s\n", silent.c_str());
+  return errors == 0 && silent.empty() ? 0 : 1;
 }
 
 }  // namespace qwen35::cli

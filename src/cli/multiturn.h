@@ -2,7 +2,8 @@
 // turns that resend the whole history, all sharing one system prompt and set of tool
 // definitions of a chosen length, as agents and chat clients do. Reports, per turn, the time to
 // first token (p50/p99 over the conversations) and the share of prompt tokens the server resumed
-// from its prefix cache (usage.prompt_tokens_details.cached_tokens).
+// from its prefix cache (usage.prompt_tokens_details.cached_tokens; "not reported" for a server
+// that gives no such figure), and the generated tokens (cli/stream_tokens.h).
 #pragma once
 
 #include <cstdint>
@@ -48,8 +49,6 @@ std::string text_of(const MultiTurnOptions& o, int64_t tokens, const std::string
 // "data: [DONE]". False, with *error, at an event that is not JSON or carries an error.
 bool feed_sse(std::string& buf, std::string_view d, bool* done, std::string* error,
               const std::function<bool(const nlohmann::json&)>& on_event);
-// usage.prompt_tokens and usage.prompt_tokens_details.cached_tokens, where the event has them.
-void read_usage(const nlohmann::json& j, int64_t* prompt_tokens, int64_t* cached_tokens);
 
 // "http://HOST:PORT" (a trailing slash allowed; IPv6 in brackets) into host and port; the
 // reason when it is not one (another scheme, a path, no port number), else "".

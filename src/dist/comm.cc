@@ -1,11 +1,16 @@
 #include "dist/comm.h"
 
 #include <mpi.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <string>
 
 namespace qwen35::dist {
 namespace {
@@ -24,6 +29,38 @@ std::string mpi_error(int code) {
   int len = 0;
   MPI_Error_string(code, text, &len);
   return std::string(text, size_t(len));
+}
+
+// Whether mpirun runs this job with orte_enable_recovery (it passes its --mca settings to the
+// ranks as OMPI_MCA_* variables).
+bool recovery_on() {
+  const char* v = std::getenv("OMPI_MCA_orte_enable_recovery");
+  if (v == nullptr) return false;
+  const std::string s = v;
+  return s == "1" || s == "true" || s == "yes" || s == "on";
+}
+
+// Ends the job as failed. Under orte_enable_recovery, Open MPI 4's mpirun exits 0 whatever its
+// ranks do: MPI_Abort and non-zero exits alike are taken as recoverable (orte_abort_on_non_zero_status
+// does not change it), so a job that lost a rank would look like one that finished. The rank
+// ending the job then first sends SIGTERM to its launcher, mpirun (or, on another machine, its
+// orted, whose loss mpirun reports), which ends every rank and exits non-zero. Only a parent
+// that is Open MPI's launcher is signalled: a rank started otherwise has nobody to tell.
+[[noreturn]] void end_job() {
+  if (recovery_on()) {
+    const pid_t parent = getppid();
+    std::ifstream f("/proc/" + std::to_string(parent) + "/comm");
+    std::string name;
+    std::getline(f, name);
+    if (name == "mpirun" || name == "mpiexec" || name == "orterun" || name == "orted") {
+      std::fprintf(stderr, "qwen35: orte_enable_recovery is on: asking %s (pid %d) to end the job as failed\n",
+                   name.c_str(), int(parent));
+      std::fflush(stderr);
+      kill(parent, SIGTERM);
+    }
+  }
+  MPI_Abort(MPI_COMM_WORLD, 3);
+  std::_Exit(3);
 }
 
 }  // namespace
@@ -125,10 +162,7 @@ void Comm::heartbeat_loop() {
         found = now;
       }
     }
-    if (silent_ >= 0 && std::chrono::duration<double>(now - found).count() > kGrace) {
-      MPI_Abort(MPI_COMM_WORLD, 3);
-      std::_Exit(3);
-    }
+    if (silent_ >= 0 && std::chrono::duration<double>(now - found).count() > kGrace) end_job();
     std::this_thread::sleep_for(kHeartbeatPeriod);
   }
   for (MPI_Request& r : pending) MPI_Request_free(&r);
@@ -264,8 +298,7 @@ std::vector<uint64_t> Comm::allgather(uint64_t value) {
 void Comm::abort(const std::string& why) {
   std::fprintf(stderr, "qwen35: rank %d: %s\n", rank_, why.c_str());
   std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 3);
-  std::_Exit(3);
+  end_job();
 }
 
 }  // namespace qwen35::dist

@@ -7,7 +7,8 @@
 // logs it, naming the silent rank, and ends the whole job kGrace later. In between, rank 0's
 // sends and receives fail at once (the engine answers its in-flight requests with an error);
 // the other ranks wait for the end. A rank that dies is also noticed by mpirun, which then ends
-// the others at once (unless Open MPI's orte_enable_recovery is on: then the heartbeat finds it); a rank that stalls (stopped, swapping, a link down) is noticed by the
+// the others at once (unless Open MPI's orte_enable_recovery is on: then the heartbeat finds it,
+// and the rank ending the job signals mpirun, which would otherwise exit 0); a rank that stalls (stopped, swapping, a link down) is noticed by the
 // heartbeat. So no rank waits forever: a send or receive ends with the message, or with an
 // error on rank 0, or the job ends. What rank 0 knows of a failure (failure()) is what its HTTP
 // server answers /health and /ready with during the grace (cmd_serve.cc).

@@ -49,7 +49,23 @@ HttpResponse answer(const ApiError& e, const Json& body) {
   return res;
 }
 
+// The start of the UTF-8 character at or before i (continuation bytes are 10xxxxxx).
+size_t char_start(const std::string& s, size_t i) {
+  while (i > 0 && i < s.size() && (static_cast<unsigned char>(s[i]) & 0xC0) == 0x80) --i;
+  return i;
+}
+
 }  // namespace
+
+std::string clip_error_text(std::string text) {
+  if (text.size() <= kMaxErrorText) return text;
+  // Head and tail: the head names what was wrong, the tail ends the sentence (the choices
+  // allowed, the limit) that often follows an echoed value.
+  const size_t head = char_start(text, kMaxErrorText * 5 / 8);
+  const size_t tail = char_start(text, text.size() - kMaxErrorText / 4);
+  return text.substr(0, head) + " ... [" + std::to_string(tail - head) + " bytes elided] ... " +
+         text.substr(tail);
+}
 
 const char* openai_error_type(ErrorKind kind) { return info(kind).openai; }
 
@@ -57,8 +73,8 @@ int ApiError::status() const { return info(kind).status; }
 
 ApiError invalid(std::string param, std::string message) {
   ApiError e;
-  e.param = std::move(param);
-  e.message = std::move(message);
+  e.param = clip_error_text(std::move(param));
+  e.message = clip_error_text(std::move(message));
   return e;
 }
 
@@ -78,7 +94,7 @@ ApiError context_length(std::string param, int64_t n, int64_t max) {
 ApiError api_error(ErrorKind kind, std::string message) {
   ApiError e;
   e.kind = kind;
-  e.message = std::move(message);
+  e.message = clip_error_text(std::move(message));
   return e;
 }
 
@@ -98,8 +114,8 @@ ErrorKind kind_of_status(int status) {
 }
 
 Json error_body(const ApiError& e) {
-  Json err = {{"message", e.message}, {"type", info(e.kind).openai}};
-  err["param"] = e.param.empty() ? Json(nullptr) : Json(e.param);
+  Json err = {{"message", clip_error_text(e.message)}, {"type", info(e.kind).openai}};
+  err["param"] = e.param.empty() ? Json(nullptr) : Json(clip_error_text(e.param));
   // OpenAI's code is a string for these two; for the rest we give the HTTP status.
   err["code"] = e.kind == ErrorKind::kContextLength ? Json("context_length_exceeded")
                 : e.kind == ErrorKind::kNoSuchModel ? Json("model_not_found")
@@ -108,7 +124,8 @@ Json error_body(const ApiError& e) {
 }
 
 Json anthropic_error_body(const ApiError& e) {
-  std::string message = e.param.empty() ? e.message : e.param + ": " + e.message;
+  std::string message =
+      clip_error_text(e.param.empty() ? e.message : clip_error_text(e.param) + ": " + e.message);
   if (e.kind == ErrorKind::kContextLength)
     message = "prompt is too long: " + std::to_string(e.prompt_tokens) + " tokens > " +
               std::to_string(e.max_prompt_tokens) + " maximum";

@@ -45,6 +45,13 @@ struct ApiError {
   int status() const;
 };
 
+// An error's text as it goes to a client: whole up to kMaxErrorText bytes; longer (a message
+// that echoes a 100 KB field back) its head and tail with "... [N bytes elided] ..." between
+// them, cut at UTF-8 character boundaries. invalid() and api_error() clip what they are given,
+// and every formatter below clips again, so no error anywhere echoes more than this.
+inline constexpr size_t kMaxErrorText = 1024;
+std::string clip_error_text(std::string text);
+
 // A 400 that names `param` (may be "").
 ApiError invalid(std::string param, std::string message);
 // A prompt of n tokens over the most the context takes (max), blamed on `param`. OpenAI's shape

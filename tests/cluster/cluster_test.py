@@ -16,6 +16,9 @@ bounded by ALARM_S. Phases:
               there ends with an error (no hang), its conversations continue elsewhere, correct
   rolling     SIGTERM (--drain-s) and restart of each replica in turn under load: zero failed
               requests, and the restarted replicas resume from the cache they wrote
+  supervisor  scripts/cluster's restart policy on a simulated clock (backoff, limit, logged)
+  script      scripts/cluster itself (2 replicas, its docstring's `-- flags` form): SIGKILL of
+              a replica under load; no request after it fails, the script restarts it
 Exits 1 naming the first broken expectation; prints the measured figures (--json writes them).
 """
 import http.client
@@ -24,9 +27,11 @@ import importlib.util
 import json
 import os
 import random
+import re
 import signal
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -38,7 +43,7 @@ _spec = importlib.util.spec_from_loader("cluster", _loader)
 cluster = importlib.util.module_from_spec(_spec)
 _loader.exec_module(cluster)
 
-ALARM_S = 240          # the whole test, whatever happens
+ALARM_S = 300          # the whole test, whatever happens
 REQUEST_TIMEOUT = 30   # one request: an answer that takes longer is a hang
 WORDS = ("light darkness waters firmament heaven earth seed fruit herb beast fowl whale river "
          "garden serpent tree knowledge life river gold onyx stone rib flesh bone dust field "
@@ -446,6 +451,141 @@ def phase_rolling(cl, lb, figures):
     check(share >= 0.9, "rolling: only %.0f %% resumed from the cache after the restart" % (100 * share))
 
 
+class _FakeProc:
+    def __init__(self):
+        self.code = None
+
+    def poll(self):
+        return self.code
+
+
+class _FakeReplica:
+    """What the Supervisor reads of a replica, without a process: start() counts."""
+
+    def __init__(self, rid):
+        self.rid, self.port, self.starts, self.started_at = rid, 1, 1, 0.0
+        self.log_path, self.proc = rid + ".log", _FakeProc()
+
+    def start(self):
+        self.starts += 1
+        self.proc = _FakeProc()
+
+
+def phase_supervisor_logic():
+    """The restart policy on a simulated clock: each quick death doubles the backoff, a replica
+    that ran past QUICK_S starts again from the first backoff, and after max_restarts quick
+    deaths in a row it is given up on (logged); the cluster ends only when all are."""
+    lines = []
+    a, b = _FakeReplica("a"), _FakeReplica("b")
+    sup = cluster.Supervisor([a, b], backoff_s=1.0, max_restarts=3, log=lines.append)
+    now, waits = 0.0, []
+    for _ in range(3):  # a dies at once after each start
+        a.proc.code = -9
+        sup.poll(now)
+        waits.append(sup.due["a"] - now)
+        check(a.starts == 1 + len(waits) - 1, "supervisor: restarted before its backoff")
+        now = sup.due["a"]
+        sup.poll(now)
+        a.started_at = now
+    check(waits == [1.0, 2.0, 4.0], "supervisor: backoffs %s, not doubling from 1 s" % waits)
+    a.proc.code = 1
+    sup.poll(now + 1)  # the fourth quick death in a row: given up
+    check("a" in sup.given_up and "giving up on it" in lines[-1], "supervisor: %s" % lines[-1:])
+    check(not sup.all_given_up(), "supervisor: b still runs")
+    b.proc.code = 0  # b ran past QUICK_S: its backoff starts from 1 s again
+    sup.poll(cluster.Supervisor.QUICK_S + 5)
+    check(sup.due["b"] - (cluster.Supervisor.QUICK_S + 5) == 1.0 and sup.quick["b"] == 0,
+          "supervisor: a death after a long run kept the quick count")
+    check(any("a exited with signal 9; restarting it in 1 s" in l for l in lines),
+          "supervisor: the exit was not logged: %s" % lines)
+    print("cluster_test: supervisor: backoffs 1, 2, 4 s, given up after 3 quick restarts", flush=True)
+
+
+def phase_script(binary, model, state):
+    """scripts/cluster itself, started as its docstring says (flags for the replicas after --):
+    SIGKILL of a replica under it. Requests keep being answered (none started after the kill
+    fails), the script restarts the replica (a new pid, /ready, HAProxy sees it UP again, it
+    answers), logs the death and the restart, and exits 0 on SIGTERM."""
+    sdir = os.path.join(state, "script")
+    err_path = os.path.join(state, "script.err")
+    err = open(err_path, "w")
+    proc = subprocess.Popen([sys.executable, os.path.join(ROOT, "scripts", "cluster"), "2", "-m", model,
+                             "--port", "0", "--binary", binary, "--dir", sdir,
+                             "--restart-backoff-s", "0.2", "--",
+                             "--parallel", "2", "--drain-s", "5"],
+                            stdout=subprocess.PIPE, stderr=err, text=True,
+                            preexec_fn=cluster._die_with_parent)
+    err.close()
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(proc.stdout.readline, "")), daemon=True)
+    reader.start()
+
+    def log():
+        with open(err_path, errors="replace") as f:
+            return f.read()
+    try:
+        def up_line():
+            if proc.poll() is not None:
+                raise Failure("script: exited %s: %s" % (proc.returncode, log()[-1500:]))
+            return any("behind HAProxy at" in l for l in lines)
+        cluster.wait_for("scripts/cluster to start", up_line, 90)
+        line = next(l for l in lines if "behind HAProxy at" in l)
+        port = int(line.rsplit(":", 1)[1])
+        ports = {rid: int(p) for rid, p in re.findall(r"(r\d) http://127\.0\.0\.1:(\d+)", line)}
+        sock = os.path.join(sdir, "haproxy.sock")
+        both = lambda: all(v == "UP" for v in cluster.server_field(sock, "status").values())
+        cluster.wait_for("HAProxy to see both replicas up", both, 30)
+        with open(os.path.join(sdir, "r2.pid")) as f:
+            old_pid = int(f.read())
+        stop, results = threading.Event(), []
+
+        def load():
+            i = 0
+            while not stop.is_set():
+                body = {"prompt": "In the beginning %d" % i, "max_tokens": 4, "temperature": 0}
+                results.append(call(port, body, {"X-Session-Id": "sup-%d" % (i % 8)},
+                                    path="/v1/completions"))
+                i += 1
+        t = threading.Thread(target=load)
+        t.start()
+        try:
+            cluster.wait_for("requests before the kill", lambda: len(results) >= 4, 30)
+            t_kill = time.monotonic()
+            os.kill(old_pid, signal.SIGKILL)
+
+            def new_pid():
+                with open(os.path.join(sdir, "r2.pid")) as f:
+                    return int(f.read() or 0)
+            cluster.wait_for("the script to restart r2", lambda: new_pid() not in (0, old_pid), 30)
+            cluster.wait_for("r2 ready again", lambda: cluster.http_status(
+                "http://127.0.0.1:%d/ready" % ports["r2"]) == 200, 60)
+            cluster.wait_for("HAProxy to see r2 up again", both, 30)
+            n = len(results)
+            cluster.wait_for("requests after the restart", lambda: len(results) >= n + 4, 60)
+        finally:
+            stop.set()
+            t.join(REQUEST_TIMEOUT * 2)
+        after = [r for r in results if r["t0"] > t_kill]
+        failed = [r["error"] for r in after if r["error"]]
+        check(after and not failed, "script: %d of %d requests after the kill failed: %s" %
+              (len(failed), len(after), failed[:3]))
+        direct = call(ports["r2"], {"prompt": "In the beginning", "max_tokens": 2}, path="/v1/completions")
+        check(not direct["error"], "script: the restarted r2: %s" % direct["error"])
+        check(proc.poll() is None, "script: exited after a replica's death")
+        text = log()
+        check("r2 exited with signal 9; restarting it in" in text and "restarting r2 on port %d" %
+              ports["r2"] in text, "script: the death and restart were not logged: %s" % text[-800:])
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+        check(code == 0, "script: exit %d after SIGTERM" % code)
+        print("cluster_test: scripts/cluster: r2 killed and restarted under load, %d requests after "
+              "the kill, none failed" % len(after), flush=True)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
 def on_alarm(sig, _frame):
     raise Failure("the test ran past %d s" % ALARM_S if sig == signal.SIGALRM else "terminated")
 
@@ -477,6 +617,9 @@ def main():
             phase_per_client(cl, hash_lb)
             phase_failover(cl, hash_lb, figures)
             phase_rolling(cl, hash_lb, figures)
+            cl.stop()
+            phase_supervisor_logic()
+            phase_script(binary, model, state)
         except (Failure, RuntimeError, OSError) as e:
             print("cluster_test: FAILED: %s" % e, file=sys.stderr)
             for r in cl.replicas:

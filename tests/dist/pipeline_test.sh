@@ -14,7 +14,8 @@
 #    --pipeline-microbatches, --spec mtp on a checkpoint without the head, a command that does not
 #    run split;
 #  - failure: one rank killed (SIGKILL) or stalled (SIGSTOP) mid-stream: every other exits within
-#    10 s, the cause logged with the rank.
+#    10 s, the cause logged with the rank, and mpirun exits non-zero, also when killed under
+#    orte_enable_recovery (where mpirun leaves the survivors running and ending them is ours).
 # Usage: tests/dist/pipeline_test.sh build/qwen35
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -152,9 +153,12 @@ rank_pid() {
 
 # failure SIGNAL: -np 3; rank 0 waits 60 s between steps (the test hook), so the job is
 # mid-stream when rank 1 gets SIGNAL; every rank must be gone within 10 s.
+# More arguments go to mpirun: with --mca orte_enable_recovery 1 mpirun leaves the survivors to
+# the heartbeat, and would exit 0 unless the rank ending the job tells it otherwise.
 failure() {
-  local sig=$1 log=$tmp/fail.$1.txt
-  QWEN35_PIPELINE_TEST_DELAY=60 mpirun -np 3 -x QWEN35_PIPELINE_TEST_DELAY "$bin" logits -m "$m" \
+  local sig=$1 log=$tmp/fail.$1${2:+.recovery}.txt
+  local mca=("${@:2}")
+  QWEN35_PIPELINE_TEST_DELAY=60 mpirun -np 3 "${mca[@]}" -x QWEN35_PIPELINE_TEST_DELAY "$bin" logits -m "$m" \
     --tokens "$tokens" --chunk 4 --out "$tmp/f.npy" -t 1 > "$log" 2>&1 < /dev/null &
   local job=$!
   # A state, not a time: the bound only keeps a broken start from hanging the test.
@@ -178,6 +182,8 @@ failure() {
 }
 failure KILL
 failure STOP
+failure KILL --mca orte_enable_recovery 1
+grep -q "no heartbeat from rank 1" "$tmp/fail.KILL.recovery.txt" || { fail "SIGKILL under recovery: not the heartbeat's line"; cat "$tmp/fail.KILL.recovery.txt" >&2; }
 grep -q "no heartbeat from rank 1" "$tmp/fail.STOP.txt" || { fail "SIGSTOP: not the heartbeat's line"; cat "$tmp/fail.STOP.txt" >&2; }
 echo "pipeline_test: a killed or stalled rank ends the job within 10 s ($SECONDS s)"
 

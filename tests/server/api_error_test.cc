@@ -289,3 +289,38 @@ TEST(ApiErrors, KvTypeMustBeThePoolsType) {
 
 }  // namespace
 }  // namespace qwen35::server
+
+namespace qwen35::server {
+namespace {
+
+// A field echoed back in an error is clipped (issue 47): a 100 KB kv_type gives an error of about
+// a kilobyte in every API's shape, still naming the field and ending the sentence, and the cut
+// never splits a UTF-8 character.
+TEST(ApiErrors, EchoedValuesAreClipped) {
+  const std::string huge(100 * 1024, 'q');
+  CompletionRequest r;
+  const auto e = parse_completion_request(Json{{"prompt", "hi"}, {"kv_type", huge}},
+                                          error_model().mi, &r);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "kv_type");
+  EXPECT_LE(e->message.size(), kMaxErrorText + 64) << e->message.size();
+  EXPECT_EQ(e->message.rfind("'kv_type': unknown kv type 'qqq", 0), 0u) << e->message.substr(0, 80);
+  EXPECT_NE(e->message.find("bytes elided"), std::string::npos);
+  EXPECT_NE(e->message.find("(f32, bf16, q8_0, q4_0, turbo4, turbo3)"), std::string::npos);
+  for (const std::string& body : {error_response(*e).body, anthropic_error_response(*e).body})
+    EXPECT_LE(body.size(), kMaxErrorText + 256) << body.size();
+  const ApiError m = messages_error(Json{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                                         {"max_tokens", 4}, {"kv_type", huge}});
+  EXPECT_LE(anthropic_error_body(m).dump().size(), kMaxErrorText + 256);
+  // Multi-byte characters across both cuts: what remains is valid UTF-8, whole characters only.
+  std::string wide;
+  while (wide.size() < 4 * kMaxErrorText) wide += "\xc3\xa9\xe2\x82\xac";  // é €
+  const std::string c = clip_error_text(wide);
+  EXPECT_LT(c.size(), wide.size());
+  EXPECT_EQ(Json(c).dump(), Json::parse(Json(c).dump()).dump());  // throws on invalid UTF-8
+  EXPECT_EQ(clip_error_text("short"), "short");
+  EXPECT_EQ(clip_error_text(std::string(kMaxErrorText, 'x')), std::string(kMaxErrorText, 'x'));
+}
+
+}  // namespace
+}  // namespace qwen35::server

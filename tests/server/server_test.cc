@@ -471,6 +471,7 @@ TEST(ServerLoad, LoadtestLeavesTheServerIdle) {
   EXPECT_EQ(j["ok"], 48);
   EXPECT_EQ(j["errors"], 0);
   EXPECT_EQ(j["generated_tokens"], 48 * 8);
+  EXPECT_EQ(j["token_source"], "token_ids");  // ours: exact, per chunk (cli/stream_tokens.h)
   EXPECT_GT(j["tokens_per_s"].get<double>(), 0);
   r = testing::run_qwen35("loadtest --port " + port +
                           " -c 8 -n 8 --disconnect 8 --max-tokens 500 --json");
