@@ -8,8 +8,10 @@ server is off: telemetry, error reports, update checks, model catalogues, plugin
 """
 import json
 import os
+import re
 
 MODEL_NAME = 'qwen35-tiny-kjv'
+README_BASE = 'http://127.0.0.1:8080'  # the server the README's examples point at
 
 
 def _home_env(home):
@@ -27,7 +29,17 @@ def _write(path, text):
 
 class Agent:
     """name; bin (under node_modules/.bin); api; tool (a harmless tool of its own to force);
-    setup(home, base_url) -> env for the run; argv(prompt) -> the command line after bin."""
+    setup(home, base_url) -> env for the run; argv(prompt) -> the command line after bin;
+    readme(section) -> what the README's section for it lacks of those settings (a list)."""
+    ENV = {}
+
+    def readme(self, section):
+        missing = []
+        for k, v in self.ENV.items():
+            if not re.search(r'(^|\s)%s=%s(\s|$)' % (re.escape(k), re.escape(
+                    v.format(base=README_BASE))), section, re.M):
+                missing.append('%s=%s' % (k, v.format(base=README_BASE)))
+        return missing
 
 
 class ClaudeCode(Agent):
@@ -76,6 +88,10 @@ enabled = false
     def argv(self, prompt):
         return ['exec', '--skip-git-repo-check', prompt]
 
+    def readme(self, section):
+        want = self.CONFIG.format(model=MODEL_NAME, base=README_BASE)
+        return [] if want in section else ['config.toml:\n' + want]
+
 
 class QwenCode(Agent):
     name, package, bin, api = 'qwen-code', '@qwen-code/qwen-code', 'qwen', 'chat'
@@ -95,6 +111,10 @@ class QwenCode(Agent):
 
     def argv(self, prompt):
         return ['-p', prompt]
+
+    def readme(self, section):
+        missing = Agent.readme(self, section)
+        return missing + ([] if json.dumps(self.SETTINGS) in section else [json.dumps(self.SETTINGS)])
 
 
 class OpenCode(Agent):
@@ -127,8 +147,27 @@ class OpenCode(Agent):
     def argv(self, prompt):
         return ['run', prompt]
 
+    def readme(self, section):
+        missing = Agent.readme(self, section)
+        want = json.loads(json.dumps(self.CONFIG).replace('{base}', README_BASE))
+        blocks = re.findall(r'```json\n(.*?)```', section, re.S)
+        if not any(json.loads(b) == want for b in blocks):
+            missing.append('opencode.json: ' + json.dumps(want))
+        return missing
+
 
 AGENTS = [ClaudeCode(), Codex(), QwenCode(), OpenCode()]
+
+
+def readme_sections(readme_text):
+    """{package: its section's text} from the README's "## Coding agents" part."""
+    part = readme_text.split('\n## Coding agents\n', 1)[-1].split('\n## ', 1)[0]
+    out = {}
+    for sec in part.split('\n### ')[1:]:
+        m = re.search(r'\(`([^`]+)`', sec.splitlines()[0])
+        if m:
+            out[m.group(1)] = sec
+    return out
 
 
 def agent_env(agent, home, base):

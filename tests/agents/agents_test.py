@@ -11,6 +11,7 @@ fresh HOME and working directory, configured as the README says (tests/agents/ag
          harmless tool (a todo/plan tool) force that tool; the agent runs it and its next
          request carries the result for that very call id (tool_result / role tool /
          function_call_output); the agent exits 0
+First it checks that the README's "Coding agents" sections show exactly these settings.
 Every agent run has its own deadline (AGENT_S) and the whole test one. On failure it
 prints the agent's output tail and the requests the proxy saw, and exits 1.
 """
@@ -31,9 +32,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 from agent_proxy import AgentProxy  # noqa: E402
-from agents import AGENTS, agent_env  # noqa: E402
+from agents import AGENTS, agent_env, readme_sections  # noqa: E402
 
-AGENT_S = 240  # one agent run (--agent-timeout); the whole test gets 8 of them and 2 minutes
+AGENT_S = 180  # one agent run (--agent-timeout); the whole test: 16 minutes at most
 PROMPT = 'Say hello in five words.'
 TOOL_PROMPT = 'Make a short plan for reading the file notes.txt, then say done.'
 
@@ -155,7 +156,7 @@ def main():
     ap.add_argument('--plain-only', action='store_true', help='no tool round trips')
     a = ap.parse_args()
     AGENT_S = a.agent_timeout
-    alarm_s = int(8 * AGENT_S + 120)
+    alarm_s = 960
     signal.signal(signal.SIGALRM, lambda *_: (_ for _ in ()).throw(Failure(
         'the whole test passed its %d s deadline' % alarm_s)))
     signal.alarm(alarm_s)
@@ -164,6 +165,14 @@ def main():
     agents = [g for g in AGENTS if not a.only or g.name in a.only]
     server = None
     try:
+        # The README's sections show these very settings (with the server at :8080).
+        with open(os.path.join(ROOT, 'README.md')) as f:
+            sections = readme_sections(f.read())
+        for g in agents:
+            missing = g.readme(sections.get(g.package, ''))
+            if missing:
+                raise Failure('README, %s: lacks %s' % (g.package, '; '.join(missing)))
+        print('ok: the README shows each agent\'s settings', flush=True)
         server, base = start_server(a.binary, a.model, os.path.join(work, 'server.log'))
         for g in agents:
             one(g, a.modules, work, base, tool=False)

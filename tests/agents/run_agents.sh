@@ -23,7 +23,7 @@ if [ "$missing" = 1 ]; then
   # The agents' postinstall scripts put their native binaries in place: they must run.
   timeout 600 npm install --no-audit --no-fund --prefix build/npm "${pins[@]}" >/dev/null
 fi
-run=(timeout 480 python3 tests/agents/agents_test.py "$binary" "$PWD/build/npm/node_modules" "$@")
+run=(timeout 1020 python3 tests/agents/agents_test.py "$binary" "$PWD/build/npm/node_modules" "$@")
 if unshare -rn true 2>/dev/null && command -v ip >/dev/null; then
   echo "agents: in a network namespace with loopback only"
   unshare -rn sh -c 'ip link set lo up && exec "$@"' sh "${run[@]}"
