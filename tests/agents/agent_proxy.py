@@ -124,10 +124,11 @@ class AgentProxy:
     order as dicts: method, path, api, body (parsed JSON or None), forced, status, answer (bytes).
     """
 
-    def __init__(self, upstream, force=None):
+    def __init__(self, upstream, force=None, rewrite=None):
         u = urllib.parse.urlsplit(upstream)
         self.upstream = (u.hostname, u.port)
         self.force = force
+        self.rewrite = rewrite  # (api, body) -> None, edits every JSON body (for experiments)
         self.forced = False
         self.exchanges = []
         self.lock = threading.Lock()
@@ -178,6 +179,9 @@ class AgentProxy:
             except ValueError:
                 body = None
         forced = False
+        if self.rewrite and api and isinstance(body, dict):
+            self.rewrite(api, body)
+            raw = json.dumps(body).encode()
         with self.lock:
             if (self.force and not self.forced and api and isinstance(body, dict) and
                     self.force in tool_names(api, body)):

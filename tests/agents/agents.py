@@ -103,7 +103,10 @@ class QwenCode(Agent):
         'QWEN_TELEMETRY_ENABLED': '0',
         'QWEN_USAGE_STATISTICS_ENABLED': '0',
     }
-    SETTINGS = {'general': {'enableAutoUpdate': False}}
+    # Auto-memory sends a second long prompt after every turn (a memory-extraction subagent):
+    # off, as anyone running a small local model would want it.
+    SETTINGS = {'general': {'enableAutoUpdate': False},
+                'memory': {'enableManagedAutoMemory': False, 'enableManagedAutoDream': False}}
 
     def setup(self, home, base):
         _write(os.path.join(home, '.qwen', 'settings.json'), json.dumps(self.SETTINGS, indent=2))

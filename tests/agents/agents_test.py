@@ -154,6 +154,7 @@ def main():
     ap.add_argument('--keep', help='keep the agents\' logs and HOMEs in DIR')
     ap.add_argument('--agent-timeout', type=float, default=AGENT_S, help='seconds per agent run')
     ap.add_argument('--plain-only', action='store_true', help='no tool round trips')
+    ap.add_argument('--server', help='use this running server (http://HOST:PORT) instead')
     a = ap.parse_args()
     AGENT_S = a.agent_timeout
     alarm_s = 960
@@ -173,7 +174,10 @@ def main():
             if missing:
                 raise Failure('README, %s: lacks %s' % (g.package, '; '.join(missing)))
         print('ok: the README shows each agent\'s settings', flush=True)
-        server, base = start_server(a.binary, a.model, os.path.join(work, 'server.log'))
+        if a.server:
+            base = a.server
+        else:
+            server, base = start_server(a.binary, a.model, os.path.join(work, 'server.log'))
         for g in agents:
             one(g, a.modules, work, base, tool=False)
             if not a.plain_only:
