@@ -117,6 +117,11 @@ int cmd_serve(int argc, char** argv) {
                "match control tokens (<|im_end|>, ...) typed into chat content as tokens, as a "
                "plain tokenize of the rendered prompt does; by default they stay text, so that "
                "no message, tool result or tool definition can forge a turn");
+  bool strict_tools = false;
+  app.add_flag("--strict-tools", strict_tools,
+               "refuse (HTTP 400) requests that carry tools the server cannot run or offer "
+               "(web_search, file_search, image_generation, MCP, Anthropic's server tools, ...); "
+               "by default they are left out of the prompt and a warning names them");
   server::GrammarLimits grammar_limits;
   app.add_option("--grammar-max-states", grammar_limits.max_states,
                  "structured outputs: the largest grammar a response_format or forced tool call "
@@ -312,6 +317,13 @@ int cmd_serve(int argc, char** argv) {
   mi.max_json_depth = max_json_depth;
   mi.reasoning_budget = reasoning_budget;
   mi.special_tokens_in_content = special_in_content;
+  mi.strict_tools = strict_tools;
+  if (const int64_t mp = m.config().max_position; mp > 0 && eo.ctx > mp)
+    std::fprintf(stderr,
+                 "qwen35 serve: warning: --ctx %lld is past the checkpoint's "
+                 "max_position_embeddings (%lld); positions beyond it were never trained and "
+                 "answers there may degrade\n",
+                 (long long)eo.ctx, (long long)mp);
   // Images: the tower runs on its own pool beside the engine (runtime/image_encoder.h).
   auto processor = runtime::read_processor_config(lo.model_dir);
   if (!processor.ok()) return finish(fail("serve", processor.message()));

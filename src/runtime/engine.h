@@ -71,6 +71,9 @@ class Engine {
   // The counters as published after the engine's last admission or step; never waits for one.
   EngineStats stats() const;
   const EngineOptions& options() const { return opts_; }
+  // Positions one sequence may reach: min(ctx, the KV pool); a prompt must be shorter. Fixed
+  // once the engine is built, so any thread may read it.
+  int64_t context() const { return stepper_.context(); }
   // What loading and saving the prefix cache (cache_dir) had to say, a line each.
   std::vector<std::string> cache_log() const;
 

@@ -15,8 +15,8 @@ void emit(std::vector<BlockEvent>* ev, BlockEvent::Op op, size_t index, std::str
 
 }  // namespace
 
-AnswerBlocks::AnswerBlocks(bool in_reasoning, int max_calls)
-    : reasoning_seen_(in_reasoning), max_calls_(max_calls) {}
+AnswerBlocks::AnswerBlocks(bool in_reasoning, int max_calls, int32_t think_end)
+    : reasoning_seen_(in_reasoning), max_calls_(max_calls), think_end_(think_end) {}
 
 int64_t AnswerBlocks::reasoning_tokens() const { return reasoning_seen_ ? before_answer_ : 0; }
 
@@ -53,11 +53,16 @@ void AnswerBlocks::piece(AnswerBlock::Kind kind, std::string_view text,
 
 void AnswerBlocks::push(const Delta& d, std::vector<BlockEvent>* ev) {
   if (finished_) return;
-  if (!answered_ && (!d.text.empty() || !d.calls.empty())) answered_ = true;
-  if (!answered_) {
-    before_answer_ += int64_t(d.samples.size());
-    if (!d.reasoning.empty()) reasoning_seen_ = true;  // the model opened <think> itself
+  if (!d.reasoning.empty() && !answered_) reasoning_seen_ = true;  // the model opened <think>
+  if (think_end_ >= 0) {
+    for (const auto& s : d.samples) {
+      if (think_closed_) break;
+      ++before_answer_;
+      think_closed_ = s.token == think_end_;
+    }
   }
+  if (!answered_ && (!d.text.empty() || !d.calls.empty())) answered_ = true;
+  if (!answered_ && think_end_ < 0) before_answer_ += int64_t(d.samples.size());
   piece(AnswerBlock::kReasoning, d.reasoning, ev);
   piece(AnswerBlock::kText, d.text, ev);
   for (const auto& call : d.calls) {

@@ -31,7 +31,8 @@ class AnswerBlocks {
   // in_reasoning: the prompt opened <think> (the first tokens are reasoning tokens).
   // max_calls: tool calls kept (-1: all; 1 for parallel_tool_calls false: the client runs one
   // call per turn, so later ones are dropped rather than handed to a client that ignores them).
-  AnswerBlocks(bool in_reasoning, int max_calls);
+  // think_end: the </think> token's id (-1: unknown), which ends the reasoning tokens.
+  AnswerBlocks(bool in_reasoning, int max_calls, int32_t think_end = -1);
 
   // Appends a delta; *ev (null: not wanted) gets the events it causes, in order. Within one
   // delta, reasoning comes before text and text before calls (the order Qwen3.5 writes them).
@@ -42,9 +43,10 @@ class AnswerBlocks {
 
   const std::vector<AnswerBlock>& blocks() const { return blocks_; }
   bool finished() const { return finished_; }
-  // Tokens sampled while the answer was still reasoning: every token up to the first delta that
-  // brought text or a tool call (the </think> token and the held-back tag text included), when
-  // the prompt opened <think> or the model did (Qwen3's template leaves it to the model); else 0.
+  // Tokens sampled inside the thinking block, when the prompt opened <think> or the model did
+  // (Qwen3's template leaves it to the model); else 0. With think_end known: every token up to
+  // and including </think>, so a forced tool call's tokens after it are not reasoning. Without
+  // it: every token up to the first delta that brought text or a tool call.
   int64_t reasoning_tokens() const;
   // The text of the blocks of one kind, joined.
   std::string joined(AnswerBlock::Kind kind) const;
@@ -65,6 +67,8 @@ class AnswerBlocks {
   bool answered_ = false;      // text or a tool call came
   int64_t before_answer_ = 0;  // tokens sampled before that
   int max_calls_, n_calls_ = 0;
+  int32_t think_end_;
+  bool think_closed_ = false;  // the </think> token was sampled
 };
 
 }  // namespace qwen35::server

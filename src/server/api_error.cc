@@ -13,12 +13,16 @@ KindInfo info(ErrorKind k) {
   switch (k) {
     case ErrorKind::kInvalidRequest:
       return {400, "invalid_request_error", "invalid_request_error"};
+    case ErrorKind::kContextLength:
+      return {400, "invalid_request_error", "invalid_request_error"};
     case ErrorKind::kModelNotFound:
       return {400, "model_not_found", "invalid_request_error"};
     case ErrorKind::kAuthentication:
       return {401, "authentication_error", "authentication_error"};
     case ErrorKind::kNotFound:
       return {404, "not_found_error", "not_found_error"};
+    case ErrorKind::kNoSuchModel:
+      return {404, "invalid_request_error", "not_found_error"};
     case ErrorKind::kMethodNotAllowed:
       return {405, "invalid_request_error", "invalid_request_error"};
     case ErrorKind::kTooLarge:
@@ -58,6 +62,19 @@ ApiError invalid(std::string param, std::string message) {
   return e;
 }
 
+ApiError context_length(std::string param, int64_t n, int64_t max) {
+  ApiError e;
+  e.kind = ErrorKind::kContextLength;
+  e.param = std::move(param);
+  e.prompt_tokens = n;
+  e.max_prompt_tokens = max;
+  e.message = "This model's maximum context length is " + std::to_string(max + 1) +
+              " tokens, and a prompt may use at most " + std::to_string(max) +
+              " of them. However, your prompt has " + std::to_string(n) +
+              " tokens. Please reduce the length of the messages.";
+  return e;
+}
+
 ApiError api_error(ErrorKind kind, std::string message) {
   ApiError e;
   e.kind = kind;
@@ -83,12 +100,18 @@ ErrorKind kind_of_status(int status) {
 Json error_body(const ApiError& e) {
   Json err = {{"message", e.message}, {"type", info(e.kind).openai}};
   err["param"] = e.param.empty() ? Json(nullptr) : Json(e.param);
-  err["code"] = e.status();
+  // OpenAI's code is a string for these two; for the rest we give the HTTP status.
+  err["code"] = e.kind == ErrorKind::kContextLength ? Json("context_length_exceeded")
+                : e.kind == ErrorKind::kNoSuchModel ? Json("model_not_found")
+                                                     : Json(e.status());
   return Json{{"error", err}};
 }
 
 Json anthropic_error_body(const ApiError& e) {
-  const std::string message = e.param.empty() ? e.message : e.param + ": " + e.message;
+  std::string message = e.param.empty() ? e.message : e.param + ": " + e.message;
+  if (e.kind == ErrorKind::kContextLength)
+    message = "prompt is too long: " + std::to_string(e.prompt_tokens) + " tokens > " +
+              std::to_string(e.max_prompt_tokens) + " maximum";
   return Json{{"type", "error"},
               {"error", {{"type", info(e.kind).anthropic}, {"message", message}}}};
 }

@@ -20,9 +20,11 @@ using Json = nlohmann::ordered_json;
 
 enum class ErrorKind {
   kInvalidRequest,   // 400: a malformed or refused field
+  kContextLength,    // 400: the prompt does not fit the context (each API's own wording)
   kModelNotFound,    // 400: "model" names another model (issue 6: a bad field like any other)
   kAuthentication,   // 401
   kNotFound,         // 404: no such route
+  kNoSuchModel,      // 404: GET /v1/models/{id} of another model (OpenAI's model_not_found)
   kMethodNotAllowed, // 405: the route exists for another method
   kTooLarge,         // 413: the body is over the limit
   kHeadersTooLarge,  // 431
@@ -37,12 +39,18 @@ struct ApiError {
   std::string param;    // the offending field in the client's API's terms, "" when none
   std::string message;  // a sentence for the client
   int retry_after_s = 0;  // > 0: the transport sends "Retry-After: N" (429, 503)
+  // kContextLength: the prompt's tokens and the most the context takes.
+  int64_t prompt_tokens = 0, max_prompt_tokens = 0;
 
   int status() const;
 };
 
 // A 400 that names `param` (may be "").
 ApiError invalid(std::string param, std::string message);
+// A prompt of n tokens over the most the context takes (max), blamed on `param`. OpenAI's shape
+// says code "context_length_exceeded"; Anthropic's message is "prompt is too long: N tokens > M
+// maximum", the wording clients (Claude Code) recognise.
+ApiError context_length(std::string param, int64_t n, int64_t max);
 // An error of `kind` about no field in particular.
 ApiError api_error(ErrorKind kind, std::string message);
 // The kind of an HTTP status the transport answers itself (400, 413, 431, 500, 501, 503).

@@ -134,6 +134,7 @@ std::optional<ApiError> read_conversation(const Json& b, const ModelInfo& mi, Ch
   for (size_t i = 0; i < m->size(); ++i)
     QWEN35_TRY(read_message((*m)[i], "messages[" + std::to_string(i) + "]", mi.max_json_depth,
                             &c->messages[i]));
+  place_system_messages(&c->messages);
   if (const Json* t = field(b, "tools")) {
     if (!t->is_array()) return bad("tools", "'tools' must be an array");
     for (const auto& x : *t)

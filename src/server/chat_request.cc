@@ -43,6 +43,33 @@ Json ChatMessage::to_template() const {
   return m;
 }
 
+void place_system_messages(std::vector<ChatMessage>* messages) {
+  using Role = ChatMessage::Role;
+  auto& ms = *messages;
+  size_t lead = 0;
+  while (lead < ms.size() && ms[lead].role == Role::kSystem) ++lead;
+  if (lead > 1) {
+    ChatMessage& first = ms[0];
+    for (size_t i = 1; i < lead; ++i) {
+      ChatMessage& m = ms[i];
+      if (!first.content.empty() && !m.content.empty()) first.content += "\n\n";
+      for (auto& im : m.images) {
+        im.at += first.content.size();
+        first.images.push_back(std::move(im));
+      }
+      first.content += m.content;
+    }
+    ms.erase(ms.begin() + 1, ms.begin() + ptrdiff_t(lead));
+  }
+  const std::string mark = kLaterSystemMark;
+  for (size_t i = lead > 0 ? 1 : 0; i < ms.size(); ++i) {
+    if (ms[i].role != Role::kSystem) continue;
+    ms[i].role = Role::kUser;
+    ms[i].content.insert(0, mark);
+    for (auto& im : ms[i].images) im.at += mark.size();
+  }
+}
+
 bool ToolChoice::set_mode(const std::string& s) {
   static const std::pair<const char*, Mode> kModes[] = {
       {"auto", Mode::kAuto}, {"none", Mode::kNone}, {"required", Mode::kRequired}};
@@ -168,6 +195,7 @@ std::optional<ApiError> finish_chat_request(const ChatRequest& c, const ModelInf
   r->tool_format = mi.tool_format;
   // Qwen3.5's generation prompt opens <think> unless thinking is off: the answer starts inside.
   r->in_reasoning = opens_thinking(text);
+  r->think_end = mi.tok->token_to_id("</think>");
   r->think_may_open = !r->in_reasoning && !closes_thinking(text);
   QWEN35_TRY(set_reasoning_budget(c.budget.value_or(mi.reasoning_budget), r->in_reasoning, mi,
                                   c.names.budget, r));

@@ -91,6 +91,15 @@ struct ChatRequest {
   ChatNames names;
 };
 
+// System and developer messages anywhere, one rule for every API (chat, Responses, Messages):
+// the leading ones (before any other message) are joined, blank-line separated, into the one
+// first system message; each later one becomes a user turn of its own whose text starts with
+// kLaterSystemMark. Qwen3.5's template takes a system message first only, and a later
+// instruction must not rewrite the first system prompt: the prompt up to that turn stays the
+// prefix the cache holds. Every parser calls this once its messages are read.
+inline constexpr const char* kLaterSystemMark = "[System message]\n";
+void place_system_messages(std::vector<ChatMessage>* messages);
+
 // OpenAI's "response_format" (chat and completions) -> *f (left alone when absent).
 std::optional<ApiError> read_response_format(const Json& body, OutputFormat* f);
 

@@ -11,7 +11,8 @@ ChoiceRunner::ChoiceRunner(int index, const CompletionRequest& req, const tokeni
     : index_(index),
       stream_(std::move(stream)),
       dec_(tok, req.skip_special),
-      stop_(req.stops) {
+      stop_(req.stops),
+      max_calls_(req.max_tool_calls) {
   if (req.chat) parser_.emplace(req.in_reasoning, req.parse_reasoning, req.parse_tools, req.tools,
                                   req.tool_format);
 }
@@ -33,8 +34,14 @@ void ChoiceRunner::feed(const std::string& text, Delta* d) {
     else if (p.kind == OutputPiece::kReasoning)
       d->reasoning += p.text;
     else
-      d->calls.push_back(std::move(p.call)), ++n_calls_;
+      take_call(std::move(p.call), d);
   }
+}
+
+void ChoiceRunner::take_call(ToolCall call, Delta* d) {
+  if (max_calls_ >= 0 && n_calls_ >= max_calls_) return;  // parallel_tool_calls false
+  d->calls.push_back(std::move(call));
+  ++n_calls_;
 }
 
 void ChoiceRunner::finish(Delta* d, const std::string& reason) {
@@ -45,7 +52,7 @@ void ChoiceRunner::finish(Delta* d, const std::string& reason) {
       else if (p.kind == OutputPiece::kReasoning)
         d->reasoning += p.text;
       else
-        d->calls.push_back(std::move(p.call)), ++n_calls_;
+        take_call(std::move(p.call), d);
     }
   }
   d->finish_reason = reason == "stop" && n_calls_ > 0 ? "tool_calls" : reason;

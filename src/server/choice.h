@@ -61,6 +61,7 @@ class ChoiceRunner {
  private:
   void feed(const std::string& text, Delta* d);
   void finish(Delta* d, const std::string& reason);
+  void take_call(ToolCall call, Delta* d);  // keeps at most max_calls_
 
   int index_;
   std::shared_ptr<runtime::RequestStream> stream_;
@@ -69,6 +70,7 @@ class ChoiceRunner {
   std::optional<OutputParser> parser_;
   bool done_ = false;
   int64_t generated_ = 0;
+  int max_calls_ = -1;  // CompletionRequest::max_tool_calls
   int n_calls_ = 0;
   std::string error_;
 };

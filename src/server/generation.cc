@@ -10,6 +10,8 @@
 // fails) has its choices cancelled by the pass that wakes.
 #include "server/generation.h"
 
+#include "server/agent_tools.h"
+
 #include "server/affinity.h"
 
 namespace qwen35::server {
@@ -67,6 +69,11 @@ namespace {
 std::optional<ApiError> submit_all(Job& job) {
   auto& engine = *job.ctx->engine;
   const int n_prompts = int(job.req.batch.size());
+  // A prompt the context cannot hold, in each API's own wording (api_error.h).
+  const int64_t limit = engine.context() - 1;
+  for (const auto& p : job.req.batch)
+    if (int64_t(p.ids.size()) > limit)
+      return context_length(job.req.prompt_param, int64_t(p.ids.size()), limit);
   std::vector<runtime::GenerationRequest> group;
   for (int k = 0; k < n_prompts * job.req.n; ++k) {
     const int pi = k / job.req.n, i = k % job.req.n;  // prompt, choice of that prompt
@@ -243,6 +250,8 @@ void run_job(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
   if (!job->req.batch.empty())
     r->add_header(kAffinityHeader,
                   prefix_affinity_key(job->req.batch[0].ids, job->req.snapshot_hints));
+  if (!job->req.warnings.empty())
+    r->add_header(kWarningsHeader, warnings_header(job->req.warnings));
   if (auto e = submit_all(*job)) return fail_request(*job->ctx, job->endpoint, *job->fmt, *e, *r);
   drive_job(std::move(job), std::move(r));
 }

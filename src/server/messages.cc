@@ -12,6 +12,7 @@
 
 #include <ctime>
 
+#include "server/agent_tools.h"
 #include "server/answer_blocks.h"
 
 namespace qwen35::server {
@@ -22,7 +23,7 @@ class MessagesFormatter : public Formatter {
   MessagesOptions opt;
 
   void start(const CompletionRequest& req) {
-    blocks_.emplace(req.in_reasoning, opt.parallel_tool_calls ? -1 : 1);
+    blocks_.emplace(req.in_reasoning, opt.parallel_tool_calls ? -1 : 1, req.think_end);
   }
 
   void open(Job&, std::string*) override {}  // message_start waits for the first delta
@@ -148,14 +149,16 @@ class MessagesFormatter : public Formatter {
       for (const auto& b : blocks_->blocks()) content.push_back(block_json(b, true));
     Json usage = this->usage(job);
     if (!done) usage["output_tokens"] = 0;
-    return {{"id", job.id},
-            {"type", "message"},
-            {"role", "assistant"},
-            {"model", job.req.model},
-            {"content", std::move(content)},
-            {"stop_reason", done ? stop_reason() : Json(nullptr)},
-            {"stop_sequence", done ? stop_sequence() : Json(nullptr)},
-            {"usage", std::move(usage)}};
+    Json m = {{"id", job.id},
+              {"type", "message"},
+              {"role", "assistant"},
+              {"model", job.req.model},
+              {"content", std::move(content)},
+              {"stop_reason", done ? stop_reason() : Json(nullptr)},
+              {"stop_sequence", done ? stop_sequence() : Json(nullptr)},
+              {"usage", std::move(usage)}};
+    if (!job.req.warnings.empty()) m["warnings"] = job.req.warnings;  // agent_tools.h
+    return m;
   }
 
   std::optional<AnswerBlocks> blocks_;
@@ -186,6 +189,8 @@ void handle_messages(Context& ctx, bool count_tokens, const Json& body,
     // The rendered prompt's length, as the generation would see it; nothing is generated.
     ctx.metrics.count_request(endpoint, 200);
     HttpResponse res;
+    if (!job->req.warnings.empty())
+      res.headers.emplace_back(kWarningsHeader, warnings_header(job->req.warnings));
     res.set_content(dump(Json{{"input_tokens", int64_t(job->req.batch[0].ids.size())}}),
                     "application/json");
     return r->send(std::move(res));

@@ -1,5 +1,6 @@
 // Messages request -> ChatRequest -> CompletionRequest (messages.h). The reading:
 //   system (a string or text blocks)       the first, system message
+//   messages of role system                  placed by place_system_messages (chat_request.h)
 //   user text blocks                        a user message (blocks joined)
 //   user tool_result blocks                 tool messages, in order (is_error: the content is
 //                                           prefixed "Error: ", which is how the model can tell)
@@ -9,12 +10,16 @@
 //   tool_choice auto | any | tool | none    the typed tool choice
 //   thinking enabled {budget_tokens}        enable_thinking true, the budget
 //   thinking disabled, or absent            enable_thinking false (Anthropic's default)
+//   thinking adaptive                       enable_thinking true, no budget
+//   output_config.effort                    the budget when thinking is on without budget_tokens
 //   stop_sequences, max_tokens, temperature, top_p, top_k, stream    as chat reads its own
 // metadata and service_tier are ignored. Every error names the Messages field.
+#include <algorithm>
 #include <climits>
 #include <string>
 #include <utility>
 
+#include "server/agent_tools.h"
 #include "server/chat_request.h"
 #include "server/image_parts.h"
 #include "server/request_fields.h"
@@ -168,8 +173,7 @@ std::optional<ApiError> read_assistant(const Json& content, const std::string& w
   return std::nullopt;
 }
 
-// system, then the turns: user and assistant only, as Anthropic's API takes them (the system
-// prompt is the top-level 'system').
+// system, then the turns: user, assistant, and system messages after the first turn.
 std::optional<ApiError> read_messages(const Json& b, ChatRequest* c) {
   using Role = ChatMessage::Role;
   std::string system;
@@ -192,21 +196,33 @@ std::optional<ApiError> read_messages(const Json& b, ChatRequest* c) {
       QWEN35_TRY(read_user(*content, where, &c->messages));
     } else if (role == "assistant") {
       QWEN35_TRY(read_assistant(*content, where, &c->messages));
+    } else if (role == "system") {
+      // Mid-conversation system messages (Anthropic's mid-conversation-system beta, which
+      // Claude Code sends): text only, placed by place_system_messages.
+      std::string text;
+      QWEN35_TRY(text_of(*content, where + ".content", &text));
+      c->messages.push_back(ChatMessage(Role::kSystem, std::move(text), where));
     } else {
       return bad(where + ".role", "unknown role '" + role + "' in '" + where +
-                                      "' (expected user or assistant; the system prompt goes in "
-                                      "'system')");
+                                      "' (expected user, assistant or system)");
     }
   }
   if (!system.empty())
     c->messages.insert(c->messages.begin(), ChatMessage(Role::kSystem, system, "system"));
+  place_system_messages(&c->messages);
   return std::nullopt;
 }
 
-std::optional<ApiError> read_tools(const Json& b, ChatRequest* c, MessagesOptions* opt) {
+// tools: client tools; Anthropic's server and versioned tools (web_search_20250305,
+// bash_20250124, ...) are left out with a warning (agent_tools.h), or refused under
+// --strict-tools.
+std::optional<ApiError> read_tools(const Json& b, const ModelInfo& mi, ChatRequest* c,
+                                   MessagesOptions* opt, std::vector<std::string>* warnings) {
   static constexpr ToolDialect kTools{"custom", false, "input_schema", true, "server tools",
                                       "(only client tools: {name, description, input_schema})"};
-  QWEN35_TRY(map_function_tools(b, kTools, &c->tools));
+  std::vector<std::string> left_out;
+  QWEN35_TRY(map_function_tools(b, kTools, &c->tools, mi.strict_tools ? nullptr : &left_out));
+  for (const auto& t : left_out) warnings->push_back(left_out_warning(t));
   const Json* tc = field(b, "tool_choice");
   if (!tc) return std::nullopt;
   const char* what =
@@ -261,6 +277,22 @@ std::optional<ApiError> read_thinking(const Json& b, ChatRequest* c) {
     }
   }
   c->template_kwargs = {{"enable_thinking", enabled}};
+  // output_config.effort: how much to think when thinking is on and no budget_tokens says it
+  // (the reasoning budget's effort levels, chat_request.h: low 1024, medium 4096, high and max
+  // no cap); with thinking off there is nothing for it to set.
+  if (const Json* oc = field(b, "output_config")) {
+    if (!oc->is_object()) return bad("output_config", "'output_config' must be an object");
+    if (const Json* e = field(*oc, "effort")) {
+      static const std::pair<const char*, int64_t> kEfforts[] = {
+          {"low", 1024}, {"medium", 4096}, {"high", -1}, {"max", -1}};
+      const auto* it = std::find_if(std::begin(kEfforts), std::end(kEfforts),
+                                    [&](const auto& x) { return *e == x.first; });
+      if (it == std::end(kEfforts))
+        return bad("output_config.effort",
+                   "'output_config.effort' must be \"low\", \"medium\", \"high\" or \"max\"");
+      if (enabled && !c->budget) c->budget = it->second;
+    }
+  }
   return std::nullopt;
 }
 
@@ -281,7 +313,7 @@ std::optional<ApiError> parse_messages_request(const Json& b, bool count_tokens,
   ChatRequest c;
   c.names.budget = "thinking.budget_tokens";
   QWEN35_TRY(read_messages(b, &c));
-  QWEN35_TRY(read_tools(b, &c, opt));
+  QWEN35_TRY(read_tools(b, mi, &c, opt, &r->warnings));
   QWEN35_TRY(read_thinking(b, &c));
   QWEN35_TRY(read_stop(b, "stop_sequences", r));
   QWEN35_TRY(read_sampling(b, {"temperature", "top_p", "top_k"}, r));

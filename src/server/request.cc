@@ -26,11 +26,11 @@ ApiError not_supported(const std::string& name, const std::string& why) {
 // Decisions (issue 14):
 //   logit_bias           {} only                  the sampler has no per-token bias
 //   prompt_logprobs                               vLLM's; completions' echo + logprobs gives them
-//   parallel_tool_calls  true only                nothing stops the model emitting several calls
+//   parallel_tool_calls  false keeps the first call of a choice (max_tool_calls)
 //   functions, function_call (chat)               deprecated; use "tools"
 //   audio, web_search_options (chat)              no audio out, no search
 //   modalities           ["text"] only
-//   verbosity (chat)
+//   verbosity (chat)     low, medium, high        accepted; a hint the model does not see
 //   suffix (completions) "" only                  no fill-in-the-middle
 //   best_of (completions) 1 or n                  no server-side ranking of candidates
 // Accepted and ignored, as they do not change the output: user, metadata, store,
@@ -97,8 +97,8 @@ std::optional<ApiError> parse_speculative(const Json& b, const ModelInfo& mi,
 std::optional<ApiError> refuse_unsupported(const Json& b, bool chat, int n) {
   if (const Json* f = field(b, "logit_bias"); f && !(f->is_object() && f->empty()))
     return not_supported("logit_bias", "");
-  if (const Json* f = field(b, "parallel_tool_calls"); f && !(f->is_boolean() && f->get<bool>()))
-    return not_supported("parallel_tool_calls", "only true");
+  if (const Json* f = field(b, "parallel_tool_calls"); f && !f->is_boolean())
+    return bad("parallel_tool_calls", "'parallel_tool_calls' must be a boolean");
   if (field(b, "prompt_logprobs"))
     return not_supported("prompt_logprobs", chat ? "" : "'echo': true with 'logprobs' gives the "
                                                         "prompt's logprobs");
@@ -110,7 +110,9 @@ std::optional<ApiError> refuse_unsupported(const Json& b, bool chat, int n) {
       if (field(b, name)) return not_supported(name, "deprecated by OpenAI; use 'tools'");
     for (const char* name : {"audio", "web_search_options"})
       if (field(b, name)) return not_supported(name, "");
-    if (field(b, "verbosity")) return not_supported("verbosity", "");
+    // GPT-5's verbosity: a hint the model does not see, accepted as Responses' text.verbosity is.
+    if (const Json* v = field(b, "verbosity"); v && *v != "low" && *v != "medium" && *v != "high")
+      return bad("verbosity", "'verbosity' must be \"low\", \"medium\" or \"high\"");
   } else {
     if (const Json* f = field(b, "suffix"); f && !(f->is_string() && f->get<std::string>().empty()))
       return not_supported("suffix", "no fill-in-the-middle");
@@ -161,6 +163,8 @@ std::optional<ApiError> read_openai_common(const Json& b, const ModelInfo& mi,
   QWEN35_TRY(parse_speculative(b, mi, r));
   QWEN35_TRY(check_sampling(*r));
   QWEN35_TRY(refuse_unsupported(b, r->chat, r->n));
+  if (const Json* p = field(b, "parallel_tool_calls"); p && r->chat && !p->get<bool>())
+    r->max_tool_calls = 1;
   return std::nullopt;
 }
 

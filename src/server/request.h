@@ -41,6 +41,9 @@ struct ModelInfo {
   // Control tokens typed into chat content are matched as tokens (prompt_tokens.h): off by
   // default, where they stay text.
   bool special_tokens_in_content = false;
+  // Tools the server cannot run or offer (web_search, MCP, ...) are refused (serve
+  // --strict-tools), rather than left out of the prompt with a warning (server/agent_tools.h).
+  bool strict_tools = false;
   // Compiled grammars of structured outputs (null: response_format and forced tool calls are
   // refused).
   std::shared_ptr<GrammarCache> grammars;
@@ -84,11 +87,15 @@ struct CompletionRequest {
   bool return_token_ids = false;
   bool skip_special = true;
   bool in_reasoning = false;  // the prompt opened <think>
+  int32_t think_end = -1;     // chat: the </think> token's id (-1: the vocabulary has none)
   // Chat: the prompt neither opened nor closed a thinking block, so the model may open one
   // (Qwen3's template leaves <think> to it); a grammar then waits it out.
   bool think_may_open = false;
   bool parse_reasoning = true, parse_tools = false;
   Json tools;  // the request's tools (for parameter types)
+  // Tool calls kept per choice (-1: all; 1 for chat's parallel_tool_calls false: later calls
+  // are dropped, so a client that runs one call per turn never gets more).
+  int max_tool_calls = -1;
   ToolCallFormat tool_format = ToolCallFormat::kXml;  // ModelInfo::tool_format
   // Chat: prompt positions where other requests' prompts are likely to diverge (the end of the
   // shared system part); the prefix cache snapshots below them.
@@ -97,6 +104,9 @@ struct CompletionRequest {
   std::optional<runtime::SpecMethod> spec_method;
   std::optional<int> spec_draft_tokens;
   std::vector<int32_t> prediction;  // "prediction": tokens the answer is expected to repeat
+  // What the server changed or left out of the request (tools it cannot run, ...): sent as
+  // the X-Qwen35-Warnings header (agent_tools.h), and in the body where the API has room.
+  std::vector<std::string> warnings;
   // The field a prompt over the context is blamed on, in the client's API's terms.
   std::string prompt_param = "prompt";
   // Chat with images: each image's rows, in prompt order, and the token whose runs stand for

@@ -146,9 +146,11 @@ struct ToolDialect {
 };
 
 // The request's `tools` (an array of flat tools) -> the chat template's function tools in
-// *tools (left alone without `tools`). Tools of another type are refused together, by name.
+// *tools (left alone without `tools`). Tools of another type are named in *left_out ("tools[2]
+// (web_search_20250305)"), or refused together by name when left_out is null.
 inline std::optional<ApiError> map_function_tools(const Json& b, const ToolDialect& d,
-                                                  Json* tools) {
+                                                  Json* tools,
+                                                  std::vector<std::string>* left_out = nullptr) {
   const Json* t = field(b, "tools");
   if (!t) return std::nullopt;
   if (!t->is_array()) return bad("tools", "'tools' must be an array");
@@ -162,14 +164,16 @@ inline std::optional<ApiError> map_function_tools(const Json& b, const ToolDiale
       return bad(where, "'" + where + "' must be an object" +
                             (d.type_required ? " with a string 'type'" : ""));
     if (ty && *ty != d.function_type) {  // the API's own tools (bash_20250124, web_search, ...)
-      other += (other.empty() ? "" : ", ") + (ty->is_string() ? ty->get<std::string>() : ty->dump());
+      const std::string type = ty->is_string() ? ty->get<std::string>() : ty->dump();
+      if (left_out) left_out->push_back(where + " (" + type + ")");
+      other += (other.empty() ? "" : ", ") + type;
       continue;
     }
     Json fn;
     QWEN35_TRY(flat_function_tool(tool, where, d.schema_key, d.schema_required, &fn));
     tools->push_back(std::move(fn));
   }
-  if (!other.empty())
+  if (!other.empty() && !left_out)
     return bad("tools", std::string(d.refused) + " are not supported: " + other + " " + d.only);
   return std::nullopt;
 }

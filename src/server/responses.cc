@@ -7,6 +7,7 @@
 //     message:        content_part.added, output_text.delta..., output_text.done,
 //                     content_part.done
 //     function_call:  function_call_arguments.delta, function_call_arguments.done
+//     custom_tool_call: custom_tool_call_input.delta, custom_tool_call_input.done
 //   response.output_item.done
 //   response.completed (or response.incomplete when max_output_tokens cut the answer)
 // Every event's data carries its "type" and a "sequence_number" counting from 0.
@@ -33,7 +34,7 @@ class ResponsesFormatter : public Formatter {
   ResponsesOptions opt;
 
   void start(const CompletionRequest& req) {
-    blocks_.emplace(req.in_reasoning, opt.parallel_tool_calls ? -1 : 1);
+    blocks_.emplace(req.in_reasoning, opt.parallel_tool_calls ? -1 : 1, req.think_end);
   }
 
   void open(Job& job, std::string* out) override {
@@ -99,12 +100,29 @@ class ResponsesFormatter : public Formatter {
               {"role", "assistant"},
               {"content", std::move(content)}};
     }
-    return {{"type", "function_call"},
-            {"id", ids_[i]},
-            {"call_id", call_ids_[i]},
-            {"name", b.call.name},
-            {"arguments", done ? arguments(b) : ""},
-            {"status", status}};
+    const ToolOrigin* o = opt.agent_tools.origin(b.call.name);
+    Json call = {{"type", o && o->custom ? "custom_tool_call" : "function_call"},
+                 {"id", ids_[i]},
+                 {"call_id", call_ids_[i]},
+                 {"name", o ? o->name : b.call.name}};
+    if (o && !o->ns.empty()) call["namespace"] = o->ns;
+    if (o && o->custom)
+      call["input"] = done ? custom_input(b) : "";
+    else
+      call["arguments"] = done ? arguments(b) : "";
+    call["status"] = status;
+    return call;
+  }
+  bool custom(const AnswerBlock& b) const {
+    const ToolOrigin* o = opt.agent_tools.origin(b.call.name);
+    return o && o->custom;
+  }
+  // A custom tool's input: the text of its one parameter (agent_tools.h).
+  static std::string custom_input(const AnswerBlock& b) {
+    const auto& a = b.call.arguments;
+    auto it = a.find(kCustomInput);
+    if (it == a.end()) return "";
+    return it->is_string() ? it->get<std::string>() : dump(*it);
   }
   static Json text_part(const std::string& text) {
     return {{"type", "output_text"}, {"text", text}, {"annotations", Json::array()}};
@@ -122,6 +140,7 @@ class ResponsesFormatter : public Formatter {
     if (e.op == BlockEvent::kOpen) {
       const char* prefix = b.kind == AnswerBlock::kReasoning ? "rs_"
                            : b.kind == AnswerBlock::kText    ? "msg_"
+                           : custom(b)                       ? "ctc_"
                                                              : "fc_";
       ids_.push_back(random_id(prefix));
       call_ids_.push_back(b.kind == AnswerBlock::kCall ? random_id("call_") : "");
@@ -133,6 +152,8 @@ class ResponsesFormatter : public Formatter {
       else if (b.kind == AnswerBlock::kText)
         event(out, "response.content_part.added",
               at({{"content_index", 0}, {"part", text_part("")}}));
+      else if (custom(b))
+        event(out, "response.custom_tool_call_input.delta", at({{"delta", custom_input(b)}}));
       else
         event(out, "response.function_call_arguments.delta", at({{"delta", arguments(b)}}));
       return;
@@ -161,6 +182,8 @@ class ResponsesFormatter : public Formatter {
             at({{"content_index", 0}, {"text", b.text}, {"logprobs", Json::array()}}));
       event(out, "response.content_part.done",
             at({{"content_index", 0}, {"part", text_part(b.text)}}));
+    } else if (custom(b)) {
+      event(out, "response.custom_tool_call_input.done", at({{"input", custom_input(b)}}));
     } else {
       event(out, "response.function_call_arguments.done", at({{"arguments", arguments(b)}}));
     }
@@ -204,6 +227,7 @@ class ResponsesFormatter : public Formatter {
     }
     r["user"] = opt.user;
     r["metadata"] = opt.metadata;
+    if (!opt.agent_tools.warnings.empty()) r["warnings"] = opt.agent_tools.warnings;
     return r;
   }
 

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "server/agent_tools.h"
 #include "server/generation.h"
 
 namespace qwen35::server {
@@ -25,6 +26,7 @@ struct ResponsesOptions {
   Json user = nullptr;
   bool store = true;
   bool parallel_tool_calls = true;
+  AgentTools agent_tools;  // what the model's tool names stand for; warnings
 };
 
 // A Responses request body -> the generation request *r (read into a ChatRequest,

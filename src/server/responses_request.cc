@@ -1,9 +1,7 @@
 // Responses request -> ChatRequest -> CompletionRequest (responses.h). The reading:
-//   instructions + leading system/developer items   one system message (Qwen3.5's template takes
-//                                                   a system message first only; a later one
-//                                                   becomes a user message, so that a client's
-//                                                   mid-conversation instruction still reaches
-//                                                   the model)
+//   instructions + leading system/developer items   one system message; a later one becomes a
+//                                                   user turn marked as system text
+//                                                   (place_system_messages, chat_request.h)
 //   message items (user / assistant)                 messages, text parts joined
 //   function_call items                              tool calls of the assistant message they
 //                                                   follow (or of a new one)
@@ -17,6 +15,7 @@
 #include <string>
 #include <utility>
 
+#include "server/agent_tools.h"
 #include "server/chat_request.h"
 #include "server/image_parts.h"
 #include "server/request_fields.h"
@@ -82,12 +81,12 @@ std::optional<ApiError> content_text(const Json& c, const std::string& where, st
 // turn they precede.
 class ItemReader {
  public:
-  ItemReader(int max_depth, ChatRequest* c) : max_depth_(max_depth), c_(c) {}
+  ItemReader(int max_depth, const AgentTools& tools, ChatRequest* c)
+      : max_depth_(max_depth), tools_(tools), c_(c) {}
 
   std::optional<ApiError> instructions(const Json& ins) {
     if (!ins.is_string()) return bad("instructions", "'instructions' must be a string");
     system_ = ins.get<std::string>();
-    system_origin_ = "instructions";
     return std::nullopt;
   }
 
@@ -101,11 +100,13 @@ class ItemReader {
     return std::nullopt;
   }
 
-  // The system message goes first, once every item is read.
+  // The instructions go first, once every item is read; then the system messages are placed
+  // as in every API (place_system_messages).
   void finish() {
-    if (system_.empty()) return;
-    c_->messages.insert(c_->messages.begin(),
-                        ChatMessage(ChatMessage::Role::kSystem, system_, system_origin_));
+    if (!system_.empty())
+      c_->messages.insert(c_->messages.begin(),
+                          ChatMessage(ChatMessage::Role::kSystem, system_, "instructions"));
+    place_system_messages(&c_->messages);
   }
 
  private:
@@ -118,9 +119,9 @@ class ItemReader {
       type = t->get<std::string>();
     }
     if (type == "message") return message(item, where);
-    leading_ = false;
-    if (type == "function_call") return function_call(item, where);
-    if (type == "function_call_output") return function_call_output(item, where);
+    if (type == "function_call" || type == "custom_tool_call") return function_call(item, where);
+    if (type == "function_call_output" || type == "custom_tool_call_output")
+      return function_call_output(item, where);
     if (type == "reasoning") return reasoning(item, where);
     if (type == "item_reference")
       return bad(where, "'" + where +
@@ -128,7 +129,8 @@ class ItemReader {
                             "stateless; send the items themselves");
     return bad(where + ".type", "input item type '" + type + "' in '" + where +
                                     "' is not supported (message, function_call, "
-                                    "function_call_output, reasoning)");
+                                    "function_call_output, custom_tool_call, "
+                                    "custom_tool_call_output, reasoning)");
   }
 
   std::optional<ApiError> message(const Json& item, const std::string& where) {
@@ -144,27 +146,31 @@ class ItemReader {
     if (!images.empty() && role != "user")
       return bad(images[0].origin, "'" + images[0].origin + "': images go in user messages");
     if (role == "system" || role == "developer") {
-      if (leading_) {
-        if (system_origin_.empty()) system_origin_ = where;
-        if (!system_.empty() && !text.empty()) system_ += "\n\n";
-        system_ += text;
-        return std::nullopt;
-      }
-      role = "user";  // a later instruction still reaches the model
+      if (!text.empty()) push(ChatMessage::Role::kSystem, text, where);  // placed by finish()
+      return std::nullopt;
     }
-    leading_ = false;
     push(role == "user" ? ChatMessage::Role::kUser : ChatMessage::Role::kAssistant, text, where);
     c_->messages.back().images = std::move(images);
     return std::nullopt;
   }
 
+  // A function_call, or a custom_tool_call (its input text is the one parameter the custom tool
+  // is offered with, agent_tools.h); either under the name the model knows the tool by.
   std::optional<ApiError> function_call(const Json& item, const std::string& where) {
     ChatToolCall call;
-    std::string arguments;
+    std::string name, ns;
     QWEN35_TRY(get_string(item, "call_id", where, &call.id));
-    QWEN35_TRY(get_string(item, "name", where, &call.name));
-    QWEN35_TRY(get_string(item, "arguments", where, &arguments));
-    QWEN35_TRY(parse_call_arguments(arguments, max_depth_, where, &call.arguments));
+    QWEN35_TRY(get_string(item, "name", where, &name));
+    if (field(item, "namespace")) QWEN35_TRY(get_string(item, "namespace", where, &ns));
+    call.name = tools_.model_name(ns, name);
+    std::string arguments;
+    if (item["type"] == "custom_tool_call") {
+      QWEN35_TRY(get_string(item, "input", where, &arguments));
+      call.arguments = {{kCustomInput, std::move(arguments)}};
+    } else {
+      QWEN35_TRY(get_string(item, "arguments", where, &arguments));
+      QWEN35_TRY(parse_call_arguments(arguments, max_depth_, where, &call.arguments));
+    }
     // Calls that follow an assistant turn (its text, or earlier calls) belong to it: that is
     // how the model wrote them, so the rendered history matches what it generated.
     auto& msgs = c_->messages;
@@ -215,17 +221,19 @@ class ItemReader {
   }
 
   int max_depth_;
+  const AgentTools& tools_;
   ChatRequest* c_;
-  std::string system_, system_origin_;
-  bool leading_ = true;  // still in the leading system/developer items
+  std::string system_;  // the instructions
   std::optional<std::string> reasoning_;
 };
 
-std::optional<ApiError> read_tools(const Json& b, ChatRequest* c, ResponsesOptions* opt) {
-  static constexpr ToolDialect kTools{"function", true, "parameters", false, "built-in tools",
-                                      "(only tools of type \"function\")"};
-  QWEN35_TRY(map_function_tools(b, kTools, &c->tools));
-  if (const Json* t = field(b, "tools")) opt->tools = *t;
+// tools (function, namespace and custom; the rest left out, agent_tools.h) and tool_choice.
+std::optional<ApiError> read_tools(const Json& b, const ModelInfo& mi, ChatRequest* c,
+                                   ResponsesOptions* opt) {
+  if (const Json* t = field(b, "tools")) {
+    QWEN35_TRY(read_responses_tools(*t, mi, &c->tools, &opt->agent_tools));
+    opt->tools = *t;
+  }
   if (const Json* tc = field(b, "tool_choice")) {
     opt->tool_choice = *tc;
     const char* what =
@@ -233,10 +241,13 @@ std::optional<ApiError> read_tools(const Json& b, ChatRequest* c, ResponsesOptio
         "\"name\": ...}";
     if (tc->is_string()) {
       if (!c->tool_choice.set_mode(*tc)) return bad("tool_choice", what);
-    } else if (tc->is_object() && field(*tc, "type") && (*tc)["type"] == "function") {
+    } else if (tc->is_object() && (has_type(*tc, "function") || has_type(*tc, "custom"))) {
       c->tool_choice.mode = ToolChoice::Mode::kNamed;
-      QWEN35_TRY(get_string(*tc, "name", "tool_choice", &c->tool_choice.name));
-      if (c->tool_choice.name.empty()) return bad("tool_choice", what);
+      std::string name, ns;
+      QWEN35_TRY(get_string(*tc, "name", "tool_choice", &name));
+      if (field(*tc, "namespace")) QWEN35_TRY(get_string(*tc, "namespace", "tool_choice", &ns));
+      if (name.empty()) return bad("tool_choice", what);
+      c->tool_choice.name = opt->agent_tools.model_name(ns, name);
     } else {
       return bad("tool_choice", std::string(what) +
                                     " (built-in tools and allowed_tools are not supported)");
@@ -256,8 +267,13 @@ std::optional<ApiError> read_text(const Json& b, ChatRequest* c, ResponsesOption
   const Json* t = field(b, "text");
   if (!t) return std::nullopt;
   if (!t->is_object()) return bad("text", "'text' must be an object");
-  if (const Json* v = field(*t, "verbosity"); v && *v != "medium")
-    return bad("text.verbosity", "'text.verbosity' is not supported (only \"medium\")");
+  // A hint the model does not see: accepted (Codex sends "low") and echoed, never rendered,
+  // so the prompt stays the same whatever a client asks.
+  if (const Json* v = field(*t, "verbosity")) {
+    if (*v != "low" && *v != "medium" && *v != "high")
+      return bad("text.verbosity", "'text.verbosity' must be \"low\", \"medium\" or \"high\"");
+    opt->text["verbosity"] = *v;
+  }
   const Json* f = field(*t, "format");
   if (!f) return std::nullopt;
   const char* what =
@@ -332,7 +348,8 @@ std::optional<ApiError> parse_responses_request(const Json& b, const ModelInfo& 
   c.names.messages = "input";
   c.names.max_tokens = "max_output_tokens";
   c.names.budget = "reasoning.effort";
-  ItemReader items(mi.max_json_depth, &c);
+  QWEN35_TRY(read_tools(b, mi, &c, opt));
+  ItemReader items(mi.max_json_depth, opt->agent_tools, &c);
   if (const Json* ins = field(b, "instructions")) {
     QWEN35_TRY(items.instructions(*ins));
     opt->instructions = *ins;
@@ -342,7 +359,6 @@ std::optional<ApiError> parse_responses_request(const Json& b, const ModelInfo& 
   QWEN35_TRY(items.input(*input));
   if (c.messages.empty()) return bad("input", "'input' must hold at least one message");
   items.finish();
-  QWEN35_TRY(read_tools(b, &c, opt));
   QWEN35_TRY(read_text(b, &c, opt));
   QWEN35_TRY(read_max_tokens(b, "max_output_tokens", r));
   QWEN35_TRY(read_sampling(b, {"temperature", "top_p"}, r));
@@ -356,6 +372,7 @@ std::optional<ApiError> parse_responses_request(const Json& b, const ModelInfo& 
   }
   QWEN35_TRY(read_echoed(b, opt));
   QWEN35_TRY(check_sampling(*r));
+  r->warnings = opt->agent_tools.warnings;
   return finish_chat_request(c, mi, r);
 }
 

@@ -79,11 +79,42 @@ HttpResponse get_ready(const Context& ctx, const HttpServer&) {
   return res;
 }
 
+Json model_object(const Context& ctx) {
+  return {{"id", ctx.mi.name},    {"object", "model"},   {"created", int64_t(std::time(nullptr))},
+          {"owned_by", "qwen35"}, {"root", ctx.mi.path}, {"max_model_len", ctx.mi.ctx}};
+}
+
 HttpResponse get_models(const Context& ctx, const HttpServer&) {
   if (!ctx.ready.load()) return error_response(unavailable("the model is loading"));
-  Json m = {{"id", ctx.mi.name},    {"object", "model"},   {"created", int64_t(std::time(nullptr))},
-            {"owned_by", "qwen35"}, {"root", ctx.mi.path}, {"max_model_len", ctx.mi.ctx}};
-  return json_response(Json{{"object", "list"}, {"data", Json::array({m})}});
+  return json_response(Json{{"object", "list"}, {"data", Json::array({model_object(ctx)})}});
+}
+
+// GET /v1/models/{id}: the served model under either of its names (the id percent-decoded, as
+// clients send a name with '/' in it); any other id is OpenAI's 404 model_not_found.
+HttpResponse get_model(const Context& ctx, const std::string& path) {
+  if (!ctx.ready.load()) return error_response(unavailable("the model is loading"));
+  const std::string raw = path.substr(std::string_view("/v1/models/").size());
+  std::string id;
+  for (size_t i = 0; i < raw.size(); ++i) {
+    const auto hex = [](char c) {
+      return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                             : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    };
+    if (raw[i] == '%' && i + 2 < raw.size() && hex(raw[i + 1]) >= 0 && hex(raw[i + 2]) >= 0) {
+      id += char(hex(raw[i + 1]) * 16 + hex(raw[i + 2]));
+      i += 2;
+    } else {
+      id += raw[i];
+    }
+  }
+  if (id != ctx.mi.name && id != ctx.mi.path) {
+    ApiError e = api_error(ErrorKind::kNoSuchModel, "The model '" + id +
+                                                        "' does not exist (this server serves '" +
+                                                        ctx.mi.name + "')");
+    e.param = "model";
+    return error_response(e);
+  }
+  return json_response(model_object(ctx));
 }
 
 HttpResponse get_props(const Context& ctx, const HttpServer&) {
@@ -139,6 +170,8 @@ struct Route {
   bool generates;
   HttpResponse (*get)(const Context&, const HttpServer&);
   void (*post)(Context&, const HttpRequest&, const Json& body, R r);
+  // A GET route over every path under `path` (which ends in '/'), answered with the path.
+  HttpResponse (*get_under)(const Context&, const std::string& path) = nullptr;
 };
 
 // Every route the server has: the 404s and 405s are this table's complement (with the 501s of
@@ -147,6 +180,7 @@ const Route kRoutes[] = {
     {"GET", "/health", Api::kOpenAi, false, get_health, nullptr},
     {"GET", "/ready", Api::kOpenAi, false, get_ready, nullptr},
     {"GET", "/v1/models", Api::kOpenAi, false, get_models, nullptr},
+    {"GET", "/v1/models/", Api::kOpenAi, false, nullptr, nullptr, get_model},
     {"GET", "/props", Api::kOpenAi, false, get_props, nullptr},
     {"GET", "/metrics", Api::kOpenAi, false, get_metrics, nullptr},
     {"POST", "/v1/chat/completions", Api::kOpenAi, true, nullptr,
@@ -193,7 +227,10 @@ const Route* find_route(const HttpRequest& req, std::string* allow, Api* api) {
   const std::string_view method =
       req.method == "HEAD" ? std::string_view("GET") : std::string_view(req.method);
   for (const Route& x : kRoutes) {
-    if (req.path != x.path) continue;
+    const std::string_view p = x.path;
+    if (x.get_under ? !(req.path.size() > p.size() && req.path.compare(0, p.size(), p) == 0)
+                    : req.path != p)
+      continue;
     *api = x.api;
     if (method == x.method)
       found = &x;
@@ -340,6 +377,7 @@ void Server::dispatch(HttpRequest req, std::shared_ptr<Responder> r) {
     return r->send(std::move(res));
   }
   if (route->get) return r->send(route->get(*ctx_, *http_));
+  if (route->get_under) return r->send(route->get_under(*ctx_, req.path));
   boost::asio::post(*workers_, [this, route, req = std::move(req), r = std::move(r)]() mutable {
     try {
       run_post(*ctx_, *route, req, r);

@@ -234,19 +234,18 @@ TEST(ApiErrors, OutOfRangeAndUnsupportedFieldsAreNamed) {
     EXPECT_NE(e.message.find(std::string("'") + name + "'"), std::string::npos) << e.message;
   }
   // A template's refusal says the template's words, not where in its code they are.
-  e = chat_error({{"messages", {msgs[0], {{"role", "system"}, {"content", "late"}}}}});
+  e = chat_error({{"messages", {{{"role", "system"}, {"content", "alone"}}}}});
   EXPECT_EQ(e.param, "messages");
-  EXPECT_EQ(e.message,
-            "the chat template refused the request: System message must be at the beginning.");
+  EXPECT_EQ(e.message, "the chat template refused the request: No user query found in messages.");
 }
 
-// Anthropic's API has no system turns among the messages: the system prompt is 'system'.
-TEST(ApiErrors, MessagesRefusesSystemTurns) {
-  const ApiError e = messages_error(Json{{"messages", {{{"role", "system"}, {"content", "x"}},
+// Roles other than user, assistant and system (agent_parse_test.cc has the system turns).
+TEST(ApiErrors, MessagesRefusesUnknownRoles) {
+  const ApiError e = messages_error(Json{{"messages", {{{"role", "tool"}, {"content", "x"}},
                                                        {{"role", "user"}, {"content", "hi"}}}},
                                          {"max_tokens", 4}});
   EXPECT_EQ(e.param, "messages[0].role");
-  EXPECT_NE(e.message.find("'system'"), std::string::npos) << e.message;
+  EXPECT_NE(e.message.find("'tool'"), std::string::npos) << e.message;
 }
 
 // "kv_type" (an extension, as serve --kv-type) only confirms the pool's type: the same type
