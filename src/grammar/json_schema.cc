@@ -2,18 +2,16 @@
 
 #include <algorithm>
 #include <set>
-#include <stdexcept>
 
 #include "grammar/regex.h"
+#include "grammar/schema_detail.h"
 
 namespace qwen35::grammar {
+using schema_detail::fail;
+using schema_detail::matches_type;
+using schema_detail::SchemaError;
+using schema_detail::text;
 namespace {
-
-struct SchemaError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-[[noreturn]] void fail(const std::string& msg) { throw SchemaError(msg); }
 
 const std::set<std::string>& annotations() {
   static const std::set<std::string> k = {"title",   "description", "default",  "examples",
@@ -27,7 +25,9 @@ const std::set<std::string>& supported() {
       "type",     "properties", "required",  "additionalProperties", "items",
       "minItems", "maxItems",   "enum",      "const",                "anyOf",
       "allOf",    "$ref",       "minLength", "maxLength",            "pattern",
-      "format"};
+      "format",   "oneOf",      "minimum",   "maximum",              "exclusiveMinimum",
+      "exclusiveMaximum",       "propertyNames",                     "patternProperties",
+      "prefixItems",            "uniqueItems"};
   return k;
 }
 
@@ -47,20 +47,6 @@ const char* format_pattern(const std::string& f) {
   return nullptr;
 }
 
-bool matches_type(const Json& v, const std::string& t) {
-  if (t == "null") return v.is_null();
-  if (t == "boolean") return v.is_boolean();
-  if (t == "integer")
-    return v.is_number_integer() || (v.is_number_float() && v.get<double>() == double(int64_t(v.get<double>())));
-  if (t == "number") return v.is_number();
-  if (t == "string") return v.is_string();
-  if (t == "array") return v.is_array();
-  if (t == "object") return v.is_object();
-  return false;
-}
-
-std::string text(const Json& v) { return v.dump(-1, ' ', false, Json::error_handler_t::replace); }
-
 }  // namespace
 
 JsonSchemaCompiler::JsonSchemaCompiler(Builder& b, const Json& root) : b_(b), chars_(b), root_(root) {}
@@ -74,6 +60,8 @@ Sym JsonSchemaCompiler::ws() {
   }
   return ws_;
 }
+
+Sym JsonSchemaCompiler::sep() { return b_.seq({ws(), b_.byte(','), ws()}); }
 
 Sym JsonSchemaCompiler::any_value() {
   if (any_.id >= 0) return any_;
@@ -162,12 +150,15 @@ Sym JsonSchemaCompiler::compile(const Json& s, const std::string& path) {
       fail("'allOf' at " + path + " is supported only with exactly one schema");
     return compile(s["allOf"][0], path + "/allOf/0");
   }
-  if (has("anyOf")) {
-    only("anyOf");
-    const Json& a = s["anyOf"];
-    if (!a.is_array() || a.empty()) fail("'anyOf' at " + path + " must be a non-empty array");
+  // oneOf as anyOf: a value valid under two of its schemas is not excluded (see the header).
+  for (const char* k : {"anyOf", "oneOf"}) {
+    if (!has(k)) continue;
+    only(k);
+    const Json& a = s[k];
+    if (!a.is_array() || a.empty()) fail("'" + std::string(k) + "' at " + path + " must be a non-empty array");
     std::vector<Sym> opts;
-    for (size_t i = 0; i < a.size(); ++i) opts.push_back(compile(a[i], path + "/anyOf/" + std::to_string(i)));
+    for (size_t i = 0; i < a.size(); ++i)
+      opts.push_back(compile(a[i], path + "/" + k + "/" + std::to_string(i)));
     return b_.alt(std::move(opts));
   }
   std::vector<std::string> types;
@@ -209,9 +200,14 @@ Sym JsonSchemaCompiler::compile(const Json& s, const std::string& path) {
     return b_.alt(std::move(opts));
   }
   if (types.empty()) {  // the type the keywords imply, else any value
-    if (has("properties") || has("required") || has("additionalProperties")) types = {"object"};
-    else if (has("items") || has("minItems") || has("maxItems")) types = {"array"};
+    if (has("properties") || has("required") || has("additionalProperties") ||
+        has("propertyNames") || has("patternProperties"))
+      types = {"object"};
+    else if (has("items") || has("minItems") || has("maxItems") || has("prefixItems") || has("uniqueItems"))
+      types = {"array"};
     else if (has("pattern") || has("format") || has("minLength") || has("maxLength")) types = {"string"};
+    else if (has("minimum") || has("maximum") || has("exclusiveMinimum") || has("exclusiveMaximum"))
+      types = {"number"};
     else return any_value();
   }
   std::vector<Sym> opts;
@@ -223,6 +219,8 @@ Sym JsonSchemaCompiler::typed(const std::string& t, const Json& s, const std::st
   if (t == "null") return b_.literal("null");
   if (t == "boolean") return b_.alt({b_.literal("true"), b_.literal("false")});
   if (t == "integer" || t == "number") {
+    for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"})
+      if (s.contains(k)) return bounded_number(t, s, path);
     if (integer_.id < 0) {
       const Sym digit = b_.range('0', '9');
       const Sym nat = b_.alt({b_.byte('0'), b_.seq({b_.range('1', '9'), b_.repeat(digit, 0, 15)})});
@@ -275,74 +273,6 @@ Sym JsonSchemaCompiler::string_body(const Json& s, const std::string& path, Enco
   const Sym after_lt = chars_.of(CharSet::any().minus(CharSet().add('/')), enc);
   const Sym lts = b_.plus(b_.byte('<'));
   return b_.seq({b_.star(b_.alt({not_lt, b_.seq({lts, after_lt})})), b_.opt(lts)});
-}
-
-Sym JsonSchemaCompiler::array(const Json& s, const std::string& path) {
-  Sym item;
-  if (s.contains("items")) {
-    if (s["items"].is_array()) fail("'items' as a list (tuples) at " + path + " is not supported");
-    item = compile(s["items"], path + "/items");
-  } else {
-    item = any_value();
-  }
-  const int64_t lo = count(s, "minItems", 0, path), hi = count(s, "maxItems", -1, path);
-  if (hi >= 0 && hi < lo) fail("'maxItems' at " + path + " is below 'minItems'");
-  const Sym sep = b_.seq({ws(), b_.byte(','), ws()});
-  return b_.seq({b_.byte('['), ws(), b_.list(item, sep, lo, hi), ws(), b_.byte(']')});
-}
-
-Sym JsonSchemaCompiler::object(const Json& s, const std::string& path) {
-  std::vector<std::pair<std::string, Sym>> props;
-  std::set<std::string> required;
-  if (s.contains("required")) {
-    if (!s["required"].is_array()) fail("'required' at " + path + " must be an array of strings");
-    for (const auto& r : s["required"]) {
-      if (!r.is_string()) fail("'required' at " + path + " must be an array of strings");
-      required.insert(r.get<std::string>());
-    }
-  }
-  std::set<std::string> declared;
-  if (s.contains("properties")) {
-    if (!s["properties"].is_object()) fail("'properties' at " + path + " must be an object");
-    for (const auto& [k, v] : s["properties"].items()) {
-      props.emplace_back(k, compile(v, path + "/properties/" + k));
-      declared.insert(k);
-    }
-  }
-  for (const auto& r : required)  // required but not declared: any value
-    if (!declared.count(r)) props.emplace_back(r, any_value());
-  const Json* extra = s.contains("additionalProperties") ? &s["additionalProperties"] : nullptr;
-  if (extra && !extra->is_boolean() && !extra->is_object())
-    fail("'additionalProperties' at " + path + " must be a boolean or a schema");
-  // Extra properties only when nothing is declared (so they never repeat a declared key).
-  Sym extra_value{};
-  if (props.empty() && !(extra && extra->is_boolean() && !extra->get<bool>()))
-    extra_value = extra && extra->is_object() ? compile(*extra, path + "/additionalProperties") : any_value();
-  const Sym sep = b_.seq({ws(), b_.byte(','), ws()});
-  if (string_.id < 0) string_ = b_.seq({b_.byte('"'), b_.star(chars_.json_any()), b_.byte('"')});
-  // M(i, e): the members from property i on, e telling whether one was written (then a comma
-  // comes first). Built from the end.
-  Sym tail[2];
-  for (int e = 0; e < 2; ++e) {
-    if (extra_value.id >= 0) {
-      const Sym member = b_.seq({string_, ws(), b_.byte(':'), ws(), extra_value});
-      const Sym more = b_.star(b_.seq({sep, member}));
-      tail[e] = e ? more : b_.opt(b_.seq({member, more}));
-    } else {
-      tail[e] = b_.empty();
-    }
-  }
-  for (size_t i = props.size(); i-- > 0;) {
-    const auto& [key, val] = props[i];
-    const Sym kv = b_.seq({b_.literal(text(Json(key))), ws(), b_.byte(':'), ws(), val});
-    Sym next[2];
-    for (int e = 0; e < 2; ++e) {
-      const Sym write = e ? b_.seq({sep, kv, tail[1]}) : b_.seq({kv, tail[1]});
-      next[e] = required.count(key) ? write : b_.alt({write, tail[e]});
-    }
-    tail[0] = next[0], tail[1] = next[1];
-  }
-  return b_.seq({b_.byte('{'), ws(), tail[0], ws(), b_.byte('}')});
 }
 
 core::Result<Sym> JsonSchemaCompiler::value(const Json& schema, const std::string& path) {

@@ -1,18 +1,33 @@
 // JSON Schema to grammar: the JSON texts a schema admits (a subset of them: see below), for
-// constrained decoding of response_format, forced tool calls and `qwen35 run --json-schema`.
+// constrained decoding of response_format, strict tool calls and `qwen35 run --json-schema`.
 //
-// Keywords: type (one or a list), properties, required, additionalProperties (false, true or a
-// schema; extra properties are produced only by an object schema that declares none), items,
-// minItems, maxItems, enum, const, anyOf, allOf of one schema, $ref to "#", "#/$defs/NAME" or
-// "#/definitions/NAME" (recursion included), minLength, maxLength, pattern (regex.h), format
-// (date, time, date-time, uuid, email, ipv4). Annotations (title, description, default,
-// examples, $schema, $id, $comment, deprecated, readOnly, writeOnly) are ignored. Any other
-// keyword is an error that names it and where it is ("'minimum' at #/properties/age").
+// Keywords and what the grammar enforces of them (docs/design.md has the table):
+//   type (one or a list), enum, const, $ref to "#", "#/$defs/NAME" or "#/definitions/NAME"
+//   (recursion included), allOf of one schema: exactly.
+//   anyOf, oneOf: one of the schemas; oneOf's "exactly one" is not enforced (a value valid under
+//   two of its schemas can be written).
+//   minimum, maximum, exclusiveMinimum, exclusiveMaximum (draft 4's boolean forms too): exact
+//   for integers; for numbers a subset of the range, exact at integer bounds
+//   (json_schema_numbers.cc says which decimals).
+//   minLength, maxLength, pattern (regex.h), format (date, time, date-time, uuid, email, ipv4).
+//   properties, required, additionalProperties (false, true or a schema), patternProperties
+//   (one pattern), propertyNames (a string schema: pattern, enum, const, lengths, format):
+//   extra members are written only by an object schema that declares no properties, with keys
+//   under propertyNames or the pattern; declared properties outside an enum/const
+//   propertyNames are left out (an error when required).
+//   items, prefixItems (the tuple, then items for the rest; items false ends it), minItems,
+//   maxItems, uniqueItems (enforced where the items are a finite set of values: enum, const,
+//   boolean, null, written in that set's order; with at most one item trivially; otherwise an
+//   error).
+// Annotations (title, description, default, examples, $schema, $id, $comment, deprecated,
+// readOnly, writeOnly) are ignored. Any other keyword is an error that names it and where it is
+// ("'not' at #/properties/age").
 //
 // What the grammar produces of the admitted texts: properties in the schema's order, whitespace
 // between tokens of at most one newline and 24 spaces or tabs (or one space), integers of at
-// most 16 digits, numbers with at most 16 fraction digits and a 2-digit exponent, strings whose
-// escapes are the short ones and \uXXXX (no surrogate pairs). Each is valid under the schema.
+// most 16 digits, numbers with at most 16 fraction digits and a 2-digit exponent (none under a
+// bound), strings whose escapes are the short ones and \uXXXX (no surrogate pairs). Each is
+// valid under the schema.
 #pragma once
 
 #include <map>
@@ -50,7 +65,15 @@ class JsonSchemaCompiler {
   Sym typed(const std::string& type, const Json& schema, const std::string& path);
   Sym string_body(const Json& schema, const std::string& path, Encoding enc);
   Sym object(const Json& schema, const std::string& path);
+  Sym key(const Json& schema, const std::string& path);  // a member's key under propertyNames
   Sym array(const Json& schema, const std::string& path);
+  Sym unique_array(const Json& schema, const std::string& path, int64_t lo, int64_t hi);
+  // json_schema_numbers.cc: integers and numbers under minimum/maximum and their exclusive forms.
+  Sym bounded_number(const std::string& type, const Json& schema, const std::string& path);
+  Sym integer_range(int64_t lo, int64_t hi);
+  Sym natural_range(int64_t lo, int64_t hi);
+  Sym digits_between(const std::string& x, const std::string& y);
+  Sym sep();
   Sym ref(const std::string& ref, const std::string& path);
   int64_t count(const Json& schema, const char* key, int64_t dflt, const std::string& path);
 

@@ -77,6 +77,11 @@ struct ChatNames {
   std::string tool_choice = "tool_choice";
   std::string max_tokens = "max_tokens";
   std::string budget = "thinking_token_budget";  // or what sets the budget in this API
+  // Where each function tool of ChatRequest::tools is in the client's request ("tools[2]"), and
+  // the key of its schema there ("parameters", Anthropic's "input_schema"). A tool past the
+  // list's end is chat's own: "tools[i].function", "parameters".
+  std::vector<std::string> tool_paths;
+  std::string tool_schema = "parameters";
 };
 
 struct ChatRequest {

@@ -223,6 +223,8 @@ std::optional<ApiError> read_tools(const Json& b, const ModelInfo& mi, ChatReque
   std::vector<std::string> left_out;
   QWEN35_TRY(map_function_tools(b, kTools, &c->tools, mi.strict_tools ? nullptr : &left_out));
   for (const auto& t : left_out) warnings->push_back(left_out_warning(t));
+  c->names.tool_paths = function_tool_paths(b, kTools);
+  c->names.tool_schema = "input_schema";
   const Json* tc = field(b, "tool_choice");
   if (!tc) return std::nullopt;
   const char* what =

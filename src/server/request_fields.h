@@ -115,6 +115,7 @@ namespace qwen35::server::fields {
 // form the chat template reads, {"type": "function", "function": {name, description,
 // parameters}}. The Responses and Messages APIs both send tools flat; only the schema's key
 // differs ("parameters", which may be left out; Anthropic's "input_schema", which may not).
+// A strict tool ({"strict": true}) keeps it as function.strict.
 inline std::optional<ApiError> flat_function_tool(const Json& tool, const std::string& where,
                                                   const char* schema_key, bool schema_required,
                                                   Json* out) {
@@ -131,6 +132,11 @@ inline std::optional<ApiError> flat_function_tool(const Json& tool, const std::s
   if ((schema && !schema->is_object()) || (!schema && schema_required))
     return bad(at, "'" + at + "' must be a JSON schema (an object)");
   fn["parameters"] = schema ? *schema : Json{{"type", "object"}, {"properties", Json::object()}};
+  // strict (both APIs): the call's arguments are held to the schema, as chat's function.strict.
+  if (const Json* st = field(tool, "strict")) {
+    if (!st->is_boolean()) return bad(where + ".strict", "'" + where + ".strict' must be a boolean");
+    if (st->get<bool>()) fn["strict"] = true;
+  }
   *out = {{"type", "function"}, {"function", std::move(fn)}};
   return std::nullopt;
 }
@@ -176,6 +182,20 @@ inline std::optional<ApiError> map_function_tools(const Json& b, const ToolDiale
   if (!other.empty() && !left_out)
     return bad("tools", std::string(d.refused) + " are not supported: " + other + " " + d.only);
   return std::nullopt;
+}
+
+// Where each function tool that map_function_tools keeps was in the request ("tools[3]"), in
+// its order, for errors about a tool's fields (ChatNames::tool_paths).
+inline std::vector<std::string> function_tool_paths(const Json& b, const ToolDialect& d) {
+  std::vector<std::string> paths;
+  const Json* t = field(b, "tools");
+  if (!t || !t->is_array()) return paths;
+  for (size_t k = 0; k < t->size(); ++k) {
+    const Json& tool = (*t)[k];
+    const Json* ty = tool.is_object() ? field(tool, "type") : nullptr;
+    if (!ty || *ty == d.function_type) paths.push_back("tools[" + std::to_string(k) + "]");
+  }
+  return paths;
 }
 
 }  // namespace qwen35::server::fields

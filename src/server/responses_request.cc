@@ -233,6 +233,20 @@ std::optional<ApiError> read_tools(const Json& b, const ModelInfo& mi, ChatReque
   if (const Json* t = field(b, "tools")) {
     QWEN35_TRY(read_responses_tools(*t, mi, &c->tools, &opt->agent_tools));
     opt->tools = *t;
+    // Errors about a tool's schema name it where the client wrote it ("tools[3].parameters")
+    // when every tool is a plain function (the template's tools are then the request's, in
+    // order); namespaces and custom tools reorder them, and errors fall back to the index.
+    bool plain = t->is_array();
+    if (plain)
+      for (const Json& x : *t) {
+        const Json* ty = x.is_object() ? field(x, "type") : nullptr;
+        plain = plain && ty && *ty == "function";
+      }
+    if (plain) {
+      for (size_t k = 0; k < t->size(); ++k)
+        c->names.tool_paths.push_back("tools[" + std::to_string(k) + "]");
+      c->names.tool_schema = "parameters";
+    }
   }
   if (const Json* tc = field(b, "tool_choice")) {
     opt->tool_choice = *tc;

@@ -110,31 +110,44 @@ size_t GrammarCache::bytes() const {
 
 namespace {
 
+// Where a function tool is in the client's request: its name at name_at, its schema at
+// schema_at ("tools[1].function.parameters", "tools[1].input_schema", ...).
+struct ToolAt {
+  std::string name_at, schema_at;
+};
+
+ToolAt tool_at(const ChatNames* nm, size_t t) {
+  if (nm && t < nm->tool_paths.size())
+    return {nm->tool_paths[t] + ".name", nm->tool_paths[t] + "." + nm->tool_schema};
+  const std::string f = "tools[" + std::to_string(t) + "].function";
+  return {f + ".name", f + ".parameters"};
+}
+
 // One call in Qwen3.5's XML form: parameters in the schema's order, the required ones always; a
 // plain string raw, anything else JSON under its schema.
 core::Result<grammar::Sym> xml_call(grammar::Builder& b, grammar::JsonSchemaCompiler& c,
                                     const std::string& fname, const Json& params,
-                                    const std::string& where) {
+                                    const ToolAt& at) {
   using grammar::Sym;
-  if (!tag_name_ok(fname)) return core::error(where + ".name: a forced call's name cannot hold '<', '>' or a newline");
+  if (!tag_name_ok(fname)) return core::error(at.name_at + ": a forced call's name cannot hold '<', '>' or a newline");
   std::vector<std::pair<std::string, Sym>> items;
   std::vector<std::string> required;
   if (params.contains("required") && params["required"].is_array())
     for (const auto& r : params["required"])
       if (r.is_string()) required.push_back(r.get<std::string>());
   if (params.contains("properties")) {
-    if (!params["properties"].is_object()) return core::error(where + ".parameters.properties must be an object");
+    if (!params["properties"].is_object()) return core::error(at.schema_at + ".properties must be an object");
     for (const auto& [k, v] : params["properties"].items()) {
-      if (!tag_name_ok(k)) return core::error(where + ": parameter name '" + k + "' cannot hold '<', '>' or a newline");
+      if (!tag_name_ok(k)) return core::error(at.schema_at + ": parameter name '" + k + "' cannot hold '<', '>' or a newline");
       const std::string path = "#/properties/" + k;
       auto value = plain_string(v) ? c.raw_string(v, path) : c.value(v, path);
-      if (!value.ok()) return core::error(where + ".parameters: " + value.message());
+      if (!value.ok()) return core::error(at.schema_at + ": " + value.message());
       items.emplace_back(k, b.seq({b.literal("<parameter=" + k + ">\n"), *value, b.literal("\n</parameter>\n")}));
     }
   }
   for (const auto& r : required)
     if (std::none_of(items.begin(), items.end(), [&](const auto& x) { return x.first == r; }))
-      return core::error(where + ".parameters: required parameter '" + r + "' is not in 'properties'");
+      return core::error(at.schema_at + ": required parameter '" + r + "' is not in 'properties'");
   Sym rest = b.empty();
   for (size_t i = items.size(); i-- > 0;) {
     const Sym with = b.seq({items[i].second, rest});
@@ -150,39 +163,68 @@ core::Result<grammar::Sym> xml_call(grammar::Builder& b, grammar::JsonSchemaComp
 // parameters' schema (an object of any members when the schema gives no type).
 core::Result<grammar::Sym> json_call(grammar::Builder& b, grammar::JsonSchemaCompiler& c,
                                      const std::string& fname, const Json& params,
-                                     const std::string& where) {
-  if (fname.empty()) return core::error(where + ".name: a forced call needs a name");
+                                     const ToolAt& at) {
+  if (fname.empty()) return core::error(at.name_at + ": a forced call needs a name");
   if (params.contains("type") && params["type"] != "object")
-    return core::error(where + ".parameters: a call's arguments are an object ('type' must be \"object\")");
+    return core::error(at.schema_at + ": a call's arguments are an object ('type' must be \"object\")");
   Json schema = params;
   if (!schema.contains("type")) schema["type"] = "object";
   auto args = c.value(schema, "#");
-  if (!args.ok()) return core::error(where + ".parameters: " + args.message());
+  if (!args.ok()) return core::error(at.schema_at + ": " + args.message());
   return b.seq({b.literal("<tool_call>\n{\"name\": " + Json(fname).dump() + ", \"arguments\": "), *args,
                 b.literal("}\n</tool_call>")});
 }
 
+// What a forced call of a tool that is not strict constrains: the envelope and arguments that
+// are a JSON object (OpenAI and Anthropic enforce a tool's schema only for strict tools). The
+// object holds the declared properties (in their order, the required ones always), each any
+// JSON value (a string-typed one any string, written raw in the XML form); without declared
+// properties, any members (none in the XML form). No keyword of the schema can make it fail.
+Json lenient_parameters(const Json& params, ToolCallFormat format) {
+  Json props = Json::object(), required = Json::array();
+  if (params.is_object() && params.contains("properties") && params["properties"].is_object())
+    for (const auto& [k, v] : params["properties"].items())
+      if (format == ToolCallFormat::kJson || tag_name_ok(k))
+        props[k] = plain_string(v) ? Json{{"type", "string"}} : Json::object();
+  if (params.is_object() && params.contains("required") && params["required"].is_array())
+    for (const auto& r : params["required"])
+      if (r.is_string() && props.contains(r.get<std::string>()) &&
+          std::find(required.begin(), required.end(), r) == required.end())
+        required.push_back(r);
+  if (props.empty()) return Json{{"type", "object"}};
+  return Json{{"type", "object"}, {"properties", props}, {"required", required}};
+}
+
 }  // namespace
+
+bool strict_tool(const Json& tool) {
+  const Json* f = tool.is_object() && tool.contains("function") ? &tool["function"] : nullptr;
+  return f && f->is_object() && f->contains("strict") && (*f)["strict"] == true;
+}
 
 core::Result<grammar::Grammar> tool_call_grammar(const Json& tools, const std::string& name,
                                                  bool after_think, ToolCallFormat format,
-                                                 int64_t max_states) {
+                                                 int64_t max_states, const ChatNames* names) {
   using grammar::Sym;
   grammar::Builder b(max_states);
   // Compilers keep the schema they resolve $ref in: one per tool, alive until finish().
+  std::vector<std::unique_ptr<Json>> schemas;
   std::vector<std::unique_ptr<grammar::JsonSchemaCompiler>> compilers;
   std::vector<Sym> calls;
   for (size_t t = 0; t < tools.size(); ++t) {
     const Json& f = tools[t]["function"];
     const std::string fname = f["name"].get<std::string>();
     if (!name.empty() && fname != name) continue;
-    const std::string where = "tools[" + std::to_string(t) + "].function";
+    const ToolAt at = tool_at(names, t);
     static const Json kNone = Json::object();
-    const Json& params = f.contains("parameters") && !f["parameters"].is_null() ? f["parameters"] : kNone;
-    if (!params.is_object()) return core::error(where + ".parameters must be an object");
+    const Json& given = f.contains("parameters") && !f["parameters"].is_null() ? f["parameters"] : kNone;
+    const bool strict = strict_tool(tools[t]);
+    if (strict && !given.is_object()) return core::error(at.schema_at + " must be an object");
+    schemas.push_back(std::make_unique<Json>(strict ? given : lenient_parameters(given, format)));
+    const Json& params = *schemas.back();
     compilers.push_back(std::make_unique<grammar::JsonSchemaCompiler>(b, params));
-    auto call = format == ToolCallFormat::kJson ? json_call(b, *compilers.back(), fname, params, where)
-                                                : xml_call(b, *compilers.back(), fname, params, where);
+    auto call = format == ToolCallFormat::kJson ? json_call(b, *compilers.back(), fname, params, at)
+                                                : xml_call(b, *compilers.back(), fname, params, at);
     if (!call.ok()) return core::error(call.message());
     calls.push_back(*call);
   }
@@ -227,8 +269,8 @@ std::optional<ApiError> wanted(const OutputFormat& format, const ToolChoice& tc,
   const bool think = r.in_reasoning || r.think_may_open;  // a thinking block may come first
   w->key = std::string(json ? "json-tools:" : "tools:") + tc.name + (think ? ":think:" : ":") +
            dump(r.tools);
-  w->build = [tools = r.tools, name = tc.name, think, format = r.tool_format](int64_t max) {
-    return tool_call_grammar(tools, name, think, format, max);
+  w->build = [tools = r.tools, name = tc.name, think, format = r.tool_format, nm](int64_t max) {
+    return tool_call_grammar(tools, name, think, format, max, &nm);
   };
   return std::nullopt;
 }

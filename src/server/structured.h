@@ -8,7 +8,8 @@
 //   <tool_call>\n<function=NAME>\n<parameter=ARG>\nVALUE\n</parameter>\n...</function>\n</tool_call>
 // A parameter whose schema is {"type": "string", ...} is written raw (the parser keeps it as
 // text); any other is JSON text under its schema (the parser reads it as JSON). Parameters come
-// in the schema's order, the required ones always. Qwen3's Hermes-style JSON form:
+// in the schema's order, the required ones always (for a tool that is not strict, each value is
+// any JSON value: see tool_call_grammar). Qwen3's Hermes-style JSON form:
 //   <tool_call>\n{"name": "NAME", "arguments": {...}}\n</tool_call>
 // the arguments a JSON object under the function's parameters schema.
 #pragma once
@@ -80,13 +81,22 @@ class GrammarCache {
   std::unordered_map<std::string, decltype(lru_)::iterator> index_;
 };
 
+// Whether a function tool (chat's form) is strict: {"function": {"strict": true, ...}}.
+bool strict_tool(const Json& tool);
+
 // The grammar of forced tool calls: one call of `name`, or (name empty) one or more calls of
 // any of `tools` (OpenAI's tools array, validated), in `format`. after_think: the output opens
 // with a thinking block, after which up to two newlines may come. More than max_states states is
-// an error.
+// an error; errors name a tool's fields as `names` says (chat's by default).
+//
+// As OpenAI and Anthropic define it, only a strict tool's arguments are held to its schema (any
+// keyword the compiler does not enforce is an error there). Any other tool's call is its
+// envelope and a JSON object of the declared properties (the required ones always), each any
+// JSON value: no keyword of its schema makes the request fail (the size bounds still hold).
 core::Result<grammar::Grammar> tool_call_grammar(const Json& tools, const std::string& name,
                                                  bool after_think, ToolCallFormat format,
-                                                 int64_t max_states = grammar::Builder::kInf);
+                                                 int64_t max_states = grammar::Builder::kInf,
+                                                 const ChatNames* names = nullptr);
 
 // Sets r->sampling's grammar from the output format or the forced tool call (r's prompt,
 // in_reasoning, tools, max_tokens and eos_ids are set already); `names` names the fields of the

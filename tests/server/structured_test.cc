@@ -91,7 +91,7 @@ TEST_P(StructuredTest, SchemaOutputsParseWithThinkingOnAndOff) {
 TEST_P(StructuredTest, ForcedToolCallsFollowTheParameters) {
   ServerProcess srv(model(), {"--parallel", "1", "--ctx", "1024"});
   ASSERT_TRUE(srv.ready()) << srv.log();
-  const Json tools = Json::parse(R"([{"type":"function","function":{"name":"get_weather",
+  const Json tools = Json::parse(R"([{"type":"function","function":{"name":"get_weather","strict":true,
     "parameters":{"type":"object","properties":{"city":{"type":"string","maxLength":20},
     "days":{"type":"integer"},"unit":{"type":"string","enum":["c","f"]},
     "when":{"type":"string","format":"date"}},"required":["city","days"]}}},
@@ -172,11 +172,11 @@ TEST(StructuredErrors, BadFormatsAre400sThatSayWhat) {
   ServerProcess srv(kBundled, {"--parallel", "1", "--ctx", "512"});
   ASSERT_TRUE(srv.ready()) << srv.log();
   const Json msgs = {{{"role", "user"}, {"content", "hi"}}};
-  const Json tools = Json::parse(R"([{"type":"function","function":{"name":"f","parameters":
-      {"type":"object","properties":{"a":{"type":"integer","minimum":1}}}}}])");
+  const Json tools = Json::parse(R"([{"type":"function","function":{"name":"f","strict":true,"parameters":
+      {"type":"object","properties":{"a":{"type":"integer","multipleOf":2}}}}}])");
   const std::vector<std::tuple<Json, std::string, std::string>> cases = {
-      {{{"response_format", schema_format(Json::parse(R"({"type":"integer","minimum":0})"))}},
-       "response_format.json_schema.schema", "'minimum'"},
+      {{{"response_format", schema_format(Json::parse(R"({"type":"integer","multipleOf":3})"))}},
+       "response_format.json_schema.schema", "'multipleOf'"},
       {{{"response_format", schema_format(Json::parse(R"j({"type":"string","pattern":"(?!a)"})j"))}},
        "response_format.json_schema.schema", "lookaround"},
       {{{"response_format", {{"type", "json_schema"}, {"json_schema", Json::object()}}}},
@@ -188,7 +188,8 @@ TEST(StructuredErrors, BadFormatsAre400sThatSayWhat) {
       {{{"tool_choice", "sometimes"}}, "tool_choice", "\"required\""},
       {{{"tools", tools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "g"}}}}}},
        "tools", "no tool named 'g'"},
-      {{{"tools", tools}, {"tool_choice", "required"}}, "tools", "'minimum'"},
+      {{{"tools", tools}, {"tool_choice", "required"}}, "tools",
+       "tools[0].function.parameters: unsupported JSON Schema keyword 'multipleOf' at #/properties/a"},
       {{{"tools", tools}, {"tool_choice", "required"}, {"response_format", {{"type", "json_object"}}}},
        "tool_choice", "cannot be combined"},
   };
@@ -218,7 +219,7 @@ TEST(StructuredErrors, FormatsTooLargeAreRefusedBeforeTheyAreBuilt) {
   const Json wide = {{"type", "object"}, {"properties", props}, {"required", required}};
   const Json nested = {{"type", "string"}, {"pattern", "^((a{2,100}){2,100}){2,100}$"}};
   const Json tools = {{{"type", "function"},
-                       {"function", {{"name", "f"}, {"parameters", {{"type", "object"},
+                       {"function", {{"name", "f"}, {"strict", true}, {"parameters", {{"type", "object"},
                                      {"properties", {{"a", nested}}}}}}}}};
   const Json msgs = {{{"role", "user"}, {"content", "hi"}}};
   ServerProcess srv(kBundled, {"--parallel", "1", "--ctx", "512"});

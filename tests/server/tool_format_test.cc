@@ -23,7 +23,7 @@ tmpl::ChatTemplate fixture_template(const std::string& name) {
   return std::move(*t);
 }
 
-const Json kTools = Json::parse(R"([{"type": "function", "function": {"name": "get_weather",
+const Json kTools = Json::parse(R"([{"type": "function", "function": {"name": "get_weather", "strict": true,
   "parameters": {"type": "object", "properties": {"city": {"type": "string"},
   "days": {"type": "integer"}, "units": {"type": "string", "enum": ["C", "F"]}}, "required": ["city", "days"]}}}])");
 
