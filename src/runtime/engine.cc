@@ -107,7 +107,12 @@ std::vector<std::shared_ptr<RequestStream>> Engine::submit_group(
     }
     held_ += k;
     queued_ += k;
-    for (auto& s : seqs) queue_.push_back(std::move(s));
+    // One group per call: admission takes turns between requests, not between choices.
+    ++next_group_;
+    for (auto& s : seqs) {
+      s->set_group(next_group_);
+      queue_.push_back(std::move(s));
+    }
   }
   cv_.notify_one();
   return streams;
@@ -119,7 +124,7 @@ EngineStats Engine::stats() const {
     std::lock_guard lk(pub_mu_);
     s = published_;
   }
-  s.queued = queued_.load();
+  s.queued = queued_.load() + s.preempted;
   return s;
 }
 
@@ -188,7 +193,9 @@ bool Engine::take_queue(bool idle) {
   if (idle && stepper_.running())
     cv_.wait_for(lk, kIdlePoll, woken);
   else
-    cv_.wait(lk, [&] { return woken() || !waiting_.empty() || stepper_.running(); });
+    cv_.wait(lk, [&] {
+      return woken() || !waiting_.empty() || stepper_.running() || stepper_.preempted();
+    });
   wake_ = false;
   const bool moved = out_of_memory([&] {
     for (; !queue_.empty(); queue_.pop_front()) waiting_.push_back(std::move(queue_.front()));
@@ -198,7 +205,7 @@ bool Engine::take_queue(bool idle) {
     for (auto& s : waiting_) s->stream()->cancel();
     stepper_.cancel_running();
   }
-  return !(moved && stop_ && waiting_.empty() && !stepper_.running());
+  return !(moved && stop_ && waiting_.empty() && !stepper_.running() && !stepper_.preempted());
 }
 
 // queued_ less the waiting sequences that left waiting_ since it was last counted.

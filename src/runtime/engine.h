@@ -105,6 +105,7 @@ class Engine {
   std::deque<std::unique_ptr<Sequence>> queue_;
   bool accepting_ = true, stop_ = false, drain_ = false;
   bool wake_ = false;  // a worker finished a sample
+  uint64_t next_group_ = 0;  // each submit_group call's sequences share one (Sequence::group)
   // Requests held (queued, waiting or running): submit() adds, the engine thread takes away
   // before it closes their streams. capacity() bounds it.
   std::atomic<int64_t> held_{0};

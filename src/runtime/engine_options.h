@@ -23,10 +23,10 @@ struct EngineOptions {
   int max_queue = 64;         // waiting requests beyond the running ones; more are refused
   int64_t step_tokens = 256;  // per-step row budget (decode rows + prefill rows), >= kDeltaChunk
   // The KV pool, in blocks of kernels::kKvBlock positions shared by all slots (0: enough for
-  // every slot at full context). Its memory becomes resident as blocks are first written. A
-  // request is admitted when the blocks of its worst case, min(context, prompt + max_tokens),
-  // are not promised to running requests; until then it waits. A pool smaller than ctx is the
-  // context limit of every request.
+  // every slot at full context). Its memory becomes resident as blocks are first written.
+  // Requests take blocks as they grow; when the pool runs dry the youngest running request is
+  // preempted and resumes later, bit for bit (runtime/stepper.h). A pool smaller than ctx is
+  // the context limit of every request.
   int64_t kv_blocks = 0;
   // The prefix cache (runtime/prefix_cache.h): its bound in bytes (0: off), and the interval
   // of its snapshots within long prompts (a multiple of kernels::kKvBlock) besides each
@@ -82,6 +82,9 @@ struct EngineStats {
   // admitted requests. What the prefix cache and forks saved is the difference.
   int64_t steps = 0, prompt_tokens = 0, generated_tokens = 0, prompt_received = 0;
   int64_t finished = 0, cancelled = 0;
+  // Sequences that gave their slot back when the KV pool ran dry (a total), and those of them
+  // queued again now (counted in `queued` too).
+  int64_t preemptions = 0, preempted = 0;
   int64_t drafted_tokens = 0, accepted_tokens = 0;  // speculative decoding
   int64_t images_encoded = 0, tower_stages = 0;     // the vision tower's runs in the steps
   // Per draft position i (the (i+1)-th drafted token of a step): steps that drafted one there,

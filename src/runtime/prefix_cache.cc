@@ -68,6 +68,18 @@ int64_t PrefixCache::resume(std::span<const int32_t> prompt, model::SequenceStat
   return best->depth * kBlock;
 }
 
+int64_t PrefixCache::resumable(std::span<const int32_t> prompt, size_t recurrent_bytes) const {
+  const int64_t n = int64_t(prompt.size());
+  int64_t best = 0;
+  Node* cur = root_.get();
+  for (int64_t d = 1; d * kBlock <= n - 1; ++d) {
+    cur = child(cur, prompt.subspan(size_t((d - 1) * kBlock), size_t(kBlock)));
+    if (!cur) break;
+    if (cur->has_snapshot && cur->snapshot.size() * 4 == recurrent_bytes) best = d * kBlock;
+  }
+  return best;
+}
+
 int64_t PrefixCache::matched(std::span<const int32_t> prompt) const {
   const int64_t n = int64_t(prompt.size());
   Node* cur = root_.get();
@@ -241,18 +253,22 @@ bool PrefixCache::insert_blocks(std::span<const int32_t> tokens, std::span<const
 
 bool PrefixCache::free_blocks(int64_t blocks) {
   while (pool_->free_blocks() < blocks)
-    if (!evict_one()) return false;
+    if (!evict_one(true)) return false;
   return true;
 }
 
-bool PrefixCache::evict_one() {
-  // The least recently used leaf (a leaf always holds a snapshot: see remove_leaf).
+bool PrefixCache::evict_one(bool freeing) {
+  // The least recently used leaf (a leaf always holds a snapshot: see remove_leaf). With
+  // `freeing`, only a leaf whose block the cache alone holds: a running sequence that holds a
+  // leaf's block holds its ancestors' too, so evicting that leaf would free nothing.
   Node* victim = nullptr;
   std::vector<Node*> stack = {root_.get()};
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
-    if (n->children.empty() && n != root_.get() && (!victim || n->used < victim->used)) victim = n;
+    if (n->children.empty() && n != root_.get() && (!freeing || pool_->refs(n->block) == 1) &&
+        (!victim || n->used < victim->used))
+      victim = n;
     for (auto& c : n->children) stack.push_back(c.get());
   }
   if (!victim) return false;

@@ -61,6 +61,9 @@ class PrefixCache {
   // `prompt` that leaves at least one token to compute. Returns the positions resumed (0: a
   // miss, nothing changed).
   int64_t resume(std::span<const int32_t> prompt, model::SequenceState* state);
+  // What resume() would give a state of `recurrent_bytes`, changing nothing (admission counts
+  // the blocks a request would share with the cache).
+  int64_t resumable(std::span<const int32_t> prompt, size_t recurrent_bytes) const;
   // How far `prompt` follows a cached path by KV blocks, snapshot or not: the deepest node's
   // positions that leave at least one token to compute (a multiple of kKvBlock; 0: none).
   // Where this passes what resume() found, the prompt parts from a cached path between
@@ -80,8 +83,9 @@ class PrefixCache {
   // computed from an empty state) holds the blocks below L. Nothing when the tree has one there.
   void insert_provisional(std::span<const int32_t> tokens, const model::SequenceState& state,
                           std::vector<float> snapshot);
-  // Evicts least recently used entries until `blocks` pool blocks are free (or the cache is
-  // empty). Returns whether they are.
+  // Evicts least recently used entries until `blocks` pool blocks are free, only entries whose
+  // eviction frees a block (not those whose blocks running sequences hold too). Returns
+  // whether they are.
   bool free_blocks(int64_t blocks);
   void clear();
 
@@ -161,7 +165,9 @@ class PrefixCache {
   void shrink();            // drops and evicts until the cache is within its bound
   Node* child(Node* n, std::span<const int32_t> key) const;
   void touch(Node* n);
-  bool evict_one();  // the least recently used leaf; false when there is none
+  // The least recently used leaf (with `freeing`, whose block only the cache holds); false
+  // when there is none.
+  bool evict_one(bool freeing = false);
   // load() of one file: its blocks and state into the pool and the tree; "" when inserted,
   // else why not (the blocks it took are given back).
   std::string load_file(const std::string& path, uint64_t fingerprint, uint64_t recurrent_floats);

@@ -66,10 +66,17 @@ RequestTiming RequestStream::timing() const {
   return timing_;
 }
 
-void RequestStream::set_admitted(RequestTiming::Clock::time_point t, int64_t reused) {
+void RequestStream::set_admitted(RequestTiming::Clock::time_point t, int64_t reused,
+                                 uint64_t admission) {
   std::lock_guard lk(mu_);
   timing_.admitted = t;
   timing_.prompt_reused = reused;
+  timing_.admission = admission;
+}
+
+void RequestStream::add_preemption() {
+  std::lock_guard lk(mu_);
+  ++timing_.preemptions;
 }
 
 void RequestStream::set_reused(int64_t reused) {

@@ -28,6 +28,8 @@ struct RequestTiming {
   Clock::time_point prompt_read;  // the forward call that read the last prompt token returned
   bool prompt_done = false;       // prompt_read is set (false when cancelled during prefill)
   int64_t prompt_reused = 0;  // prompt tokens resumed from the prefix cache, not computed
+  uint64_t admission = 0;     // the engine's admission counter when it first took a slot (1..)
+  int64_t preemptions = 0;    // times it gave its slot back to resume later (runtime/stepper.h)
 };
 
 // One event of a request's result stream.
@@ -65,7 +67,8 @@ class RequestStream {
   // Ends the stream without allocating: its kDone event, made by the reader, has `reason` and
   // `error` (string literals; error may be null). Nothing when the stream has ended already.
   void close(const char* reason, const char* error) noexcept;
-  void set_admitted(RequestTiming::Clock::time_point t, int64_t reused);
+  void set_admitted(RequestTiming::Clock::time_point t, int64_t reused, uint64_t admission);
+  void add_preemption();
   void set_prompt_read(RequestTiming::Clock::time_point t);
   void set_reused(int64_t reused);  // a fork took its whole prompt from another sequence
   explicit RequestStream(int64_t prompt_tokens) : prompt_tokens_(prompt_tokens) {}

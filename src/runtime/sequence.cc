@@ -21,6 +21,7 @@ const char* phase_name(Phase p) {
   switch (p) {
     case Phase::kQueued: return "queued";
     case Phase::kPrefill: return "prefill";
+    case Phase::kReplay: return "replay";
     case Phase::kDecode: return "decode";
     case Phase::kVerify: return "verify";
     case Phase::kFinished: return "finished";
@@ -37,8 +38,20 @@ void Sequence::start(model::SequenceState* state, PrefixCache* cache, const Sequ
   QWEN35_CHECK(phase_ == Phase::kQueued && state->pos() == 0);
   state_ = state;
   lim_ = lim;
-  order_ = order;
   phase_ = Phase::kPrefill;
+  prefilled_ = 0;
+  branch_ = 0;
+  if (started_) {  // preempted: only the state is new; the prompt's logits sample nothing
+    if (cache && req_.prompt_logprobs < 0) {
+      if (before_resume) before_resume();
+      prefilled_ = cache->resume(cache_key(), state_);
+      if (const int64_t m = cache->matched(cache_key()); m > prefilled_) branch_ = m;
+    }
+    if (layout_) state_->set_rope_delta(layout_->rope_delta);
+    return;
+  }
+  started_ = true;
+  order_ = order;
   const auto& prompt = req_.prompt;
   if (!req_.images.empty()) {
     auto layout = layout_prompt(req_, lim_.hidden, lim_.vocab);
@@ -71,7 +84,7 @@ void Sequence::start(model::SequenceState* state, PrefixCache* cache, const Sequ
   }
   sampler_ = std::make_shared<Sampler>(req_.sampling, lim_.vocab);
   sampler_->add_prompt(prompt);
-  stream_->set_admitted(RequestTiming::Clock::now(), prefilled_);
+  stream_->set_admitted(RequestTiming::Clock::now(), prefilled_, order + 1);
 }
 
 int64_t Sequence::snapshot_after(int64_t from) const {
@@ -180,14 +193,18 @@ bool Sequence::after_chunk(int64_t rows, const float* logits, bool all, PrefixCa
   const int64_t n = prompt_size(), vocab = lim_.vocab;
   const float* last = logits;
   if (all) {  // prompt logprobs: row j predicts prompt token prefilled + j + 1
-    StreamEvent ev;
-    ev.kind = StreamEvent::kPrompt;
-    std::vector<int32_t> order;
-    for (int64_t j = 0; j < rows && prefilled_ + j + 1 < n; ++j)
-      ev.prompt.push_back(token_logprobs(logits + size_t(j * vocab), vocab,
-                                         req_.prompt[size_t(prefilled_ + j + 1)],
-                                         req_.prompt_logprobs, &order));
-    stream_->push(std::move(ev));
+    // Rows computed again after a preemption were sent already.
+    if (prefilled_ + rows > lp_sent_) {
+      StreamEvent ev;
+      ev.kind = StreamEvent::kPrompt;
+      std::vector<int32_t> order;
+      for (int64_t j = std::max<int64_t>(0, lp_sent_ - prefilled_); j < rows && prefilled_ + j + 1 < n; ++j)
+        ev.prompt.push_back(token_logprobs(logits + size_t(j * vocab), vocab,
+                                           req_.prompt[size_t(prefilled_ + j + 1)],
+                                           req_.prompt_logprobs, &order));
+      stream_->push(std::move(ev));
+      lp_sent_ = prefilled_ + rows;
+    }
     last += size_t((rows - 1) * vocab);
   }
   const int64_t start = prefilled_;
@@ -197,7 +214,60 @@ bool Sequence::after_chunk(int64_t rows, const float* logits, bool all, PrefixCa
     cache->insert(cache_key().first(size_t(prefilled_)), *state_);
   if (cache) keep_captures(cache, start);
   if (prefilled_ < n) return false;
+  if (prompt_done_) {
+    prompt_again();
+    return false;
+  }
   return prompt_read(last, out);
+}
+
+void Sequence::prompt_again() {
+  replayed_ = 0;
+  if (replay_end_ > 0)
+    phase_ = Phase::kReplay;
+  else
+    phase_ = spec_.method == SpecMethod::kOff ? Phase::kDecode : Phase::kVerify;
+}
+
+std::span<const int32_t> Sequence::replay_rows() const {
+  const int64_t n = std::min<int64_t>(model::kMaxVerifyRows, replay_end_ - replayed_);
+  return std::span<const int32_t>(out_).subspan(size_t(replayed_), size_t(n));
+}
+
+void Sequence::after_replay(int64_t rows) {
+  QWEN35_CHECK(phase_ == Phase::kReplay && replayed_ + rows <= replay_end_);
+  replayed_ += rows;
+  if (replayed_ < replay_end_) return;
+  replay_end_ = replayed_ = 0;
+  phase_ = spec_.method == SpecMethod::kOff ? Phase::kDecode : Phase::kVerify;
+}
+
+void Sequence::preempt(PrefixCache* cache) noexcept {
+  QWEN35_CHECK(!waiting() && state_ && phase_ != Phase::kQueued && phase_ != Phase::kFinished);
+  if (phase_ == Phase::kDecode || phase_ == Phase::kVerify) {
+    // Every token emitted but the last one is in the state; the last is its next row.
+    replay_end_ = state_->pos() - prompt_size();
+    QWEN35_CHECK(replay_end_ + 1 == int64_t(out_.size()));
+  }
+  // A prompt part computed on the grid: a snapshot, so that it resumes there (the cache's
+  // bound and eviction decide whether it stays). A copy of the state; skipped when memory is
+  // short, since it only saves time.
+  if (cache && phase_ == Phase::kPrefill && prefilled_ > 0 && prefilled_ % kernels::kKvBlock == 0 &&
+      state_->pos() == prefilled_) {
+    try {
+      cache->insert(cache_key().first(size_t(prefilled_)), *state_);
+    } catch (const std::exception&) {  // std::bad_alloc, std::length_error
+    }
+  }
+  phase_ = Phase::kQueued;
+  state_ = nullptr;
+  prefilled_ = 0;
+  replayed_ = 0;
+  captures_.clear();
+  capture_bufs_.clear();
+  verify_.clear();
+  drafts_.clear();
+  stream_->add_preemption();
 }
 
 bool Sequence::fork_from(const Sequence& leader, const float* logits, StepOutput* out,
@@ -213,6 +283,7 @@ bool Sequence::fork_from(const Sequence& leader, const float* logits, StepOutput
 }
 
 bool Sequence::prompt_read(const float* last, StepOutput* out) {
+  prompt_done_ = true;
   stream_->set_prompt_read(RequestTiming::Clock::now());
   if (req_.max_tokens == 0) {
     finish("length", out);
@@ -285,6 +356,7 @@ bool Sequence::emit(SampleResult s, int64_t fed, StepOutput* out) {
     finish("stop", out);
     return true;
   }
+  out_.push_back(s.token);  // first: when it fails, nothing was sent
   next_token_ = s.token;
   ++generated_;
   ++out->generated;

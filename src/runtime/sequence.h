@@ -1,8 +1,11 @@
 // One request inside the engine (runtime/engine.h), through explicit phases:
 //
 //   queued ──admit──▶ prefill ──last prompt chunk──▶ decode | verify ──▶ finished
+//     ▲                                                      │
+//     └────────────────────── preempt ◀──────────────────────┘
+//   (re-admitted: prefill ──▶ replay ──▶ decode | verify, where it was)
 //
-// - queued: submitted, waiting for a slot and for its KV worst case to be promised.
+// - queued: submitted (or preempted), waiting for a slot and for the KV blocks of its next step.
 // - prefill: holds a slot's SequenceState (resumed from the prefix cache where it can be) and
 //   reads its prompt in chunks cut on the absolute kDeltaChunk grid.
 // - decode: one row a step (its last sampled token); verify: the same, with the tokens its
@@ -10,6 +13,12 @@
 //   A sample the engine thread hands to a worker (a grammar's slow work) leaves the sequence
 //   waiting: it runs no row until the sample comes back, then goes on where it was.
 // - finished: its stream has (or is about to get) its kDone event; the slot is freed.
+// - preempted (runtime/stepper.h): the KV pool ran dry and this sequence gave its slot and
+//   blocks back. It keeps everything of its own (sampler, drafter, the tokens it emitted) and,
+//   re-admitted, computes its prompt again (resumed from the prefix cache where it can be,
+//   sampling nothing from it), then *replays* the tokens it had fed as verification rows (each
+//   row as a one-token decode step computes it, §6), then goes on decoding where it stopped:
+//   the same states, so the same tokens and logprobs as a run never preempted.
 //
 // A Sequence owns what is its own: the request, its stream, its sampler (penalties, grammar
 // state, reasoning budget, draw positions), its drafter's context and draft length, and its
@@ -40,7 +49,7 @@
 
 namespace qwen35::runtime {
 
-enum class Phase { kQueued, kPrefill, kDecode, kVerify, kFinished };
+enum class Phase { kQueued, kPrefill, kReplay, kDecode, kVerify, kFinished };
 const char* phase_name(Phase p);
 
 // What one step's rows produced: the counters for the engine's stats, and the kDone events,
@@ -88,9 +97,25 @@ class Sequence {
 
   // queued → prefill, into a slot's `state` (just reset): resumes from the longest prefix of
   // the prompt in `cache` (null: none), after calling `before_resume` (a test's hook; may be
-  // empty), and builds the sampler and the drafter's context.
+  // empty), and builds the sampler and the drafter's context. A preempted sequence keeps its
+  // sampler, drafter and order (`order` is unused), and a request for prompt logprobs computes
+  // its prompt again without the cache (what it has sent is not sent twice).
   void start(model::SequenceState* state, PrefixCache* cache, const SequenceLimits& lim,
              uint64_t order, const std::function<void()>& before_resume);
+  bool started() const { return started_; }  // admitted once (preempted since, when queued)
+
+  // The positions it must hold to run its next step once admitted: its prompt, the tokens it
+  // will replay, and one more (its first sample's row).
+  int64_t kv_need() const { return prompt_size() + replay_end_ + 1; }
+  // The prompt as the prefix cache keys it (its images' tokens by their hashes once started).
+  std::span<const int32_t> prompt_key() const { return cache_key(); }
+  // A running sequence (not waiting for a worker, not a fork waiting for its leader) gives its
+  // state back: with `cache`, its computed prompt on the grid goes there first (an ordinary
+  // snapshot; nothing when memory runs out for it). It is queued again, started().
+  void preempt(PrefixCache* cache) noexcept;
+  // The request these choices belong to (Engine::submit_group): admission is fair by group.
+  uint64_t group() const { return group_; }
+  void set_group(uint64_t g) { group_ = g; }
 
   // prefill: the image the next chunk needs before it can run, when the vision tower has not
   // made its rows yet (null otherwise). Images whose rows are known are bound to their tokens
@@ -126,6 +151,10 @@ class Sequence {
   // samples from `logits`, the row of its last prompt token. False when the pool had no block
   // for the copy (the sequence computes its prompt itself); *done when it finished.
   bool fork_from(const Sequence& leader, const float* logits, StepOutput* out, bool* done);
+  // replay: the tokens to feed this step, as verification rows (at most kMaxVerifyRows);
+  // after_replay once they are fed (the caller commits every row).
+  std::span<const int32_t> replay_rows() const;
+  void after_replay(int64_t rows);
   // decode: the row fed this step is the last sampled token.
   const int32_t* next_token() const { return &next_token_; }
   // Waiting for a worker to sample its last row (the grammar needed more than the engine
@@ -211,6 +240,16 @@ class Sequence {
   // a snapshot, into the cache as provisional snapshots.
   void keep_captures(PrefixCache* cache, int64_t start);
   uint64_t fork_key_ = 0;
+  uint64_t group_ = 0;
+  bool started_ = false;     // admitted once
+  bool prompt_done_ = false;  // its prompt was read and the first token sampled, once
+  // Preemption: every token emitted, in order (the last one not yet fed while decoding); after
+  // a re-admission, out_[0, replay_end_) are fed again, out_[replayed_] next.
+  std::vector<int32_t> out_;
+  int64_t replay_end_ = 0, replayed_ = 0;
+  int64_t lp_sent_ = 0;      // prompt logprobs sent for prompt positions [1, lp_sent_]
+  // The prompt was computed again after a preemption: replay, or decode where it stopped.
+  void prompt_again();
   int64_t generated_ = 0;    // tokens sampled and sent
   int32_t next_token_ = -1;  // sampled, not yet fed
   std::vector<int32_t> context_;  // lookup only: the prediction, the prompt, every sampled token

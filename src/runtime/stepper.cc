@@ -36,6 +36,7 @@ Stepper::Stepper(model::Model& model, const EngineOptions& opts) : model_(model)
       cache_->set_observer([this](const model::StateOp& op, const model::SequenceState* st) { record(op, st); });
   }
   slots_.resize(size_t(opts_.parallel));
+  preempted_.reserve(size_t(opts_.parallel));
   leader_.assign(size_t(opts_.parallel), -1);
   // A sequence has at most a sample and a prefetch in flight: no job waits for a thread.
   workers_ = std::make_unique<SampleWorkers>(2 * opts_.parallel, std::function<void()>{});
@@ -139,56 +140,93 @@ int64_t Stepper::context() const {
   return std::min(opts_.ctx, pool_->n_blocks() * kernels::kKvBlock);
 }
 
-int64_t Stepper::blocks_for(const GenerationRequest& r) const {
-  const int64_t n = int64_t(r.prompt.size());
-  const int64_t worst = std::min(context(), r.max_tokens < 0 ? opts_.ctx : n + r.max_tokens);
-  return (worst + kernels::kKvBlock - 1) / kernels::kKvBlock;
+// What a sequence needs now: its prompt, the tokens it replays and one row more (the context
+// at most), less the blocks it holds. For a running sequence at least the block its next step
+// may open; a fork waiting for its leader's prompt needs only its partial block.
+int64_t Stepper::kv_deficit(const Sequence& s) const {
+  constexpr int64_t kBlock = kernels::kKvBlock;
+  const auto near = [&](const Sequence& q) {
+    return (std::min(context(), q.kv_need()) + kBlock - 1) / kBlock;
+  };
+  int64_t need = 1;
+  if (!(cache_ && s.fork_key() && !s.started() && leader_for(s.fork_key()) >= 0)) {
+    need = near(s);
+    // The blocks below its resume point are the cache's already (a preempted request for
+    // prompt logprobs computes its prompt without the cache; an image's tokens are keyed by
+    // the image only once the sequence has started).
+    if (cache_ && (s.started() ? s.request().prompt_logprobs < 0 : s.request().images.empty()))
+      need -= cache_->resumable(s.prompt_key(), states_[0]->recurrent_bytes()) / kBlock;
+  }
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Sequence* q = slots_[i].get();
+    if (!q) continue;
+    need += leader_[i] >= 0 ? 1 : std::max<int64_t>(1, near(*q) - q->state()->blocks_held());
+  }
+  return need - pool_->free_blocks();
 }
 
-bool Stepper::promisable(const GenerationRequest& r) const {
-  int64_t promised = blocks_for(r);
-  for (const auto& s : slots_)
-    if (s) promised += blocks_for(s->request());
-  return promised <= pool_->n_blocks();
+Sequence* Stepper::next_to_admit(const std::deque<std::unique_ptr<Sequence>>& waiting,
+                                 ptrdiff_t* at) const {
+  if (!preempted_.empty()) {
+    size_t best = 0;
+    for (size_t k = 1; k < preempted_.size(); ++k)
+      if (preempted_[k]->order() < preempted_[best]->order()) best = k;
+    *at = ptrdiff_t(best);
+    return preempted_[best].get();
+  }
+  if (waiting.empty()) return nullptr;
+  // Round-robin by group: the first sequence of a later group than the last one admitted, else
+  // the first one (groups are numbered in submission order, and the queue keeps that order).
+  size_t pick = 0;
+  for (size_t k = 0; k < waiting.size(); ++k)
+    if (waiting[k]->group() > last_group_) {
+      pick = k;
+      break;
+    }
+  *at = -ptrdiff_t(pick) - 1;
+  return waiting[pick].get();
 }
 
-// The free blocks must cover what every running request may still take, plus r's worst case.
-int64_t Stepper::kv_deficit(const GenerationRequest& r) const {
-  int64_t future = blocks_for(r);
-  for (const auto& s : slots_)
-    if (s) future += std::max<int64_t>(0, blocks_for(s->request()) - s->state()->blocks_held());
-  return future - pool_->free_blocks();
-}
-
-// First come, first served: a request whose KV cannot be promised now waits, and so do those
-// behind it. Making room is explicit: prefix-cache entries are evicted only when the request
-// at the head could be promised its worst case once they are gone.
+// A sequence is admitted when the free blocks cover its next step beside the running ones'.
+// Making room is explicit: prefix-cache entries are evicted only for what the sequence at the
+// head lacks now; when even that leaves it short, it waits, and so do those behind it.
 void Stepper::admit(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* out) {
-  for (size_t i = 0; i < slots_.size() && !waiting->empty(); ++i) {
+  for (size_t i = 0; i < slots_.size(); ++i) {
     if (slots_[i]) continue;
-    const GenerationRequest& r = waiting->front()->request();
-    if (!promisable(r)) break;
-    if (const int64_t d = kv_deficit(r); d > 0 && cache_)
+    ptrdiff_t at = 0;
+    Sequence* next = next_to_admit(*waiting, &at);
+    if (!next) break;
+    if (const int64_t d = kv_deficit(*next); d > 0 && cache_)
       cache_->free_blocks(pool_->free_blocks() + d);
-    if (kv_deficit(r) > 0) break;
-    std::unique_ptr<Sequence> s = std::move(waiting->front());
-    waiting->pop_front();
+    if (kv_deficit(*next) > 0) break;
+    std::unique_ptr<Sequence> s;
+    if (at >= 0) {
+      s = std::move(preempted_[size_t(at)]);
+      preempted_.erase(preempted_.begin() + at);
+    } else {
+      s = std::move((*waiting)[size_t(-at - 1)]);
+      waiting->erase(waiting->begin() + (-at - 1));
+      last_group_ = s->group();
+    }
     reset_state(i);
     const SequenceLimits lim{context(), model_.config().vocab, model_.config().hidden,
                              cache_ ? opts_.cache_interval : 0, workers_.get()};
     // A fork of a prompt being computed waits for it and takes no cache entry of its own.
     // Without the prefix cache every sequence computes its whole prompt (the reference mode).
-    const int leader = cache_ && s->fork_key() ? leader_for(s->fork_key()) : -1;
+    // A preempted sequence forks from nobody: its first sample is taken already.
+    const int leader = cache_ && s->fork_key() && !s->started() ? leader_for(s->fork_key()) : -1;
+    const bool again = s->started();
     const std::string oom = out_of_memory([&] {
-      s->start(states_[i].get(), leader < 0 ? cache_.get() : nullptr, lim, next_order_++,
+      s->start(states_[i].get(), leader < 0 ? cache_.get() : nullptr, lim, next_order_,
                opts_.before_resume);
     });
+    if (!again) ++next_order_;
     if (!oom.empty()) {
       reset_state(i);
       s->finish("error", out, oom + " while starting the request");
       continue;
     }
-    prompt_received_ += s->prompt_size();
+    if (!again) prompt_received_ += s->prompt_size();
     slots_[i] = std::move(s);
     leader_[i] = leader;
   }
@@ -239,6 +277,15 @@ void Stepper::drop_cancelled(std::deque<std::unique_ptr<Sequence>>* waiting, Ste
     slots_[i]->finish("cancelled", out);
     release(i);
   }
+  for (auto it = preempted_.begin(); it != preempted_.end();) {
+    if (!(*it)->cancelled()) {
+      ++it;
+      continue;
+    }
+    ++out->cancelled;
+    (*it)->finish("cancelled", out);
+    it = preempted_.erase(it);
+  }
 }
 
 void Stepper::fail_running(StepOutput* out, std::string_view why) noexcept {
@@ -285,6 +332,7 @@ void Stepper::wait_for_sample() {
 void Stepper::cancel_running() {
   for (auto& s : slots_)
     if (s) s->stream()->cancel();
+  for (auto& s : preempted_) s->stream()->cancel();
 }
 
 void Stepper::gauges(EngineStats* s) const {
@@ -309,6 +357,8 @@ void Stepper::gauges(EngineStats* s) const {
   s->running = busy;
   s->kv_tokens_used = used;
   s->kv_blocks_used = pool_->used_blocks();
+  s->preemptions = preemptions_;
+  s->preempted = int64_t(preempted_.size());
   if (cache_) s->cache = cache_->stats();
 }
 

@@ -1,5 +1,5 @@
 // The engine's single-threaded core (runtime/engine.h): the slots and their sequence states,
-// the KV pool and the prefix cache; admission by KV promise, and the step itself (plan the rows,
+// the KV pool and the prefix cache; admission and preemption, and the step itself (plan the rows,
 // one forward call, advance each sequence by its phase). It has no thread and no lock: the
 // Engine runs one on its engine thread, and `qwen35 bench` drives one directly, so what bench
 // times is the path that serves.
@@ -17,11 +17,17 @@
 // sequences' steps go on; before each forward call the workers are asked for the masks the
 // step's samples will read. Steps take the finished samples first.
 //
-// Admission is by promise: a sequence takes a free slot only when the free blocks cover what
-// every running sequence may still take plus its own worst case, min(context, prompt +
-// max_tokens); prefix-cache entries are evicted only when, once they are gone, the sequence at
-// the head of the queue could be promised that. Otherwise it waits, first come first served, so
-// decode never runs out of blocks.
+// KV blocks are taken as sequences grow, never promised ahead (docs/design.md "Admission and
+// preemption"). A queued sequence takes a free slot when the free blocks cover what it needs to
+// run its next step (its prompt, less what it shares with the prefix cache, the tokens it will
+// replay, one row more) beside one block per running sequence; prefix-cache entries are evicted
+// only for that deficit. The queue's order: preempted sequences first (oldest admission
+// first), then requests round-robin by group (the n choices of one request count once), each
+// group's sequences in their order. Before each forward call the step's rows must find their
+// blocks: cache entries go first, then the youngest running sequence is preempted (its slot and
+// blocks given back; it goes back to the queue and later resumes bit for bit), until they fit.
+// A sequence alone never lacks blocks (the context is at most the pool), so ending with
+// "length" at the context is the only limit.
 //
 // Thread-safety: none; one thread at a time (the workers touch only what a sequence handed
 // them).
@@ -73,13 +79,16 @@ class Stepper {
   bool validate(const GenerationRequest& req, std::string* message) const;
   int64_t context() const;  // positions a sequence may reach: min(ctx, the pool)
 
-  // Moves sequences from the front of `waiting` into free slots while each can be promised its
-  // worst case (see above), resuming each from the prefix cache. One that runs out of memory
-  // on the way ends with an error (its kDone event into *out, or its stream without `out`).
+  // Moves sequences (preempted ones first, then `waiting`'s, round-robin by group) into free
+  // slots while the next one's blocks are free (see above), resuming each from the prefix
+  // cache. One that runs out of memory on the way ends with an error (its kDone event into
+  // *out, or its stream without `out`).
   void admit(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* out = nullptr);
-  // Closes cancelled sequences, waiting or running (their kDone events into *out).
+  // Closes cancelled sequences, waiting, preempted or running (their kDone events into *out).
   void drop_cancelled(std::deque<std::unique_ptr<Sequence>>* waiting, StepOutput* out);
-  void cancel_running();  // asks every running sequence to stop (drop_cancelled closes them)
+  void cancel_running();  // asks every running or preempted sequence to stop (drop_cancelled)
+  bool preempted() const { return !preempted_.empty(); }  // sequences queued again
+  int64_t preemptions() const { return preemptions_; }
   // Ends every running sequence with the error `why` and frees its slot: the engine's last
   // resort when memory ran out where no narrower guard applies (the sequences' states may be
   // half-way through a change).
@@ -113,12 +122,23 @@ class Stepper {
   core::Result<int64_t> save_cache();
 
  private:
-  int64_t blocks_for(const GenerationRequest& r) const;  // its worst case, in KV blocks
   bool pending_images_fit(const GenerationRequest& req, std::string* message) const;
-  // Whether `r` could ever be promised its worst case beside the running sequences, and how
-  // many blocks it lacks now (> 0: it waits, or cache entries go).
-  bool promisable(const GenerationRequest& r) const;
-  int64_t kv_deficit(const GenerationRequest& r) const;
+  // The blocks `s` lacks to be admitted now (> 0: it waits, or cache entries go).
+  int64_t kv_deficit(const Sequence& s) const;
+  // The next sequence to admit: a preempted one (oldest first), else from *waiting, round-robin
+  // by group. Returns its index in preempted_ (>= 0) or -(index in *waiting) - 1; null when
+  // none waits.
+  Sequence* next_to_admit(const std::deque<std::unique_ptr<Sequence>>& waiting, ptrdiff_t* at) const;
+  // The blocks the planned rows lack beyond the free ones (<= 0: they fit).
+  int64_t rows_short() const;
+  // The running sequence to preempt: the latest admitted of those that can be (not waiting for
+  // a worker, not a fork waiting for its leader), when at least two can. -1: none.
+  int victim() const;
+  void preempt(size_t slot);
+  // Without a victim: drops planned rows, last first, until the rest fit (their sequences run
+  // in a later step).
+  void shed_rows();
+  void plan();  // schedule(), and room for its rows (evictions, preemptions)
   void release(size_t slot);  // frees a finished sequence's slot; its blocks go back
   // The running sequence computing the prompt that a sequence with fork key `key` can fork
   // from (Sequence::fork_key): in prefill, itself no fork. -1: none.
@@ -154,6 +174,11 @@ class Stepper {
   std::vector<int> leader_;  // per slot: the slot whose prompt it waits to fork from; -1: none
   int64_t prompt_received_ = 0;  // prompt tokens of the admitted sequences
   uint64_t next_order_ = 0;                       // admission counter
+  uint64_t last_group_ = 0;  // the group of the last sequence admitted from the queue
+  // Preempted sequences, queued again ahead of the waiting ones. Its capacity is the slots',
+  // so preempting allocates nothing.
+  std::vector<std::unique_ptr<Sequence>> preempted_;
+  int64_t preemptions_ = 0;
   std::unique_ptr<SampleWorkers> workers_;        // two threads per slot at most, as needed
 
   // Step scratch.

@@ -15,7 +15,7 @@ void Stepper::step(StepOutput* out) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   resume_samples(out);
-  if (std::string oom = out_of_memory([&] { schedule(); }); !oom.empty()) {
+  if (std::string oom = out_of_memory([&] { plan(); }); !oom.empty()) {
     rows_.clear();
     fail_running(out, oom + " while planning a step");
     return;
@@ -55,6 +55,65 @@ void Stepper::step(StepOutput* out) {
   out->plan_s += std::chrono::duration<double>(t1 - t0).count();
   out->forward_s += std::chrono::duration<double>(t2 - t1).count();
   out->advance_s += std::chrono::duration<double>(Clock::now() - t2).count();
+}
+
+// The step's rows must find their KV blocks in the forward call: what they lack is made free
+// by evicting prefix-cache entries, then by preempting the youngest running sequence and
+// planning again without it (its blocks go back; it is queued again). A preempted sequence
+// resumes later with the same bits, so this changes when tokens come, never which.
+void Stepper::plan() {
+  for (;;) {
+    schedule();
+    int64_t short_by = rows_short();
+    if (short_by <= 0) return;
+    if (cache_ && cache_->free_blocks(pool_->free_blocks() + short_by)) return;
+    const int v = victim();
+    if (v < 0) {
+      shed_rows();
+      return;
+    }
+    preempt(size_t(v));
+  }
+}
+
+int64_t Stepper::rows_short() const {
+  constexpr int64_t kBlock = kernels::kKvBlock;
+  int64_t need = 0;
+  for (const auto& r : rows_) {
+    const int64_t end = std::min(r.state->capacity(), r.state->pos() + int64_t(r.tokens.size()));
+    need += std::max<int64_t>(0, (end + kBlock - 1) / kBlock - r.state->blocks_held());
+  }
+  return need - pool_->free_blocks();
+}
+
+int Stepper::victim() const {
+  int best = -1, candidates = 0;
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const Sequence* s = slots_[i].get();
+    if (!s || s->waiting() || leader_[i] >= 0) continue;
+    ++candidates;
+    if (best < 0 || s->order() > slots_[size_t(best)]->order()) best = int(i);
+  }
+  return candidates >= 2 ? best : -1;
+}
+
+// Allocates nothing: preempted_ has room for every slot's sequence.
+void Stepper::preempt(size_t i) {
+  slots_[i]->preempt(cache_.get());
+  for (int& l : leader_)  // its forks, if its prompt was not read, compute it themselves
+    if (l == int(i)) l = -1;
+  leader_[i] = -1;
+  reset_state(i);  // its KV blocks go back to the pool (those the cache holds stay there)
+  preempted_.push_back(std::move(slots_[i]));
+  ++preemptions_;
+}
+
+void Stepper::shed_rows() {
+  while (!rows_.empty() && rows_short() > 0) {
+    rows_.pop_back();
+    row_slot_.pop_back();
+    row_logits_.pop_back();
+  }
 }
 
 // The samples the workers finished, emitted in slot order (each sequence's own tokens do not
@@ -133,6 +192,13 @@ void Stepper::schedule() {
     if (!s || s->waiting() || leader_[i] >= 0) continue;  // no row until its sample (fork) comes
     if (s->phase() == Phase::kPrefill) {
       prefilling.push_back(int(i));
+      continue;
+    }
+    if (s->phase() == Phase::kReplay) {  // tokens it fed before a preemption: no sampling
+      row_slot_.push_back(int(i));
+      rows_.push_back({s->state(), s->replay_rows(), false, true});
+      rows_.back().logits_top_k = 1;
+      decode_rows += int64_t(s->replay_rows().size());
       continue;
     }
     s->prefetch_masks();  // computed on the workers while the forward call runs
@@ -271,6 +337,10 @@ bool Stepper::advance(size_t r, const core::Status& st, StepOutput* out) {
                        logits + (rows_[r].all_logits ? size_t((n - 1) * vocab) : 0), out);
       return done;
     }
+    case Phase::kReplay:
+      model_.commit(s.state(), int64_t(rows_[r].tokens.size()));
+      s.after_replay(int64_t(rows_[r].tokens.size()));
+      return false;
     case Phase::kDecode:
       return s.after_decode(logits, out);
     case Phase::kVerify: {

@@ -149,6 +149,10 @@ std::string Metrics::render(const runtime::EngineStats* e, int connections) cons
     gauge(&out, "qwen35_engine_steps_total", "forward steps", double(e->steps), "counter");
     gauge(&out, "qwen35_engine_cancelled_total", "requests cancelled", double(e->cancelled),
           "counter");
+    gauge(&out, "qwen35_engine_preemptions_total",
+          "times a running request gave its slot and KV blocks back when the pool ran dry "
+          "(it resumes later with the same tokens)",
+          double(e->preemptions), "counter");
   }
   out += "# HELP qwen35_time_to_first_token_seconds time from arrival to the first token\n";
   out += "# TYPE qwen35_time_to_first_token_seconds histogram\n";

@@ -291,6 +291,36 @@ TEST(PrefixCacheRestart, SavedSnapshotsSurviveARestart) {
   EXPECT_EQ(r2["choices"][0].dump(), r3["choices"][0].dump());
 }
 
+// Issue 46: Codex-shaped turns (Responses, no max_output_tokens) under --parallel 1. A request
+// without an output cap used to be promised the whole context up front, which evicted every
+// cache entry; now the second turn resumes the first turn's prompt and nothing is evicted.
+TEST(PrefixCacheUncapped, SecondTurnResumesUnderOneSlot) {
+  const std::string model = std::string(QWEN35_SOURCE_DIR) + "/models/qwen35-tiny-kjv";
+  ServerProcess srv(model, {"--parallel", "1", "--ctx", "2048"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  std::string instructions = "You are a careful reader of the King James Bible. ";
+  for (int i = 0; i < 30; ++i) instructions += "Rule " + std::to_string(i) + ": answer in its language. ";
+  Json input = Json::array();
+  input.push_back({{"role", "user"}, {"content", "Who made the light?"}});
+  auto [s1, r1] = srv.post("/v1/responses", Json{{"instructions", instructions}, {"input", input},
+                                                  {"temperature", 0}});
+  ASSERT_EQ(s1, 200) << r1;
+  std::string answer;
+  for (const auto& item : r1["output"])
+    if (item.value("type", "") == "message")
+      for (const auto& part : item["content"]) answer += part.value("text", "");
+  input.push_back({{"role", "assistant"}, {"content", answer}});
+  input.push_back({{"role", "user"}, {"content", "And what of the waters?"}});
+  auto [s2, r2] = srv.post("/v1/responses", Json{{"instructions", instructions}, {"input", input},
+                                                  {"temperature", 0}});
+  ASSERT_EQ(s2, 200) << r2;
+  const int64_t cached = r2["usage"]["input_tokens_details"]["cached_tokens"].get<int64_t>();
+  EXPECT_GE(cached, r1["usage"]["input_tokens"].get<int64_t>() / 64 * 64 - 64) << r2["usage"].dump();
+  EXPECT_GT(cached, 0);
+  EXPECT_EQ(srv.metric("qwen35_prefix_cache_evictions_total"), 0);
+  EXPECT_GE(srv.metric("qwen35_prefix_cache_hits_total"), 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(ThinkingAndFast, PrefixCacheChat,
                          ::testing::Combine(::testing::Bool(), ::testing::Bool()),
                          [](const auto& info) {
