@@ -78,7 +78,7 @@ def run_agent(agent, modules, work, base, prompt, out_path):
     with open(os.path.join(proj, 'notes.txt'), 'w') as f:
         f.write('In the beginning was the Word.\n')
     env = agent_env(agent, home, base)
-    argv = [os.path.join(modules, '.bin', agent.bin)] + agent.argv(prompt)
+    argv = [os.path.join(os.path.abspath(modules), '.bin', agent.bin)] + agent.argv(prompt)
     with open(out_path, 'w+') as out:
         proc = subprocess.Popen(argv, cwd=proj, env=env, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.STDOUT, start_new_session=True)

@@ -50,14 +50,17 @@ CMD_SCHEMA = {'type': 'object', 'properties': {'cmd': {'type': 'string',
 
 
 def messages_session():
-    """Claude Code: system blocks, Read/Glob tools, tool_use and tool_result blocks."""
+    """Claude Code: system blocks, Read/Glob tools, a later system message, tool_use and
+    tool_result blocks."""
     base = {'model': MODEL, 'max_tokens': CAP, 'temperature': 0,
             'system': [{'type': 'text', 'text': "You are Claude Code, Anthropic's official CLI."},
                        {'type': 'text', 'text': SYSTEM + '\n' + ENV}],
             'tools': [{'name': 'Read', 'description': 'Reads a file.', 'input_schema': READ_SCHEMA},
                       {'name': 'Glob', 'description': 'Finds files by pattern.',
                        'input_schema': GLOB_SCHEMA}]}
-    msgs = [{'role': 'user', 'content': [{'type': 'text', 'text': 'What is in notes.txt?'}]}]
+    # Claude Code sends a system message after the user's turn for a model it does not know.
+    msgs = [{'role': 'user', 'content': [{'type': 'text', 'text': 'What is in notes.txt?'}]},
+            {'role': 'system', 'content': 'The model is not a Claude model: keep tool use simple.'}]
     turns = [dict(base, messages=copy.deepcopy(msgs))]
     msgs += [{'role': 'assistant', 'content': [
                 {'type': 'tool_use', 'id': 'toolu_01', 'name': 'Read',
@@ -72,7 +75,8 @@ def messages_session():
 
 
 def responses_session():
-    """Codex: developer instructions as input items, exec_command, function_call(_output)."""
+    """Codex: developer instructions as input items, function, namespace and web_search tools,
+    function_call and function_call_output."""
     base = {'model': MODEL, 'max_output_tokens': CAP, 'temperature': 0, 'store': False,
             'tool_choice': 'auto', 'parallel_tool_calls': True,
             'tools': [{'type': 'function', 'name': 'exec_command', 'strict': False,
@@ -80,7 +84,17 @@ def responses_session():
                       {'type': 'function', 'name': 'view_image', 'strict': False,
                        'description': 'View a local image file.',
                        'parameters': {'type': 'object', 'properties': {'path': {'type': 'string'}},
-                                      'required': ['path'], 'additionalProperties': False}}]}
+                                      'required': ['path'], 'additionalProperties': False}},
+                      # Codex's default tool list also holds a namespace and web search.
+                      {'type': 'namespace', 'name': 'multi_agent_v1',
+                       'description': 'Tools for sub-agents.',
+                       'tools': [{'type': 'function', 'name': 'close_agent', 'strict': False,
+                                  'description': 'Close an agent.',
+                                  'parameters': {'type': 'object',
+                                                 'properties': {'target': {'type': 'string'}},
+                                                 'required': ['target'],
+                                                 'additionalProperties': False}}]},
+                      {'type': 'web_search', 'external_web_access': False}]}
     items = [{'type': 'message', 'role': 'developer',
               'content': [{'type': 'input_text', 'text': SYSTEM}]},
              {'type': 'message', 'role': 'user', 'content': [{'type': 'input_text', 'text': ENV}]},
