@@ -1,7 +1,8 @@
 """A logging HTTP proxy between a coding agent and `qwen35 serve`, for tests/agents.
 
 The agent and the server stay real; the proxy only records every request and answer, and, when
-asked to, makes the first request that offers a named tool force that tool (tool_choice, and
+asked to, makes the first request that offers a named tool force that tool (again if the agent
+gave up on that answer and retried) (tool_choice, and
 `strict` on that tool so its arguments follow its schema). That is how a test gets a tool call
 out of a 2.7M-parameter model that would otherwise never call one, and then watches the agent
 run the tool and send the result back.
@@ -120,7 +121,8 @@ def result_ids(body):
 class AgentProxy:
     """Listens on 127.0.0.1 (a free port) and forwards to `upstream` (http://host:port).
 
-    `force` names the tool to force once, or None. `exchanges` lists every request in arrival
+    `force` names the tool to force, or None: every request that offers it is forced until an
+    answer has held a call of it. `exchanges` lists every request in arrival
     order as dicts: method, path, api, body (parsed JSON or None), forced, status, answer (bytes).
     """
 
@@ -183,10 +185,12 @@ class AgentProxy:
             self.rewrite(api, body)
             raw = json.dumps(body).encode()
         with self.lock:
+            # Until an answer has held the call: an agent that gives up on a slow answer and
+            # sends the request again gets it forced again.
             if (self.force and not self.forced and api and isinstance(body, dict) and
                     self.force in tool_names(api, body)):
                 force_tool(api, body, self.force)
-                self.forced = forced = True
+                forced = True
                 raw = json.dumps(body).encode()
             ex = {'method': h.command, 'path': h.path, 'api': api, 'body': body,
                   'forced': forced, 'status': None, 'answer': b''}
@@ -213,6 +217,9 @@ class AgentProxy:
                     ex['answer'] += chunk
                 h.wfile.write(b'%x\r\n%s\r\n' % (len(chunk), chunk))
                 h.wfile.flush()
+            if forced and call_ids(ex['answer'], self.force):
+                with self.lock:  # before the agent can see the answer end and send the result
+                    self.forced = True
             h.wfile.write(b'0\r\n\r\n')
             h.wfile.flush()
         except (OSError, http.client.HTTPException) as e:
@@ -226,12 +233,16 @@ class AgentProxy:
         later request that carries a result for one of those ids, or None)."""
         with self.lock:
             exs = list(self.exchanges)
+        found = ([], None, None)
         for i, ex in enumerate(exs):
             if not ex['forced']:
                 continue
             ids = call_ids(ex['answer'], self.force)
+            if not ids:
+                found = ([], i, None)  # a forced answer the agent did not wait for
+                continue
             for j in range(i + 1, len(exs)):
                 if exs[j]['body'] is not None and result_ids(exs[j]['body']) & set(ids):
                     return ids, i, j
             return ids, i, None
-        return [], None, None
+        return found
