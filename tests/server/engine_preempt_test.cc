@@ -191,6 +191,7 @@ TEST_F(EnginePreemptTest, UncappedSecondTurnResumesTheFirst) {
     GenerationRequest g;
     g.prompt = turn1;
     g.max_tokens = 3;
+    g.sampling.temperature = 0;  // greedy: the turn below must reach the same third token
     const EngineOut o3 = testing::run(probe, g);
     ASSERT_EQ(o3.samples.size(), 3u);
     eos = o3.samples[2].token;
@@ -199,6 +200,7 @@ TEST_F(EnginePreemptTest, UncappedSecondTurnResumesTheFirst) {
   GenerationRequest t1;
   t1.prompt = turn1;
   t1.max_tokens = -1;
+  t1.sampling.temperature = 0;
   t1.eos_ids = {eos};
   const EngineOut a1 = testing::run(engine, t1);
   ASSERT_EQ(a1.finish, "stop");
