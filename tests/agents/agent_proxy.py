@@ -50,6 +50,9 @@ def tool_names(api, body):
     return [n for n in names if isinstance(n, str)]
 
 
+FORCED_CAP = 256  # output tokens of a forced answer
+
+
 def force_tool(api, body, name):
     """Makes `body` force a call of tool `name` (which it offers) and marks that tool strict."""
     if api == 'messages':
@@ -58,6 +61,13 @@ def force_tool(api, body, name):
         body['tool_choice'] = {'type': 'function', 'function': {'name': name}}
     else:
         body['tool_choice'] = {'type': 'function', 'name': name}
+    # The forced answer is short: a constrained answer is wrapped up within its cap (the thinking
+    # closed and the arguments finished in time), and a 2.7M-parameter model left to an agent's
+    # 32k cap would think, or fill a string, until the agent's own deadline.
+    key = ('max_output_tokens' if api == 'responses' else
+           'max_completion_tokens' if api == 'chat' and 'max_completion_tokens' in body else
+           'max_tokens')
+    body[key] = min(int(body.get(key) or FORCED_CAP), FORCED_CAP)
     for t in body.get('tools') or []:
         if api == 'chat' and (t.get('function') or {}).get('name') == name:
             t['function']['strict'] = True
