@@ -113,7 +113,8 @@ Sym JsonSchemaCompiler::ref(const std::string& r, const std::string& path) {
   const Sym rule = b_.rule();
   refs_.emplace(r, rule);  // before compiling: a recursive reference finds the rule
   // A chain of references to not yet compiled definitions recurses: bounded.
-  if (++ref_depth_ > 256) fail("'$ref' at " + path + ": references chain more than 256 definitions deep");
+  // 128: each level is four frames (ref, compile, typed, array) that must fit a sanitizer's stack.
+  if (++ref_depth_ > 128) fail("'$ref' at " + path + ": references chain more than 128 definitions deep");
   b_.add(rule, {compile(*target, r)});
   --ref_depth_;
   return rule;
