@@ -363,6 +363,7 @@ int cmd_serve(int argc, char** argv) {
   mi.images = &images;
   mi.max_images = max_images;
   mi.image_budget = &image_budget;
+  if (const char* hold = std::getenv("QWEN35_TEST_IMAGE_HOLD")) mi.test_image_hold_file = hold;
   mi.image_request_bytes = int64_t(image_request_mb * (1 << 20));
   mi.image_token = m.config().vision.image_token_id >= 0 ? int32_t(m.config().vision.image_token_id)
                                                          : tok->token_to_id("<|image_pad|>");

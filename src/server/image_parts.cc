@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
+#include <thread>
 
 #include "server/request_fields.h"
 
@@ -210,6 +213,11 @@ std::optional<ApiError> attach_images(const ChatRequest& c, const ModelInfo& mi,
       e.retry_after_s = 1;
       return e;
     }
+  }
+  if (!mi.test_image_hold_file.empty()) {
+    std::error_code ec;
+    for (int i = 0; i < 3000 && !std::filesystem::exists(mi.test_image_hold_file, ec); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   r->images.clear();
   for (size_t i = 0; i < all.size(); ++i) {

@@ -57,6 +57,10 @@ struct ModelInfo {
   // all requests' at once (null: none): docs/design.md "Image admission".
   int64_t image_request_bytes = 0;
   runtime::ImageBudget* image_budget = nullptr;
+  // Tests only (serve sets it from QWEN35_TEST_IMAGE_HOLD): once a request's image memory is
+  // reserved, its decoding waits until this file exists (a minute at most), so a test can hold a
+  // reservation while another request arrives.
+  std::string test_image_hold_file;
 };
 
 // Reads a request body: valid UTF-8, JSON nested at most mi.max_json_depth deep (checked while

@@ -148,6 +148,38 @@ TEST_F(ImageAdmission, RefusalsFromTheHeadersComeBeforeDecoding) {
   EXPECT_EQ(srv->metric("qwen35_image_decodes_total"), decoded + 1);
 }
 
+// The server-wide bound: a request's image memory is reserved before decoding, and a request
+// that does not fit beside the reservations held now is refused at once with 429 and
+// Retry-After (never parked). A 300 × 300 canvas takes between a half and the whole of 6 MiB to
+// decode (asserted from the gauge), so one held reservation leaves no room for a second.
+TEST_F(ImageAdmission, TheServerWideImageMemoryIsA429WhenTaken) {
+  setenv("QWEN35_TEST_IMAGE_HOLD", dir_.file("hold").c_str(), 1);
+  auto srv = start({"--ctx", "1024", "--image-threads", "2", "--image-request-mb", "6", "--image-mem-mb", "6"}, false);
+  unsetenv("QWEN35_TEST_IMAGE_HOLD");
+  ASSERT_TRUE(srv->ready()) << srv->log();
+  const std::string img = gif_canvas(300, 300);
+  auto held = std::async(std::launch::async, [&] { return srv->post("/v1/chat/completions", chat_with({img})); });
+  double reserved = 0;
+  for (int i = 0; i < 3000 && reserved == 0; ++i) {
+    reserved = srv->metric("qwen35_image_memory_bytes");
+    if (reserved == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_GT(reserved, 3.0 * (1 << 20)) << srv->log();
+  ASSERT_LE(reserved, 6.0 * (1 << 20));
+  auto refused = srv->client().post("/v1/chat/completions", chat_with({img}).dump());
+  EXPECT_EQ(refused.status, 429) << refused.body;
+  EXPECT_EQ(refused.header("Retry-After"), "1");
+  EXPECT_NE(refused.body.find("--image-mem-mb 6"), std::string::npos) << refused.body;
+  // Text does not touch the image budget.
+  EXPECT_EQ(srv->post("/v1/chat/completions", chat_with({})).first, 200);
+  std::ofstream(dir_.file("hold")) << "open";
+  auto [s, r] = held.get();
+  EXPECT_EQ(s, 200) << r.dump();
+  EXPECT_TRUE(wait_metric(*srv, "qwen35_image_memory_bytes", 0));
+  // Given back, the same request fits again.
+  EXPECT_EQ(srv->post("/v1/chat/completions", chat_with({img})).first, 200);
+}
+
 TEST_F(ImageAdmission, ImageThreadsHaveABound) {
   auto r = run_qwen35("serve -m " + model_ + " --port 0 --image-threads 5000");
   EXPECT_EQ(r.exit_code, 1) << r.err;
