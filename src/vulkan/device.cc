@@ -100,9 +100,10 @@ core::Result<std::unique_ptr<Device>> Device::open(std::shared_ptr<Instance> ins
   if (info.max_allocation_bytes) limit = std::min(limit, info.max_allocation_bytes);
   if (options.max_binding_bytes) limit = std::min(limit, options.max_binding_bytes);
   d->binding_limit_ = limit & ~uint64_t(3);
+  d->part_limit_ = options.max_part_bytes ? std::min(options.max_part_bytes, limit) & ~uint64_t(3) : d->binding_limit_;
   d->group_limit_ = info.max_workgroup_count[0];
   if (options.max_groups) d->group_limit_ = std::min(d->group_limit_, options.max_groups);
-  if (d->binding_limit_ < 4 || d->group_limit_ == 0)
+  if (d->part_limit_ < 4 || d->group_limit_ == 0)
     return core::error("[vulkan] device options leave no room: a binding of " + std::to_string(d->binding_limit_) +
                        " bytes, " + std::to_string(d->group_limit_) + " workgroups a dispatch");
 

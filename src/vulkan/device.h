@@ -63,9 +63,12 @@ struct Pipeline {
 
 struct DeviceOptions {
   // The most bytes one storage binding may cover: 0 takes the device's limit
-  // (min(maxStorageBufferRange, maxMemoryAllocationSize)); a smaller value lowers it, so that the
-  // tests split small matrices across bindings as a device splits large ones.
+  // (min(maxStorageBufferRange, maxMemoryAllocationSize)); a smaller value lowers it (tests).
   uint64_t max_binding_bytes = 0;
+  // The most bytes one part of a weight matrix holds (vulkan/matrix.h): 0 takes the binding
+  // limit; a smaller value makes the tests split small matrices across bindings as a device
+  // splits those past its limit.
+  uint64_t max_part_bytes = 0;
   // Workgroups per dispatch along x: 0 takes the device's limit; a smaller value makes every
   // large dispatch several (the tests check that this changes no bit).
   uint32_t max_groups = 0;
@@ -91,6 +94,8 @@ class Device {
   uint32_t queue_family() const { return queue_family_; }
   // The bytes one storage binding may cover (DeviceOptions::max_binding_bytes), a multiple of 4.
   uint64_t binding_limit() const { return binding_limit_; }
+  // The bytes one part of a weight matrix may hold (DeviceOptions::max_part_bytes), a multiple of 4.
+  uint64_t part_limit() const { return part_limit_; }
   // Workgroups per dispatch along x.
   uint32_t group_limit() const { return group_limit_; }
 
@@ -123,7 +128,7 @@ class Device {
   VkDevice device_ = VK_NULL_HANDLE;
   VkQueue queue_ = VK_NULL_HANDLE;
   uint32_t queue_family_ = 0;
-  uint64_t binding_limit_ = 0;
+  uint64_t binding_limit_ = 0, part_limit_ = 0;
   uint32_t group_limit_ = 0;
   DeviceApi api_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;

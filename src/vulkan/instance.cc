@@ -120,6 +120,7 @@ DeviceInfo Instance::describe(VkPhysicalDevice pd, int index) const {
   d.max_workgroup_invocations = lim.maxComputeWorkGroupInvocations;
   for (int i = 0; i < 3; ++i) d.max_workgroup_count[i] = lim.maxComputeWorkGroupCount[i];
   d.max_push_constants = lim.maxPushConstantsSize;
+  d.storage_offset_alignment = lim.minStorageBufferOffsetAlignment;
 
   uint32_t n_ext = 0;
   std::vector<VkExtensionProperties> exts;

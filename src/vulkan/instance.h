@@ -41,6 +41,7 @@ struct DeviceInfo {
   uint32_t max_workgroup_invocations = 0;
   uint32_t max_workgroup_count[3] = {0, 0, 0};
   uint32_t max_push_constants = 0;
+  uint64_t storage_offset_alignment = 0;  // minStorageBufferOffsetAlignment: a binding's offset
   int compute_queue_family = -1;  // -1: none
   // Why we cannot run on it, in one phrase; empty: we can.
   std::string unusable;

@@ -71,7 +71,7 @@ core::Result<DeviceMatrix> upload_matrix(Device& dev, const kernels::Matrix& m) 
   // Rows per part: the largest count whose codes (and scales) fit one binding. Rows of 16-bit
   // elements with an odd column count end mid-word: parts then hold an even number of rows, so
   // each part starts on a word.
-  const uint64_t limit = dev.binding_limit();
+  const uint64_t limit = dev.part_limit();
   uint64_t per = limit / std::max(rb, sb_row);
   if (rb % 4 != 0) per &= ~uint64_t(1);
   if (per == 0)

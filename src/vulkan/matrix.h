@@ -41,7 +41,7 @@ const char* shader_type(kernels::WeightType t);
 // Bytes of one stored row of m (codes only, for kAffine).
 uint64_t row_bytes(const kernels::Matrix& m);
 
-// Uploads m in its stored type, split into parts of at most dev.binding_limit() bytes each.
+// Uploads m in its stored type, split into parts of at most dev.part_limit() bytes each.
 // Fails in one line for a type without a device shader, tile-major or code-book forms (the CPU's
 // int8 forms), a row larger than a binding, or device memory running out.
 core::Result<DeviceMatrix> upload_matrix(Device& dev, const kernels::Matrix& m);

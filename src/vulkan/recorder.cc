@@ -85,6 +85,12 @@ bool Recorder::resolve(const Binding& b, VkDescriptorBufferInfo* out) {
                      " runs past its buffer of " + std::to_string(b.buffer->bytes())));
     return false;
   }
+  const uint64_t align = dev_.info().storage_offset_alignment;
+  if (align > 1 && b.offset % align != 0) {
+    fail(core::error("[vulkan] a binding at offset " + std::to_string(b.offset) + ", not a multiple of the device's " +
+                     std::to_string(align)));
+    return false;
+  }
   if (bytes > dev_.binding_limit()) {
     fail(core::error("[vulkan] a binding of " + std::to_string(bytes) + " bytes exceeds the device's limit of " +
                      std::to_string(dev_.binding_limit()) + " (a tensor this large must be split)"));
