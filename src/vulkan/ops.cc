@@ -1,5 +1,6 @@
 #include "vulkan/ops.h"
 
+#include <cmath>
 #include <string>
 
 #include "vulkan/instance.h"
@@ -28,6 +29,16 @@ struct SwigluPush {
 };
 struct AddRowsPush {
   uint32_t base, n, dim, has_scale;
+};
+struct ConvPush {
+  uint32_t base, n, channels, kernel;
+};
+struct RopePush {
+  uint32_t base, n, heads, head_stride, rotary_dim, table_rows, has_axis;
+};
+struct DeltaPush {
+  uint32_t base, n, nk, nv, dk, dv, tiled;
+  float qscale;
 };
 
 constexpr uint32_t kTokensPerGroup = 4;  // matmul.comp's TOK
@@ -122,6 +133,60 @@ void record_add_rows(Recorder& rec, const Binding& x, const Binding* scale, int6
   if (n == 0 || dim == 0 || !fits32(rec, "add_rows", n, dim)) return;
   AddRowsPush pc{0, uint32_t(n), uint32_t(dim), scale ? 1u : 0u};
   rec.dispatch("add_rows", {x, scale ? *scale : x, y}, &pc, sizeof pc, groups_for(uint64_t(n) * uint64_t(dim)));
+}
+
+void record_conv1d_silu(Recorder& rec, const Binding& x, int64_t n, int64_t channels, const Binding& w,
+                        int64_t kernel, const Binding& state, const Binding& out) {
+  if (kernel < 1 || kernel > 16)
+    return rec.fail(core::error("[vulkan] conv1d: a kernel of " + std::to_string(kernel) + " taps (1..16 on the device)"));
+  if (n == 0 || !fits32(rec, "conv1d", n, channels) || !fits32(rec, "conv1d", kernel, channels)) return;
+  ConvPush pc{0, uint32_t(n), uint32_t(channels), uint32_t(kernel)};
+  // A kernel of one tap keeps no state: its binding is never read.
+  rec.dispatch("conv1d", {x, w, kernel > 1 ? state : x, out}, &pc, sizeof pc, groups_for(uint64_t(channels)));
+}
+
+std::vector<float> rope_table(double theta, int64_t rotary_dim, int64_t rows) {
+  const int64_t half = rotary_dim / 2;
+  std::vector<float> t(size_t(rows * half * 2));
+  for (int64_t i = 0; i < half; ++i) {
+    // kernels/rope.h's expressions, so each angle rounds to the same floats.
+    const double inv_freq = std::pow(theta, -double(2 * i) / double(rotary_dim));
+    for (int64_t p = 0; p < rows; ++p) {
+      const double ang = double(p) * inv_freq;
+      t[size_t((p * half + i) * 2)] = float(std::cos(ang));
+      t[size_t((p * half + i) * 2 + 1)] = float(std::sin(ang));
+    }
+  }
+  return t;
+}
+
+void record_rope(Recorder& rec, const Binding& x, int64_t n, int64_t heads, int64_t head_stride,
+                 int64_t rotary_dim, const Binding& positions, const Binding* pair_axis, const Binding& table,
+                 int64_t table_rows) {
+  if (rotary_dim < 2 || rotary_dim % 2 != 0 || rotary_dim > head_stride || table_rows < 1)
+    return rec.fail(core::error("[vulkan] rope: rotary_dim " + std::to_string(rotary_dim) + " over rows of " +
+                                std::to_string(head_stride) + " with a table of " + std::to_string(table_rows) + " positions"));
+  if (n == 0 || heads == 0 || !fits32(rec, "rope", n * heads, head_stride)) return;
+  RopePush pc{0, uint32_t(n), uint32_t(heads), uint32_t(head_stride), uint32_t(rotary_dim), uint32_t(table_rows),
+              pair_axis ? 1u : 0u};
+  rec.dispatch("rope", {x, positions, pair_axis ? *pair_axis : positions, table}, &pc, sizeof pc,
+               groups_for(uint64_t(n * heads) * uint64_t(rotary_dim / 2)));
+}
+
+void record_delta_step(Recorder& rec, const DeltaShape& p, const Binding& qkv, const Binding& a, const Binding& b,
+                       int64_t n, const Binding& decay, const Binding& dt_bias, const Binding* state_in,
+                       const Binding& state, const Binding& out) {
+  const int64_t nk = p.n_k_heads, nv = p.n_v_heads, dk = p.d_k, dv = p.d_v;
+  if (nk < 1 || nv < 1 || nv % nk != 0 || dk < 1 || dk > 256 || dv < 1)
+    return rec.fail(core::error("[vulkan] delta rule: " + std::to_string(nk) + " key heads, " + std::to_string(nv) +
+                                " value heads, d_k " + std::to_string(dk) + " (at most 256), d_v " + std::to_string(dv)));
+  if (n == 0 || !fits32(rec, "delta rule", n, 2 * nk * dk + nv * dv) || !fits32(rec, "delta rule", nv * dk, dv)) return;
+  if (state_in) rec.copy(*state_in, state, uint64_t(nv * dk * dv) * 4);
+  // The reference's scale: dk^-0.5 in double, rounded once.
+  DeltaPush pc{0, uint32_t(n), uint32_t(nk), uint32_t(nv), uint32_t(dk), uint32_t(dv), p.tiled_v_heads ? 1u : 0u,
+               float(1.0 / std::sqrt(double(dk)))};
+  const uint64_t blocks = (uint64_t(dv) + kWorkgroup - 1) / kWorkgroup;
+  rec.dispatch("delta_step", {qkv, a, b, decay, dt_bias, state, out}, &pc, sizeof pc, uint64_t(nv) * blocks);
 }
 
 }  // namespace qwen35::vulkan

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "vulkan/matrix.h"
 #include "vulkan/recorder.h"
@@ -33,5 +34,32 @@ void record_swiglu(Recorder& rec, const Binding& gate, const Binding& up, int64_
 // y[n, dim] += s[t] · x (scale: a binding of n floats, or none: y += x).
 void record_add_rows(Recorder& rec, const Binding& x, const Binding* scale, int64_t n, int64_t dim,
                      const Binding& y);
+
+// Depthwise causal conv1d + SiLU of one sequence: x [n, channels], w [channels, kernel] (kernel
+// 1..16), state [kernel-1, channels] read and updated, out [n, channels].
+void record_conv1d_silu(Recorder& rec, const Binding& x, int64_t n, int64_t channels, const Binding& w,
+                        int64_t kernel, const Binding& state, const Binding& out);
+
+// The rotary table of positions [0, rows): [rows, rotary_dim/2] pairs (cos, sin), the floats
+// kernels::apply_rope computes for each angle (in double, then rounded), for record_rope.
+std::vector<float> rope_table(double theta, int64_t rotary_dim, int64_t rows);
+// RoPE in place on x [n, heads] rows of `head_stride` floats (the first rotary_dim of each
+// turned): positions int32 [n, 3] (temporal, height, width; each in [0, table rows)), pair_axis
+// uint32 [rotary_dim/2] (null: the temporal axis for every pair), table from rope_table.
+void record_rope(Recorder& rec, const Binding& x, int64_t n, int64_t heads, int64_t head_stride,
+                 int64_t rotary_dim, const Binding& positions, const Binding* pair_axis, const Binding& table,
+                 int64_t table_rows);
+
+// The gated delta rule's recurrent form over the n rows of one sequence (kernels::Ops::gated_delta
+// with chunked false; d_k at most 256). Bindings: qkv [n, 2·nk·dk + nv·dv] after the conv, a and
+// b [n, nv], decay and dt_bias [nv], state [nv, dk, dv] (updated; with state_in, first copied
+// from there, which is left as it was), out [n, nv, dv].
+struct DeltaShape {
+  int64_t n_k_heads, n_v_heads, d_k, d_v;
+  bool tiled_v_heads = false;
+};
+void record_delta_step(Recorder& rec, const DeltaShape& p, const Binding& qkv, const Binding& a, const Binding& b,
+                       int64_t n, const Binding& decay, const Binding& dt_bias, const Binding* state_in,
+                       const Binding& state, const Binding& out);
 
 }  // namespace qwen35::vulkan
