@@ -24,6 +24,8 @@ const char* shader_type(WeightType t) {
     case WeightType::kQ5_K: return "q5_k";
     case WeightType::kQ6_K: return "q6_k";
     case WeightType::kIQ4_XS: return "iq4_xs";
+    case WeightType::kQ2_K: return "q2_k";
+    case WeightType::kQ3_K: return "q3_k";
     default: return nullptr;
   }
 }

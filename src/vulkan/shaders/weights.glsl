@@ -67,6 +67,12 @@ float sb_at(uint which, uint i) {
 #elif defined(W_IQ4_XS)
 #define BE 256u
 #define BB 136u
+#elif defined(W_Q2_K)
+#define BE 256u
+#define BB 84u
+#elif defined(W_Q3_K)
+#define BE 256u
+#define BB 110u
 #endif
 
 float weight_at(uint r, uint k) {
@@ -152,6 +158,25 @@ float weight_at(uint r, uint k) {
   c = int(((quarter >= 2u ? lo >> 4 : lo & 15u) | (h << 4))) - 32;
   precise float ps = half_at(base + 208u) * float(s8(byte_at(base + 192u + i / 16u)));
   s = ps;
+#elif defined(W_Q2_K) || defined(W_Q3_K)
+  // Element 128n + 32j + 16h + l: bits 2j..2j+1 of qs[32n + 16h + l], in group 8n + 2j + h.
+  const uint n = i / 128u, j = (i % 128u) / 32u, h = (i % 32u) / 16u, l = i % 16u;
+  const uint grp = 8u * n + 2u * j + h;
+#if defined(W_Q2_K)
+  const uint sc = byte_at(base + grp);
+  precise float ps = half_at(base + 80u) * float(sc & 15u);
+  precise float pm = half_at(base + 82u) * float(sc >> 4);
+  s = ps;
+  mn = pm;
+  c = int((byte_at(base + 16u + 32u * n + 16u * h + l) >> (2u * j)) & 3u);
+#else
+  const uint lo = grp < 8u ? byte_at(base + 96u + grp) & 15u : byte_at(base + 96u + grp - 8u) >> 4;
+  const uint hi = (byte_at(base + 104u + grp % 4u) >> (2u * (grp / 4u))) & 3u;
+  precise float ps = half_at(base + 108u) * float(int(lo | (hi << 4)) - 32);
+  s = ps;
+  c = int((byte_at(base + 32u + 32u * n + 16u * h + l) >> (2u * j)) & 3u);
+  if (((byte_at(base + 16u * h + l) >> (4u * n + j)) & 1u) == 0u) c -= 4;
+#endif
 #elif defined(W_IQ4_XS)
   const uint ib = i / 32u, j = i % 32u;
   const uint sh = u16_at(base + 2u);
