@@ -22,7 +22,7 @@ struct EmbedPush {
 struct NormPush {
   uint32_t base, n, dim;
   float eps;
-  uint32_t gated;
+  uint32_t gated, x_stride, o_stride;
 };
 struct SwigluPush {
   uint32_t base, n, dim, in_stride;
@@ -108,8 +108,16 @@ void record_embed(Recorder& rec, const DeviceMatrix& table, const Binding& token
 
 void record_rms_norm(Recorder& rec, const Binding& x, int64_t n, int64_t dim, const Binding& w, float eps,
                      const Binding& out) {
-  if (n == 0 || !fits32(rec, "rms_norm", n, dim)) return;
-  NormPush pc{0, uint32_t(n), uint32_t(dim), eps, 0};
+  record_rms_norm_rows(rec, x, n, dim, dim, w, eps, out, dim);
+}
+
+void record_rms_norm_rows(Recorder& rec, const Binding& x, int64_t n, int64_t dim, int64_t x_stride,
+                          const Binding& w, float eps, const Binding& out, int64_t out_stride) {
+  if (n == 0 || !fits32(rec, "rms_norm", n, x_stride > out_stride ? x_stride : out_stride)) return;
+  if (dim < 1 || x_stride < dim || out_stride < dim)
+    return rec.fail(core::error("[vulkan] rms_norm: rows of " + std::to_string(dim) + " at strides " +
+                                std::to_string(x_stride) + " and " + std::to_string(out_stride)));
+  NormPush pc{0, uint32_t(n), uint32_t(dim), eps, 0, uint32_t(x_stride), uint32_t(out_stride)};
   rec.dispatch("rms_norm", {x, w, out, x}, &pc, sizeof pc, uint64_t(n));
 }
 
@@ -117,7 +125,7 @@ void record_gated_rms_norm(Recorder& rec, const Binding& x, const Binding& z, in
                            const Binding& w, float eps) {
   if (n == 0 || !fits32(rec, "gated_rms_norm", n, dim)) return;
   // In place: each workgroup reads its row whole (the sum of squares) before it writes it.
-  NormPush pc{0, uint32_t(n), uint32_t(dim), eps, 1};
+  NormPush pc{0, uint32_t(n), uint32_t(dim), eps, 1, uint32_t(dim), uint32_t(dim)};
   rec.dispatch("rms_norm", {x, w, x, z}, &pc, sizeof pc, uint64_t(n));
 }
 

@@ -25,6 +25,9 @@ void record_embed(Recorder& rec, const DeviceMatrix& table, const Binding& token
 // out[n, dim] = x · rsqrt(mean(x²) + eps) · w
 void record_rms_norm(Recorder& rec, const Binding& x, int64_t n, int64_t dim, const Binding& w, float eps,
                      const Binding& out);
+// The same over rows of dim floats that lie x_stride (in x) and out_stride (in out) floats apart.
+void record_rms_norm_rows(Recorder& rec, const Binding& x, int64_t n, int64_t dim, int64_t x_stride,
+                          const Binding& w, float eps, const Binding& out, int64_t out_stride);
 // In place on x[n, dim]: x = x · rsqrt(mean(x²) + eps) · w · silu(z)
 void record_gated_rms_norm(Recorder& rec, const Binding& x, const Binding& z, int64_t n, int64_t dim,
                            const Binding& w, float eps);

@@ -1,5 +1,6 @@
 // out[t, :] = x[t, :] · rsqrt(mean(x[t, :]²) + eps) · w, and with `gated` (the GDN output norm)
-// · silu(z[t, :]); one workgroup per row. The sum of squares runs in the fixed order of
+// · silu(z[t, :]); one workgroup per row. Rows of x (and z) lie x_stride floats apart, rows of out
+// o_stride apart (the attention's per-head QK-norm reads query rows inside the query|gate rows). The sum of squares runs in the fixed order of
 // common.glsl (lanes k ≡ l mod 64, then the halving tree): a row's bits depend on the row alone.
 #version 450
 #extension GL_GOOGLE_include_directive : require
@@ -16,6 +17,7 @@ layout(push_constant) uniform Push {
   uint dim;
   float eps;
   uint gated;
+  uint x_stride, o_stride;
 } P;
 
 #include "common.glsl"
@@ -26,7 +28,7 @@ void main() {
   const uint t = P.base + gl_WorkGroupID.x;
   const uint l = gl_LocalInvocationID.x;
   if (t >= P.n) return;  // the whole workgroup: t is uniform
-  const uint row = t * P.dim;
+  const uint row = t * P.x_stride, orow = t * P.o_stride;
   precise float acc = 0.0;
   for (uint k = l; k < P.dim; k += WG) acc = fma(x[row + k], x[row + k], acc);
   part[l] = acc;
@@ -43,6 +45,6 @@ void main() {
   for (uint k = l; k < P.dim; k += WG) {
     precise float v = x[row + k] * inv * w[k];
     if (P.gated != 0u) v = v * silu_f(z[row + k]);
-    o[row + k] = v;
+    o[orow + k] = v;
   }
 }
