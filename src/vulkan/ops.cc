@@ -30,6 +30,12 @@ struct SwigluPush {
 struct AddRowsPush {
   uint32_t base, n, dim, has_scale;
 };
+struct RouterPush {
+  uint32_t base, n, ne, k, renorm;
+};
+struct CombinePush {
+  uint32_t base, n, k, dim;
+};
 struct ConvPush {
   uint32_t base, n, channels, kernel;
 };
@@ -141,6 +147,23 @@ void record_add_rows(Recorder& rec, const Binding& x, const Binding* scale, int6
   if (n == 0 || dim == 0 || !fits32(rec, "add_rows", n, dim)) return;
   AddRowsPush pc{0, uint32_t(n), uint32_t(dim), scale ? 1u : 0u};
   rec.dispatch("add_rows", {x, scale ? *scale : x, y}, &pc, sizeof pc, groups_for(uint64_t(n) * uint64_t(dim)));
+}
+
+void record_router_topk(Recorder& rec, const Binding& logits, int64_t n, int64_t n_experts, int64_t k, bool renormalize,
+                        const Binding& idx, const Binding& weight) {
+  if (n_experts < 1 || n_experts > 1024 || k < 1 || k > 64 || k > n_experts)
+    return rec.fail(core::error("[vulkan] router: top " + std::to_string(k) + " of " + std::to_string(n_experts) +
+                                " experts (at most 64 of 1024 on the device)"));
+  if (n == 0 || !fits32(rec, "router", n, n_experts)) return;
+  RouterPush pc{0, uint32_t(n), uint32_t(n_experts), uint32_t(k), renormalize ? 1u : 0u};
+  rec.dispatch("router", {logits, idx, weight}, &pc, sizeof pc, uint64_t(n));
+}
+
+void record_moe_combine(Recorder& rec, const Binding& expert_out, const Binding& weight, int64_t n, int64_t k,
+                        int64_t dim, const Binding& y) {
+  if (n == 0 || dim == 0 || k < 1 || !fits32(rec, "moe_combine", n * k, dim)) return;
+  CombinePush pc{0, uint32_t(n), uint32_t(k), uint32_t(dim)};
+  rec.dispatch("moe_combine", {expert_out, weight, y}, &pc, sizeof pc, groups_for(uint64_t(n) * uint64_t(dim)));
 }
 
 void record_conv1d_silu(Recorder& rec, const Binding& x, int64_t n, int64_t channels, const Binding& w,

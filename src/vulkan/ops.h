@@ -38,6 +38,14 @@ void record_swiglu(Recorder& rec, const Binding& gate, const Binding& up, int64_
 void record_add_rows(Recorder& rec, const Binding& x, const Binding* scale, int64_t n, int64_t dim,
                      const Binding& y);
 
+// MoE router: softmax over logits [n, n_experts] (at most 1024), the top k (at most 64; ties to
+// the lower index), renormalized over them when asked: idx int32 [n, k], weight [n, k].
+void record_router_topk(Recorder& rec, const Binding& logits, int64_t n, int64_t n_experts, int64_t k, bool renormalize,
+                        const Binding& idx, const Binding& weight);
+// y[n, dim] = Σ_j weight[t, j] · expert_out[t, j, :] in order from zero (expert_out [n, k, dim]).
+void record_moe_combine(Recorder& rec, const Binding& expert_out, const Binding& weight, int64_t n, int64_t k,
+                        int64_t dim, const Binding& y);
+
 // Depthwise causal conv1d + SiLU of one sequence: x [n, channels], w [channels, kernel] (kernel
 // 1..16), state [kernel-1, channels] read and updated, out [n, channels].
 void record_conv1d_silu(Recorder& rec, const Binding& x, int64_t n, int64_t channels, const Binding& w,

@@ -124,6 +124,46 @@ TEST(VulkanLayerOps, RopeGivesApplyRopesBits) {
     }
 }
 
+// The router's picks are the reference's (ties to the lower index) and its weights within the
+// CPU's 1e-6; the combine is the reference's float operations, bit for bit.
+TEST(VulkanLayerOps, RouterTopKAndMoeCombine) {
+  QWEN35_VK_DEVICE_OR_SKIP(dev, {});
+  for (int64_t ne : {9, 64, 257}) {
+    const int64_t n = 6, k = ne < 10 ? 3 : 8;
+    auto l = randn(size_t(n * ne), 4);
+    l[0] = l[1] = 5.0f;  // a tie: the lower index first
+    for (bool renorm : {true, false}) {
+      std::vector<int32_t> ir(size_t(n * k));
+      std::vector<float> wr(ir.size());
+      ref.router_topk({}, l.data(), n, ne, k, renorm, ir.data(), wr.data());
+      Buffer bl = put(*dev, l), bi = put(*dev, std::vector<int32_t>(ir.size(), -1)), bw = put(*dev, std::vector<float>(wr.size()));
+      Recorder rec(*dev);
+      ASSERT_TRUE(rec.begin().ok());
+      record_router_topk(rec, {&bl}, n, ne, k, renorm, {&bi}, {&bw});
+      std::vector<int32_t> idx(ir.size());
+      rec.stage_out({&bi}, idx.size() * 4, idx.data());
+      ASSERT_TRUE(rec.submit().ok()) << rec.status().message();
+      SCOPED_TRACE("experts " + std::to_string(ne) + " renorm " + std::to_string(renorm));
+      EXPECT_EQ(idx, ir);
+      EXPECT_EQ(idx[0], 0);
+      EXPECT_EQ(idx[1], 1);
+      expect_close(get(*dev, bw, wr.size()).data(), wr.data(), wr.size(), 1e-6f, "router weights");
+    }
+  }
+  for (int64_t dim : {1, 17, 1000}) {
+    const int64_t n = 5, k = 3;
+    auto eo = randn(size_t(n * k * dim), 14), w = randn(size_t(n * k), 15);
+    std::vector<float> want(size_t(n * dim), 7.0f);
+    ref.moe_combine({}, eo.data(), w.data(), n, k, dim, want.data());
+    Buffer be = put(*dev, eo), bw = put(*dev, w), by = put(*dev, std::vector<float>(want.size(), -7.0f));
+    Recorder rec(*dev);
+    ASSERT_TRUE(rec.begin().ok());
+    record_moe_combine(rec, {&be}, {&bw}, n, k, dim, {&by});
+    ASSERT_TRUE(rec.submit().ok()) << rec.status().message();
+    EXPECT_EQ(get(*dev, by, want.size()), want) << "dim " << dim;
+  }
+}
+
 struct DeltaCase {
   int64_t nk, nv, dk, dv, n;
   bool tiled;
