@@ -24,7 +24,7 @@ if(QWEN35_HAVE_VULKAN)
   target_link_libraries(qwen35_vulkan PRIVATE ${CMAKE_DL_LIBS})
 
   # Shaders: src/vulkan/shaders/NAME.comp is compiled once as NAME, or once per variant where
-  # QWEN35_VK_VARIANTS_NAME lists "variant|-DDEFINE..." entries (the weight types of one source).
+  # QWEN35_VK_VARIANTS_NAME lists "variant|-DDEFINE|..." entries (the weight types of one source).
   set(vk_types "f32|-DW_F32" "f16|-DW_F16" "bf16|-DW_BF16" "affine|-DW_AFFINE" "q8_0|-DW_Q8_0"
       "q4_0|-DW_Q4_0" "q4_1|-DW_Q4_1" "q5_0|-DW_Q5_0" "q5_1|-DW_Q5_1" "iq4_nl|-DW_IQ4_NL"
       "q4_k|-DW_Q4_K" "q5_k|-DW_Q5_K" "q6_k|-DW_Q6_K" "iq4_xs|-DW_IQ4_XS"
@@ -34,6 +34,10 @@ if(QWEN35_HAVE_VULKAN)
     foreach(t IN LISTS vk_types)
       list(APPEND QWEN35_VK_VARIANTS_${name} "${name}_${t}")
     endforeach()
+  endforeach()
+  # The MoE experts' matmul: the same source over routed slots (-DINDEXED).
+  foreach(t IN LISTS vk_types)
+    list(APPEND QWEN35_VK_VARIANTS_matmul "matmul_id_${t}|-DINDEXED")
   endforeach()
 
   set(vk_src ${PROJECT_SOURCE_DIR}/src/vulkan/shaders)
@@ -54,10 +58,7 @@ if(QWEN35_HAVE_VULKAN)
       list(LENGTH parts np)
       set(defs)
       if(np GREATER 1)
-        list(GET parts 1 d)
-        if(d)
-          set(defs ${d})
-        endif()
+        list(SUBLIST parts 1 -1 defs)
       endif()
       set(spv ${vk_out}/${vname}.spv)
       # Vulkan 1.1 SPIR-V: every device we accept takes it (vulkan/device_info.h).

@@ -14,6 +14,7 @@ namespace {
 struct MatmulPush {
   uint32_t base, n, rows, cols, y_col0, y_stride, x_stride, bits, group, sb_type, has_bias;
   int32_t zero;
+  uint32_t expert, topk;  // matmul_id only
 };
 struct EmbedPush {
   uint32_t base, n, rows, cols, row0, bits, group, sb_type, has_bias;
@@ -76,24 +77,42 @@ std::string variant(const char* op, const DeviceMatrix& w) {
 
 }  // namespace
 
-void record_matmul(Recorder& rec, const DeviceMatrix& w, const Binding& x, int64_t n, const Binding& y) {
+namespace {
+// record_matmul, and with slot_expert record_matmul_indexed (n: slots).
+void matmul_parts(Recorder& rec, const DeviceMatrix& w, const Binding& x, int64_t n, const Binding* slot_expert,
+                  int32_t expert, int64_t topk, const Binding& y) {
   if (n == 0) return;
   if (!fits32(rec, "matmul", n, w.cols) || !fits32(rec, "matmul", n, w.rows)) return;
   const uint64_t token_groups = (uint64_t(n) + kTokensPerGroup - 1) / kTokensPerGroup;
-  if (token_groups > 0xFFFFFFFFull) return;
-  const std::string shader = variant("matmul", w);
+  const std::string shader = variant(slot_expert ? "matmul_id" : "matmul", w);
   for (const MatrixPart& p : w.parts) {
     MatmulPush pc{0, uint32_t(n), uint32_t(p.rows), uint32_t(w.cols), uint32_t(p.row0), uint32_t(w.rows),
                   uint32_t(w.cols), uint32_t(w.bits), uint32_t(w.group), sb_code(w.sb_type),
-                  w.has_biases ? 1u : 0u, w.zero};
-    if (w.type == kernels::WeightType::kAffine) {
-      const Binding biases{w.has_biases ? &p.biases : &p.scales};  // unread without biases
-      rec.dispatch(shader, {x, y, {&p.data}, {&p.scales}, biases}, &pc, sizeof pc, uint64_t(p.rows),
+                  w.has_biases ? 1u : 0u, w.zero, uint32_t(expert), uint32_t(topk)};
+    const bool affine = w.type == kernels::WeightType::kAffine;
+    const Binding biases{w.has_biases ? &p.biases : &p.scales};  // unread without biases
+    if (affine && slot_expert)
+      rec.dispatch(shader, {x, y, {&p.data}, {&p.scales}, biases, *slot_expert}, &pc, sizeof pc, uint64_t(p.rows),
                    uint32_t(token_groups));
-    } else {
+    else if (affine)
+      rec.dispatch(shader, {x, y, {&p.data}, {&p.scales}, biases}, &pc, sizeof pc, uint64_t(p.rows), uint32_t(token_groups));
+    else if (slot_expert)
+      rec.dispatch(shader, {x, y, {&p.data}, *slot_expert}, &pc, sizeof pc, uint64_t(p.rows), uint32_t(token_groups));
+    else
       rec.dispatch(shader, {x, y, {&p.data}}, &pc, sizeof pc, uint64_t(p.rows), uint32_t(token_groups));
-    }
   }
+}
+}  // namespace
+
+void record_matmul(Recorder& rec, const DeviceMatrix& w, const Binding& x, int64_t n, const Binding& y) {
+  matmul_parts(rec, w, x, n, nullptr, 0, 1, y);
+}
+
+void record_matmul_indexed(Recorder& rec, const DeviceMatrix& w, const Binding& x, int64_t slots, int64_t topk,
+                           const Binding& slot_expert, int32_t expert, const Binding& y) {
+  if (topk < 1 || slots % topk != 0)
+    return rec.fail(core::error("[vulkan] matmul_id: " + std::to_string(slots) + " slots of top " + std::to_string(topk)));
+  matmul_parts(rec, w, x, slots, &slot_expert, expert, topk, y);
 }
 
 void record_embed(Recorder& rec, const DeviceMatrix& table, const Binding& tokens, int64_t n, const Binding& out) {

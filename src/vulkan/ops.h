@@ -20,6 +20,14 @@ namespace qwen35::vulkan {
 
 // y[n, w.rows] = x[n, w.cols] · wᵀ (rows of x and y contiguous).
 void record_matmul(Recorder& rec, const DeviceMatrix& w, const Binding& x, int64_t n, const Binding& y);
+// The MoE experts' matmul: for the slots s < slots (slot s of token row s / topk) whose
+// slot_expert[s] (int32 [slots]) is `expert`, y[s, :] = x[s / topk, :] · wᵀ, w being that
+// expert's matrix; the other slots of y are left as they are (the other experts write them).
+// After one dispatch per expert every slot is written, each with the bits record_matmul gives
+// its row alone. (Every expert's workgroups visit every slot: a device-side grouping with
+// indirect dispatches is the faster form to come.)
+void record_matmul_indexed(Recorder& rec, const DeviceMatrix& w, const Binding& x, int64_t slots, int64_t topk,
+                           const Binding& slot_expert, int32_t expert, const Binding& y);
 // out[n, table.cols] = rows `tokens` (int32 [n], each in [0, table.rows)) of the table.
 void record_embed(Recorder& rec, const DeviceMatrix& table, const Binding& tokens, int64_t n, const Binding& out);
 // out[n, dim] = x · rsqrt(mean(x²) + eps) · w

@@ -236,6 +236,46 @@ TEST(VulkanOps, NormsSwigluAndAddRows) {
   }
 }
 
+// The MoE experts' matmul over routed slots, one dispatch per expert: every slot gets the bits
+// its row has in a plain matmul with its expert's matrix (so the reference's values too).
+TEST(VulkanOps, IndexedExpertMatmulGivesEachSlotItsExpertsBits) {
+  QWEN35_VK_DEVICE_OR_SKIP(dev, {});
+  uint32_t seed = 700;
+  for (const TypeCase& tc : {TypeCase{WeightType::kQ4_K, 0, 0, core::DType::kF32},
+                             TypeCase{WeightType::kAffine, 4, 64, core::DType::kBF16},
+                             TypeCase{WeightType::kBF16, 0, 0, core::DType::kF32}}) {
+    const int64_t experts = 3, rows = 11, cols = 256, n = 5, topk = 2;
+    std::vector<TestMatrix> ws;
+    std::vector<DeviceMatrix> dws;
+    for (int64_t e = 0; e < experts; ++e) {
+      ws.push_back(make_matrix(tc.type, rows, cols, seed++, tc.bits, tc.group, tc.sb));
+      auto d = upload_matrix(*dev, ws.back().m);
+      ASSERT_TRUE(d.ok()) << d.message();
+      dws.push_back(std::move(*d));
+    }
+    const std::vector<int32_t> slot_expert = {2, 0, 1, 2, 0, 1, 1, 0, 2, 1};  // [n, topk]
+    std::vector<float> x = randn(size_t(n * cols), seed++);
+    Host h{*dev};
+    Buffer bx = h.put(x), bi = h.put(slot_expert.data(), slot_expert.size() * 4), by = h.zeros(size_t(n * topk * rows));
+    Recorder rec(*dev);
+    ASSERT_TRUE(rec.begin().ok());
+    for (int32_t e = 0; e < int32_t(experts); ++e)
+      record_matmul_indexed(rec, dws[size_t(e)], {&bx}, n * topk, topk, {&bi}, e, {&by});
+    ASSERT_TRUE(rec.submit().ok()) << rec.status().message();
+    const std::vector<float> y = h.get(by, size_t(n * topk * rows));
+    SCOPED_TRACE(shader_type(tc.type));
+    for (int64_t s = 0; s < n * topk; ++s) {
+      const int64_t t = s / topk, e = slot_expert[size_t(s)];
+      const std::vector<float> one = device_matmul(*dev, dws[size_t(e)], x.data() + t * cols, 1);
+      std::vector<float> want(static_cast<size_t>(rows), 0.0f);
+      ref.matmul({}, x.data() + t * cols, 1, ws[size_t(e)].m, want.data());
+      const std::vector<float> scale = magnitudes(ws[size_t(e)].m, x.data() + t * cols, 1);
+      expect_close(y.data() + s * rows, want.data(), size_t(rows), 1e-5f, "expert matmul", &scale);
+      for (int64_t o = 0; o < rows; ++o) ASSERT_EQ(y[size_t(s * rows + o)], one[size_t(o)]) << "slot " << s;
+    }
+  }
+}
+
 // Bad shapes and weights: one line, nothing submitted.
 TEST(VulkanOps, UnsupportedWeightsAreRefusedInOneLine) {
   QWEN35_VK_DEVICE_OR_SKIP(dev, (DeviceOptions{.max_part_bytes = 256}));
