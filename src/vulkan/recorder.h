@@ -10,7 +10,8 @@
 // Errors are sticky: the first failure while recording (a binding past the device's limit, a
 // missing shader, out of memory) turns every later call into a no-op, and begin()/submit() return
 // it. Callers record a whole step and check once. One Recorder per caller; it reuses its command
-// buffer, descriptor pools and staging memory from one submission to the next.
+// buffer, descriptor pools and staging memory from one submission to the next. A Recorder, like
+// every Buffer, must not outlive its Device; the buffers it binds must outlive its submit().
 #pragma once
 
 #include <cstdint>
