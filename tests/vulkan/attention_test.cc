@@ -128,3 +128,91 @@ TEST(VulkanAttention, MatchesTheReferenceAndIgnoresTheChunking) {
 
 }  // namespace
 }  // namespace qwen35::vulkan::attention_test
+
+namespace qwen35::vulkan::attention_test {
+namespace {
+
+// A whole transformer layer as one submission: embed, norm, q/k/v, attention, o, residual, norm,
+// gate/up, SwiGLU, down, residual; every op reading what the one before wrote (the recorder's
+// barriers), against the same layer composed from the reference's ops.
+TEST(VulkanAttention, ALayerIsOneSubmission) {
+  QWEN35_VK_DEVICE_OR_SKIP(dev, {});
+  const kernels::Ops& ref = kernels::ref_ops();
+  const int64_t H = 64, I = 96, n = 7, vocab = 50, q_row = 2 * kHd;
+  using kernels::WeightType;
+  auto emb = kernels::make_matrix(WeightType::kQ8_0, vocab, H, 1);
+  auto wq = kernels::make_matrix(WeightType::kAffine, kNh * q_row, H, 2, 4, 32);
+  auto wk = kernels::make_matrix(WeightType::kBF16, kNkv * kHd, H, 3);
+  auto wv = kernels::make_matrix(WeightType::kQ4_0, kNkv * kHd, H, 4);
+  auto wo = kernels::make_matrix(WeightType::kF16, H, kNh * kHd, 5);
+  auto wg = kernels::make_matrix(WeightType::kQ8_0, I, H, 6);
+  auto wu = kernels::make_matrix(WeightType::kAffine, I, H, 7, 6, 64);
+  auto wd = kernels::make_matrix(WeightType::kF32, H, I, 8);
+  auto n1 = randn(size_t(H), 9), n2 = randn(size_t(H), 10), qn = randn(size_t(kHd), 11), kn = randn(size_t(kHd), 12);
+  std::vector<int32_t> tokens = {3, 49, 0, 7, 7, 21, 30};
+
+  // The reference.
+  std::vector<float> x(size_t(n * H)), h(x.size()), q(size_t(n * kNh * q_row)), k(size_t(n * kNkv * kHd)),
+      v(k.size()), a(size_t(n * kNh * kHd)), o(x.size()), g(size_t(n * I)), u(g.size()), s(g.size());
+  ref.embed({}, emb.m, tokens.data(), n, x.data());
+  ref.rms_norm({}, x.data(), n, H, n1.data(), 1e-6f, h.data());
+  ref.matmul({}, h.data(), n, wq.m, q.data());
+  ref.matmul({}, h.data(), n, wk.m, k.data());
+  ref.matmul({}, h.data(), n, wv.m, v.data());
+  kernels::TestKv cache(kCap, kNkv * kHd, true);
+  kernels::Ops::AttentionParams ap{kNh, kNkv, kHd, kRot, float(kTheta), 1e-6f, qn.data(), kn.data(), 0};
+  ref.attention({}, ap, q.data(), k.data(), v.data(), n, 0, cache.view(), a.data());
+  ref.matmul({}, a.data(), n, wo.m, o.data());
+  ref.add_rows({}, o.data(), nullptr, n, H, x.data());
+  ref.rms_norm({}, x.data(), n, H, n2.data(), 1e-6f, h.data());
+  ref.matmul({}, h.data(), n, wg.m, g.data());
+  ref.matmul({}, h.data(), n, wu.m, u.data());
+  ref.swiglu({}, g.data(), u.data(), n, I, I, s.data());
+  ref.matmul({}, s.data(), n, wd.m, o.data());
+  ref.add_rows({}, o.data(), nullptr, n, H, x.data());
+
+  // The device: weights resident, activations in device buffers, one submission.
+  std::vector<DeviceMatrix> dm;
+  for (const auto* m : {&emb, &wq, &wk, &wv, &wo, &wg, &wu, &wd}) {
+    auto d = upload_matrix(*dev, m->m);
+    ASSERT_TRUE(d.ok()) << d.message();
+    dm.push_back(std::move(*d));
+  }
+  auto zeros = [&](size_t floats) { return put(*dev, std::vector<float>(floats, 0.0f)); };
+  Buffer bn1 = put(*dev, n1), bn2 = put(*dev, n2), bqn = put(*dev, qn), bkn = put(*dev, kn);
+  Buffer bt = put(*dev, tokens), bx = zeros(x.size()), bh = zeros(x.size()), bq = zeros(q.size()), bk = zeros(k.size()),
+         bv = zeros(v.size()), ba = zeros(a.size()), bo = zeros(x.size()), bg = zeros(g.size()), bu = zeros(g.size()),
+         bs = zeros(g.size()), bqt = zeros(size_t(n * kNh * kHd)), bkt = zeros(k.size());
+  Buffer kp = zeros(size_t(kCap * kNkv * kHd)), vp = zeros(size_t(kCap * kNkv * kHd));
+  Buffer table = put(*dev, std::vector<int32_t>{1, 0}), rt = put(*dev, rope_table(kTheta, kRot, kCap));
+  std::vector<int32_t> pos(size_t(3 * n));
+  for (int64_t t = 0; t < n; ++t) pos[size_t(3 * t)] = pos[size_t(3 * t + 1)] = pos[size_t(3 * t + 2)] = int32_t(t);
+  Buffer bp = put(*dev, pos);
+  Recorder rec(*dev);
+  ASSERT_TRUE(rec.begin().ok());
+  record_embed(rec, dm[0], {&bt}, n, {&bx});
+  record_rms_norm(rec, {&bx}, n, H, {&bn1}, 1e-6f, {&bh});
+  record_matmul(rec, dm[1], {&bh}, n, {&bq});
+  record_matmul(rec, dm[2], {&bh}, n, {&bk});
+  record_matmul(rec, dm[3], {&bh}, n, {&bv});
+  AttentionInputs ai{{&bq}, {&bk}, {&bv}, {&bqn}, {&bkn}, {&bp}, nullptr, {&rt}, kCap, {&bqt}, {&bkt}};
+  record_attention(rec, {kNh, kNkv, kHd, kRot, 1e-6f, 0, true}, ai, n, 0, {{&kp}, {&vp}, {&table}, kCap}, {&ba});
+  record_matmul(rec, dm[4], {&ba}, n, {&bo});
+  record_add_rows(rec, {&bo}, nullptr, n, H, {&bx});
+  record_rms_norm(rec, {&bx}, n, H, {&bn2}, 1e-6f, {&bh});
+  record_matmul(rec, dm[5], {&bh}, n, {&bg});
+  record_matmul(rec, dm[6], {&bh}, n, {&bu});
+  record_swiglu(rec, {&bg}, {&bu}, n, I, I, {&bs});
+  record_matmul(rec, dm[7], {&bs}, n, {&bo});
+  record_add_rows(rec, {&bo}, nullptr, n, H, {&bx});
+  std::vector<float> got(x.size());
+  rec.stage_out({&bx}, got.size() * 4, got.data());
+  ASSERT_TRUE(rec.submit().ok()) << rec.status().message();
+  EXPECT_EQ(rec.submissions(), 1u);
+  EXPECT_GE(rec.commands(), 20u);
+  // Each op within its own tolerance; composed, within 1e-4 of the reference's layer.
+  expect_close(got.data(), x.data(), x.size(), 1e-4f, "layer");
+}
+
+}  // namespace
+}  // namespace qwen35::vulkan::attention_test
