@@ -28,7 +28,8 @@ if(QWEN35_HAVE_VULKAN)
   set(vk_types "f32|-DW_F32" "f16|-DW_F16" "bf16|-DW_BF16" "affine|-DW_AFFINE" "q8_0|-DW_Q8_0"
       "q4_0|-DW_Q4_0" "q4_1|-DW_Q4_1" "q5_0|-DW_Q5_0" "q5_1|-DW_Q5_1" "iq4_nl|-DW_IQ4_NL"
       "q4_k|-DW_Q4_K" "q5_k|-DW_Q5_K" "q6_k|-DW_Q6_K" "iq4_xs|-DW_IQ4_XS"
-      "q2_k|-DW_Q2_K" "q3_k|-DW_Q3_K")
+      "q2_k|-DW_Q2_K" "q3_k|-DW_Q3_K" "iq2_xxs|-DW_IQ2_XXS" "iq2_xs|-DW_IQ2_XS"
+      "iq3_xxs|-DW_IQ3_XXS" "iq3_s|-DW_IQ3_S")
   foreach(name matmul embed)
     set(QWEN35_VK_VARIANTS_${name})
     foreach(t IN LISTS vk_types)

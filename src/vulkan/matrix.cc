@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/iq_grids.h"
 #include "kernels/matrix.h"
 
 namespace qwen35::vulkan {
@@ -26,6 +27,10 @@ const char* shader_type(WeightType t) {
     case WeightType::kIQ4_XS: return "iq4_xs";
     case WeightType::kQ2_K: return "q2_k";
     case WeightType::kQ3_K: return "q3_k";
+    case WeightType::kIQ2_XXS: return "iq2_xxs";
+    case WeightType::kIQ2_XS: return "iq2_xs";
+    case WeightType::kIQ3_XXS: return "iq3_xxs";
+    case WeightType::kIQ3_S: return "iq3_s";
     default: return nullptr;
   }
 }
@@ -40,8 +45,12 @@ uint64_t row_bytes(const kernels::Matrix& m) {
   }
 }
 
+bool has_grid(WeightType t) {
+  return t == WeightType::kIQ2_XXS || t == WeightType::kIQ2_XS || t == WeightType::kIQ3_XXS || t == WeightType::kIQ3_S;
+}
+
 uint64_t DeviceMatrix::bytes() const {
-  uint64_t b = 0;
+  uint64_t b = grid.bytes();
   for (const MatrixPart& p : parts) b += p.data.bytes() + p.scales.bytes() + p.biases.bytes();
   return b;
 }
@@ -79,6 +88,15 @@ core::Result<DeviceMatrix> upload_matrix(Device& dev, const kernels::Matrix& m) 
   if (per == 0)
     return core::error("[vulkan] a row of " + std::to_string(rb) + " bytes exceeds the device's binding limit of " +
                        std::to_string(limit) + " bytes");
+  if (has_grid(m.type)) {
+    const uint16_t* points = m.type == WeightType::kIQ2_XXS  ? kernels::kIq2xxsPoints
+                             : m.type == WeightType::kIQ2_XS ? kernels::kIq2xsPoints
+                             : m.type == WeightType::kIQ3_XXS ? kernels::kIq3xxsPoints
+                                                              : kernels::kIq3sPoints;
+    const uint64_t bytes = (m.type == WeightType::kIQ2_XXS || m.type == WeightType::kIQ3_XXS ? 256 : 512) * 2;
+    QWEN35_ASSIGN_OR_RETURN(d.grid, dev.buffer(bytes, MemoryKind::kDevice));
+    QWEN35_RETURN_IF_ERROR(dev.upload(d.grid, 0, points, bytes));
+  }
   const uint8_t* codes = static_cast<const uint8_t*>(m.data);
   for (int64_t r0 = 0; r0 < m.rows; r0 += int64_t(per)) {
     const int64_t n = std::min<int64_t>(int64_t(per), m.rows - r0);

@@ -29,6 +29,9 @@ struct DeviceMatrix {
   core::DType sb_type = core::DType::kBF16;
   bool has_biases = false;
   std::vector<MatrixPart> parts;
+  // The IQ2/IQ3 types: the format's code book (kernels/iq_grids.h grid points, uint16 each), which
+  // their shaders read beside the blocks.
+  Buffer grid;
 
   // Bytes on the device (all parts).
   uint64_t bytes() const;
@@ -37,6 +40,9 @@ struct DeviceMatrix {
 // The shader variant suffix of a weight type ("f32", "affine", "q4_k"), or null when the device
 // has no shader for it yet.
 const char* shader_type(kernels::WeightType t);
+
+// Whether the type's shaders read a code book (DeviceMatrix::grid): the IQ2/IQ3 types.
+bool has_grid(kernels::WeightType t);
 
 // Bytes of one stored row of m (codes only, for kAffine).
 uint64_t row_bytes(const kernels::Matrix& m);

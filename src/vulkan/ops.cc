@@ -91,7 +91,12 @@ void matmul_parts(Recorder& rec, const DeviceMatrix& w, const Binding& x, int64_
                   w.has_biases ? 1u : 0u, w.zero, uint32_t(expert), uint32_t(topk)};
     const bool affine = w.type == kernels::WeightType::kAffine;
     const Binding biases{w.has_biases ? &p.biases : &p.scales};  // unread without biases
-    if (affine && slot_expert)
+    if (has_grid(w.type) && slot_expert)
+      rec.dispatch(shader, {x, y, {&p.data}, {&w.grid}, *slot_expert}, &pc, sizeof pc, uint64_t(p.rows),
+                   uint32_t(token_groups));
+    else if (has_grid(w.type))
+      rec.dispatch(shader, {x, y, {&p.data}, {&w.grid}}, &pc, sizeof pc, uint64_t(p.rows), uint32_t(token_groups));
+    else if (affine && slot_expert)
       rec.dispatch(shader, {x, y, {&p.data}, {&p.scales}, biases, *slot_expert}, &pc, sizeof pc, uint64_t(p.rows),
                    uint32_t(token_groups));
     else if (affine)
@@ -125,6 +130,8 @@ void record_embed(Recorder& rec, const DeviceMatrix& table, const Binding& token
     if (table.type == kernels::WeightType::kAffine) {
       const Binding biases{table.has_biases ? &p.biases : &p.scales};
       rec.dispatch(shader, {tokens, out, {&p.data}, {&p.scales}, biases}, &pc, sizeof pc, groups);
+    } else if (has_grid(table.type)) {
+      rec.dispatch(shader, {tokens, out, {&p.data}, {&table.grid}}, &pc, sizeof pc, groups);
     } else {
       rec.dispatch(shader, {tokens, out, {&p.data}}, &pc, sizeof pc, groups);
     }

@@ -8,9 +8,14 @@ layout(local_size_x = 64) in;
 layout(std430, binding = 0) readonly buffer T { int tokens[]; };
 layout(std430, binding = 1) writeonly buffer O { float o[]; };
 layout(std430, binding = 2) readonly buffer WQ { uint wq[]; };
+#if defined(W_IQ2_XXS) || defined(W_IQ2_XS) || defined(W_IQ3_XXS) || defined(W_IQ3_S)
+#define W_IQ
+#endif
 #ifdef W_AFFINE
 layout(std430, binding = 3) readonly buffer WS { uint ws[]; };
 layout(std430, binding = 4) readonly buffer WB { uint wb[]; };
+#elif defined(W_IQ)
+layout(std430, binding = 3) readonly buffer WG { uint wgrid[]; };
 #endif
 
 layout(push_constant) uniform Push {

@@ -3,8 +3,9 @@
 // row is the bits decode_row gives). Compiled once per type (W_F32, W_AFFINE, W_Q4_K, ...).
 //
 // The including shader declares the words of the part as `wq` (binding 2), for W_AFFINE also the
-// scales `ws` (3) and biases `wb` (4), and a push-constant block P with cols, bits, group, sb_type
-// (0 f32, 1 f16, 2 bf16), has_bias and zero. Every buffer is read as 32-bit words: no 8- or 16-bit
+// scales `ws` (3) and biases `wb` (4), for the IQ2/IQ3 types the code book `wgrid` (3: the
+// format's grid points as uint16 level indices, kernels/iq_grids.h), and a push-constant block P
+// with cols, bits, group, sb_type (0 f32, 1 f16, 2 bf16), has_bias and zero. Every buffer is read as 32-bit words: no 8- or 16-bit
 // storage feature is needed, and the ggml blocks (even sizes) keep each f16 inside one word.
 
 uint byte_at(uint off) { return (wq[off >> 2] >> ((off & 3u) << 3)) & 0xFFu; }
@@ -14,6 +15,20 @@ int s8(uint b) { return int(b << 24) >> 24; }
 
 #if defined(W_IQ4_NL) || defined(W_IQ4_XS)
 const int KIQ4[16] = int[16](-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+#endif
+
+#ifdef W_IQ
+// Grid point p (its magnitudes' level indices), and the 8 signs of a 7-bit field (bit 7 makes the
+// count of negatives even): kernels/iq_grids.h.
+uint grid_point(uint p) { return (wgrid[p >> 1] >> ((p & 1u) << 4)) & 0xFFFFu; }
+uint iq_signs(uint s7) {
+  s7 &= 127u;
+  return s7 | ((uint(bitCount(s7)) & 1u) << 7);
+}
+const uint IQ2_LEVELS[3] = uint[3](8u, 25u, 43u);
+const uint IQ3XXS_LEVELS[8] = uint[8](4u, 12u, 20u, 28u, 36u, 44u, 52u, 62u);
+const uint IQ3S_LEVELS[8] = uint[8](1u, 3u, 5u, 7u, 9u, 11u, 13u, 15u);
+uint u32_at(uint off) { return u16_at(off) | (u16_at(off + 2u) << 16); }  // off even
 #endif
 
 #if defined(W_Q4_K) || defined(W_Q5_K)
@@ -71,6 +86,18 @@ float sb_at(uint which, uint i) {
 #define BE 256u
 #define BB 84u
 #elif defined(W_Q3_K)
+#define BE 256u
+#define BB 110u
+#elif defined(W_IQ2_XXS)
+#define BE 256u
+#define BB 66u
+#elif defined(W_IQ2_XS)
+#define BE 256u
+#define BB 74u
+#elif defined(W_IQ3_XXS)
+#define BE 256u
+#define BB 98u
+#elif defined(W_IQ3_S)
 #define BE 256u
 #define BB 110u
 #endif
@@ -177,6 +204,35 @@ float weight_at(uint r, uint k) {
   c = int((byte_at(base + 32u + 32u * n + 16u * h + l) >> (2u * j)) & 3u);
   if (((byte_at(base + 16u * h + l) >> (4u * n + j)) & 1u) == 0u) c -= 4;
 #endif
+#elif defined(W_IQ)
+  // Runs of 8 signed grid magnitudes, groups of 32 (IQ2_XS: scales per 16).
+  const uint ib = i / 32u, l = (i % 32u) / 8u, e = i % 8u;
+  uint m, signs;
+#if defined(W_IQ2_XXS)
+  const uint idx = u32_at(base + 2u + 8u * ib), hi = u32_at(base + 6u + 8u * ib);
+  precise float ps = half_at(base) * (0.5 + float(hi >> 28)) * 0.25;
+  m = IQ2_LEVELS[(grid_point((idx >> (8u * l)) & 255u) >> (2u * e)) & 3u];
+  signs = iq_signs(hi >> (7u * l));
+#elif defined(W_IQ2_XS)
+  const uint v = u16_at(base + 2u + 2u * (4u * ib + l));
+  const uint sc = byte_at(base + 66u + ib);
+  precise float ps = half_at(base) * (0.5 + float((i % 32u) < 16u ? sc & 15u : sc >> 4)) * 0.25;
+  m = IQ2_LEVELS[(grid_point(v & 511u) >> (2u * e)) & 3u];
+  signs = iq_signs(v >> 9);
+#elif defined(W_IQ3_XXS)
+  const uint aux = u32_at(base + 66u + 4u * ib);
+  precise float ps = half_at(base) * (0.5 + float(aux >> 28)) * 0.5;
+  m = IQ3XXS_LEVELS[(grid_point(byte_at(base + 2u + 8u * ib + 2u * l + (e >> 2))) >> (3u * (e & 3u))) & 7u];
+  signs = iq_signs(aux >> (7u * l));
+#else  // IQ3_S
+  const uint qh = byte_at(base + 66u + ib);
+  const uint q = byte_at(base + 2u + 8u * ib + 2u * l + (e >> 2)) | (((qh >> (2u * l + (e >> 2))) & 1u) << 8);
+  precise float ps = half_at(base) * float(1u + 2u * ((byte_at(base + 106u + ib / 2u) >> (4u * (ib % 2u))) & 15u));
+  m = IQ3S_LEVELS[(grid_point(q) >> (3u * (e & 3u))) & 7u];
+  signs = byte_at(base + 74u + 4u * ib + l);
+#endif
+  s = ps;
+  c = ((signs >> e) & 1u) != 0u ? -int(m) : int(m);
 #elif defined(W_IQ4_XS)
   const uint ib = i / 32u, j = i % 32u;
   const uint sh = u16_at(base + 2u);
