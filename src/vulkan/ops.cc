@@ -230,20 +230,37 @@ void record_rope(Recorder& rec, const Binding& x, int64_t n, int64_t heads, int6
                groups_for(uint64_t(n * heads) * uint64_t(rotary_dim / 2)));
 }
 
-void record_delta_step(Recorder& rec, const DeltaShape& p, const Binding& qkv, const Binding& a, const Binding& b,
-                       int64_t n, const Binding& decay, const Binding& dt_bias, const Binding* state_in,
-                       const Binding& state, const Binding& out) {
+namespace {
+void record_delta(Recorder& rec, const DeltaShape& p, const Binding& qkv, const Binding& a, const Binding& b, int64_t n,
+                  const Binding& decay, const Binding& dt_bias, const Binding* state_in, const Binding& state,
+                  const Binding& out, bool chunked) {
   const int64_t nk = p.n_k_heads, nv = p.n_v_heads, dk = p.d_k, dv = p.d_v;
   if (nk < 1 || nv < 1 || nv % nk != 0 || dk < 1 || dk > 256 || dv < 1)
     return rec.fail(core::error("[vulkan] delta rule: " + std::to_string(nk) + " key heads, " + std::to_string(nv) +
                                 " value heads, d_k " + std::to_string(dk) + " (at most 256), d_v " + std::to_string(dv)));
+  if (chunked && n > 64)
+    return rec.fail(core::error("[vulkan] delta rule: a chunk of " + std::to_string(n) + " rows (at most 64)"));
   if (n == 0 || !fits32(rec, "delta rule", n, 2 * nk * dk + nv * dv) || !fits32(rec, "delta rule", nv * dk, dv)) return;
   if (state_in) rec.copy(*state_in, state, uint64_t(nv * dk * dv) * 4);
   // The reference's scale: dk^-0.5 in double, rounded once.
   DeltaPush pc{0, uint32_t(n), uint32_t(nk), uint32_t(nv), uint32_t(dk), uint32_t(dv), p.tiled_v_heads ? 1u : 0u,
                float(1.0 / std::sqrt(double(dk)))};
   const uint64_t blocks = (uint64_t(dv) + kWorkgroup - 1) / kWorkgroup;
-  rec.dispatch("delta_step", {qkv, a, b, decay, dt_bias, state, out}, &pc, sizeof pc, uint64_t(nv) * blocks);
+  rec.dispatch(chunked ? "delta_chunk" : "delta_step", {qkv, a, b, decay, dt_bias, state, out}, &pc, sizeof pc,
+               uint64_t(nv) * blocks);
+}
+}  // namespace
+
+void record_delta_step(Recorder& rec, const DeltaShape& p, const Binding& qkv, const Binding& a, const Binding& b,
+                       int64_t n, const Binding& decay, const Binding& dt_bias, const Binding* state_in,
+                       const Binding& state, const Binding& out) {
+  record_delta(rec, p, qkv, a, b, n, decay, dt_bias, state_in, state, out, false);
+}
+
+void record_delta_chunk(Recorder& rec, const DeltaShape& p, const Binding& qkv, const Binding& a, const Binding& b,
+                        int64_t n, const Binding& decay, const Binding& dt_bias, const Binding& state,
+                        const Binding& out) {
+  record_delta(rec, p, qkv, a, b, n, decay, dt_bias, nullptr, state, out, true);
 }
 
 }  // namespace qwen35::vulkan

@@ -80,5 +80,10 @@ struct DeltaShape {
 void record_delta_step(Recorder& rec, const DeltaShape& p, const Binding& qkv, const Binding& a, const Binding& b,
                        int64_t n, const Binding& decay, const Binding& dt_bias, const Binding* state_in,
                        const Binding& state, const Binding& out);
+// The chunked (UT) form over one piece of n ≤ 64 rows (chunked true; the model cuts pieces on
+// the absolute 64-grid), the same bindings without state_in (shaders/delta_chunk.comp).
+void record_delta_chunk(Recorder& rec, const DeltaShape& p, const Binding& qkv, const Binding& a, const Binding& b,
+                        int64_t n, const Binding& decay, const Binding& dt_bias, const Binding& state,
+                        const Binding& out);
 
 }  // namespace qwen35::vulkan
