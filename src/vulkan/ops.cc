@@ -175,6 +175,12 @@ void record_add_rows(Recorder& rec, const Binding& x, const Binding* scale, int6
   rec.dispatch("add_rows", {x, scale ? *scale : x, y}, &pc, sizeof pc, groups_for(uint64_t(n) * uint64_t(dim)));
 }
 
+void record_sigmoid(Recorder& rec, const Binding& x, int64_t n) {
+  if (n == 0 || !fits32(rec, "sigmoid", n, 1)) return;
+  const uint32_t pc[2] = {0, uint32_t(n)};
+  rec.dispatch("sigmoid", {x}, pc, sizeof pc, groups_for(uint64_t(n)));
+}
+
 void record_router_topk(Recorder& rec, const Binding& logits, int64_t n, int64_t n_experts, int64_t k, bool renormalize,
                         const Binding& idx, const Binding& weight) {
   if (n_experts < 1 || n_experts > 1024 || k < 1 || k > 64 || k > n_experts)

@@ -46,6 +46,9 @@ void record_swiglu(Recorder& rec, const Binding& gate, const Binding& up, int64_
 void record_add_rows(Recorder& rec, const Binding& x, const Binding* scale, int64_t n, int64_t dim,
                      const Binding& y);
 
+// In place: x[i] = 1 / (1 + e^(−x[i])) over n values (the shared expert's gate).
+void record_sigmoid(Recorder& rec, const Binding& x, int64_t n);
+
 // MoE router: softmax over logits [n, n_experts] (at most 1024), the top k (at most 64; ties to
 // the lower index), renormalized over them when asked: idx int32 [n, k], weight [n, k].
 void record_router_topk(Recorder& rec, const Binding& logits, int64_t n, int64_t n_experts, int64_t k, bool renormalize,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "../kernels/test_matrices.h"
+#include "kernels/math.h"
 #include "kernels/ops.h"
 #include "kernels/rope.h"
 #include "vk_test.h"
@@ -162,6 +163,25 @@ TEST(VulkanLayerOps, RouterTopKAndMoeCombine) {
     ASSERT_TRUE(rec.submit().ok()) << rec.status().message();
     EXPECT_EQ(get(*dev, by, want.size()), want) << "dim " << dim;
   }
+}
+
+// The shared expert's gate: the reference's sigmoid (kernels/math.h) within 1e-6 of its value.
+TEST(VulkanLayerOps, Sigmoid) {
+  QWEN35_VK_DEVICE_OR_SKIP(dev, {});
+  auto x = randn(1000, 21, 4.0f);
+  x[0] = 90.0f;
+  x[1] = -90.0f;
+  std::vector<float> want(x.size());
+  for (size_t i = 0; i < x.size(); ++i) want[i] = kernels::sigmoid(x[i]);
+  Buffer b = put(*dev, x);
+  Recorder rec(*dev);
+  ASSERT_TRUE(rec.begin().ok());
+  record_sigmoid(rec, {&b}, int64_t(x.size()));
+  ASSERT_TRUE(rec.submit().ok()) << rec.status().message();
+  const std::vector<float> got = get(*dev, b, x.size());
+  std::vector<float> scale(x.size());
+  for (size_t i = 0; i < x.size(); ++i) scale[i] = std::fabs(want[i]);
+  expect_close(got.data(), want.data(), got.size(), 1e-6f, "sigmoid", &scale);
 }
 
 struct DeltaCase {

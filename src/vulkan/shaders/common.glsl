@@ -29,6 +29,7 @@ float bf16_bits(uint h) { return uintBitsToFloat(h << 16); }
 // by one Newton step on the exact remainder.
 float div_rn(float a, float b) {
   precise float q = a / b;
+  if (isinf(b) || isinf(q) || isnan(q)) return q;  // no remainder to refine (0·∞ would be NaN)
   precise float r = fma(-q, b, a);
   precise float q1 = fma(r, 1.0 / b, q);
   return q1;
