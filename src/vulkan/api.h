@@ -16,68 +16,68 @@
 namespace qwen35::vulkan {
 
 // Before an instance exists (fetched with a null instance).
-#define QWEN35_VK_GLOBAL_FNS(X)            \
-  X(vkCreateInstance)                      \
-  X(vkEnumerateInstanceVersion)            \
+#define QWEN35_VK_GLOBAL_FNS(X) \
+  X(vkCreateInstance)           \
+  X(vkEnumerateInstanceVersion) \
   X(vkEnumerateInstanceExtensionProperties)
 
 // Of an instance and its physical devices (Vulkan 1.1 core).
-#define QWEN35_VK_INSTANCE_FNS(X)               \
-  X(vkDestroyInstance)                          \
-  X(vkEnumeratePhysicalDevices)                 \
-  X(vkGetPhysicalDeviceProperties)              \
-  X(vkGetPhysicalDeviceProperties2)             \
-  X(vkGetPhysicalDeviceFeatures2)               \
-  X(vkGetPhysicalDeviceMemoryProperties)        \
-  X(vkGetPhysicalDeviceQueueFamilyProperties)   \
-  X(vkEnumerateDeviceExtensionProperties)       \
-  X(vkCreateDevice)                             \
+#define QWEN35_VK_INSTANCE_FNS(X)             \
+  X(vkDestroyInstance)                        \
+  X(vkEnumeratePhysicalDevices)               \
+  X(vkGetPhysicalDeviceProperties)            \
+  X(vkGetPhysicalDeviceProperties2)           \
+  X(vkGetPhysicalDeviceFeatures2)             \
+  X(vkGetPhysicalDeviceMemoryProperties)      \
+  X(vkGetPhysicalDeviceQueueFamilyProperties) \
+  X(vkEnumerateDeviceExtensionProperties)     \
+  X(vkCreateDevice)                           \
   X(vkGetDeviceProcAddr)
 
 // Of a logical device: memory, buffers, pipelines, descriptors, commands, the queue.
-#define QWEN35_VK_DEVICE_FNS(X)        \
-  X(vkDestroyDevice)                   \
-  X(vkGetDeviceQueue)                  \
-  X(vkDeviceWaitIdle)                  \
-  X(vkCreateBuffer)                    \
-  X(vkDestroyBuffer)                   \
-  X(vkGetBufferMemoryRequirements)     \
-  X(vkAllocateMemory)                  \
-  X(vkFreeMemory)                      \
-  X(vkBindBufferMemory)                \
-  X(vkMapMemory)                       \
-  X(vkUnmapMemory)                     \
-  X(vkCreateShaderModule)              \
-  X(vkDestroyShaderModule)             \
-  X(vkCreateDescriptorSetLayout)       \
-  X(vkDestroyDescriptorSetLayout)      \
-  X(vkCreatePipelineLayout)            \
-  X(vkDestroyPipelineLayout)           \
-  X(vkCreatePipelineCache)             \
-  X(vkDestroyPipelineCache)            \
-  X(vkCreateComputePipelines)          \
-  X(vkDestroyPipeline)                 \
-  X(vkCreateDescriptorPool)            \
-  X(vkDestroyDescriptorPool)           \
-  X(vkResetDescriptorPool)             \
-  X(vkAllocateDescriptorSets)          \
-  X(vkUpdateDescriptorSets)            \
-  X(vkCreateCommandPool)               \
-  X(vkDestroyCommandPool)              \
-  X(vkResetCommandPool)                \
-  X(vkAllocateCommandBuffers)          \
-  X(vkBeginCommandBuffer)              \
-  X(vkEndCommandBuffer)                \
-  X(vkCmdBindPipeline)                 \
-  X(vkCmdBindDescriptorSets)           \
-  X(vkCmdPushConstants)                \
-  X(vkCmdDispatch)                     \
-  X(vkCmdPipelineBarrier)              \
-  X(vkCmdCopyBuffer)                   \
-  X(vkQueueSubmit)                     \
-  X(vkCreateFence)                     \
-  X(vkDestroyFence)                    \
-  X(vkWaitForFences)                   \
+#define QWEN35_VK_DEVICE_FNS(X)    \
+  X(vkDestroyDevice)               \
+  X(vkGetDeviceQueue)              \
+  X(vkDeviceWaitIdle)              \
+  X(vkCreateBuffer)                \
+  X(vkDestroyBuffer)               \
+  X(vkGetBufferMemoryRequirements) \
+  X(vkAllocateMemory)              \
+  X(vkFreeMemory)                  \
+  X(vkBindBufferMemory)            \
+  X(vkMapMemory)                   \
+  X(vkUnmapMemory)                 \
+  X(vkCreateShaderModule)          \
+  X(vkDestroyShaderModule)         \
+  X(vkCreateDescriptorSetLayout)   \
+  X(vkDestroyDescriptorSetLayout)  \
+  X(vkCreatePipelineLayout)        \
+  X(vkDestroyPipelineLayout)       \
+  X(vkCreatePipelineCache)         \
+  X(vkDestroyPipelineCache)        \
+  X(vkCreateComputePipelines)      \
+  X(vkDestroyPipeline)             \
+  X(vkCreateDescriptorPool)        \
+  X(vkDestroyDescriptorPool)       \
+  X(vkResetDescriptorPool)         \
+  X(vkAllocateDescriptorSets)      \
+  X(vkUpdateDescriptorSets)        \
+  X(vkCreateCommandPool)           \
+  X(vkDestroyCommandPool)          \
+  X(vkResetCommandPool)            \
+  X(vkAllocateCommandBuffers)      \
+  X(vkBeginCommandBuffer)          \
+  X(vkEndCommandBuffer)            \
+  X(vkCmdBindPipeline)             \
+  X(vkCmdBindDescriptorSets)       \
+  X(vkCmdPushConstants)            \
+  X(vkCmdDispatch)                 \
+  X(vkCmdPipelineBarrier)          \
+  X(vkCmdCopyBuffer)               \
+  X(vkQueueSubmit)                 \
+  X(vkCreateFence)                 \
+  X(vkDestroyFence)                \
+  X(vkWaitForFences)               \
   X(vkResetFences)
 
 #define QWEN35_VK_MEMBER(f) PFN_##f f = nullptr;

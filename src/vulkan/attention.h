@@ -14,8 +14,8 @@ namespace qwen35::vulkan {
 // sequence is physical block table[b] of k_pool and v_pool ([blocks, 64, n_kv_heads·head_dim]).
 struct DeviceKv {
   Binding k_pool, v_pool;
-  Binding table;          // int32 [ceil(capacity / 64)]
-  int64_t capacity = 0;   // positions the table covers
+  Binding table;         // int32 [ceil(capacity / 64)]
+  int64_t capacity = 0;  // positions the table covers
 };
 
 struct AttentionShape {
@@ -27,18 +27,18 @@ struct AttentionShape {
 
 // The rows' inputs and the op's scratch.
 struct AttentionInputs {
-  Binding qg, k, v;           // [n, nh, q_row], [n, nkv, hd], [n, nkv, hd]
-  Binding q_norm, k_norm;     // [hd] each (1+w folded)
-  Binding positions;          // int32 [n, 3]: the rows' rotary positions (text: pos0 + t on each axis)
+  Binding qg, k, v;        // [n, nh, q_row], [n, nkv, hd], [n, nkv, hd]
+  Binding q_norm, k_norm;  // [hd] each (1+w folded)
+  Binding positions;       // int32 [n, 3]: the rows' rotary positions (text: pos0 + t on each axis)
   const Binding* pair_axis = nullptr;  // uint32 [rotary_dim/2], or null
-  Binding rope_table;         // vulkan/ops.h rope_table
+  Binding rope_table;                  // vulkan/ops.h rope_table
   int64_t rope_rows = 0;
-  Binding q_tmp, k_tmp;       // scratch: [n·nh·hd], [n·nkv·hd] floats
+  Binding q_tmp, k_tmp;  // scratch: [n·nh·hd], [n·nkv·hd] floats
 };
 
 // out [n, nh·hd]; appends the rows' keys and values at positions pos0.. (pos0 + n ≤ capacity,
 // first_key ≤ pos0, head_dim ≤ 256).
-void record_attention(Recorder& rec, const AttentionShape& s, const AttentionInputs& in, int64_t n, int64_t pos0,
-                      const DeviceKv& kv, const Binding& out);
+void record_attention(Recorder& rec, const AttentionShape& s, const AttentionInputs& in, int64_t n,
+                      int64_t pos0, const DeviceKv& kv, const Binding& out);
 
 }  // namespace qwen35::vulkan

@@ -10,9 +10,7 @@
 namespace qwen35::vulkan {
 
 namespace {
-std::string mib(uint64_t bytes) {
-  return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB";
-}
+std::string mib(uint64_t bytes) { return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB"; }
 }  // namespace
 
 // ---- Buffer ----
@@ -59,7 +57,8 @@ core::Result<std::unique_ptr<Device>> Device::open(std::shared_ptr<Instance> ins
   QWEN35_ASSIGN_OR_RETURN(auto infos, instance->devices());
   const DeviceInfo& info = infos[size_t(index)];
   if (!info.unusable.empty())
-    return core::error("[vulkan] device " + std::to_string(index) + " (" + info.name + ") cannot run qwen35: " + info.unusable);
+    return core::error("[vulkan] device " + std::to_string(index) + " (" + info.name +
+                       ") cannot run qwen35: " + info.unusable);
   std::unique_ptr<Device> d(new Device);
   d->instance_ = std::move(instance);
   d->info_ = info;
@@ -83,11 +82,11 @@ core::Result<std::unique_ptr<Device>> Device::open(std::shared_ptr<Instance> ins
                                "vkCreateDevice (" + info.name + ")"));
   bool missing = false;
   std::string which;
-#define QWEN35_VK_FETCH(f)                                                              \
-  d->api_.f = reinterpret_cast<PFN_##f>(ia.vkGetDeviceProcAddr(d->device_, #f));       \
-  if (!d->api_.f && !missing) {                                                         \
-    missing = true;                                                                     \
-    which = #f;                                                                         \
+#define QWEN35_VK_FETCH(f)                                                       \
+  d->api_.f = reinterpret_cast<PFN_##f>(ia.vkGetDeviceProcAddr(d->device_, #f)); \
+  if (!d->api_.f && !missing) {                                                  \
+    missing = true;                                                              \
+    which = #f;                                                                  \
   }
   QWEN35_VK_DEVICE_FNS(QWEN35_VK_FETCH)
 #undef QWEN35_VK_FETCH
@@ -100,16 +99,19 @@ core::Result<std::unique_ptr<Device>> Device::open(std::shared_ptr<Instance> ins
   if (info.max_allocation_bytes) limit = std::min(limit, info.max_allocation_bytes);
   if (options.max_binding_bytes) limit = std::min(limit, options.max_binding_bytes);
   d->binding_limit_ = limit & ~uint64_t(3);
-  d->part_limit_ = options.max_part_bytes ? std::min(options.max_part_bytes, limit) & ~uint64_t(3) : d->binding_limit_;
+  d->part_limit_ = options.max_part_bytes ? std::min(options.max_part_bytes, limit) & ~uint64_t(3)
+                                          : d->binding_limit_;
   d->group_limit_ = info.max_workgroup_count[0];
   if (options.max_groups) d->group_limit_ = std::min(d->group_limit_, options.max_groups);
   if (d->part_limit_ < 4 || d->group_limit_ == 0)
-    return core::error("[vulkan] device options leave no room: a binding of " + std::to_string(d->binding_limit_) +
-                       " bytes, " + std::to_string(d->group_limit_) + " workgroups a dispatch");
+    return core::error("[vulkan] device options leave no room: a binding of " +
+                       std::to_string(d->binding_limit_) + " bytes, " +
+                       std::to_string(d->group_limit_) + " workgroups a dispatch");
 
   VkPipelineCacheCreateInfo pc{};
   pc.sType = VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO;
-  QWEN35_RETURN_IF_ERROR(check(d->api_.vkCreatePipelineCache(d->device_, &pc, nullptr, &d->cache_), "vkCreatePipelineCache"));
+  QWEN35_RETURN_IF_ERROR(check(d->api_.vkCreatePipelineCache(d->device_, &pc, nullptr, &d->cache_),
+                               "vkCreatePipelineCache"));
   return d;
 }
 
@@ -136,15 +138,21 @@ core::Status Device::note(VkResult r, const std::string& what) {
 }
 
 void Device::simulate_loss() {
-  if (lost_.empty()) lost_ = check(VK_ERROR_DEVICE_LOST, "device " + std::to_string(info_.index) + " (" + info_.name + ")").message();
+  if (lost_.empty())
+    lost_ = check(VK_ERROR_DEVICE_LOST,
+                  "device " + std::to_string(info_.index) + " (" + info_.name + ")")
+                .message();
 }
 
 int Device::memory_type(uint32_t type_bits, MemoryKind kind) const {
-  const VkMemoryPropertyFlags want = kind == MemoryKind::kDevice
-                                         ? VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
-                                         : VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  // Host staging prefers cached memory (downloads read it); device buffers take any device-local type.
-  const VkMemoryPropertyFlags nice = kind == MemoryKind::kHost ? VK_MEMORY_PROPERTY_HOST_CACHED_BIT : 0;
+  const VkMemoryPropertyFlags want =
+      kind == MemoryKind::kDevice
+          ? VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+          : VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  // Host staging prefers cached memory (downloads read it); device buffers take any device-local
+  // type.
+  const VkMemoryPropertyFlags nice =
+      kind == MemoryKind::kHost ? VK_MEMORY_PROPERTY_HOST_CACHED_BIT : 0;
   int found = -1;
   for (uint32_t i = 0; i < memory_.memoryTypeCount; ++i) {
     if (!(type_bits & (1u << i))) continue;
@@ -160,7 +168,8 @@ core::Result<Buffer> Device::buffer(uint64_t bytes, MemoryKind kind) {
   QWEN35_RETURN_IF_ERROR(healthy());
   const uint64_t size = std::max<uint64_t>(4, (bytes + 3) & ~uint64_t(3));
   if (info_.max_allocation_bytes && size > info_.max_allocation_bytes)
-    return core::error("[vulkan] a buffer of " + mib(size) + " exceeds the device's largest allocation (" +
+    return core::error("[vulkan] a buffer of " + mib(size) +
+                       " exceeds the device's largest allocation (" +
                        mib(info_.max_allocation_bytes) + ")");
   Buffer b;
   b.dev_ = this;
@@ -168,43 +177,53 @@ core::Result<Buffer> Device::buffer(uint64_t bytes, MemoryKind kind) {
   VkBufferCreateInfo bi{};
   bi.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
   bi.size = size;
-  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+  bi.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+             VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   bi.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-  QWEN35_RETURN_IF_ERROR(note(api_.vkCreateBuffer(device_, &bi, nullptr, &b.buffer_), "vkCreateBuffer (" + mib(size) + ")"));
+  QWEN35_RETURN_IF_ERROR(note(api_.vkCreateBuffer(device_, &bi, nullptr, &b.buffer_),
+                              "vkCreateBuffer (" + mib(size) + ")"));
   VkMemoryRequirements req{};
   api_.vkGetBufferMemoryRequirements(device_, b.buffer_, &req);
   const int type = memory_type(req.memoryTypeBits, kind);
   if (type < 0)
     return core::error(std::string("[vulkan] ") + info_.name + " has no " +
-                       (kind == MemoryKind::kDevice ? "device-local" : "host-visible coherent") + " memory for a buffer");
+                       (kind == MemoryKind::kDevice ? "device-local" : "host-visible coherent") +
+                       " memory for a buffer");
   VkMemoryAllocateInfo ai{};
   ai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
   ai.allocationSize = req.size;
   ai.memoryTypeIndex = uint32_t(type);
-  QWEN35_RETURN_IF_ERROR(note(api_.vkAllocateMemory(device_, &ai, nullptr, &b.memory_),
-                              std::string("vkAllocateMemory (") + mib(req.size) +
-                                  (kind == MemoryKind::kDevice ? " of device memory)" : " of host-visible memory)")));
-  QWEN35_RETURN_IF_ERROR(note(api_.vkBindBufferMemory(device_, b.buffer_, b.memory_, 0), "vkBindBufferMemory"));
+  QWEN35_RETURN_IF_ERROR(
+      note(api_.vkAllocateMemory(device_, &ai, nullptr, &b.memory_),
+           std::string("vkAllocateMemory (") + mib(req.size) +
+               (kind == MemoryKind::kDevice ? " of device memory)" : " of host-visible memory)")));
+  QWEN35_RETURN_IF_ERROR(
+      note(api_.vkBindBufferMemory(device_, b.buffer_, b.memory_, 0), "vkBindBufferMemory"));
   if (kind == MemoryKind::kHost)
-    QWEN35_RETURN_IF_ERROR(note(api_.vkMapMemory(device_, b.memory_, 0, VK_WHOLE_SIZE, 0, &b.mapped_), "vkMapMemory"));
+    QWEN35_RETURN_IF_ERROR(
+        note(api_.vkMapMemory(device_, b.memory_, 0, VK_WHOLE_SIZE, 0, &b.mapped_), "vkMapMemory"));
   return b;
 }
 
 core::Result<const Pipeline*> Device::pipeline(std::string_view shader) {
   QWEN35_RETURN_IF_ERROR(healthy());
-  if (auto it = pipelines_.find(shader); it != pipelines_.end()) return static_cast<const Pipeline*>(it->second.get());
+  if (auto it = pipelines_.find(shader); it != pipelines_.end())
+    return static_cast<const Pipeline*>(it->second.get());
   const std::string_view spirv = shader_spirv(shader);
-  if (spirv.empty()) return core::error("[vulkan] no shader '" + std::string(shader) + "' in this build");
+  if (spirv.empty())
+    return core::error("[vulkan] no shader '" + std::string(shader) + "' in this build");
   const uint32_t nb = spirv_bindings(spirv);
   if (nb == 0 || nb > kMaxBindings)
-    return core::error("[vulkan] shader '" + std::string(shader) + "' declares " + std::to_string(nb) + " bindings");
+    return core::error("[vulkan] shader '" + std::string(shader) + "' declares " +
+                       std::to_string(nb) + " bindings");
   auto p = std::make_unique<Pipeline>();
   p->bindings = nb;
   // On failure, the handles made so far are destroyed here (p is not kept).
   auto cleanup = [&]() {
     if (p->pipeline != VK_NULL_HANDLE) api_.vkDestroyPipeline(device_, p->pipeline, nullptr);
     if (p->layout != VK_NULL_HANDLE) api_.vkDestroyPipelineLayout(device_, p->layout, nullptr);
-    if (p->set_layout != VK_NULL_HANDLE) api_.vkDestroyDescriptorSetLayout(device_, p->set_layout, nullptr);
+    if (p->set_layout != VK_NULL_HANDLE)
+      api_.vkDestroyDescriptorSetLayout(device_, p->set_layout, nullptr);
   };
   std::vector<VkDescriptorSetLayoutBinding> binds(nb);
   for (uint32_t i = 0; i < nb; ++i) {
@@ -218,7 +237,8 @@ core::Result<const Pipeline*> Device::pipeline(std::string_view shader) {
   dl.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO;
   dl.bindingCount = nb;
   dl.pBindings = binds.data();
-  core::Status st = note(api_.vkCreateDescriptorSetLayout(device_, &dl, nullptr, &p->set_layout), "vkCreateDescriptorSetLayout");
+  core::Status st = note(api_.vkCreateDescriptorSetLayout(device_, &dl, nullptr, &p->set_layout),
+                         "vkCreateDescriptorSetLayout");
   VkPushConstantRange push{VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes};
   if (st.ok()) {
     VkPipelineLayoutCreateInfo pl{};
@@ -227,7 +247,8 @@ core::Result<const Pipeline*> Device::pipeline(std::string_view shader) {
     pl.pSetLayouts = &p->set_layout;
     pl.pushConstantRangeCount = 1;
     pl.pPushConstantRanges = &push;
-    st = note(api_.vkCreatePipelineLayout(device_, &pl, nullptr, &p->layout), "vkCreatePipelineLayout");
+    st = note(api_.vkCreatePipelineLayout(device_, &pl, nullptr, &p->layout),
+              "vkCreatePipelineLayout");
   }
   VkShaderModule module = VK_NULL_HANDLE;
   if (st.ok()) {
@@ -235,7 +256,8 @@ core::Result<const Pipeline*> Device::pipeline(std::string_view shader) {
     sm.sType = VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO;
     sm.codeSize = spirv.size();
     sm.pCode = reinterpret_cast<const uint32_t*>(spirv.data());  // embedded 4-byte aligned
-    st = note(api_.vkCreateShaderModule(device_, &sm, nullptr, &module), "vkCreateShaderModule (" + std::string(shader) + ")");
+    st = note(api_.vkCreateShaderModule(device_, &sm, nullptr, &module),
+              "vkCreateShaderModule (" + std::string(shader) + ")");
   }
   if (st.ok()) {
     VkComputePipelineCreateInfo cp{};
@@ -264,8 +286,9 @@ constexpr uint64_t kTransferChunk = 64ull << 20;
 
 core::Status Device::upload(const Buffer& dst, uint64_t offset, const void* src, uint64_t bytes) {
   if (offset + bytes > dst.bytes())
-    return core::error("[vulkan] upload of " + std::to_string(bytes) + " bytes at " + std::to_string(offset) +
-                       " past the end of a buffer of " + std::to_string(dst.bytes()));
+    return core::error("[vulkan] upload of " + std::to_string(bytes) + " bytes at " +
+                       std::to_string(offset) + " past the end of a buffer of " +
+                       std::to_string(dst.bytes()));
   Recorder rec(*this);
   for (uint64_t done = 0; done < bytes;) {
     const uint64_t n = std::min(kTransferChunk, bytes - done);
@@ -279,8 +302,9 @@ core::Status Device::upload(const Buffer& dst, uint64_t offset, const void* src,
 
 core::Status Device::download(const Buffer& src, uint64_t offset, void* dst, uint64_t bytes) {
   if (offset + bytes > src.bytes())
-    return core::error("[vulkan] download of " + std::to_string(bytes) + " bytes at " + std::to_string(offset) +
-                       " past the end of a buffer of " + std::to_string(src.bytes()));
+    return core::error("[vulkan] download of " + std::to_string(bytes) + " bytes at " +
+                       std::to_string(offset) + " past the end of a buffer of " +
+                       std::to_string(src.bytes()));
   Recorder rec(*this);
   for (uint64_t done = 0; done < bytes;) {
     const uint64_t n = std::min(kTransferChunk, bytes - done);

@@ -94,7 +94,8 @@ class Device {
   uint32_t queue_family() const { return queue_family_; }
   // The bytes one storage binding may cover (DeviceOptions::max_binding_bytes), a multiple of 4.
   uint64_t binding_limit() const { return binding_limit_; }
-  // The bytes one part of a weight matrix may hold (DeviceOptions::max_part_bytes), a multiple of 4.
+  // The bytes one part of a weight matrix may hold (DeviceOptions::max_part_bytes), a multiple
+  // of 4.
   uint64_t part_limit() const { return part_limit_; }
   // Workgroups per dispatch along x.
   uint32_t group_limit() const { return group_limit_; }

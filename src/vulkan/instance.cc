@@ -15,9 +15,11 @@ core::Result<std::shared_ptr<Instance>> Instance::create() {
   QWEN35_ASSIGN_OR_RETURN(auto loader, Loader::open());
   const GlobalApi& g = loader->api();
   uint32_t version = 0;
-  QWEN35_RETURN_IF_ERROR(check(g.vkEnumerateInstanceVersion(&version), "vkEnumerateInstanceVersion"));
+  QWEN35_RETURN_IF_ERROR(
+      check(g.vkEnumerateInstanceVersion(&version), "vkEnumerateInstanceVersion"));
   if (version < VK_API_VERSION_1_1)
-    return core::error("[vulkan] the loader is Vulkan " + std::to_string(VK_API_VERSION_MAJOR(version)) + "." +
+    return core::error("[vulkan] the loader is Vulkan " +
+                       std::to_string(VK_API_VERSION_MAJOR(version)) + "." +
                        std::to_string(VK_API_VERSION_MINOR(version)) + "; 1.1 or later is needed");
   // The newest version whose structures we read; a 1.1 loader gets 1.1.
   version = std::min<uint32_t>(version, VK_API_VERSION_1_3);
@@ -34,16 +36,18 @@ core::Result<std::shared_ptr<Instance>> Instance::create() {
   inst->version_ = version;
   VkResult r = inst->loader_->api().vkCreateInstance(&ci, nullptr, &inst->instance_);
   if (r == VK_ERROR_INCOMPATIBLE_DRIVER)
-    return core::error("[vulkan] no Vulkan driver (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER; install mesa-vulkan-drivers or a GPU driver)");
+    return core::error(
+        "[vulkan] no Vulkan driver (vkCreateInstance: VK_ERROR_INCOMPATIBLE_DRIVER; install "
+        "mesa-vulkan-drivers or a GPU driver)");
   QWEN35_RETURN_IF_ERROR(check(r, "vkCreateInstance"));
   const auto gipa = inst->loader_->api().vkGetInstanceProcAddr;
   bool missing = false;
   std::string which;
-#define QWEN35_VK_FETCH(f)                                                           \
-  inst->api_.f = reinterpret_cast<PFN_##f>(gipa(inst->instance_, #f));              \
-  if (!inst->api_.f && !missing) {                                                   \
-    missing = true;                                                                  \
-    which = #f;                                                                      \
+#define QWEN35_VK_FETCH(f)                                             \
+  inst->api_.f = reinterpret_cast<PFN_##f>(gipa(inst->instance_, #f)); \
+  if (!inst->api_.f && !missing) {                                     \
+    missing = true;                                                    \
+    which = #f;                                                        \
   }
   QWEN35_VK_INSTANCE_FNS(QWEN35_VK_FETCH)
 #undef QWEN35_VK_FETCH
@@ -56,27 +60,33 @@ core::Result<std::shared_ptr<Instance>> Instance::create() {
 }
 
 Instance::~Instance() {
-  if (instance_ != VK_NULL_HANDLE && api_.vkDestroyInstance) api_.vkDestroyInstance(instance_, nullptr);
+  if (instance_ != VK_NULL_HANDLE && api_.vkDestroyInstance)
+    api_.vkDestroyInstance(instance_, nullptr);
 }
 
 core::Result<VkPhysicalDevice> Instance::physical(int index) const {
   uint32_t n = 0;
-  QWEN35_RETURN_IF_ERROR(check(api_.vkEnumeratePhysicalDevices(instance_, &n, nullptr), "vkEnumeratePhysicalDevices"));
+  QWEN35_RETURN_IF_ERROR(
+      check(api_.vkEnumeratePhysicalDevices(instance_, &n, nullptr), "vkEnumeratePhysicalDevices"));
   std::vector<VkPhysicalDevice> pds(n);
-  QWEN35_RETURN_IF_ERROR(check(api_.vkEnumeratePhysicalDevices(instance_, &n, pds.data()), "vkEnumeratePhysicalDevices"));
+  QWEN35_RETURN_IF_ERROR(check(api_.vkEnumeratePhysicalDevices(instance_, &n, pds.data()),
+                               "vkEnumeratePhysicalDevices"));
   if (index < 0 || uint32_t(index) >= n)
-    return core::error("[vulkan] no Vulkan device " + std::to_string(index) + " (" + std::to_string(n) +
-                       (n == 1 ? " device" : " devices") + " found; `qwen35 devices` lists them)");
+    return core::error("[vulkan] no Vulkan device " + std::to_string(index) + " (" +
+                       std::to_string(n) + (n == 1 ? " device" : " devices") +
+                       " found; `qwen35 devices` lists them)");
   return pds[size_t(index)];
 }
 
 core::Result<std::vector<DeviceInfo>> Instance::devices() const {
   uint32_t n = 0;
   VkResult r = api_.vkEnumeratePhysicalDevices(instance_, &n, nullptr);
-  if (r == VK_ERROR_INITIALIZATION_FAILED) return std::vector<DeviceInfo>{};  // no driver, no device
+  if (r == VK_ERROR_INITIALIZATION_FAILED)
+    return std::vector<DeviceInfo>{};  // no driver, no device
   QWEN35_RETURN_IF_ERROR(check(r, "vkEnumeratePhysicalDevices"));
   std::vector<VkPhysicalDevice> pds(n);
-  QWEN35_RETURN_IF_ERROR(check(api_.vkEnumeratePhysicalDevices(instance_, &n, pds.data()), "vkEnumeratePhysicalDevices"));
+  QWEN35_RETURN_IF_ERROR(check(api_.vkEnumeratePhysicalDevices(instance_, &n, pds.data()),
+                               "vkEnumeratePhysicalDevices"));
   std::vector<DeviceInfo> out;
   for (uint32_t i = 0; i < n; ++i) out.push_back(describe(pds[i], int(i)));
   return out;
@@ -93,11 +103,16 @@ T typed(VkStructureType t) {
 
 const char* type_name(VkPhysicalDeviceType t) {
   switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return "discrete GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return "integrated GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return "virtual GPU";
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return "CPU";
-    default: return "other";
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return "discrete GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return "integrated GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return "virtual GPU";
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return "CPU";
+    default:
+      return "other";
   }
 }
 }  // namespace
@@ -126,7 +141,8 @@ DeviceInfo Instance::describe(VkPhysicalDevice pd, int index) const {
   std::vector<VkExtensionProperties> exts;
   if (api_.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n_ext, nullptr) == VK_SUCCESS) {
     exts.resize(n_ext);
-    if (api_.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n_ext, exts.data()) != VK_SUCCESS) exts.clear();
+    if (api_.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n_ext, exts.data()) != VK_SUCCESS)
+      exts.clear();
     exts.resize(n_ext);
   }
   auto has_ext = [&](const char* name) {
@@ -137,9 +153,12 @@ DeviceInfo Instance::describe(VkPhysicalDevice pd, int index) const {
 
   if (v >= VK_API_VERSION_1_1) {
     auto p2 = typed<VkPhysicalDeviceProperties2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2);
-    auto sub = typed<VkPhysicalDeviceSubgroupProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
-    auto m3 = typed<VkPhysicalDeviceMaintenance3Properties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES);
-    auto drv = typed<VkPhysicalDeviceDriverProperties>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES);
+    auto sub = typed<VkPhysicalDeviceSubgroupProperties>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES);
+    auto m3 = typed<VkPhysicalDeviceMaintenance3Properties>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES);
+    auto drv = typed<VkPhysicalDeviceDriverProperties>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES);
     p2.pNext = &sub;
     sub.pNext = &m3;
     if (v >= VK_API_VERSION_1_2) m3.pNext = &drv;
@@ -152,10 +171,14 @@ DeviceInfo Instance::describe(VkPhysicalDevice pd, int index) const {
     }
 
     auto f2 = typed<VkPhysicalDeviceFeatures2>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2);
-    auto s16 = typed<VkPhysicalDevice16BitStorageFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES);
-    auto s8 = typed<VkPhysicalDevice8BitStorageFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES);
-    auto fi = typed<VkPhysicalDeviceShaderFloat16Int8Features>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
-    auto dot = typed<VkPhysicalDeviceShaderIntegerDotProductFeatures>(VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES);
+    auto s16 = typed<VkPhysicalDevice16BitStorageFeatures>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES);
+    auto s8 = typed<VkPhysicalDevice8BitStorageFeatures>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES);
+    auto fi = typed<VkPhysicalDeviceShaderFloat16Int8Features>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES);
+    auto dot = typed<VkPhysicalDeviceShaderIntegerDotProductFeatures>(
+        VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_INTEGER_DOT_PRODUCT_FEATURES);
     f2.pNext = &s16;
     void** tail = &s16.pNext;
     if (v >= VK_API_VERSION_1_2) {
@@ -174,12 +197,14 @@ DeviceInfo Instance::describe(VkPhysicalDevice pd, int index) const {
     }
     d.integer_dot_product = dot_known && dot.shaderIntegerDotProduct;
   }
-  d.cooperative_matrix = has_ext("VK_KHR_cooperative_matrix") || has_ext("VK_NV_cooperative_matrix");
+  d.cooperative_matrix =
+      has_ext("VK_KHR_cooperative_matrix") || has_ext("VK_NV_cooperative_matrix");
 
   VkPhysicalDeviceMemoryProperties mem{};
   api_.vkGetPhysicalDeviceMemoryProperties(pd, &mem);
   for (uint32_t i = 0; i < mem.memoryHeapCount; ++i)
-    d.heaps.push_back({mem.memoryHeaps[i].size, (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0});
+    d.heaps.push_back({mem.memoryHeaps[i].size,
+                       (mem.memoryHeaps[i].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) != 0});
 
   uint32_t nq = 0;
   api_.vkGetPhysicalDeviceQueueFamilyProperties(pd, &nq, nullptr);
@@ -189,17 +214,23 @@ DeviceInfo Instance::describe(VkPhysicalDevice pd, int index) const {
   for (int pass = 0; pass < 2 && d.compute_queue_family < 0; ++pass)
     for (uint32_t i = 0; i < nq; ++i) {
       const VkQueueFlags f = qs[i].queueFlags;
-      if ((f & VK_QUEUE_COMPUTE_BIT) && qs[i].queueCount > 0 && (pass == 1 || !(f & VK_QUEUE_GRAPHICS_BIT))) {
+      if ((f & VK_QUEUE_COMPUTE_BIT) && qs[i].queueCount > 0 &&
+          (pass == 1 || !(f & VK_QUEUE_GRAPHICS_BIT))) {
         d.compute_queue_family = int(i);
         break;
       }
     }
 
-  if (v < VK_API_VERSION_1_1) d.unusable = "Vulkan " + d.api_string() + "; 1.1 or later is needed";
-  else if (d.compute_queue_family < 0) d.unusable = "no compute queue";
-  else if (d.max_push_constants < kPushBytes) d.unusable = "push constants below 128 bytes";
-  else if (d.max_workgroup_invocations < kWorkgroup) d.unusable = "workgroups below 64 invocations";
-  else if (d.max_shared_memory < 16384) d.unusable = "shared memory below 16 KiB";
+  if (v < VK_API_VERSION_1_1)
+    d.unusable = "Vulkan " + d.api_string() + "; 1.1 or later is needed";
+  else if (d.compute_queue_family < 0)
+    d.unusable = "no compute queue";
+  else if (d.max_push_constants < kPushBytes)
+    d.unusable = "push constants below 128 bytes";
+  else if (d.max_workgroup_invocations < kWorkgroup)
+    d.unusable = "workgroups below 64 invocations";
+  else if (d.max_shared_memory < 16384)
+    d.unusable = "shared memory below 16 KiB";
   return d;
 }
 

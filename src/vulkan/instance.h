@@ -21,19 +21,20 @@ struct MemoryHeap {
 struct DeviceInfo {
   int index = 0;  // in vkEnumeratePhysicalDevices order: the N of --device vulkan:N
   std::string name;
-  std::string type;         // "discrete GPU", "integrated GPU", "virtual GPU", "CPU", "other"
-  std::string driver;       // driver name and info ("llvmpipe", "Mesa 22.3.6 (LLVM 15.0.6)")
+  std::string type;          // "discrete GPU", "integrated GPU", "virtual GPU", "CPU", "other"
+  std::string driver;        // driver name and info ("llvmpipe", "Mesa 22.3.6 (LLVM 15.0.6)")
   uint32_t api_version = 0;  // VK_MAKE_API_VERSION
   uint32_t vendor_id = 0, device_id = 0;
   std::vector<MemoryHeap> heaps;
   uint32_t subgroup_size = 0;
   // Optional features, reported for the shaders to come (none is required yet).
-  bool storage_8bit = false;        // storageBuffer8BitAccess
-  bool storage_16bit = false;       // storageBuffer16BitAccess
-  bool float16 = false;             // shaderFloat16
-  bool int8 = false;                // shaderInt8
-  bool integer_dot_product = false;  // shaderIntegerDotProduct (1.3 or VK_KHR_shader_integer_dot_product)
-  bool cooperative_matrix = false;   // VK_KHR_cooperative_matrix or VK_NV_cooperative_matrix
+  bool storage_8bit = false;   // storageBuffer8BitAccess
+  bool storage_16bit = false;  // storageBuffer16BitAccess
+  bool float16 = false;        // shaderFloat16
+  bool int8 = false;           // shaderInt8
+  bool integer_dot_product =
+      false;  // shaderIntegerDotProduct (1.3 or VK_KHR_shader_integer_dot_product)
+  bool cooperative_matrix = false;  // VK_KHR_cooperative_matrix or VK_NV_cooperative_matrix
   // Limits the backend plans with.
   uint64_t max_storage_buffer_range = 0;  // bytes one storage binding may cover
   uint64_t max_allocation_bytes = 0;      // maxMemoryAllocationSize
@@ -42,7 +43,7 @@ struct DeviceInfo {
   uint32_t max_workgroup_count[3] = {0, 0, 0};
   uint32_t max_push_constants = 0;
   uint64_t storage_offset_alignment = 0;  // minStorageBufferOffsetAlignment: a binding's offset
-  int compute_queue_family = -1;  // -1: none
+  int compute_queue_family = -1;          // -1: none
   // Why we cannot run on it, in one phrase; empty: we can.
   std::string unusable;
 

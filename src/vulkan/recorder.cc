@@ -16,14 +16,16 @@ Recorder::Recorder(Device& dev) : dev_(dev) {
   pi.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
   pi.flags = VK_COMMAND_POOL_CREATE_TRANSIENT_BIT;
   pi.queueFamilyIndex = dev_.queue_family();
-  status_ = dev_.note(api.vkCreateCommandPool(dev_.handle(), &pi, nullptr, &pool_), "vkCreateCommandPool");
+  status_ = dev_.note(api.vkCreateCommandPool(dev_.handle(), &pi, nullptr, &pool_),
+                      "vkCreateCommandPool");
   if (!status_.ok()) return;
   VkCommandBufferAllocateInfo ai{};
   ai.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
   ai.commandPool = pool_;
   ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
   ai.commandBufferCount = 1;
-  status_ = dev_.note(api.vkAllocateCommandBuffers(dev_.handle(), &ai, &cmd_), "vkAllocateCommandBuffers");
+  status_ = dev_.note(api.vkAllocateCommandBuffers(dev_.handle(), &ai, &cmd_),
+                      "vkAllocateCommandBuffers");
   if (!status_.ok()) return;
   VkFenceCreateInfo fi{};
   fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
@@ -68,9 +70,10 @@ void Recorder::barrier() {
   VkMemoryBarrier mb{};
   mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
   mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_READ_BIT |
-                     VK_ACCESS_TRANSFER_WRITE_BIT;
-  const VkPipelineStageFlags stages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  const VkPipelineStageFlags stages =
+      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
   dev_.api().vkCmdPipelineBarrier(cmd_, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
 }
 
@@ -81,19 +84,21 @@ bool Recorder::resolve(const Binding& b, VkDescriptorBufferInfo* out) {
   }
   const uint64_t bytes = b.bytes ? b.bytes : b.buffer->bytes() - b.offset;
   if (b.offset + bytes > b.buffer->bytes()) {
-    fail(core::error("[vulkan] a binding of " + std::to_string(bytes) + " bytes at " + std::to_string(b.offset) +
-                     " runs past its buffer of " + std::to_string(b.buffer->bytes())));
+    fail(core::error("[vulkan] a binding of " + std::to_string(bytes) + " bytes at " +
+                     std::to_string(b.offset) + " runs past its buffer of " +
+                     std::to_string(b.buffer->bytes())));
     return false;
   }
   const uint64_t align = dev_.info().storage_offset_alignment;
   if (align > 1 && b.offset % align != 0) {
-    fail(core::error("[vulkan] a binding at offset " + std::to_string(b.offset) + ", not a multiple of the device's " +
-                     std::to_string(align)));
+    fail(core::error("[vulkan] a binding at offset " + std::to_string(b.offset) +
+                     ", not a multiple of the device's " + std::to_string(align)));
     return false;
   }
   if (bytes > dev_.binding_limit()) {
-    fail(core::error("[vulkan] a binding of " + std::to_string(bytes) + " bytes exceeds the device's limit of " +
-                     std::to_string(dev_.binding_limit()) + " (a tensor this large must be split)"));
+    fail(core::error(
+        "[vulkan] a binding of " + std::to_string(bytes) + " bytes exceeds the device's limit of " +
+        std::to_string(dev_.binding_limit()) + " (a tensor this large must be split)"));
     return false;
   }
   *out = {b.buffer->handle(), b.offset, bytes};
@@ -111,7 +116,8 @@ VkDescriptorSet Recorder::descriptor_set(VkDescriptorSetLayout layout) {
       pi.poolSizeCount = 1;
       pi.pPoolSizes = &size;
       VkDescriptorPool p = VK_NULL_HANDLE;
-      fail(dev_.note(api.vkCreateDescriptorPool(dev_.handle(), &pi, nullptr, &p), "vkCreateDescriptorPool"));
+      fail(dev_.note(api.vkCreateDescriptorPool(dev_.handle(), &pi, nullptr, &p),
+                     "vkCreateDescriptorPool"));
       if (!status_.ok()) return VK_NULL_HANDLE;
       desc_pools_.push_back(p);
     }
@@ -131,19 +137,23 @@ VkDescriptorSet Recorder::descriptor_set(VkDescriptorSetLayout layout) {
   }
 }
 
-void Recorder::dispatch(std::string_view shader, std::initializer_list<Binding> bindings, const void* push,
-                        uint32_t push_bytes, uint64_t groups_x, uint32_t groups_y) {
+void Recorder::dispatch(std::string_view shader, std::initializer_list<Binding> bindings,
+                        const void* push, uint32_t push_bytes, uint64_t groups_x,
+                        uint32_t groups_y) {
   if (!recording() || groups_x == 0 || groups_y == 0) return;
-  if (push_bytes < 4 || push_bytes > kPushBytes) return fail(core::error("[vulkan] push constants of " + std::to_string(push_bytes) + " bytes"));
+  if (push_bytes < 4 || push_bytes > kPushBytes)
+    return fail(core::error("[vulkan] push constants of " + std::to_string(push_bytes) + " bytes"));
   if (groups_y > dev_.info().max_workgroup_count[1])
-    return fail(core::error("[vulkan] " + std::to_string(groups_y) + " workgroups along y exceed the device's " +
+    return fail(core::error("[vulkan] " + std::to_string(groups_y) +
+                            " workgroups along y exceed the device's " +
                             std::to_string(dev_.info().max_workgroup_count[1])));
   auto pipe = dev_.pipeline(shader);
   if (!pipe.ok()) return fail(pipe.status());
   const Pipeline& p = **pipe;
   if (bindings.size() != p.bindings)
-    return fail(core::error("[vulkan] shader '" + std::string(shader) + "' takes " + std::to_string(p.bindings) +
-                            " bindings, given " + std::to_string(bindings.size())));
+    return fail(core::error("[vulkan] shader '" + std::string(shader) + "' takes " +
+                            std::to_string(p.bindings) + " bindings, given " +
+                            std::to_string(bindings.size())));
   VkDescriptorBufferInfo infos[kMaxBindings];
   VkWriteDescriptorSet writes[kMaxBindings];
   const VkDescriptorSet set = descriptor_set(p.set_layout);
@@ -164,12 +174,14 @@ void Recorder::dispatch(std::string_view shader, std::initializer_list<Binding> 
   api.vkUpdateDescriptorSets(dev_.handle(), i, writes, 0, nullptr);
   barrier();
   api.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
-  api.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0, nullptr);
+  api.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0,
+                              nullptr);
   uint8_t pc[kPushBytes] = {};
   std::memcpy(pc, push, push_bytes);
   const uint64_t step = dev_.group_limit();
   for (uint64_t g0 = 0; g0 < groups_x; g0 += step) {
-    if (g0 > 0xFFFFFFFFull) return fail(core::error("[vulkan] a dispatch of more than 2^32 workgroups"));
+    if (g0 > 0xFFFFFFFFull)
+      return fail(core::error("[vulkan] a dispatch of more than 2^32 workgroups"));
     const uint32_t first = uint32_t(g0);
     std::memcpy(pc, &first, 4);
     api.vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes, pc);
@@ -179,8 +191,10 @@ void Recorder::dispatch(std::string_view shader, std::initializer_list<Binding> 
 
 void Recorder::copy(const Binding& src, const Binding& dst, uint64_t bytes) {
   if (!recording() || bytes == 0) return;
-  if (!src.buffer || !dst.buffer || src.offset + bytes > src.buffer->bytes() || dst.offset + bytes > dst.buffer->bytes())
-    return fail(core::error("[vulkan] a copy of " + std::to_string(bytes) + " bytes outside its buffers"));
+  if (!src.buffer || !dst.buffer || src.offset + bytes > src.buffer->bytes() ||
+      dst.offset + bytes > dst.buffer->bytes())
+    return fail(
+        core::error("[vulkan] a copy of " + std::to_string(bytes) + " bytes outside its buffers"));
   barrier();
   VkBufferCopy c{src.offset, dst.offset, bytes};
   dev_.api().vkCmdCopyBuffer(cmd_, src.buffer->handle(), dst.buffer->handle(), 1, &c);
@@ -234,8 +248,8 @@ core::Status Recorder::submit() {
     mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
     mb.srcAccessMask = VK_ACCESS_TRANSFER_WRITE_BIT;
     mb.dstAccessMask = VK_ACCESS_HOST_READ_BIT;
-    api.vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1, &mb, 0,
-                             nullptr, 0, nullptr);
+    api.vkCmdPipelineBarrier(cmd_, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_PIPELINE_STAGE_HOST_BIT, 0, 1,
+                             &mb, 0, nullptr, 0, nullptr);
   }
   const core::Status ended = dev_.note(api.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
   if (!status_.ok()) return status_;  // a recording error: nothing is submitted
@@ -246,14 +260,17 @@ core::Status Recorder::submit() {
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd_;
   QWEN35_RETURN_IF_ERROR(dev_.note(api.vkResetFences(dev_.handle(), 1, &fence_), "vkResetFences"));
-  QWEN35_RETURN_IF_ERROR(dev_.note(api.vkQueueSubmit(dev_.queue(), 1, &si, fence_), "vkQueueSubmit"));
+  QWEN35_RETURN_IF_ERROR(
+      dev_.note(api.vkQueueSubmit(dev_.queue(), 1, &si, fence_), "vkQueueSubmit"));
   ++submissions_;
-  const VkResult r = api.vkWaitForFences(dev_.handle(), 1, &fence_, VK_TRUE, dev_.options().submit_timeout_ns);
+  const VkResult r =
+      api.vkWaitForFences(dev_.handle(), 1, &fence_, VK_TRUE, dev_.options().submit_timeout_ns);
   if (r == VK_TIMEOUT) {
     // A hung device: given up as lost, so no later call waits on it again.
     dev_.simulate_loss();
     return core::error("[vulkan] a submission did not finish in " +
-                       std::to_string(dev_.options().submit_timeout_ns / 1000000000ull) + " s; the device is given up as lost");
+                       std::to_string(dev_.options().submit_timeout_ns / 1000000000ull) +
+                       " s; the device is given up as lost");
   }
   QWEN35_RETURN_IF_ERROR(dev_.note(r, "vkWaitForFences"));
   for (const Pending& p : outputs_) std::memcpy(p.to, p.from, p.bytes);

@@ -86,7 +86,7 @@ class Recorder {
   VkCommandBuffer cmd_ = VK_NULL_HANDLE;
   VkFence fence_ = VK_NULL_HANDLE;
   std::vector<VkDescriptorPool> desc_pools_;
-  size_t desc_pool_ = 0;  // the pool sets are taken from now
+  size_t desc_pool_ = 0;       // the pool sets are taken from now
   std::vector<Buffer> stage_;  // host staging chunks, reused
   size_t stage_chunk_ = 0;
   uint64_t stage_used_ = 0;

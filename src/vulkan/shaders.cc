@@ -1,7 +1,7 @@
 #include "vulkan/shaders.h"
 
-#include <cstdint>
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 namespace qwen35::vulkan {

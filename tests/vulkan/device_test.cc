@@ -25,8 +25,9 @@ TEST(VulkanDevice, ListsTheTestDeviceWithItsFeatures) {
   ASSERT_TRUE(devs.ok()) << devs.message();
   ASSERT_FALSE(devs->empty());
   const DeviceInfo& d = devs->front();
-  std::printf("device 0: %s, %s, subgroup %u, binding limit %llu\n", d.name.c_str(), d.driver.c_str(),
-              d.subgroup_size, static_cast<unsigned long long>(d.max_storage_buffer_range));
+  std::printf("device 0: %s, %s, subgroup %u, binding limit %llu\n", d.name.c_str(),
+              d.driver.c_str(), d.subgroup_size,
+              static_cast<unsigned long long>(d.max_storage_buffer_range));
   EXPECT_TRUE(d.unusable.empty()) << d.unusable;
   EXPECT_GT(d.subgroup_size, 0u);
   EXPECT_FALSE(d.heaps.empty());
@@ -41,7 +42,9 @@ TEST(VulkanDevice, ListsTheTestDeviceWithItsFeatures) {
   }
   auto bad = Device::open(inst, int(devs->size()));
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.message().find("no Vulkan device " + std::to_string(devs->size())), std::string::npos) << bad.message();
+  EXPECT_NE(bad.message().find("no Vulkan device " + std::to_string(devs->size())),
+            std::string::npos)
+      << bad.message();
 }
 
 TEST(VulkanDevice, UploadAndDownloadRoundTripThroughStaging) {
@@ -105,7 +108,8 @@ TEST(VulkanDevice, RecordingErrorsAreOneLineAndSubmitNothing) {
   record_add_rows(rec, {&*big}, nullptr, 1, 1024, {&*big});  // 4 KiB bindings past a 1 KiB limit
   auto st = rec.submit();
   ASSERT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("exceeds the device's limit of 1024"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("exceeds the device's limit of 1024"), std::string::npos)
+      << st.message();
   EXPECT_EQ(st.message().find('\n'), std::string::npos);
   EXPECT_EQ(rec.submissions(), 0u);
   // The next step starts clean.
@@ -124,7 +128,8 @@ TEST(VulkanDevice, RecordingErrorsAreOneLineAndSubmitNothing) {
 
 TEST(VulkanDevice, MemoryThatCannotBeHadIsAnError) {
   QWEN35_VK_DEVICE_OR_SKIP(dev, {});
-  const uint64_t too_big = dev->info().max_allocation_bytes ? dev->info().max_allocation_bytes + 4096 : (1ull << 50);
+  const uint64_t too_big =
+      dev->info().max_allocation_bytes ? dev->info().max_allocation_bytes + 4096 : (1ull << 50);
   auto b = dev->buffer(too_big, MemoryKind::kDevice);
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.message().find("[vulkan]"), std::string::npos) << b.message();
@@ -193,7 +198,8 @@ TEST(VulkanCli, DevicesAndTheDeviceFlag) {
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
 
   const std::string model = testing::source_dir() + "/models/qwen35-tiny-kjv";
-  r = testing::run_qwen35("logits -m " + model + " --tokens 1,2 --out /dev/null --device vulkan:4095");
+  r = testing::run_qwen35("logits -m " + model +
+                          " --tokens 1,2 --out /dev/null --device vulkan:4095");
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.err.find("no Vulkan device 4095"), std::string::npos) << r.err;
   r = testing::run_qwen35("run -m " + model + " -p hi -n 1 --device vulkan:x");

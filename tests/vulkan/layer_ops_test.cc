@@ -55,14 +55,16 @@ TEST(VulkanLayerOps, CausalConvMatchesTheReferenceAndCarriesItsState) {
       std::vector<std::vector<float>> outs, states;
       for (Device* d : {dev.get(), cut.get()})
         for (int split : {0, 4}) {  // 9 rows at once, or 4 then 5 with the carried state
-          Buffer bx = put(*d, x), bw = put(*d, w), bs = put(*d, s0.empty() ? std::vector<float>{0} : s0);
+          Buffer bx = put(*d, x), bw = put(*d, w),
+                 bs = put(*d, s0.empty() ? std::vector<float>{0} : s0);
           Buffer bo = put(*d, std::vector<float>(size_t(n * ch), 0.0f));
           Recorder rec(*d);
           ASSERT_TRUE(rec.begin().ok());
           if (split == 0) {
             record_conv1d_silu(rec, {&bx}, n, ch, {&bw}, kernel, {&bs}, {&bo});
           } else {
-            // Sub-ranges start at rows whose offsets the device aligns: copied into buffers of their own.
+            // Sub-ranges start at rows whose offsets the device aligns: copied into buffers of
+            // their own.
             std::vector<float> x2(x.begin() + split * ch, x.end());
             Buffer bx2 = put(*d, x2), bo2 = put(*d, std::vector<float>(x2.size(), 0.0f));
             record_conv1d_silu(rec, {&bx}, split, ch, {&bw}, kernel, {&bs}, {&bo});
@@ -108,18 +110,21 @@ TEST(VulkanLayerOps, RopeGivesApplyRopesBits) {
       auto x = randn(size_t(n * heads * stride), 7);
       std::vector<int32_t> pos(size_t(n * 3));
       for (int64_t t = 0; t < n; ++t)
-        for (int a = 0; a < 3; ++a) pos[size_t(t * 3 + a)] = int32_t(mrope ? 17 * t + 50 * a + 3 : 200 + t);
+        for (int a = 0; a < 3; ++a)
+          pos[size_t(t * 3 + a)] = int32_t(mrope ? 17 * t + 50 * a + 3 : 200 + t);
       std::vector<float> want = x;
       for (int64_t t = 0; t < n; ++t) {
         const int64_t p3[3] = {pos[size_t(t * 3)], pos[size_t(t * 3 + 1)], pos[size_t(t * 3 + 2)]};
         for (int64_t h = 0; h < heads; ++h)
-          kernels::apply_rope(want.data() + (t * heads + h) * stride, rotary, theta, p3, mrope ? axis_b.data() : nullptr);
+          kernels::apply_rope(want.data() + (t * heads + h) * stride, rotary, theta, p3,
+                              mrope ? axis_b.data() : nullptr);
       }
       Buffer bx = put(*dev, x), bp = put(*dev, pos), ba = put(*dev, axis_u), bt = put(*dev, table);
       Recorder rec(*dev);
       ASSERT_TRUE(rec.begin().ok());
       const Binding axis{&ba};
-      record_rope(rec, {&bx}, n, heads, stride, rotary, {&bp}, mrope ? &axis : nullptr, {&bt}, rows);
+      record_rope(rec, {&bx}, n, heads, stride, rotary, {&bp}, mrope ? &axis : nullptr, {&bt},
+                  rows);
       ASSERT_TRUE(rec.submit().ok()) << rec.status().message();
       EXPECT_EQ(get(*dev, bx, x.size()), want) << "mrope " << mrope << " stride " << stride;
     }
@@ -137,7 +142,8 @@ TEST(VulkanLayerOps, RouterTopKAndMoeCombine) {
       std::vector<int32_t> ir(size_t(n * k));
       std::vector<float> wr(ir.size());
       ref.router_topk({}, l.data(), n, ne, k, renorm, ir.data(), wr.data());
-      Buffer bl = put(*dev, l), bi = put(*dev, std::vector<int32_t>(ir.size(), -1)), bw = put(*dev, std::vector<float>(wr.size()));
+      Buffer bl = put(*dev, l), bi = put(*dev, std::vector<int32_t>(ir.size(), -1)),
+             bw = put(*dev, std::vector<float>(wr.size()));
       Recorder rec(*dev);
       ASSERT_TRUE(rec.begin().ok());
       record_router_topk(rec, {&bl}, n, ne, k, renorm, {&bi}, {&bw});
@@ -156,7 +162,8 @@ TEST(VulkanLayerOps, RouterTopKAndMoeCombine) {
     auto eo = randn(size_t(n * k * dim), 14), w = randn(size_t(n * k), 15);
     std::vector<float> want(size_t(n * dim), 7.0f);
     ref.moe_combine({}, eo.data(), w.data(), n, k, dim, want.data());
-    Buffer be = put(*dev, eo), bw = put(*dev, w), by = put(*dev, std::vector<float>(want.size(), -7.0f));
+    Buffer be = put(*dev, eo), bw = put(*dev, w),
+           by = put(*dev, std::vector<float>(want.size(), -7.0f));
     Recorder rec(*dev);
     ASSERT_TRUE(rec.begin().ok());
     record_moe_combine(rec, {&be}, {&bw}, n, k, dim, {&by});
@@ -207,18 +214,22 @@ TEST(VulkanLayerOps, DeltaRuleStepMatchesTheReference) {
     kernels::Ops::DeltaParams p{c.nk, c.nv, c.dk, c.dv, decay.data(), dt.data(), nullptr, c.tiled};
     std::vector<float> sr = s0, outr(size_t(c.n * c.nv * c.dv));
     ref.gated_delta({}, p, qkv.data(), a.data(), b.data(), c.n, false, sr.data(), outr.data());
-    SCOPED_TRACE("dk " + std::to_string(c.dk) + " dv " + std::to_string(c.dv) + " tiled " + std::to_string(c.tiled));
+    SCOPED_TRACE("dk " + std::to_string(c.dk) + " dv " + std::to_string(c.dv) + " tiled " +
+                 std::to_string(c.tiled));
     const DeltaShape shape{c.nk, c.nv, c.dk, c.dv, c.tiled};
     std::vector<std::vector<float>> outs, states;
     for (Device* d : {dev.get(), cut.get()})
       for (bool out_of_place : {false, true}) {
-        Buffer bq = put(*d, qkv), ba = put(*d, a), bb = put(*d, b), bd = put(*d, decay), bt = put(*d, dt);
-        Buffer bs = put(*d, out_of_place ? std::vector<float>(s0.size(), 9.0f) : s0), bin = put(*d, s0);
+        Buffer bq = put(*d, qkv), ba = put(*d, a), bb = put(*d, b), bd = put(*d, decay),
+               bt = put(*d, dt);
+        Buffer bs = put(*d, out_of_place ? std::vector<float>(s0.size(), 9.0f) : s0),
+               bin = put(*d, s0);
         Buffer bo = put(*d, std::vector<float>(outr.size(), 0.0f));
         Recorder rec(*d);
         ASSERT_TRUE(rec.begin().ok());
         const Binding in{&bin};
-        record_delta_step(rec, shape, {&bq}, {&ba}, {&bb}, c.n, {&bd}, {&bt}, out_of_place ? &in : nullptr, {&bs}, {&bo});
+        record_delta_step(rec, shape, {&bq}, {&ba}, {&bb}, c.n, {&bd}, {&bt},
+                          out_of_place ? &in : nullptr, {&bs}, {&bo});
         ASSERT_TRUE(rec.submit().ok()) << rec.status().message();
         outs.push_back(get(*d, bo, outr.size()));
         states.push_back(get(*d, bs, s0.size()));
@@ -239,8 +250,9 @@ TEST(VulkanLayerOps, DeltaRuleChunkMatchesTheReference) {
   QWEN35_VK_DEVICE_OR_SKIP(dev, {});
   QWEN35_VK_DEVICE_OR_SKIP(cut, (DeviceOptions{.max_groups = 1}));
   uint32_t seed = 80;
-  for (const DeltaCase& c : {DeltaCase{1, 2, 128, 128, 64, false}, DeltaCase{1, 3, 16, 24, 7, false},
-                             DeltaCase{3, 3, 8, 5, 2, true}, DeltaCase{2, 4, 32, 80, 64, true}}) {
+  for (const DeltaCase& c :
+       {DeltaCase{1, 2, 128, 128, 64, false}, DeltaCase{1, 3, 16, 24, 7, false},
+        DeltaCase{3, 3, 8, 5, 2, true}, DeltaCase{2, 4, 32, 80, 64, true}}) {
     const int64_t ch = 2 * c.nk * c.dk + c.nv * c.dv;
     auto qkv = randn(size_t(c.n * ch), seed++), a = randn(size_t(c.n * c.nv), seed++);
     auto b = randn(size_t(c.n * c.nv), seed++), dt = randn(size_t(c.nv), seed++, 0.3f);
@@ -250,14 +262,17 @@ TEST(VulkanLayerOps, DeltaRuleChunkMatchesTheReference) {
     kernels::Ops::DeltaParams p{c.nk, c.nv, c.dk, c.dv, decay.data(), dt.data(), nullptr, c.tiled};
     std::vector<float> sr = s0, outr(size_t(c.n * c.nv * c.dv));
     ref.gated_delta({}, p, qkv.data(), a.data(), b.data(), c.n, false, sr.data(), outr.data());
-    SCOPED_TRACE("n " + std::to_string(c.n) + " dk " + std::to_string(c.dk) + " dv " + std::to_string(c.dv));
+    SCOPED_TRACE("n " + std::to_string(c.n) + " dk " + std::to_string(c.dk) + " dv " +
+                 std::to_string(c.dv));
     const DeltaShape shape{c.nk, c.nv, c.dk, c.dv, c.tiled};
     std::vector<std::vector<float>> outs, states;
-    // The real geometry (d_k = d_v = 128, a full piece) on one device: lavapipe takes a second there.
+    // The real geometry (d_k = d_v = 128, a full piece) on one device: lavapipe takes a second
+    // there.
     const bool big = c.dk == 128;
     for (Device* d : {dev.get(), cut.get()}) {
       if (big && d == cut.get()) break;
-      Buffer bq = put(*d, qkv), ba = put(*d, a), bb = put(*d, b), bd = put(*d, decay), bt = put(*d, dt);
+      Buffer bq = put(*d, qkv), ba = put(*d, a), bb = put(*d, b), bd = put(*d, decay),
+             bt = put(*d, dt);
       Buffer bs = put(*d, s0), bo = put(*d, std::vector<float>(outr.size(), 0.0f));
       Recorder rec(*d);
       ASSERT_TRUE(rec.begin().ok());

@@ -2,6 +2,8 @@
 // tolerances, and batch invariance bit for bit: a row alone and among many, in one dispatch or
 // cut into many, in one binding or split across several (a test-lowered binding limit makes
 // small matrices take the path a device takes for those past maxStorageBufferRange).
+#include "kernels/ops.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +13,6 @@
 
 #include "../kernels/test_matrices.h"
 #include "kernels/matrix.h"
-#include "kernels/ops.h"
 #include "vk_test.h"
 #include "vulkan/matrix.h"
 #include "vulkan/ops.h"
@@ -41,7 +42,8 @@ std::vector<TypeCase> device_types() {
                              {WeightType::kF16, 0, 0, core::DType::kF32},
                              {WeightType::kBF16, 0, 0, core::DType::kF32}};
   for (int bits : {2, 3, 4, 5, 6, 8})
-    for (int group : {32, 64, 128}) t.push_back({WeightType::kAffine, bits, group, core::DType::kBF16});
+    for (int group : {32, 64, 128})
+      t.push_back({WeightType::kAffine, bits, group, core::DType::kBF16});
   t.push_back({WeightType::kAffine, 4, 64, core::DType::kF16});
   t.push_back({WeightType::kAffine, 5, 32, core::DType::kF32});
   for (WeightType b : kernels::kBlockTypes)
@@ -87,7 +89,8 @@ std::vector<float> magnitudes(const kernels::Matrix& m, const float* x, int64_t 
   for (int64_t t = 0; t < n; ++t)
     for (int64_t o = 0; o < m.rows; ++o) {
       double a = 0;
-      for (int64_t c = 0; c < m.cols; ++c) a += std::fabs(x[t * m.cols + c] * kernels::matrix_at(m, o, c));
+      for (int64_t c = 0; c < m.cols; ++c)
+        a += std::fabs(x[t * m.cols + c] * kernels::matrix_at(m, o, c));
       s[size_t(t * m.rows + o)] = float(a);
     }
   return s;
@@ -103,7 +106,8 @@ TEST(VulkanOps, MatmulEveryWeightTypeMatchesTheReferenceAndIsBatchInvariant) {
     };
     for (Shape s : {Shape{5, 256}, Shape{9, 7}, Shape{37, 512}}) {
       if (tc.type == WeightType::kAffine && s.cols % tc.group != 0) continue;
-      if (kernels::is_block_type(tc.type) && s.cols % kernels::block_format(tc.type).elements != 0) continue;
+      if (kernels::is_block_type(tc.type) && s.cols % kernels::block_format(tc.type).elements != 0)
+        continue;
       TestMatrix w = make_matrix(tc.type, s.rows, s.cols, seed++, tc.bits, tc.group, tc.sb);
       auto dw = upload_matrix(*dev, w.m);
       ASSERT_TRUE(dw.ok()) << dw.message();
@@ -113,13 +117,15 @@ TEST(VulkanOps, MatmulEveryWeightTypeMatchesTheReferenceAndIsBatchInvariant) {
       ref.matmul({}, x.data(), n, w.m, yr.data());
       const std::vector<float> y = device_matmul(*dev, *dw, x.data(), n);
       const std::vector<float> scale = magnitudes(w.m, x.data(), n);
-      SCOPED_TRACE("type " + std::string(shader_type(tc.type)) + " bits " + std::to_string(tc.bits) + " group " +
-                   std::to_string(tc.group) + " shape " + std::to_string(s.rows) + "x" + std::to_string(s.cols));
+      SCOPED_TRACE("type " + std::string(shader_type(tc.type)) + " bits " +
+                   std::to_string(tc.bits) + " group " + std::to_string(tc.group) + " shape " +
+                   std::to_string(s.rows) + "x" + std::to_string(s.cols));
       expect_close(y.data(), yr.data(), y.size(), 1e-5f, "device matmul", &scale);
       // Each row alone: the bits it has among the others.
       for (int64_t t = 0; t < n; t += 5) {
         const std::vector<float> one = device_matmul(*dev, *dw, x.data() + t * s.cols, 1);
-        for (int64_t o = 0; o < s.rows; ++o) ASSERT_EQ(one[size_t(o)], y[size_t(t * s.rows + o)]) << "row " << t;
+        for (int64_t o = 0; o < s.rows; ++o)
+          ASSERT_EQ(one[size_t(o)], y[size_t(t * s.rows + o)]) << "row " << t;
       }
       ++checked;
     }
@@ -194,7 +200,8 @@ TEST(VulkanOps, NormsSwigluAndAddRows) {
   QWEN35_VK_DEVICE_OR_SKIP(cut, (DeviceOptions{.max_groups = 1}));
   for (int64_t dim : {1, 7, 64, 65, 1000}) {
     const int64_t n = 5;
-    auto x = randn(size_t(n * dim), 1, 3.0f), w = randn(size_t(dim), 2), z = randn(size_t(n * dim), 3);
+    auto x = randn(size_t(n * dim), 1, 3.0f), w = randn(size_t(dim), 2),
+         z = randn(size_t(n * dim), 3);
     auto s = randn(size_t(n), 4);
     x[0] = -100.0f;  // silu's e^(−x) overflows: −0, not NaN
     if (x.size() > 1) x[1] = 100.0f;
@@ -207,9 +214,9 @@ TEST(VulkanOps, NormsSwigluAndAddRows) {
     std::vector<std::vector<float>> runs;
     for (Device* d : {dev.get(), cut.get()}) {
       Host h{*d};
-      Buffer bx = h.put(x), bw = h.put(w), bz = h.put(z), bs = h.put(s), bg = h.put(x), bn = h.zeros(x.size()),
-             bsw = h.zeros(x.size()), ba = h.put(z), bas = h.put(z), b1 = h.zeros(size_t(dim)),
-             bx3 = h.put(x.data() + 3 * dim, uint64_t(dim) * 4);
+      Buffer bx = h.put(x), bw = h.put(w), bz = h.put(z), bs = h.put(s), bg = h.put(x),
+             bn = h.zeros(x.size()), bsw = h.zeros(x.size()), ba = h.put(z), bas = h.put(z),
+             b1 = h.zeros(size_t(dim)), bx3 = h.put(x.data() + 3 * dim, uint64_t(dim) * 4);
       Recorder rec(*d);
       ASSERT_TRUE(rec.begin().ok());
       record_rms_norm(rec, {&bx}, n, dim, {&bw}, 1e-6f, {&bn});
@@ -221,15 +228,18 @@ TEST(VulkanOps, NormsSwigluAndAddRows) {
       record_rms_norm(rec, {&bx3}, 1, dim, {&bw}, 1e-6f, {&b1});  // row 3 alone
       ASSERT_TRUE(rec.submit().ok()) << rec.status().message();
       EXPECT_EQ(rec.submissions(), 1u);
-      const auto norm = h.get(bn, x.size()), gated = h.get(bg, x.size()), swi = h.get(bsw, x.size());
-      const auto add = h.get(ba, x.size()), adds = h.get(bas, x.size()), one = h.get(b1, size_t(dim));
+      const auto norm = h.get(bn, x.size()), gated = h.get(bg, x.size()),
+                 swi = h.get(bsw, x.size());
+      const auto add = h.get(ba, x.size()), adds = h.get(bas, x.size()),
+                 one = h.get(b1, size_t(dim));
       SCOPED_TRACE("dim " + std::to_string(dim));
       expect_close(norm.data(), norm_r.data(), x.size(), 1e-5f, "rms_norm");
       expect_close(gated.data(), gated_r.data(), x.size(), 1e-5f, "gated_rms_norm");
       expect_close(swi.data(), swi_r.data(), x.size(), 1e-6f, "swiglu");
       EXPECT_EQ(add, add_r) << "add_rows: the reference's float operations";
       EXPECT_EQ(adds, adds_r) << "add_rows with scales";
-      for (int64_t i = 0; i < dim; ++i) ASSERT_EQ(one[size_t(i)], norm[size_t(3 * dim + i)]) << "row 3 alone";
+      for (int64_t i = 0; i < dim; ++i)
+        ASSERT_EQ(one[size_t(i)], norm[size_t(3 * dim + i)]) << "row 3 alone";
       std::vector<float> all = norm;
       for (const auto* v : {&gated, &swi, &add, &adds}) all.insert(all.end(), v->begin(), v->end());
       runs.push_back(all);
@@ -258,7 +268,8 @@ TEST(VulkanOps, IndexedExpertMatmulGivesEachSlotItsExpertsBits) {
     const std::vector<int32_t> slot_expert = {2, 0, 1, 2, 0, 1, 1, 0, 2, 1};  // [n, topk]
     std::vector<float> x = randn(size_t(n * cols), seed++);
     Host h{*dev};
-    Buffer bx = h.put(x), bi = h.put(slot_expert.data(), slot_expert.size() * 4), by = h.zeros(size_t(n * topk * rows));
+    Buffer bx = h.put(x), bi = h.put(slot_expert.data(), slot_expert.size() * 4),
+           by = h.zeros(size_t(n * topk * rows));
     Recorder rec(*dev);
     ASSERT_TRUE(rec.begin().ok());
     for (int32_t e = 0; e < int32_t(experts); ++e)
@@ -273,7 +284,8 @@ TEST(VulkanOps, IndexedExpertMatmulGivesEachSlotItsExpertsBits) {
       ref.matmul({}, x.data() + t * cols, 1, ws[size_t(e)].m, want.data());
       const std::vector<float> scale = magnitudes(ws[size_t(e)].m, x.data() + t * cols, 1);
       expect_close(y.data() + s * rows, want.data(), size_t(rows), 1e-5f, "expert matmul", &scale);
-      for (int64_t o = 0; o < rows; ++o) ASSERT_EQ(y[size_t(s * rows + o)], one[size_t(o)]) << "slot " << s;
+      for (int64_t o = 0; o < rows; ++o)
+        ASSERT_EQ(y[size_t(s * rows + o)], one[size_t(o)]) << "slot " << s;
     }
   }
 }
@@ -287,10 +299,12 @@ TEST(VulkanOps, UnsupportedWeightsAreRefusedInOneLine) {
   auto a = upload_matrix(*dev, tiled);
   ASSERT_FALSE(a.ok());
   EXPECT_NE(a.message().find("int8 forms"), std::string::npos) << a.message();
-  TestMatrix wide = make_matrix(WeightType::kF32, 2, 100, 4);  // a 400-byte row past a 256-byte binding
+  TestMatrix wide =
+      make_matrix(WeightType::kF32, 2, 100, 4);  // a 400-byte row past a 256-byte binding
   auto b = upload_matrix(*dev, wide.m);
   ASSERT_FALSE(b.ok());
-  EXPECT_NE(b.message().find("exceeds the device's binding limit of 256"), std::string::npos) << b.message();
+  EXPECT_NE(b.message().find("exceeds the device's binding limit of 256"), std::string::npos)
+      << b.message();
 }
 
 }  // namespace

@@ -3,9 +3,8 @@
 // same tests there). A test skips, printing why, only where no Vulkan device exists.
 #pragma once
 
-#include <gtest/gtest.h>
-
 #include <glob.h>
+#include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -25,7 +24,8 @@ inline const std::string& test_icd() {
       path = e;
     } else {
       glob_t g{};
-      if (glob("/usr/share/vulkan/icd.d/lvp_icd*.json", 0, nullptr, &g) == 0 && g.gl_pathc > 0) path = g.gl_pathv[0];
+      if (glob("/usr/share/vulkan/icd.d/lvp_icd*.json", 0, nullptr, &g) == 0 && g.gl_pathc > 0)
+        path = g.gl_pathv[0];
       globfree(&g);
     }
     if (!path.empty()) {
@@ -71,11 +71,11 @@ inline std::unique_ptr<Device> test_device(std::string* why, DeviceOptions o = {
 }  // namespace qwen35::vulkan
 
 // Declares `name`, device 0 with options `opts`, or skips the test with the printed reason.
-#define QWEN35_VK_DEVICE_OR_SKIP(name, opts)                                          \
-  std::string name##_why;                                                             \
-  auto name = ::qwen35::vulkan::test_device(&name##_why, opts);                       \
-  if (!name) {                                                                        \
-    if (::testing::Test::HasFailure()) return;                                        \
-    std::printf("SKIPPED: no Vulkan device (%s)\n", name##_why.c_str());              \
-    GTEST_SKIP() << "no Vulkan device: " << name##_why;                               \
+#define QWEN35_VK_DEVICE_OR_SKIP(name, opts)                             \
+  std::string name##_why;                                                \
+  auto name = ::qwen35::vulkan::test_device(&name##_why, opts);          \
+  if (!name) {                                                           \
+    if (::testing::Test::HasFailure()) return;                           \
+    std::printf("SKIPPED: no Vulkan device (%s)\n", name##_why.c_str()); \
+    GTEST_SKIP() << "no Vulkan device: " << name##_why;                  \
   }
