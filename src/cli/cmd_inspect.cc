@@ -1,5 +1,6 @@
 // qwen35 inspect -m DIR|FILE.gguf: geometry, layer pattern, quantization summary, parameter count, memory,
 // and the support verdict. Exit 0 when the checkpoint is supported, 1 (with the reason) otherwise.
+#include "cli/device_select.h"
 #include "cli/flags.h"
 #include <algorithm>
 #include <cstdio>
@@ -226,11 +227,14 @@ int cmd_inspect(int argc, char** argv) {
                  "separated, increasing) instead of the balanced split");
   app.add_option("--rank-budget-mb", plan.budget_mb, "with --ranks: a plan with a rank over this many MiB "
                  "is an error");
+  std::string device = "cpu";
+  app.add_option("--device", device, flags::kDeviceHelp);
   try {
     app.parse(argc, argv);
   } catch (const flags::ParseError& e) {
     return app.exit(e);
   }
+  if (auto st = check_device(device); !st.ok()) return fail("inspect", st.message());
   auto w = model::load_weights(dir);
   if (!w.ok()) {
     std::printf("verdict: NOT SUPPORTED\n");

@@ -16,6 +16,7 @@ int cmd_detokenize(int argc, char** argv);
 int cmd_template(int argc, char** argv);
 int cmd_serve(int argc, char** argv);
 int cmd_loadtest(int argc, char** argv);
+int cmd_devices(int argc, char** argv);
 
 // Prints "qwen35 <cmd>: <message>" to stderr and returns 1.
 int fail(const std::string& cmd, const std::string& message);

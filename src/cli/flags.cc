@@ -80,4 +80,23 @@ std::string App::help() const { return app_->help(); }
 
 size_t App::count(const std::string& name) const { return app_->count(name); }
 
+core::Result<DeviceChoice> parse_device(const std::string& value) {
+  const auto bad = [&]() {
+    return core::error("--device '" + value + "': expected cpu, vulkan or vulkan:N (N a device index from `qwen35 devices`)");
+  };
+  if (value == "cpu") return DeviceChoice{};
+  if (value == "vulkan") return DeviceChoice{true, 0};
+  const std::string prefix = "vulkan:";
+  if (value.rfind(prefix, 0) != 0) return bad();
+  const std::string n = value.substr(prefix.size());
+  if (n.empty() || n.size() > 4) return bad();
+  int index = 0;
+  for (char c : n) {
+    if (c < '0' || c > '9') return bad();
+    index = index * 10 + (c - '0');
+  }
+  if (index > 4095) return bad();
+  return DeviceChoice{true, index};
+}
+
 }  // namespace qwen35::cli::flags

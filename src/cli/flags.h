@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "core/result.h"
+
 namespace CLI {
 class App;
 class Option;
@@ -85,5 +87,19 @@ class App {
   std::unique_ptr<CLI::App> app_;
   std::deque<Option> options_;  // a deque: the Option* handed out stay valid as it grows
 };
+
+// --device, shared by the commands that run a model: where the forward pass runs.
+inline constexpr const char* kDeviceHelp =
+    "where the model runs: cpu (default), or vulkan[:N] (Vulkan device N of `qwen35 devices`, "
+    "default 0; the forward pass is not on the device yet)";
+
+struct DeviceChoice {
+  bool vulkan = false;
+  int index = 0;  // the Vulkan device (vulkan:N)
+};
+
+// Parses a --device value: "cpu", "vulkan" or "vulkan:N" (N a device index, 0 to 4095). The
+// error is one line naming the value.
+core::Result<DeviceChoice> parse_device(const std::string& value);
 
 }  // namespace qwen35::cli::flags

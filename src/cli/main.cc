@@ -32,6 +32,7 @@ const Command kCommands[] = {
     {"tokenize", cmd_tokenize, "text to token ids (JSON array)"},
     {"detokenize", cmd_detokenize, "token ids to text"},
     {"template", cmd_template, "render the model's chat template"},
+    {"devices", cmd_devices, "the Vulkan devices, their features, and whether qwen35 runs on each"},
 };
 
 void usage(FILE* f) {

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <vector>
 
+#include "cli/device_select.h"
 #include "formats/gguf.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/ops.h"
@@ -12,6 +13,7 @@
 namespace qwen35::cli {
 
 core::Result<LoadedModel> load_model(const LoadOptions& o) {
+  QWEN35_RETURN_IF_ERROR(check_device(o.device));
   core::LoadMode mode;
   if (o.load_mode == "mmap") mode = core::LoadMode::kMmap;
   else if (o.load_mode == "populate") mode = core::LoadMode::kMmapPopulate;

@@ -33,6 +33,7 @@ struct LoadOptions {
   std::string model_dir;
   int threads = 0;                 // 0: all hardware threads
   std::string backend = "cpu";     // cpu | ref
+  std::string device = "cpu";      // --device: cpu | vulkan[:N] (cli/device_select.h)
   std::string load_mode = "anon";  // anon | mmap | populate
   bool fast = false;               // int8 activations for quantized matmuls (MLX, GGUF)
   std::string isa;                 // empty: the best SIMD target; else cap dispatch at this one

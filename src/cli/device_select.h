@@ -1,0 +1,19 @@
+// --device for the commands that run a model (run, serve, bench, logits, inspect): checked before
+// any weight is read.
+#pragma once
+
+#include <string>
+
+#include "core/result.h"
+
+namespace qwen35::cli {
+
+// OK for cpu. vulkan[:N] fails in one line: this build has no Vulkan backend, or there is no
+// loader or no device N, or (until the forward pass is on the device, issue 48) that it is not
+// there yet, rather than running on the CPU unasked.
+core::Status check_device(const std::string& value);
+
+// Whether this binary was built with the Vulkan backend.
+bool has_vulkan_backend();
+
+}  // namespace qwen35::cli

@@ -1,0 +1,97 @@
+// Records many dispatches and copies into ONE command buffer and submits it once: a whole step
+// (every layer, every sequence's rows) is one vkQueueSubmit, with the host's inputs staged in
+// and its outputs staged out inside the same submission (docs/design.md "Vulkan backend").
+//
+// Hazards: a full memory barrier (compute and transfer writes → compute and transfer reads and
+// writes) separates consecutive commands, so each command sees everything recorded before it.
+// Conservative, and correct for any order of ops; dropping the barriers that order nothing is a
+// later refinement.
+//
+// Errors are sticky: the first failure while recording (a binding past the device's limit, a
+// missing shader, out of memory) turns every later call into a no-op, and begin()/submit() return
+// it. Callers record a whole step and check once. One Recorder per caller; it reuses its command
+// buffer, descriptor pools and staging memory from one submission to the next. A Recorder, like
+// every Buffer, must not outlive its Device; the buffers it binds must outlive its submit().
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <string_view>
+#include <vector>
+
+#include "core/result.h"
+#include "vulkan/device.h"
+
+namespace qwen35::vulkan {
+
+// A range of a buffer bound to a shader: `bytes` from `offset` (0: to the end of the buffer).
+struct Binding {
+  const Buffer* buffer = nullptr;
+  uint64_t offset = 0;
+  uint64_t bytes = 0;
+};
+
+class Recorder {
+ public:
+  explicit Recorder(Device& dev);
+  ~Recorder();
+  Recorder(const Recorder&) = delete;
+  Recorder& operator=(const Recorder&) = delete;
+
+  Device& device() const { return dev_; }
+
+  // Starts a new command buffer (waits for nothing: submit() has already waited).
+  core::Status begin();
+  // Records `shader` over groups_x × groups_y workgroups. `push` (at most kPushBytes) begins with
+  // a uint32 that the recorder sets to the first x group of each dispatch: a grid wider than the
+  // device's limit (Device::group_limit) is cut into several dispatches along x, which changes
+  // no result (each output's arithmetic is fixed by its own index).
+  void dispatch(std::string_view shader, std::initializer_list<Binding> bindings, const void* push,
+                uint32_t push_bytes, uint64_t groups_x, uint32_t groups_y = 1);
+  // Copies bytes between device buffers.
+  void copy(const Binding& src, const Binding& dst, uint64_t bytes);
+  // Host bytes into a device buffer: copied to staging memory now, onto the device in order with
+  // the commands around it.
+  void stage_in(const void* src, uint64_t bytes, const Binding& dst);
+  // Device bytes to host memory `dst`, which receives them when submit() returns OK.
+  void stage_out(const Binding& src, uint64_t bytes, void* dst);
+  // Records the first error of the step (the later ones are dropped), for the ops' own checks.
+  void fail(core::Status st);
+  const core::Status& status() const { return status_; }
+
+  // Ends the command buffer, submits it once and waits for it; then delivers the staged outputs.
+  core::Status submit();
+
+  // Counters for the tests: commands recorded since begin(), submissions since construction.
+  uint32_t commands() const { return commands_; }
+  uint32_t submissions() const { return submissions_; }
+
+ private:
+  struct Pending {
+    const uint8_t* from;
+    void* to;
+    uint64_t bytes;
+  };
+  bool recording() const { return status_.ok() && open_; }
+  void barrier();
+  // `bytes` of host staging memory (4-byte aligned): its buffer and offset there.
+  bool staging(uint64_t bytes, const Buffer** buf, uint64_t* offset);
+  VkDescriptorSet descriptor_set(VkDescriptorSetLayout layout);
+  bool resolve(const Binding& b, VkDescriptorBufferInfo* out);
+
+  Device& dev_;
+  core::Status status_;
+  bool open_ = false;
+  VkCommandPool pool_ = VK_NULL_HANDLE;
+  VkCommandBuffer cmd_ = VK_NULL_HANDLE;
+  VkFence fence_ = VK_NULL_HANDLE;
+  std::vector<VkDescriptorPool> desc_pools_;
+  size_t desc_pool_ = 0;       // the pool sets are taken from now
+  std::vector<Buffer> stage_;  // host staging chunks, reused
+  size_t stage_chunk_ = 0;
+  uint64_t stage_used_ = 0;
+  std::vector<Pending> outputs_;
+  uint32_t commands_ = 0, submissions_ = 0;
+};
+
+}  // namespace qwen35::vulkan
