@@ -52,8 +52,9 @@ core::Result<runtime::GenerationRequest> image_request(const tokenizer::Tokenize
 // its first 16 tokens the image + question arrives, its patch rows for the engine's tower (as
 // serve hands them over), and both run until the image's first token. Reports the gaps between
 // the text request's tokens: their median before the image, and while the image goes through the
-// tower and its prefill the median and the longest; and the steps' tower work against their
-// budget. bench_image calls it with the checkpoint's processor settings, tokenizer and template.
+// tower and its prefill the median and the longest; the steps' work (the tower's, and any step's
+// with its rows' attention) against their budget (runtime::Stepper::step_budget); and what the
+// step of the longest gap ran. bench_image calls it with the checkpoint's processor settings, tokenizer and template.
 int bench_image_neighbour(model::Model& m, const LoadOptions& lo, core::ThreadPool* pool,
                           const image::ProcessorConfig& pc, const tokenizer::Tokenizer& tok,
                           const tmpl::ChatTemplate& t, const ImageBenchOptions& o);

@@ -69,12 +69,22 @@ int64_t drain(Driven* d) {
   return n;
 }
 
+// What one step of the image's run did, for the longest gap's account.
+struct StepAccount {
+  double gap_ms = 0;                    // since the stream's token before
+  double tower_ms = 0, forward_ms = 0;  // the step's tower pieces and its forward call
+  double tower_flops = 0, work_flops = 0;
+  int64_t prompt_rows = 0;  // prompt tokens the step read
+  int64_t index = 0;        // the step's number since the image arrived
+};
+
 struct PauseRun {
   std::vector<double> before, during;  // the stream's gaps (ms): before the image, while it goes through
   int64_t steps = 0, tower_steps = 0, steps_without_token = 0;
-  double tower_ms = 0, most_flops = 0, ttft_ms = 0;
-  int64_t step_tokens = 0;  // the stepper's budget, normalized
-  double budget = 0;        // a step's budget beside one decode row, in multiply-adds × 2
+  double tower_ms = 0, most_tower = 0, most_work = 0, ttft_ms = 0;
+  int64_t step_tokens = 0;  // the stepper's row count, normalized
+  double budget = 0;        // a step's budget of work, in multiply-adds × 2 (Stepper::step_budget)
+  StepAccount longest;      // the step of the longest gap while the image went through
 };
 
 core::Result<PauseRun> pause_run(model::Model& m, const runtime::EngineOptions& eo,
@@ -82,7 +92,7 @@ core::Result<PauseRun> pause_run(model::Model& m, const runtime::EngineOptions& 
   runtime::Stepper st(m, eo);
   PauseRun r;
   r.step_tokens = st.options().step_tokens;
-  r.budget = double(r.step_tokens - 1) * m.token_flops();
+  r.budget = st.step_budget();
   Driven stream, im;
   QWEN35_RETURN_IF_ERROR(admit(st, text, &stream));
   bool image_in = false, skip_gap = true;  // no gap before the stream's first token
@@ -94,7 +104,9 @@ core::Result<PauseRun> pause_run(model::Model& m, const runtime::EngineOptions& 
       t0 = Clock::now();
     }
     runtime::StepOutput out;
+    const auto t_step = Clock::now();
     st.step(&out);
+    const double step_ms = ms(Clock::now() - t_step);
     if (out.steps == 0) st.wait_for_sample();
     for (auto& [s, ev] : out.finished) s->push(std::move(ev));
     const auto now = Clock::now();
@@ -104,11 +116,16 @@ core::Result<PauseRun> pause_run(model::Model& m, const runtime::EngineOptions& 
       ++r.steps;
       r.tower_ms += out.tower_s * 1e3;
       if (out.tower_flops > 0) ++r.tower_steps;
-      r.most_flops = std::max(r.most_flops, out.tower_flops);
+      r.most_tower = std::max(r.most_tower, out.tower_flops);
+      r.most_work = std::max(r.most_work, out.work_flops);
       if (got == 0 && !stream.done) ++r.steps_without_token;
     }
     if (got > 0) {
-      if (!skip_gap) (image_in ? r.during : r.before).push_back(ms(now - last));
+      const double gap = ms(now - last);
+      if (!skip_gap && image_in && gap > r.longest.gap_ms)
+        r.longest = {gap, out.tower_s * 1e3, step_ms - out.tower_s * 1e3, out.tower_flops, out.work_flops,
+                     out.prompt, r.steps};
+      if (!skip_gap) (image_in ? r.during : r.before).push_back(gap);
       skip_gap = false;
       last = now;
     }
@@ -171,7 +188,16 @@ int bench_image_neighbour(model::Model& m, const LoadOptions& lo, core::ThreadPo
                     {"steps_without_token", r->steps_without_token},
                     {"tower_steps", r->tower_steps},
                     {"tower_ms", r->tower_ms},
-                    {"tower_flops_max_over_budget", r->most_flops / r->budget},
+                    {"tower_flops_max_over_budget", r->most_tower / r->budget},
+                    {"work_max_over_budget", r->most_work / r->budget},
+                    {"longest_step",
+                     {{"index", r->longest.index},
+                      {"gap_ms", r->longest.gap_ms},
+                      {"tower_ms", r->longest.tower_ms},
+                      {"rest_ms", r->longest.forward_ms},
+                      {"prompt_rows", r->longest.prompt_rows},
+                      {"tower_over_budget", r->longest.tower_flops / r->budget},
+                      {"work_over_budget", r->longest.work_flops / r->budget}}},
                     {"ttft_ms", r->ttft_ms}});
   }
   struct rusage ru {};
@@ -200,16 +226,24 @@ int bench_image_neighbour(model::Model& m, const LoadOptions& lo, core::ThreadPo
   std::printf("tower: %lld blocks, width %lld; image %lldx%lld: %lld patches, %lld tokens; step budget %lld tokens\n",
               (long long)vc.depth, (long long)vc.hidden, (long long)o.width, (long long)o.height,
               (long long)(pi.grid[1] * pi.grid[2]), (long long)tokens, (long long)step_tokens);
-  for (const Json& r : runs)
+  for (const Json& r : runs) {
     std::printf("text stream's gap: median %.1f ms before the image; while it goes through: median %.1f ms, "
                 "longest %.1f ms (%.1fx the median, %.1fx before); %lld steps (%lld with tower work, at most "
-                "%.2f of the budget; %lld without a token), tower %.0f ms, image's first token %.0f ms\n",
+                "%.2f of the budget; any step's work at most %.2f; %lld without a token), tower %.0f ms, image's "
+                "first token %.0f ms\n",
                 r["gap_ms_median_before"].get<double>(), r["gap_ms_median_during"].get<double>(),
                 r["gap_ms_max_during"].get<double>(), r["max_over_median_during"].get<double>(),
                 r["max_over_median_before"].get<double>(), (long long)r["steps"].get<int64_t>(),
                 (long long)r["tower_steps"].get<int64_t>(), r["tower_flops_max_over_budget"].get<double>(),
-                (long long)r["steps_without_token"].get<int64_t>(), r["tower_ms"].get<double>(),
-                r["ttft_ms"].get<double>());
+                r["work_max_over_budget"].get<double>(), (long long)r["steps_without_token"].get<int64_t>(),
+                r["tower_ms"].get<double>(), r["ttft_ms"].get<double>());
+    const Json& l = r["longest_step"];
+    std::printf("  the longest gap: step %lld, tower %.1f ms (%.2f of the budget), the rest of the step %.1f ms "
+                "(%lld prompt rows; the step's work %.2f of the budget)\n",
+                (long long)l["index"].get<int64_t>(), l["tower_ms"].get<double>(),
+                l["tower_over_budget"].get<double>(), l["rest_ms"].get<double>(),
+                (long long)l["prompt_rows"].get<int64_t>(), l["work_over_budget"].get<double>());
+  }
   return 0;
 }
 

@@ -84,7 +84,8 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--max-queue", eo.max_queue,
                  "requests waiting beyond the slots (more get HTTP 429)");
   app.add_option("--step-tokens", eo.step_tokens,
-                 "token budget of one engine step (decode + prefill)");
+                 "rows of one engine step (decode + prefill); its work is at most that many rows' "
+                 "at a context of as many positions, so long prompts go in shorter chunks");
   app.add_option("--mem-budget-mb", mem_budget_mb,
                  "memory for the slots' recurrent state and the shared KV pool in MiB (0: a "
                  "pool for every slot at full context, resident only as used); a prompt the "

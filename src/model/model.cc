@@ -61,6 +61,11 @@ double Model::token_flops() const {
               double(c.n_layers) * mlp);
 }
 
+RowCost Model::row_cost() const {
+  const ModelConfig& c = w_->config;
+  return {token_flops(), 4 * double(c.n_full_layers()) * double(c.n_heads * c.head_dim)};
+}
+
 void Model::set_draft_vocab(int64_t n) {
   const int64_t v = w_->config.vocab;
   draft_rows_ = n <= 0 || n >= v ? 0 : n;

@@ -30,6 +30,21 @@ namespace qwen35::model {
 
 inline constexpr int64_t kDeltaChunk = 64;
 
+// What rows of a sequence cost a forward call, in multiply-adds × 2: each row its matmuls
+// (`token`: Model::token_flops) and its attention over the keys before it and itself (`key` per
+// key: scores and values in every full-attention layer, 4·n_heads·head_dim each). The engine
+// weighs a step's work with it (runtime/stepper.h), so a long context's chunk counts what its
+// attention costs. Norms, the delta rule's state and the head's logits are left out: a few flops
+// per element, or the same per row at any context.
+struct RowCost {
+  double token = 0, key = 0;
+  // n rows at KV positions [pos0, pos0 + n): row p reads p + 1 keys.
+  double rows(int64_t pos0, int64_t n) const {
+    const double dn = double(n);
+    return dn * token + key * (dn * double(pos0) + dn * (dn + 1) / 2);
+  }
+};
+
 // A copy of a sequence's recurrent state as it stands inside a prompt chunk (the prefix cache's
 // provisional snapshots, runtime/prefix_cache.h): after the first `pos` positions, in
 // SequenceState::save_recurrent's layout (recurrent_bytes() / 4 floats at `out`). pos lies on
@@ -160,6 +175,7 @@ class Model {
   // Multiply-adds × 2 of one prompt token through the trunk's matmuls (MoE: its active experts;
   // no head, no attention scores): the unit in which the engine weighs an image's stages.
   double token_flops() const;
+  RowCost row_cost() const;  // token_flops() and the attention's flops per key
 
   // Ends the pending verification of `state`: keeps its first `rows` rows (1 ≤ rows ≤ the rows
   // verified), as if only those had been decoded, bit for bit. Keeping all of them costs nothing;

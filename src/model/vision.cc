@@ -112,12 +112,14 @@ Status VisionTower::begin(const float* rows, int64_t grid_t, int64_t grid_h, int
 bool VisionTower::advance(const kernels::Context& ctx, VisionRun* run, const VisionCursor& end) {
   const VisionConfig& c = w_.config;
   const int64_t n = run->grid_h * run->grid_w;
-  grow(run->x, n * c.hidden);
-  grow(run->qkv, n * 3 * c.hidden);
-  grow(run->kv, int64_t(ops_.vision_kv_floats({c.n_heads, c.head_dim}, n)));
-  grow(run->pos, n * c.hidden);
-  grow(run->cos, n * c.head_dim / 2);
-  grow(run->sin, n * c.head_dim / 2);
+  run->x.grow(size_t(n * c.hidden));
+  run->qkv.grow(size_t(n * 3 * c.hidden));
+  run->kv.grow(ops_.vision_kv_floats({c.n_heads, c.head_dim}, n));
+  if (run->pos.size() < size_t(n * c.hidden) || run->cos.size() < size_t(n * c.head_dim / 2))
+    run->table_rows = 0;  // the tables' buffers grow and lose their rows
+  run->pos.grow(size_t(n * c.hidden));
+  run->cos.grow(size_t(n * c.head_dim / 2));
+  run->sin.grow(size_t(n * c.head_dim / 2));
   while (!run->done() && run->at < end) {
     const VisionCursor at = run->at;
     const bool last = end.frame == at.frame && end.stage == at.stage && end.part == at.part;

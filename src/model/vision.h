@@ -21,6 +21,7 @@
 
 #include <compare>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/result.h"
@@ -40,6 +41,27 @@ struct VisionCursor {
   auto operator<=>(const VisionCursor&) const = default;
 };
 
+// Floats that grow without being written: a grid's buffers are hundreds of MB (a 2800² image at
+// width 768: about 665 MB), and a zero-filled std::vector would touch all of their pages in the
+// image's first step; these pages are touched as the pieces first write their rows. Growing
+// drops the contents. Every float of a run's buffers is written before it is read.
+class RowBuffer {
+ public:
+  float* data() const { return p_.get(); }
+  size_t size() const { return n_; }
+  void grow(size_t n) {
+    if (n <= n_) return;
+    p_.reset();  // the old buffer goes first: the two are never held at once
+    n_ = 0;
+    p_ = std::make_unique_for_overwrite<float[]>(n);
+    n_ = n;
+  }
+
+ private:
+  std::unique_ptr<float[]> p_;
+  size_t n_ = 0;
+};
+
 // One image on its way through the tower, a piece at a time (VisionTower::plan and advance):
 // the engine spreads an image over as many steps as its cost calls for, so that other requests
 // keep their share of the machine (docs/design.md "Images"). A piece is some rows of one part;
@@ -52,12 +74,12 @@ struct VisionRun {
   int64_t grid_t = 0, grid_h = 0, grid_w = 0;
   float* out = nullptr;         // [tokens, out_hidden]
   VisionCursor at;              // the next piece
-  std::vector<float> x;         // the frame's residual rows [h·w, hidden]
-  std::vector<float> qkv;       // the block's projections [h·w, 3·hidden] (part 0 writes them)
-  std::vector<float> kv;        // its keys and values as the ops prepare them (Ops::vision_kv_rows)
+  RowBuffer x;                  // the frame's residual rows [h·w, hidden]
+  RowBuffer qkv;                // the block's projections [h·w, 3·hidden] (part 0 writes them)
+  RowBuffer kv;                 // its keys and values as the ops prepare them (Ops::vision_kv_rows)
   // The grid's position rows [h·w, hidden] and rotary tables [h·w, head_dim/2], rows
   // [0, table_rows) computed (by frame 0's embedding pieces; kept for a next image of the grid).
-  std::vector<float> pos, cos, sin;
+  RowBuffer pos, cos, sin;
   int64_t table_h = -1, table_w = -1, table_rows = 0;
   bool done() const { return at.frame >= grid_t; }
 };

@@ -124,7 +124,8 @@ int64_t Sequence::bound_end() const {
   return layout_->images[next_image_].first;
 }
 
-std::span<const int32_t> Sequence::next_chunk(int64_t budget, bool first) const {
+std::span<const int32_t> Sequence::next_chunk(int64_t rows, double budget, const model::RowCost& cost,
+                                              bool first) const {
   constexpr int64_t kGrid = model::kDeltaChunk;
   const int64_t n = prompt_size(), start = prefilled_, limit = bound_end();
   const int64_t snap = snapshot_after(start);
@@ -132,7 +133,7 @@ std::span<const int32_t> Sequence::next_chunk(int64_t budget, bool first) const 
   while (end < n && !(end > start && end == snap)) {  // a chunk ends where a snapshot is due
     const int64_t next = std::min(n, (end / kGrid + 1) * kGrid);
     if (next > limit) break;  // the rows of an image there are not known yet
-    if (next - start > budget && !(first && end == start)) break;
+    if ((next - start > rows || cost.rows(start, next - start) > budget) && !(first && end == start)) break;
     end = next;
   }
   return std::span<const int32_t>(req_.prompt).subspan(size_t(start), size_t(end - start));

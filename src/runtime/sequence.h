@@ -61,6 +61,10 @@ struct StepOutput {
   int64_t drafted = 0, accepted = 0;
   int64_t tower_stages = 0, images = 0;  // vision tower stages finished; images it finished
   double tower_flops = 0;  // the tower's work in the step (multiply-adds × 2, VisionTower::row_flops)
+  // The step's planned work in the same units: its rows' (model::RowCost) and the tower's.
+  // Within Stepper::step_budget() but for the first prefilling sequence's one grid chunk (or
+  // one grain of the tower) that every step gives it, and for decode rows beyond the budget.
+  double work_flops = 0;
   std::array<int64_t, model::kMaxVerifyRows - 1> drafted_at{}, accepted_at{};
   std::vector<std::pair<std::shared_ptr<RequestStream>, StreamEvent>> finished;
   // Streams ended in place (RequestStream::close) because their kDone event could not be made:
@@ -122,11 +126,12 @@ class Sequence {
   // made its rows yet (null otherwise). Images whose rows are known are bound to their tokens
   // here; images that the prefix cache holds the prompt past are never needed.
   const PromptImage* image_due();
-  // prefill: the prompt's next chunk, cut on the grid, of at most `budget` tokens (the step's
-  // first prefilling sequence takes one grid chunk whatever the budget), ending where a
-  // snapshot is due and before the first token of an image not bound yet. Empty when the
-  // budget allows nothing, or an image is due.
-  std::span<const int32_t> next_chunk(int64_t budget, bool first) const;
+  // prefill: the prompt's next chunk, cut on the grid, the longest of at most `rows` tokens
+  // whose work (`cost`: their matmuls and their attention over every position before them)
+  // fits `budget` (multiply-adds × 2; the step's first prefilling sequence takes one grid chunk
+  // whatever the budget), ending where a snapshot is due and before the first token of an
+  // image not bound yet. Empty when the budget allows nothing, or an image is due.
+  std::span<const int32_t> next_chunk(int64_t rows, double budget, const model::RowCost& cost, bool first) const;
   // The rotary positions and input rows of a prompt chunk `rows` (from next_chunk) when the
   // prompt has images; nothing otherwise.
   void chunk_inputs(model::SequenceRows* rows) const;

@@ -9,6 +9,8 @@ namespace qwen35::runtime {
 Stepper::Stepper(model::Model& model, const EngineOptions& opts) : model_(model), opts_(opts) {
   opts_.parallel = std::max(1, opts_.parallel);
   opts_.step_tokens = std::max<int64_t>(opts_.step_tokens, model::kDeltaChunk);
+  cost_ = model_.row_cost();
+  budget_ = double(opts_.step_tokens) * (cost_.token + cost_.key * double(opts_.step_tokens));
   const int64_t block = kernels::kKvBlock;
   const int64_t per_slot = (opts_.ctx + block - 1) / block;
   if (opts_.kv_blocks <= 0) opts_.kv_blocks = per_slot * opts_.parallel;

@@ -4,15 +4,20 @@
 // Engine runs one on its engine thread, and `qwen35 bench` drives one directly, so what bench
 // times is the path that serves.
 //
+// A step runs at most step_tokens rows, and its work is budgeted in multiply-adds × 2
+// (step_budget()): every row costs its matmuls and its attention over the positions before it
+// (model::RowCost), so a chunk deep in a long prompt is shorter than one at its start, and a
+// step's work stays within the budget at any context (but for the one grid chunk the first
+// prefilling sequence always gets).
+//
 // Images: the vision tower runs in the steps, on the engine's threads, when a prefilling
 // sequence's next chunk needs an image whose rows are not known (Sequence::image_due). One image
-// is in the tower at a time, oldest prompt first, as much of it a step as the step's remaining
-// row budget pays for: the budget's prompt tokens are weighed in multiply-adds (Model::
-// token_flops), and the tower's pieces (rows of a part of a block, model/vision.h) in the same
-// unit (the first prefilling sequence gets one grain, a token's rows, whatever the budget, as it
-// gets one chunk). So a step's tower work stays within its budget whatever the image's size, a
-// large image is spread over steps like a long prompt, and the decode rows of the other
-// sequences run in every one of them.
+// is in the tower at a time, oldest prompt first, as much of it a step as what the step's rows
+// leave of the budget pays for: the tower's pieces (rows of a part of a block, model/vision.h)
+// are weighed in the same unit (the first prefilling sequence gets one grain, a token's rows,
+// whatever the budget, as it gets one chunk). So a step's tower work stays within its budget
+// whatever the image's size, a large image is spread over steps like a long prompt, and the
+// decode rows of the other sequences run in every one of them.
 //
 // A sample that would make the engine thread build a grammar's automaton goes to SampleWorkers
 // (runtime/sample_workers.h): its sequence runs no row until the worker is done, and the other
@@ -77,6 +82,13 @@ class Stepper {
   Stepper& operator=(const Stepper&) = delete;
 
   const EngineOptions& options() const { return opts_; }
+  // A step's budget of work, in multiply-adds × 2 (model::RowCost): step_tokens rows at a
+  // context of step_tokens positions, each its matmuls and its attention over that many keys.
+  // Prompts are cut into the longest grid chunks that fit what the decode rows leave of it and
+  // of the step's step_tokens rows, and an image's tower pieces into what is left of the work;
+  // so as a context grows its chunks shrink, down to the one grid chunk a step always gives the
+  // first prefilling sequence.
+  double step_budget() const { return budget_; }
   // Why `req` can never run here (empty, longer than the context or the pool, bad ids or
   // sampling, a drafter this engine lacks); false with *message.
   bool validate(const GenerationRequest& req, std::string* message) const;
@@ -158,7 +170,7 @@ class Stepper {
   // Plans tower work for a sequence's due image under *budget (the first prefilling sequence
   // gets one grain whatever it is): false when none fits. The image's run starts here when it
   // is new.
-  bool plan_tower(const PromptImage& im, int64_t* budget, bool first);
+  bool plan_tower(const PromptImage& im, double* budget, bool first);
   void run_tower(StepOutput* out);  // the planned pieces, before the forward call
   // Ends with `why` every running sequence whose due image is the one in the tower.
   void fail_tower(StepOutput* out, const std::string& why);
@@ -205,7 +217,8 @@ class Stepper {
   };
   std::unique_ptr<TowerWork> tower_;
   std::optional<model::VisionPlan> tower_plan_;  // set: the step runs it
-  double token_flops_ = 0;  // model_.token_flops(): a prompt token's cost, the budget's unit
+  model::RowCost cost_;  // what rows cost (model_.row_cost())
+  double budget_ = 0;    // step_budget()
 };
 
 }  // namespace qwen35::runtime

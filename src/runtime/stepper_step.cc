@@ -20,8 +20,10 @@ void Stepper::step(StepOutput* out) {
     fail_running(out, oom + " while planning a step");
     return;
   }
+  for (const auto& r : rows_) out->work_flops += cost_.rows(r.state->pos(), int64_t(r.tokens.size()));
   const auto t_tower = Clock::now();
   const bool tower = tower_plan_.has_value();
+  if (tower) out->work_flops += tower_plan_->flops;
   if (tower) run_tower(out);
   out->tower_s += std::chrono::duration<double>(Clock::now() - t_tower).count();
   if (rows_.empty()) {
@@ -179,14 +181,18 @@ void Stepper::propose_drafts() {
 }
 
 // Fills rows_: one decode row (or the verification rows) per generating sequence, then prefill
-// chunks, oldest request first, on the absolute grid, under the remaining budget. The first
-// prefilling sequence always gets one chunk so prompts progress however many sequences decode.
+// chunks (or the due image's tower pieces), oldest request first, on the absolute grid, under
+// what the decode rows leave of the step's rows (step_tokens) and of its budget of work
+// (budget_, in multiply-adds × 2: every row's matmuls and its attention over the positions
+// before it, model::RowCost; the tower's pieces count only there). The first prefilling
+// sequence always gets one chunk so prompts progress however many sequences decode.
 void Stepper::schedule() {
   rows_.clear();
   row_slot_.clear();
   row_logits_.clear();
   std::vector<int> prefilling;
-  int64_t decode_rows = 0;
+  int64_t decode_rows = 0;  // the decode, verification and replay rows, and their work
+  double decode_work = 0;
   draft();
   for (size_t i = 0; i < slots_.size(); ++i) {
     Sequence* s = slots_[i].get();
@@ -200,23 +206,25 @@ void Stepper::schedule() {
       rows_.push_back({s->state(), s->replay_rows(), false, true});
       rows_.back().logits_top_k = 1;
       decode_rows += int64_t(s->replay_rows().size());
+      decode_work += cost_.rows(s->state()->pos(), int64_t(s->replay_rows().size()));
       continue;
     }
     s->prefetch_masks();  // computed on the workers while the forward call runs
     row_slot_.push_back(int(i));
     if (s->phase() == Phase::kDecode) {
       rows_.push_back({s->state(), std::span<const int32_t>(s->next_token(), 1), false});
-      ++decode_rows;
     } else {
       rows_.push_back({s->state(), s->verify_rows(), false, true});
-      decode_rows += int64_t(s->verify_rows().size());
     }
+    decode_rows += int64_t(rows_.back().tokens.size());
+    decode_work += cost_.rows(s->state()->pos(), int64_t(rows_.back().tokens.size()));
     rows_.back().logits_top_k = s->logits_top_k();
   }
   std::sort(prefilling.begin(), prefilling.end(), [&](int x, int y) {
     return slots_[size_t(x)]->order() < slots_[size_t(y)]->order();
   });
-  int64_t budget = opts_.step_tokens - decode_rows;
+  int64_t rows_left = opts_.step_tokens - decode_rows;
+  double budget = budget_ - decode_work;
   bool first = true;
   tower_plan_.reset();
   if (tower_ && !tower_wanted()) tower_.reset();  // its requests ended: the run goes
@@ -237,9 +245,10 @@ void Stepper::schedule() {
       first = false;
       continue;
     }
-    const std::span<const int32_t> chunk = s.next_chunk(budget, first);
+    const std::span<const int32_t> chunk = s.next_chunk(rows_left, budget, cost_, first);
     if (chunk.empty()) break;  // no budget left: later prompts wait (first come, first served)
-    budget -= int64_t(chunk.size());
+    rows_left -= int64_t(chunk.size());
+    budget -= cost_.rows(s.prefilled(), int64_t(chunk.size()));
     first = false;
     if (s.prefilled() + int64_t(chunk.size()) == s.prompt_size()) s.prefetch_masks();
     rows_.push_back({s.state(), chunk, s.request().prompt_logprobs >= 0});
@@ -257,7 +266,7 @@ void Stepper::schedule() {
   }
 }
 
-bool Stepper::plan_tower(const PromptImage& im, int64_t* budget, bool first) {
+bool Stepper::plan_tower(const PromptImage& im, double* budget, bool first) {
   if (!tower_ || tower_->image != im.pending) {
     // Stepper::validate checked the grid, the patch rows and the tower.
     auto work = std::make_unique<TowerWork>();
@@ -270,12 +279,10 @@ bool Stepper::plan_tower(const PromptImage& im, int64_t* budget, bool first) {
     QWEN35_CHECK_MSG(st.ok(), st.message().c_str());
     tower_ = std::move(work);
   }
-  if (token_flops_ <= 0) token_flops_ = std::max(1.0, model_.token_flops());
-  // The pieces the budget's prompt tokens pay for, in the same multiply-adds; the budget keeps
-  // what they leave (whole tokens' worth, rounded down) for the prompts behind.
-  const model::VisionPlan plan = model_.plan_image(tower_->run, double(*budget) * token_flops_, first);
+  // The pieces the budget pays for; it keeps what they leave for the prompts behind.
+  const model::VisionPlan plan = model_.plan_image(tower_->run, *budget, first);
   if (plan.empty(tower_->run)) return false;
-  *budget = std::max<int64_t>(0, *budget - int64_t(std::ceil(plan.flops / token_flops_)));
+  *budget -= plan.flops;
   tower_plan_ = plan;
   return true;
 }

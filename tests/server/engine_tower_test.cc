@@ -155,8 +155,8 @@ TEST_F(EngineTowerTest, ALargeImageIsSpreadOverStepsWithinTheirBudgetWhileOthers
     ASSERT_EQ(a.out.samples.size(), 1u);
   }
   admit(st, with_image, &b);
-  // The step's budget once the decoding request's row is paid, in multiply-adds × 2.
-  const double budget = double(eo.step_tokens - 1) * model_->token_flops();
+  // The step's budget of work, in multiply-adds × 2; the decoding request's row takes its part.
+  const double budget = st.step_budget();
   const model::VisionTower tower(*model_->weights().vision, kernels::cpu_ops());
   const int64_t n = 64 * 64;
   double whole = 0;
@@ -176,7 +176,11 @@ TEST_F(EngineTowerTest, ALargeImageIsSpreadOverStepsWithinTheirBudgetWhileOthers
     total_stages += out.tower_stages;
     total_flops += out.tower_flops;
     most = std::max(most, out.tower_flops);
-    EXPECT_LE(out.tower_flops, budget) << "step " << tower_steps << " ran more tower work than its budget";
+    EXPECT_LE(out.work_flops, budget) << "step " << tower_steps << " ran more work than its budget";
+    // The rows of the step: the decoding request's one row, counted with its attention.
+    const double row = out.work_flops - out.tower_flops;
+    EXPECT_GT(row, model_->token_flops());
+    EXPECT_LT(row, model_->token_flops() + double(eo.ctx) * model_->row_cost().key);
     EXPECT_EQ(a.out.samples.size(), before + 1) << "the decoding request waited for the tower";
     ASSERT_TRUE(a.out.finish.empty()) << "the decoding request ended before the image: make it longer";
   }
