@@ -9,6 +9,9 @@
 // forward reads no tensor's values on the host between ops, and ends each step with finish(),
 // after which (and only after which) the outputs it asked for are readable.
 //
+// An op's metadata (token ids, rotary positions, parameters) is read when it is issued, its tensors
+// when it runs; the forward keeps every buffer an issued op names in place until finish().
+//
 // Operands are named by their host address: a range of an `Activations` buffer, a state's conv
 // or recurrent rows, a KV table, a capture's buffer, a weight. On the CPU that is the memory
 // itself; a device executor keeps its own twin of each (the residency map) and reads the address
