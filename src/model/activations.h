@@ -41,11 +41,8 @@ struct Activations {
   std::vector<float> router_logits;  // [n_tokens, n_experts]
   std::vector<int32_t> expert_idx;   // [n_tokens, top_k] chosen experts
   std::vector<float> expert_weight;  // [n_tokens, top_k] their (renormalised) probabilities
-  std::vector<int64_t> expert_slots;  // [n_slots] (row · top_k + j) routed to the current expert
-  std::vector<float> expert_in;       // [n_slots, hidden] those rows of `normed`, gathered
-  std::vector<float> expert_gate, expert_up, expert_act;  // [n_slots, moe_intermediate]
-  std::vector<float> expert_down;     // [n_slots, hidden]
   std::vector<float> expert_out;      // [n_tokens, top_k, hidden] every (row, slot)'s output
+                                      // (the grouping's scratch is the executor's)
 };
 
 // v with room for at least n elements (grows, never shrinks).

@@ -8,12 +8,9 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "model/cpu_executor.h"
 
 namespace qwen35::model {
-namespace {
-float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
-}  // namespace
-
 using core::error;
 using core::Status;
 
@@ -21,6 +18,17 @@ Model::Model(std::unique_ptr<ModelWeights> weights, const kernels::Ops& ops, cor
     : w_(std::move(weights)), ops_(ops), workspace_(ops.new_workspace()) {
   ctx_.pool = pool;
   ctx_.workspace = workspace_.get();
+  ex_ = cpu_executor();
+}
+
+Model::~Model() = default;
+
+std::unique_ptr<Executor> Model::cpu_executor() { return std::make_unique<CpuExecutor>(ops_, ctx_); }
+
+std::unique_ptr<Executor> Model::replace_executor(std::unique_ptr<Executor> ex) {
+  QWEN35_CHECK(ex != nullptr);
+  std::swap(ex, ex_);
+  return ex;
 }
 
 core::Status Model::encode_image(const float* rows, int64_t grid_t, int64_t grid_h, int64_t grid_w, float* out) {
@@ -187,27 +195,33 @@ Status Model::forward_layers(std::span<const SequenceRows> batch, int64_t first,
   float* normed = sized(a.normed, n * H);    // [n, H]
   float* out = sized(a.layer_out, n * H);    // [n, H]
   if (first == 0) {
-    ops_.embed(ctx_, w_->embed, a.tokens.data(), n, x);
+    ex_->embed(w_->embed, a.tokens.data(), n, x);
     for (size_t s = 0; s < batch.size(); ++s)  // image rows in place of their pad tokens
       for (size_t t = 0; t < batch[s].embeddings.size(); ++t)
         if (const float* e = batch[s].embeddings[t])
-          std::memcpy(x + (spans_[s].row0 + int64_t(t)) * H, e, size_t(H) * sizeof(float));
+          ex_->copy(e, H, x + (spans_[s].row0 + int64_t(t)) * H);
   } else {
-    std::memcpy(x, hidden->data(), size_t(n * H) * sizeof(float));
+    ex_->copy(hidden->data(), n * H, x);
   }
   for (int64_t l = first; l < end; ++l) {
     const LayerWeights& L = w_->layers[size_t(l)];
-    ops_.rms_norm(ctx_, x, n, H, L.input_norm.data(), eps, normed);
+    ex_->rms_norm(x, n, H, L.input_norm.data(), eps, normed);
     if (L.kind == LayerKind::kFullAttention) attention_layer(l, normed, n, out);
     else deltanet_layer(l, normed, n, out);
-    ops_.add_rows(ctx_, out, nullptr, n, H, x);
-    ops_.rms_norm(ctx_, x, n, H, L.post_norm.data(), eps, normed);
+    ex_->add_rows(out, nullptr, n, H, x);
+    ex_->rms_norm(x, n, H, L.post_norm.data(), eps, normed);
     if (c.moe) moe_layer(l, normed, n, out);
     else mlp_layer(l, normed, n, out);
-    ops_.add_rows(ctx_, out, nullptr, n, H, x);
+    ex_->add_rows(out, nullptr, n, H, x);
   }
-  if (end == c.n_layers) head_rows(batch, n, n_logits, logits);
-  else hidden->assign(x, x + n * H);
+  if (end == c.n_layers) {
+    head_rows(batch, n, n_logits, logits);
+    ex_->finish();
+  } else {
+    hidden->resize(size_t(n * H));
+    ex_->copy(x, n * H, hidden->data());
+    ex_->finish();
+  }
   for (const Span& sp : spans_) sp.state->advance(sp.n, sp.verify);
   return Status();
 }
@@ -226,7 +240,7 @@ void Model::head_rows(std::span<const SequenceRows> batch, int64_t n, int64_t n_
   float* hidden = nullptr;
   if (mtp) {
     hidden = sized(hidden_, n * H);
-    ops_.rms_norm(ctx_, x, n, H, w_->final_norm.data(), eps, hidden);
+    ex_->rms_norm(x, n, H, w_->final_norm.data(), eps, hidden);
   }
   int64_t r = 0;
   for (size_t s = 0; s < batch.size(); ++s) {
@@ -235,13 +249,13 @@ void Model::head_rows(std::span<const SequenceRows> batch, int64_t n, int64_t n_
     const int64_t first = all ? sp.row0 : sp.row0 + sp.n - 1;
     const int64_t cnt = all ? sp.n : 1;
     if (hidden)
-      std::memcpy(normed + r * H, hidden + first * H, size_t(cnt * H) * sizeof(float));
+      ex_->copy(hidden + first * H, cnt * H, normed + r * H);
     else
-      ops_.rms_norm(ctx_, x + first * H, cnt, H, w_->final_norm.data(), eps, normed + r * H);
+      ex_->rms_norm(x + first * H, cnt, H, w_->final_norm.data(), eps, normed + r * H);
     r += cnt;
   }
   logits->resize(size_t(n_logits * c.vocab));
-  ops_.matmul(ctx_, normed, n_logits, w_->head, logits->data());
+  ex_->matmul(normed, n_logits, w_->head, logits->data());
   if (mtp) mtp_after_forward(hidden);
 }
 
@@ -260,17 +274,18 @@ void Model::commit(SequenceState* st, int64_t rows) {
     // the verification (and so as plain decoding), without the weight matmuls.
     const SequenceState::VerifyRecord& v = st->verify_record(l);
     const DeltaNetWeights& g = w_->layers[size_t(l)].gdn;
-    std::copy(v.conv0.begin(), v.conv0.end(), st->conv_state(l));
+    ex_->copy(v.conv0.data(), int64_t(v.conv0.size()), st->conv_state(l));
     float* conv = sized(act_.qkv_conv, rows * C);
     float* o = sized(act_.delta_out, rows * nv * c.d_v);
-    ops_.conv1d_silu(ctx_, v.qkv.data(), rows, C, g.conv.data(), c.conv_kernel,
+    ex_->conv1d_silu(v.qkv.data(), rows, C, g.conv.data(), c.conv_kernel,
                      st->conv_state(l), conv);
     const kernels::Ops::DeltaParams dp{c.n_k_heads, nv, c.d_k, c.d_v, g.decay.data(),
                                        g.dt_bias.data(), nullptr, w_->tiled_v_heads};
-    ops_.gated_delta(ctx_, dp, conv, v.a.data(), v.b.data(), rows, false, st->delta_state(l), o);
+    ex_->gated_delta(dp, conv, v.a.data(), v.b.data(), rows, false, st->delta_state(l), o);
   }
   if (st->has_mtp())  // the MTP head's next input: the trunk's hidden state at the last row kept
-    std::copy_n(st->verify_hidden() + (rows - 1) * c.hidden, c.hidden, st->mtp_hidden());
+    ex_->copy(st->verify_hidden() + (rows - 1) * c.hidden, c.hidden, st->mtp_hidden());
+  ex_->finish();
   st->end_verify(rows);
 }
 
@@ -288,7 +303,7 @@ void Model::deltanet_layer(int64_t l, const float* in, int64_t n, float* out) {
   {
     const kernels::Matrix* ws[] = {&g.in_proj_qkv, &g.in_proj_z, &g.in_proj_b, &g.in_proj_a};
     float* ys[] = {qkv, z, beta_raw, decay_raw};
-    ops_.matmul_many(ctx_, in, n, ws, ys, 4);
+    ex_->matmul_many(in, n, ws, ys, 4);
   }
   const kernels::Ops::DeltaParams dp{c.n_k_heads, nv, c.d_k, dv, g.decay.data(), g.dt_bias.data(), nullptr,
                                      w_->tiled_v_heads};
@@ -296,35 +311,35 @@ void Model::deltanet_layer(int64_t l, const float* in, int64_t n, float* out) {
     if (sp.verify) {  // rows as decode steps; what commit() needs is kept (state.h)
       SequenceState::VerifyRecord& v = sp.state->verify_record(l);
       const float* cs = sp.state->conv_state(l);
-      std::copy(cs, cs + v.conv0.size(), v.conv0.begin());
-      std::copy(qkv + sp.row0 * C, qkv + (sp.row0 + sp.n) * C, v.qkv.begin());
-      std::copy(decay_raw + sp.row0 * nv, decay_raw + (sp.row0 + sp.n) * nv, v.a.begin());
-      std::copy(beta_raw + sp.row0 * nv, beta_raw + (sp.row0 + sp.n) * nv, v.b.begin());
-      ops_.conv1d_silu(ctx_, qkv + sp.row0 * C, sp.n, C, g.conv.data(), c.conv_kernel,
+      ex_->copy(cs, int64_t(v.conv0.size()), v.conv0.data());
+      ex_->copy(qkv + sp.row0 * C, sp.n * C, v.qkv.data());
+      ex_->copy(decay_raw + sp.row0 * nv, sp.n * nv, v.a.data());
+      ex_->copy(beta_raw + sp.row0 * nv, sp.n * nv, v.b.data());
+      ex_->conv1d_silu(qkv + sp.row0 * C, sp.n, C, g.conv.data(), c.conv_kernel,
                        sp.state->conv_state(l), conv + sp.row0 * C);
       kernels::Ops::DeltaParams vp = dp;
       vp.state_in = sp.state->delta_state(l);
-      ops_.gated_delta(ctx_, vp, conv + sp.row0 * C, decay_raw + sp.row0 * nv,
+      ex_->gated_delta(vp, conv + sp.row0 * C, decay_raw + sp.row0 * nv,
                        beta_raw + sp.row0 * nv, sp.n, false, v.after.data(),
                        o + sp.row0 * nv * dv);
       continue;
     }
-    ops_.conv1d_silu(ctx_, qkv + sp.row0 * C, sp.n, C, g.conv.data(), c.conv_kernel,
+    ex_->conv1d_silu(qkv + sp.row0 * C, sp.n, C, g.conv.data(), c.conv_kernel,
                      sp.state->conv_state(l), conv + sp.row0 * C);
     // Pieces on the absolute kDeltaChunk grid.
     size_t next_cap = 0;
     for (int64_t p = sp.pos0; p < sp.pos0 + sp.n;) {
       const int64_t end = std::min(sp.pos0 + sp.n, (p / kDeltaChunk + 1) * kDeltaChunk);
       const int64_t r0 = sp.row0 + (p - sp.pos0), len = end - p;
-      ops_.gated_delta(ctx_, dp, conv + r0 * C, decay_raw + r0 * nv, beta_raw + r0 * nv, len, len > 1,
+      ex_->gated_delta(dp, conv + r0 * C, decay_raw + r0 * nv, beta_raw + r0 * nv, len, len > 1,
                        sp.state->delta_state(l), o + r0 * nv * dv);
       if (next_cap < sp.captures.size() && sp.captures[next_cap].pos == end)
         capture_deltanet(l, sp, sp.captures[next_cap++], qkv);
       p = end;
     }
   }
-  ops_.gated_rms_norm(ctx_, o, z, n * nv, dv, g.norm.data(), float(c.eps));
-  ops_.matmul(ctx_, o, n, g.out_proj, out);
+  ex_->gated_rms_norm(o, z, n * nv, dv, g.norm.data(), float(c.eps));
+  ex_->matmul(o, n, g.out_proj, out);
 }
 
 // Layer l's part of a state copy at cap.pos (inside span sp, which starts on the grid): the
@@ -335,9 +350,8 @@ void Model::capture_deltanet(int64_t l, const Span& sp, const StateCapture& cap,
   const int64_t C = c.conv_channels(), K1 = c.conv_kernel - 1;
   QWEN35_CHECK(cap.pos - K1 >= sp.pos0);
   const float* S = sp.state->delta_state(l);
-  std::copy(S, S + c.n_v_heads * c.d_k * c.d_v, cap.out + sp.state->delta_offset(l));
-  const float* rows = qkv + (sp.row0 + cap.pos - K1 - sp.pos0) * C;
-  std::copy(rows, rows + K1 * C, cap.out + sp.state->conv_offset(l));
+  ex_->copy(S, c.n_v_heads * c.d_k * c.d_v, cap.out + sp.state->delta_offset(l));
+  ex_->copy(qkv + (sp.row0 + cap.pos - K1 - sp.pos0) * C, K1 * C, cap.out + sp.state->conv_offset(l));
 }
 
 void Model::attention_layer(int64_t l, const float* in, int64_t n, float* out) {
@@ -352,7 +366,7 @@ void Model::attention_layer(int64_t l, const float* in, int64_t n, float* out) {
   {
     const kernels::Matrix* ws[] = {&w.q_proj, &w.k_proj, &w.v_proj};
     float* ys[] = {q_gate, k, v};
-    ops_.matmul_many(ctx_, in, n, ws, ys, 3);
+    ex_->matmul_many(in, n, ws, ys, 3);
   }
   // The MTP head's cache has no row at position 0 (state.h).
   kernels::Ops::AttentionParams ap{nh, nkv, hd, c.rotary_dim, float(c.rope_theta), float(c.eps),
@@ -361,10 +375,10 @@ void Model::attention_layer(int64_t l, const float* in, int64_t n, float* out) {
   ap.pair_axis = c.rope_pair_axis.empty() ? nullptr : c.rope_pair_axis.data();
   for (const Span& sp : spans_) {
     ap.positions = rope_positions(sp);
-    ops_.attention(ctx_, ap, q_gate + sp.row0 * q_row, k + sp.row0 * nkv * hd, v + sp.row0 * nkv * hd,
+    ex_->attention(ap, q_gate + sp.row0 * q_row, k + sp.row0 * nkv * hd, v + sp.row0 * nkv * hd,
                    sp.n, sp.pos0, sp.state->kv(l), o + sp.row0 * nh * hd);
   }
-  ops_.matmul(ctx_, o, n, w.o_proj, out);
+  ex_->matmul(o, n, w.o_proj, out);
 }
 
 const int64_t* Model::rope_positions(const Span& sp) {
@@ -386,10 +400,10 @@ void Model::mlp_layer(int64_t l, const float* in, int64_t n, float* out) {
   {
     const kernels::Matrix* ws[] = {&m.gate_proj, &m.up_proj};
     float* ys[] = {gate, up};
-    ops_.matmul_many(ctx_, in, n, ws, ys, 2);
+    ex_->matmul_many(in, n, ws, ys, 2);
   }
-  ops_.swiglu(ctx_, gate, up, n, I, I, act);
-  ops_.matmul(ctx_, act, n, m.down_proj, out);
+  ex_->swiglu(gate, up, n, I, I, act);
+  ex_->matmul(act, n, m.down_proj, out);
 }
 
 void Model::moe_layer(int64_t l, const float* in, int64_t n, float* out) {
@@ -402,33 +416,11 @@ void Model::moe_layer(int64_t l, const float* in, int64_t n, float* out) {
   float* weight = sized(a.expert_weight, n * K);         // [n, K]
   // The router always runs exact: top-k is discontinuous, so activation rounding there would flip
   // expert choices (it is a small matrix; the experts are where the bytes are).
-  kernels::Context exact = ctx_;
-  exact.int8_activations = false;
-  ops_.matmul(exact, in, n, m.router, router_logits);
-  ops_.router_topk(ctx_, router_logits, n, E, K, c.norm_topk, idx, weight);
-  // Rows are grouped by expert; each row's result is the same whatever else is in its group.
+  ex_->matmul(in, n, m.router, router_logits, /*exact=*/true);
+  ex_->router_topk(router_logits, n, E, K, c.norm_topk, idx, weight);
   float* expert_out = sized(a.expert_out, n * K * H);  // [n, K, H]
-  float* gathered = sized(a.expert_in, n * K * H);     // [slots, H]
-  float* eg = sized(a.expert_gate, n * K * I);         // [slots, I]
-  float* eu = sized(a.expert_up, n * K * I);           // [slots, I]
-  float* act = sized(a.expert_act, n * K * I);         // [slots, I]
-  float* down = sized(a.expert_down, n * K * H);       // [slots, H]
-  std::vector<int64_t>& slots = a.expert_slots;
-  for (int64_t e = 0; e < E; ++e) {
-    slots.clear();
-    for (int64_t s = 0; s < n * K; ++s)
-      if (idx[s] == e) slots.push_back(s);
-    if (slots.empty()) continue;
-    const int64_t cnt = int64_t(slots.size());
-    for (int64_t i = 0; i < cnt; ++i) std::memcpy(gathered + i * H, in + (slots[i] / K) * H, size_t(H) * 4);
-    const MlpWeights& ex = m.experts[size_t(e)];
-    ops_.matmul(ctx_, gathered, cnt, ex.gate_proj, eg);
-    ops_.matmul(ctx_, gathered, cnt, ex.up_proj, eu);
-    ops_.swiglu(ctx_, eg, eu, cnt, I, I, act);
-    ops_.matmul(ctx_, act, cnt, ex.down_proj, down);
-    for (int64_t i = 0; i < cnt; ++i) std::memcpy(expert_out + slots[i] * H, down + i * H, size_t(H) * 4);
-  }
-  ops_.moe_combine(ctx_, expert_out, weight, n, K, H, out);
+  ex_->moe_experts(in, n, idx, K, std::span<const MlpWeights>(m.experts).first(size_t(E)), I, H, expert_out);
+  ex_->moe_combine(expert_out, weight, n, K, H, out);
   if (!m.has_shared) return;
   const int64_t Is = c.shared_intermediate;
   float* sg = sized(a.mlp_gate, n * Is);          // [n, Is]
@@ -438,17 +430,17 @@ void Model::moe_layer(int64_t l, const float* in, int64_t n, float* out) {
   {
     const kernels::Matrix* ws[] = {&m.shared.gate_proj, &m.shared.up_proj};
     float* ys[] = {sg, su};
-    ops_.matmul_many(ctx_, in, n, ws, ys, 2);
+    ex_->matmul_many(in, n, ws, ys, 2);
   }
-  ops_.swiglu(ctx_, sg, su, n, Is, Is, sa);
-  ops_.matmul(ctx_, sa, n, m.shared.down_proj, so);
+  ex_->swiglu(sg, su, n, Is, Is, sa);
+  ex_->matmul(sa, n, m.shared.down_proj, so);
   float* scale = nullptr;  // [n] sigmoid(shared_expert_gate(x)); none: the shared expert adds as is
   if (m.has_shared_gate) {
     scale = sized(a.shared_scale, n);
-    ops_.matmul(exact, in, n, m.shared_gate, scale);
-    for (int64_t t = 0; t < n; ++t) scale[t] = sigmoid(scale[t]);
+    ex_->matmul(in, n, m.shared_gate, scale, /*exact=*/true);
+    ex_->sigmoid(scale, n);
   }
-  ops_.add_rows(ctx_, so, scale, n, H, out);
+  ex_->add_rows(so, scale, n, H, out);
 }
 
 }  // namespace qwen35::model

@@ -7,7 +7,7 @@
 // recurrent form. So a batch of sequences gives each sequence the bits it gets alone.
 //
 // The math of every op is in kernels/ref/ref_ops.cc (the scalar reference); this file composes
-// them. Thread-safety: one caller at a time per Model. Models with their own thread pools (or none)
+// them, issuing each op to an executor (model/executor.h: the CPU runs it at once). Thread-safety: one caller at a time per Model. Models with their own thread pools (or none)
 // may run forward passes at the same time: the kernels keep no state, each Model owns its
 // workspace and activations.
 #pragma once
@@ -22,6 +22,7 @@
 #include "core/thread_pool.h"
 #include "kernels/ops.h"
 #include "model/activations.h"
+#include "model/executor.h"
 #include "model/state.h"
 #include "model/vision.h"
 #include "model/weights.h"
@@ -96,10 +97,18 @@ std::string mtp_unusable(const ModelWeights& w);
 class Model {
  public:
   Model(std::unique_ptr<ModelWeights> weights, const kernels::Ops& ops, core::ThreadPool* pool);
+  ~Model();
 
   const ModelConfig& config() const { return w_->config; }
   const ModelWeights& weights() const { return *w_; }
   const kernels::Ops& ops() const { return ops_; }  // the backend (runtime::ImageEncoder's too)
+  // Where the forward's ops run (model/executor.h): a CpuExecutor over ops() by default. Puts `ex`
+  // in its place and returns the one before (a device executor, or a test's wrapper around the
+  // CPU's). Not during a call.
+  std::unique_ptr<Executor> replace_executor(std::unique_ptr<Executor> ex);
+  // A CPU executor over ops() in this model's context (thread pool, workspace, mode), as the
+  // default one; it must not outlive the model.
+  std::unique_ptr<Executor> cpu_executor();
 
   // A state with its own blocks for `capacity` positions (and the MTP head's cache when MTP
   // drafting is on).
@@ -217,6 +226,8 @@ class Model {
   const kernels::Ops& ops_;
   std::unique_ptr<kernels::Workspace> workspace_;  // the kernels' scratch, this model's alone
   kernels::Context ctx_;
+  // Where the forward's ops run (model/executor.h); the CPU executor reads ctx_ at every op.
+  std::unique_ptr<Executor> ex_;
   Activations act_;
   std::vector<Span> spans_;  // of the current call
   bool mtp_on_ = false;

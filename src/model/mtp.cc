@@ -42,23 +42,21 @@ void Model::mtp_rows(int64_t m, const int32_t* tokens, const float* hidden, floa
   float* normed = sized(a.normed, m * H);
   float* layer_out = sized(a.layer_out, m * H);
   float* cat = sized(mtp_cat_, m * 2 * H);  // [m, 2H]: embedding half, then hidden half
-  ops_.embed(ctx_, w_->embed, tokens, m, x);
-  ops_.rms_norm(ctx_, x, m, H, w.norm_embedding.data(), eps, normed);
-  ops_.rms_norm(ctx_, hidden, m, H, w.norm_hidden.data(), eps, layer_out);
-  for (int64_t i = 0; i < m; ++i) {
-    std::memcpy(cat + i * 2 * H, normed + i * H, size_t(H) * sizeof(float));
-    std::memcpy(cat + i * 2 * H + H, layer_out + i * H, size_t(H) * sizeof(float));
-  }
-  ops_.matmul(ctx_, cat, m, w.fc, x);
-  ops_.rms_norm(ctx_, x, m, H, w.layer.input_norm.data(), eps, normed);
+  ex_->embed(w_->embed, tokens, m, x);
+  ex_->rms_norm(x, m, H, w.norm_embedding.data(), eps, normed);
+  ex_->rms_norm(hidden, m, H, w.norm_hidden.data(), eps, layer_out);
+  ex_->copy_rows(normed, H, cat, 2 * H, m, H);
+  ex_->copy_rows(layer_out, H, cat + H, 2 * H, m, H);
+  ex_->matmul(cat, m, w.fc, x);
+  ex_->rms_norm(x, m, H, w.layer.input_norm.data(), eps, normed);
   attention_layer(L, normed, m, layer_out);  // writes the rows to the head's cache
   if (out == nullptr) return;
-  ops_.add_rows(ctx_, layer_out, nullptr, m, H, x);
-  ops_.rms_norm(ctx_, x, m, H, w.layer.post_norm.data(), eps, normed);
+  ex_->add_rows(layer_out, nullptr, m, H, x);
+  ex_->rms_norm(x, m, H, w.layer.post_norm.data(), eps, normed);
   if (c.moe) moe_layer(L, normed, m, layer_out);
   else mlp_layer(L, normed, m, layer_out);
-  ops_.add_rows(ctx_, layer_out, nullptr, m, H, x);
-  ops_.rms_norm(ctx_, x, m, H, w.norm.data(), eps, out);
+  ex_->add_rows(layer_out, nullptr, m, H, x);
+  ex_->rms_norm(x, m, H, w.norm.data(), eps, out);
 }
 
 // The rows this call completes: a sequence that fed tokens [pos0, pos0 + n) now knows token p+1
@@ -74,22 +72,29 @@ void Model::mtp_after_forward(const float* hidden) {
     const int64_t first = std::max<int64_t>(sp.pos0 - 1, 0), last = sp.pos0 + sp.n - 2;
     if (last < first) continue;
     spans_.push_back({sp.state, m, last - first + 1, first + 1, false});
+    m += last - first + 1;
+  }
+  // Sized before any copy into them is issued: an executor may run the copies later.
+  float* in = sized(mtp_in_, m * H);
+  int32_t* tokens = sized(mtp_tokens_, m);
+  m = 0;
+  for (const Span& sp : trunk_spans_) {
+    if (!sp.state->has_mtp()) continue;
+    const int64_t first = std::max<int64_t>(sp.pos0 - 1, 0), last = sp.pos0 + sp.n - 2;
     for (int64_t p = first; p <= last; ++p, ++m) {
       const float* h = p < sp.pos0 ? sp.state->mtp_hidden() : hidden + (sp.row0 + p - sp.pos0) * H;
-      std::memcpy(sized(mtp_in_, (m + 1) * H) + m * H, h, size_t(H) * sizeof(float));
-      sized(mtp_tokens_, m + 1)[m] = act_.tokens[size_t(sp.row0 + p + 1 - sp.pos0)];
+      ex_->copy(h, H, in + m * H);
+      tokens[m] = act_.tokens[size_t(sp.row0 + p + 1 - sp.pos0)];
     }
   }
   if (m > 0) mtp_rows(m, mtp_tokens_.data(), mtp_in_.data(), nullptr);
   for (const Span& sp : trunk_spans_) {
     if (!sp.state->has_mtp()) continue;
     const float* rows = hidden + sp.row0 * H;
-    if (sp.verify) std::copy(rows, rows + sp.n * H, sp.state->verify_hidden());
-    for (const StateCapture& cap : sp.captures) {  // the hidden row of the last position below
-      const float* h = rows + (cap.pos - 1 - sp.pos0) * H;
-      std::copy(h, h + H, cap.out + sp.state->mtp_offset());
-    }
-    std::copy(rows + (sp.n - 1) * H, rows + sp.n * H, sp.state->mtp_hidden());
+    if (sp.verify) ex_->copy(rows, sp.n * H, sp.state->verify_hidden());
+    for (const StateCapture& cap : sp.captures)  // the hidden row of the last position below
+      ex_->copy(rows + (cap.pos - 1 - sp.pos0) * H, H, cap.out + sp.state->mtp_offset());
+    ex_->copy(rows + (sp.n - 1) * H, H, sp.state->mtp_hidden());
   }
   spans_.swap(trunk_spans_);
 }
@@ -112,6 +117,12 @@ Status Model::draft(std::span<const DraftRequest> reqs, std::vector<float>* logi
   if (logits) logits->clear();
   std::vector<int64_t>& prev = draft_prev_;  // each request's row of the previous position
   prev.assign(reqs.size(), -1);
+  // At most one row per request: sized before any copy into them is issued (an executor may
+  // run the copies later).
+  const int64_t rows = int64_t(reqs.size());
+  float* in = sized(mtp_in_, rows * H);
+  float* out = sized(mtp_out_, rows * H);
+  int32_t* tokens = sized(mtp_tokens_, rows);
   for (int64_t d = 0; d < most; ++d) {
     spans_.clear();
     int64_t m = 0;
@@ -124,17 +135,17 @@ Status Model::draft(std::span<const DraftRequest> reqs, std::vector<float>* logi
         prev[i] = -1;
         continue;
       }
-      const float* h = d == 0 ? st->mtp_hidden() : mtp_out_.data() + prev[i] * H;
-      std::memcpy(sized(mtp_in_, (m + 1) * H) + m * H, h, size_t(H) * sizeof(float));
-      sized(mtp_tokens_, m + 1)[m] = d == 0 ? r.token : r.out->back();
+      const float* h = d == 0 ? st->mtp_hidden() : out + prev[i] * H;
+      ex_->copy(h, H, in + m * H);
+      tokens[m] = d == 0 ? r.token : r.out->back();
       spans_.push_back({st, m, 1, slot, false});
       prev[i] = m++;
     }
     if (m == 0) break;
-    float* out = sized(mtp_out_, m * H);
-    mtp_rows(m, mtp_tokens_.data(), mtp_in_.data(), out);
+    mtp_rows(m, tokens, in, out);
     float* lg = sized(draft_logits_, m * DV);
-    ops_.matmul(ctx_, out, m, draft_head, lg);
+    ex_->matmul(out, m, draft_head, lg);
+    ex_->finish();  // the drafts are chosen on the host
     for (size_t i = 0; i < reqs.size(); ++i) {
       if (prev[i] < 0) continue;
       const float* row = lg + prev[i] * DV;

@@ -1,0 +1,85 @@
+// The seam between the forward's structure and the backend that runs its ops (issue 48 point 3,
+// docs/design.md "The forward pass" and "Vulkan backend").
+//
+// model.cc and mtp.cc are the one description of a step: the layer order, the per-sequence
+// spans, the delta rule's pieces on the 64-grid, state captures, verify records, the MTP rows
+// and forward_layers' stages. They decide all of that from metadata alone (spans, positions,
+// counts) and issue every op, and every copy of a tensor's rows, to an Executor. An executor may
+// run an op at once (the CPU's, below) or record it and run the step later (a device's); so the
+// forward reads no tensor's values on the host between ops, and ends each step with finish(),
+// after which (and only after which) the outputs it asked for are readable.
+//
+// An op's metadata (token ids, rotary positions, parameters) is read when it is issued, its tensors
+// when it runs; the forward keeps every buffer an issued op names in place until finish().
+//
+// Operands are named by their host address: a range of an `Activations` buffer, a state's conv
+// or recurrent rows, a KV table, a capture's buffer, a weight. On the CPU that is the memory
+// itself; a device executor keeps its own twin of each (the residency map) and reads the address
+// as the name of that twin. Op semantics are kernels::Ops's (kernels/ops.h), with the same
+// arguments; what is added here is what model.cc did itself between kernel calls: copies, the
+// MoE experts' grouping of rows (it reads the router's choices, so it must run where they are)
+// and the shared expert gate's sigmoid.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "kernels/ops.h"
+#include "model/weights.h"
+
+namespace qwen35::model {
+
+class Executor {
+ public:
+  virtual ~Executor() = default;
+
+  // Ops of kernels::Ops, in this executor's context (thread pool, workspace, mode).
+  virtual void embed(const kernels::Matrix& table, const int32_t* tokens, int64_t n,
+                     float* out) = 0;
+  virtual void rms_norm(const float* x, int64_t n, int64_t dim, const float* w, float eps,
+                        float* out) = 0;
+  virtual void gated_rms_norm(float* x, const float* z, int64_t n, int64_t dim, const float* w,
+                              float eps) = 0;
+  virtual void add_rows(const float* x, const float* s, int64_t n, int64_t dim, float* y) = 0;
+  // `exact`: in exact arithmetic whatever the mode (the MoE router and the shared expert's gate:
+  // a choice between experts must not move with activation rounding).
+  virtual void matmul(const float* x, int64_t n, const kernels::Matrix& w, float* y,
+                      bool exact = false) = 0;
+  virtual void matmul_many(const float* x, int64_t n, const kernels::Matrix* const* ws,
+                           float* const* ys, int count) = 0;
+  virtual void swiglu(const float* gate, const float* up, int64_t n, int64_t dim, int64_t in_stride,
+                      float* out) = 0;
+  virtual void attention(const kernels::Ops::AttentionParams& p, const float* qg, const float* k,
+                         const float* v, int64_t n, int64_t pos0, const kernels::KvView& cache,
+                         float* out) = 0;
+  virtual void conv1d_silu(const float* x, int64_t n, int64_t channels, const float* w,
+                           int64_t kernel, float* state, float* out) = 0;
+  virtual void gated_delta(const kernels::Ops::DeltaParams& p, const float* qkv, const float* a,
+                           const float* b, int64_t n, bool chunked, float* state, float* out) = 0;
+  virtual void router_topk(const float* logits, int64_t n, int64_t n_experts, int64_t k,
+                           bool renormalize, int32_t* idx, float* weight) = 0;
+  virtual void moe_combine(const float* expert_out, const float* weight, int64_t n, int64_t k,
+                           int64_t dim, float* y) = 0;
+
+  // The routed experts of an MoE layer: for every row t and choice j, expert_out[t, j, :] =
+  // down(swiglu(gate(x_t), up(x_t))) of expert idx[t, j], x [n, hidden], idx [n, k],
+  // expert_out [n, k, hidden]. Each slot's bits are those of a plain matmul of its row alone,
+  // whatever else is routed with it.
+  virtual void moe_experts(const float* x, int64_t n, const int32_t* idx, int64_t k,
+                           std::span<const MlpWeights> experts, int64_t inter, int64_t hidden,
+                           float* expert_out) = 0;
+  // In place: x[i] = 1 / (1 + exp(-x[i])) over n values.
+  virtual void sigmoid(float* x, int64_t n) = 0;
+  // dst[r · dst_stride + i] = src[r · src_stride + i] for r < rows, i < width (floats).
+  virtual void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
+                         int64_t rows, int64_t width) = 0;
+  void copy(const float* src, int64_t count, float* dst) {
+    copy_rows(src, count, dst, count, 1, count);
+  }
+
+  // Ends the step: every op issued so far has run, and its outputs are readable on the host.
+  // Nothing to do on the CPU.
+  virtual void finish() = 0;
+};
+
+}  // namespace qwen35::model
