@@ -39,8 +39,8 @@ DEFAULT_QUESTION = QUESTIONS[0]
 # learn each scale. The second stage starts from a tower that knows 64x64.)
 SIZES = ((64, 64),)
 SUPERSAMPLE = 4
-# The demo's processor (preprocessor_config.json "size"): a photo is brought to at most
-# 14,336 pixels (14 merged tokens of 32x32), so a square one becomes 96x96 (9 tokens), 4:3
+# The second stage's processor (export_vision.py writes it to preprocessor_config.json "size";
+# the shipped first-stage demo has 4096 for both): a photo is brought to at most 14,336 pixels (14 merged tokens of 32x32), so a square one becomes 96x96 (9 tokens), 4:3
 # 96x128, 2:1 64x160 and 1:3 192x64: the short side keeps 2 tokens up to an aspect of 3.5
 # (at 12,288, 3:1 sat on the edge of falling to one token). A small image is brought up to
 # 64x64's worth. Every kept grid has a short side of 64 or 96 pixels, so the shapes' scale
