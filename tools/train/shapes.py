@@ -137,13 +137,13 @@ def to_processor(img, budget=(MIN_PIXELS, MAX_PIXELS)):
     return np.asarray(Image.fromarray(img).resize((rw, rh), Image.BICUBIC))
 
 
-def drawn_size(rng):
-    """A training image's size as drawn: square one time in four, else an aspect log-uniform up to
+def drawn_size(rng, square_frac=0.25):
+    """A training image's size as drawn: square a `square_frac` of the time, else an aspect log-uniform up to
     MAX_ASPECT either way; an area log-uniform from 48x48 to 2.5x the budget (so some images are
     brought up and many down, as photos are). Sizes whose processed short side is one token
     (a shape of 16-27 pixels) are drawn again."""
     while True:
-        aspect = 1.0 if rng.random() < 0.25 else math.exp(rng.uniform(-math.log(MAX_ASPECT), math.log(MAX_ASPECT)))
+        aspect = 1.0 if rng.random() < square_frac else math.exp(rng.uniform(-math.log(MAX_ASPECT), math.log(MAX_ASPECT)))
         area = math.exp(rng.uniform(math.log(48 * 48), math.log(2.5 * MAX_PIXELS)))
         h, w = round(math.sqrt(area / aspect)), round(math.sqrt(area * aspect))
         if min(processed_size(h, w)) >= 2 * FACTOR:

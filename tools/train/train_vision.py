@@ -74,11 +74,11 @@ def example_ids(tok, question, ans, n_image_tokens, whole):
     return ids, ids.index(tok.added["<think>"]) + 1
 
 
-def image_batch(tok, rng, batch, image_token_id, size=None, whole_frac=0.2, varied=False):
+def image_batch(tok, rng, batch, image_token_id, size=None, whole_frac=0.2, varied=False, square_frac=0.25):
     """B examples drawn at one size (`size`, else shapes.drawn_size if varied, else 64x64), each
     brought to the processor's size -> (ids [B, T], labels [B, T], rows, gh, gw, positions, info)."""
     if size is None:
-        size = shapes.drawn_size(rng) if varied else shapes.SIZES[rng.integers(len(shapes.SIZES))]
+        size = shapes.drawn_size(rng, square_frac) if varied else shapes.SIZES[rng.integers(len(shapes.SIZES))]
     ph, pw = shapes.processed_size(*size)
     n_tok = (ph // 32) * (pw // 32)
     imgs, seqs, info = [], [], []
@@ -177,6 +177,8 @@ def main():
                     help="64: 64x64 images (the first stage); varied: sizes and aspect ratios")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--steps", type=int, default=1200)
+    ap.add_argument("--square-frac", type=float, default=0.25,
+                    help="with --images varied: the share of steps drawn square")
     ap.add_argument("--stop-at", type=int, help="stop after this step's checkpoint (resume later)")
     ap.add_argument("--batch", type=int, default=24)
     ap.add_argument("--text-batch", type=int, default=4)
@@ -242,7 +244,8 @@ def main():
         scale = lr_scale(step, a.warmup, a.steps)
         for gp in opt.param_groups:
             gp["lr"] = gp["base_lr"] * scale
-        li, _ = image_loss(m, image_batch(tok, rng, a.batch, m.image_token_id, varied=a.images == "varied"),
+        li, _ = image_loss(m, image_batch(tok, rng, a.batch, m.image_token_id, varied=a.images == "varied",
+                                       square_frac=a.square_frac),
                            probe if a.probe_weight > 0 else None, a.probe_weight)
         lt = text_loss(m, sample_batch(streams, mix, a.text_batch, a.text_seq, gen))
         opt.zero_grad(set_to_none=True)
