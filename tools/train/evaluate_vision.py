@@ -1,21 +1,25 @@
 """Evaluates the exported vision demo (models/qwen35-tiny-kjv-vision).
 
     /usr/bin/python3 tools/train/evaluate_vision.py --model models/qwen35-tiny-kjv-vision \
-        [--n 300] [--oracle DIR] [--json OUT.json]
+        [--n 120] [--oracle DIR] [--json OUT.json]
 
-- Held-out rates: --n images drawn by shapes.py from a seed the trainer never uses
-  (train_vision.HELDOUT_SEED); the model (rebuilt in torch from the exported
-  bf16 tensors, run in float32) answers "What is in the image?" greedily through the chat prompt;
-  an answer names the colour (or shape) right when the only colour (shape) word in it is the
-  drawn one. Reported overall and per image size.
-- The examples (examples/*.png, read back from the files): the answer to each.
+- Held-out rates by aspect ratio: --n images of each aspect ratio of ASPECTS (shared between its
+  drawn sizes), drawn by shapes.py from a seed the trainer never uses (train_vision.HELDOUT_SEED)
+  and brought to the size the model's own preprocessor_config gives them (smart_resize, PIL
+  bicubic: what the engine does); the model (rebuilt in torch from the exported bf16 tensors, run
+  in float32) answers "What is in the image?" greedily through the chat prompt; an answer names
+  the colour (or shape) right when the only colour (shape) word in it is the drawn one.
+- The examples (examples/*.png, read back from the files and brought to the processor's size):
+  the answer to each.
 - The tower against the float64 reference (tools/fixtures/vision_ref.py) on held-out images.
 - With --data (prep.py's output) and --base (the text model it started from): the held-out text
   loss of both, on train.py's 12 held-out windows (4 each of KJV, fortunes and chat): what the
   vision training cost the text skills.
-- With --write-set DIR: one held-out 64x64 image of every colour and shape (36 PNG files) and
-  manifest.json with the truth and the trainer's greedy turn for each: the engine's test
-  (tests/model/vision_demo_test.cc) answers them and compares.
+- With --write-set DIR: one held-out 64x64 image of every colour and shape, then 12 images each
+  160 wide by 72 high and 72 wide by 160 high (every shape twice, every colour twice), as PNG
+  files at the drawn size (the engine resizes them), and manifest.json with the truth and the
+  trainer's greedy turn for each: the engine's test (tests/model/vision_demo_test.cc) answers
+  them and compares.
 - With --oracle (the directory of the float64 text reference qwen35_ref.py): the logits of a whole
   image prompt and its greedy answer against the float64 reference with the tower's float64 rows
   at the image pads and the multimodal positions, as make_vision_prompt_fixtures.py does.
@@ -34,32 +38,13 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(ROOT, "tools", "fixtures"))
-import bpe  # noqa: E402
 import mrope_positions  # noqa: E402
 import shapes  # noqa: E402
 import vision_ref  # noqa: E402
-from export import read_safetensors  # noqa: E402
 from train_vision import HELDOUT_SEED, prompt_ids  # noqa: E402
-from vision_model import Qwen35TinyVision, VisionCfg, patch_rows, positions_for  # noqa: E402
-from evaluate import load_model, text_cfg  # noqa: E402
+from vision_model import load_vision_model, patch_rows, positions_for  # noqa: E402
+from evaluate import load_model  # noqa: E402
 from train import evaluate as text_heldout, heldout_windows, load_streams  # noqa: E402
-
-
-def load_vision_model(d):
-    c = text_cfg(d)
-    with open(os.path.join(d, "config.json")) as f:
-        cfg = json.load(f)
-    v = cfg["vision_config"]
-    vc = VisionCfg(depth=v["depth"], hidden=v["hidden_size"], heads=v["num_heads"],
-                   intermediate=v["intermediate_size"], out_hidden=v["out_hidden_size"],
-                   num_pos=v["num_position_embeddings"], patch=v["patch_size"],
-                   temporal=v["temporal_patch_size"], merge=v["spatial_merge_size"])
-    m = Qwen35TinyVision(c, vc, cfg["image_token_id"])
-    sd = {k: torch.from_numpy(a) for k, a in read_safetensors(os.path.join(d, "model.safetensors")).items()}
-    m.load_state_dict(sd, strict=True)
-    m.eval()
-    tok = bpe.Tokenizer.from_hf_json(os.path.join(d, "tokenizer.json"))
-    return m, tok, cfg
 
 
 @torch.no_grad()
@@ -85,6 +70,33 @@ def greedy_answers(m, tok, images, question=shapes.DEFAULT_QUESTION, max_new=16)
     return out
 
 
+# Held-out aspect ratios (width:height; the issue's 160x72 and 72x160 are width x height) ->
+# the (height, width) sizes drawn: small, near the processor's budget, and a photo's size
+# brought down.
+ASPECTS = {
+    "1:1": ((64, 64), (96, 96), (128, 128), (200, 200)),
+    "4:3": ((96, 128), (150, 200), (300, 400)),
+    "3:4": ((128, 96), (200, 150), (400, 300)),
+    "2:1": ((64, 128), (100, 200), (300, 600)),
+    "1:2": ((128, 64), (200, 100), (600, 300)),
+    "3:1": ((64, 192), (100, 300), (200, 600)),
+    "1:3": ((192, 64), (300, 100), (600, 200)),
+    "160x72": ((72, 160),),
+    "72x160": ((160, 72),),
+}
+# The engine test's set beside the 36 64x64 images: (height, width) drawn, 12 images each.
+SET_SIZES = ((72, 160), (160, 72))
+
+
+def processor_budget(d):
+    """(min_pixels, max_pixels) of a model directory's preprocessor_config.json, read as the engine
+    reads it (size.shortest_edge / longest_edge; top-level min_pixels / max_pixels override)."""
+    with open(os.path.join(d, "preprocessor_config.json")) as f:
+        pc = json.load(f)
+    lo, hi = pc.get("size", {}).get("shortest_edge", 65536), pc.get("size", {}).get("longest_edge", 16777216)
+    return pc.get("min_pixels", lo), pc.get("max_pixels", hi)
+
+
 def final_answer(turn):
     """The answer after the think block, without the end token."""
     return turn.split("</think>")[-1].replace("<|im_end|>", "").replace("<|endoftext|>", "").strip()
@@ -95,38 +107,41 @@ def score(answer, colour, shape):
     return colours == {colour}, shape_words == {shape}
 
 
-def heldout(m, tok, n, seed, batch=50):
+def heldout(m, tok, n, seed, budget, batch=40):
+    """Rates per aspect ratio (n images each, shared between its sizes) and per drawn size."""
     rng = np.random.default_rng(seed)
-    by_size = defaultdict(list)
-    for _ in range(n):
-        img, colour, shape, _ = shapes.sample(rng)
-        by_size[img.shape[:2]].append((img, colour, shape))
     totals = defaultdict(lambda: np.zeros(5))   # n, colour, shape, both, exact
     samples = []
-    for size, items in sorted(by_size.items()):
-        for i in range(0, len(items), batch):
-            chunk = items[i:i + batch]
-            turns = greedy_answers(m, tok, np.stack([x[0] for x in chunk]))
-            for (img, colour, shape), turn in zip(chunk, turns):
-                ans = final_answer(turn)
-                c_ok, s_ok = score(ans, colour, shape)
-                row = np.array([1, c_ok, s_ok, c_ok and s_ok, ans == shapes.answer(colour, shape)], float)
-                totals[f"{size[0]}x{size[1]}"] += row
-                totals["all"] += row
-                if len(samples) < 12:
-                    samples.append({"size": list(size), "truth": shapes.answer(colour, shape), "turn": turn})
+    for aspect, sizes in ASPECTS.items():
+        for k, size in enumerate(sizes):
+            items = []
+            for _ in range(n // len(sizes) + (k < n % len(sizes))):
+                img, colour, shape, _ = shapes.sample(rng, size)
+                items.append((shapes.to_processor(img, budget), colour, shape))
+            for i in range(0, len(items), batch):
+                chunk = items[i:i + batch]
+                turns = greedy_answers(m, tok, np.stack([x[0] for x in chunk]))
+                for (img, colour, shape), turn in zip(chunk, turns):
+                    ans = final_answer(turn)
+                    c_ok, s_ok = score(ans, colour, shape)
+                    row = np.array([1, c_ok, s_ok, c_ok and s_ok, ans == shapes.answer(colour, shape)], float)
+                    totals[aspect] += row
+                    totals[f"{aspect} {size[1]}x{size[0]}->{img.shape[1]}x{img.shape[0]}"] += row
+                    totals["all"] += row
+                    if not (c_ok and s_ok) and len(samples) < 24:
+                        samples.append({"size": list(size), "truth": shapes.answer(colour, shape), "turn": turn})
     rates = {k: {"n": int(v[0]), "colour": v[1] / v[0], "shape": v[2] / v[0], "both": v[3] / v[0],
                  "exact": v[4] / v[0]} for k, v in totals.items()}
     return rates, samples
 
 
-def examples(m, tok, d):
+def examples(m, tok, d, budget):
     from PIL import Image
     out = {}
     ex = os.path.join(d, "examples")
     for name in sorted(os.listdir(ex)) if os.path.isdir(ex) else []:
         img = np.asarray(Image.open(os.path.join(ex, name)).convert("RGB"))
-        out[name] = greedy_answers(m, tok, img[None])[0]
+        out[name] = greedy_answers(m, tok, shapes.to_processor(img, budget)[None])[0]
     return out
 
 
@@ -151,7 +166,7 @@ def prompt_vs_float64(m, tok, d, oracle, seed, n_cont=12):
     import qwen35_ref
     import make_vision_prompt_fixtures as mvpf
     mvpf.IDS = dict(mvpf.IDS, image_token_id=m.image_token_id)  # its PromptModel reads the pad id here
-    img = shapes.sample(np.random.default_rng(seed), (64, 96))[0]
+    img = shapes.to_processor(shapes.sample(np.random.default_rng(seed), (72, 160))[0], processor_budget(d))
     rows, gh, gw = patch_rows(img[None], m.vc)
     image_rows = vision_ref.VisionTower.load(d).encode(rows[0].numpy(), np.array([[1, gh, gw]]))
     tokens = prompt_ids(tok, shapes.DEFAULT_QUESTION, (gh // 2) * (gw // 2))
@@ -167,22 +182,31 @@ def prompt_vs_float64(m, tok, d, oracle, seed, n_cont=12):
             "reference_greedy": tok.decode(cont), "trainer_greedy": mine}
 
 
-def write_set(m, tok, out, seed):
+def write_set(m, tok, out, seed, budget):
     from PIL import Image
     os.makedirs(out, exist_ok=True)
     rng = np.random.default_rng(seed)
+    todo = [((64, 64), colour, shape) for colour in shapes.COLOURS for shape in shapes.SHAPES]
+    colours = list(shapes.COLOURS)
+    for g, size in enumerate(SET_SIZES):
+        todo += [(size, colours[(i + i // 6 + 2 * g) % 6], shapes.SHAPES[i % 6]) for i in range(12)]
     items = []
-    for colour in shapes.COLOURS:
-        for shape in shapes.SHAPES:
-            img = shapes.draw(rng, 64, 64, shape, colour)
-            name = f"{len(items):02d}.png"
-            Image.fromarray(img).save(os.path.join(out, name), optimize=True)
-            img = np.asarray(Image.open(os.path.join(out, name)).convert("RGB"))  # as the engine reads it
-            items.append({"file": name, "colour": colour, "shape": shape,
-                          "trainer_turn": greedy_answers(m, tok, img[None])[0]})
-    rates = [score(final_answer(x["trainer_turn"]), x["colour"], x["shape"]) for x in items]
+    for (h, w), colour, shape in todo:
+        img = shapes.draw(rng, h, w, shape, colour)
+        name = f"{len(items):02d}.png"
+        Image.fromarray(img).save(os.path.join(out, name), optimize=True)
+        img = np.asarray(Image.open(os.path.join(out, name)).convert("RGB"))  # as the engine reads it
+        items.append({"file": name, "group": f"{w}x{h}", "colour": colour, "shape": shape,
+                      "trainer_turn": greedy_answers(m, tok, shapes.to_processor(img, budget)[None])[0]})
+    right = defaultdict(lambda: [0, 0, 0])   # group -> n, colour right, shape right
+    for x in items:
+        c_ok, s_ok = score(final_answer(x["trainer_turn"]), x["colour"], x["shape"])
+        for g in (x["group"], "all"):
+            right[g][0] += 1
+            right[g][1] += c_ok
+            right[g][2] += s_ok
     manifest = {"question": shapes.DEFAULT_QUESTION, "seed": seed, "images": items,
-                "trainer_colour_right": sum(c for c, _ in rates), "trainer_shape_right": sum(s for _, s in rates),
+                "trainer_right": {g: {"n": n, "colour": c, "shape": s} for g, (n, c, s) in right.items()},
                 "note": "written by tools/train/evaluate_vision.py --write-set; trainer_turn: the greedy "
                         "assistant turn of the trainer's model (float32 from the bf16 checkpoint)"}
     with open(os.path.join(out, "manifest.json"), "w") as f:
@@ -203,7 +227,7 @@ def text_loss(m, vision_m, data):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", required=True)
-    ap.add_argument("--n", type=int, default=300)
+    ap.add_argument("--n", type=int, default=120, help="held-out images per aspect ratio")
     ap.add_argument("--seed", type=int, default=HELDOUT_SEED)
     ap.add_argument("--oracle", help="directory of qwen35_ref.py (the float64 text reference)")
     ap.add_argument("--data", help="prep.py's output, for the held-out text loss")
@@ -215,7 +239,8 @@ def main():
     torch.set_num_threads(a.threads)
     t0 = time.time()
     m, tok, _ = load_vision_model(a.model)
-    report = {"model": a.model, "heldout_seed": a.seed}
+    budget = processor_budget(a.model)
+    report = {"model": a.model, "heldout_seed": a.seed, "processor_budget": budget}
     report["tower_vs_float64"] = tower_vs_float64(m, a.model, a.seed + 1)
     print("tower vs float64:", report["tower_vs_float64"], flush=True)
     if a.oracle:
@@ -225,17 +250,19 @@ def main():
         report["text_heldout"] = text_loss(load_model(a.base)[0], m, a.data)
         print("held-out text loss (nats):", report["text_heldout"], flush=True)
     if a.write_set:
-        ms = write_set(m, tok, a.write_set, a.seed + 3)
-        print(f"wrote {a.write_set}: 36 images, trainer colour {ms['trainer_colour_right']}/36 "
-              f"shape {ms['trainer_shape_right']}/36", flush=True)
-    report["examples"] = examples(m, tok, a.model)
+        ms = write_set(m, tok, a.write_set, a.seed + 3, budget)
+        for g, r in ms["trainer_right"].items():
+            print(f"wrote {a.write_set} {g}: {r['n']} images, trainer colour {r['colour']}/{r['n']} "
+                  f"shape {r['shape']}/{r['n']}", flush=True)
+    report["examples"] = examples(m, tok, a.model, budget)
     for k, v in report["examples"].items():
         print(f"example {k}: {v!r}")
-    report["heldout"], report["samples"] = heldout(m, tok, a.n, a.seed)
-    for k, r in sorted(report["heldout"].items()):
-        print(f"held-out {k:>8}: n={r['n']:4d} colour {r['colour']:.3f} shape {r['shape']:.3f} "
+    report["heldout"], report["samples"] = heldout(m, tok, a.n, a.seed, budget)
+    for k, r in sorted(report["heldout"].items(), key=lambda kv: (" " in kv[0], kv[0] == "all")):
+        print(f"held-out {k:>28}: n={r['n']:4d} colour {r['colour']:.3f} shape {r['shape']:.3f} "
               f"both {r['both']:.3f} exact {r['exact']:.3f}")
-    for s in report["samples"][:6]:
+    print("some mistakes:")
+    for s in report["samples"][:12]:
         print(f"  {s['truth']!r:24} -> {s['turn']!r}")
     report["seconds"] = round(time.time() - t0, 1)
     if a.json:

@@ -5,8 +5,8 @@ checkpoint, and draws the example images that ship with it.
         --out models/qwen35-tiny-kjv-vision
 
 Written: config.json (the text model's, plus vision_config and the root token ids of the image
-pad and the vision start/end tokens in this tokenizer), preprocessor_config.json (min_pixels =
-max_pixels = 64*64, the size trained on: a square image becomes 64x64, 4 image tokens),
+pad and the vision start/end tokens in this tokenizer), preprocessor_config.json (min_pixels and
+max_pixels: shapes.MIN_PIXELS and MAX_PIXELS, the budget trained on),
 model.safetensors (bf16; A_log f32; the tower under model.visual.*), the tokenizer files and
 generation_config.json of the base, and examples/*.png.
 """
@@ -22,7 +22,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 from export import f32_to_bf16_bits, hf_config, write_safetensors  # noqa: E402
 
-MIN_PIXELS, MAX_PIXELS = 64 * 64, 64 * 64
 # name -> (colour, shape, (height, width), seed): drawn by shapes.draw from default_rng(seed).
 EXAMPLES = {
     "red_circle": ("red", "circle", (64, 64), 9001),
@@ -49,8 +48,9 @@ def vision_config(vc):
 
 
 def preprocessor_config(vc):
+    import shapes
     return {
-        "size": {"longest_edge": MAX_PIXELS, "shortest_edge": MIN_PIXELS}, "patch_size": vc["patch"],
+        "size": {"longest_edge": shapes.MAX_PIXELS, "shortest_edge": shapes.MIN_PIXELS}, "patch_size": vc["patch"],
         "temporal_patch_size": vc["temporal"], "merge_size": vc["merge"], "image_mean": [0.5, 0.5, 0.5],
         "image_std": [0.5, 0.5, 0.5], "do_resize": True, "do_rescale": True, "do_normalize": True,
         "rescale_factor": 1.0 / 255.0, "processor_class": "Qwen3VLProcessor",

@@ -4,6 +4,11 @@ background, drawn with Debian's python3-pil and numpy, paired with a short answe
 Every image comes from a numpy Generator, so a seed fixes a whole data set: the trainer draws from
 --seed, the evaluation from a seed the trainer never uses (evaluate_vision.py).
 
+Sizes: an image is drawn at some size (drawn_size: square or up to 1:3.5 either way, small to a few
+times the processor's budget), then brought to the size the engine's processor gives it
+(to_processor: smart_resize within [MIN_PIXELS, MAX_PIXELS], PIL bicubic, which the engine's
+resize reproduces bit for bit), so the tower trains on exactly the grids and pixels it will see.
+
 Drawing: the shape's mask is drawn at 4x the image size and box-filtered down (anti-aliased edges),
 then blended over the background. The shape is 50-85% of the short side, its centre within half
 the free space of the image's centre (a tower of this size learns shapes anywhere in the image
@@ -12,9 +17,14 @@ by a small random angle (at most 12 degrees, so that a square never becomes a di
 is a named colour with each channel moved by up to 20.
 """
 import math
+import os
+import sys
 
 import numpy as np
 from PIL import Image, ImageDraw
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures"))
+from make_image_fixtures import smart_resize  # noqa: E402  (transformers' rule, the engine's too)
 
 SHAPES = ("circle", "square", "triangle", "star", "cross", "diamond")
 COLOURS = {
@@ -24,11 +34,20 @@ COLOURS = {
 QUESTIONS = ("What is in the image?", "What do you see?", "What is this?", "Describe the image.",
              "What is shown here?")
 DEFAULT_QUESTION = QUESTIONS[0]
-# (height, width) of the training images: 64x64, 2x2 merged tokens; the demo's preprocessor
-# resizes every image to about that many pixels. (A run that also drew 96 and 128 pixel sides,
-# 9 to 16 tokens, learnt shapes far more slowly: the tower has to learn each scale.)
+# (height, width) of the first stage's training images: 64x64, 2x2 merged tokens. (A run from
+# scratch that also drew 96 and 128 pixel sides learnt shapes far more slowly: the tower has to
+# learn each scale. The second stage starts from a tower that knows 64x64.)
 SIZES = ((64, 64),)
 SUPERSAMPLE = 4
+# The second stage's processor (export_vision.py writes it to preprocessor_config.json "size";
+# the shipped first-stage demo has 4096 for both): a photo is brought to at most 14,336 pixels (14 merged tokens of 32x32), so a square one becomes 96x96 (9 tokens), 4:3
+# 96x128, 2:1 64x160 and 1:3 192x64: the short side keeps 2 tokens up to an aspect of 3.5
+# (at 12,288, 3:1 sat on the edge of falling to one token). A small image is brought up to
+# 64x64's worth. Every kept grid has a short side of 64 or 96 pixels, so the shapes' scale
+# varies by 1.5x only.
+FACTOR = 32
+MIN_PIXELS, MAX_PIXELS = 64 * 64, 112 * 128
+MAX_ASPECT = 3.5
 
 
 def answer(colour, shape):
@@ -103,6 +122,32 @@ def draw(rng, h, w, shape, colour):
     rgb = np.clip(np.array(COLOURS[colour], np.float32) + rng.uniform(-20, 20, 3), 0, 255)
     img = bg * (1 - mask) + rgb * mask
     return np.clip(np.rint(img), 0, 255).astype(np.uint8)
+
+
+def processed_size(h, w, budget=(MIN_PIXELS, MAX_PIXELS)):
+    """(height, width) the engine's processor resizes an h x w image to (budget: min, max pixels)."""
+    return smart_resize(h, w, FACTOR, *budget)
+
+
+def to_processor(img, budget=(MIN_PIXELS, MAX_PIXELS)):
+    """uint8 [h, w, 3] -> the image at processed_size, resized as the engine does (PIL bicubic)."""
+    rh, rw = processed_size(*img.shape[:2], budget)
+    if (rh, rw) == img.shape[:2]:
+        return img
+    return np.asarray(Image.fromarray(img).resize((rw, rh), Image.BICUBIC))
+
+
+def drawn_size(rng, square_frac=0.25):
+    """A training image's size as drawn: square a `square_frac` of the time, else an aspect log-uniform up to
+    MAX_ASPECT either way; an area log-uniform from 48x48 to 2.5x the budget (so some images are
+    brought up and many down, as photos are). Sizes whose processed short side is one token
+    (a shape of 16-27 pixels) are drawn again."""
+    while True:
+        aspect = 1.0 if rng.random() < square_frac else math.exp(rng.uniform(-math.log(MAX_ASPECT), math.log(MAX_ASPECT)))
+        area = math.exp(rng.uniform(math.log(48 * 48), math.log(2.5 * MAX_PIXELS)))
+        h, w = round(math.sqrt(area / aspect)), round(math.sqrt(area * aspect))
+        if min(processed_size(h, w)) >= 2 * FACTOR:
+            return h, w
 
 
 def sample(rng, size=None):

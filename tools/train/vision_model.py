@@ -17,6 +17,7 @@ The position-table resampling weights and the rotary angles are computed once pe
 by the float64 reference's own functions (tools/fixtures/vision_ref.py), so the trainer and the
 reference agree on that geometry by construction; everything learnt runs in torch.
 """
+import json
 import os
 import sys
 from dataclasses import asdict, dataclass
@@ -237,3 +238,25 @@ def positions_for(ids_rows, grid, image_token_id, merge=2):
 
 def vision_cfg_dict(vc):
     return asdict(vc)
+
+
+def load_vision_model(d):
+    """(model in eval mode, tokenizer, config.json) of an exported demo (export_vision.py's
+    directory): the bf16 tensors widened to float32."""
+    import bpe
+    from evaluate import text_cfg
+    from export import read_safetensors
+    c = text_cfg(d)
+    with open(os.path.join(d, "config.json")) as f:
+        cfg = json.load(f)
+    v = cfg["vision_config"]
+    vc = VisionCfg(depth=v["depth"], hidden=v["hidden_size"], heads=v["num_heads"],
+                   intermediate=v["intermediate_size"], out_hidden=v["out_hidden_size"],
+                   num_pos=v["num_position_embeddings"], patch=v["patch_size"],
+                   temporal=v["temporal_patch_size"], merge=v["spatial_merge_size"])
+    m = Qwen35TinyVision(c, vc, cfg["image_token_id"])
+    sd = {k: torch.from_numpy(a) for k, a in read_safetensors(os.path.join(d, "model.safetensors")).items()}
+    m.load_state_dict(sd, strict=True)
+    m.eval()
+    tok = bpe.Tokenizer.from_hf_json(os.path.join(d, "tokenizer.json"))
+    return m, tok, cfg
