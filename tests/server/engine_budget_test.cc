@@ -11,6 +11,7 @@
 #include <deque>
 
 #include "engine_drain.h"
+#include "stepper_drive.h"
 #include "runtime/stepper.h"
 #include "tiny_model_suite.h"
 
@@ -20,32 +21,10 @@ namespace step_budget {  // the engine tests build as one unit: names of its own
 
 class EngineBudgetTest : public testing::TinyModelSuite<EngineBudgetTest> {};
 
-struct Driven {
-  std::shared_ptr<RequestStream> stream;
-  testing::EngineOut out;
-};
+using testing::admit;
+using testing::collect;
+using testing::Driven;
 
-void admit(Stepper& st, const GenerationRequest& r, Driven* d) {
-  std::string why;
-  ASSERT_TRUE(st.validate(r, &why)) << why;
-  d->stream = std::make_shared<RequestStream>(int64_t(r.prompt.size()));
-  std::deque<std::unique_ptr<Sequence>> waiting;
-  waiting.push_back(std::make_unique<Sequence>(r, d->stream, st.options().spec));
-  st.admit(&waiting);
-  ASSERT_TRUE(waiting.empty());
-}
-
-void collect(StepOutput& out, Driven* a, Driven* b) {
-  for (auto& [s, ev] : out.finished) s->push(std::move(ev));
-  for (Driven* d : {a, b}) {
-    if (!d->stream) continue;  // not admitted yet
-    StreamEvent ev;
-    while (d->stream->next(&ev, std::chrono::milliseconds(0))) {
-      if (ev.kind == StreamEvent::kToken) d->out.samples.push_back(ev.sample);
-      if (ev.kind == StreamEvent::kDone) d->out.finish = ev.finish_reason, d->out.error = ev.error;
-    }
-  }
-}
 
 GenerationRequest request(int64_t n, int salt, int64_t max_tokens) {
   GenerationRequest g;
@@ -81,7 +60,7 @@ TEST_F(EngineBudgetTest, ALongPromptsStepsStayWithinTheirBudgetOnTheGrid) {
   {
     StepOutput out;  // its prompt, and its first token
     st.step(&out);
-    collect(out, &a, &b);
+    collect(out, {&a, &b});
     ASSERT_EQ(a.out.samples.size(), 1u);
   }
   admit(st, long_prompt, &b);
@@ -95,7 +74,7 @@ TEST_F(EngineBudgetTest, ALongPromptsStepsStayWithinTheirBudgetOnTheGrid) {
     const size_t tokens = a.out.samples.size();
     StepOutput out;
     st.step(&out);
-    collect(out, &a, &b);
+    collect(out, {&a, &b});
     ASSERT_TRUE(a.out.finish.empty()) << "the decoding request ended first: make it longer";
     EXPECT_EQ(a.out.samples.size(), tokens + 1) << "the decoding request waited at " << start;
     const int64_t end = prefilling->phase() == Phase::kPrefill ? prefilling->prefilled() : kLong;
@@ -129,7 +108,7 @@ TEST_F(EngineBudgetTest, ALongPromptsStepsStayWithinTheirBudgetOnTheGrid) {
   while (st.running()) {
     StepOutput out;
     st.step(&out);
-    collect(out, &a, &b);
+    collect(out, {&a, &b});
   }
   ASSERT_EQ(a.out.finish, "length") << a.out.error;
   ASSERT_EQ(b.out.finish, "length") << b.out.error;

@@ -13,6 +13,7 @@
 #include "core/random.h"
 #include "core/thread_pool.h"
 #include "engine_drain.h"
+#include "stepper_drive.h"
 #include "image_request_util.h"
 #include "formats/npy.h"
 #include "kernels/ops.h"
@@ -112,30 +113,9 @@ TEST_F(EngineTowerTest, PatchRowsGiveTheReferenceAnswer) {
   EXPECT_EQ(engine.stats().images_encoded, 2);  // rows given: no tower run
 }
 
-// Drives a Stepper by hand, so that each step's rows and tower stages can be seen.
-struct Driven {
-  std::shared_ptr<RequestStream> stream;
-  testing::EngineOut out;
-};
-
-void admit(Stepper& st, const GenerationRequest& r, Driven* d) {
-  std::string why;
-  ASSERT_TRUE(st.validate(r, &why)) << why;
-  d->stream = std::make_shared<RequestStream>(int64_t(r.prompt.size()));
-  std::deque<std::unique_ptr<Sequence>> waiting;
-  waiting.push_back(std::make_unique<Sequence>(r, d->stream, st.options().spec));
-  st.admit(&waiting);
-  ASSERT_TRUE(waiting.empty());
-}
-
-void collect(StepOutput& out, Driven* d) {
-  for (auto& [s, ev] : out.finished) s->push(std::move(ev));
-  StreamEvent ev;
-  while (d->stream->next(&ev, std::chrono::milliseconds(0))) {
-    if (ev.kind == StreamEvent::kToken) d->out.samples.push_back(ev.sample);
-    if (ev.kind == StreamEvent::kDone) d->out.finish = ev.finish_reason, d->out.error = ev.error;
-  }
-}
+using testing::admit;
+using testing::collect;
+using testing::Driven;
 
 TEST_F(EngineTowerTest, ALargeImageIsSpreadOverStepsWithinTheirBudgetWhileOthersDecode) {
   // 64 × 64 patches: each block's attention alone costs about a hundred steps' budgets of
@@ -151,7 +131,7 @@ TEST_F(EngineTowerTest, ALargeImageIsSpreadOverStepsWithinTheirBudgetWhileOthers
   {
     StepOutput out;  // the decoding request's prompt, and its first token
     st.step(&out);
-    collect(out, &a);
+    collect(out, {&a});
     ASSERT_EQ(a.out.samples.size(), 1u);
   }
   admit(st, with_image, &b);
@@ -169,8 +149,7 @@ TEST_F(EngineTowerTest, ALargeImageIsSpreadOverStepsWithinTheirBudgetWhileOthers
     StepOutput out;
     const size_t before = a.out.samples.size();
     st.step(&out);
-    collect(out, &a);
-    collect(out, &b);
+    collect(out, {&a, &b});
     if (out.tower_flops == 0) continue;
     ++tower_steps;
     total_stages += out.tower_stages;
@@ -196,7 +175,7 @@ TEST_F(EngineTowerTest, ALargeImageIsSpreadOverStepsWithinTheirBudgetWhileOthers
   while (st.running()) {
     StepOutput out;
     st.step(&out);
-    collect(out, &a);
+    collect(out, {&a});
   }
   ASSERT_EQ(a.out.finish, "length") << a.out.error;
   Engine alone(*model_, EngineOptions{1, 2048, 8, 64});

@@ -34,17 +34,6 @@ Inputs make_inputs(bool gated) {
           randn(size_t(kRows * kNkv * kHd), 3), randn(size_t(kHd), 4), randn(size_t(kHd), 5)};
 }
 
-Buffer put(Device& dev, const void* data, uint64_t bytes) {
-  auto b = dev.buffer(bytes, MemoryKind::kDevice);
-  EXPECT_TRUE(b.ok()) << b.message();
-  if (!b.ok()) return Buffer();
-  EXPECT_TRUE(dev.upload(*b, 0, data, bytes).ok());
-  return std::move(*b);
-}
-template <typename T>
-Buffer put(Device& dev, const std::vector<T>& v) {
-  return put(dev, v.data(), v.size() * sizeof(T));
-}
 template <typename T>
 std::vector<T> slice(const std::vector<T>& v, int64_t row0, int64_t rows, int64_t width) {
   return std::vector<T>(v.begin() + row0 * width, v.begin() + (row0 + rows) * width);

@@ -24,17 +24,6 @@ using kernels::randn;
 
 const kernels::Ops& ref = kernels::ref_ops();
 
-Buffer put(Device& dev, const void* data, uint64_t bytes) {
-  auto b = dev.buffer(bytes, MemoryKind::kDevice);
-  EXPECT_TRUE(b.ok()) << b.message();
-  if (!b.ok()) return Buffer();
-  EXPECT_TRUE(dev.upload(*b, 0, data, bytes).ok());
-  return std::move(*b);
-}
-template <typename T>
-Buffer put(Device& dev, const std::vector<T>& v) {
-  return put(dev, v.data(), v.size() * sizeof(T));
-}
 std::vector<float> get(Device& dev, const Buffer& b, size_t floats) {
   std::vector<float> v(floats);
   EXPECT_TRUE(dev.download(b, 0, v.data(), floats * 4).ok());

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "vulkan/device.h"
 #include "vulkan/instance.h"
@@ -66,6 +67,21 @@ inline std::unique_ptr<Device> test_device(std::string* why, DeviceOptions o = {
     return nullptr;
   }
   return std::move(*dev);
+}
+
+
+// A device buffer holding `bytes` of host data (an empty Buffer, and a test failure, when the
+// device refuses).
+inline Buffer put(Device& dev, const void* data, uint64_t bytes) {
+  auto b = dev.buffer(bytes, MemoryKind::kDevice);
+  EXPECT_TRUE(b.ok()) << b.message();
+  if (!b.ok()) return Buffer();
+  EXPECT_TRUE(dev.upload(*b, 0, data, bytes).ok());
+  return std::move(*b);
+}
+template <typename T>
+Buffer put(Device& dev, const std::vector<T>& v) {
+  return put(dev, v.data(), v.size() * sizeof(T));
 }
 
 }  // namespace qwen35::vulkan
