@@ -221,6 +221,10 @@ int cmd_serve(int argc, char** argv) {
   } catch (const flags::ParseError& e) {
     return app.exit(e);
   }
+  if (lo.device != "cpu" && lo.device.rfind("vulkan", 0) == 0)
+    return fail("serve", "--device " + lo.device +
+                         ": serving on a Vulkan device is not built yet (run, logits and bench run "
+                         "on it)");
   if (eo.parallel < 1) return fail("serve", "--parallel must be at least 1");
   if (eo.ctx < 2) return fail("serve", "--ctx must be at least 2");
   if (eo.max_queue < 0) return fail("serve", "--max-queue must be >= 0");

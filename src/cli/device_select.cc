@@ -2,6 +2,8 @@
 
 #include "cli/flags.h"
 #ifdef QWEN35_HAVE_VULKAN
+#include "vkmodel/vulkan_executor.h"
+#include "vulkan/device.h"
 #include "vulkan/instance.h"
 #endif
 
@@ -35,12 +37,35 @@ core::Status check_device(const std::string& value) {
   if (!info.unusable.empty())
     return core::error("--device " + value + ": " + info.name +
                        " cannot run qwen35: " + info.unusable);
-  return core::error("--device " + value + " (" + info.name +
-                     "): the forward pass does not run on a Vulkan device yet; use --device cpu");
+  return core::ok_status();
 #else
   return core::error("--device " + value +
                      ": this build has no Vulkan backend (it was built without the "
                      "Vulkan headers or glslc)");
+#endif
+}
+
+core::Status use_device(const std::string& value, model::Model& m, bool fast) {
+  QWEN35_ASSIGN_OR_RETURN(flags::DeviceChoice d, flags::parse_device(value));
+  if (!d.vulkan) return core::ok_status();
+#ifdef QWEN35_HAVE_VULKAN
+  if (fast)
+    return core::error("--device " + value +
+                       ": --fast does not run on a Vulkan device yet (the device runs the exact mode)");
+  if (!(m.kv_types() == kernels::KvTypes{}))
+    return core::error("--device " + value +
+                       ": the device's attention reads an f32 KV cache only (--kv-type f32)");
+  auto inst = vulkan::Instance::create();
+  if (!inst.ok()) return core::error("--device " + value + ": " + inst.message());
+  auto dev = vulkan::Device::open(*inst, d.index);
+  if (!dev.ok()) return core::error("--device " + value + ": " + dev.message());
+  auto ex = vkmodel::VulkanExecutor::create(std::move(*dev), m.weights());
+  if (!ex.ok()) return core::error("--device " + value + ": " + ex.message());
+  m.replace_executor(std::move(*ex));
+  return core::ok_status();
+#else
+  (void)m, (void)fast;
+  return check_device(value);
 #endif
 }
 

@@ -5,13 +5,18 @@
 #include <string>
 
 #include "core/result.h"
+#include "model/model.h"
 
 namespace qwen35::cli {
 
-// OK for cpu. vulkan[:N] fails in one line: this build has no Vulkan backend, or there is no
-// loader or no device N, or (until the forward pass is on the device, issue 48) that it is not
-// there yet, rather than running on the CPU unasked.
+// OK for cpu, and for vulkan[:N] where that device can run us. Else one line: this build has no
+// Vulkan backend, or there is no loader, no device N, or it lacks what we need.
 core::Status check_device(const std::string& value);
+
+// After the model is made: for vulkan[:N], opens the device, uploads the weights and puts the
+// forward on it (vkmodel/vulkan_executor.h). Refuses in one line what the device does not run
+// yet (fast mode, a KV type other than f32) or what does not fit. Nothing for cpu.
+core::Status use_device(const std::string& value, model::Model& m, bool fast);
 
 // Whether this binary was built with the Vulkan backend.
 bool has_vulkan_backend();

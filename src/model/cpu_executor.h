@@ -66,7 +66,13 @@ class CpuExecutor final : public Executor {
   void sigmoid(float* x, int64_t n) override;
   void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows,
                  int64_t width) override;
-  void finish() override {}
+  // The host's memory is written by every step: a device executor that takes the state over later
+  // uploads it (model/mirror.h: epoch 0 stands for memory as made).
+  void attach(SequenceState& st) override {
+    st.mirror().host_wrote();
+    st.pool()->mirror().host_wrote();
+  }
+  core::Status finish() override { return core::ok_status(); }
 
  private:
   const kernels::Ops& ops_;

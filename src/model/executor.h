@@ -15,7 +15,12 @@
 // Operands are named by their host address: a range of an `Activations` buffer, a state's conv
 // or recurrent rows, a KV table, a capture's buffer, a weight. On the CPU that is the memory
 // itself; a device executor keeps its own twin of each (the residency map) and reads the address
-// as the name of that twin. Op semantics are kernels::Ops's (kernels/ops.h), with the same
+// as the name of that twin. So the forward also says where host and device meet, which the CPU
+// ignores: the states a step names (attach: their twins are the current copy during the step,
+// model/mirror.h), the host memory an op reads that the host wrote (send: a pipeline stage's
+// input rows, an image's rows), and the memory the host reads after finish() (receive: logits,
+// a stage's output rows, state captures, draft logits). Any other memory an op names is the
+// executor's own between steps (activations, the MTP rows a draft carries to its next position). Op semantics are kernels::Ops's (kernels/ops.h), with the same
 // arguments; what is added here is what model.cc did itself between kernel calls: copies, the
 // MoE experts' grouping of rows (it reads the router's choices, so it must run where they are)
 // and the shared expert gate's sigmoid.
@@ -24,7 +29,9 @@
 #include <cstdint>
 #include <span>
 
+#include "core/result.h"
 #include "kernels/ops.h"
+#include "model/state.h"
 #include "model/weights.h"
 
 namespace qwen35::model {
@@ -77,9 +84,17 @@ class Executor {
     copy_rows(src, count, dst, count, 1, count);
   }
 
-  // Ends the step: every op issued so far has run, and its outputs are readable on the host.
-  // Nothing to do on the CPU.
-  virtual void finish() = 0;
+  // Where host and device meet (see above); nothing on the CPU. attach before the first op that
+  // names the state in a step; send before the op that reads the floats; receive after the op
+  // that writes them (readable after finish()).
+  virtual void attach(SequenceState& state) { (void)state; }
+  virtual void send(const float* p, int64_t count) { (void)p, (void)count; }
+  virtual void receive(const float* p, int64_t count) { (void)p, (void)count; }
+
+  // Ends the step: every op issued so far has run, and what it was asked to receive is readable
+  // on the host. Nothing to do on the CPU. A device executor that fails (a lost device, memory)
+  // says so here, and the step's outputs are not to be used.
+  virtual core::Status finish() = 0;
 };
 
 }  // namespace qwen35::model

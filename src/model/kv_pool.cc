@@ -93,6 +93,14 @@ void KvPool::release(int32_t block) {
   if (--refs_[size_t(block)] == 0) free_.push_back(block);
 }
 
+void KvPool::regions(std::vector<std::span<uint8_t>>* out) const {
+  out->clear();
+  for (size_t l = 0; l < k_.size(); ++l) {
+    out->emplace_back(k_[l], size_t(n_blocks_) * k_block_bytes());
+    out->emplace_back(v_[l], size_t(n_blocks_) * v_block_bytes());
+  }
+}
+
 size_t KvPool::block_bytes() const { return (k_block_bytes() + v_block_bytes()) * k_.size(); }
 
 float* KvPool::k_f32(int64_t attn_layer, int32_t block) const {

@@ -18,12 +18,14 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/result.h"
 #include "kernels/kv_format.h"
 #include "kernels/ops.h"
 #include "model/config.h"
+#include "model/mirror.h"
 
 namespace qwen35::model {
 
@@ -68,11 +70,19 @@ class KvPool {
   uint8_t* v(int64_t attn_layer, int32_t block) const {
     return v_[size_t(attn_layer)] + size_t(block) * v_block_bytes();
   }
+  // Device executors (model/mirror.h): the K and V memory of each layer, one region each
+  // ([n_blocks, kKvBlock] rows), and the mirror that says which side is current. Code that reads
+  // or writes blocks on the host (forks, cache files) goes through it. Zeroing a block handed out
+  // again does not: a device reads no position a step has not written.
+  void regions(std::vector<std::span<uint8_t>>* out) const;
+  Mirror& mirror() const { return mirror_; }
+
   // The same as floats, for an fp32 pool (tests that write made-up rows).
   float* k_f32(int64_t attn_layer, int32_t block) const;
   float* v_f32(int64_t attn_layer, int32_t block) const;
 
  private:
+  mutable Mirror mirror_;  // first: destroyed after the memory it mirrors is unmapped
   int64_t n_blocks_ = 0;
   bool mtp_ = false;
   int64_t values_ = 0;  // kKvBlock · n_kv_heads · head_dim

@@ -194,13 +194,17 @@ Status Model::forward_layers(std::span<const SequenceRows> batch, int64_t first,
   float* x = sized(a.residual, n * H);       // [n, H]
   float* normed = sized(a.normed, n * H);    // [n, H]
   float* out = sized(a.layer_out, n * H);    // [n, H]
+  for (const Span& sp : spans_) ex_->attach(*sp.state);
   if (first == 0) {
     ex_->embed(w_->embed, a.tokens.data(), n, x);
     for (size_t s = 0; s < batch.size(); ++s)  // image rows in place of their pad tokens
       for (size_t t = 0; t < batch[s].embeddings.size(); ++t)
-        if (const float* e = batch[s].embeddings[t])
+        if (const float* e = batch[s].embeddings[t]) {
+          ex_->send(e, H);
           ex_->copy(e, H, x + (spans_[s].row0 + int64_t(t)) * H);
+        }
   } else {
+    ex_->send(hidden->data(), n * H);
     ex_->copy(hidden->data(), n * H, x);
   }
   for (int64_t l = first; l < end; ++l) {
@@ -216,12 +220,14 @@ Status Model::forward_layers(std::span<const SequenceRows> batch, int64_t first,
   }
   if (end == c.n_layers) {
     head_rows(batch, n, n_logits, logits);
-    ex_->finish();
   } else {
     hidden->resize(size_t(n * H));
     ex_->copy(x, n * H, hidden->data());
-    ex_->finish();
+    ex_->receive(hidden->data(), n * H);
   }
+  // A failed step (a device lost or out of memory) leaves its states' positions where they were;
+  // their contents are the device's to say (model/mirror.h): a caller resets them.
+  QWEN35_RETURN_IF_ERROR(ex_->finish());
   for (const Span& sp : spans_) sp.state->advance(sp.n, sp.verify);
   return Status();
 }
@@ -256,6 +262,7 @@ void Model::head_rows(std::span<const SequenceRows> batch, int64_t n, int64_t n_
   }
   logits->resize(size_t(n_logits * c.vocab));
   ex_->matmul(normed, n_logits, w_->head, logits->data());
+  ex_->receive(logits->data(), n_logits * c.vocab);
   if (mtp) mtp_after_forward(hidden);
 }
 
@@ -264,6 +271,7 @@ void Model::commit(SequenceState* st, int64_t rows) {
   const int64_t n = st->verify_rows();
   QWEN35_CHECK(n > 0 && rows >= 1 && rows <= n);
   const int64_t C = c.conv_channels(), nv = c.n_v_heads;
+  ex_->attach(*st);
   for (int64_t l = w_->held_first; l < w_->end_held(); ++l) {  // a pipeline rank: its own layers
     if (w_->layers[size_t(l)].kind == LayerKind::kFullAttention) continue;
     if (rows == n) {  // every row kept: the state after them is the one to keep
@@ -285,7 +293,9 @@ void Model::commit(SequenceState* st, int64_t rows) {
   }
   if (st->has_mtp())  // the MTP head's next input: the trunk's hidden state at the last row kept
     ex_->copy(st->verify_hidden() + (rows - 1) * c.hidden, c.hidden, st->mtp_hidden());
-  ex_->finish();
+  // A failed step here (a lost device) is reported by the next forward call, which fails on the
+  // same device: the state is the caller's to reset then.
+  (void)ex_->finish();
   st->end_verify(rows);
 }
 
@@ -351,7 +361,9 @@ void Model::capture_deltanet(int64_t l, const Span& sp, const StateCapture& cap,
   QWEN35_CHECK(cap.pos - K1 >= sp.pos0);
   const float* S = sp.state->delta_state(l);
   ex_->copy(S, c.n_v_heads * c.d_k * c.d_v, cap.out + sp.state->delta_offset(l));
+  ex_->receive(cap.out + sp.state->delta_offset(l), c.n_v_heads * c.d_k * c.d_v);
   ex_->copy(qkv + (sp.row0 + cap.pos - K1 - sp.pos0) * C, K1 * C, cap.out + sp.state->conv_offset(l));
+  ex_->receive(cap.out + sp.state->conv_offset(l), K1 * C);
 }
 
 void Model::attention_layer(int64_t l, const float* in, int64_t n, float* out) {

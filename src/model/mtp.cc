@@ -92,8 +92,10 @@ void Model::mtp_after_forward(const float* hidden) {
     if (!sp.state->has_mtp()) continue;
     const float* rows = hidden + sp.row0 * H;
     if (sp.verify) ex_->copy(rows, sp.n * H, sp.state->verify_hidden());
-    for (const StateCapture& cap : sp.captures)  // the hidden row of the last position below
+    for (const StateCapture& cap : sp.captures) {  // the hidden row of the last position below
       ex_->copy(rows + (cap.pos - 1 - sp.pos0) * H, H, cap.out + sp.state->mtp_offset());
+      ex_->receive(cap.out + sp.state->mtp_offset(), H);
+    }
     ex_->copy(rows + (sp.n - 1) * H, H, sp.state->mtp_hidden());
   }
   spans_.swap(trunk_spans_);
@@ -136,6 +138,7 @@ Status Model::draft(std::span<const DraftRequest> reqs, std::vector<float>* logi
         continue;
       }
       const float* h = d == 0 ? st->mtp_hidden() : out + prev[i] * H;
+      ex_->attach(*st);
       ex_->copy(h, H, in + m * H);
       tokens[m] = d == 0 ? r.token : r.out->back();
       spans_.push_back({st, m, 1, slot, false});
@@ -145,7 +148,8 @@ Status Model::draft(std::span<const DraftRequest> reqs, std::vector<float>* logi
     mtp_rows(m, tokens, in, out);
     float* lg = sized(draft_logits_, m * DV);
     ex_->matmul(out, m, draft_head, lg);
-    ex_->finish();  // the drafts are chosen on the host
+    ex_->receive(lg, m * DV);
+    QWEN35_RETURN_IF_ERROR(ex_->finish());  // the drafts are chosen on the host
     for (size_t i = 0; i < reqs.size(); ++i) {
       if (prev[i] < 0) continue;
       const float* row = lg + prev[i] * DV;

@@ -198,6 +198,7 @@ std::string write(const std::string& path, const KvPool& pool, const Part& part,
   f.u64(uint64_t(pool.k_block_bytes() + pool.v_block_bytes()));
   f.u64(part.recurrent_floats());
   f.put(tokens.data(), tokens.size() * 4);
+  pool.mirror().host_read();
   for (int32_t b : blocks)
     for (int64_t l = part.kv_first; l < part.kv_end; ++l) {
       f.put(pool.k(l, b), pool.k_block_bytes());
@@ -264,6 +265,16 @@ std::string Reader::open(const std::string& path, const KvPool& pool, const Part
 }
 
 bool Reader::read_block(const KvPool& pool, int32_t block) {
+  // A block's bytes written on the host: the device's twin is current elsewhere (pulled first)
+  // and stale from here on.
+  if (block >= 0) pool.mirror().host_read();
+  struct Wrote {
+    const KvPool& pool;
+    bool on;
+    ~Wrote() {
+      if (on) pool.mirror().host_wrote();
+    }
+  } wrote{pool, block >= 0};
   for (int64_t l = part_.kv_first; l < part_.kv_end; ++l) {
     if (block >= 0) {
       if (!read(pool.k(l, block), pool.k_block_bytes()) ||

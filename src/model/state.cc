@@ -122,12 +122,14 @@ void SequenceState::reset() {
   for (auto& v : conv_) std::fill(v.begin(), v.end(), 0.0f);
   for (auto& v : delta_) std::fill(v.begin(), v.end(), 0.0f);
   std::fill(mtp_hidden_.begin(), mtp_hidden_.end(), 0.0f);
+  mirror_.host_wrote();
 }
 
 size_t SequenceState::kv_bytes() const { return size_t(blocks_held()) * pool_->block_bytes(); }
 
 void SequenceState::save_recurrent(float* out) const {
   QWEN35_CHECK(verify_rows_ == 0);
+  mirror_.host_read();
   for (const auto& v : conv_) out = std::copy(v.begin(), v.end(), out);
   for (const auto& v : delta_) out = std::copy(v.begin(), v.end(), out);
   std::copy(mtp_hidden_.begin(), mtp_hidden_.end(), out);
@@ -144,6 +146,7 @@ void SequenceState::load_recurrent(const float* in) {
     in += v.size();
   }
   std::copy(in, in + mtp_hidden_.size(), mtp_hidden_.begin());
+  mirror_.host_wrote();
 }
 
 void SequenceState::adopt(std::span<const int32_t> blocks, int64_t pos) {
@@ -171,19 +174,34 @@ bool SequenceState::fork_from(const SequenceState& src) {
       return false;
     }
     const int32_t from = src.blocks_[size_t(whole)], to = blocks_.back();
+    pool_->mirror().host_read();
     // The rows [0, rest) of the block, every layer, byte for byte.
     const size_t nk = size_t(rest * pool_->k_row_bytes()), nv = size_t(rest * pool_->v_row_bytes());
     for (int64_t l = 0; l < pool_->n_layers(); ++l) {
       std::copy(pool_->k(l, from), pool_->k(l, from) + nk, pool_->k(l, to));
       std::copy(pool_->v(l, from), pool_->v(l, from) + nv, pool_->v(l, to));
     }
+    pool_->mirror().host_wrote();
   }
+  src.mirror_.host_read();
   pos_ = src.pos_;
   rope_delta_ = src.rope_delta_;
   conv_ = src.conv_;  // same sizes: assignment copies in place, allocating nothing
   delta_ = src.delta_;
   mtp_hidden_ = src.mtp_hidden_;
+  mirror_.host_wrote();
   return true;
+}
+
+void SequenceState::regions(std::vector<std::span<float>>* out) {
+  out->clear();
+  for (auto& v : conv_) out->emplace_back(v);
+  for (auto& v : delta_) out->emplace_back(v);
+  for (VerifyRecord& r : verify_)
+    for (std::vector<float>* v : {&r.conv0, &r.qkv, &r.a, &r.b, &r.after})
+      if (!v->empty()) out->emplace_back(*v);
+  if (!mtp_hidden_.empty()) out->emplace_back(mtp_hidden_);
+  if (!verify_hidden_.empty()) out->emplace_back(verify_hidden_);
 }
 
 size_t SequenceState::recurrent_bytes() const {

@@ -25,6 +25,7 @@
 #include "kernels/ops.h"
 #include "model/config.h"
 #include "model/kv_pool.h"
+#include "model/mirror.h"
 
 namespace qwen35::model {
 
@@ -100,6 +101,13 @@ class SequenceState {
   bool fork_from(const SequenceState& src);
   KvPool* pool() const { return pool_; }
 
+  // Device executors (model/mirror.h): the state's float buffers (conv and recurrent state of
+  // every Gated DeltaNet layer, the verification records once prepared, the MTP rows), each
+  // one region of host memory that a twin mirrors; and the mirror that says which side is
+  // current. The methods above read and write through it.
+  void regions(std::vector<std::span<float>>* out);
+  Mirror& mirror() { return mirror_; }
+
   // Speculative verification (Model::forward with SequenceRows::verify, then Model::commit):
   // between the two the state stands past every verified row, and Model::commit puts it back
   // to exactly the rows kept. Nothing else may read or advance the state in between.
@@ -139,6 +147,8 @@ class SequenceState {
 
  private:
   void init(const ModelConfig& c, KvPool* pool);
+  // Declared first, destroyed last: its twin is dropped after nothing can use it.
+  Mirror mirror_;
   void release_blocks();
   std::vector<VerifyRecord> verify_;  // per Gated DeltaNet layer, as conv_ and delta_
   std::vector<float> verify_hidden_;  // MTP: the trunk's hidden rows verified [rows, hidden]

@@ -74,6 +74,7 @@ namespace qwen35::vulkan {
   X(vkCmdDispatch)                 \
   X(vkCmdPipelineBarrier)          \
   X(vkCmdCopyBuffer)               \
+  X(vkCmdFillBuffer)               \
   X(vkQueueSubmit)                 \
   X(vkCreateFence)                 \
   X(vkDestroyFence)                \

@@ -200,6 +200,14 @@ void Recorder::copy(const Binding& src, const Binding& dst, uint64_t bytes) {
   dev_.api().vkCmdCopyBuffer(cmd_, src.buffer->handle(), dst.buffer->handle(), 1, &c);
 }
 
+void Recorder::zero(const Binding& dst, uint64_t bytes) {
+  if (!recording() || bytes == 0) return;
+  if (!dst.buffer || dst.offset + bytes > dst.buffer->bytes() || bytes % 4 || dst.offset % 4)
+    return fail(core::error("[vulkan] a fill of " + std::to_string(bytes) + " bytes outside its buffer"));
+  barrier();
+  dev_.api().vkCmdFillBuffer(cmd_, dst.buffer->handle(), dst.offset, bytes, 0u);
+}
+
 bool Recorder::staging(uint64_t bytes, const Buffer** buf, uint64_t* offset) {
   const uint64_t need = (bytes + 3) & ~uint64_t(3);
   while (stage_chunk_ < stage_.size() && stage_used_ + need > stage_[stage_chunk_].bytes()) {

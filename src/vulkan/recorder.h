@@ -50,6 +50,8 @@ class Recorder {
                 uint32_t push_bytes, uint64_t groups_x, uint32_t groups_y = 1);
   // Copies bytes between device buffers.
   void copy(const Binding& src, const Binding& dst, uint64_t bytes);
+  // Zeroes bytes (a multiple of 4, at an offset that is one) of a device buffer.
+  void zero(const Binding& dst, uint64_t bytes);
   // Host bytes into a device buffer: copied to staging memory now, onto the device in order with
   // the commands around it.
   void stage_in(const void* src, uint64_t bytes, const Binding& dst);

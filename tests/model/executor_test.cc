@@ -100,12 +100,12 @@ class DeferredExecutor final : public Executor {
                  int64_t width) override {
     q_.push_back([=, this] { in_->copy_rows(src, ss, dst, ds, rows, width); });
   }
-  void finish() override {
+  core::Status finish() override {
     for (auto& op : q_) op();
     ops_run += int64_t(q_.size());
     q_.clear();
-    in_->finish();
     ++finishes;
+    return in_->finish();
   }
 
  private:

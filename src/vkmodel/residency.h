@@ -1,0 +1,88 @@
+// The residency map of the Vulkan executor: the device twin of every host range the forward
+// names (model/executor.h names operands by host address). Three kinds of twin:
+//   - constants: the weights' float vectors (norms, conv taps, decay, dt_bias), uploaded once;
+//   - mirrored: a state's buffers and its pool's KV memory, one twin per host buffer, the current
+//     copy while the device is ahead (model/mirror.h); uploaded again when the host wrote them,
+//     pulled when the host reads them;
+//   - scratch: any other host range (activations, logits, the MTP rows): the executor's own
+//     memory between steps, never copied to or from the host unless the forward says so
+//     (send/receive). A range that overlaps scratch twins merges them into one, their bytes kept.
+// A twin's device offsets keep the host addresses' alignment modulo the device's binding
+// alignment, so that a host row aligned to it is a device binding aligned to it.
+//
+// Thread-safety: one caller at a time (the model's).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "model/mirror.h"
+#include "model/state.h"
+#include "vulkan/recorder.h"
+
+namespace qwen35::vkmodel {
+
+class Residency {
+ public:
+  explicit Residency(vulkan::Device& dev);
+  ~Residency();  // detaches from every state and pool it mirrors
+  Residency(const Residency&) = delete;
+  Residency& operator=(const Residency&) = delete;
+
+  // A constant range (a weight vector), uploaded now and kept.
+  core::Status add_constant(const void* p, uint64_t bytes);
+
+  // A step: the recorder that the map's own copies (uploads, merges) go on.
+  void begin(vulkan::Recorder* rec);
+  // After the step's submission (ok or not): buffers retired during it are freed.
+  void end();
+
+  // The state's buffers and its pool's are the step's from here: twins made for new buffers,
+  // uploaded where the host wrote them since, and the device marked ahead.
+  void attach(model::SequenceState& st);
+
+  // The twin of [p, p + bytes) (a scratch twin made or grown for an address of no twin). The
+  // binding's offset keeps p's alignment (above); `bytes` must not cross two kinds of twin.
+  vulkan::Binding at(const void* p, uint64_t bytes);
+  // The whole twin holding p (a state's or a pool's buffer), and the host address of its first
+  // byte; an empty binding (the step failed) where p has no twin.
+  vulkan::Binding whole(const void* p, uintptr_t* base);
+  // The host's bytes of [p, p + bytes) into its twin, in order with the commands recorded.
+  void send(const void* p, uint64_t bytes);
+  // The twin's bytes to the host at p when the step's submission returns.
+  void receive(const void* p, uint64_t bytes);
+
+  // Device bytes held by twins (constants, mirrored, scratch).
+  uint64_t bytes() const;
+
+ private:
+  enum class Kind { kConstant, kMirrored, kScratch };
+  struct Region {
+    uintptr_t base = 0;  // host address of the first byte
+    uint64_t bytes = 0;
+    uint64_t pad = 0;  // device offset of the first byte (base mod alignment)
+    Kind kind = Kind::kScratch;
+    vulkan::Buffer buf;
+  };
+  class Twin;  // a mirrored state's or pool's (model::Mirror::Twin)
+
+  // A new region's buffer (its pad set from base), or null after failing the step.
+  Region* make(uintptr_t base, uint64_t bytes, Kind kind);
+  void drop(uintptr_t base);  // the region at base, its buffer retired until end()
+  void evict(uintptr_t lo, uintptr_t hi);  // every scratch region overlapping [lo, hi)
+  Region* find(uintptr_t p, uint64_t bytes);
+  void mirror(model::Mirror& m, const std::vector<std::pair<uintptr_t, uint64_t>>& ranges);
+  void fail(const std::string& what);
+
+  vulkan::Device& dev_;
+  vulkan::Recorder* rec_ = nullptr;
+  uint64_t align_ = 4;
+  std::map<uintptr_t, std::unique_ptr<Region>> map_;  // by base; regions never overlap
+  std::vector<std::unique_ptr<Twin>> twins_;
+  std::vector<vulkan::Buffer> retired_;
+  std::string pending_error_;  // a failure outside a step (a pull), reported by the next one
+};
+
+}  // namespace qwen35::vkmodel
