@@ -17,7 +17,7 @@ constexpr uint64_t kTempChunk = 16ull << 20;
 uint64_t floats(int64_t n) { return uint64_t(std::max<int64_t>(n, 0)) * 4; }
 }  // namespace
 
-VulkanExecutor::VulkanExecutor(std::unique_ptr<vulkan::Device> dev)
+VulkanExecutor::VulkanExecutor(std::shared_ptr<vulkan::Device> dev)
     : dev_(std::move(dev)),
       rec_(std::make_unique<vulkan::Recorder>(*dev_)),
       res_(std::make_unique<Residency>(*dev_)) {
@@ -27,7 +27,7 @@ VulkanExecutor::VulkanExecutor(std::unique_ptr<vulkan::Device> dev)
 VulkanExecutor::~VulkanExecutor() = default;
 
 core::Result<std::unique_ptr<VulkanExecutor>> VulkanExecutor::create(
-    std::unique_ptr<vulkan::Device> dev, const model::ModelWeights& w) {
+    std::shared_ptr<vulkan::Device> dev, const model::ModelWeights& w) {
   std::unique_ptr<VulkanExecutor> ex(new VulkanExecutor(std::move(dev)));
   QWEN35_RETURN_IF_ERROR(ex->rec_->status());
   QWEN35_RETURN_IF_ERROR(ex->upload(w));

@@ -27,7 +27,7 @@ class VulkanExecutor final : public model::Executor {
  public:
   // Uploads the weights the model holds (a pipeline rank: its layers) to `dev`. Fails in one line
   // for a weight type the device does not read, or device memory running out.
-  static core::Result<std::unique_ptr<VulkanExecutor>> create(std::unique_ptr<vulkan::Device> dev,
+  static core::Result<std::unique_ptr<VulkanExecutor>> create(std::shared_ptr<vulkan::Device> dev,
                                                               const model::ModelWeights& w);
   ~VulkanExecutor() override;
 
@@ -71,7 +71,7 @@ class VulkanExecutor final : public model::Executor {
   core::Status finish() override;
 
  private:
-  explicit VulkanExecutor(std::unique_ptr<vulkan::Device> dev);
+  explicit VulkanExecutor(std::shared_ptr<vulkan::Device> dev);
   core::Status upload(const model::ModelWeights& w);
   core::Status upload_matrix(const kernels::Matrix& m);
   // The recorder of the step, begun at its first op.
@@ -93,7 +93,7 @@ class VulkanExecutor final : public model::Executor {
   // The rotary table covering positions [0, rows) for (theta, rotary_dim), grown as needed.
   vulkan::Binding rope_table(float theta, int64_t rotary_dim, int64_t rows, int64_t* table_rows);
 
-  std::unique_ptr<vulkan::Device> dev_;
+  std::shared_ptr<vulkan::Device> dev_;  // shared: tests run several models on one device
   std::unique_ptr<vulkan::Recorder> rec_;
   std::unique_ptr<Residency> res_;
   bool open_ = false;

@@ -1,0 +1,195 @@
+// The forward pass on a Vulkan device (vkmodel/vulkan_executor.h), on lavapipe: every fixture's
+// logits against its float64 reference (1e-3, as the CPU's forward_test), and the device's own
+// exactness contract, bit for bit on one device: a prompt in one call or cut on the 64-grid, a
+// sequence alone or beside others (prefill and decode), a fork and a restored snapshot going on
+// as the original does (the host/device mirror, model/mirror.h), and one submission a step.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "formats/npy.h"
+#include "kernels/ops.h"
+#include "model/model.h"
+#include "test_util.h"
+#include "vk_test.h"
+#include "vkmodel/vulkan_executor.h"
+
+namespace qwen35::vkmodel {
+namespace {
+
+using model::Model;
+using model::SequenceRows;
+using model::SequenceState;
+using qwen35::testing::fixture_model_names;
+using qwen35::testing::fixture_models_dir;
+
+constexpr float kTol = 1e-3f;
+
+// One device for every case: pipelines are built once.
+std::shared_ptr<vulkan::Device> shared_device(std::string* why) {
+  static std::string reason;
+  static std::shared_ptr<vulkan::Device> dev = [] {
+    std::shared_ptr<vulkan::Device> d = vulkan::test_device(&reason);
+    return d;
+  }();
+  *why = reason;
+  return dev;
+}
+
+std::vector<int32_t> ids(const nlohmann::json& j) { return j.get<std::vector<int32_t>>(); }
+
+class VulkanModelTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    dev_ = shared_device(&why);
+    if (!dev_) GTEST_SKIP() << "no Vulkan device: " << why;
+    dir_ = fixture_models_dir() + "/" + GetParam();
+    auto g = nlohmann::json::parse(std::ifstream(dir_ + "/golden.json"));
+    tokens_ = ids(g["tokens"]);
+    ref_ = *formats::read_npy(dir_ + "/logits_all.npy");
+    if (std::filesystem::exists(dir_ + "/golden_long.json")) {
+      auto gl = nlohmann::json::parse(std::ifstream(dir_ + "/golden_long.json"));
+      long_tokens_ = ids(gl["tokens"]);
+      long_ref_ = *formats::read_npy(dir_ + "/logits_long.npy");
+    }
+    auto w = model::load_weights(dir_ + "/ckpt");
+    ASSERT_TRUE(w.ok()) << w.message();
+    model_ = std::make_unique<Model>(std::move(*w), kernels::cpu_ops(), &pool_);
+    auto ex = VulkanExecutor::create(dev_, model_->weights());
+    ASSERT_TRUE(ex.ok()) << ex.message();
+    ex_ = ex->get();
+    model_->replace_executor(std::move(*ex));
+  }
+
+  // Logits of every position of `toks` fed `step` tokens per call on `st`.
+  std::vector<float> run(SequenceState& st, const std::vector<int32_t>& toks, size_t step) {
+    std::vector<float> all, part;
+    for (size_t p = 0; p < toks.size(); p += step) {
+      const size_t len = std::min(step, toks.size() - p);
+      SequenceRows r{&st, std::span<const int32_t>(toks.data() + p, len), true};
+      auto s = model_->forward(std::span<const SequenceRows>(&r, 1), &part);
+      EXPECT_TRUE(s.ok()) << s.message();
+      all.insert(all.end(), part.begin(), part.end());
+    }
+    return all;
+  }
+  std::vector<float> run(const std::vector<int32_t>& toks, size_t step) {
+    auto st = model_->new_state(int64_t(toks.size()) + 8);
+    return run(*st, toks, step);
+  }
+  const std::vector<int32_t>& seq() const { return long_tokens_.empty() ? tokens_ : long_tokens_; }
+
+  void expect_near(const std::vector<float>& got, const formats::NpyArray& ref, const char* what) {
+    ASSERT_EQ(got.size(), ref.data.size()) << what;
+    const int64_t V = model_->config().vocab, T = int64_t(got.size()) / V;
+    float worst = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      const float* g = got.data() + t * V;
+      const float* r = ref.data.data() + t * V;
+      for (int64_t v = 0; v < V; ++v) worst = std::max(worst, std::fabs(g[v] - r[v]));
+      EXPECT_EQ(std::max_element(g, g + V) - g, std::max_element(r, r + V) - r)
+          << what << ": argmax at position " << t;
+    }
+    EXPECT_LE(worst, kTol) << what;
+  }
+
+  core::ThreadPool pool_{1};
+  std::shared_ptr<vulkan::Device> dev_;
+  std::string dir_;
+  std::vector<int32_t> tokens_, long_tokens_;
+  formats::NpyArray ref_, long_ref_;
+  std::unique_ptr<Model> model_;
+  VulkanExecutor* ex_ = nullptr;
+};
+
+TEST_P(VulkanModelTest, MatchesReferenceLogits) {
+  expect_near(run(tokens_, tokens_.size()), ref_, "prefill");
+  if (!long_tokens_.empty()) expect_near(run(long_tokens_, long_tokens_.size()), long_ref_, "long prefill");
+}
+
+TEST_P(VulkanModelTest, OneSubmissionAStepAndGridCutsKeepEveryBit) {
+  const std::vector<int32_t>& toks = seq();
+  const uint32_t before = ex_->submissions();
+  const std::vector<float> whole = run(toks, toks.size());
+  EXPECT_EQ(ex_->submissions(), before + 1) << "a forward call is one submission";
+  EXPECT_EQ(run(toks, 64), whole) << "a prompt cut on the 64-grid";
+  // Decode rows: within the tolerance of the chunked form, and the same bits however fed.
+  const size_t n = std::min<size_t>(toks.size(), 12);
+  const std::vector<int32_t> head(toks.begin(), toks.begin() + long(n));
+  const std::vector<float> decoded = run(head, 1);
+  const std::vector<float> prefix(whole.begin(), whole.begin() + long(n) * model_->config().vocab);
+  for (size_t i = 0; i < decoded.size(); ++i)
+    ASSERT_NEAR(decoded[i], prefix[i], kTol) << "decode against prefill at " << i;
+}
+
+// A sequence beside others (a prompt next to another prompt, then decode rows next to another
+// sequence's decode rows) has the bits it has alone.
+TEST_P(VulkanModelTest, ASequenceHasItsBitsBesideOthers) {
+  const std::vector<int32_t>& toks = seq();
+  const int64_t V = model_->config().vocab;
+  const size_t cut = toks.size() > 70 ? 70 : toks.size() - 2;  // a prompt, then decode rows
+  std::vector<int32_t> other(toks.rbegin(), toks.rend());
+  auto alone = model_->new_state(int64_t(toks.size()) + 8);
+  std::vector<float> solo = run(*alone, std::vector<int32_t>(toks.begin(), toks.begin() + long(cut)), cut);
+  for (size_t p = cut; p < toks.size() && p < cut + 3; ++p) {
+    std::vector<float> l = run(*alone, {toks[p]}, 1);
+    solo.insert(solo.end(), l.begin(), l.end());
+  }
+  auto a = model_->new_state(int64_t(toks.size()) + 8), b = model_->new_state(int64_t(other.size()) + 8);
+  std::vector<float> batched, part;
+  {
+    SequenceRows rows[2] = {{b.get(), std::span<const int32_t>(other.data(), 5), true},
+                            {a.get(), std::span<const int32_t>(toks.data(), cut), true}};
+    ASSERT_TRUE(model_->forward(rows, &part).ok());
+    batched.assign(part.begin() + 5 * V, part.end());
+  }
+  for (size_t p = cut, q = 5; p < toks.size() && p < cut + 3; ++p, ++q) {
+    SequenceRows rows[2] = {{a.get(), std::span<const int32_t>(&toks[p], 1), true},
+                            {b.get(), std::span<const int32_t>(&other[q], 1), true}};
+    ASSERT_TRUE(model_->forward(rows, &part).ok());
+    batched.insert(batched.end(), part.begin(), part.begin() + V);
+  }
+  EXPECT_EQ(batched, solo);
+}
+
+// States are the device's between steps: a fork made on the host (its partial KV block and its
+// recurrent state copied there), a snapshot saved and loaded again, each goes on with the bits
+// of the sequence it came from.
+TEST_P(VulkanModelTest, ForksAndSnapshotsGoOnAsTheOriginal) {
+  const std::vector<int32_t>& toks = seq();
+  if (toks.size() < 8) GTEST_SKIP() << "a short fixture";
+  const size_t cut = toks.size() - 3;
+  auto pool = model_->new_pool(int64_t(toks.size()) / 64 * 3 + 6);
+  auto src = model_->new_state(int64_t(toks.size()) + 8, pool.get());
+  run(*src, std::vector<int32_t>(toks.begin(), toks.begin() + long(cut)), cut);
+  auto fork = model_->new_state(int64_t(toks.size()) + 8, pool.get());
+  ASSERT_TRUE(fork->fork_from(*src));
+  std::vector<float> snap(src->recurrent_bytes() / 4);
+  src->save_recurrent(snap.data());
+  const std::vector<int32_t> rest(toks.begin() + long(cut), toks.end());
+  const std::vector<float> want = run(*src, rest, 1);
+  EXPECT_EQ(run(*fork, rest, 1), want) << "a fork";
+  // The snapshot back into a state standing on the same KV rows (the original, stepped back by a
+  // fork of its own kind: the prefix shares its whole blocks, the partial one copied).
+  auto again = model_->new_state(int64_t(toks.size()) + 8, pool.get());
+  const int64_t whole = int64_t(cut) / 64 * 64;
+  if (whole == 0) return;
+  again->adopt(std::span<const int32_t>(src->blocks()).first(size_t(whole / 64)), whole);
+  run(*again, std::vector<int32_t>(toks.begin() + whole, toks.begin() + long(cut)), cut);
+  again->load_recurrent(snap.data());
+  EXPECT_EQ(run(*again, rest, 1), want) << "a restored snapshot";
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, VulkanModelTest, ::testing::ValuesIn(fixture_model_names()),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace qwen35::vkmodel
