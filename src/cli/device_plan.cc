@@ -31,7 +31,13 @@ int print_device_plan(const model::ModelWeights& w, const std::string& device,
   uint64_t part_limit = info.max_storage_buffer_range;
   if (info.max_allocation_bytes) part_limit = std::min(part_limit, info.max_allocation_bytes);
   part_limit &= ~uint64_t(3);
-  const bool mtp = f.mtp && w.mtp != nullptr;
+  if (f.mtp && w.mtp == nullptr)
+    return fail("inspect",
+                "--spec mtp: " +
+                    (w.mtp_problem.empty() ? std::string("the checkpoint has no MTP head")
+                                           : w.mtp_problem) +
+                    "; use --spec lookup");
+  const bool mtp = f.mtp;
   const vkmodel::DeviceMemoryPlan plan =
       vkmodel::plan_device_memory(w, f.ctx, f.parallel, f.step_tokens, mtp, part_limit);
   const double heap = double(vkmodel::device_local_bytes(info)) / 1073741824.0;

@@ -189,6 +189,7 @@ TEST(VulkanCli, DevicesAndTheDeviceFlag) {
   if (have) {
     EXPECT_NE(r.out.find("device 0: "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("subgroup size: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("timestamps: "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("usable: yes"), std::string::npos) << r.out;
   }
   setenv("QWEN35_VULKAN_LOADER", "/nonexistent/libvulkan.so.1", 1);

@@ -69,16 +69,24 @@ TEST(VulkanMemoryPlan, WeightsAreWhatTheDeviceHoldsOnceUploaded) {
     auto r = testing::run_qwen35(cmd);
     ASSERT_EQ(r.exit_code, 0) << cmd << ": " << r.err;
   }
-  for (const std::string& path : {bundled_model(), dir.file("moe"), dir.file("q4.gguf")}) {
+  // And every fixture: Qwen3, Qwen3-MoE (fused experts), Qwen3-Next (its regrouped fused
+  // projections), untied heads, mixed MLX quantization.
+  std::vector<std::string> paths = {bundled_model(), dir.file("moe"), dir.file("q4.gguf")};
+  for (const std::string& name : testing::fixture_model_names())
+    paths.push_back(testing::fixture_models_dir() + "/" + name + "/ckpt");
+  for (size_t i = 0; i < paths.size(); ++i) {
+    const std::string& path = paths[i];
     auto w = model::load_weights(path);
     ASSERT_TRUE(w.ok()) << path << ": " << w.message();
-    ASSERT_NE((*w)->mtp, nullptr) << path << ": " << (*w)->mtp_problem;
+    if (i < 3) {
+      EXPECT_NE((*w)->mtp, nullptr) << path << ": " << (*w)->mtp_problem;
+    }
     const Uploaded u = upload_every_tensor(*dev, **w);
     const auto with = vkmodel::plan_device_memory(**w, 64, 1, 1, true, dev->part_limit());
     const auto without = vkmodel::plan_device_memory(**w, 64, 1, 1, false, dev->part_limit());
     EXPECT_EQ(with.weights, u.trunk + u.mtp) << path;
     EXPECT_EQ(without.weights, u.trunk) << path;
-    EXPECT_GT(u.mtp, 0u) << path;
+    EXPECT_EQ(u.mtp > 0, (*w)->mtp != nullptr) << path;
   }
 }
 
@@ -197,6 +205,12 @@ TEST(VulkanMemoryPlan, InspectPlansTheDeviceMemory) {
   EXPECT_NE(r.out.find("device verdict: DOES NOT FIT"), std::string::npos) << r.out;
   EXPECT_NE(r.err.find("[vulkan] the model needs "), std::string::npos) << r.err;
   EXPECT_NE(r.err.find(" but " + dev->info().name + " has "), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+
+  r = testing::run_qwen35("inspect -m " + testing::fixture_models_dir() +
+                          "/dense_q4_untied/ckpt --device vulkan --spec mtp");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("--spec mtp: "), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 }
 
