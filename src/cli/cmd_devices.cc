@@ -43,6 +43,12 @@ void print(const vulkan::DeviceInfo& d) {
               size_text(d.max_storage_buffer_range).c_str(),
               d.max_allocation_bytes ? size_text(d.max_allocation_bytes).c_str() : "(not reported)",
               d.max_shared_memory / 1024);
+  // What the bandwidth probe times with (vulkan/probe.h): the device's clock, or the host's.
+  if (d.timestamp_bits > 0)
+    std::printf("  timestamps: %u bits, %g ns a tick\n", d.timestamp_bits,
+                double(d.timestamp_period));
+  else
+    std::printf("  timestamps: none on the compute queue\n");
   if (d.unusable.empty())
     std::printf("  usable: yes\n");
   else

@@ -1,5 +1,6 @@
 // qwen35 inspect -m DIR|FILE.gguf: geometry, layer pattern, quantization summary, parameter count, memory,
 // and the support verdict. Exit 0 when the checkpoint is supported, 1 (with the reason) otherwise.
+#include "cli/device_plan.h"
 #include "cli/device_select.h"
 #include "cli/flags.h"
 #include <algorithm>
@@ -221,20 +222,33 @@ int cmd_inspect(int argc, char** argv) {
                  "whose KV fits in this many MiB beside the weights and its recurrent state");
   app.add_option("--ranks", plan.ranks, "print how the model splits by layers over N pipeline ranks, and each "
                  "rank's memory (weights + state + KV), without loading the weights");
-  app.add_option("--ctx", plan.ctx, "with --ranks: the context each sequence's KV is counted at (default 4096)");
-  app.add_option("--parallel", plan.slots, "with --ranks: sequences counted (default 1)");
+  app.add_option("--ctx", plan.ctx, "with --ranks or --device vulkan: the context each sequence's KV is "
+                 "counted at (default 4096)");
+  app.add_option("--parallel", plan.slots, "with --ranks or --device vulkan: sequences counted (default 1)");
+  DevicePlanFlags dplan;
+  app.add_option("--step-tokens", dplan.step_tokens, "with --device vulkan: rows a step, as serve's "
+                 "--step-tokens (default 256): the device's working memory is sized for them");
+  std::string spec = "off";
+  app.add_option("--spec", spec, "with --device vulkan: mtp plans the MTP head's weights, cache and "
+                 "verification state too (lookup, off: not)");
   app.add_option("--pipeline-split", plan.split, "with --ranks: the layers where ranks 1.. begin (comma-"
                  "separated, increasing) instead of the balanced split");
   app.add_option("--rank-budget-mb", plan.budget_mb, "with --ranks: a plan with a rank over this many MiB "
                  "is an error");
   std::string device = "cpu";
-  app.add_option("--device", device, flags::kDeviceHelp);
+  app.add_option("--device", device, "cpu (default), or vulkan[:N]: also plan the device memory of "
+                 "Vulkan device N of `qwen35 devices` (weights, KV and state for --ctx x --parallel, "
+                 "workspace for --step-tokens rows) and say whether the model fits, uploading nothing");
   try {
     app.parse(argc, argv);
   } catch (const flags::ParseError& e) {
     return app.exit(e);
   }
   if (auto st = check_device(device); !st.ok()) return fail("inspect", st.message());
+  if (spec != "off" && spec != "lookup" && spec != "mtp")
+    return fail("inspect", "--spec must be lookup, mtp or off, got '" + spec + "'");
+  if (plan.ctx < 1 || plan.slots < 1 || dplan.step_tokens < 1)
+    return fail("inspect", "--ctx, --parallel and --step-tokens must be at least 1");
   auto w = model::load_weights(dir);
   if (!w.ok()) {
     std::printf("verdict: NOT SUPPORTED\n");
@@ -316,7 +330,12 @@ int cmd_inspect(int argc, char** argv) {
   std::printf("recurrent state per sequence (f32): %.0f bytes (%s)\n", rec, human(rec).c_str());
   if (fit_mb > 0) kv_type_fit(c, double(mw.weight_bytes), rec, fit_mb);
   std::printf("verdict: SUPPORTED\n");
-  return plan.ranks > 0 ? print_plan(mw, plan) : 0;
+  if (plan.ranks > 0)
+    if (int rc = print_plan(mw, plan); rc != 0) return rc;
+  dplan.ctx = plan.ctx;
+  dplan.parallel = plan.slots;
+  dplan.mtp = spec == "mtp";
+  return print_device_plan(mw, device, dplan);
 }
 
 }  // namespace qwen35::cli

@@ -2,6 +2,7 @@
 
 #include "cli/flags.h"
 #ifdef QWEN35_HAVE_VULKAN
+#include "vkmodel/memory_plan.h"
 #include "vkmodel/vulkan_executor.h"
 #include "vulkan/device.h"
 #include "vulkan/instance.h"
@@ -59,6 +60,12 @@ core::Status use_device(const std::string& value, model::Model& m, bool fast) {
   if (!inst.ok()) return core::error("--device " + value + ": " + inst.message());
   auto dev = vulkan::Device::open(*inst, d.index);
   if (!dev.ok()) return core::error("--device " + value + ": " + dev.message());
+  // Refused before anything is uploaded: the weights, one sequence's state and a step's
+  // workspace (inspect --device vulkan plans a context and slots).
+  const vkmodel::DeviceMemoryPlan plan =
+      vkmodel::plan_device_memory(m.weights(), 0, 1, 256, false, (*dev)->part_limit());
+  if (auto st = vkmodel::check_fits(plan, (*dev)->info()); !st.ok())
+    return core::error("--device " + value + ": " + st.message());
   auto ex = vkmodel::VulkanExecutor::create(std::move(*dev), m.weights());
   if (!ex.ok()) return core::error("--device " + value + ": " + ex.message());
   m.replace_executor(std::move(*ex));

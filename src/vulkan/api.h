@@ -34,7 +34,7 @@ namespace qwen35::vulkan {
   X(vkCreateDevice)                           \
   X(vkGetDeviceProcAddr)
 
-// Of a logical device: memory, buffers, pipelines, descriptors, commands, the queue.
+// Of a logical device: memory, buffers, pipelines, descriptors, commands, the queue, timestamps.
 #define QWEN35_VK_DEVICE_FNS(X)    \
   X(vkDestroyDevice)               \
   X(vkGetDeviceQueue)              \
@@ -79,7 +79,12 @@ namespace qwen35::vulkan {
   X(vkCreateFence)                 \
   X(vkDestroyFence)                \
   X(vkWaitForFences)               \
-  X(vkResetFences)
+  X(vkResetFences)                 \
+  X(vkCreateQueryPool)             \
+  X(vkDestroyQueryPool)            \
+  X(vkCmdResetQueryPool)           \
+  X(vkCmdWriteTimestamp)           \
+  X(vkGetQueryPoolResults)
 
 #define QWEN35_VK_MEMBER(f) PFN_##f f = nullptr;
 struct GlobalApi {

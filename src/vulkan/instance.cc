@@ -220,6 +220,10 @@ DeviceInfo Instance::describe(VkPhysicalDevice pd, int index) const {
         break;
       }
     }
+  if (d.compute_queue_family >= 0) {
+    d.timestamp_bits = qs[size_t(d.compute_queue_family)].timestampValidBits;
+    d.timestamp_period = lim.timestampPeriod;
+  }
 
   if (v < VK_API_VERSION_1_1)
     d.unusable = "Vulkan " + d.api_string() + "; 1.1 or later is needed";

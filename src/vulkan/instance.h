@@ -44,6 +44,10 @@ struct DeviceInfo {
   uint32_t max_push_constants = 0;
   uint64_t storage_offset_alignment = 0;  // minStorageBufferOffsetAlignment: a binding's offset
   int compute_queue_family = -1;          // -1: none
+  // Timestamp queries on the compute queue (the bandwidth probe, vulkan/probe.h): the valid bits
+  // of its timestamps (timestampValidBits; 0: none) and nanoseconds per tick (timestampPeriod).
+  uint32_t timestamp_bits = 0;
+  float timestamp_period = 0;
   // Why we cannot run on it, in one phrase; empty: we can.
   std::string unusable;
 

@@ -75,6 +75,48 @@ bool has_grid(WeightType t) {
          t == WeightType::kIQ3_S;
 }
 
+namespace {
+
+// Bytes of one stored row's group scales (or biases) of an MLX affine matrix; 0 for the others.
+uint64_t sb_row_bytes(const kernels::Matrix& m) {
+  return m.type == WeightType::kAffine && m.group > 0
+             ? uint64_t(m.cols / m.group) * core::dtype_size(m.sb_type)
+             : 0;
+}
+
+// Rows per part: the largest count whose codes (and scales) fit `limit` bytes. Rows of 16-bit
+// elements with an odd column count end mid-word: parts then hold an even number of rows, so
+// each part starts on a word. 0: a row does not fit.
+uint64_t rows_per_part(const kernels::Matrix& m, uint64_t limit) {
+  const uint64_t rb = row_bytes(m);
+  uint64_t per = limit / std::max(rb, sb_row_bytes(m));
+  if (rb % 4 != 0) per &= ~uint64_t(1);
+  return per;
+}
+
+// A buffer's bytes as Device::buffer makes it: whole words, at least one.
+uint64_t buffer_bytes(uint64_t bytes) { return std::max<uint64_t>(4, (bytes + 3) & ~uint64_t(3)); }
+
+uint64_t grid_bytes(WeightType t) {
+  return (t == WeightType::kIQ2_XXS || t == WeightType::kIQ3_XXS ? 256 : 512) * 2;
+}
+
+}  // namespace
+
+uint64_t planned_bytes(const kernels::Matrix& m, uint64_t part_limit) {
+  if (m.rows <= 0 || m.cols <= 0) return 0;
+  const uint64_t rb = row_bytes(m), sb = sb_row_bytes(m);
+  uint64_t per = part_limit ? rows_per_part(m, part_limit) : uint64_t(m.rows);
+  if (per == 0) per = uint64_t(m.rows);  // upload_matrix refuses such a matrix; count it whole
+  uint64_t b = has_grid(m.type) ? buffer_bytes(grid_bytes(m.type)) : 0;
+  for (int64_t r0 = 0; r0 < m.rows; r0 += int64_t(per)) {
+    const uint64_t n = uint64_t(std::min<int64_t>(int64_t(per), m.rows - r0));
+    b += buffer_bytes(n * rb);
+    if (m.type == WeightType::kAffine) b += buffer_bytes(n * sb) * (m.biases ? 2 : 1);
+  }
+  return b;
+}
+
 uint64_t DeviceMatrix::bytes() const {
   uint64_t b = grid.bytes();
   for (const MatrixPart& p : parts) b += p.data.bytes() + p.scales.bytes() + p.biases.bytes();
@@ -109,13 +151,9 @@ core::Result<DeviceMatrix> upload_matrix(Device& dev, const kernels::Matrix& m) 
   d.sb_type = m.sb_type;
   d.has_biases = affine && m.biases != nullptr;
   const uint64_t rb = row_bytes(m);
-  const uint64_t sb_row = affine ? uint64_t(m.cols / m.group) * core::dtype_size(m.sb_type) : 0;
-  // Rows per part: the largest count whose codes (and scales) fit one binding. Rows of 16-bit
-  // elements with an odd column count end mid-word: parts then hold an even number of rows, so
-  // each part starts on a word.
+  const uint64_t sb_row = sb_row_bytes(m);
   const uint64_t limit = dev.part_limit();
-  uint64_t per = limit / std::max(rb, sb_row);
-  if (rb % 4 != 0) per &= ~uint64_t(1);
+  const uint64_t per = rows_per_part(m, limit);
   if (per == 0)
     return core::error("[vulkan] a row of " + std::to_string(rb) +
                        " bytes exceeds the device's binding limit of " + std::to_string(limit) +
@@ -125,8 +163,7 @@ core::Result<DeviceMatrix> upload_matrix(Device& dev, const kernels::Matrix& m) 
                              : m.type == WeightType::kIQ2_XS  ? kernels::kIq2xsPoints
                              : m.type == WeightType::kIQ3_XXS ? kernels::kIq3xxsPoints
                                                               : kernels::kIq3sPoints;
-    const uint64_t bytes =
-        (m.type == WeightType::kIQ2_XXS || m.type == WeightType::kIQ3_XXS ? 256 : 512) * 2;
+    const uint64_t bytes = grid_bytes(m.type);
     QWEN35_ASSIGN_OR_RETURN(d.grid, dev.buffer(bytes, MemoryKind::kDevice));
     QWEN35_RETURN_IF_ERROR(dev.upload(d.grid, 0, points, bytes));
   }

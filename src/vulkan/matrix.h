@@ -47,6 +47,11 @@ bool has_grid(kernels::WeightType t);
 // Bytes of one stored row of m (codes only, for kAffine).
 uint64_t row_bytes(const kernels::Matrix& m);
 
+// The bytes upload_matrix(dev, m) takes on a device whose Device::part_limit() is `part_limit`
+// (0: no limit, every matrix one part): DeviceMatrix::bytes() of the result, counted without a
+// device (device memory planning, vkmodel/memory_plan.h).
+uint64_t planned_bytes(const kernels::Matrix& m, uint64_t part_limit = 0);
+
 // Uploads m in its stored type, split into parts of at most dev.part_limit() bytes each.
 // Fails in one line for a type without a device shader, tile-major or code-book forms (the CPU's
 // int8 forms), a row larger than a binding, or device memory running out.

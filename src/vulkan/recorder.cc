@@ -208,6 +208,17 @@ void Recorder::zero(const Binding& dst, uint64_t bytes) {
   dev_.api().vkCmdFillBuffer(cmd_, dst.buffer->handle(), dst.offset, bytes, 0u);
 }
 
+void Recorder::reset_queries(VkQueryPool pool, uint32_t first, uint32_t count) {
+  if (!recording()) return;
+  dev_.api().vkCmdResetQueryPool(cmd_, pool, first, count);
+}
+
+void Recorder::timestamp(VkQueryPool pool, uint32_t query) {
+  if (!recording()) return;
+  // Bottom of the pipe: the clock is read once all earlier commands have completed.
+  dev_.api().vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, pool, query);
+}
+
 bool Recorder::staging(uint64_t bytes, const Buffer** buf, uint64_t* offset) {
   const uint64_t need = (bytes + 3) & ~uint64_t(3);
   while (stage_chunk_ < stage_.size() && stage_used_ + need > stage_[stage_chunk_].bytes()) {

@@ -57,6 +57,11 @@ class Recorder {
   void stage_in(const void* src, uint64_t bytes, const Binding& dst);
   // Device bytes to host memory `dst`, which receives them when submit() returns OK.
   void stage_out(const Binding& src, uint64_t bytes, void* dst);
+  // Timestamp queries (the bandwidth probe, vulkan/probe.h): resets queries [first, first +
+  // count) of `pool`, and writes the device's clock into query `query` once every command
+  // recorded before it has finished (after a reset recorded before it).
+  void reset_queries(VkQueryPool pool, uint32_t first, uint32_t count);
+  void timestamp(VkQueryPool pool, uint32_t query);
   // Records the first error of the step (the later ones are dropped), for the ops' own checks.
   void fail(core::Status st);
   const core::Status& status() const { return status_; }

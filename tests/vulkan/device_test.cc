@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "formats/npy.h"
 #include "vk_test.h"
 #include "vulkan/ops.h"
 #include "vulkan/recorder.h"
@@ -178,8 +179,9 @@ TEST(VulkanShaders, EveryEmbeddedShaderDeclaresItsBindings) {
 }
 
 // The CLI: `devices` lists the test device; without a loader it says so in one line and exits
-// 0; --device with an unknown index, or a device the forward does not run on yet, is one line
-// and exit 1 before any weight is read; the binary does not link libvulkan.
+// 0; --device with an unknown index, or a device the forward does not run on yet (every command
+// but inspect), is one line and exit 1 before any weight is read; the binary does not link
+// libvulkan.
 TEST(VulkanCli, DevicesAndTheDeviceFlag) {
   std::string why;
   const bool have = test_instance(&why) != nullptr;
@@ -188,6 +190,7 @@ TEST(VulkanCli, DevicesAndTheDeviceFlag) {
   if (have) {
     EXPECT_NE(r.out.find("device 0: "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("subgroup size: "), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("timestamps: "), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("usable: yes"), std::string::npos) << r.out;
   }
   setenv("QWEN35_VULKAN_LOADER", "/nonexistent/libvulkan.so.1", 1);
@@ -206,10 +209,30 @@ TEST(VulkanCli, DevicesAndTheDeviceFlag) {
   EXPECT_NE(r.exit_code, 0);
   EXPECT_NE(r.err.find("expected cpu, vulkan or vulkan:N"), std::string::npos) << r.err;
   if (have) {
-    r = testing::run_qwen35("inspect -m " + model + " --device vulkan");
+    // The command line on the device: logits within the reference tolerance of the CPU's, the
+    // terminal run, and one line for what the device does not run yet.
+    const std::string dir = ::testing::TempDir();
+    r = testing::run_qwen35("logits -m " + model + " --tokens 1,20,300,4000,50,6 --out " + dir +
+                            "/vk.npy --device vulkan");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    r = testing::run_qwen35("logits -m " + model + " --tokens 1,20,300,4000,50,6 --out " + dir +
+                            "/cpu.npy");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    auto a = formats::read_npy(dir + "/vk.npy"), b = formats::read_npy(dir + "/cpu.npy");
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_EQ(a->data.size(), b->data.size());
+    for (size_t i = 0; i < a->data.size(); ++i) ASSERT_NEAR(a->data[i], b->data[i], 1e-3) << i;
+    r = testing::run_qwen35("run -m " + model + " -p hi -n 3 --device vulkan");
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    for (const char* extra : {" --fast", " --kv-type q8_0"}) {
+      r = testing::run_qwen35("logits -m " + model + " --tokens 1,2 --out /dev/null --device vulkan" + extra);
+      EXPECT_EQ(r.exit_code, 1) << extra;
+      EXPECT_NE(r.err.find("--device vulkan: "), std::string::npos) << r.err;
+      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    }
+    r = testing::run_qwen35("serve -m " + model + " --device vulkan --port 0");
     EXPECT_EQ(r.exit_code, 1);
-    EXPECT_NE(r.err.find("does not run on a Vulkan device yet"), std::string::npos) << r.err;
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_NE(r.err.find("serving on a Vulkan device is not built yet"), std::string::npos) << r.err;
   }
   r = testing::run_qwen35("inspect -m " + model + " --device cpu");
   EXPECT_EQ(r.exit_code, 0) << r.err;

@@ -1,0 +1,65 @@
+#include "cli/device_plan.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#ifdef QWEN35_HAVE_VULKAN
+#include "vkmodel/memory_plan.h"
+#include "vulkan/instance.h"
+#endif
+
+namespace qwen35::cli {
+
+int print_device_plan(const model::ModelWeights& w, const std::string& device,
+                      const DevicePlanFlags& f) {
+  auto choice = flags::parse_device(device);
+  if (!choice.ok()) return fail("inspect", choice.message());
+  if (!choice->vulkan) return 0;
+#ifdef QWEN35_HAVE_VULKAN
+  auto inst = vulkan::Instance::create();
+  if (!inst.ok()) return fail("inspect", "--device " + device + ": " + inst.message());
+  auto devices = (*inst)->devices();
+  if (!devices.ok()) return fail("inspect", "--device " + device + ": " + devices.message());
+  if (size_t(choice->index) >= devices->size())
+    return fail("inspect",
+                "--device " + device + ": no Vulkan device " + std::to_string(choice->index));
+  const vulkan::DeviceInfo& info = (*devices)[size_t(choice->index)];
+  // The split of a matrix across bindings decides a few bytes of padding a part: as the device
+  // would split them (Device::part_limit without test options).
+  uint64_t part_limit = info.max_storage_buffer_range;
+  if (info.max_allocation_bytes) part_limit = std::min(part_limit, info.max_allocation_bytes);
+  part_limit &= ~uint64_t(3);
+  if (f.mtp && w.mtp == nullptr)
+    return fail("inspect",
+                "--spec mtp: " +
+                    (w.mtp_problem.empty() ? std::string("the checkpoint has no MTP head")
+                                           : w.mtp_problem) +
+                    "; use --spec lookup");
+  const bool mtp = f.mtp;
+  const vkmodel::DeviceMemoryPlan plan =
+      vkmodel::plan_device_memory(w, f.ctx, f.parallel, f.step_tokens, mtp, part_limit);
+  const double heap = double(vkmodel::device_local_bytes(info)) / 1073741824.0;
+  std::printf("device: vulkan:%d, %s (%s), %.2f GiB of device-local memory\n", info.index,
+              info.name.c_str(), info.type.c_str(), heap);
+  std::printf("device memory plan (%lld positions x %lld sequence%s, %lld rows a step, %s): %s\n",
+              (long long)f.ctx, (long long)f.parallel, f.parallel == 1 ? "" : "s",
+              (long long)f.step_tokens, mtp ? "MTP head" : "no MTP head",
+              vkmodel::describe(plan).c_str());
+  if (auto st = vkmodel::check_fits(plan, info); !st.ok()) {
+    std::printf("device verdict: DOES NOT FIT\n");
+    return fail("inspect", st.message());
+  }
+  std::printf("device verdict: fits (%.1f%% of %s's device-local memory)\n",
+              heap > 0 ? 100.0 * double(plan.total()) / (heap * 1073741824.0) : 0.0,
+              info.name.c_str());
+  return 0;
+#else
+  (void)w;
+  (void)f;
+  return fail("inspect", "--device " + device + ": this build has no Vulkan backend");
+#endif
+}
+
+}  // namespace qwen35::cli

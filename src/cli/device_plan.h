@@ -1,0 +1,23 @@
+// `inspect --device vulkan[:N]`: the model's device memory plan (vkmodel/memory_plan.h) against
+// device N, without uploading anything.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/weights.h"
+
+namespace qwen35::cli {
+
+struct DevicePlanFlags {
+  int64_t ctx = 4096, parallel = 1, step_tokens = 256;
+  bool mtp = false;
+};
+
+// Prints the device, the plan and whether it fits. 0 when it fits; 1 with the one-line refusal
+// (or why the device cannot be had) on stderr otherwise. `device` is a --device value that
+// check_device accepted for planning.
+int print_device_plan(const model::ModelWeights& w, const std::string& device,
+                      const DevicePlanFlags& f);
+
+}  // namespace qwen35::cli
