@@ -29,6 +29,7 @@
 #include "cli/bench_spec.h"
 #include "cli/bench_steps.h"
 #include "cli/commands.h"
+#include "cli/device_select.h"
 #include "cli/model_loader.h"
 #include "cli/pipeline_setup.h"
 #include "cli/spec_flags.h"
@@ -239,9 +240,18 @@ int cmd_bench(int argc, char** argv) {
     return bench_image(*lm->model, lo, lm->pool.get(), io);
   }
   // A later rank of a split reports nothing; --spec (without --verify) reports no bandwidth.
-  const double bw = dist::launched_rank() > 0 || (spec_method != "off" && verify == 0)
-                       ? 0
-                       : measure_bandwidth_in_child(lo.threads > 0 ? lo.threads : core::ThreadPool::hardware_threads());
+  // On a device, its own memory's bandwidth (the probe shader) is the roofline's.
+  const bool on_device = lo.device != "cpu";
+  std::string device_name = "cpu";
+  double bw = 0;
+  if (on_device) {
+    auto probe = device_bandwidth(lo.device);
+    if (!probe.ok()) return fail("bench", probe.message());
+    device_name = probe->first;
+    bw = probe->second;
+  } else if (!(dist::launched_rank() > 0 || (spec_method != "off" && verify == 0))) {
+    bw = measure_bandwidth_in_child(lo.threads > 0 ? lo.threads : core::ThreadPool::hardware_threads());
+  }
   // Under mpirun -np N > 1 (cli/pipeline_setup.h): pp and tg through the ranks.
   Pipeline pipe;
   const int64_t capacity = depth + std::max<int64_t>(n_prompt, n_gen * (verify + 1)) + verify + 2;
@@ -500,7 +510,7 @@ int cmd_bench(int argc, char** argv) {
   const int64_t microbatch_rows = pipe.split() ? pipe.stage->microbatch_rows() : 0;
   const auto per = [](uint64_t bytes, uint64_t units) { return units ? double(bytes) / double(units) : 0.0; };
   if (json) {
-    std::printf("{\"model\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"mode\": \"%s\", \"tg_picks\": \"%s\", \"n_prompt\": %lld, "
+    std::printf("{\"model\": \"%s\", \"device\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"mode\": \"%s\", \"tg_picks\": \"%s\", \"n_prompt\": %lld, "
                 "\"n_gen\": %lld, \"n_depth\": %lld, \"batch\": %lld, \"repetitions\": %d, \"pp_tok_s\": %.3f, \"pp_tok_s_min\": %.3f, "
                 "\"pp_tok_s_max\": %.3f, \"tg_tok_s\": %.3f, \"tg_tok_s_min\": %.3f, \"tg_tok_s_max\": %.3f, "
                 "\"ttft_ms\": %.2f, \"weight_bytes_per_token\": %.0f, \"achieved_gbs\": %.3f, \"mem_bw_gbs\": %.3f, "
@@ -512,7 +522,7 @@ int cmd_bench(int argc, char** argv) {
                 "\"pp_hop_bytes_per_token\": %.1f, \"pp_logits_bytes_per_token\": %.1f, "
                 "\"tg_hop_bytes_per_step\": %.1f, \"tg_logits_bytes_per_step\": %.1f, \"batch_prefill_tok_s\": %.3f, "
                 "\"depth_fill\": \"%s\"}\n",
-                lo.model_dir.c_str(), lm->pool->size(), isa.c_str(), mode, picker, (long long)n_prompt, (long long)n_gen, (long long)depth, (long long)batch, reps,
+                lo.model_dir.c_str(), device_name.c_str(), lm->pool->size(), isa.c_str(), mode, picker, (long long)n_prompt, (long long)n_gen, (long long)depth, (long long)batch, reps,
                 pps.median, pps.min, pps.max, tgs.median, tgs.min, tgs.max, ttft_ms, stream, achieved, bw, roofline,
                 roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (long long)verify,
                 vfa.median, vfo.median, vf_rows, mtd.median, mtv.median, mtp_rows, tg_ms, picks.median, pick_cold, (unsigned long long)hash,
@@ -523,7 +533,8 @@ int cmd_bench(int argc, char** argv) {
   }
   std::printf("model: %s  threads: %d  isa: %s  mode: %s  backend: %s\n", lo.model_dir.c_str(), lm->pool->size(),
               isa.c_str(), mode, lo.backend.c_str());
-  std::printf("memory read bandwidth: %.2f GB/s (measured)\n", bw);
+  if (on_device) std::printf("device: %s (%s)\n", device_name.c_str(), lo.device.c_str());
+  std::printf("memory read bandwidth: %.2f GB/s (measured%s)\n", bw, on_device ? " on the device" : "");
   if (depth > 0)
     std::printf("context depth: %lld tokens before each test (%s)\n", (long long)depth,
                 fill ? "pseudo-random rows and state written in place, not prefilled" : "prefilled");

@@ -6,6 +6,7 @@
 #include "vkmodel/vulkan_executor.h"
 #include "vulkan/device.h"
 #include "vulkan/instance.h"
+#include "vulkan/probe.h"
 #endif
 
 namespace qwen35::cli {
@@ -74,6 +75,22 @@ core::Status use_device(const std::string& value, model::Model& m, bool fast) {
   (void)m, (void)fast;
   return check_device(value);
 #endif
+}
+
+core::Result<std::pair<std::string, double>> device_bandwidth(const std::string& value) {
+  QWEN35_ASSIGN_OR_RETURN(flags::DeviceChoice d, flags::parse_device(value));
+#ifdef QWEN35_HAVE_VULKAN
+  if (d.vulkan) {
+    auto inst = vulkan::Instance::create();
+    if (!inst.ok()) return core::error("--device " + value + ": " + inst.message());
+    auto dev = vulkan::Device::open(*inst, d.index);
+    if (!dev.ok()) return core::error("--device " + value + ": " + dev.message());
+    auto bw = vulkan::probe_bandwidth(**dev, 256ull << 20);
+    if (!bw.ok()) return core::error("--device " + value + ": " + bw.message());
+    return std::make_pair((*dev)->info().name, *bw / 1e9);
+  }
+#endif
+  return core::error("--device " + value + ": not a Vulkan device");
 }
 
 }  // namespace qwen35::cli

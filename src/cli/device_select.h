@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 
 #include "core/result.h"
 #include "model/model.h"
@@ -17,6 +18,10 @@ core::Status check_device(const std::string& value);
 // forward on it (vkmodel/vulkan_executor.h). Refuses in one line what the device does not run
 // yet (fast mode, a KV type other than f32) or what does not fit. Nothing for cpu.
 core::Status use_device(const std::string& value, model::Model& m, bool fast);
+
+// vulkan[:N]: the device's name and its memory read bandwidth in GB/s, measured by the probe
+// shader over 256 MiB (vulkan/probe.h), for bench's roofline.
+core::Result<std::pair<std::string, double>> device_bandwidth(const std::string& value);
 
 // Whether this binary was built with the Vulkan backend.
 bool has_vulkan_backend();

@@ -57,12 +57,14 @@ core::Status fill_depth_random(const ModelConfig& c, SequenceState* state, int64
   for (int64_t l = 0; l < int64_t(c.layers.size()); ++l)
     if (c.layers[size_t(l)] == LayerKind::kFullAttention) attn_layers.push_back(l);
   if (state->has_mtp()) attn_layers.push_back(int64_t(c.layers.size()));
+  state->pool()->mirror().host_read();  // rows written on the host (model/mirror.h)
   for (size_t a = 0; a < attn_layers.size(); ++a) {
     const kernels::KvView kv = state->kv(attn_layers[a]);
     auto fn = [&](size_t b, size_t e, int) { fill_rows(c, kv, int64_t(a), seed, b, e); };
     if (pool) pool->parallel_for(size_t(depth), fn, 64);
     else fn(0, size_t(depth), 0);
   }
+  state->pool()->mirror().host_wrote();
   std::vector<float> recurrent(state->recurrent_bytes() / 4);
   core::Xoshiro256 rng(core::splitmix64_of(seed ^ 0x726563757272656eull));  // "recurren"
   for (float& x : recurrent) x = float(rng.uniform() * 0.2 - 0.1);
