@@ -2,7 +2,8 @@
 // logits against its float64 reference (1e-3, as the CPU's forward_test), and the device's own
 // exactness contract, bit for bit on one device: a prompt in one call or cut on the 64-grid, a
 // sequence alone or beside others (prefill and decode), a fork and a restored snapshot going on
-// as the original does (the host/device mirror, model/mirror.h), and one submission a step.
+// as the original does (the host/device mirror, model/mirror.h), and one submission a step; GGUF
+// files beside the safetensors fixtures; and MTP drafting (drafted == plain).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -29,6 +30,7 @@ using model::SequenceRows;
 using model::SequenceState;
 using qwen35::testing::fixture_model_names;
 using qwen35::testing::fixture_models_dir;
+using qwen35::testing::source_dir;
 
 constexpr float kTol = 1e-3f;
 
@@ -51,16 +53,24 @@ class VulkanModelTest : public ::testing::TestWithParam<std::string> {
     std::string why;
     dev_ = shared_device(&why);
     if (!dev_) GTEST_SKIP() << "no Vulkan device: " << why;
-    dir_ = fixture_models_dir() + "/" + GetParam();
-    auto g = nlohmann::json::parse(std::ifstream(dir_ + "/golden.json"));
-    tokens_ = ids(g["tokens"]);
-    ref_ = *formats::read_npy(dir_ + "/logits_all.npy");
-    if (std::filesystem::exists(dir_ + "/golden_long.json")) {
-      auto gl = nlohmann::json::parse(std::ifstream(dir_ + "/golden_long.json"));
-      long_tokens_ = ids(gl["tokens"]);
-      long_ref_ = *formats::read_npy(dir_ + "/logits_long.npy");
+    std::string ckpt;
+    if (GetParam().rfind("gguf_", 0) == 0) {  // a GGUF file and its reference (tests/fixtures/gguf)
+      const std::string g = source_dir() + "/tests/fixtures/gguf/" + GetParam().substr(5);
+      ckpt = g + ".gguf";
+      tokens_ = ids(nlohmann::json::parse(std::ifstream(g + ".json"))["tokens"]);
+      ref_ = *formats::read_npy(g + ".logits.npy");
+    } else {
+      const std::string dir = fixture_models_dir() + "/" + GetParam();
+      ckpt = dir + "/ckpt";
+      tokens_ = ids(nlohmann::json::parse(std::ifstream(dir + "/golden.json"))["tokens"]);
+      ref_ = *formats::read_npy(dir + "/logits_all.npy");
+      if (std::filesystem::exists(dir + "/golden_long.json")) {
+        auto gl = nlohmann::json::parse(std::ifstream(dir + "/golden_long.json"));
+        long_tokens_ = ids(gl["tokens"]);
+        long_ref_ = *formats::read_npy(dir + "/logits_long.npy");
+      }
     }
-    auto w = model::load_weights(dir_ + "/ckpt");
+    auto w = model::load_weights(ckpt);
     ASSERT_TRUE(w.ok()) << w.message();
     model_ = std::make_unique<Model>(std::move(*w), kernels::cpu_ops(), &pool_);
     auto ex = VulkanExecutor::create(dev_, model_->weights());
@@ -103,7 +113,6 @@ class VulkanModelTest : public ::testing::TestWithParam<std::string> {
 
   core::ThreadPool pool_{1};
   std::shared_ptr<vulkan::Device> dev_;
-  std::string dir_;
   std::vector<int32_t> tokens_, long_tokens_;
   formats::NpyArray ref_, long_ref_;
   std::unique_ptr<Model> model_;
@@ -188,8 +197,111 @@ TEST_P(VulkanModelTest, ForksAndSnapshotsGoOnAsTheOriginal) {
   EXPECT_EQ(run(*again, rest, 1), want) << "a restored snapshot";
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, VulkanModelTest, ::testing::ValuesIn(fixture_model_names()),
+std::vector<std::string> cases() {
+  std::vector<std::string> c = fixture_model_names();
+  for (const char* g : {"dense_q4_k_m", "dense_iq4_xs_tied", "dense_lowbit", "moe_q6_k_fused",
+                        "qwen3_dense_q8_0"})
+    c.push_back(std::string("gguf_") + g);
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, VulkanModelTest, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param; });
+
+// MTP drafting on the device: the head's logits against the float64 reference at every position,
+// and drafted == plain: after a verification and a commit of any number of its rows, the next
+// drafts and logits are those plain decoding gives, bit for bit.
+class VulkanMtpTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    dev_ = shared_device(&why);
+    if (!dev_) GTEST_SKIP() << "no Vulkan device: " << why;
+    std::string ckpt, toks, ref;
+    if (GetParam() == "bundled") {
+      ckpt = source_dir() + "/models/qwen35-tiny-kjv";
+      toks = source_dir() + "/tests/fixtures/mtp_bundled_tokens.json";
+      ref = source_dir() + "/tests/fixtures/mtp_bundled_logits.npy";
+    } else {
+      const std::string g = source_dir() + "/tests/fixtures/gguf/" + GetParam();
+      ckpt = g + ".gguf", toks = g + ".json", ref = g + ".mtp_logits.npy";
+    }
+    auto w = model::load_weights(ckpt);
+    ASSERT_TRUE(w.ok()) << w.message();
+    model_ = std::make_unique<Model>(std::move(*w), kernels::cpu_ops(), &pool_);
+    ASSERT_TRUE(model_->enable_mtp().ok());
+    auto ex = VulkanExecutor::create(dev_, model_->weights());
+    ASSERT_TRUE(ex.ok()) << ex.message();
+    model_->replace_executor(std::move(*ex));
+    tokens_ = ids(nlohmann::json::parse(std::ifstream(toks))["tokens"]);
+    ref_ = *formats::read_npy(ref);
+    V_ = model_->config().vocab;
+  }
+  std::vector<float> feed(SequenceState& s, std::span<const int32_t> t, bool verify = false) {
+    std::vector<float> lg;
+    SequenceRows r{&s, t, true, verify};
+    auto st = model_->forward(std::span<const SequenceRows>(&r, 1), &lg);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return lg;
+  }
+  std::vector<float> draft(SequenceState& s, int32_t token, int64_t k, std::vector<int32_t>* out) {
+    std::vector<float> lg;
+    const model::DraftRequest r{&s, token, k, out};
+    auto st = model_->draft(std::span<const model::DraftRequest>(&r, 1), &lg);
+    EXPECT_TRUE(st.ok()) << st.message();
+    return lg;
+  }
+  core::ThreadPool pool_{1};
+  std::shared_ptr<vulkan::Device> dev_;
+  std::unique_ptr<Model> model_;
+  std::vector<int32_t> tokens_;
+  formats::NpyArray ref_;
+  int64_t V_ = 0;
+};
+
+TEST_P(VulkanMtpTest, MatchesReferenceAndDraftedEqualsPlain) {
+  const size_t T = std::min<size_t>(tokens_.size(), 24);
+  auto s = model_->new_state(int64_t(T) + 8);
+  feed(*s, std::span<const int32_t>(tokens_).first(1));
+  std::vector<int32_t> d;
+  for (size_t p = 1; p < T; ++p) {
+    d.clear();
+    const std::vector<float> got = draft(*s, tokens_[p], 1, &d);
+    const float* r = ref_.data.data() + (p - 1) * size_t(V_);
+    float worst = 0;
+    for (int64_t v = 0; v < V_; ++v) worst = std::max(worst, std::fabs(got[size_t(v)] - r[v]));
+    EXPECT_LE(worst, kTol) << "row " << p - 1;
+    feed(*s, std::span<const int32_t>(tokens_).subspan(p, 1));
+  }
+  const size_t n0 = 9;
+  for (int64_t keep = 1; keep <= 4; ++keep) {
+    auto spec = model_->new_state(64), plain = model_->new_state(64);
+    feed(*spec, std::span<const int32_t>(tokens_).first(n0));
+    feed(*plain, std::span<const int32_t>(tokens_).first(n0));
+    std::vector<int32_t> drafts;
+    draft(*spec, tokens_[n0], 3, &drafts);
+    ASSERT_EQ(drafts.size(), 3u);
+    std::vector<int32_t> rows(tokens_.begin() + long(n0), tokens_.begin() + long(n0) + keep);
+    for (int64_t i = keep; i < 4; ++i) rows.push_back(drafts[size_t(i - 1)]);
+    const std::vector<float> verified = feed(*spec, rows, true);
+    model_->commit(spec.get(), keep);
+    std::vector<float> plain_rows;
+    for (int64_t i = 0; i < keep; ++i) {
+      const std::vector<float> l = feed(*plain, std::span<const int32_t>(tokens_).subspan(n0 + size_t(i), 1));
+      plain_rows.insert(plain_rows.end(), l.begin(), l.end());
+    }
+    EXPECT_EQ(std::vector<float>(verified.begin(), verified.begin() + keep * V_), plain_rows)
+        << "verified rows against decoded, kept " << keep;
+    const int32_t next = tokens_[n0 + size_t(keep)];
+    std::vector<int32_t> ds, dp;
+    EXPECT_EQ(draft(*spec, next, 3, &ds), draft(*plain, next, 3, &dp)) << "kept " << keep;
+    EXPECT_EQ(ds, dp);
+    EXPECT_EQ(feed(*spec, std::span<const int32_t>(&next, 1)), feed(*plain, std::span<const int32_t>(&next, 1)))
+        << "the step after the commit, kept " << keep;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Heads, VulkanMtpTest, ::testing::Values("bundled", "moe_f32_tied"));
 
 }  // namespace
 }  // namespace qwen35::vkmodel
