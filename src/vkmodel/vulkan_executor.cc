@@ -445,9 +445,7 @@ void VulkanExecutor::copy_rows(const float* src, int64_t src_stride, float* dst,
   const Binding s = res_->at(src, floats((rows - 1) * src_stride + width));
   const Binding d = res_->at(dst, floats((rows - 1) * dst_stride + width));
   if (!s.buffer || !d.buffer) return;
-  for (int64_t i = 0; i < rows; ++i)
-    r.copy({s.buffer, s.offset + floats(i * src_stride), floats(width)},
-           {d.buffer, d.offset + floats(i * dst_stride), floats(width)}, floats(width));
+  r.copy_rows(s, floats(src_stride), d, floats(dst_stride), uint64_t(rows), floats(width));
 }
 
 void VulkanExecutor::attach(model::SequenceState& state) {

@@ -200,6 +200,18 @@ void Recorder::copy(const Binding& src, const Binding& dst, uint64_t bytes) {
   dev_.api().vkCmdCopyBuffer(cmd_, src.buffer->handle(), dst.buffer->handle(), 1, &c);
 }
 
+void Recorder::copy_rows(const Binding& src, uint64_t src_stride, const Binding& dst,
+                         uint64_t dst_stride, uint64_t rows, uint64_t bytes) {
+  if (!recording() || bytes == 0 || rows == 0) return;
+  if (!src.buffer || !dst.buffer || src.offset + (rows - 1) * src_stride + bytes > src.buffer->bytes() ||
+      dst.offset + (rows - 1) * dst_stride + bytes > dst.buffer->bytes())
+    return fail(core::error("[vulkan] a copy of " + std::to_string(rows) + " rows outside its buffers"));
+  barrier();
+  std::vector<VkBufferCopy> c(rows);
+  for (uint64_t r = 0; r < rows; ++r) c[r] = {src.offset + r * src_stride, dst.offset + r * dst_stride, bytes};
+  dev_.api().vkCmdCopyBuffer(cmd_, src.buffer->handle(), dst.buffer->handle(), uint32_t(rows), c.data());
+}
+
 void Recorder::zero(const Binding& dst, uint64_t bytes) {
   if (!recording() || bytes == 0) return;
   if (!dst.buffer || dst.offset + bytes > dst.buffer->bytes() || bytes % 4 || dst.offset % 4)

@@ -50,6 +50,9 @@ class Recorder {
                 uint32_t push_bytes, uint64_t groups_x, uint32_t groups_y = 1);
   // Copies bytes between device buffers.
   void copy(const Binding& src, const Binding& dst, uint64_t bytes);
+  // Copies `rows` runs of `bytes`, src_stride and dst_stride bytes apart, as one command.
+  void copy_rows(const Binding& src, uint64_t src_stride, const Binding& dst, uint64_t dst_stride,
+                 uint64_t rows, uint64_t bytes);
   // Zeroes bytes (a multiple of 4, at an offset that is one) of a device buffer.
   void zero(const Binding& dst, uint64_t bytes);
   // Host bytes into a device buffer: copied to staging memory now, onto the device in order with
