@@ -48,7 +48,8 @@ struct DeltaPush {
   float qscale;
 };
 
-constexpr uint32_t kTokensPerGroup = 4;  // matmul.comp's TOK
+constexpr uint32_t kTokensPerGroup = 8;  // matmul.comp's TOK
+constexpr uint32_t kRowsPerGroup = 8;    // matmul.comp's ROWS
 
 uint32_t sb_code(core::DType t) {
   switch (t) {
@@ -89,6 +90,7 @@ void matmul_parts(Recorder& rec, const DeviceMatrix& w, const Binding& x, int64_
   const uint64_t token_groups = (uint64_t(n) + kTokensPerGroup - 1) / kTokensPerGroup;
   const std::string shader = variant(slot_expert ? "matmul_id" : "matmul", w);
   for (const MatrixPart& p : w.parts) {
+    const uint64_t row_groups = (uint64_t(p.rows) + kRowsPerGroup - 1) / kRowsPerGroup;
     MatmulPush pc{0,
                   uint32_t(n),
                   uint32_t(p.rows),
@@ -107,21 +109,21 @@ void matmul_parts(Recorder& rec, const DeviceMatrix& w, const Binding& x, int64_
     const Binding biases{w.has_biases ? &p.biases : &p.scales};  // unread without biases
     if (has_grid(w.type) && slot_expert)
       rec.dispatch(shader, {x, y, {&p.data}, {&w.grid}, *slot_expert}, &pc, sizeof pc,
-                   uint64_t(p.rows), uint32_t(token_groups));
+                   row_groups, uint32_t(token_groups));
     else if (has_grid(w.type))
-      rec.dispatch(shader, {x, y, {&p.data}, {&w.grid}}, &pc, sizeof pc, uint64_t(p.rows),
+      rec.dispatch(shader, {x, y, {&p.data}, {&w.grid}}, &pc, sizeof pc, row_groups,
                    uint32_t(token_groups));
     else if (affine && slot_expert)
       rec.dispatch(shader, {x, y, {&p.data}, {&p.scales}, biases, *slot_expert}, &pc, sizeof pc,
-                   uint64_t(p.rows), uint32_t(token_groups));
+                   row_groups, uint32_t(token_groups));
     else if (affine)
-      rec.dispatch(shader, {x, y, {&p.data}, {&p.scales}, biases}, &pc, sizeof pc, uint64_t(p.rows),
+      rec.dispatch(shader, {x, y, {&p.data}, {&p.scales}, biases}, &pc, sizeof pc, row_groups,
                    uint32_t(token_groups));
     else if (slot_expert)
-      rec.dispatch(shader, {x, y, {&p.data}, *slot_expert}, &pc, sizeof pc, uint64_t(p.rows),
+      rec.dispatch(shader, {x, y, {&p.data}, *slot_expert}, &pc, sizeof pc, row_groups,
                    uint32_t(token_groups));
     else
-      rec.dispatch(shader, {x, y, {&p.data}}, &pc, sizeof pc, uint64_t(p.rows),
+      rec.dispatch(shader, {x, y, {&p.data}}, &pc, sizeof pc, row_groups,
                    uint32_t(token_groups));
   }
 }

@@ -111,7 +111,7 @@ TEST(VulkanOps, MatmulEveryWeightTypeMatchesTheReferenceAndIsBatchInvariant) {
       TestMatrix w = make_matrix(tc.type, s.rows, s.cols, seed++, tc.bits, tc.group, tc.sb);
       auto dw = upload_matrix(*dev, w.m);
       ASSERT_TRUE(dw.ok()) << dw.message();
-      const int64_t n = 6;  // a full group of 4 token rows and a partial one
+      const int64_t n = 11;  // a full group of 8 token rows and a partial one
       std::vector<float> x = randn(size_t(n * s.cols), seed++);
       std::vector<float> yr(size_t(n * s.rows));
       ref.matmul({}, x.data(), n, w.m, yr.data());

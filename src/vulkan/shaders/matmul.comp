@@ -1,14 +1,19 @@
 // y[t, y_col0 + r] = Σ_k x[t, k] · w[r, k] for the rows r of one binding part of a weight matrix
-// (vulkan/ops.h record_matmul), one workgroup per (row, 4 token rows).
+// (vulkan/ops.h record_matmul), one workgroup per (ROWS weight rows, TOK token rows): rows
+// (base + gl_WorkGroupID.x) · ROWS + i, tokens gl_WorkGroupID.y · TOK + j.
 //
 // INDEXED (matmul_id_*, record_matmul_indexed): the rows t are MoE slots, slot s reading row
 // s / topk of x, and only the slots routed to this matrix's expert (slot_expert[s] == expert)
 // are computed; the others are left to the other experts' dispatches.
 //
 // Fixed order per output: lane l accumulates k ≡ l (mod 64) in increasing k by fused
-// multiply-add, then the 64 partials meet in the halving tree of common.glsl. The same code
-// computes every output, whatever the tokens, the dispatch or the part it falls in: a row's
-// bits do not depend on the other rows of the call (docs/design.md "Vulkan backend").
+// multiply-add, then the 64 partials meet in the halving tree of common.glsl (32, 16, ..., 1).
+// Each lane decodes a weight once and uses it for the TOK tokens, and reads x once for the ROWS
+// rows. The tree of output o = i·TOK + j is then added up by lane o alone, in the same order, so
+// the workgroup meets at one barrier instead of one per level (on CPU drivers, which run a
+// workgroup's lanes as a loop, each barrier is a pass over all of them). The same code computes
+// every output, whatever the tokens, the dispatch or the part it falls in: a row's bits do not
+// depend on the other rows of the call (docs/design.md "Vulkan backend").
 #version 450
 #extension GL_GOOGLE_include_directive : require
 layout(local_size_x = 64) in;
@@ -34,7 +39,7 @@ layout(std430, binding = IDX_BINDING) readonly buffer Idx { int slot_expert[]; }
 #endif
 
 layout(push_constant) uniform Push {
-  uint base;      // first row (of the part) of this dispatch
+  uint base;      // first group of ROWS rows (of the part) of this dispatch
   uint n;         // token rows
   uint rows;      // rows of the part
   uint cols;
@@ -49,8 +54,12 @@ layout(push_constant) uniform Push {
 #include "common.glsl"
 #include "weights.glsl"
 
-#define TOK 4u
-shared float part[TOK][WG];
+#define ROWS 8u
+#define TOK 8u
+// The partial of lane l for output o at part[l · WG + (o ^ l)]: the swizzle spreads both the
+// writes (o fixed, l varying) and the tree's reads (l fixed, o varying) over the memory banks.
+// ROWS · TOK · WG floats = 16 KiB, the least a device offers (instance.cc).
+shared float part[ROWS * TOK * WG];
 
 // Whether output row t is computed here, and the row of x it reads.
 bool take(uint t) {
@@ -69,32 +78,41 @@ uint x_row(uint t) {
 }
 
 void main() {
-  const uint r = P.base + gl_WorkGroupID.x;
+  const uint r0 = (P.base + gl_WorkGroupID.x) * ROWS;
   const uint t0 = gl_WorkGroupID.y * TOK;
   const uint l = gl_LocalInvocationID.x;
+  bool tk[TOK];
   bool any = false;
-  for (uint j = 0u; j < TOK; ++j) any = any || take(t0 + j);
+  for (uint j = 0u; j < TOK; ++j) {
+    tk[j] = take(t0 + j);
+    any = any || tk[j];
+  }
   if (!any) return;  // uniform over the workgroup
-  precise float acc[TOK];
-  for (uint j = 0u; j < TOK; ++j) acc[j] = 0.0;
-  if (r < P.rows) {
-    for (uint k = l; k < P.cols; k += WG) {
-      const float w = weight_at(r, k);
+  precise float acc[ROWS][TOK];
+  for (uint i = 0u; i < ROWS; ++i)
+    for (uint j = 0u; j < TOK; ++j) acc[i][j] = 0.0;
+  for (uint k = l; k < P.cols; k += WG) {
+    float xv[TOK];
+    for (uint j = 0u; j < TOK; ++j) xv[j] = tk[j] ? x[x_row(t0 + j) * P.x_stride + k] : 0.0;
+    for (uint i = 0u; i < ROWS; ++i) {
+      if (r0 + i >= P.rows) break;
+      const float w = weight_at(r0 + i, k);
       for (uint j = 0u; j < TOK; ++j)
-        if (take(t0 + j)) acc[j] = fma(x[x_row(t0 + j) * P.x_stride + k], w, acc[j]);
+        if (tk[j]) acc[i][j] = fma(xv[j], w, acc[i][j]);
     }
   }
-  for (uint j = 0u; j < TOK; ++j) part[j][l] = acc[j];
+  for (uint i = 0u; i < ROWS; ++i)
+    for (uint j = 0u; j < TOK; ++j) {
+      const uint o = i * TOK + j;
+      part[l * WG + (o ^ l)] = acc[i][j];
+    }
   barrier();
-  for (uint s = WG / 2u; s > 0u; s >>= 1) {
-    if (l < s)
-      for (uint j = 0u; j < TOK; ++j) {
-        precise float v = part[j][l] + part[j][l + s];
-        part[j][l] = v;
-      }
-    barrier();
-  }
-  if (l == 0u && r < P.rows)
-    for (uint j = 0u; j < TOK; ++j)
-      if (take(t0 + j)) y[(t0 + j) * P.y_stride + P.y_col0 + r] = part[j][0];
+  // Lane o adds up output o's 64 partials by the halving tree.
+  const uint o = l, r = r0 + o / TOK, t = t0 + o % TOK;
+  if (o >= ROWS * TOK || r >= P.rows || !take(t)) return;
+  precise float v[WG];
+  for (uint i = 0u; i < WG; ++i) v[i] = part[i * WG + (o ^ i)];
+  for (uint s = WG / 2u; s > 0u; s >>= 1)
+    for (uint i = 0u; i < s; ++i) v[i] = v[i] + v[i + s];
+  y[t * P.y_stride + P.y_col0 + r] = v[0];
 }
