@@ -51,8 +51,8 @@ function(qwen35_layer name)
 endfunction()
 
 # Unity builds (-DQWEN35_UNITY=ON; off by default until proven in every build and stage): a
-# library's files compile in batches of QWEN35_UNITY_BATCH, so each batch parses the heavy headers (nlohmann/json, Boost.Beast) and
-# emits their template code once instead of once per file. The kernels stay one file per unit
+# library's files compile in batches of QWEN35_UNITY_BATCH, so each batch parses the heavy headers
+# (nlohmann/json, Boost.Beast) and emits their template code once, not once per file. The kernels stay one file per unit
 # (Highway's per-target re-inclusion, foreach_target.h, cannot share a unit), as does the small
 # Vulkan layer with its generated shader table. A file with its own compile options (the matmuls,
 # the fuzz coverage files, gguf_encode.cc) is left out of the batches by CMake.
