@@ -60,7 +60,8 @@ option(QWEN35_UNITY "Compile the libraries in unity batches" OFF)
 set(QWEN35_UNITY_BATCH 8 CACHE STRING "files per unity batch")
 function(qwen35_unity target)
   if(QWEN35_UNITY AND NOT target MATCHES "^qwen35_(kernels|vulkan)$")
-    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${QWEN35_UNITY_BATCH})
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON
+                          UNITY_BUILD_BATCH_SIZE ${QWEN35_UNITY_BATCH})
   endif()
 endfunction()
 # Files that define a file-local name another file of their library defines too (a unit of their
