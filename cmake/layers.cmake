@@ -50,13 +50,13 @@ function(qwen35_layer name)
   endforeach()
 endfunction()
 
-# Unity builds (-DQWEN35_UNITY=ON; off by default until proven in every build and stage): a
+# Unity builds (QWEN35_UNITY, on by default; -DQWEN35_UNITY=OFF for one unit per file): a
 # library's files compile in batches of QWEN35_UNITY_BATCH, so each batch parses the heavy headers
 # (nlohmann/json, Boost.Beast) and emits their template code once, not once per file. The kernels
 # stay one file per unit (Highway's per-target re-inclusion, foreach_target.h, cannot share one),
 # as does the small Vulkan layer with its generated shader table. A file with its own compile
 # options (the matmuls, the fuzz coverage files, gguf_encode.cc) is left out of batches by CMake.
-option(QWEN35_UNITY "Compile the libraries in unity batches" OFF)
+option(QWEN35_UNITY "Compile the libraries in unity batches" ON)
 set(QWEN35_UNITY_BATCH 8 CACHE STRING "files per unity batch")
 function(qwen35_unity target)
   if(QWEN35_UNITY AND NOT target MATCHES "^qwen35_(kernels|vulkan)$")
