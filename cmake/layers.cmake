@@ -42,12 +42,33 @@ function(qwen35_layer name)
   set_property(GLOBAL PROPERTY QWEN35_LAYER_${name}_ALL ${all})
   file(GLOB_RECURSE srcs CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cc)
   add_library(qwen35_${name} STATIC ${srcs})
+  qwen35_unity(qwen35_${name})
   qwen35_make_view(${name} ${all})
   target_include_directories(qwen35_${name} PRIVATE ${QWEN35_VIEW_DIR})
   foreach(d IN LISTS L_DEPS)
     target_link_libraries(qwen35_${name} PUBLIC qwen35_${d})
   endforeach()
 endfunction()
+
+# Unity builds (QWEN35_UNITY, on by default; -DQWEN35_UNITY=OFF for one unit per file): a
+# library's files compile in batches of QWEN35_UNITY_BATCH, so each batch parses the heavy headers
+# (nlohmann/json, Boost.Beast) and emits their template code once, not once per file. The kernels
+# stay one file per unit (Highway's per-target re-inclusion, foreach_target.h, cannot share one),
+# as does the small Vulkan layer with its generated shader table. A file with its own compile
+# options (the matmuls, the fuzz coverage files, gguf_encode.cc) is left out of batches by CMake.
+option(QWEN35_UNITY "Compile the libraries in unity batches" ON)
+set(QWEN35_UNITY_BATCH 8 CACHE STRING "files per unity batch")
+function(qwen35_unity target)
+  if(QWEN35_UNITY AND NOT target MATCHES "^qwen35_(kernels|vulkan)$")
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON
+                          UNITY_BUILD_BATCH_SIZE ${QWEN35_UNITY_BATCH})
+  endif()
+endfunction()
+# Files that define a file-local name another file of their library defines too (a unit of their
+# own each; a new clash shows as a redefinition or ambiguity error in a unity batch).
+set_source_files_properties(src/runtime/prefix_cache_file.cc src/server/utility_routes.cc
+                            src/server/http_server.cc
+                            PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
 
 # Give a consumer (cli, tools, tests) a view over the named layers.
 function(qwen35_use target)
