@@ -59,7 +59,7 @@ std::optional<ApiError> ImageLane::submit(std::function<void()> job) {
 void ImageLane::wait_gate(std::unique_lock<std::mutex>& lock) {
   std::error_code ec;
   while (!stopping_ && !std::filesystem::exists(opts_.gate_file, ec))
-    cv_.wait_for(lock, std::chrono::milliseconds(10));
+    gate_cv_.wait_for(lock, std::chrono::milliseconds(10));
 }
 
 void ImageLane::run() {

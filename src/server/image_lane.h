@@ -73,6 +73,9 @@ class ImageLane {
   const ImageLaneOptions opts_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  // The test gate's own: a thread held there must not take a notify_one meant for an idle thread
+  // (a job would then wait with a thread free).
+  std::condition_variable gate_cv_;
   std::deque<std::function<void()>> jobs_;
   std::vector<std::thread> threads_;
   bool stopping_ = false;
