@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "cli/cache_lock.h"
+#include "cli/device_select.h"
 #include "cli/model_assets.h"
 #include "cli/commands.h"
 #include "cli/model_loader.h"
@@ -221,10 +222,6 @@ int cmd_serve(int argc, char** argv) {
   } catch (const flags::ParseError& e) {
     return app.exit(e);
   }
-  if (lo.device != "cpu" && lo.device.rfind("vulkan", 0) == 0)
-    return fail("serve", "--device " + lo.device +
-                         ": serving on a Vulkan device is not built yet (run, logits and bench run "
-                         "on it)");
   if (eo.parallel < 1) return fail("serve", "--parallel must be at least 1");
   if (eo.ctx < 2) return fail("serve", "--ctx must be at least 2");
   if (eo.max_queue < 0) return fail("serve", "--max-queue must be >= 0");
@@ -429,6 +426,13 @@ int cmd_serve(int argc, char** argv) {
                  recurrent * mib, eo.parallel, (long long)(eo.kv_blocks * kernels::kKvBlock),
                  kernels::kv_types_name(m.kv_types()).c_str(),
                  double(eo.kv_blocks) * block * mib);
+    if (lm->device) {  // refused at start, before a request finds the device full
+      if (auto st = lm->device->check_serving(eo.kv_blocks * kernels::kKvBlock, eo.parallel,
+                                              eo.step_tokens, mtp);
+          !st.ok())
+        return finish(fail("serve", "--device " + lo.device + ": " + st.message() +
+                                        " (lower --ctx, --parallel or --step-tokens)"));
+    }
     if (eo.kv_blocks < per_slot)
       std::fprintf(stderr,
                    "qwen35 serve: warning: the KV pool holds fewer positions than --ctx; "
@@ -460,7 +464,14 @@ int cmd_serve(int argc, char** argv) {
   for (const auto& line : engine.cache_log()) std::fprintf(stderr, "qwen35 serve: %s\n", line.c_str());
   // A rank gone silent or a failed link: /health and /ready fail from then on (srv.stop() below
   // joins the server's threads before pipe.comm goes).
-  if (pipe.split()) srv.set_failure_probe([comm = pipe.comm.get()] { return comm->failure(); });
+  // A lost device likewise, and the process then exits (below).
+  std::shared_ptr<DeviceLink> device = lm->device;
+  if (pipe.split() || device)
+    srv.set_failure_probe([comm = pipe.split() ? pipe.comm.get() : nullptr, device] {
+      std::string why = comm ? comm->failure() : std::string();
+      return why.empty() && device ? device->failure() : why;
+    });
+  if (device) srv.set_metrics_source([device] { return device->metrics(); });
   srv.set_ready(std::move(mi), &engine);
   std::fprintf(stderr, "qwen35 serve: ready (model '%s', %d slots x %lld tokens)\n",
                (name.empty() ? model_name(lo.model_dir) : name).c_str(), eo.parallel,
@@ -473,16 +484,27 @@ int cmd_serve(int argc, char** argv) {
                  any ? "127.0.0.1" : so.host.c_str(), v6 ? "]" : "", *port);
   }
   std::fflush(stderr);
-  while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  bool lost = false;
+  while (!stop.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (device && !device->failure().empty()) {
+      // Every step fails from here: the requests in flight end with the error, new ones get 503
+      // (the failure probe), and the process exits non-zero for its supervisor to restart it.
+      std::fprintf(stderr, "qwen35 serve: %s; exiting\n", device->failure().c_str());
+      lost = true;
+      break;
+    }
+  }
 
-  if (drain_s > 0 && stop_signal.load() == SIGTERM) drain(srv, engine, drain_s);
+  if (lost) drain(srv, engine, std::max(drain_s, 5.0));
+  else if (drain_s > 0 && stop_signal.load() == SIGTERM) drain(srv, engine, drain_s);
   std::fprintf(stderr, "qwen35 serve: shutting down\n");
   srv.begin_shutdown();              // no new connections or requests; idle ones close
   engine.shutdown(/*drain=*/false);  // in-flight requests end as cancelled ("abort")
   if (!eo.cache_dir.empty())
     std::fprintf(stderr, "qwen35 serve: %s\n", engine.cache_log().back().c_str());
   srv.stop();                        // their answers get --shutdown-grace, then all is dropped
-  return finish(0);
+  return finish(lost ? 1 : 0);
 }
 
 }  // namespace qwen35::cli

@@ -1,5 +1,9 @@
 #include "cli/device_select.h"
 
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
 #include "cli/flags.h"
 #ifdef QWEN35_HAVE_VULKAN
 #include "vkmodel/memory_plan.h"
@@ -47,9 +51,61 @@ core::Status check_device(const std::string& value) {
 #endif
 }
 
-core::Status use_device(const std::string& value, model::Model& m, bool fast) {
+#ifdef QWEN35_HAVE_VULKAN
+namespace {
+
+uint64_t env_u64(const char* name, uint64_t scale) {
+  const char* e = std::getenv(name);
+  return e && *e ? uint64_t(std::strtoull(e, nullptr, 10)) * scale : 0;
+}
+
+class VulkanLink final : public DeviceLink {
+ public:
+  VulkanLink(std::shared_ptr<vulkan::Device> dev, vkmodel::VulkanExecutor* ex,
+             const model::ModelWeights& w)
+      : dev_(std::move(dev)), ex_(ex), w_(w) {}
+  std::string failure() const override { return dev_->lost() ? dev_->lost_message() : ""; }
+  std::string metrics() const override {
+    const vkmodel::VulkanExecutor::Memory m = ex_->memory();
+    std::string out =
+        "# HELP qwen35_device_memory_bytes device memory held, by use (allocated: every live "
+        "device allocation)\n# TYPE qwen35_device_memory_bytes gauge\n";
+    for (const auto& [use, v] : {std::pair<const char*, uint64_t>{"weights", m.weights},
+                                 {"kv", m.kv},
+                                 {"states", m.states},
+                                 {"workspace", m.workspace},
+                                 {"allocated", m.allocated}})
+      out += std::string("qwen35_device_memory_bytes{use=\"") + use + "\"} " + std::to_string(v) +
+             "\n";
+    return out;
+  }
+  core::Status check_serving(int64_t kv_positions, int64_t parallel, int64_t step_tokens,
+                             bool mtp) const override {
+    // The plan's KV counts ctx positions for each of `parallel` sequences: the pool's positions
+    // spread over them.
+    const int64_t ctx = (kv_positions + parallel - 1) / std::max<int64_t>(parallel, 1);
+    vkmodel::DeviceMemoryPlan plan =
+        vkmodel::plan_device_memory(w_, ctx, parallel, step_tokens, mtp, dev_->part_limit());
+    vulkan::DeviceInfo info = dev_->info();
+    if (const uint64_t cap = dev_->options().memory_limit_bytes; cap) {  // the test hook's device
+      for (auto& h : info.heaps) h.bytes = std::min<uint64_t>(h.bytes, cap);
+    }
+    return vkmodel::check_fits(plan, info);
+  }
+
+ private:
+  std::shared_ptr<vulkan::Device> dev_;
+  vkmodel::VulkanExecutor* ex_;  // owned by the model, which outlives the link's users
+  const model::ModelWeights& w_;
+};
+
+}  // namespace
+#endif
+
+core::Result<std::shared_ptr<DeviceLink>> use_device(const std::string& value, model::Model& m,
+                                                     bool fast) {
   QWEN35_ASSIGN_OR_RETURN(flags::DeviceChoice d, flags::parse_device(value));
-  if (!d.vulkan) return core::ok_status();
+  if (!d.vulkan) return std::shared_ptr<DeviceLink>();
 #ifdef QWEN35_HAVE_VULKAN
   if (fast)
     return core::error("--device " + value +
@@ -59,22 +115,50 @@ core::Status use_device(const std::string& value, model::Model& m, bool fast) {
                        ": the device's attention reads an f32 KV cache only (--kv-type f32)");
   auto inst = vulkan::Instance::create();
   if (!inst.ok()) return core::error("--device " + value + ": " + inst.message());
-  auto dev = vulkan::Device::open(*inst, d.index);
+  vulkan::DeviceOptions opts;
+  opts.memory_limit_bytes = env_u64("QWEN35_TEST_VULKAN_MEMORY_MB", 1ull << 20);
+  auto dev = vulkan::Device::open(*inst, d.index, opts);
   if (!dev.ok()) return core::error("--device " + value + ": " + dev.message());
+  std::shared_ptr<vulkan::Device> shared = std::move(*dev);
   // Refused before anything is uploaded: the weights, one sequence's state and a step's
-  // workspace (inspect --device vulkan plans a context and slots).
+  // workspace (inspect --device vulkan plans a context and slots; serve checks its own).
   const vkmodel::DeviceMemoryPlan plan =
-      vkmodel::plan_device_memory(m.weights(), 0, 1, 256, false, (*dev)->part_limit());
-  if (auto st = vkmodel::check_fits(plan, (*dev)->info()); !st.ok())
+      vkmodel::plan_device_memory(m.weights(), 0, 1, 256, false, shared->part_limit());
+  vulkan::DeviceInfo info = shared->info();
+  if (opts.memory_limit_bytes)
+    for (auto& h : info.heaps) h.bytes = std::min<uint64_t>(h.bytes, opts.memory_limit_bytes);
+  if (auto st = vkmodel::check_fits(plan, info); !st.ok())
     return core::error("--device " + value + ": " + st.message());
-  auto ex = vkmodel::VulkanExecutor::create(std::move(*dev), m.weights());
+  auto ex = vkmodel::VulkanExecutor::create(shared, m.weights());
   if (!ex.ok()) return core::error("--device " + value + ": " + ex.message());
+  if (const uint64_t n = env_u64("QWEN35_TEST_VULKAN_LOSE_AT", 1)) shared->lose_at(n);
+  if (const uint64_t n = env_u64("QWEN35_TEST_VULKAN_FAIL_ALLOC_AT", 1)) shared->fail_allocation_at(n);
+  auto link = std::make_shared<VulkanLink>(shared, ex->get(), m.weights());
   m.replace_executor(std::move(*ex));
-  return core::ok_status();
+  return std::shared_ptr<DeviceLink>(std::move(link));
 #else
   (void)m, (void)fast;
-  return check_device(value);
+  QWEN35_RETURN_IF_ERROR(check_device(value));
+  return std::shared_ptr<DeviceLink>();
 #endif
+}
+
+std::string device_identity(const std::string& value) {
+  auto d = flags::parse_device(value);
+  if (!d.ok() || !d->vulkan) return "cpu";
+#ifdef QWEN35_HAVE_VULKAN
+  auto inst = vulkan::Instance::create();
+  if (inst.ok()) {
+    auto devices = (*inst)->devices();
+    if (devices.ok() && size_t(d->index) < devices->size()) {
+      const vulkan::DeviceInfo& i = (*devices)[size_t(d->index)];
+      char ids[32];
+      std::snprintf(ids, sizeof ids, " %04x:%04x", i.vendor_id, i.device_id);
+      return "vulkan " + i.name + " " + i.driver + ids;
+    }
+  }
+#endif
+  return value;
 }
 
 core::Result<std::pair<std::string, double>> device_bandwidth(const std::string& value) {

@@ -58,7 +58,7 @@ core::Result<LoadedModel> load_model(const LoadOptions& o) {
     if (fast.ok() && model::check_kv_types(lm.model->config(), *fast).ok()) kv_types = fast;
   }
   QWEN35_RETURN_IF_ERROR(lm.model->set_kv_types(*kv_types));
-  QWEN35_RETURN_IF_ERROR(use_device(o.device, *lm.model, o.fast));
+  QWEN35_ASSIGN_OR_RETURN(lm.device, use_device(o.device, *lm.model, o.fast));
   return lm;
 }
 
@@ -75,7 +75,8 @@ uint64_t checkpoint_fingerprint(const LoadOptions& o) {
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](const std::string& s) { h = fnv_bytes(s.data(), s.size(), h); };
   mix(o.fast ? "fast" : "exact");
-  if (o.device != "cpu") mix(o.device);  // a device's bits are its own (docs/design.md)
+  // A device's bits are its own (docs/design.md): the same kind of device shares them.
+  if (o.device != "cpu") mix(device_identity(o.device));
   mix(o.backend == "ref" ? "scalar-reference" : kernels::cpu::simd_target());
   std::vector<fs::path> files;
   std::error_code ec;

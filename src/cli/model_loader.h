@@ -48,9 +48,13 @@ struct LoadOptions {
   std::function<core::Status(model::ModelWeights&)> prepare;
 };
 
+class DeviceLink;
+
 struct LoadedModel {
   std::unique_ptr<core::ThreadPool> pool;
   std::unique_ptr<model::Model> model;
+  // The device the model runs on (cli/device_select.h); null on the CPU.
+  std::shared_ptr<DeviceLink> device;
 };
 
 core::Result<LoadedModel> load_model(const LoadOptions& o);

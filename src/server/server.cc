@@ -156,6 +156,7 @@ HttpResponse get_metrics(const Context& ctx, const HttpServer& http) {
               name + " " + std::to_string(int64_t(hv.second)) + "\n";
     }
   }
+  if (ctx.ready.load() && ctx.extra_metrics) text += ctx.extra_metrics();
   HttpResponse res;
   res.set_content(text, "text/plain; version=0.0.4");
   return res;
@@ -352,6 +353,7 @@ void Server::set_ready(ModelInfo mi, runtime::Engine* engine) {
 }
 
 void Server::set_failure_probe(std::function<std::string()> failure) { ctx_->failure = std::move(failure); }
+void Server::set_metrics_source(std::function<std::string()> lines) { ctx_->extra_metrics = std::move(lines); }
 
 void Server::begin_drain() {
   ctx_->draining.store(true);

@@ -69,6 +69,8 @@ struct Context {
   // in the answer): /health, /ready and new generations get 503 with it. Set before `ready`.
   std::function<std::string()> failure;
   std::string failed() const { return failure ? failure() : std::string(); }
+  // More /metrics lines (Prometheus text) from outside the engine: the device's memory.
+  std::function<std::string()> extra_metrics;
   // Where POST requests that carry images run, instead of the HTTP workers (image_lane.h).
   ImageLane* lane = nullptr;
 };
@@ -84,6 +86,8 @@ class Server {
   // `failure` (Context::failure) is read from the I/O threads until stop(): it must stay callable
   // that long, and be thread-safe. Call before set_ready.
   void set_failure_probe(std::function<std::string()> failure);
+  // Lines appended to /metrics, under the same rules as the failure probe.
+  void set_metrics_source(std::function<std::string()> lines);
   // Readiness fails and the listener and idle connections close; requests that arrive on open
   // connections are still served. Then begin_shutdown (or stop) when the drain ends.
   void begin_drain();

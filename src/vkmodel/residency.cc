@@ -56,18 +56,33 @@ Residency::Region* Residency::find(uintptr_t p, uint64_t bytes) {
   return p + bytes <= g->base + g->bytes ? g : nullptr;
 }
 
-Residency::Region* Residency::make(uintptr_t base, uint64_t bytes, Kind kind) {
+std::atomic<uint64_t>& Residency::held(const Region& g) {
+  switch (g.kind) {
+    case Kind::kConstant: return held_[0];
+    case Kind::kMirrored: return held_[g.kv ? 2 : 1];
+    case Kind::kScratch: break;
+  }
+  return held_[3];
+}
+
+Residency::Usage Residency::usage() const {
+  return {held_[0].load(), held_[1].load(), held_[2].load(), held_[3].load()};
+}
+
+Residency::Region* Residency::make(uintptr_t base, uint64_t bytes, Kind kind, bool kv) {
   auto g = std::make_unique<Region>();
   g->base = base;
   g->bytes = bytes;
   g->pad = base % align_;
   g->kind = kind;
+  g->kv = kv;
   auto buf = dev_.buffer(g->pad + bytes, vulkan::MemoryKind::kDevice);
   if (!buf.ok()) {
     fail(buf.message().substr(buf.message().find(']') + 2));
     return nullptr;
   }
   g->buf = std::move(*buf);
+  held(*g) += g->buf.bytes();
   Region* raw = g.get();
   map_[base] = std::move(g);
   return raw;
@@ -76,6 +91,7 @@ Residency::Region* Residency::make(uintptr_t base, uint64_t bytes, Kind kind) {
 void Residency::drop(uintptr_t base) {
   auto it = map_.find(base);
   if (it == map_.end()) return;
+  held(*it->second) -= it->second->buf.bytes();
   retired_.push_back(std::move(it->second->buf));
   map_.erase(it);
 }
@@ -115,7 +131,7 @@ void Residency::end() {
   retired_.clear();
 }
 
-void Residency::mirror(model::Mirror& m, const std::vector<Range>& ranges_in) {
+void Residency::mirror(model::Mirror& m, const std::vector<Range>& ranges_in, bool kv) {
   std::vector<Range> ranges = ranges_in;
   std::sort(ranges.begin(), ranges.end());
   Twin* t = nullptr;
@@ -141,7 +157,7 @@ void Residency::mirror(model::Mirror& m, const std::vector<Range>& ranges_in) {
       evict(r.first, r.first + r.second);
       if (find(r.first, 1) || find(r.first + r.second - 1, 1))
         return fail("a state's memory overlaps another state's twin");
-      g = make(r.first, r.second, Kind::kMirrored);
+      g = make(r.first, r.second, Kind::kMirrored, kv);
       if (!g) return;
       if (zeros) rec_->zero({&g->buf, 0, 0}, g->buf.bytes());
       else rec_->stage_in(reinterpret_cast<const void*>(r.first), r.second, {&g->buf, g->pad, r.second});
@@ -162,12 +178,12 @@ void Residency::attach(model::SequenceState& st) {
   st.regions(&rs);
   std::vector<Range> ranges;
   for (auto s : rs) ranges.emplace_back(reinterpret_cast<uintptr_t>(s.data()), s.size_bytes());
-  mirror(st.mirror(), ranges);
+  mirror(st.mirror(), ranges, false);
   std::vector<std::span<uint8_t>> ps;
   st.pool()->regions(&ps);
   ranges.clear();
   for (auto s : ps) ranges.emplace_back(reinterpret_cast<uintptr_t>(s.data()), s.size_bytes());
-  mirror(st.pool()->mirror(), ranges);
+  mirror(st.pool()->mirror(), ranges, true);
 }
 
 vulkan::Binding Residency::at(const void* p, uint64_t bytes) {
@@ -199,6 +215,7 @@ vulkan::Binding Residency::at(const void* p, uint64_t bytes) {
   std::vector<std::pair<uintptr_t, uint64_t>> spans;
   for (Region* g : old) {
     spans.emplace_back(g->base + 0, g->bytes);
+    held(*g) -= g->buf.bytes();
     moved.emplace_back(g->base - g->pad, std::move(g->buf));  // host address of device byte 0
     map_.erase(g->base);
   }

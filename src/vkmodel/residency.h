@@ -13,6 +13,7 @@
 // Thread-safety: one caller at a time (the model's).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -56,6 +57,11 @@ class Residency {
 
   // Device bytes held by twins (constants, mirrored, scratch).
   uint64_t bytes() const;
+  // The same by use; readable from any thread while the caller runs steps (/metrics).
+  struct Usage {
+    uint64_t constants = 0, states = 0, kv = 0, scratch = 0;
+  };
+  Usage usage() const;
 
  private:
   enum class Kind { kConstant, kMirrored, kScratch };
@@ -64,16 +70,18 @@ class Residency {
     uint64_t bytes = 0;
     uint64_t pad = 0;  // device offset of the first byte (base mod alignment)
     Kind kind = Kind::kScratch;
+    bool kv = false;  // a mirrored pool's KV memory (else a state's buffer)
     vulkan::Buffer buf;
   };
   class Twin;  // a mirrored state's or pool's (model::Mirror::Twin)
 
   // A new region's buffer (its pad set from base), or null after failing the step.
-  Region* make(uintptr_t base, uint64_t bytes, Kind kind);
+  Region* make(uintptr_t base, uint64_t bytes, Kind kind, bool kv = false);
   void drop(uintptr_t base);  // the region at base, its buffer retired until end()
   void evict(uintptr_t lo, uintptr_t hi);  // every scratch region overlapping [lo, hi)
   Region* find(uintptr_t p, uint64_t bytes);
-  void mirror(model::Mirror& m, const std::vector<std::pair<uintptr_t, uint64_t>>& ranges);
+  void mirror(model::Mirror& m, const std::vector<std::pair<uintptr_t, uint64_t>>& ranges, bool kv);
+  std::atomic<uint64_t>& held(const Region& g);
   void fail(const std::string& what);
 
   vulkan::Device& dev_;
@@ -83,6 +91,7 @@ class Residency {
   std::vector<std::unique_ptr<Twin>> twins_;
   std::vector<vulkan::Buffer> retired_;
   std::string pending_error_;  // a failure outside a step (a pull), reported by the next one
+  std::atomic<uint64_t> held_[4] = {};  // bytes of the regions in map_ by use (Usage's order)
 };
 
 }  // namespace qwen35::vkmodel

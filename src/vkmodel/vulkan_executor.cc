@@ -97,6 +97,11 @@ core::Status VulkanExecutor::upload(const model::ModelWeights& w) {
   return core::ok_status();
 }
 
+VulkanExecutor::Memory VulkanExecutor::memory() const {
+  const Residency::Usage u = res_->usage();
+  return {weight_bytes_, u.states, u.kv, u.scratch + temp_bytes_.load(), dev_->allocated()};
+}
+
 vulkan::Recorder& VulkanExecutor::rec() {
   if (!open_) {
     open_ = true;
@@ -118,6 +123,7 @@ Binding VulkanExecutor::temp(uint64_t bytes) {
         r.fail(b.status());
         return {};
       }
+      temp_bytes_ += b->bytes();
       temp_.push_back(std::move(*b));
     }
     const uint64_t at = (temp_used_ + align_ - 1) / align_ * align_;

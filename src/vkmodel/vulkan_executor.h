@@ -11,6 +11,7 @@
 // on one device a row's bits do not depend on the rest of the step (vulkan/ops.h).
 #pragma once
 
+#include <atomic>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -36,6 +37,13 @@ class VulkanExecutor final : public model::Executor {
   uint32_t submissions() const { return rec_->submissions(); }
   uint64_t weight_bytes() const { return weight_bytes_; }
   uint64_t twin_bytes() const { return res_->bytes(); }
+  // Device memory by use, readable from any thread while steps run (serve's /metrics): the
+  // weights (matrices and vectors), the sequences' states, the KV pool, the step's workspace
+  // (scratch twins and temporaries), and all the device's live allocations (staging excluded).
+  struct Memory {
+    uint64_t weights = 0, states = 0, kv = 0, workspace = 0, allocated = 0;
+  };
+  Memory memory() const;
 
   void embed(const kernels::Matrix& table, const int32_t* tokens, int64_t n, float* out) override;
   void rms_norm(const float* x, int64_t n, int64_t dim, const float* w, float eps,
@@ -107,6 +115,7 @@ class VulkanExecutor final : public model::Executor {
   std::vector<Back> back_;
   // The step's workspace: chunks reused from step to step, filled from the first.
   std::vector<vulkan::Buffer> temp_;
+  std::atomic<uint64_t> temp_bytes_{0};
   size_t temp_chunk_ = 0;
   uint64_t temp_used_ = 0;
   // Rotary tables by (theta bits, rotary_dim): rows and buffer.

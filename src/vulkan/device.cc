@@ -26,11 +26,13 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
     buffer_ = o.buffer_;
     memory_ = o.memory_;
     bytes_ = o.bytes_;
+    charged_ = o.charged_;
     mapped_ = o.mapped_;
     o.dev_ = nullptr;
     o.buffer_ = VK_NULL_HANDLE;
     o.memory_ = VK_NULL_HANDLE;
     o.bytes_ = 0;
+    o.charged_ = 0;
     o.mapped_ = nullptr;
   }
   return *this;
@@ -42,6 +44,8 @@ void Buffer::release() {
   if (mapped_) api.vkUnmapMemory(dev_->handle(), memory_);
   if (buffer_ != VK_NULL_HANDLE) api.vkDestroyBuffer(dev_->handle(), buffer_, nullptr);
   if (memory_ != VK_NULL_HANDLE) api.vkFreeMemory(dev_->handle(), memory_, nullptr);
+  dev_->allocated_ -= charged_;
+  charged_ = 0;
   dev_ = nullptr;
   buffer_ = VK_NULL_HANDLE;
   memory_ = VK_NULL_HANDLE;
@@ -133,15 +137,26 @@ core::Status Device::healthy() const {
 
 core::Status Device::note(VkResult r, const std::string& what) {
   core::Status st = check(r, what);
-  if (r == VK_ERROR_DEVICE_LOST && lost_.empty()) lost_ = st.message();
+  if (r == VK_ERROR_DEVICE_LOST && lost_.empty()) {
+    lost_ = st.message();
+    lost_flag_.store(true, std::memory_order_release);
+  }
   return st;
 }
 
+core::Status Device::before_submit() {
+  QWEN35_RETURN_IF_ERROR(healthy());
+  if (++submitted_ == lose_at_) simulate_loss();
+  return healthy();
+}
+
 void Device::simulate_loss() {
-  if (lost_.empty())
+  if (lost_.empty()) {
     lost_ = check(VK_ERROR_DEVICE_LOST,
                   "device " + std::to_string(info_.index) + " (" + info_.name + ")")
                 .message();
+    lost_flag_.store(true, std::memory_order_release);
+  }
 }
 
 int Device::memory_type(uint32_t type_bits, MemoryKind kind) const {
@@ -189,6 +204,11 @@ core::Result<Buffer> Device::buffer(uint64_t bytes, MemoryKind kind) {
     return core::error(std::string("[vulkan] ") + info_.name + " has no " +
                        (kind == MemoryKind::kDevice ? "device-local" : "host-visible coherent") +
                        " memory for a buffer");
+  if (kind == MemoryKind::kDevice &&
+      ((options_.memory_limit_bytes && allocated_.load() + req.size > options_.memory_limit_bytes) ||
+       ++allocations_ == fail_alloc_at_))
+    return check(VK_ERROR_OUT_OF_DEVICE_MEMORY, std::string("vkAllocateMemory (") + mib(req.size) +
+                                                   " of device memory)");
   VkMemoryAllocateInfo ai{};
   ai.sType = VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO;
   ai.allocationSize = req.size;
@@ -197,6 +217,10 @@ core::Result<Buffer> Device::buffer(uint64_t bytes, MemoryKind kind) {
       note(api_.vkAllocateMemory(device_, &ai, nullptr, &b.memory_),
            std::string("vkAllocateMemory (") + mib(req.size) +
                (kind == MemoryKind::kDevice ? " of device memory)" : " of host-visible memory)")));
+  if (kind == MemoryKind::kDevice) {
+    b.charged_ = req.size;
+    allocated_ += req.size;
+  }
   QWEN35_RETURN_IF_ERROR(
       note(api_.vkBindBufferMemory(device_, b.buffer_, b.memory_, 0), "vkBindBufferMemory"));
   if (kind == MemoryKind::kHost)

@@ -7,6 +7,7 @@
 // the same line. Thread-safety: one caller at a time per Device (as per Model).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -49,6 +50,7 @@ class Buffer {
   VkBuffer buffer_ = VK_NULL_HANDLE;
   VkDeviceMemory memory_ = VK_NULL_HANDLE;
   uint64_t bytes_ = 0;
+  uint64_t charged_ = 0;  // device-local bytes counted in Device::allocated()
   void* mapped_ = nullptr;
 };
 
@@ -74,6 +76,10 @@ struct DeviceOptions {
   uint32_t max_groups = 0;
   // How long a submission may run before the device is given up as hung (lost).
   uint64_t submit_timeout_ns = 600ull * 1000 * 1000 * 1000;
+  // Test hooks (serve's fault tests set it through QWEN35_TEST_VULKAN_MEMORY_MB,
+  // cli/device_select.cc): device-local allocations past memory_limit_bytes fail as the device's
+  // running out of memory would (0: no limit).
+  uint64_t memory_limit_bytes = 0;
 };
 
 class Device {
@@ -112,12 +118,24 @@ class Device {
 
   // OK until the device is lost; then the line that says so.
   core::Status healthy() const;
+  // Whether the device is lost, and then the line, from any thread (serve's /health).
+  bool lost() const { return lost_flag_.load(std::memory_order_acquire); }
+  std::string lost_message() const { return lost() ? lost_ : std::string(); }
   // check(r, what), and a lost device stays lost (healthy() fails from then on).
   core::Status note(VkResult r, const std::string& what);
   // Test hook: the device behaves as lost from now on, as after VK_ERROR_DEVICE_LOST.
   void simulate_loss();
+  // Test hooks: the `n`th queue submission from now (n >= 1) finds the device lost; the `n`th
+  // device-local allocation from now fails as on an exhausted device (once).
+  void lose_at(uint64_t n) { lose_at_ = submitted_ + n; }
+  void fail_allocation_at(uint64_t n) { fail_alloc_at_ = allocations_ + n; }
+  // Called before each queue submission (recorder.h): OK, or the line of a lost device.
+  core::Status before_submit();
+  // Device-local bytes allocated now (every live buffer of MemoryKind::kDevice).
+  uint64_t allocated() const { return allocated_.load(); }
 
  private:
+  friend class Buffer;
   Device() = default;
   int memory_type(uint32_t type_bits, MemoryKind kind) const;
 
@@ -135,6 +153,9 @@ class Device {
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   std::map<std::string, std::unique_ptr<Pipeline>, std::less<>> pipelines_;
   std::string lost_;  // non-empty once the device is lost: the line every call returns
+  std::atomic<bool> lost_flag_{false};  // set once lost_ is written, which then stays
+  mutable std::atomic<uint64_t> allocated_{0};  // Buffer::release() gives back
+  uint64_t submitted_ = 0, lose_at_ = 0, allocations_ = 0, fail_alloc_at_ = 0;
 };
 
 }  // namespace qwen35::vulkan

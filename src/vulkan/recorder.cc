@@ -1,13 +1,49 @@
 #include "vulkan/recorder.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
 
 namespace qwen35::vulkan {
 
 namespace {
 constexpr uint32_t kSetsPerPool = 256;
 constexpr uint64_t kStageChunk = 4ull << 20;
+constexpr uint32_t kProfileQueries = 8192;
+
+bool profiling() {
+  static const bool on = [] {
+    const char* e = std::getenv("QWEN35_VULKAN_PROFILE");
+    return e && *e && std::string(e) != "0";
+  }();
+  return on;
+}
+
+// Device time by shader, over every Recorder of the process; printed at exit.
+struct Profile {
+  std::mutex mu;
+  std::map<std::string, std::pair<uint64_t, double>> by_shader;  // dispatches, seconds
+  ~Profile() {
+    double total = 0;
+    for (const auto& [name, v] : by_shader) total += v.second;
+    if (total <= 0) return;
+    std::vector<std::pair<double, std::string>> rows;
+    for (const auto& [name, v] : by_shader) rows.push_back({v.second, name});
+    std::sort(rows.rbegin(), rows.rend());
+    std::fprintf(stderr, "vulkan profile: %.3f s of device time in dispatches\n", total);
+    for (const auto& [sec, name] : rows)
+      std::fprintf(stderr, "  %-16s %9.3f s %5.1f%%  %llu dispatches\n", name.c_str(), sec,
+                   100 * sec / total, (unsigned long long)by_shader[name].first);
+  }
+};
+Profile& profile() {
+  static Profile p;
+  return p;
+}
 }  // namespace
 
 Recorder::Recorder(Device& dev) : dev_(dev) {
@@ -30,6 +66,15 @@ Recorder::Recorder(Device& dev) : dev_(dev) {
   VkFenceCreateInfo fi{};
   fi.sType = VK_STRUCTURE_TYPE_FENCE_CREATE_INFO;
   status_ = dev_.note(api.vkCreateFence(dev_.handle(), &fi, nullptr, &fence_), "vkCreateFence");
+  if (status_.ok() && profiling() && dev_.info().timestamp_bits > 0) {
+    (void)profile();  // made before any Recorder's use, so destroyed after
+    VkQueryPoolCreateInfo qi{};
+    qi.sType = VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO;
+    qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+    qi.queryCount = kProfileQueries;
+    if (api.vkCreateQueryPool(dev_.handle(), &qi, nullptr, &profile_pool_) != VK_SUCCESS)
+      profile_pool_ = VK_NULL_HANDLE;
+  }
 }
 
 Recorder::~Recorder() {
@@ -37,6 +82,7 @@ Recorder::~Recorder() {
   for (VkDescriptorPool p : desc_pools_) api.vkDestroyDescriptorPool(dev_.handle(), p, nullptr);
   if (fence_ != VK_NULL_HANDLE) api.vkDestroyFence(dev_.handle(), fence_, nullptr);
   if (pool_ != VK_NULL_HANDLE) api.vkDestroyCommandPool(dev_.handle(), pool_, nullptr);
+  if (profile_pool_ != VK_NULL_HANDLE) api.vkDestroyQueryPool(dev_.handle(), profile_pool_, nullptr);
 }
 
 core::Status Recorder::begin() {
@@ -58,6 +104,11 @@ core::Status Recorder::begin() {
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
   status_ = dev_.note(api.vkBeginCommandBuffer(cmd_, &bi), "vkBeginCommandBuffer");
   open_ = status_.ok();
+  profiled_.clear();
+  if (open_ && profile_pool_ != VK_NULL_HANDLE) {
+    api.vkCmdResetQueryPool(cmd_, profile_pool_, 0, kProfileQueries);
+    api.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, profile_pool_, 0);
+  }
   return status_;
 }
 
@@ -187,6 +238,12 @@ void Recorder::dispatch(std::string_view shader, std::initializer_list<Binding> 
     api.vkCmdPushConstants(cmd_, p.layout, VK_SHADER_STAGE_COMPUTE_BIT, 0, kPushBytes, pc);
     api.vkCmdDispatch(cmd_, uint32_t(std::min(step, groups_x - g0)), groups_y, 1);
   }
+  if (profile_pool_ != VK_NULL_HANDLE && profiled_.size() + 1 < kProfileQueries) {
+    // The barrier before the next command serializes it, so the gap between stamps is this one's.
+    profiled_.emplace_back(shader);
+    api.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, profile_pool_,
+                            uint32_t(profiled_.size()));
+  }
 }
 
 void Recorder::copy(const Binding& src, const Binding& dst, uint64_t bytes) {
@@ -285,7 +342,7 @@ core::Status Recorder::submit() {
   const core::Status ended = dev_.note(api.vkEndCommandBuffer(cmd_), "vkEndCommandBuffer");
   if (!status_.ok()) return status_;  // a recording error: nothing is submitted
   QWEN35_RETURN_IF_ERROR(ended);
-  QWEN35_RETURN_IF_ERROR(dev_.healthy());
+  QWEN35_RETURN_IF_ERROR(dev_.before_submit());
   VkSubmitInfo si{};
   si.sType = VK_STRUCTURE_TYPE_SUBMIT_INFO;
   si.commandBufferCount = 1;
@@ -306,6 +363,20 @@ core::Status Recorder::submit() {
   QWEN35_RETURN_IF_ERROR(dev_.note(r, "vkWaitForFences"));
   for (const Pending& p : outputs_) std::memcpy(p.to, p.from, p.bytes);
   outputs_.clear();
+  if (profile_pool_ != VK_NULL_HANDLE && !profiled_.empty()) {
+    std::vector<uint64_t> t(profiled_.size() + 1);
+    if (api.vkGetQueryPoolResults(dev_.handle(), profile_pool_, 0, uint32_t(t.size()),
+                                  t.size() * 8, t.data(), 8,
+                                  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS) {
+      Profile& prof = profile();
+      std::lock_guard<std::mutex> lock(prof.mu);
+      for (size_t i = 0; i < profiled_.size(); ++i) {
+        auto& [count, sec] = prof.by_shader[profiled_[i]];
+        ++count;
+        sec += double(t[i + 1] - t[i]) * double(dev_.info().timestamp_period) * 1e-9;
+      }
+    }
+  }
   return core::ok_status();
 }
 

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -102,6 +103,10 @@ class Recorder {
   uint64_t stage_used_ = 0;
   std::vector<Pending> outputs_;
   uint32_t commands_ = 0, submissions_ = 0;
+  // QWEN35_VULKAN_PROFILE=1: a timestamp after each dispatch, summed by shader over the
+  // process and printed to stderr at exit (where a step's device time goes). Off: no queries.
+  VkQueryPool profile_pool_ = VK_NULL_HANDLE;
+  std::vector<std::string> profiled_;  // the shader of each query after the first
 };
 
 }  // namespace qwen35::vulkan

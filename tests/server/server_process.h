@@ -5,7 +5,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -17,6 +19,12 @@
 namespace qwen35::testing {
 
 using Json = nlohmann::json;
+
+// The device the suite's servers run on: QWEN35_TEST_DEVICE (e.g. vulkan), empty for the CPU.
+inline std::string test_device() {
+  const char* d = std::getenv("QWEN35_TEST_DEVICE");
+  return d ? d : "";
+}
 
 class ServerProcess {
  public:
@@ -30,6 +38,9 @@ class ServerProcess {
       std::vector<std::string> args = {QWEN35_BINARY, "serve", "-m", model_dir,
                                        "--port",      "0",     "-t", "2"};
       args.insert(args.end(), flags.begin(), flags.end());
+      // QWEN35_TEST_DEVICE=vulkan runs a suite's servers on that device (its CTest twin).
+      if (!test_device().empty() && std::find(args.begin(), args.end(), "--device") == args.end())
+        args.insert(args.end(), {"--device", test_device()});
       std::vector<char*> argv;
       for (auto& a : args) argv.push_back(a.data());
       argv.push_back(nullptr);
@@ -45,7 +56,8 @@ class ServerProcess {
       }
       if (port_ == 0) std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
-    for (int i = 0; i < 1000 && port_ != 0 && !exited(); ++i) {
+    // Loading ends in ready or in an exit (a device upload can take a while on a loaded machine).
+    for (int i = 0; i < 6000 && port_ != 0 && !exited(); ++i) {
       auto r = client().get("/health");
       if (r.status == 200) {
         ready_ = true;
