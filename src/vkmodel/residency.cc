@@ -24,6 +24,7 @@ class Residency::Twin final : public model::Mirror::Twin {
   void forget() override {
     for (const Range& r : ranges) owner_->drop(r.first);
     Residency* owner = owner_;
+    std::erase(owner->synced_, this);
     auto it = std::find_if(owner->twins_.begin(), owner->twins_.end(),
                            [this](const std::unique_ptr<Twin>& t) { return t.get() == this; });
     if (it != owner->twins_.end()) owner->twins_.erase(it);  // destroys this: nothing after
@@ -129,6 +130,19 @@ void Residency::begin(vulkan::Recorder* rec) {
 void Residency::end() {
   rec_ = nullptr;
   retired_.clear();
+  synced_.clear();
+}
+
+void Residency::abort() {
+  for (Twin* t : synced_) {
+    t->fresh = true;
+    t->mirror_->host_wrote();
+  }
+  synced_.clear();
+  std::vector<uintptr_t> scratch;
+  for (const auto& [base, g] : map_)
+    if (g->kind == Kind::kScratch) scratch.push_back(base);
+  for (uintptr_t b : scratch) drop(b);
 }
 
 void Residency::mirror(model::Mirror& m, const std::vector<Range>& ranges_in, bool kv) {
@@ -150,6 +164,7 @@ void Residency::mirror(model::Mirror& m, const std::vector<Range>& ranges_in, bo
   // write; epoch 0 with nothing synced yet is the memory as made: zeros.
   const bool stale = t->fresh || m.host_epoch() != t->epoch;
   const bool zeros = t->fresh && m.host_epoch() == 0;
+  if (stale || ranges != t->ranges) synced_.push_back(t);
   for (const Range& r : ranges) {
     Region* g = find(r.first, r.second);
     const bool known = std::binary_search(t->ranges.begin(), t->ranges.end(), r);

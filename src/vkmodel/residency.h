@@ -39,6 +39,10 @@ class Residency {
   void begin(vulkan::Recorder* rec);
   // After the step's submission (ok or not): buffers retired during it are freed.
   void end();
+  // After a failed step, before end(): none of its commands ran (a recording error), or the
+  // device is lost. The twins it made or refreshed hold undefined bytes, so the host's copy is
+  // the current one again (uploaded at the next attach); scratch twins are dropped.
+  void abort();
 
   // The state's buffers and its pool's are the step's from here: twins made for new buffers,
   // uploaded where the host wrote them since, and the device marked ahead.
@@ -89,6 +93,7 @@ class Residency {
   uint64_t align_ = 4;
   std::map<uintptr_t, std::unique_ptr<Region>> map_;  // by base; regions never overlap
   std::vector<std::unique_ptr<Twin>> twins_;
+  std::vector<Twin*> synced_;  // the twins the step made or refreshed
   std::vector<vulkan::Buffer> retired_;
   std::string pending_error_;  // a failure outside a step (a pull), reported by the next one
   std::atomic<uint64_t> held_[4] = {};  // bytes of the regions in map_ by use (Usage's order)

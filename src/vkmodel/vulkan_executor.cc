@@ -473,6 +473,12 @@ core::Status VulkanExecutor::finish() {
   if (!open_) return core::ok_status();
   open_ = false;
   core::Status st = rec_->submit();
+  if (!st.ok()) {
+    // Nothing of the step ran: what it made on the device holds no defined bytes.
+    res_->abort();
+    rope_.clear();
+    pair_axis_.clear();
+  }
   res_->end();
   retired_.clear();
   return st;
