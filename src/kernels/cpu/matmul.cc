@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "core/check.h"
+#include "kernels/cpu/amx_matmul.h"
 #include "kernels/cpu/block_matmul.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/matrix.h"
@@ -84,9 +85,13 @@ void PrepAffine(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
 void TiledRows(const Matrix& m, const float* x, int64_t n, bool int8, const MatmulScratch& sc, int64_t o0,
                int64_t o1, float* y, MatmulScratch::Share& share) {
   const AffineActs acts{x, sc.xs.data(), sc.xq.data(), sc.xdx.data(), sc.xsum.data()};
+  // Prefill on AMX tiles where the process uses them: the same bits, so the choice by row count
+  // keeps every row's result independent of its batch.
+  const AmxUnit amx = int8 && n >= kAmxMinRows && amx_fits(m) ? amx_unit() : AmxUnit::kNone;
   for (int64_t tb = 0; tb < n; tb += kActRowBlock) {
     const int64_t te = std::min(n, tb + kActRowBlock);
-    if (int8) TiledRangeInt8(m, acts, tb, te, o0, o1, y, share);
+    if (amx != AmxUnit::kNone) amx_range(amx, m, AmxActs{acts.xq, acts.dx, acts.xsum}, tb, te, o0, o1, y, share);
+    else if (int8) TiledRangeInt8(m, acts, tb, te, o0, o1, y, share);
     else TiledRangeExact(m, acts, tb, te, o0, o1, y, share);
   }
 }

@@ -55,6 +55,9 @@ struct MatmulScratch {
     std::vector<uint32_t> row_words; // a row of tile-major codes gathered row-major (affine_row)
     std::vector<int8_t> quant_row;   // fast mode: a row of activations quantized, in natural order
     std::vector<float> decoded;      // GGUF block types: weight rows decoded to f32
+    std::vector<uint8_t> amx_a;      // AMX: a tile of 16 weight rows as bytes, [K-step][row][bytes]
+    std::vector<uint8_t> amx_b;      // AMX: activation rows in VNNI-4 order, per block of 16
+    std::vector<float> amx_sb;       // AMX: the weight tile's scales and biases, [row][group]
   };
   std::vector<Share> shares;
   // The per-share buffers for the pool of `ctx` (one without a pool). Call on the calling thread

@@ -1,0 +1,89 @@
+// The AMX tile kernel's operands and its dispatch to a tile unit (amx_matmul.h, amx_tiles.h).
+#include "kernels/cpu/amx_matmul.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/check.h"
+#include "kernels/cpu/amx_tiles.h"
+#include "kernels/matrix.h"
+
+namespace qwen35::kernels::cpu {
+
+bool amx_fits(const Matrix& m) {
+  if (!(tiled_affine(m) || fast_odd_affine(m))) return false;
+  const int64_t g = m.group;
+  return g % 4 == 0 && (g <= amx::kMaxColsb || g % amx::kMaxColsb == 0);
+}
+
+void amx_range(AmxUnit unit, const Matrix& m, const AmxActs& a, int64_t t0, int64_t t1, int64_t o0, int64_t o1,
+               float* y, MatmulScratch::Share& share) {
+  QWEN35_CHECK(amx_fits(m));
+  if (t0 >= t1 || o0 >= o1) return;
+  if (unit == AmxUnit::kHardware) {
+    amx::tile_range_hw(m, a, t0, t1, o0, o1, y, share);
+    return;
+  }
+  QWEN35_CHECK(unit == AmxUnit::kEmulated);
+  amx::EmuTileUnit u;
+  amx::tile_range(u, m, a, t0, t1, o0, o1, y, share);
+}
+
+namespace amx {
+
+// The codes of row-major words `row` in the order QuantizeRow8 lays out the activations: for 2, 4
+// and 8 bits, word jj's code bits [mm·bits, (mm+1)·bits) of byte b at jj·C + mm·4 + b (C = 32/bits
+// codes a word); for 3, 5 and 6 bits, the natural order. Code-book indices become their values.
+static void unpack_row(const Matrix& m, const uint32_t* row, uint8_t* out) {
+  const int bits = m.bits;
+  const int64_t K = m.cols;
+  if (bits == 3 || bits == 5 || bits == 6) {
+    for (int64_t k = 0; k < K; ++k) out[k] = uint8_t(affine_value(m, affine_code(row, k, bits)));
+    return;
+  }
+  const int per = 8 / bits, C = 32 / bits;
+  const uint32_t mask = bits == 8 ? 0xFFu : (1u << bits) - 1u;
+  const auto* bytes = reinterpret_cast<const uint8_t*>(row);
+  for (int64_t jj = 0; jj < K / C; ++jj)
+    for (int mm = 0; mm < per; ++mm)
+      for (int b = 0; b < 4; ++b) {
+        const uint32_t q = (uint32_t(bytes[jj * 4 + b]) >> (bits * mm)) & mask;
+        out[jj * C + mm * 4 + b] = uint8_t(affine_value(m, q));
+      }
+}
+
+void pack_weights(const Matrix& m, int64_t o, int nr, int step, uint8_t* dst, uint8_t* row,
+                  std::vector<uint32_t>& words) {
+  const int64_t K = m.cols, steps = K / step;
+  std::memset(dst, 0, size_t(16 * K));
+  for (int r = 0; r < nr; ++r) {
+    unpack_row(m, affine_row(m, o + r, words), row);
+    for (int64_t s = 0; s < steps; ++s) std::memcpy(dst + (s * 16 + r) * step, row + s * step, size_t(step));
+  }
+}
+
+void pack_acts(const int8_t* xq, int64_t K, int64_t t, int nt, int step, uint8_t* dst) {
+  const int64_t steps = K / step;
+  std::memset(dst, 0, size_t(16 * K));
+  for (int n = 0; n < nt; ++n) {
+    const int8_t* x = xq + (t + n) * K;
+    for (int64_t s = 0; s < steps; ++s)
+      for (int kk = 0; kk < step / 4; ++kk)
+        std::memcpy(dst + s * step * 16 + kk * 64 + n * 4, x + s * step + kk * 4, 4);
+  }
+}
+
+void load_scales(const Matrix& m, int64_t o, int nr, float* s, float* b) {
+  const int64_t groups = m.cols / m.group;
+  for (int r = 0; r < nr; ++r)
+    for (int64_t g = 0; g < groups; ++g) {
+      const int64_t i = sb_index(m, o + r, g);
+      const float sc = sb_at(m.scales, m.sb_type, i);
+      s[r * groups + g] = sc;
+      b[r * groups + g] = m.biases ? sb_at(m.biases, m.sb_type, i) : implicit_bias(m, sc);
+    }
+}
+
+}  // namespace amx
+}  // namespace qwen35::kernels::cpu
