@@ -6,6 +6,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/amx.h"
@@ -91,6 +92,29 @@ TEST(Amx, EmulatedTilesGiveTheFastModeBits) {
         EXPECT_TRUE(same_bits(tiles, vnni)) << n << " rows, " << (p ? 2 : 1) << " thread(s)";
       }
     }
+  }
+}
+
+// The float step of the tile kernel dispatches per SIMD target (amx_scale.cc): every target this
+// CPU runs gives the same bits as the VNNI/AVX2 kernels.
+TEST(Amx, EmulatedTilesGiveTheFastModeBitsOnEveryTarget) {
+  UnitGuard guard;
+  std::vector<Case> cases;
+  for (auto [bits, group] : {std::pair{4, 64}, std::pair{6, 128}, std::pair{8, 32}}) {
+    Case c;
+    c.w = make_matrix(WeightType::kAffine, 40, 512, uint32_t(600 + bits), bits, group);
+    cases.push_back(std::move(c));
+  }
+  Case q6;
+  q6.w = make_matrix(WeightType::kQ6_K, 48, 512, 610);  // groups of 16
+  q6.form = cpu_ops().int8_form(q6.w.m, nullptr);
+  cases.push_back(std::move(q6));
+  const std::vector<float> x = randn(size_t(17 * 512), 611);
+  for (const Case& c : cases) {
+    const std::vector<float> vnni = fast_matmul(AmxUnit::kNone, c.m(), x, 17, nullptr);
+    on_every_target([&](const std::string& name) {
+      EXPECT_TRUE(same_bits(fast_matmul(AmxUnit::kEmulated, c.m(), x, 17, nullptr), vnni)) << name;
+    });
   }
 }
 

@@ -63,25 +63,34 @@ void pack_weights(const Matrix& m, int64_t o, int nr, int step, uint8_t* dst, ui
   }
 }
 
-void pack_acts(const int8_t* xq, int64_t K, int64_t t, int nt, int step, uint8_t* dst) {
+void pack_acts(const AmxActs& a, int64_t K, int64_t groups, int64_t t, int nt, int step, uint8_t* dst,
+               float* dx, float* xs) {
   const int64_t steps = K / step;
   std::memset(dst, 0, size_t(16 * K));
+  std::fill(dx, dx + 16 * groups, 0.0f);
+  std::fill(xs, xs + 16 * groups, 0.0f);
   for (int n = 0; n < nt; ++n) {
-    const int8_t* x = xq + (t + n) * K;
+    const int8_t* x = a.xq + (t + n) * K;
     for (int64_t s = 0; s < steps; ++s)
       for (int kk = 0; kk < step / 4; ++kk)
         std::memcpy(dst + s * step * 16 + kk * 64 + n * 4, x + s * step + kk * 4, 4);
+    for (int64_t g = 0; g < groups; ++g) {
+      dx[g * 16 + n] = a.dx[(t + n) * groups + g];
+      xs[g * 16 + n] = a.xsum[(t + n) * groups + g];
+    }
   }
 }
 
 void load_scales(const Matrix& m, int64_t o, int nr, float* s, float* b) {
   const int64_t groups = m.cols / m.group;
+  std::fill(s, s + 16 * groups, 0.0f);
+  std::fill(b, b + 16 * groups, 0.0f);
   for (int r = 0; r < nr; ++r)
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t i = sb_index(m, o + r, g);
       const float sc = sb_at(m.scales, m.sb_type, i);
-      s[r * groups + g] = sc;
-      b[r * groups + g] = m.biases ? sb_at(m.biases, m.sb_type, i) : implicit_bias(m, sc);
+      s[g * 16 + r] = sc;
+      b[g * 16 + r] = m.biases ? sb_at(m.biases, m.sb_type, i) : implicit_bias(m, sc);
     }
 }
 

@@ -14,6 +14,9 @@ namespace qwen35::kernels::cpu {
 // Activation rows a call needs before it takes the tiles: a tile holds 16 of them, and one row
 // (decode) is memory-bound, where the tiles do not help.
 inline constexpr int64_t kAmxMinRows = 16;
+// Activation rows per call of amx_range: each weight tile is unpacked once for all of them (their
+// packed tiles take 16·cols bytes per 16 rows of the share's scratch).
+inline constexpr int64_t kAmxRowBlock = 256;
 
 // Whether a fast-mode affine matrix (tiled_affine, or fast_odd_affine) takes the tile kernel: its
 // groups split into whole K-steps of the tile (group ≤ 64 bytes and a multiple of 4, or a multiple

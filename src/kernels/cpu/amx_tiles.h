@@ -122,10 +122,17 @@ class EmuTileUnit {
 // row: K bytes of scratch; words: affine_row's.
 void pack_weights(const Matrix& m, int64_t o, int nr, int step, uint8_t* dst, uint8_t* row,
                   std::vector<uint32_t>& words);
-// Activation rows t..t+nt-1 (nt ≤ 16; the others zero) as B tiles: [K-step s][step/4][64].
-void pack_acts(const int8_t* xq, int64_t K, int64_t t, int nt, int step, uint8_t* dst);
-// Rows o..o+nr-1's scales and biases as f32 [row][group] (the values ConvertScales makes).
+// Activation rows t..t+nt-1 (nt ≤ 16; the others zero) as B tiles: [K-step s][step/4][64], and
+// their group scales and sums as [group][16] (the others zero).
+void pack_acts(const AmxActs& a, int64_t K, int64_t groups, int64_t t, int nt, int step, uint8_t* dst,
+               float* dx, float* xs);
+// Rows o..o+nr-1's scales and biases as f32 [group][16] (the values ConvertScales makes; the
+// others zero).
 void load_scales(const Matrix& m, int64_t o, int nr, float* s, float* b);
+// amx_scale.cc: one group's sums c [16 rows][16 activation rows] into acc [16][16], for the
+// first nr rows: acc = fma(float(c), s[l]·dx[r], acc); acc = fma(b[l], xs[r], acc).
+void scale_group(const int32_t* c, const float* s, const float* b, const float* dx, const float* xs, int nr,
+                 float* acc);
 
 // A zero C tile to start each group from (TILELOADD of zeros: the unit's four operations only).
 alignas(64) inline constexpr int32_t kZeroTile[kMaxRows * 16] = {};
@@ -134,26 +141,31 @@ alignas(64) inline constexpr int32_t kZeroTile[kMaxRows * 16] = {};
 // and activation row t, over the groups g in order (RowScalar8's operations, in its order):
 //   isum = Σ_{k∈g} q[o,k]·xq[t,k]  (C, an exact int32)
 //   acc = fma(float(isum), s[o,g]·dx[t,g], acc);  acc = fma(b[o,g], xsum[t,g], acc)
+// The activations are packed once for all output tiles, a weight tile once for all activation
+// rows.
 template <class Unit>
 void tile_range(Unit& u, const Matrix& m, const AmxActs& a, int64_t t0, int64_t t1, int64_t o0, int64_t o1,
                 float* y, MatmulScratch::Share& share) {
   const int64_t K = m.cols, M = m.rows, G = m.group, groups = K / G;
   const int step = int(std::min<int64_t>(G, kMaxColsb)), per_group = int(G / step);
-  const int64_t a_bytes = 16 * K, b_bytes = 16 * K;
+  const int64_t a_bytes = 16 * K, b_bytes = 16 * K, sb_floats = 16 * groups;
   const int64_t blocks = (t1 - t0 + 15) / 16;
   share.amx_a.resize(size_t(a_bytes + K));  // the tile, then one row's bytes
   share.amx_b.resize(size_t(b_bytes * blocks));
-  share.amx_sb.resize(size_t(2 * 16 * groups));
+  share.amx_sb.resize(size_t(sb_floats * (2 + 2 * blocks)));
   uint8_t* A = share.amx_a.data();
   uint8_t* B = share.amx_b.data();
-  float* s = share.amx_sb.data();
-  float* b = s + 16 * groups;
+  float* s = share.amx_sb.data();  // [group][16] each
+  float* b = s + sb_floats;
+  float* dx = b + sb_floats;       // [block][group][16] each
+  float* xs = dx + sb_floats * blocks;
   for (int64_t blk = 0; blk < blocks; ++blk) {
     const int64_t t = t0 + 16 * blk;
-    pack_acts(a.xq, K, t, int(std::min<int64_t>(16, t1 - t)), step, B + blk * b_bytes);
+    pack_acts(a, K, groups, t, int(std::min<int64_t>(16, t1 - t)), step, B + blk * b_bytes,
+              dx + blk * sb_floats, xs + blk * sb_floats);
   }
   alignas(64) int32_t c[kMaxRows * 16];  // [output row][activation row]
-  float acc[16][16];                     // [activation row][output row]
+  alignas(64) float acc[kMaxRows * 16];  // the same
   u.configure(make_config(step));
   for (int64_t o = o0; o < o1; o += 16) {
     const int nr = int(std::min<int64_t>(16, o1 - o));
@@ -163,7 +175,9 @@ void tile_range(Unit& u, const Matrix& m, const AmxActs& a, int64_t t0, int64_t 
       const int64_t t = t0 + 16 * blk;
       const int nt = int(std::min<int64_t>(16, t1 - t));
       const uint8_t* Bb = B + blk * b_bytes;
-      for (int r = 0; r < nt; ++r) std::fill(acc[r], acc[r] + 16, 0.0f);
+      const float* dxb = dx + blk * sb_floats;
+      const float* xsb = xs + blk * sb_floats;
+      std::fill(acc, acc + kMaxRows * 16, 0.0f);
       for (int64_t g = 0; g < groups; ++g) {
         u.load_c(kZeroTile, 64);
         for (int64_t st = g * per_group; st < (g + 1) * per_group; ++st) {
@@ -172,15 +186,10 @@ void tile_range(Unit& u, const Matrix& m, const AmxActs& a, int64_t t0, int64_t 
           u.dpbusd();
         }
         u.store_c(c, 64);
-        for (int r = 0; r < nt; ++r) {
-          const float dx = a.dx[(t + r) * groups + g], xs = a.xsum[(t + r) * groups + g];
-          for (int l = 0; l < nr; ++l) {
-            acc[r][l] = std::fma(float(c[l * 16 + r]), s[l * groups + g] * dx, acc[r][l]);
-            acc[r][l] = std::fma(b[l * groups + g], xs, acc[r][l]);
-          }
-        }
+        scale_group(c, s + g * 16, b + g * 16, dxb + g * 16, xsb + g * 16, nr, acc);
       }
-      for (int r = 0; r < nt; ++r) std::copy(acc[r], acc[r] + nr, y + (t + r) * M + o);
+      for (int r = 0; r < nt; ++r)
+        for (int l = 0; l < nr; ++l) y[(t + r) * M + o + l] = acc[l * 16 + r];
     }
   }
   u.release();

@@ -88,10 +88,14 @@ void TiledRows(const Matrix& m, const float* x, int64_t n, bool int8, const Matm
   // Prefill on AMX tiles where the process uses them: the same bits, so the choice by row count
   // keeps every row's result independent of its batch.
   const AmxUnit amx = int8 && n >= kAmxMinRows && amx_fits(m) ? amx_unit() : AmxUnit::kNone;
+  if (amx != AmxUnit::kNone) {
+    for (int64_t tb = 0; tb < n; tb += kAmxRowBlock)
+      amx_range(amx, m, AmxActs{acts.xq, acts.dx, acts.xsum}, tb, std::min(n, tb + kAmxRowBlock), o0, o1, y, share);
+    return;
+  }
   for (int64_t tb = 0; tb < n; tb += kActRowBlock) {
     const int64_t te = std::min(n, tb + kActRowBlock);
-    if (amx != AmxUnit::kNone) amx_range(amx, m, AmxActs{acts.xq, acts.dx, acts.xsum}, tb, te, o0, o1, y, share);
-    else if (int8) TiledRangeInt8(m, acts, tb, te, o0, o1, y, share);
+    if (int8) TiledRangeInt8(m, acts, tb, te, o0, o1, y, share);
     else TiledRangeExact(m, acts, tb, te, o0, o1, y, share);
   }
 }
