@@ -46,13 +46,13 @@ class HwTileUnit {
 };
 #undef QWEN35_AMX_FN
 
-void tile_range_hw(const Matrix& m, const AmxActs& a, int64_t t0, int64_t t1, int64_t o0, int64_t o1, float* y,
-                   MatmulScratch::Share& share) {
+void tile_range_hw(const Matrix& m, const MatmulScratch& sc, int64_t t0, int64_t t1, int64_t o0, int64_t o1,
+                   float* y, MatmulScratch::Share& share) {
   HwTileUnit u;
-  tile_range(u, m, a, t0, t1, o0, o1, y, share);
+  tile_range(u, m, sc, t0, t1, o0, o1, y, share);
 }
 #else
-void tile_range_hw(const Matrix&, const AmxActs&, int64_t, int64_t, int64_t, int64_t, float*,
+void tile_range_hw(const Matrix&, const MatmulScratch&, int64_t, int64_t, int64_t, int64_t, float*,
                    MatmulScratch::Share&) {
   QWEN35_CHECK_MSG(false, "AMX tiles on a CPU without them");
 }

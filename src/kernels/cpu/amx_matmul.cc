@@ -17,17 +17,35 @@ bool amx_fits(const Matrix& m) {
   return g % 4 == 0 && (g <= amx::kMaxColsb || g % amx::kMaxColsb == 0);
 }
 
-void amx_range(AmxUnit unit, const Matrix& m, const AmxActs& a, int64_t t0, int64_t t1, int64_t o0, int64_t o1,
-               float* y, MatmulScratch::Share& share) {
+void amx_pack(const Context& ctx, const Matrix& m, int64_t n, MatmulScratch& sc) {
+  QWEN35_CHECK(amx_fits(m));
+  const int64_t K = m.cols, groups = K / m.group, blocks = (n + 15) / 16;
+  const int64_t b_bytes = amx::packed_b_bytes(m), sx_floats = amx::packed_sx_floats(m);
+  sc.amx_b.resize(size_t(blocks * b_bytes));
+  sc.amx_sx.resize(size_t(blocks * sx_floats));
+  auto body = [&](size_t b0, size_t b1, int) {
+    for (int64_t blk = int64_t(b0); blk < int64_t(b1); ++blk) {
+      const int64_t t = 16 * blk;
+      float* dx = sc.amx_sx.data() + blk * sx_floats;
+      amx::pack_acts(sc.xq.data(), sc.xdx.data(), sc.xsum.data(), K, groups, t, int(std::min<int64_t>(16, n - t)),
+                     amx::k_step(m), sc.amx_b.data() + blk * b_bytes, dx, dx + 16 * groups);
+    }
+  };
+  if (ctx.pool != nullptr && blocks > 1) ctx.pool->parallel_for(size_t(blocks), body, 1);
+  else body(0, size_t(blocks), 0);
+}
+
+void amx_range(AmxUnit unit, const Matrix& m, const MatmulScratch& sc, int64_t t0, int64_t t1, int64_t o0,
+               int64_t o1, float* y, MatmulScratch::Share& share) {
   QWEN35_CHECK(amx_fits(m));
   if (t0 >= t1 || o0 >= o1) return;
   if (unit == AmxUnit::kHardware) {
-    amx::tile_range_hw(m, a, t0, t1, o0, o1, y, share);
+    amx::tile_range_hw(m, sc, t0, t1, o0, o1, y, share);
     return;
   }
   QWEN35_CHECK(unit == AmxUnit::kEmulated);
   amx::EmuTileUnit u;
-  amx::tile_range(u, m, a, t0, t1, o0, o1, y, share);
+  amx::tile_range(u, m, sc, t0, t1, o0, o1, y, share);
 }
 
 namespace amx {
@@ -63,20 +81,20 @@ void pack_weights(const Matrix& m, int64_t o, int nr, int step, uint8_t* dst, ui
   }
 }
 
-void pack_acts(const AmxActs& a, int64_t K, int64_t groups, int64_t t, int nt, int step, uint8_t* dst,
-               float* dx, float* xs) {
+void pack_acts(const int8_t* xq, const float* xdx, const float* xsum, int64_t K, int64_t groups, int64_t t, int nt,
+               int step, uint8_t* dst, float* dx, float* xs) {
   const int64_t steps = K / step;
   std::memset(dst, 0, size_t(16 * K));
   std::fill(dx, dx + 16 * groups, 0.0f);
   std::fill(xs, xs + 16 * groups, 0.0f);
   for (int n = 0; n < nt; ++n) {
-    const int8_t* x = a.xq + (t + n) * K;
+    const int8_t* x = xq + (t + n) * K;
     for (int64_t s = 0; s < steps; ++s)
       for (int kk = 0; kk < step / 4; ++kk)
         std::memcpy(dst + s * step * 16 + kk * 64 + n * 4, x + s * step + kk * 4, 4);
     for (int64_t g = 0; g < groups; ++g) {
-      dx[g * 16 + n] = a.dx[(t + n) * groups + g];
-      xs[g * 16 + n] = a.xsum[(t + n) * groups + g];
+      dx[g * 16 + n] = xdx[(t + n) * groups + g];
+      xs[g * 16 + n] = xsum[(t + n) * groups + g];
     }
   }
 }

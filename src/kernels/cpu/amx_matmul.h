@@ -14,8 +14,7 @@ namespace qwen35::kernels::cpu {
 // Activation rows a call needs before it takes the tiles: a tile holds 16 of them, and one row
 // (decode) is memory-bound, where the tiles do not help.
 inline constexpr int64_t kAmxMinRows = 16;
-// Activation rows per call of amx_range: each weight tile is unpacked once for all of them (their
-// packed tiles take 16·cols bytes per 16 rows of the share's scratch).
+// Activation rows per call of amx_range: each weight tile is unpacked once for all of them.
 inline constexpr int64_t kAmxRowBlock = 256;
 
 // Whether a fast-mode affine matrix (tiled_affine, or fast_odd_affine) takes the tile kernel: its
@@ -23,17 +22,15 @@ inline constexpr int64_t kAmxRowBlock = 256;
 // of 64).
 bool amx_fits(const Matrix& m);
 
-// The fast mode's int8 activations of one matmul call (MatmulScratch: xq in the int8 kernels'
-// byte order, the group scales dx and the sums xsum).
-struct AmxActs {
-  const int8_t* xq;
-  const float* dx;
-  const float* xsum;
-};
+// Packs the fast mode's int8 activations of one call (MatmulScratch: xq in the int8 kernels' byte
+// order, the group scales xdx and the sums xsum, n rows) for the tiles, into sc.amx_b and
+// sc.amx_sx, once for all output rows and threads (blocks of 16 rows in parallel on ctx.pool).
+void amx_pack(const Context& ctx, const Matrix& m, int64_t n, MatmulScratch& sc);
 
-// Output rows [o0, o1) against activation rows [t0, t1) of an amx_fits matrix, on the given unit
-// (kHardware or kEmulated): y[t·rows + o], bit-identical to TiledRangeInt8.
-void amx_range(AmxUnit unit, const Matrix& m, const AmxActs& a, int64_t t0, int64_t t1, int64_t o0, int64_t o1,
-               float* y, MatmulScratch::Share& share);
+// Output rows [o0, o1) against activation rows [t0, t1) (t0 a multiple of 16) of an amx_fits
+// matrix, from the activations amx_pack made, on the given unit (kHardware or kEmulated):
+// y[t·rows + o], bit-identical to TiledRangeInt8.
+void amx_range(AmxUnit unit, const Matrix& m, const MatmulScratch& sc, int64_t t0, int64_t t1, int64_t o0,
+               int64_t o1, float* y, MatmulScratch::Share& share);
 
 }  // namespace qwen35::kernels::cpu

@@ -122,10 +122,15 @@ class EmuTileUnit {
 // row: K bytes of scratch; words: affine_row's.
 void pack_weights(const Matrix& m, int64_t o, int nr, int step, uint8_t* dst, uint8_t* row,
                   std::vector<uint32_t>& words);
-// Activation rows t..t+nt-1 (nt ≤ 16; the others zero) as B tiles: [K-step s][step/4][64], and
-// their group scales and sums as [group][16] (the others zero).
-void pack_acts(const AmxActs& a, int64_t K, int64_t groups, int64_t t, int nt, int step, uint8_t* dst,
-               float* dx, float* xs);
+// Activation rows t..t+nt-1 (nt ≤ 16; the others zero) of xq [rows][K] as B tiles: [K-step
+// s][step/4][64], and their group scales and sums as [group][16] (the others zero).
+void pack_acts(const int8_t* xq, const float* xdx, const float* xsum, int64_t K, int64_t groups, int64_t t, int nt,
+               int step, uint8_t* dst, float* dx, float* xs);
+// The K-step of a matrix's tiles: a group, or 64 values of a larger one.
+inline int k_step(const Matrix& m) { return int(std::min<int64_t>(m.group, kMaxColsb)); }
+// What amx_pack made for one block of 16 activation rows: B tiles, then dx and xsum.
+inline int64_t packed_b_bytes(const Matrix& m) { return 16 * m.cols; }
+inline int64_t packed_sx_floats(const Matrix& m) { return 2 * 16 * (m.cols / m.group); }
 // Rows o..o+nr-1's scales and biases as f32 [group][16] (the values ConvertScales makes; the
 // others zero).
 void load_scales(const Matrix& m, int64_t o, int nr, float* s, float* b);
@@ -141,29 +146,24 @@ alignas(64) inline constexpr int32_t kZeroTile[kMaxRows * 16] = {};
 // and activation row t, over the groups g in order (RowScalar8's operations, in its order):
 //   isum = Σ_{k∈g} q[o,k]·xq[t,k]  (C, an exact int32)
 //   acc = fma(float(isum), s[o,g]·dx[t,g], acc);  acc = fma(b[o,g], xsum[t,g], acc)
-// The activations are packed once for all output tiles, a weight tile once for all activation
-// rows.
+// The activations come packed (amx_pack), a weight tile is packed once for all activation rows.
 template <class Unit>
-void tile_range(Unit& u, const Matrix& m, const AmxActs& a, int64_t t0, int64_t t1, int64_t o0, int64_t o1,
+void tile_range(Unit& u, const Matrix& m, const MatmulScratch& sc, int64_t t0, int64_t t1, int64_t o0, int64_t o1,
                 float* y, MatmulScratch::Share& share) {
+  QWEN35_CHECK(t0 % 16 == 0);
   const int64_t K = m.cols, M = m.rows, G = m.group, groups = K / G;
-  const int step = int(std::min<int64_t>(G, kMaxColsb)), per_group = int(G / step);
-  const int64_t a_bytes = 16 * K, b_bytes = 16 * K, sb_floats = 16 * groups;
+  const int step = k_step(m), per_group = int(G / step);
+  const int64_t a_bytes = 16 * K, b_bytes = packed_b_bytes(m), sx_floats = packed_sx_floats(m);
   const int64_t blocks = (t1 - t0 + 15) / 16;
+  QWEN35_CHECK(int64_t(sc.amx_b.size()) >= (t0 / 16 + blocks) * b_bytes);
+  QWEN35_CHECK(int64_t(sc.amx_sx.size()) >= (t0 / 16 + blocks) * sx_floats);
+  const uint8_t* B = sc.amx_b.data() + t0 / 16 * b_bytes;
+  const float* SX = sc.amx_sx.data() + t0 / 16 * sx_floats;
   share.amx_a.resize(size_t(a_bytes + K));  // the tile, then one row's bytes
-  share.amx_b.resize(size_t(b_bytes * blocks));
-  share.amx_sb.resize(size_t(sb_floats * (2 + 2 * blocks)));
+  share.amx_sb.resize(size_t(2 * 16 * groups));
   uint8_t* A = share.amx_a.data();
-  uint8_t* B = share.amx_b.data();
   float* s = share.amx_sb.data();  // [group][16] each
-  float* b = s + sb_floats;
-  float* dx = b + sb_floats;       // [block][group][16] each
-  float* xs = dx + sb_floats * blocks;
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    const int64_t t = t0 + 16 * blk;
-    pack_acts(a, K, groups, t, int(std::min<int64_t>(16, t1 - t)), step, B + blk * b_bytes,
-              dx + blk * sb_floats, xs + blk * sb_floats);
-  }
+  float* b = s + 16 * groups;
   alignas(64) int32_t c[kMaxRows * 16];  // [output row][activation row]
   alignas(64) float acc[kMaxRows * 16];  // the same
   u.configure(make_config(step));
@@ -175,8 +175,8 @@ void tile_range(Unit& u, const Matrix& m, const AmxActs& a, int64_t t0, int64_t 
       const int64_t t = t0 + 16 * blk;
       const int nt = int(std::min<int64_t>(16, t1 - t));
       const uint8_t* Bb = B + blk * b_bytes;
-      const float* dxb = dx + blk * sb_floats;
-      const float* xsb = xs + blk * sb_floats;
+      const float* dxb = SX + blk * sx_floats;
+      const float* xsb = dxb + 16 * groups;
       std::fill(acc, acc + kMaxRows * 16, 0.0f);
       for (int64_t g = 0; g < groups; ++g) {
         u.load_c(kZeroTile, 64);
@@ -196,7 +196,7 @@ void tile_range(Unit& u, const Matrix& m, const AmxActs& a, int64_t t0, int64_t 
 }
 
 // amx_hw.cc: tile_range on the hardware unit (call only where amx_status().in_use).
-void tile_range_hw(const Matrix& m, const AmxActs& a, int64_t t0, int64_t t1, int64_t o0, int64_t o1, float* y,
-                   MatmulScratch::Share& share);
+void tile_range_hw(const Matrix& m, const MatmulScratch& sc, int64_t t0, int64_t t1, int64_t o0, int64_t o1,
+                   float* y, MatmulScratch::Share& share);
 
 }  // namespace qwen35::kernels::cpu::amx
