@@ -1,8 +1,9 @@
 // The AMX tile kernel, written once over a "tile unit": the hardware (amx_hw.cc: LDTILECFG,
 // TILELOADD, TDPBUSD, TILESTORED, TILERELEASE, one intrinsic each) or a scalar model of exactly
 // those instructions' documented semantics (EmuTileUnit, below). Everything else, the packed
-// operands, the loop over tiles, the per-group integer sums and the float scaling, is this file's,
-// so a test of the emulated unit proves all of it but the instructions themselves.
+// operands (amx_matmul.cc), the loop over tiles, the per-group integer sums and the float scaling
+// (amx_scale.cc), is shared by both, so a test of the emulated unit proves all of it but the
+// instructions themselves.
 //
 // Roles: C (tmm0) = A·B, int32 [16 output rows][16 activation rows]; A (tmm1) = 16 weight rows ×
 // `step` bytes of unsigned codes (TDPBUSD's unsigned operand, as the codes are); B (tmm2) =
