@@ -34,6 +34,7 @@
 #include "cli/pipeline_setup.h"
 #include "cli/spec_flags.h"
 #include "grammar/json_schema.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/matmul.h"
 #include "model/depth_fill.h"
 #include "runtime/stepper.h"
@@ -159,6 +160,7 @@ int cmd_bench(int argc, char** argv) {
   app.add_option("--device", lo.device, flags::kDeviceHelp);
   app.add_option("--isa", lo.isa, "cap run-time SIMD dispatch at this target (e.g. AVX2, SSE4) to measure older CPUs");
   app.add_flag("--fast", lo.fast, "int8 activations for quantized matmuls: MLX, and the GGUF block types (faster; not bit-identical to the exact mode)");
+  app.add_flag("--no-amx", lo.no_amx, kNoAmxHelp);
   app.add_option("--kv-type", lo.kv_type, kKvTypeHelp);
   app.add_option("--verify", verify,
                  "also time speculative verification: K drafted tokens + 1 verified per step "
@@ -504,6 +506,7 @@ int cmd_bench(int argc, char** argv) {
   const double ttft_ms = pps.median > 0 ? 1e3 * double(n_prompt) / pps.median : 0;
   const std::string isa = lo.backend == "ref" ? "scalar-reference" : kernels::cpu::simd_target();
   const char* mode = lo.fast ? "fast-int8" : "exact";
+  const kernels::cpu::AmxStatus amx = kernels::cpu::amx_status();
   const char* picker = !sample ? "greedy" : sp.grammar ? "sampler+grammar" : "sampler";
   const int ranks = pipe.split() ? pipe.comm->size() : 1;
   const int microbatches = pipe.split() ? pipe.stage->microbatches() : 1;
@@ -521,18 +524,20 @@ int cmd_bench(int argc, char** argv) {
                 "\"kv_type\": \"%s\", \"tg_hash\": \"%016llx\", \"ranks\": %d, \"microbatches\": %d, \"microbatch_rows\": %lld, "
                 "\"pp_hop_bytes_per_token\": %.1f, \"pp_logits_bytes_per_token\": %.1f, "
                 "\"tg_hop_bytes_per_step\": %.1f, \"tg_logits_bytes_per_step\": %.1f, \"batch_prefill_tok_s\": %.3f, "
-                "\"depth_fill\": \"%s\"}\n",
+                "\"depth_fill\": \"%s\", \"amx\": %s, \"amx_why_not\": \"%s\"}\n",
                 lo.model_dir.c_str(), device_name.c_str(), lm->pool->size(), isa.c_str(), mode, picker, (long long)n_prompt, (long long)n_gen, (long long)depth, (long long)batch, reps,
                 pps.median, pps.min, pps.max, tgs.median, tgs.min, tgs.max, ttft_ms, stream, achieved, bw, roofline,
                 roof_pct, rss_mb, double(m.weights().weight_bytes) / 1e6, (long long)verify,
                 vfa.median, vfo.median, vf_rows, mtd.median, mtv.median, mtp_rows, tg_ms, picks.median, pick_cold, (unsigned long long)hash,
                 kernels::kv_types_name(m.kv_types()).c_str(), (unsigned long long)tg_hash, ranks, microbatches, (long long)microbatch_rows,
                 per(pp_wire.hop, pp_wire.units), per(pp_wire.back, pp_wire.units), per(tg_wire.hop, tg_wire.units),
-                per(tg_wire.back, tg_wire.units), stats(batch_pp).median, fill ? "random" : "prefill");
+                per(tg_wire.back, tg_wire.units), stats(batch_pp).median, fill ? "random" : "prefill",
+                amx.in_use ? "true" : "false", amx.why_not.c_str());
     return 0;
   }
   std::printf("model: %s  threads: %d  isa: %s  mode: %s  backend: %s\n", lo.model_dir.c_str(), lm->pool->size(),
               isa.c_str(), mode, lo.backend.c_str());
+  std::printf("amx: %s\n", amx.in_use ? "in use (fast mode's prefill matmuls)" : ("not in use: " + amx.why_not).c_str());
   if (on_device) std::printf("device: %s (%s)\n", device_name.c_str(), lo.device.c_str());
   std::printf("memory read bandwidth: %.2f GB/s (measured%s)\n", bw, on_device ? " on the device" : "");
   if (depth > 0)

@@ -11,6 +11,7 @@
 
 #include "cli/commands.h"
 #include "cli/model_assets.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/kv_format.h"
 #include "model/kv_pool.h"
 #include "model/pipeline_plan.h"
@@ -329,6 +330,8 @@ int cmd_inspect(int argc, char** argv) {
   kv_type_sizes(c);
   std::printf("recurrent state per sequence (f32): %.0f bytes (%s)\n", rec, human(rec).c_str());
   if (fit_mb > 0) kv_type_fit(c, double(mw.weight_bytes), rec, fit_mb);
+  const kernels::cpu::AmxStatus amx = kernels::cpu::amx_status();
+  std::printf("amx: %s\n", amx.in_use ? "in use for the fast mode's prefill matmuls" : ("not in use: " + amx.why_not).c_str());
   std::printf("verdict: SUPPORTED\n");
   if (plan.ranks > 0)
     if (int rc = print_plan(mw, plan); rc != 0) return rc;

@@ -61,6 +61,7 @@ int cmd_logits(int argc, char** argv) {
   app.add_option("--device", lo.device, flags::kDeviceHelp);
   app.add_option("--isa", lo.isa, "cap run-time SIMD dispatch at this target (e.g. AVX2, SSE4) to measure older CPUs");
   app.add_flag("--fast", lo.fast, "int8 activations for quantized matmuls: MLX, and the GGUF block types (faster; not bit-identical to the exact mode)");
+  app.add_flag("--no-amx", lo.no_amx, kNoAmxHelp);
   app.add_option("--kv-type", lo.kv_type, kKvTypeHelp);
   KvQualityOptions kq;
   app.add_option("--kl-text", kq.text_file,

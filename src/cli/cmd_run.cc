@@ -140,6 +140,7 @@ void add_flags(flags::App& app, Flags& f) {
   app.add_option("--load", f.lo.load_mode, kLoadModeHelp);
   app.add_option("--device", f.lo.device, flags::kDeviceHelp);
   app.add_flag("--fast", f.lo.fast, "int8 activations for quantized matmuls: MLX, and the GGUF block types (faster; not bit-identical to the exact mode)");
+  app.add_flag("--no-amx", f.lo.no_amx, kNoAmxHelp);
   app.add_option("--kv-type", f.lo.kv_type, kKvTypeHelp);
   app.add_flag("-q,--quiet", f.quiet, "no progress bar, banner or closing line");
   add_pipeline_flags(app, f.pipe);

@@ -216,6 +216,7 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--load", lo.load_mode, kLoadModeHelp);
   app.add_option("--device", lo.device, flags::kDeviceHelp);
   app.add_flag("--fast", lo.fast, "int8 activations for quantized matmuls: MLX, and the GGUF block types (faster; not bit-identical to the exact mode; concurrent == solo still holds within the mode)");
+  app.add_flag("--no-amx", lo.no_amx, kNoAmxHelp);
   app.add_option("--kv-type", lo.kv_type, kKvTypeHelp);
   try {
     app.parse(argc, argv);

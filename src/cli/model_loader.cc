@@ -7,6 +7,7 @@
 
 #include "cli/device_select.h"
 #include "formats/gguf.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/ops.h"
 
@@ -29,6 +30,7 @@ core::Result<LoadedModel> load_model(const LoadOptions& o) {
   if (!kv_types.ok()) return core::error("--kv-type: " + kv_types.message());
   if (!o.isa.empty() && !kernels::cpu::limit_simd(o.isa))
     return core::error("--isa '" + o.isa + "' is not a SIMD target this build and CPU run (the default picks the best; e.g. AVX2, SSE4)");
+  if (o.no_amx) kernels::cpu::amx_turn_off();
   // With --fast, a GGUF file's matmuls read int8 forms built at load, in anonymous memory
   // (Model::set_fast_activations); the blocks are then read only by the embedding lookup. They
   // stay file-backed, where the kernel drops the pages nothing reads, instead of being copied

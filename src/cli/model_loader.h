@@ -27,6 +27,9 @@ inline constexpr const char* kKvTypeHelp =
 // The fast mode's KV cache type when none is named (docs/benchmarks.md: its next-token
 // distributions match the f32 cache's to a mean KL of 1e-7 on the bundled model, and decode at
 // depth reads a quarter of the bytes).
+inline constexpr const char* kNoAmxHelp =
+    "keep the fast mode's prefill matmuls off AMX tiles (the same bits; for A/B runs)";
+
 inline constexpr const char* kFastKvType = "q8_0";
 
 struct LoadOptions {
@@ -37,6 +40,7 @@ struct LoadOptions {
   std::string load_mode = "anon";  // anon | mmap | populate
   bool fast = false;               // int8 activations for quantized matmuls (MLX, GGUF)
   std::string isa;                 // empty: the best SIMD target; else cap dispatch at this one
+  bool no_amx = false;             // --no-amx: the fast mode's prefill stays off AMX tiles
   // --kv-type K[,V] (kernels::parse_kv_types); empty: f32, or with --fast kFastKvType where the
   // model's head_dim takes it.
   std::string kv_type;

@@ -33,7 +33,7 @@ TEST(Cli, InspectPrintsGeometry) {
   auto r = run_qwen35("inspect -m " + ckpt("moe_q4"));
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const char* s : {"layers: 8, hidden: 128, vocab: 1024", "LLLF LLLF", "8 experts, top-2", "4-bit g64",
-                        "8-bit g64", "kv cache per token", "recurrent state per sequence", "verdict: SUPPORTED"})
+                        "8-bit g64", "kv cache per token", "recurrent state per sequence", "amx: ", "verdict: SUPPORTED"})
     EXPECT_NE(r.out.find(s), std::string::npos) << s << "\n" << r.out;
   r = run_qwen35("inspect -m " + ckpt("dense_bf16_tied"));
   EXPECT_NE(r.out.find("tied to the embedding"), std::string::npos);
@@ -251,6 +251,17 @@ TEST(Cli, BenchJsonFields) {
   auto fast = testing::run_qwen35("bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -p 8 -n 0 -r 1 --fast --json");
   ASSERT_EQ(fast.exit_code, 0) << fast.err;
   EXPECT_NE(nlohmann::json::parse(fast.out)["logits_hash"], j["logits_hash"]);
+  // A 32-row prefill takes AMX tiles where the process uses them; --no-amx keeps it off them, with
+  // the same bits (and says why it is off).
+  const std::string pp32 = "bench -m " + testing::fixture_models_dir() + "/moe_q4/ckpt -p 32 -n 0 -r 1 --fast --json";
+  auto amx = testing::run_qwen35(pp32), no_amx = testing::run_qwen35(pp32 + " --no-amx");
+  ASSERT_EQ(amx.exit_code, 0) << amx.err;
+  ASSERT_EQ(no_amx.exit_code, 0) << no_amx.err;
+  const auto ja = nlohmann::json::parse(amx.out), jn = nlohmann::json::parse(no_amx.out);
+  EXPECT_EQ(ja["logits_hash"], jn["logits_hash"]);
+  EXPECT_FALSE(jn["amx"].get<bool>());
+  EXPECT_FALSE(jn["amx_why_not"].get<std::string>().empty());
+  if (!ja["amx"].get<bool>()) std::printf("[amx] not in use here: %s\n", ja["amx_why_not"].get<std::string>().c_str());
   // --isa caps the dispatch (SSE4: every x86-64 CPU this project runs on has it); unknown names
   // fail. A build for this CPU alone (QWEN35_NATIVE_ONLY, the sanitizer stages) has one target.
 #ifndef QWEN35_NATIVE_ONLY

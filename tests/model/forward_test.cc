@@ -12,6 +12,7 @@
 
 #include "core/thread_pool.h"
 #include "formats/npy.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/ops.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -245,6 +246,27 @@ TEST_P(ForwardTest, FastModeErrorIsBoundedAndItsEqualitiesExact) {
   ASSERT_TRUE(model_->forward(rows, &both).ok());
   std::vector<float> tail(both.end() - int64_t(whole.size()), both.end());
   EXPECT_EQ(tail, whole) << "batching";
+}
+
+// Fast-mode logits are the same bits on AMX tiles (kernels/cpu/amx.h) as on the VNNI/AVX2
+// kernels: through the scalar model of the tile instructions on every machine, and through the
+// hardware where this one has AMX (the test says so when it has not).
+TEST_P(ForwardTest, FastModeLogitsAreTheSameOnAmxTiles) {
+  using kernels::cpu::AmxUnit;
+  const AmxUnit saved = kernels::cpu::amx_unit();
+  model_->set_fast_activations(true);
+  const auto& toks = seq();
+  ASSERT_TRUE(kernels::cpu::amx_use_for_tests(AmxUnit::kNone));
+  const auto vnni = run(toks, int64_t(toks.size()));
+  ASSERT_TRUE(kernels::cpu::amx_use_for_tests(AmxUnit::kEmulated));
+  EXPECT_EQ(run(toks, int64_t(toks.size())), vnni) << "emulated tiles";
+  const kernels::cpu::AmxStatus st = kernels::cpu::amx_status();
+  if (st.in_use) {
+    ASSERT_TRUE(kernels::cpu::amx_use_for_tests(AmxUnit::kHardware));
+    EXPECT_EQ(run(toks, int64_t(toks.size())), vnni) << "AMX tiles";
+  }
+  kernels::cpu::amx_use_for_tests(saved);
+  if (!st.in_use) GTEST_SKIP() << "hardware tiles not checked, AMX not in use here: " << st.why_not;
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ForwardTest, ::testing::ValuesIn(fixture_model_names()),

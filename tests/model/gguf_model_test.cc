@@ -13,6 +13,7 @@
 
 #include "core/thread_pool.h"
 #include "formats/npy.h"
+#include "kernels/cpu/amx.h"
 #include "kernels/ops.h"
 #include "model/model.h"
 #include "test_util.h"
@@ -141,6 +142,29 @@ TEST_P(GgufFixture, FastModeTakesTheInt8FormsWithItsEqualities) {
   m->set_fast_activations(false);
   EXPECT_EQ(m->weights().head.type, head.type);
   EXPECT_EQ(run(*m, tokens_, T), exact) << "exact again";
+}
+
+// The int8 forms' fast-mode logits are the same bits on AMX tiles as on the VNNI/AVX2 kernels:
+// through the scalar model of the tile instructions everywhere, on the hardware where AMX is in
+// use (kernels/cpu/amx.h; the test says when it skips that).
+TEST_P(GgufFixture, FastModeLogitsAreTheSameOnAmxTiles) {
+  using kernels::cpu::AmxUnit;
+  auto m = load(kernels::cpu_ops(), &pool_);
+  ASSERT_NE(m, nullptr);
+  const AmxUnit saved = kernels::cpu::amx_unit();
+  const int64_t T = int64_t(tokens_.size());
+  m->set_fast_activations(true);
+  ASSERT_TRUE(kernels::cpu::amx_use_for_tests(AmxUnit::kNone));
+  const std::vector<float> vnni = run(*m, tokens_, T);
+  ASSERT_TRUE(kernels::cpu::amx_use_for_tests(AmxUnit::kEmulated));
+  EXPECT_EQ(run(*m, tokens_, T), vnni) << "emulated tiles";
+  const kernels::cpu::AmxStatus st = kernels::cpu::amx_status();
+  if (st.in_use) {
+    ASSERT_TRUE(kernels::cpu::amx_use_for_tests(AmxUnit::kHardware));
+    EXPECT_EQ(run(*m, tokens_, T), vnni) << "AMX tiles";
+  }
+  kernels::cpu::amx_use_for_tests(saved);
+  if (!st.in_use) GTEST_SKIP() << "hardware tiles not checked, AMX not in use here: " << st.why_not;
 }
 
 INSTANTIATE_TEST_SUITE_P(Files, GgufFixture, ::testing::ValuesIn(fixture_names()));

@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "core/check.h"
+#include "kernels/cpu/amx_matmul.h"
 #include "kernels/cpu/block_matmul.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/matrix.h"
@@ -54,7 +55,13 @@ bool FastOdd(const Matrix& m) { return fast_odd_affine(m); }
 // Prepares the activations of an affine matmul once: quantized copies (fast mode) or pre-scaled
 // ones (exact tiles), and per-group sums, row by row (in parallel for prompts: this is serial work
 // otherwise).
-void PrepAffine(const Context& ctx, const float* x, int64_t n, const Matrix& m, bool tiled, bool int8,
+// The tile unit of a fast-mode call of n rows: AMX tiles for prefill where the process uses them
+// (the same bits, so choosing by row count keeps every row's result independent of its batch).
+AmxUnit AmxFor(const Matrix& m, int64_t n, bool int8) {
+  return int8 && n >= kAmxMinRows && amx_fits(m) ? amx_unit() : AmxUnit::kNone;
+}
+
+void PrepAffine(const Context& ctx, const float* x, int64_t n, const Matrix& m, bool tiled, bool int8, AmxUnit amx,
                 MatmulScratch& sc) {
   const int64_t K = m.cols, groups = K / m.group;
   sc.xsum.resize(size_t(n * groups));
@@ -78,12 +85,18 @@ void PrepAffine(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
   };
   if (ctx.pool != nullptr && n >= 4) ctx.pool->parallel_for(size_t(n), prep, 1);
   else prep(0, size_t(n), 0);
+  if (amx != AmxUnit::kNone) amx_pack(ctx, m, n, sc);
 }
 
 // Output rows [o0, o1) of a tiled affine matrix (prepared by PrepAffine) against all n rows.
-void TiledRows(const Matrix& m, const float* x, int64_t n, bool int8, const MatmulScratch& sc, int64_t o0,
-               int64_t o1, float* y, MatmulScratch::Share& share) {
+void TiledRows(const Matrix& m, const float* x, int64_t n, bool int8, AmxUnit amx, const MatmulScratch& sc,
+               int64_t o0, int64_t o1, float* y, MatmulScratch::Share& share) {
   const AffineActs acts{x, sc.xs.data(), sc.xq.data(), sc.xdx.data(), sc.xsum.data()};
+  if (amx != AmxUnit::kNone) {
+    for (int64_t tb = 0; tb < n; tb += kAmxRowBlock)
+      amx_range(amx, m, sc, tb, std::min(n, tb + kAmxRowBlock), o0, o1, y, share);
+    return;
+  }
   for (int64_t tb = 0; tb < n; tb += kActRowBlock) {
     const int64_t te = std::min(n, tb + kActRowBlock);
     if (int8) TiledRangeInt8(m, acts, tb, te, o0, o1, y, share);
@@ -111,7 +124,8 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
   const bool int8 = ctx.int8_activations && (tiled || FastOdd(m));
   // The int8 forms' code book and tile-major codes exist for the int8 kernels alone.
   QWEN35_CHECK(!(m.book || m.codes_tiled) || int8);
-  if (affine) PrepAffine(ctx, x, n, m, tiled, int8, sc);
+  const AmxUnit amx = AmxFor(m, n, int8);
+  if (affine) PrepAffine(ctx, x, n, m, tiled, int8, amx, sc);
   const bool bf16_tiled = m.type == WeightType::kBF16 && K % 2 == 0;
   MatmulScratch::Share* shares = sc.share_buffers(ctx);
   auto body = [&](size_t o0, size_t o1, int k) {
@@ -121,7 +135,7 @@ void MatmulImpl(const Context& ctx, const float* x, int64_t n, const Matrix& m, 
       return;
     }
     if (tiled || int8) {
-      TiledRows(m, x, n, int8, sc, int64_t(o0), int64_t(o1), y, shares[k]);
+      TiledRows(m, x, n, int8, amx, sc, int64_t(o0), int64_t(o1), y, shares[k]);
       return;
     }
     const int64_t groups = affine ? K / m.group : 0;
@@ -187,7 +201,9 @@ void MatmulManyImpl(const Context& ctx, const float* x, int64_t n, const Matrix*
     return;
   }
   for (int i = 0; i < count; ++i) QWEN35_CHECK(!(ws[i]->book || ws[i]->codes_tiled) || int8);
-  PrepAffine(ctx, x, n, m0, true, int8, sc);
+  // The matrices share bits, group and columns, so one packing of the activations serves them all.
+  const AmxUnit amx = AmxFor(m0, n, int8);
+  PrepAffine(ctx, x, n, m0, true, int8, amx, sc);
   // One pass over the concatenated rows; every matrix starts at a multiple of 16, so its tiles and
   // the thread split fall where they would in a call of its own.
   int64_t total = 0;
@@ -197,7 +213,7 @@ void MatmulManyImpl(const Context& ctx, const float* x, int64_t n, const Matrix*
     int64_t off = 0;
     for (int i = 0; i < count; ++i) {
       const int64_t M = ws[i]->rows, a = std::max(int64_t(g0), off), b = std::min(int64_t(g1), off + M);
-      if (a < b) TiledRows(*ws[i], x, n, int8, sc, a - off, b - off, ys[i], shares[k]);
+      if (a < b) TiledRows(*ws[i], x, n, int8, amx, sc, a - off, b - off, ys[i], shares[k]);
       off += M;
     }
   };

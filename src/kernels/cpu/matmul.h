@@ -46,6 +46,10 @@ struct MatmulScratch {
   std::vector<float> xs;    // exact mode: activations pre-scaled for the tile kernels [n, cols]
   std::vector<int8_t> xq;   // fast mode: quantized activations in the kernels' byte order [n, cols]
   std::vector<float> xdx;   // fast mode: the activation scale of each group [n, cols / group]
+  // Fast mode on AMX tiles (amx_matmul.h): per block of 16 activation rows, xq as B tiles
+  // [16·cols] bytes, and dx and xsum as [group][16] floats each.
+  std::vector<uint8_t> amx_b;
+  std::vector<float> amx_sx;
   // Per share of the parallel pass (the pool's share index): share k reuses its own buffers
   // whichever thread runs it, so once every share has run at a shape, nothing allocates (a
   // thread_local buffer would grow the first time its thread happened to take a share of it).
@@ -55,6 +59,8 @@ struct MatmulScratch {
     std::vector<uint32_t> row_words; // a row of tile-major codes gathered row-major (affine_row)
     std::vector<int8_t> quant_row;   // fast mode: a row of activations quantized, in natural order
     std::vector<float> decoded;      // GGUF block types: weight rows decoded to f32
+    std::vector<uint8_t> amx_a;      // AMX: a tile of 16 weight rows as bytes, [K-step][row][bytes]
+    std::vector<float> amx_sb;       // AMX: the weight tile's scales and biases, [row][group]
   };
   std::vector<Share> shares;
   // The per-share buffers for the pool of `ctx` (one without a pool). Call on the calling thread
