@@ -54,9 +54,6 @@ core::Status use_device(const std::string& value, model::Model& m, bool fast) {
   if (fast)
     return core::error("--device " + value +
                        ": --fast does not run on a Vulkan device yet (the device runs the exact mode)");
-  if (!(m.kv_types() == kernels::KvTypes{}))
-    return core::error("--device " + value +
-                       ": the device's attention reads an f32 KV cache only (--kv-type f32)");
   auto inst = vulkan::Instance::create();
   if (!inst.ok()) return core::error("--device " + value + ": " + inst.message());
   auto dev = vulkan::Device::open(*inst, d.index);
