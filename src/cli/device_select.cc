@@ -61,7 +61,7 @@ core::Status use_device(const std::string& value, model::Model& m, bool fast) {
   // Refused before anything is uploaded: the weights, one sequence's state and a step's
   // workspace (inspect --device vulkan plans a context and slots).
   const vkmodel::DeviceMemoryPlan plan =
-      vkmodel::plan_device_memory(m.weights(), 0, 1, 256, false, (*dev)->part_limit());
+      vkmodel::plan_device_memory(m.weights(), 0, 1, 256, false, (*dev)->part_limit(), m.kv_types());
   if (auto st = vkmodel::check_fits(plan, (*dev)->info()); !st.ok())
     return core::error("--device " + value + ": " + st.message());
   auto ex = vkmodel::VulkanExecutor::create(std::move(*dev), m.weights());
