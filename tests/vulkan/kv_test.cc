@@ -302,6 +302,9 @@ TEST(VulkanKv, AttentionMatchesTheReferenceAndIgnoresTheBatch) {
       const DeviceRun whole = run_device(*dev, s, t, qg, k, v, qn, kn, {total});
       EXPECT_EQ(whole.out, a.out) << "one prefill against calls of 5, 1, 60, 1, 3 rows";
       EXPECT_EQ(whole.bytes, a.bytes);
+      // The grid and the dispatch split on two pairs (their code paths are the format's alone).
+      if (!(t == KvTypes{KvType::kQ8_0, KvType::kTurbo4} || t == KvTypes{KvType::kBF16, KvType::kQ4_0}))
+        continue;
       EXPECT_EQ(run_device(*dev, s, t, qg, k, v, qn, kn, {64, 6}).out, a.out)
           << "cut on the 64-grid";
       EXPECT_EQ(run_device(*cut, s, t, qg, k, v, qn, kn, {total}).out, a.out)
