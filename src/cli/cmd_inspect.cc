@@ -229,6 +229,8 @@ int cmd_inspect(int argc, char** argv) {
   DevicePlanFlags dplan;
   app.add_option("--step-tokens", dplan.step_tokens, "with --device vulkan: rows a step, as serve's "
                  "--step-tokens (default 256): the device's working memory is sized for them");
+  app.add_option("--kv-type", dplan.kv_type, "with --device vulkan: the KV cache's type, K[,V] as "
+                 "run's --kv-type (default f32): the device holds the pool in that format");
   std::string spec = "off";
   app.add_option("--spec", spec, "with --device vulkan: mtp plans the MTP head's weights, cache and "
                  "verification state too (lookup, off: not)");

@@ -5,6 +5,8 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "kernels/kv_format.h"
+#include "model/kv_pool.h"
 #ifdef QWEN35_HAVE_VULKAN
 #include "vkmodel/memory_plan.h"
 #include "vulkan/instance.h"
@@ -38,15 +40,18 @@ int print_device_plan(const model::ModelWeights& w, const std::string& device,
                                            : w.mtp_problem) +
                     "; use --spec lookup");
   const bool mtp = f.mtp;
+  auto kv = kernels::parse_kv_types(f.kv_type);
+  if (!kv.ok()) return fail("inspect", "--kv-type: " + kv.message());
+  if (auto st = model::check_kv_types(w.config, *kv); !st.ok()) return fail("inspect", st.message());
   const vkmodel::DeviceMemoryPlan plan =
-      vkmodel::plan_device_memory(w, f.ctx, f.parallel, f.step_tokens, mtp, part_limit);
+      vkmodel::plan_device_memory(w, f.ctx, f.parallel, f.step_tokens, mtp, part_limit, *kv);
   const double heap = double(vkmodel::device_local_bytes(info)) / 1073741824.0;
   std::printf("device: vulkan:%d, %s (%s), %.2f GiB of device-local memory\n", info.index,
               info.name.c_str(), info.type.c_str(), heap);
-  std::printf("device memory plan (%lld positions x %lld sequence%s, %lld rows a step, %s): %s\n",
+  std::printf("device memory plan (%lld positions x %lld sequence%s, %lld rows a step, %s, KV %s): %s\n",
               (long long)f.ctx, (long long)f.parallel, f.parallel == 1 ? "" : "s",
               (long long)f.step_tokens, mtp ? "MTP head" : "no MTP head",
-              vkmodel::describe(plan).c_str());
+              kernels::kv_types_name(*kv).c_str(), vkmodel::describe(plan).c_str());
   if (auto st = vkmodel::check_fits(plan, info); !st.ok()) {
     std::printf("device verdict: DOES NOT FIT\n");
     return fail("inspect", st.message());

@@ -12,6 +12,7 @@ namespace qwen35::cli {
 struct DevicePlanFlags {
   int64_t ctx = 4096, parallel = 1, step_tokens = 256;
   bool mtp = false;
+  std::string kv_type = "f32";  // --kv-type K[,V]: the KV cache's formats counted
 };
 
 // Prints the device, the plan and whether it fits. 0 when it fits; 1 with the one-line refusal

@@ -62,8 +62,8 @@ uint64_t env_u64(const char* name, uint64_t scale) {
 class VulkanLink final : public DeviceLink {
  public:
   VulkanLink(std::shared_ptr<vulkan::Device> dev, vkmodel::VulkanExecutor* ex,
-             const model::ModelWeights& w)
-      : dev_(std::move(dev)), ex_(ex), w_(w) {}
+             const model::ModelWeights& w, kernels::KvTypes kv)
+      : dev_(std::move(dev)), ex_(ex), w_(w), kv_(kv) {}
   std::string failure() const override { return dev_->lost() ? dev_->lost_message() : ""; }
   std::string metrics() const override {
     const vkmodel::VulkanExecutor::Memory m = ex_->memory();
@@ -85,7 +85,7 @@ class VulkanLink final : public DeviceLink {
     // spread over them.
     const int64_t ctx = (kv_positions + parallel - 1) / std::max<int64_t>(parallel, 1);
     vkmodel::DeviceMemoryPlan plan =
-        vkmodel::plan_device_memory(w_, ctx, parallel, step_tokens, mtp, dev_->part_limit());
+        vkmodel::plan_device_memory(w_, ctx, parallel, step_tokens, mtp, dev_->part_limit(), kv_);
     vulkan::DeviceInfo info = dev_->info();
     if (const uint64_t cap = dev_->options().memory_limit_bytes; cap) {  // the test hook's device
       for (auto& h : info.heaps) h.bytes = std::min<uint64_t>(h.bytes, cap);
@@ -97,6 +97,7 @@ class VulkanLink final : public DeviceLink {
   std::shared_ptr<vulkan::Device> dev_;
   vkmodel::VulkanExecutor* ex_;  // owned by the model, which outlives the link's users
   const model::ModelWeights& w_;
+  kernels::KvTypes kv_;
 };
 
 }  // namespace
@@ -110,9 +111,6 @@ core::Result<std::shared_ptr<DeviceLink>> use_device(const std::string& value, m
   if (fast)
     return core::error("--device " + value +
                        ": --fast does not run on a Vulkan device yet (the device runs the exact mode)");
-  if (!(m.kv_types() == kernels::KvTypes{}))
-    return core::error("--device " + value +
-                       ": the device's attention reads an f32 KV cache only (--kv-type f32)");
   auto inst = vulkan::Instance::create();
   if (!inst.ok()) return core::error("--device " + value + ": " + inst.message());
   vulkan::DeviceOptions opts;
@@ -123,7 +121,7 @@ core::Result<std::shared_ptr<DeviceLink>> use_device(const std::string& value, m
   // Refused before anything is uploaded: the weights, one sequence's state and a step's
   // workspace (inspect --device vulkan plans a context and slots; serve checks its own).
   const vkmodel::DeviceMemoryPlan plan =
-      vkmodel::plan_device_memory(m.weights(), 0, 1, 256, false, shared->part_limit());
+      vkmodel::plan_device_memory(m.weights(), 0, 1, 256, false, shared->part_limit(), m.kv_types());
   vulkan::DeviceInfo info = shared->info();
   if (opts.memory_limit_bytes)
     for (auto& h : info.heaps) h.bytes = std::min<uint64_t>(h.bytes, opts.memory_limit_bytes);
@@ -133,7 +131,7 @@ core::Result<std::shared_ptr<DeviceLink>> use_device(const std::string& value, m
   if (!ex.ok()) return core::error("--device " + value + ": " + ex.message());
   if (const uint64_t n = env_u64("QWEN35_TEST_VULKAN_LOSE_AT", 1)) shared->lose_at(n);
   if (const uint64_t n = env_u64("QWEN35_TEST_VULKAN_FAIL_ALLOC_AT", 1)) shared->fail_allocation_at(n);
-  auto link = std::make_shared<VulkanLink>(shared, ex->get(), m.weights());
+  auto link = std::make_shared<VulkanLink>(shared, ex->get(), m.weights(), m.kv_types());
   m.replace_executor(std::move(*ex));
   return std::shared_ptr<DeviceLink>(std::move(link));
 #else

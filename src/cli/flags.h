@@ -91,7 +91,7 @@ class App {
 // --device, shared by the commands that run a model: where the forward pass runs.
 inline constexpr const char* kDeviceHelp =
     "where the model runs: cpu (default), or vulkan[:N] (Vulkan device N of `qwen35 devices`, "
-    "default 0; exact mode with an f32 KV cache)";
+    "default 0; exact mode, every --kv-type)";
 
 struct DeviceChoice {
   bool vulkan = false;

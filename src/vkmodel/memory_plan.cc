@@ -72,7 +72,8 @@ std::string human(uint64_t bytes) {
 }  // namespace
 
 DeviceMemoryPlan plan_device_memory(const model::ModelWeights& w, int64_t ctx, int64_t parallel,
-                                    int64_t step_tokens, bool mtp, uint64_t part_limit) {
+                                    int64_t step_tokens, bool mtp, uint64_t part_limit,
+                                    kernels::KvTypes kv_types) {
   const model::ModelConfig& c = w.config;
   const bool use_mtp = mtp && w.mtp != nullptr;
   const bool first = w.held_first == 0, last = w.end_held() == c.n_layers;
@@ -97,7 +98,7 @@ DeviceMemoryPlan plan_device_memory(const model::ModelWeights& w, int64_t ctx, i
   const uint64_t blocks_per_seq =
       uint64_t((std::max<int64_t>(ctx, 0) + kernels::kKvBlock - 1) / kernels::kKvBlock);
   p.kv = seqs * blocks_per_seq * uint64_t(kernels::kKvBlock) *
-         model::kv_bytes_per_token(c, kernels::KvTypes{}, use_mtp);
+         model::kv_bytes_per_token(c, kv_types, use_mtp);
 
   const uint64_t F = sizeof(float);
   const uint64_t C = uint64_t(c.conv_channels()), nv = uint64_t(c.n_v_heads);

@@ -8,8 +8,9 @@
 //   conv taps, decay, dt_bias); the MTP head's with `mtp`; a tied head once. The layers this
 //   process holds (ModelWeights::held_first..end_held). The vision tower is not counted (its ops
 //   are not on the device yet).
-// - kv: the fp32 KV blocks for ctx positions of every sequence (64-position blocks), every
-//   full-attention layer and, with `mtp`, the MTP head's (model::KvPool's sizes).
+// - kv: the KV blocks for ctx positions of every sequence (64-position blocks) in the pool's
+//   formats (--kv-type: the device holds the CPU's bytes), every full-attention layer and, with
+//   `mtp`, the MTP head's (model::KvPool's sizes).
 // - state: per sequence, the conv and recurrent state of every Gated DeltaNet layer and the MTP
 //   hidden row (SequenceState::recurrent_bytes), and with `mtp` its verification records
 //   (SequenceState::verify_bytes).
@@ -22,6 +23,7 @@
 #include <string>
 
 #include "core/result.h"
+#include "kernels/kv_format.h"
 #include "model/weights.h"
 #include "vulkan/instance.h"
 
@@ -35,9 +37,10 @@ struct DeviceMemoryPlan {
 // `mtp` counts the MTP head (weights, its KV layer, state) where the checkpoint has a usable one
 // (ModelWeights::mtp). `part_limit`: the device's Device::part_limit(), which decides how
 // matrices split across bindings (0: each matrix one part; the difference is a few bytes of
-// padding a part).
+// padding a part). `kv_types`: the KV cache's formats (default f32).
 DeviceMemoryPlan plan_device_memory(const model::ModelWeights& w, int64_t ctx, int64_t parallel,
-                                    int64_t step_tokens, bool mtp, uint64_t part_limit = 0);
+                                    int64_t step_tokens, bool mtp, uint64_t part_limit = 0,
+                                    kernels::KvTypes kv_types = {});
 
 // The bytes of the device's largest device-local heap (0: none).
 uint64_t device_local_bytes(const vulkan::DeviceInfo& info);

@@ -283,8 +283,6 @@ void VulkanExecutor::attention(const kernels::Ops::AttentionParams& p, const flo
                                const kernels::KvView& cache, float* out) {
   if (n == 0) return;
   vulkan::Recorder& r = rec();
-  if (!cache.f32())
-    return r.fail(core::error("[vulkan] the device reads an fp32 KV cache only (--kv-type f32)"));
   const int64_t nh = p.n_heads, nkv = p.n_kv_heads, hd = p.head_dim;
   const int64_t q_row = (p.gated ? 2 : 1) * hd;
   // The rows' rotary positions, int32 [n, 3].
@@ -318,6 +316,14 @@ void VulkanExecutor::attention(const kernels::Ops::AttentionParams& p, const flo
   }
   kv.table = staged(table.data(), floats(n_blocks));
   kv.capacity = n_blocks * kernels::kKvBlock;
+  if (!cache.f32()) {
+    // The pool's formats, read in place (vulkan/attention.h); their codebooks staged per call
+    // (256 bytes).
+    kv.k_format = cache.k_format;
+    kv.v_format = cache.v_format;
+    const std::vector<float> books = vulkan::kv_books(kv.k_format, kv.v_format);
+    kv.books = staged(books.data(), floats(int64_t(books.size())));
+  }
 
   need({{qg, floats(n * nh * q_row)}, {k, floats(n * nkv * hd)}, {v, floats(n * nkv * hd)},
         {out, floats(n * nh * hd)}});

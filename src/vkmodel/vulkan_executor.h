@@ -6,8 +6,8 @@
 // receives what the forward asks for (logits, a stage's rows, state copies).
 //
 // Exact mode only: the device's matmuls take fp32 activations whatever the model's mode, so the
-// caller refuses fast mode (and KV formats other than fp32, which the device's attention does
-// not read yet) before it installs the executor. The device's bits are its own (not the CPU's);
+// caller refuses fast mode before it installs the executor. Every KV format of the pool is read
+// in place by the device's attention (vulkan/attention.h), in the CPU's bytes. The device's bits are its own (not the CPU's);
 // on one device a row's bits do not depend on the rest of the step (vulkan/ops.h).
 #pragma once
 

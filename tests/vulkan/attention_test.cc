@@ -72,7 +72,7 @@ Result run_device(Device& dev, const Inputs& in, bool gated, int64_t first_key,
     AttentionInputs ai{{&qg}, {&k}, {&v}, {&qn}, {&kn}, {&bp}, nullptr, {&rt}, kCap, {&qt}, {&kt}};
     Recorder rec(dev);
     EXPECT_TRUE(rec.begin().ok());
-    record_attention(rec, s, ai, n, pos0, {{&kp}, {&vp}, {&bt}, kCap}, {&out});
+    record_attention(rec, s, ai, n, pos0, {{&kp}, {&vp}, {&bt}, kCap, {}, {}, {}}, {&out});
     std::vector<float> o(size_t(n * kNh * kHd));
     rec.stage_out({&out}, o.size() * 4, o.data());
     auto st = rec.submit();
@@ -205,7 +205,7 @@ TEST(VulkanAttention, ALayerIsOneSubmission) {
   AttentionInputs ai{{&bq},   {&bk}, {&bv}, {&bqn}, {&bkn}, {&bp},
                      nullptr, {&rt}, kCap,  {&bqt}, {&bkt}};
   record_attention(rec, {kNh, kNkv, kHd, kRot, 1e-6f, 0, true}, ai, n, 0,
-                   {{&kp}, {&vp}, {&table}, kCap}, {&ba});
+                   {{&kp}, {&vp}, {&table}, kCap, {}, {}, {}}, {&ba});
   record_matmul(rec, dm[4], {&ba}, n, {&bo});
   record_add_rows(rec, {&bo}, nullptr, n, H, {&bx});
   record_rms_norm(rec, {&bx}, n, H, {&bn2}, 1e-6f, {&bh});

@@ -179,9 +179,9 @@ TEST(VulkanShaders, EveryEmbeddedShaderDeclaresItsBindings) {
 }
 
 // The CLI: `devices` lists the test device; without a loader it says so in one line and exits
-// 0; --device with an unknown index, or a device the forward does not run on yet (every command
-// but inspect), is one line and exit 1 before any weight is read; the binary does not link
-// libvulkan.
+// 0; --device with an unknown index, or what the device does not run yet (--fast, serve), is one
+// line and exit 1 before any weight is read; a compressed --kv-type runs on it; the binary does
+// not link libvulkan.
 TEST(VulkanCli, DevicesAndTheDeviceFlag) {
   std::string why;
   const bool have = test_instance(&why) != nullptr;
@@ -224,12 +224,22 @@ TEST(VulkanCli, DevicesAndTheDeviceFlag) {
     for (size_t i = 0; i < a->data.size(); ++i) ASSERT_NEAR(a->data[i], b->data[i], 1e-3) << i;
     r = testing::run_qwen35("run -m " + model + " -p hi -n 3 --device vulkan");
     EXPECT_EQ(r.exit_code, 0) << r.err;
-    for (const char* extra : {" --fast", " --kv-type q8_0"}) {
-      r = testing::run_qwen35("logits -m " + model + " --tokens 1,2 --out /dev/null --device vulkan" + extra);
-      EXPECT_EQ(r.exit_code, 1) << extra;
-      EXPECT_NE(r.err.find("--device vulkan: "), std::string::npos) << r.err;
-      EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    // A compressed KV cache: the device's logits within the same tolerance of the CPU's with the
+    // same --kv-type (both encode the same rows: a code moves only where a key sits on a
+    // rounding boundary, which these rows do not).
+    for (const char* where : {" --device vulkan", ""}) {
+      r = testing::run_qwen35("logits -m " + model + " --tokens 1,20,300,4000,50,6 --kv-type q8_0,turbo4 --out " +
+                              dir + (*where ? "/vkq.npy" : "/cpuq.npy") + where);
+      ASSERT_EQ(r.exit_code, 0) << r.err;
     }
+    auto qa = formats::read_npy(dir + "/vkq.npy"), qb = formats::read_npy(dir + "/cpuq.npy");
+    ASSERT_TRUE(qa.ok() && qb.ok());
+    ASSERT_EQ(qa->data.size(), qb->data.size());
+    for (size_t i = 0; i < qa->data.size(); ++i) ASSERT_NEAR(qa->data[i], qb->data[i], 1e-3) << i;
+    r = testing::run_qwen35("logits -m " + model + " --tokens 1,2 --out /dev/null --device vulkan --fast");
+    EXPECT_EQ(r.exit_code, 1);
+    EXPECT_NE(r.err.find("--device vulkan: "), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
     // serve refuses what the device does not run as the other commands do
     // (tests/server/vulkan_serve_test.cc serves on it).
     r = testing::run_qwen35("serve -m " + model + " --device vulkan --port 0 --fast");

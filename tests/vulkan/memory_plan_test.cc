@@ -137,6 +137,16 @@ TEST(VulkanMemoryPlan, KvAndStateAreTheCpuPoolsAndStatesOfTheConfig) {
     EXPECT_GE(p2.workspace - p.workspace, 8 * uint64_t(3 * c.hidden + c.vocab) * 4) << mtp;
     EXPECT_EQ(p2.weights, p.weights);
     EXPECT_EQ(p2.kv, p.kv);
+    // A compressed cache: the CPU pool's bytes of that type (the device holds the same layout).
+    for (const kernels::KvTypes t : {kernels::KvTypes{kernels::KvType::kQ8_0, kernels::KvType::kQ8_0},
+                                     kernels::KvTypes{kernels::KvType::kQ8_0, kernels::KvType::kTurbo3}}) {
+      const auto q = vkmodel::plan_device_memory(**w, ctx, parallel, 8, mtp, 0, t);
+      model::KvPool typed(c, parallel * 2, mtp, t);
+      EXPECT_EQ(q.kv, uint64_t(typed.n_blocks()) * typed.block_bytes()) << kernels::kv_types_name(t);
+      EXPECT_LT(q.kv, p.kv);
+      EXPECT_EQ(q.weights, p.weights);
+      EXPECT_EQ(q.state, p.state);
+    }
   }
 }
 
@@ -193,11 +203,24 @@ TEST(VulkanMemoryPlan, InspectPlansTheDeviceMemory) {
   EXPECT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("device: vulkan:0, " + dev->info().name), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("device memory plan (256 positions x 2 sequences, 256 rows a step, MTP "
-                       "head): " +
+                       "head, KV f32): " +
                        vkmodel::describe(plan) + "\n"),
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("device verdict: fits"), std::string::npos) << r.out;
+  // --kv-type: the KV in that format; a type the model cannot take is one line.
+  const kernels::KvTypes q8t4{kernels::KvType::kQ8_0, kernels::KvType::kTurbo4};
+  const auto typed = vkmodel::plan_device_memory(**w, 256, 2, 256, true, dev->part_limit(), q8t4);
+  r = testing::run_qwen35("inspect -m " + bundled_model() +
+                          " --device vulkan --ctx 256 --parallel 2 --spec mtp --kv-type q8_0,turbo4");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("MTP head, KV q8_0,turbo4): " + vkmodel::describe(typed) + "\n"),
+            std::string::npos)
+      << r.out;
+  r = testing::run_qwen35("inspect -m " + bundled_model() + " --device vulkan --kv-type q5");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("--kv-type: unknown kv type 'q5'"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
 
   r = testing::run_qwen35("inspect -m " + bundled_model() +
                           " --device vulkan --ctx 1000000000 --parallel 64");
