@@ -7,6 +7,8 @@
 // device ends its request with an error in each API's shape, /health turns 503 and the process
 // exits 1. /metrics reports the device's memory by use.
 //
+// Each with a compressed KV type (q8_0 keys, turbo4 values) too.
+//
 // Short prompts and answers: lavapipe runs a step of the bundled model in a fifth of a second.
 #include <gtest/gtest.h>
 
@@ -213,6 +215,38 @@ TEST(VulkanServe, DraftedEqualsPlainForMtpAndLookup) {
   }
   EXPECT_GT(mtp.metric("qwen35_spec_accepted_tokens_total"), 0);
   EXPECT_GT(lookup.metric("qwen35_spec_drafted_tokens_total"), 0);
+}
+
+// A compressed KV cache (K q8_0, V turbo4) keeps the three equalities on the device.
+TEST(VulkanServe, ACompressedCacheKeepsTheEqualities) {
+  REQUIRE_DEVICE();
+  const std::vector<std::string> common = {"--parallel", "4", "--ctx", "512", "--step-tokens", "64",
+                                           "--kv-type", "q8_0,turbo4"};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), common.begin(), common.end());
+    return on_device(extra);
+  };
+  ServerProcess on(kModel, with({"--cache-interval", "64"}));
+  ServerProcess off(kModel, with({"--no-prefix-cache"}));
+  ServerProcess mtp(kModel, with({"--no-prefix-cache", "--spec", "mtp", "--draft-tokens", "3"}));
+  ASSERT_TRUE(on.ready() && off.ready() && mtp.ready()) << on.log() << off.log() << mtp.log();
+  expect_concurrent_equals_solo(on, mixed_requests());
+  Json history = Json::array({{{"role", "system"}, {"content", long_text(5)}}});
+  for (int t = 0; t < 2; ++t) {
+    history.push_back({{"role", "user"}, {"content", "Of the river " + std::to_string(t) + "?"}});
+    const Json req = {{"messages", history}, {"max_tokens", 5}, {"temperature", 0.8}, {"seed", t},
+                      {"logprobs", true}, {"chat_template_kwargs", {{"enable_thinking", false}}}};
+    auto [s1, r1] = on.post("/v1/chat/completions", req);
+    ASSERT_EQ(s1, 200) << r1;
+    const Json fresh = off.post("/v1/chat/completions", req).second;
+    EXPECT_EQ(choices(r1), choices(fresh)) << "turn " << t;
+    EXPECT_EQ(choices(mtp.post("/v1/chat/completions", req).second), choices(fresh)) << "turn " << t;
+    if (t > 0) {
+      EXPECT_GT(r1["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0) << r1;
+    }
+    history.push_back(r1["choices"][0]["message"]);
+  }
+  EXPECT_GT(mtp.metric("qwen35_spec_drafted_tokens_total"), 0);
 }
 
 TEST(VulkanServe, WhatDoesNotFitIsRefusedAtStart) {
