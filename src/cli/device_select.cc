@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <vector>
 
 #include "cli/flags.h"
 #ifdef QWEN35_HAVE_VULKAN
@@ -141,7 +142,55 @@ core::Result<std::shared_ptr<DeviceLink>> use_device(const std::string& value, m
 #endif
 }
 
+namespace {
+std::vector<std::string> split_commas(const std::string& s) {
+  std::vector<std::string> out;
+  size_t p = 0;
+  for (size_t c; (c = s.find(',', p)) != std::string::npos; p = c + 1) out.push_back(s.substr(p, c - p));
+  out.push_back(s.substr(p));
+  return out;
+}
+
+// "vulkan:0,1" → {"vulkan:0", "vulkan:1"}: a bare number after a vulkan item is another device.
+core::Result<std::vector<std::string>> device_list(const std::string& value) {
+  std::vector<std::string> items = split_commas(value);
+  bool after_vulkan = false;
+  for (std::string& it : items) {
+    if (after_vulkan && !it.empty() && it.find_first_not_of("0123456789") == std::string::npos)
+      it = "vulkan:" + it;
+    auto d = flags::parse_device(it);
+    if (!d.ok()) return core::error(items.size() > 1 ? "--device '" + value + "': " + d.message() : d.message());
+    after_vulkan = d->vulkan;
+  }
+  return items;
+}
+}  // namespace
+
+core::Result<std::string> device_for_rank(const std::string& value, int rank, int world) {
+  QWEN35_ASSIGN_OR_RETURN(std::vector<std::string> items, device_list(value));
+  const std::string& mine = items[size_t(std::max(rank, 0)) % items.size()];
+#ifdef QWEN35_HAVE_VULKAN
+  if (mine == "vulkan" && world > 1) {
+    auto inst = vulkan::Instance::create();
+    if (!inst.ok()) return core::error("--device vulkan: " + inst.message());
+    auto devices = (*inst)->devices();
+    if (!devices.ok()) return core::error("--device vulkan: " + devices.message());
+    if (devices->empty()) return core::error("--device vulkan: no Vulkan device found");
+    return "vulkan:" + std::to_string(rank % int(devices->size()));
+  }
+#endif
+  (void)world;
+  return mine;
+}
+
 std::string device_identity(const std::string& value) {
+  if (value.find(',') != std::string::npos) {
+    auto items = device_list(value);
+    if (!items.ok()) return value;
+    std::string joined;
+    for (const std::string& it : *items) joined += (joined.empty() ? "" : ",") + device_identity(it);
+    return joined;
+  }
   auto d = flags::parse_device(value);
   if (!d.ok() || !d->vulkan) return "cpu";
 #ifdef QWEN35_HAVE_VULKAN

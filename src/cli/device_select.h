@@ -11,6 +11,14 @@
 
 namespace qwen35::cli {
 
+// The device of rank `rank` of `world` processes (mpirun; 0 of 1 alone) for a --device value:
+//   - a comma-separated list takes item rank mod its length ("cpu,vulkan:0": rank 0 on the CPU,
+//     rank 1 on device 0; after a vulkan item a bare number is another device: "vulkan:0,1");
+//   - "vulkan" alone, under mpirun with several devices, takes device rank mod their count;
+//   - anything else is itself.
+// An item that is not a device is the usual one-line error.
+core::Result<std::string> device_for_rank(const std::string& value, int rank, int world);
+
 // OK for cpu, and for vulkan[:N] where that device can run us. Else one line: this build has no
 // Vulkan backend, or there is no loader, no device N, or it lacks what we need.
 core::Status check_device(const std::string& value);
@@ -43,7 +51,8 @@ core::Result<std::shared_ptr<DeviceLink>> use_device(const std::string& value, m
 
 // What a state's bits depend on beyond the checkpoint: "cpu", or the device's name and driver
 // ("vulkan llvmpipe (LLVM 15.0.6, 256 bits) Mesa 22.3.6"), so that `vulkan` and `vulkan:0` name
-// one device, and two devices of one kind share their prefix-cache files.
+// one device, and two devices of one kind share their prefix-cache files. A list: each item's,
+// joined.
 std::string device_identity(const std::string& value);
 
 // vulkan[:N]: the device's name and its memory read bandwidth in GB/s, measured by the probe

@@ -91,7 +91,9 @@ class App {
 // --device, shared by the commands that run a model: where the forward pass runs.
 inline constexpr const char* kDeviceHelp =
     "where the model runs: cpu (default), or vulkan[:N] (Vulkan device N of `qwen35 devices`, "
-    "default 0; exact mode, every --kv-type)";
+    "default 0; exact mode, every --kv-type); under mpirun, `vulkan` gives rank r device r mod "
+    "their count, and a comma-separated list (cpu,vulkan:0 or vulkan:0,1) gives rank r item r "
+    "mod its length";
 
 struct DeviceChoice {
   bool vulkan = false;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "cli/device_select.h"
+#include "dist/comm.h"
 #include "formats/gguf.h"
 #include "kernels/cpu/amx.h"
 #include "kernels/cpu/matmul.h"
@@ -14,7 +15,10 @@
 namespace qwen35::cli {
 
 core::Result<LoadedModel> load_model(const LoadOptions& o) {
-  QWEN35_RETURN_IF_ERROR(check_device(o.device));
+  // This process's device: under mpirun each rank its own of a list (cli/device_select.h).
+  QWEN35_ASSIGN_OR_RETURN(const std::string device,
+                          device_for_rank(o.device, dist::launched_rank(), dist::launched_world_size()));
+  QWEN35_RETURN_IF_ERROR(check_device(device));
   core::LoadMode mode;
   if (o.load_mode == "mmap") mode = core::LoadMode::kMmap;
   else if (o.load_mode == "populate") mode = core::LoadMode::kMmapPopulate;
@@ -60,7 +64,7 @@ core::Result<LoadedModel> load_model(const LoadOptions& o) {
     if (fast.ok() && model::check_kv_types(lm.model->config(), *fast).ok()) kv_types = fast;
   }
   QWEN35_RETURN_IF_ERROR(lm.model->set_kv_types(*kv_types));
-  QWEN35_ASSIGN_OR_RETURN(lm.device, use_device(o.device, *lm.model, o.fast));
+  QWEN35_ASSIGN_OR_RETURN(lm.device, use_device(device, *lm.model, o.fast));
   return lm;
 }
 

@@ -34,10 +34,11 @@ fail() { echo "FAIL: $*" >&2; fails=$((fails + 1)); }
 # decode steps, printed) under mpirun -np NP over the transports BTL.
 logits() {
   local np=$1 btl=$2 split=$3 model=$4 out=$5
+  shift 5
   local sp=()
   [ -n "$split" ] && sp=(--pipeline-split "$split")
   mpirun -np "$np" --mca btl "$btl" "$bin" logits -m "$model" --tokens "$tokens" --out "$out" -t 1 --chunk 4 \
-    --greedy 3 "${sp[@]}" > "$out.txt" < /dev/null
+    --greedy 3 "${sp[@]}" "$@" > "$out.txt" < /dev/null
 }
 
 # Bit-exact: every split against one process.
@@ -113,6 +114,36 @@ case "$c1" in *'"accepted": 0,'* | *'same_as_plain": false'* | '') fail "bench -
 [ "$c2" = "$c1" ] || fail "bench --spec mtp: -np 2 gave $c2, one process $c1"
 [ "$c3" = "$c1" ] || fail "bench --spec mtp: -np 3 gave $c3, one process $c1"
 echo "pipeline_test: MTP drafting under -np 2 and 3 as in one process: $c1 ($SECONDS s)"
+
+# On Vulkan devices (lavapipe; skipped, saying so, where the build or machine has none): each rank
+# on its own device gives one process's logits on one device byte for byte (both ranks take
+# lavapipe, device 0 being the only one: `vulkan` gives rank r device r mod their count); a CPU
+# rank before a device rank (--device cpu,vulkan:0) runs, within 1e-3 of one CPU process.
+lvp=$(ls /usr/share/vulkan/icd.d/lvp_icd*.json 2>/dev/null | head -1 || true)
+if [ -n "$lvp" ] && VK_DRIVER_FILES=$lvp "$bin" devices 2>/dev/null | grep -q "^device 0:"; then
+  export VK_DRIVER_FILES=$lvp VK_ICD_FILENAMES=$lvp
+  m=$fx/dense_bf16_tied/ckpt
+  logits 1 self,vader "" "$m" "$tmp/vk.np1.npy" --device vulkan || fail "-np 1 --device vulkan failed"
+  logits 2 self,vader 3 "$m" "$tmp/vk.np2.npy" --device vulkan || fail "-np 2 --device vulkan failed"
+  cmp -s "$tmp/vk.np1.npy" "$tmp/vk.np2.npy" || fail "-np 2 --device vulkan: logits differ from one process on one device"
+  cmp -s "$tmp/vk.np1.npy.txt" "$tmp/vk.np2.npy.txt" || fail "-np 2 --device vulkan: greedy tokens differ"
+  logits 2 self,vader 3 "$m" "$tmp/mixed.npy" --device cpu,vulkan:0 || fail "-np 2 --device cpu,vulkan:0 failed"
+  logits 1 self,vader "" "$m" "$tmp/cpu.np1.npy"
+  python3 - "$tmp/cpu.np1.npy" "$tmp/mixed.npy" <<'PY' || fail "--device cpu,vulkan:0: logits not within 1e-3 of one CPU process"
+import struct, sys
+def npy(path):  # float32 .npy as written by qwen35 logits
+    b = open(path, "rb").read()
+    n = struct.unpack("<H", b[8:10])[0]
+    body = b[10 + n:]
+    return struct.unpack("<%df" % (len(body) // 4), body)
+a, b = npy(sys.argv[1]), npy(sys.argv[2])
+sys.exit(0 if len(a) == len(b) and max(abs(x - y) for x, y in zip(a, b)) <= 1e-3 else 1)
+PY
+  unset VK_DRIVER_FILES VK_ICD_FILENAMES
+  echo "pipeline_test: one device per rank as one process on one device, and a CPU rank beside a device rank ($SECONDS s)"
+else
+  echo "pipeline_test: no Vulkan device (lavapipe): the per-rank device cases are skipped"
+fi
 
 # expect_line WHAT PATTERN -- mpirun args: the job fails, and the engine's stderr holds exactly one
 # line of its own ("qwen35 ...") and it matches PATTERN.
