@@ -36,9 +36,10 @@ if(QWEN35_HAVE_VULKAN)
       list(APPEND QWEN35_VK_VARIANTS_${name} "${name}_${t}")
     endforeach()
   endforeach()
-  # The MoE experts' matmul: the same source over routed slots (-DINDEXED).
+  # The MoE experts' matmul: the same source over routed slots (-DINDEXED); and for calls of a
+  # few token rows, 64 weight rows a workgroup (-DGEMV).
   foreach(t IN LISTS vk_types)
-    list(APPEND QWEN35_VK_VARIANTS_matmul "matmul_id_${t}|-DINDEXED")
+    list(APPEND QWEN35_VK_VARIANTS_matmul "matmul_id_${t}|-DINDEXED" "matmulv_${t}|-DGEMV")
   endforeach()
 
   set(vk_src ${PROJECT_SOURCE_DIR}/src/vulkan/shaders)

@@ -50,6 +50,7 @@ struct DeltaPush {
 
 constexpr uint32_t kTokensPerGroup = 8;  // matmul.comp's TOK
 constexpr uint32_t kRowsPerGroup = 8;    // matmul.comp's ROWS
+constexpr uint32_t kRowsPerGemvGroup = 64;  // matmul.comp's ROWS with GEMV (TOK 1)
 
 uint32_t sb_code(core::DType t) {
   switch (t) {
@@ -87,10 +88,13 @@ void matmul_parts(Recorder& rec, const DeviceMatrix& w, const Binding& x, int64_
                   const Binding* slot_expert, int32_t expert, int64_t topk, const Binding& y) {
   if (n == 0) return;
   if (!fits32(rec, "matmul", n, w.cols) || !fits32(rec, "matmul", n, w.rows)) return;
-  const uint64_t token_groups = (uint64_t(n) + kTokensPerGroup - 1) / kTokensPerGroup;
-  const std::string shader = variant(slot_expert ? "matmul_id" : "matmul", w);
+  // Fewer than 8 token rows: the GEMV variant, whose outputs have the same arithmetic.
+  const bool gemv = !slot_expert && uint64_t(n) < kTokensPerGroup;
+  const uint64_t token_groups = gemv ? uint64_t(n) : (uint64_t(n) + kTokensPerGroup - 1) / kTokensPerGroup;
+  const uint64_t rows_per_group = gemv ? kRowsPerGemvGroup : kRowsPerGroup;
+  const std::string shader = variant(slot_expert ? "matmul_id" : gemv ? "matmulv" : "matmul", w);
   for (const MatrixPart& p : w.parts) {
-    const uint64_t row_groups = (uint64_t(p.rows) + kRowsPerGroup - 1) / kRowsPerGroup;
+    const uint64_t row_groups = (uint64_t(p.rows) + rows_per_group - 1) / rows_per_group;
     MatmulPush pc{0,
                   uint32_t(n),
                   uint32_t(p.rows),

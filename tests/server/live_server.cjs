@@ -26,8 +26,11 @@ function finish(passed) {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // `binary serve --port 0 ARGS...`; resolves once /health answers 200 (the model is loaded), with
-// the process, the port and the base URL.
+// the process, the port and the base URL. QWEN35_TEST_DEVICE=vulkan serves on that device (the
+// tests' Vulkan runs in scripts/test).
 async function startServer(binary, args) {
+  const device = process.env.QWEN35_TEST_DEVICE;
+  if (device && !args.includes('--device')) args = [...args, '--device', device];
   const proc = spawn(binary, ['serve', '--port', '0', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   const port = await new Promise((resolve, reject) => {
@@ -39,7 +42,7 @@ async function startServer(binary, args) {
     proc.on('exit', (c) => reject(new Error('server exited ' + c + ': ' + log)));
   });
   const base = `http://127.0.0.1:${port}`;
-  for (let i = 0; i < 500; i++) {
+  for (let i = 0; i < 6000; i++) {
     try {
       if ((await fetch(base + '/health')).status === 200) break;
     } catch (e) { /* not yet */ }

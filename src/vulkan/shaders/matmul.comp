@@ -54,11 +54,18 @@ layout(push_constant) uniform Push {
 #include "common.glsl"
 #include "weights.glsl"
 
+#ifdef GEMV
+// matmulv_*: 64 weight rows × 1 token row a workgroup, for calls of fewer than 8 token rows
+// (decode): every output of the workgroup is used, with the same per-output arithmetic.
+#define ROWS 64u
+#define TOK 1u
+#else
 #define ROWS 8u
 #define TOK 8u
+#endif
 // The partial of lane l for output o at part[l · WG + (o ^ l)]: the swizzle spreads both the
 // writes (o fixed, l varying) and the tree's reads (l fixed, o varying) over the memory banks.
-// ROWS · TOK · WG floats = 16 KiB, the least a device offers (instance.cc).
+// ROWS · TOK · WG floats = 16 KiB (64 outputs either way), within what a device must offer.
 shared float part[ROWS * TOK * WG];
 
 // Whether output row t is computed here, and the row of x it reads.
