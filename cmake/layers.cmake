@@ -51,7 +51,7 @@ function(qwen35_layer name)
 endfunction()
 
 # Unity builds (QWEN35_UNITY, on by default; -DQWEN35_UNITY=OFF for one unit per file): a
-# library's files compile in batches of QWEN35_UNITY_BATCH, so each batch parses the heavy headers
+# library's files (and the CLI's, src/cli/CMakeLists.txt) compile in batches of QWEN35_UNITY_BATCH, so each batch parses the heavy headers
 # (nlohmann/json, Boost.Beast) and emits their template code once, not once per file. The kernels
 # stay one file per unit (Highway's per-target re-inclusion, foreach_target.h, cannot share one),
 # as does the small Vulkan layer with its generated shader table. A file with its own compile

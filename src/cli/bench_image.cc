@@ -12,6 +12,7 @@
 #include "cli/commands.h"
 #include "cli/image_prompt.h"
 #include "cli/model_assets.h"
+#include "cli/sample_stats.h"
 #include "image/processor.h"
 #include "kernels/cpu/matmul.h"
 #include "runtime/image_encoder.h"
@@ -23,21 +24,10 @@ namespace qwen35::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 double ms_since(Clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-struct Stats {
-  double median = 0, min = 0, max = 0;
-};
-
-Stats stats(std::vector<double> v) {
-  if (v.empty()) return {};
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return {n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v.front(), v.back()};
 }
 
 // What one image costs: the processor, then the tower.
@@ -66,7 +56,7 @@ core::Result<Encoded> encode(model::Model& m, const image::ProcessorConfig& pc, 
 }
 
 // The repetitions' times and what the last one encoded.
-struct Measured {
+struct ImageMeasured {
   std::vector<double> pre, tower, prefill, ttft;  // ms per repetition
   Encoded last;
   int64_t prompt_tokens = 0;
@@ -75,12 +65,12 @@ struct Measured {
 // A warm-up pass of the whole path at the processor's smallest image (the code paths and the
 // engine's scratch, without a second run of a large image: the tower's scratch still grows on
 // the first repetition), then `o.reps` passes at W×H.
-core::Result<Measured> measure(model::Model& m, const image::ProcessorConfig& proc, core::ThreadPool* pool,
+core::Result<ImageMeasured> measure(model::Model& m, const image::ProcessorConfig& proc, core::ThreadPool* pool,
                                const tokenizer::Tokenizer& tok, const tmpl::ChatTemplate& t,
                                const ImageBenchOptions& o) {
   const int64_t side = std::max<int64_t>(proc.factor(), 1);
   const image::Image small = synthetic_image(side, side), im = synthetic_image(o.width, o.height);
-  Measured r;
+  ImageMeasured r;
   std::unique_ptr<runtime::Stepper> stepper;
   for (int rep = -1; rep < o.reps; ++rep) {
     QWEN35_ASSIGN_OR_RETURN(Encoded e, encode(m, proc, pool, rep < 0 ? small : im));
@@ -105,7 +95,7 @@ core::Result<Measured> measure(model::Model& m, const image::ProcessorConfig& pr
 }
 
 void report(const model::Model& m, const LoadOptions& lo, int threads, const ImageBenchOptions& o,
-            const Measured& r) {
+            const ImageMeasured& r) {
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   const Stats ps = stats(r.pre), ts = stats(r.tower), fs = stats(r.prefill), tt = stats(r.ttft);
@@ -114,7 +104,7 @@ void report(const model::Model& m, const LoadOptions& lo, int threads, const Ima
   const Encoded& last = r.last;
   const int64_t prompt_tokens = r.prompt_tokens;
   const int64_t rh = last.image.grid[1] * vc.patch, rw = last.image.grid[2] * vc.patch;
-  Json j = {{"model", lo.model_dir},
+  OrderedJson j = {{"model", lo.model_dir},
             {"threads", threads},
             {"isa", isa},
             {"mode", lo.fast ? "fast-int8" : "exact"},
@@ -178,8 +168,8 @@ image::Image synthetic_image(int64_t w, int64_t h) {
 core::Result<runtime::GenerationRequest> image_request(const tokenizer::Tokenizer& tok, const tmpl::ChatTemplate& t,
                                                        const model::Model& m, const std::string& question,
                                                        const runtime::PromptImage& image, int64_t tokens) {
-  Json messages = Json::array({{{"role", "user"}, {"content", user_content(1, question)}}});
-  QWEN35_ASSIGN_OR_RETURN(std::string text, t.render(messages, nullptr, true, Json::object()));
+  OrderedJson messages = OrderedJson::array({{{"role", "user"}, {"content", user_content(1, question)}}});
+  QWEN35_ASSIGN_OR_RETURN(std::string text, t.render(messages, nullptr, true, OrderedJson::object()));
   QWEN35_ASSIGN_OR_RETURN(std::vector<int32_t> ids, tok.encode(text));
   runtime::GenerationRequest req;
   req.image_token = image_token_id(m.config(), tok);

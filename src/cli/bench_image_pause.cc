@@ -14,6 +14,7 @@
 
 #include "cli/bench_image.h"
 #include "cli/commands.h"
+#include "cli/sample_stats.h"
 #include "kernels/cpu/matmul.h"
 #include "runtime/stepper.h"
 #include "tokenizer/tokenizer.h"
@@ -22,16 +23,9 @@ namespace qwen35::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 constexpr int64_t kWarmTokens = 16;  // the stream's tokens before the image arrives
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
 
@@ -168,7 +162,7 @@ int bench_image_neighbour(model::Model& m, const LoadOptions& lo, core::ThreadPo
   text.prompt = *words;
   text.sampling.temperature = 0;
   text.max_tokens = eo.ctx - int64_t(text.prompt.size()) - 1;
-  Json runs = Json::array();
+  OrderedJson runs = OrderedJson::array();
   int64_t step_tokens = 0;
   double budget = 0;
   for (int rep = 0; rep < o.reps; ++rep) {
@@ -203,7 +197,7 @@ int bench_image_neighbour(model::Model& m, const LoadOptions& lo, core::ThreadPo
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   const std::string isa = lo.backend == "ref" ? "scalar-reference" : kernels::cpu::simd_target();
-  Json j = {{"model", lo.model_dir},
+  OrderedJson j = {{"model", lo.model_dir},
             {"threads", pool->size()},
             {"isa", isa},
             {"mode", lo.fast ? "fast-int8" : "exact"},
@@ -226,7 +220,7 @@ int bench_image_neighbour(model::Model& m, const LoadOptions& lo, core::ThreadPo
   std::printf("tower: %lld blocks, width %lld; image %lldx%lld: %lld patches, %lld tokens; step budget %lld tokens\n",
               (long long)vc.depth, (long long)vc.hidden, (long long)o.width, (long long)o.height,
               (long long)(pi.grid[1] * pi.grid[2]), (long long)tokens, (long long)step_tokens);
-  for (const Json& r : runs) {
+  for (const OrderedJson& r : runs) {
     std::printf("text stream's gap: median %.1f ms before the image; while it goes through: median %.1f ms, "
                 "longest %.1f ms (%.1fx the median, %.1fx before); %lld steps (%lld with tower work, at most "
                 "%.2f of the budget; any step's work at most %.2f; %lld without a token), tower %.0f ms, image's "
@@ -237,7 +231,7 @@ int bench_image_neighbour(model::Model& m, const LoadOptions& lo, core::ThreadPo
                 (long long)r["tower_steps"].get<int64_t>(), r["tower_flops_max_over_budget"].get<double>(),
                 r["work_max_over_budget"].get<double>(), (long long)r["steps_without_token"].get<int64_t>(),
                 r["tower_ms"].get<double>(), r["ttft_ms"].get<double>());
-    const Json& l = r["longest_step"];
+    const OrderedJson& l = r["longest_step"];
     std::printf("  the longest gap: step %lld, tower %.1f ms (%.2f of the budget), the rest of the step %.1f ms "
                 "(%lld prompt rows; the step's work %.2f of the budget)\n",
                 (long long)l["index"].get<int64_t>(), l["tower_ms"].get<double>(),

@@ -24,14 +24,15 @@
 #include <optional>
 #include <vector>
 
-#include "cli/model_assets.h"
 #include "cli/bench_image.h"
 #include "cli/bench_spec.h"
 #include "cli/bench_steps.h"
 #include "cli/commands.h"
 #include "cli/device_select.h"
+#include "cli/model_assets.h"
 #include "cli/model_loader.h"
 #include "cli/pipeline_setup.h"
+#include "cli/sample_stats.h"
 #include "cli/spec_flags.h"
 #include "grammar/json_schema.h"
 #include "kernels/cpu/amx.h"
@@ -52,20 +53,6 @@ constexpr uint64_t kDepthFillSeed = 0x6465707468;  // "depth"
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
-}
-
-struct Stats {
-  double median = 0, min = 0, max = 0;
-};
-
-Stats stats(const std::vector<double>& v) {
-  if (v.empty()) return {};
-  return {median(v), *std::min_element(v.begin(), v.end()), *std::max_element(v.begin(), v.end())};
 }
 
 // FNV-1a over the bytes of the floats.

@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/fewshot.h"
 #include "cli/multiturn.h"
+#include "cli/sample_stats.h"
 #include "cli/soak.h"
 #include "cli/stream_tokens.h"
 #include "server/http_client.h"
@@ -36,13 +37,6 @@ struct Sample {
   StreamTally tally;
   std::vector<double> itl;
 };
-
-double pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  const size_t i = std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5));
-  return v[i];
-}
 
 // One streamed completion. TTFT is the first chunk with generated text (or token ids); each
 // later such chunk adds its gap from the one before, divided by the tokens it brought (its

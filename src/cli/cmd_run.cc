@@ -40,7 +40,7 @@
 namespace qwen35::cli {
 namespace {
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
 // Ctrl-C: while the tokenizer and the model load there is nothing to stop but the load, so it
 // quits at once (status 130, as a shell reports SIGINT); from the chat's first prompt on, it
@@ -190,8 +190,8 @@ struct Session {
   runtime::GenerationRequest base;  // sampling, max_tokens, eos ids
   ReasoningDisplay display = ReasoningDisplay::kTagged;
   bool indicator = false;  // "thinking…" on stderr while reasoning is hidden
-  Json kwargs = Json::object();
-  Json messages = Json::array();
+  OrderedJson kwargs = OrderedJson::object();
+  OrderedJson messages = OrderedJson::array();
   // Images (chat only): the encoder (decoding and resizing; the engine runs the tower), made at
   // the first one;
   // the images of the history's user messages in prompt order; those for the next message.
@@ -200,7 +200,7 @@ struct Session {
   std::vector<runtime::PromptImage> history_images{}, pending_images{};
 
   void reset_history() {
-    messages = Json::array();
+    messages = OrderedJson::array();
     history_images.clear();
     pending_images.clear();
     if (!f.system.empty()) messages.push_back({{"role", "system"}, {"content", f.system}});
@@ -422,7 +422,7 @@ int cmd_run(int argc, char** argv) {
       if (!in) return fail("run", "--json-schema: cannot read " + f.json_schema);
       std::stringstream ss;
       ss << in.rdbuf();
-      const Json schema = Json::parse(ss.str(), nullptr, false);
+      const OrderedJson schema = OrderedJson::parse(ss.str(), nullptr, false);
       if (schema.is_discarded()) return fail("run", "--json-schema: " + f.json_schema + " is not valid JSON");
       g = grammar::json_schema_grammar(schema);
     }

@@ -18,9 +18,9 @@ namespace qwen35::cli {
 
 namespace {
 
-using Json = nlohmann::ordered_json;
+using OrderedJson = nlohmann::ordered_json;
 
-bool read_json_file(const std::string& path, Json* out, std::string* err) {
+bool read_json_file(const std::string& path, OrderedJson* out, std::string* err) {
   std::ifstream f(path, std::ios::binary);
   if (!f) {
     *err = path + ": cannot open";
@@ -28,7 +28,7 @@ bool read_json_file(const std::string& path, Json* out, std::string* err) {
   }
   std::ostringstream ss;
   ss << f.rdbuf();
-  *out = Json::parse(ss.str(), nullptr, false);
+  *out = OrderedJson::parse(ss.str(), nullptr, false);
   if (out->is_discarded()) {
     *err = path + ": invalid JSON";
     return false;
@@ -36,22 +36,22 @@ bool read_json_file(const std::string& path, Json* out, std::string* err) {
   return true;
 }
 
-std::string dump(const Json& j) {
+std::string dump(const OrderedJson& j) {
   return j.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
 }
 
 // One case object per line: {messages, tools?, add_generation_prompt?, kwargs?}.
-Json render_case(const tmpl::ChatTemplate& tmpl, const std::string& line) {
-  const Json c = Json::parse(line, nullptr, false);
-  if (c.is_discarded() || !c.is_object()) return Json{{"error", "line is not a JSON object"}};
-  const Json messages = c.value("messages", Json::array());
-  const Json tools = c.value("tools", Json());
-  const Json kwargs = c.value("kwargs", Json::object());
-  const Json agp = c.value("add_generation_prompt", Json(false));
-  if (!agp.is_boolean()) return Json{{"error", "add_generation_prompt must be a boolean"}};
+OrderedJson render_case(const tmpl::ChatTemplate& tmpl, const std::string& line) {
+  const OrderedJson c = OrderedJson::parse(line, nullptr, false);
+  if (c.is_discarded() || !c.is_object()) return OrderedJson{{"error", "line is not a JSON object"}};
+  const OrderedJson messages = c.value("messages", OrderedJson::array());
+  const OrderedJson tools = c.value("tools", OrderedJson());
+  const OrderedJson kwargs = c.value("kwargs", OrderedJson::object());
+  const OrderedJson agp = c.value("add_generation_prompt", OrderedJson(false));
+  if (!agp.is_boolean()) return OrderedJson{{"error", "add_generation_prompt must be a boolean"}};
   auto r = tmpl.render(messages, tools, agp.get<bool>(), kwargs);
-  if (!r.ok()) return Json{{"error", r.message()}};
-  return Json{{"rendered", r.value()}};
+  if (!r.ok()) return OrderedJson{{"error", r.message()}};
+  return OrderedJson{{"rendered", r.value()}};
 }
 
 }  // namespace
@@ -97,13 +97,13 @@ int cmd_template(int argc, char** argv) {
   }
 
   std::string err;
-  Json messages, tools;
+  OrderedJson messages, tools;
   if (!read_json_file(messages_path, &messages, &err)) return fail(cmd, err);
-  if (messages.is_object() && messages.contains("messages")) messages = Json(messages["messages"]);
+  if (messages.is_object() && messages.contains("messages")) messages = OrderedJson(messages["messages"]);
   if (!tools_path.empty() && !read_json_file(tools_path, &tools, &err)) return fail(cmd, err);
-  Json kwargs = Json::object();
+  OrderedJson kwargs = OrderedJson::object();
   if (!kwargs_text.empty()) {
-    kwargs = Json::parse(kwargs_text, nullptr, false);
+    kwargs = OrderedJson::parse(kwargs_text, nullptr, false);
     if (kwargs.is_discarded() || !kwargs.is_object())
       return fail(cmd, "--kwargs must be a JSON object");
   }

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/sample_stats.h"
 #include "cli/stream_tokens.h"
 
 namespace qwen35::cli {
@@ -18,7 +19,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
 
-struct Sample {
+struct FewshotSample {
   bool ok = false;
   std::string error;
   double ttft = 0;
@@ -27,8 +28,8 @@ struct Sample {
 };
 
 // One streamed completion: the time to its first token (of any choice) and its usage.
-Sample completion(const MultiTurnOptions& o, const Json& body) {
-  Sample s;
+FewshotSample completion(const MultiTurnOptions& o, const Json& body) {
+  FewshotSample s;
   std::vector<bool> started(size_t(body.value("n", 1)), false);
   size_t n_started = 0;
   auto c = loadtest_client(o);
@@ -81,17 +82,11 @@ Rows rows(const MultiTurnOptions& o) {
   return {metric(o, "qwen35_prompt_rows_received_total"), metric(o, "qwen35_prefill_rows_total")};
 }
 
-double pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
-}
-
 // Runs `bodies` on `clients` threads; the part's report.
 Json run_part(const MultiTurnOptions& o, const std::vector<Json>& bodies, int clients,
               std::string* first_error) {
   const Rows before = rows(o);
-  std::vector<Sample> samples(bodies.size());
+  std::vector<FewshotSample> samples(bodies.size());
   std::atomic<size_t> next{0};
   std::vector<std::thread> threads;
   const auto t0 = Clock::now();

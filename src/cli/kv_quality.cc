@@ -30,7 +30,7 @@ void log_softmax(const float* l, int64_t V, std::vector<double>* out) {
   for (int64_t v = 0; v < V; ++v) (*out)[size_t(v)] = double(l[v]) - lz;
 }
 
-struct Measured {
+struct KvMeasured {
   std::vector<double> kl;
   int64_t agree = 0, predicted = 0;  // rows whose next token is in the text
   double nll_ref = 0, nll_type = 0;
@@ -38,7 +38,7 @@ struct Measured {
 };
 
 // One window row: KL(p_ref ‖ p_type), top-1 agreement and each side's NLL of the next token.
-void measure_row(const float* ref, const float* got, int64_t V, int32_t next, Measured* m) {
+void measure_row(const float* ref, const float* got, int64_t V, int32_t next, KvMeasured* m) {
   std::vector<double>& a = m->a;
   std::vector<double>& b = m->b;
   log_softmax(ref, V, &a);
@@ -61,7 +61,7 @@ void measure_row(const float* ref, const float* got, int64_t V, int32_t next, Me
 core::Status measure_segment(model::Model& m, model::SequenceState* ref_state,
                              std::span<model::SequenceState* const> states,
                              std::span<const int32_t> seg, int64_t from, int64_t to, int32_t after,
-                             int64_t chunk, std::vector<Measured>* meas) {
+                             int64_t chunk, std::vector<KvMeasured>* meas) {
   ref_state->reset();
   for (auto* st : states) st->reset();
   const int64_t n = int64_t(seg.size()), V = m.config().vocab;
@@ -87,7 +87,7 @@ core::Status measure_segment(model::Model& m, model::SequenceState* ref_state,
   return core::Status();
 }
 
-void print_measured(kernels::KvTypes types, const Measured& meas, const std::string& where) {
+void print_measured(kernels::KvTypes types, const KvMeasured& meas, const std::string& where) {
   std::vector<double> sorted = meas.kl;
   std::sort(sorted.begin(), sorted.end());
   double mean = 0;
@@ -146,7 +146,7 @@ int run_kv_quality(const LoadOptions& lo, const KvQualityOptions& o) {
   }
   if (!m.set_kv_types({}).ok()) return fail("logits", "f32 KV");
   auto ref_state = m.new_state(depth);
-  std::vector<Measured> meas(types.size());
+  std::vector<KvMeasured> meas(types.size());
   const std::span<const int32_t> all_ids(*ids);
   if (o.ppl_ctx > 0) {
     // Perplexity at a context C: consecutive chunks of C tokens, each from empty states; the

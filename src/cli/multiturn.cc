@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "cli/sample_stats.h"
 #include "cli/stream_tokens.h"
 #include "server/http_client.h"
 
@@ -54,12 +55,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
-
-double pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
-}
 
 struct TurnSample {
   bool ok = false;

@@ -1,6 +1,7 @@
 #include "cli/soak.h"
 
 #include "cli/multiturn.h"
+#include "cli/sample_stats.h"
 
 #include <algorithm>
 #include <atomic>
@@ -22,12 +23,6 @@ using Clock = std::chrono::steady_clock;
 using Json = nlohmann::json;
 
 double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-double pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(p * double(v.size() - 1) + 0.5))];
-}
 
 enum class Kind { kStream, kPlain, kChat, kHangup, kSlowUpload, kSlowRead, kBad, kHealth };
 constexpr Kind kKinds[] = {Kind::kStream,     Kind::kPlain,    Kind::kHealth, Kind::kHangup,
