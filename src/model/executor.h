@@ -90,6 +90,15 @@ class Executor {
   virtual void attach(SequenceState& state) { (void)state; }
   virtual void send(const float* p, int64_t count) { (void)p, (void)count; }
   virtual void receive(const float* p, int64_t count) { (void)p, (void)count; }
+  // receive() for `rows` logits rows of `vocab` at p, where row i's sampling reads only its
+  // top_k[i] largest logits (SequenceRows::logits_top_k; 0: the whole row). An executor may bring
+  // back only those (ranked by value, then the lower id, as the sampler ranks them) and set the
+  // rest of the row to -inf; the CPU's rows are whole.
+  virtual void receive_logits(const float* p, int64_t rows, int64_t vocab,
+                              std::span<const int32_t> top_k) {
+    (void)top_k;
+    receive(p, rows * vocab);
+  }
 
   // Ends the step: every op issued so far has run, and what it was asked to receive is readable
   // on the host. Nothing to do on the CPU. A device executor that fails (a lost device, memory)

@@ -249,11 +249,13 @@ void Model::head_rows(std::span<const SequenceRows> batch, int64_t n, int64_t n_
     ex_->rms_norm(x, n, H, w_->final_norm.data(), eps, hidden);
   }
   int64_t r = 0;
+  top_k_.clear();
   for (size_t s = 0; s < batch.size(); ++s) {
     const Span& sp = spans_[s];
     const bool all = batch[s].all_logits || sp.verify;
     const int64_t first = all ? sp.row0 : sp.row0 + sp.n - 1;
     const int64_t cnt = all ? sp.n : 1;
+    top_k_.insert(top_k_.end(), size_t(cnt), std::max(batch[s].logits_top_k, 0));
     if (hidden)
       ex_->copy(hidden + first * H, cnt * H, normed + r * H);
     else
@@ -262,7 +264,7 @@ void Model::head_rows(std::span<const SequenceRows> batch, int64_t n, int64_t n_
   }
   logits->resize(size_t(n_logits * c.vocab));
   ex_->matmul(normed, n_logits, w_->head, logits->data());
-  ex_->receive(logits->data(), n_logits * c.vocab);
+  ex_->receive_logits(logits->data(), n_logits, c.vocab, top_k_);
   if (mtp) mtp_after_forward(hidden);
 }
 

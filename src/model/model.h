@@ -78,8 +78,9 @@ struct SequenceRows {
   std::span<const StateCapture> captures{};
   // Under a pipeline split (dist/pipeline.h): k > 0 when sampling reads only the k largest logits
   // of each of these rows' logits rows (runtime::Sequence::logits_top_k); the last rank then
-  // returns those alone and rank 0 sets the others to -inf. 0: whole rows. Model::forward
-  // ignores it (its rows are whole).
+  // returns those alone and rank 0 sets the others to -inf. Model::forward passes it to its
+  // executor (Executor::receive_logits): a device may return those alone too, the rest of the
+  // row -inf; the CPU's rows are whole. 0: whole rows.
   int32_t logits_top_k = 0;
 };
 
@@ -230,6 +231,7 @@ class Model {
   std::unique_ptr<Executor> ex_;
   Activations act_;
   std::vector<Span> spans_;  // of the current call
+  std::vector<int32_t> top_k_;  // per logits row of the current call: SequenceRows::logits_top_k
   bool mtp_on_ = false;
   kernels::KvTypes kv_types_{};
   // The draft vocabulary (0: the whole head). The draft head is taken from the head in use at

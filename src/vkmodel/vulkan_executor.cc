@@ -1,11 +1,14 @@
 #include "vkmodel/vulkan_executor.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "vulkan/attention.h"
 #include "vulkan/ops.h"
+#include "vulkan/topk.h"
 
 namespace qwen35::vkmodel {
 
@@ -475,6 +478,56 @@ void VulkanExecutor::receive(const float* p, int64_t count) {
   res_->receive(p, floats(count));
 }
 
+void VulkanExecutor::receive_logits(const float* p, int64_t rows, int64_t vocab,
+                                    std::span<const int32_t> top_k) {
+  auto k_of = [&](int64_t r) -> uint32_t {
+    const int32_t k = size_t(r) < top_k.size() ? top_k[size_t(r)] : 0;
+    return k > 0 && k < vocab ? uint32_t(k) : 0u;  // k >= vocab: the whole row is as cheap
+  };
+  // Sized once for the step's rows before any is staged out (the submission writes into it).
+  uint64_t words = 0;
+  for (int64_t r = 0; r < rows; ++r) words += 2 * uint64_t(k_of(r));
+  if (words == 0) return receive(p, rows * vocab);
+  if (!topk_rows_.empty()) {
+    rec().fail(core::error("[vulkan] logits received by top k twice in one step"));
+    return;
+  }
+  topk_words_.assign(size_t(words), 0);
+  // Runs of whole rows go back whole; runs of top-k rows are one dispatch each, cut so that the
+  // run's logits fit one binding.
+  const uint64_t row_bytes = floats(vocab);
+  const int64_t per_binding = std::max<int64_t>(1, int64_t(dev_->part_limit() / row_bytes));
+  uint32_t at = 0;
+  for (int64_t r = 0; r < rows;) {
+    const bool whole = k_of(r) == 0;
+    int64_t e = r + 1;
+    while (e < rows && (k_of(e) == 0) == whole && (whole || e - r < per_binding)) ++e;
+    const float* first = p + r * vocab;
+    if (whole) {
+      receive(first, (e - r) * vocab);
+    } else {
+      std::vector<uint32_t> tasks;
+      const uint32_t at0 = at;
+      for (int64_t i = r; i < e; ++i) {
+        const uint32_t k = k_of(i);
+        tasks.push_back(k);
+        tasks.push_back(at - at0);
+        topk_rows_.push_back({const_cast<float*>(p + i * vocab), vocab, k, at});
+        at += 2 * k;
+      }
+      need({{first, floats((e - r) * vocab)}});
+      const Binding logits = in(first, floats((e - r) * vocab));
+      const Binding t = staged(tasks.data(), tasks.size() * 4);
+      const Binding out = temp(uint64_t(at - at0) * 4);
+      if (logits.buffer && t.buffer && out.buffer) {
+        vulkan::record_top_k(rec(), logits, e - r, vocab, t, out);
+        rec().stage_out(out, uint64_t(at - at0) * 4, topk_words_.data() + at0);
+      }
+    }
+    r = e;
+  }
+}
+
 core::Status VulkanExecutor::finish() {
   if (!open_) return core::ok_status();
   open_ = false;
@@ -484,7 +537,15 @@ core::Status VulkanExecutor::finish() {
     res_->abort();
     rope_.clear();
     pair_axis_.clear();
+  } else {
+    for (const TopKRow& t : topk_rows_) {
+      std::fill(t.row, t.row + t.vocab, -std::numeric_limits<float>::infinity());
+      const uint32_t* w = topk_words_.data() + t.at;
+      for (uint32_t j = 0; j < t.k; ++j)
+        t.row[w[t.k + j]] = std::bit_cast<float>(w[j]);
+    }
   }
+  topk_rows_.clear();
   res_->end();
   retired_.clear();
   return st;

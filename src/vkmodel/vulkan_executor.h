@@ -76,6 +76,10 @@ class VulkanExecutor final : public model::Executor {
   void attach(model::SequenceState& state) override;
   void send(const float* p, int64_t count) override;
   void receive(const float* p, int64_t count) override;
+  // Rows with a top k (below the vocabulary) get theirs from the device (vulkan/topk.h): k values
+  // and ids back instead of the row, the rest of the row -inf after finish().
+  void receive_logits(const float* p, int64_t rows, int64_t vocab,
+                      std::span<const int32_t> top_k) override;
   core::Status finish() override;
 
  private:
@@ -113,6 +117,15 @@ class VulkanExecutor final : public model::Executor {
     uint64_t bytes;
   };
   std::vector<Back> back_;
+  // The step's top-k rows: where each host row is, its k, and its pairs' offset in topk_words_
+  // (k value bits, then k ids), which the submission fills.
+  struct TopKRow {
+    float* row;
+    int64_t vocab;
+    uint32_t k, at;
+  };
+  std::vector<TopKRow> topk_rows_;
+  std::vector<uint32_t> topk_words_;
   // The step's workspace: chunks reused from step to step, filled from the first.
   std::vector<vulkan::Buffer> temp_;
   std::atomic<uint64_t> temp_bytes_{0};

@@ -7,8 +7,10 @@
 // (--kv-type) on the bundled model.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -188,6 +190,56 @@ TEST_P(VulkanContractTest, ASequenceHasItsBitsBesideOthers) {
     batched.insert(batched.end(), part.begin(), part.begin() + V);
   }
   EXPECT_EQ(batched, solo);
+}
+
+// Rows whose sampling reads only their top k bring back just those (Executor::receive_logits):
+// each such row is the whole row's k largest (by value, then the lower id, as the sampler ranks)
+// in place and -inf elsewhere; rows without a k come back whole; the step's other rows keep their
+// bits.
+TEST_P(VulkanContractTest, TopKRowsAreTheWholeRowsTopK) {
+  const std::vector<int32_t> toks = seq();
+  const int64_t V = model_->config().vocab;
+  const size_t cut = 12;  // short prompts: what is checked is the rows' return, not the forward
+  const std::vector<int32_t> other(toks.rbegin(), toks.rend());
+  auto step = [&](const std::vector<int32_t>& ks, std::vector<float>* out) {
+    auto a = model_->new_state(int64_t(toks.size()) + 8), b = model_->new_state(int64_t(toks.size()) + 8),
+         c = model_->new_state(int64_t(toks.size()) + 8);
+    SequenceRows rows[3] = {{a.get(), std::span<const int32_t>(toks.data(), cut)},
+                            {b.get(), std::span<const int32_t>(other.data(), 9)},
+                            {c.get(), std::span<const int32_t>(toks.data() + cut, 3)}};
+    for (int i = 0; i < 3; ++i) rows[i].logits_top_k = ks[size_t(i)];
+    ASSERT_TRUE(model_->forward(rows, out).ok());
+    // Then a decode row each, the middle one whole.
+    std::vector<float> part;
+    SequenceRows next[3] = {{a.get(), std::span<const int32_t>(&toks[cut], 1)},
+                            {b.get(), std::span<const int32_t>(&other[9], 1)},
+                            {c.get(), std::span<const int32_t>(&toks[0], 1)}};
+    next[0].logits_top_k = ks[0];
+    next[2].logits_top_k = ks[2];
+    ASSERT_TRUE(model_->forward(next, &part).ok());
+    out->insert(out->end(), part.begin(), part.end());
+  };
+  std::vector<float> whole, topk;
+  step({0, 0, 0}, &whole);
+  step({1, 0, int32_t(V / 4)}, &topk);
+  ASSERT_EQ(whole.size(), size_t(6 * V));
+  ASSERT_EQ(topk.size(), whole.size());
+  const int32_t ks[6] = {1, 0, int32_t(V / 4), 1, 0, int32_t(V / 4)};
+  for (int r = 0; r < 6; ++r) {
+    const float* w = whole.data() + r * V;
+    const float* t = topk.data() + r * V;
+    if (ks[r] == 0) {
+      EXPECT_EQ(std::vector<float>(t, t + V), std::vector<float>(w, w + V)) << "row " << r;
+      continue;
+    }
+    std::vector<int32_t> order(static_cast<size_t>(V));
+    for (int32_t i = 0; i < V; ++i) order[size_t(i)] = i;
+    std::partial_sort(order.begin(), order.begin() + ks[r], order.end(),
+                      [w](int32_t x, int32_t y) { return w[x] > w[y] || (w[x] == w[y] && x < y); });
+    std::vector<float> want(size_t(V), -std::numeric_limits<float>::infinity());
+    for (int32_t j = 0; j < ks[r]; ++j) want[size_t(order[size_t(j)])] = w[order[size_t(j)]];
+    EXPECT_EQ(std::vector<float>(t, t + V), want) << "row " << r;
+  }
 }
 
 // States are the device's between steps: a fork made on the host (its partial KV block and its
