@@ -1,6 +1,7 @@
 #include "model/state.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "core/check.h"
 
@@ -174,22 +175,40 @@ bool SequenceState::fork_from(const SequenceState& src) {
       return false;
     }
     const int32_t from = src.blocks_[size_t(whole)], to = blocks_.back();
-    pool_->mirror().host_read();
-    // The rows [0, rest) of the block, every layer, byte for byte.
+    // The rows [0, rest) of the block, every layer, byte for byte: on the device where the pool's
+    // twin is current (model/mirror.h), else on the host.
     const size_t nk = size_t(rest * pool_->k_row_bytes()), nv = size_t(rest * pool_->v_row_bytes());
+    std::vector<Mirror::Twin::Run> runs;
     for (int64_t l = 0; l < pool_->n_layers(); ++l) {
-      std::copy(pool_->k(l, from), pool_->k(l, from) + nk, pool_->k(l, to));
-      std::copy(pool_->v(l, from), pool_->v(l, from) + nv, pool_->v(l, to));
+      runs.push_back({pool_->k(l, from), pool_->k(l, to), nk});
+      runs.push_back({pool_->v(l, from), pool_->v(l, to), nv});
     }
-    pool_->mirror().host_wrote();
+    if (!pool_->mirror().device_copy(pool_->mirror(), runs.data(), runs.size(), false)) {
+      pool_->mirror().host_read();
+      for (const Mirror::Twin::Run& r : runs)
+        std::memcpy(r.dst, r.src, r.bytes);
+      pool_->mirror().host_wrote();
+    }
   }
-  src.mirror_.host_read();
   pos_ = src.pos_;
   rope_delta_ = src.rope_delta_;
-  conv_ = src.conv_;  // same sizes: assignment copies in place, allocating nothing
-  delta_ = src.delta_;
-  mtp_hidden_ = src.mtp_hidden_;
-  mirror_.host_wrote();
+  // The conv and recurrent state and the MTP row, all that matters of a state without pending
+  // verification (its records are scratch): on the device where the source's twin is current.
+  std::vector<Mirror::Twin::Run> runs;
+  auto add = [&runs](const std::vector<float>& a, std::vector<float>& b) {
+    QWEN35_CHECK(a.size() == b.size());
+    if (!a.empty()) runs.push_back({a.data(), b.data(), a.size() * sizeof(float)});
+  };
+  for (size_t i = 0; i < conv_.size(); ++i) add(src.conv_[i], conv_[i]);
+  for (size_t i = 0; i < delta_.size(); ++i) add(src.delta_[i], delta_[i]);
+  add(src.mtp_hidden_, mtp_hidden_);
+  if (!mirror_.device_copy(src.mirror_, runs.data(), runs.size(), true)) {
+    src.mirror_.host_read();
+    conv_ = src.conv_;  // same sizes: assignment copies in place, allocating nothing
+    delta_ = src.delta_;
+    mtp_hidden_ = src.mtp_hidden_;
+    mirror_.host_wrote();
+  }
   return true;
 }
 

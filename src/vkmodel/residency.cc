@@ -21,6 +21,26 @@ class Residency::Twin final : public model::Mirror::Twin {
       if (!st.ok() && owner_->pending_error_.empty()) owner_->pending_error_ = st.message();
     }
   }
+  bool current() const override {
+    return mirror_->device_ahead() || (!fresh && epoch == mirror_->host_epoch());
+  }
+  bool copy(const model::Mirror::Twin& from_twin, const Run* runs, size_t count,
+            bool whole) override {
+    const auto* from = dynamic_cast<const Twin*>(&from_twin);
+    if (!from || from->owner_ != owner_ || fresh) return false;
+    for (size_t i = 0; i < count; ++i)
+      if (!from->holds(runs[i].src, runs[i].bytes) || !holds(runs[i].dst, runs[i].bytes)) return false;
+    if (!owner_->copy_now(runs, count)) return false;
+    if (whole) epoch = mirror_->host_epoch();
+    return true;
+  }
+  // Whether [p, p + bytes) lies in one of the ranges this twin mirrors.
+  bool holds(const void* p, uint64_t bytes) const {
+    const auto a = reinterpret_cast<uintptr_t>(p);
+    for (const Range& r : ranges)
+      if (a >= r.first && a + bytes <= r.first + r.second) return true;
+    return false;
+  }
   void forget() override {
     for (const Range& r : ranges) owner_->drop(r.first);
     Residency* owner = owner_;
@@ -243,6 +263,33 @@ vulkan::Binding Residency::at(const void* p, uint64_t bytes) {
     retired_.push_back(std::move(moved[i].second));
   }
   return {&g->buf, g->pad + (a - lo), bytes};
+}
+
+bool Residency::copy_now(const model::Mirror::Twin::Run* runs, size_t count) {
+  if (rec_) return false;  // inside a step: the host copies (forks happen between steps)
+  std::vector<std::pair<vulkan::Binding, vulkan::Binding>> pairs;
+  for (size_t i = 0; i < count; ++i) {
+    const Region* s = find(reinterpret_cast<uintptr_t>(runs[i].src), runs[i].bytes);
+    const Region* d = find(reinterpret_cast<uintptr_t>(runs[i].dst), runs[i].bytes);
+    if (!s || !d || s->kind != Kind::kMirrored || d->kind != Kind::kMirrored) return false;
+    const uint64_t so = s->pad + (reinterpret_cast<uintptr_t>(runs[i].src) - s->base);
+    const uint64_t dof = d->pad + (reinterpret_cast<uintptr_t>(runs[i].dst) - d->base);
+    // Transfer copies need no alignment beyond the byte, but the recorder's copies take words.
+    if (so % 4 || dof % 4 || runs[i].bytes % 4) return false;
+    pairs.push_back({{&s->buf, so, runs[i].bytes}, {&d->buf, dof, runs[i].bytes}});
+  }
+  if (!copier_) copier_ = std::make_unique<vulkan::Recorder>(dev_);
+  if (!copier_->begin().ok()) return false;
+  for (size_t i = 0; i < pairs.size(); ++i) copier_->copy(pairs[i].first, pairs[i].second, runs[i].bytes);
+  core::Status st = copier_->submit();
+  if (!st.ok()) {
+    // The copy may have run in part (a lost device): the device's bytes are no one's. The error
+    // reaches the next step, which fails; the caller's host copy goes on meanwhile.
+    if (pending_error_.empty()) pending_error_ = st.message();
+    return false;
+  }
+  ++device_copies_;
+  return true;
 }
 
 vulkan::Binding Residency::whole(const void* p, uintptr_t* base) {

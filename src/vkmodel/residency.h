@@ -59,6 +59,14 @@ class Residency {
   // The twin's bytes to the host at p when the step's submission returns.
   void receive(const void* p, uint64_t bytes);
 
+  // Copies runs between mirrored twins now, in a submission of its own (model/mirror.h
+  // device_copy, between steps). False, copying nothing, where a run is not within mirrored
+  // twins or is not in words, or inside a step; false after a device failure too (the next step
+  // reports it).
+  bool copy_now(const model::Mirror::Twin::Run* runs, size_t count);
+  // Device copies made so far (the tests check that forks take them).
+  uint64_t device_copies() const { return device_copies_; }
+
   // Device bytes held by twins (constants, mirrored, scratch).
   uint64_t bytes() const;
   // The same by use; readable from any thread while the caller runs steps (/metrics).
@@ -96,6 +104,8 @@ class Residency {
   std::vector<Twin*> synced_;  // the twins the step made or refreshed
   std::vector<vulkan::Buffer> retired_;
   std::string pending_error_;  // a failure outside a step (a pull), reported by the next one
+  std::unique_ptr<vulkan::Recorder> copier_;  // copy_now's, made at the first
+  uint64_t device_copies_ = 0;
   std::atomic<uint64_t> held_[4] = {};  // bytes of the regions in map_ by use (Usage's order)
 };
 

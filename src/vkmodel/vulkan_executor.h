@@ -37,6 +37,8 @@ class VulkanExecutor final : public model::Executor {
   uint32_t submissions() const { return rec_->submissions(); }
   uint64_t weight_bytes() const { return weight_bytes_; }
   uint64_t twin_bytes() const { return res_->bytes(); }
+  // Copies of mirrored memory made on the device (forks: model/mirror.h device_copy).
+  uint64_t device_copies() const { return res_->device_copies(); }
   // Device memory by use, readable from any thread while steps run (serve's /metrics): the
   // weights (matrices and vectors), the sequences' states, the KV pool, the step's workspace
   // (scratch twins and temporaries), and all the device's live allocations (staging excluded).

@@ -248,16 +248,32 @@ TEST_P(VulkanContractTest, TopKRowsAreTheWholeRowsTopK) {
 TEST_P(VulkanContractTest, ForksAndSnapshotsGoOnAsTheOriginal) {
   const std::vector<int32_t> toks = seq();
   ASSERT_GE(toks.size(), 70u);
-  auto pool = model_->new_pool(int64_t(toks.size()) / 64 * 3 + 6);
+  auto pool = model_->new_pool(int64_t(toks.size()) / 64 * 4 + 8);
   // A fork in the middle of a block.
   const size_t cut = toks.size() - 3;
   const std::vector<int32_t> rest(toks.begin() + long(cut), toks.end());
   auto src = model_->new_state(int64_t(toks.size()) + 8, pool.get());
   run(*src, std::vector<int32_t>(toks.begin(), toks.begin() + long(cut)), cut);
+  // A new state (its recurrent state copied on the host: it has no twin yet; the partial block
+  // on the device), and a state that ran before and was reset, as the server's slots are (both
+  // copied on the device).
+  auto reused = model_->new_state(int64_t(toks.size()) + 8, pool.get());
+  run(*reused, std::vector<int32_t>(toks.rbegin(), toks.rbegin() + 5), 5);
+  reused->reset();
+  const uint64_t copies0 = ex_->device_copies();
   auto fork = model_->new_state(int64_t(toks.size()) + 8, pool.get());
   ASSERT_TRUE(fork->fork_from(*src));
+  EXPECT_EQ(ex_->device_copies(), copies0 + 1) << "the partial block's rows on the device";
+  ASSERT_TRUE(reused->fork_from(*src));
+  EXPECT_EQ(ex_->device_copies(), copies0 + 3) << "the block's rows and the state on the device";
+  // The host reads a device-copied state as the device holds it (a pull).
+  std::vector<float> a(src->recurrent_bytes() / 4), b(reused->recurrent_bytes() / 4);
+  src->save_recurrent(a.data());
+  reused->save_recurrent(b.data());
+  EXPECT_EQ(b, a) << "a device-copied state read on the host";
   const std::vector<float> want = run(*src, rest, 1);
   EXPECT_EQ(run(*fork, rest, 1), want) << "a fork";
+  EXPECT_EQ(run(*reused, rest, 1), want) << "a fork into a reused state";
   // A snapshot on the grid, restored into a state that shares the prefix's blocks (the prefix
   // cache's resume): it goes on as the original.
   const size_t line = (toks.size() - 3) / 64 * 64;
