@@ -220,7 +220,9 @@ int cmd_inspect(int argc, char** argv) {
   PlanFlags plan;
   double fit_mb = 0;
   app.add_option("--fit-mb", fit_mb, "also print, per --kv-type, the longest context of one sequence "
-                 "whose KV fits in this many MiB beside the weights and its recurrent state");
+                 "whose KV fits in this many MiB beside the weights and its recurrent state; with "
+                 "--device vulkan, the longest --ctx at --parallel 1, 2, 4, ... 64 and the most "
+                 "--parallel at --ctx that fit in this many MiB of the device (at most its memory)");
   app.add_option("--ranks", plan.ranks, "print how the model splits by layers over N pipeline ranks, and each "
                  "rank's memory (weights + state + KV), without loading the weights");
   app.add_option("--ctx", plan.ctx, "with --ranks or --device vulkan: the context each sequence's KV is "
@@ -340,6 +342,7 @@ int cmd_inspect(int argc, char** argv) {
   dplan.ctx = plan.ctx;
   dplan.parallel = plan.slots;
   dplan.mtp = spec == "mtp";
+  dplan.fit_mb = fit_mb;
   return print_device_plan(mw, device, dplan);
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <functional>
 
 #include "kernels/ops.h"
 #include "model/kv_pool.h"
@@ -141,6 +142,39 @@ DeviceMemoryPlan plan_device_memory(const model::ModelWeights& w, int64_t ctx, i
   words += seqs * blocks_per_seq;  // every sequence's block table
   p.workspace = words * 4;
   return p;
+}
+
+namespace {
+
+// The largest x in [0, hi] with fits(x), fits being monotone (true up to some x, then false);
+// fits(0) is taken as true.
+int64_t largest(int64_t hi, const std::function<bool(int64_t)>& fits) {
+  int64_t lo = 0;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (fits(mid)) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
+}  // namespace
+
+int64_t fit_ctx(const model::ModelWeights& w, uint64_t budget, int64_t parallel, int64_t max_ctx,
+                int64_t step_tokens, bool mtp, uint64_t part_limit, kernels::KvTypes kv_types) {
+  const int64_t B = kernels::kKvBlock;
+  return B * largest(max_ctx / B, [&](int64_t blocks) {
+           return plan_device_memory(w, blocks * B, parallel, step_tokens, mtp, part_limit, kv_types)
+                      .total() <= budget;
+         });
+}
+
+int64_t fit_parallel(const model::ModelWeights& w, uint64_t budget, int64_t ctx,
+                     int64_t max_parallel, int64_t step_tokens, bool mtp, uint64_t part_limit,
+                     kernels::KvTypes kv_types) {
+  return largest(max_parallel, [&](int64_t p) {
+    return plan_device_memory(w, ctx, p, step_tokens, mtp, part_limit, kv_types).total() <= budget;
+  });
 }
 
 uint64_t device_local_bytes(const vulkan::DeviceInfo& info) {

@@ -42,6 +42,17 @@ DeviceMemoryPlan plan_device_memory(const model::ModelWeights& w, int64_t ctx, i
                                     int64_t step_tokens, bool mtp, uint64_t part_limit = 0,
                                     kernels::KvTypes kv_types = {});
 
+// What fits a budget of device memory (`inspect --device vulkan --fit-mb`): the largest ctx, a
+// multiple of the 64-position KV block up to max_ctx, at which `parallel` sequences plan within
+// `budget` bytes (0: not even one block), and the largest number of sequences, up to
+// max_parallel, at `ctx` positions each (0: not one). The other arguments as plan_device_memory's.
+// Every plan grows with ctx and with parallel, so each is a bisection of plans.
+int64_t fit_ctx(const model::ModelWeights& w, uint64_t budget, int64_t parallel, int64_t max_ctx,
+                int64_t step_tokens, bool mtp, uint64_t part_limit, kernels::KvTypes kv_types);
+int64_t fit_parallel(const model::ModelWeights& w, uint64_t budget, int64_t ctx,
+                     int64_t max_parallel, int64_t step_tokens, bool mtp, uint64_t part_limit,
+                     kernels::KvTypes kv_types);
+
 // The bytes of the device's largest device-local heap (0: none).
 uint64_t device_local_bytes(const vulkan::DeviceInfo& info);
 

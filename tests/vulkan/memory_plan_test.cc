@@ -193,6 +193,53 @@ TEST(VulkanMemoryPlan, AModelThatDoesNotFitIsRefusedInOneLineWithTheNumbers) {
 
 // `inspect --device vulkan`: the plan the library makes for the device, and its verdict; a
 // context no device holds is refused in one line, exit 1.
+// `inspect --device vulkan --fit-mb`: each context and count it prints is the largest whose plan
+// fits the budget (the next block, or the next sequence, does not), checked against the plan.
+TEST(VulkanMemoryPlan, FitMbGivesTheLargestContextsAndCountsThatFit) {
+  QWEN35_VK_DEVICE_OR_SKIP(dev, {});
+  auto w = model::load_weights(bundled_model());
+  ASSERT_TRUE(w.ok()) << w.message();
+  const int64_t mib = 12;
+  const uint64_t budget = uint64_t(mib) << 20;
+  auto plan = [&](int64_t ctx, int64_t parallel) {
+    return vkmodel::plan_device_memory(**w, ctx, parallel, 64, false, dev->part_limit()).total();
+  };
+  auto r = testing::run_qwen35("inspect -m " + bundled_model() + " --device vulkan --step-tokens 64 --ctx 512 --fit-mb " +
+                               std::to_string(mib));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("device fit in 12 MiB (64 rows a step, no MTP head, KV f32):\n"), std::string::npos) << r.out;
+  const int64_t max_ctx = (*w)->config.max_position;
+  int lines = 0;
+  for (int64_t p = 1; p <= 64; p *= 2) {
+    const std::string key = "  --parallel " + std::to_string(p) + ": --ctx up to ";
+    const size_t at = r.out.find(key);
+    if (at == std::string::npos) {
+      EXPECT_GT(plan(64, p), budget) << "--parallel " << p << " missing: " << r.out;
+      break;
+    }
+    ++lines;
+    const int64_t ctx = std::stoll(r.out.substr(at + key.size()));
+    EXPECT_EQ(ctx % 64, 0);
+    EXPECT_LE(plan(ctx, p), budget) << p;
+    if (ctx < max_ctx) {
+      EXPECT_GT(plan(ctx + 64, p), budget) << p;
+    }
+  }
+  EXPECT_GE(lines, 2) << r.out;
+  const std::string key = "  --ctx 512: --parallel up to ";
+  const size_t at = r.out.find(key);
+  ASSERT_NE(at, std::string::npos) << r.out;
+  const int64_t most = std::stoll(r.out.substr(at + key.size()));
+  EXPECT_LE(plan(512, most), budget);
+  EXPECT_GT(plan(512, most + 1), budget);
+  // A budget below the weights: one line, exit 1.
+  r = testing::run_qwen35("inspect -m " + bundled_model() + " --device vulkan --fit-mb 1");
+  EXPECT_EQ(r.exit_code, 1) << r.out;
+  EXPECT_NE(r.err.find("[vulkan] nothing fits in 1 MiB: one sequence of 64 positions needs weights "),
+            std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
 TEST(VulkanMemoryPlan, InspectPlansTheDeviceMemory) {
   QWEN35_VK_DEVICE_OR_SKIP(dev, {});
   auto w = model::load_weights(bundled_model());
