@@ -27,10 +27,13 @@ bool profiling() {
 struct Profile {
   std::mutex mu;
   std::map<std::string, std::pair<uint64_t, double>> by_shader;  // dispatches, seconds
+  uint64_t commands = 0, barriers = 0;
   ~Profile() {
     double total = 0;
     for (const auto& [name, v] : by_shader) total += v.second;
     if (total <= 0) return;
+    std::fprintf(stderr, "vulkan profile: %llu commands, %llu barriers between them\n",
+                 (unsigned long long)commands, (unsigned long long)barriers);
     std::vector<std::pair<double, std::string>> rows;
     for (const auto& [name, v] : by_shader) rows.push_back({v.second, name});
     std::sort(rows.rbegin(), rows.rend());
@@ -393,6 +396,8 @@ core::Status Recorder::submit() {
                                   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS) {
       Profile& prof = profile();
       std::lock_guard<std::mutex> lock(prof.mu);
+      prof.commands += commands_;
+      prof.barriers += barriers_;
       for (size_t i = 0; i < profiled_.size(); ++i) {
         auto& [count, sec] = prof.by_shader[profiled_[i]];
         ++count;
