@@ -242,6 +242,7 @@ core::Result<const Pipeline*> Device::pipeline(std::string_view shader) {
                        std::to_string(nb) + " bindings");
   auto p = std::make_unique<Pipeline>();
   p->bindings = nb;
+  p->readonly = spirv_readonly_bindings(spirv);
   // On failure, the handles made so far are destroyed here (p is not kept).
   auto cleanup = [&]() {
     if (p->pipeline != VK_NULL_HANDLE) api_.vkDestroyPipeline(device_, p->pipeline, nullptr);

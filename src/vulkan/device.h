@@ -61,6 +61,7 @@ struct Pipeline {
   VkPipelineLayout layout = VK_NULL_HANDLE;
   VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
   uint32_t bindings = 0;
+  uint32_t readonly = 0;  // bit i: binding i is only read (spirv_readonly_bindings)
 };
 
 struct DeviceOptions {

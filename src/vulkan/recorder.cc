@@ -27,10 +27,13 @@ bool profiling() {
 struct Profile {
   std::mutex mu;
   std::map<std::string, std::pair<uint64_t, double>> by_shader;  // dispatches, seconds
+  uint64_t commands = 0, barriers = 0;
   ~Profile() {
     double total = 0;
     for (const auto& [name, v] : by_shader) total += v.second;
     if (total <= 0) return;
+    std::fprintf(stderr, "vulkan profile: %llu commands, %llu barriers between them\n",
+                 (unsigned long long)commands, (unsigned long long)barriers);
     std::vector<std::pair<double, std::string>> rows;
     for (const auto& [name, v] : by_shader) rows.push_back({v.second, name});
     std::sort(rows.rbegin(), rows.rend());
@@ -99,6 +102,8 @@ core::Status Recorder::begin() {
   stage_used_ = 0;
   outputs_.clear();
   commands_ = 0;
+  barriers_ = 0;
+  since_barrier_.clear();
   VkCommandBufferBeginInfo bi{};
   bi.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
   bi.flags = VK_COMMAND_BUFFER_USAGE_ONE_TIME_SUBMIT_BIT;
@@ -116,16 +121,28 @@ void Recorder::fail(core::Status st) {
   if (status_.ok() && !st.ok()) status_ = std::move(st);
 }
 
-void Recorder::barrier() {
-  if (commands_++ == 0) return;
-  VkMemoryBarrier mb{};
-  mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
-  mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
-                     VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
-  const VkPipelineStageFlags stages =
-      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-  dev_.api().vkCmdPipelineBarrier(cmd_, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+void Recorder::order(const Access* a, size_t n) {
+  ++commands_;
+  bool conflict = false;
+  for (size_t i = 0; i < n && !conflict; ++i)
+    for (const Access& e : since_barrier_)
+      if (e.buffer == a[i].buffer && e.lo < a[i].hi && a[i].lo < e.hi && (e.write || a[i].write)) {
+        conflict = true;
+        break;
+      }
+  if (conflict) {
+    since_barrier_.clear();
+    ++barriers_;
+    VkMemoryBarrier mb{};
+    mb.sType = VK_STRUCTURE_TYPE_MEMORY_BARRIER;
+    mb.srcAccessMask = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    mb.dstAccessMask = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                       VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+    const VkPipelineStageFlags stages =
+        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+    dev_.api().vkCmdPipelineBarrier(cmd_, stages, stages, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  }
+  since_barrier_.insert(since_barrier_.end(), a, a + n);
 }
 
 bool Recorder::resolve(const Binding& b, VkDescriptorBufferInfo* out) {
@@ -223,7 +240,11 @@ void Recorder::dispatch(std::string_view shader, std::initializer_list<Binding> 
   }
   const DeviceApi& api = dev_.api();
   api.vkUpdateDescriptorSets(dev_.handle(), i, writes, 0, nullptr);
-  barrier();
+  Access acc[kMaxBindings];
+  for (uint32_t j = 0; j < i; ++j)
+    acc[j] = {infos[j].buffer, infos[j].offset, infos[j].offset + infos[j].range,
+              ((p.readonly >> j) & 1u) == 0};
+  order(acc, i);
   api.vkCmdBindPipeline(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.pipeline);
   api.vkCmdBindDescriptorSets(cmd_, VK_PIPELINE_BIND_POINT_COMPUTE, p.layout, 0, 1, &set, 0,
                               nullptr);
@@ -239,7 +260,9 @@ void Recorder::dispatch(std::string_view shader, std::initializer_list<Binding> 
     api.vkCmdDispatch(cmd_, uint32_t(std::min(step, groups_x - g0)), groups_y, 1);
   }
   if (profile_pool_ != VK_NULL_HANDLE && profiled_.size() + 1 < kProfileQueries) {
-    // The barrier before the next command serializes it, so the gap between stamps is this one's.
+    // The gap since the previous stamp: this dispatch's time where the device runs commands one
+    // after another (lavapipe does); where commands without a barrier between them overlap, the
+    // gaps share their time out approximately.
     profiled_.emplace_back(shader);
     api.vkCmdWriteTimestamp(cmd_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, profile_pool_,
                             uint32_t(profiled_.size()));
@@ -252,7 +275,8 @@ void Recorder::copy(const Binding& src, const Binding& dst, uint64_t bytes) {
       dst.offset + bytes > dst.buffer->bytes())
     return fail(
         core::error("[vulkan] a copy of " + std::to_string(bytes) + " bytes outside its buffers"));
-  barrier();
+  order({{src.buffer->handle(), src.offset, src.offset + bytes, false},
+         {dst.buffer->handle(), dst.offset, dst.offset + bytes, true}});
   VkBufferCopy c{src.offset, dst.offset, bytes};
   dev_.api().vkCmdCopyBuffer(cmd_, src.buffer->handle(), dst.buffer->handle(), 1, &c);
 }
@@ -263,7 +287,9 @@ void Recorder::copy_rows(const Binding& src, uint64_t src_stride, const Binding&
   if (!src.buffer || !dst.buffer || src.offset + (rows - 1) * src_stride + bytes > src.buffer->bytes() ||
       dst.offset + (rows - 1) * dst_stride + bytes > dst.buffer->bytes())
     return fail(core::error("[vulkan] a copy of " + std::to_string(rows) + " rows outside its buffers"));
-  barrier();
+  // The spans from the first run's start to the last run's end (what lies between counts too).
+  order({{src.buffer->handle(), src.offset, src.offset + (rows - 1) * src_stride + bytes, false},
+         {dst.buffer->handle(), dst.offset, dst.offset + (rows - 1) * dst_stride + bytes, true}});
   std::vector<VkBufferCopy> c(rows);
   for (uint64_t r = 0; r < rows; ++r) c[r] = {src.offset + r * src_stride, dst.offset + r * dst_stride, bytes};
   dev_.api().vkCmdCopyBuffer(cmd_, src.buffer->handle(), dst.buffer->handle(), uint32_t(rows), c.data());
@@ -273,7 +299,7 @@ void Recorder::zero(const Binding& dst, uint64_t bytes) {
   if (!recording() || bytes == 0) return;
   if (!dst.buffer || dst.offset + bytes > dst.buffer->bytes() || bytes % 4 || dst.offset % 4)
     return fail(core::error("[vulkan] a fill of " + std::to_string(bytes) + " bytes outside its buffer"));
-  barrier();
+  order({{dst.buffer->handle(), dst.offset, dst.offset + bytes, true}});
   dev_.api().vkCmdFillBuffer(cmd_, dst.buffer->handle(), dst.offset, bytes, 0u);
 }
 
@@ -370,6 +396,8 @@ core::Status Recorder::submit() {
                                   VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT) == VK_SUCCESS) {
       Profile& prof = profile();
       std::lock_guard<std::mutex> lock(prof.mu);
+      prof.commands += commands_;
+      prof.barriers += barriers_;
       for (size_t i = 0; i < profiled_.size(); ++i) {
         auto& [count, sec] = prof.by_shader[profiled_[i]];
         ++count;

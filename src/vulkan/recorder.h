@@ -2,10 +2,14 @@
 // (every layer, every sequence's rows) is one vkQueueSubmit, with the host's inputs staged in
 // and its outputs staged out inside the same submission (docs/design.md "Vulkan backend").
 //
-// Hazards: a full memory barrier (compute and transfer writes → compute and transfer reads and
-// writes) separates consecutive commands, so each command sees everything recorded before it.
-// Conservative, and correct for any order of ops; dropping the barriers that order nothing is a
-// later refinement.
+// Hazards: the recorder tracks the byte ranges each command reads and writes (a dispatch's
+// bindings, read-only where the shader declares them `readonly`, Pipeline::readonly; a copy's
+// source and destination; a fill's destination) since the last barrier. A command that writes
+// what one of those touched, or touches what one of those wrote, gets a full memory barrier
+// (compute and transfer writes → compute and transfer reads and writes) before it, which also
+// orders it after everything recorded earlier; commands that touch nothing in common share one
+// segment. So each command sees every earlier write to what it reads, and no command overwrites
+// bytes an earlier one still reads or writes.
 //
 // Errors are sticky: the first failure while recording (a binding past the device's limit, a
 // missing shader, out of memory) turns every later call into a no-op, and begin()/submit() return
@@ -73,8 +77,10 @@ class Recorder {
   // Ends the command buffer, submits it once and waits for it; then delivers the staged outputs.
   core::Status submit();
 
-  // Counters for the tests: commands recorded since begin(), submissions since construction.
+  // Counters for the tests: commands recorded since begin(), the barriers recorded between them
+  // since begin(), submissions since construction.
   uint32_t commands() const { return commands_; }
+  uint32_t barriers() const { return barriers_; }
   uint32_t submissions() const { return submissions_; }
 
  private:
@@ -83,8 +89,17 @@ class Recorder {
     void* to;
     uint64_t bytes;
   };
+  // A byte range [lo, hi) of a buffer that a command reads or writes.
+  struct Access {
+    VkBuffer buffer;
+    uint64_t lo, hi;
+    bool write;
+  };
   bool recording() const { return status_.ok() && open_; }
-  void barrier();
+  // Before a command with these accesses: a barrier where one conflicts with an access since the
+  // last barrier (the same buffer, overlapping bytes, one of the two a write); then notes them.
+  void order(const Access* a, size_t n);
+  void order(std::initializer_list<Access> a) { order(a.begin(), a.size()); }
   // `bytes` of host staging memory (4-byte aligned): its buffer and offset there.
   bool staging(uint64_t bytes, const Buffer** buf, uint64_t* offset);
   VkDescriptorSet descriptor_set(VkDescriptorSetLayout layout);
@@ -102,7 +117,8 @@ class Recorder {
   size_t stage_chunk_ = 0;
   uint64_t stage_used_ = 0;
   std::vector<Pending> outputs_;
-  uint32_t commands_ = 0, submissions_ = 0;
+  std::vector<Access> since_barrier_;  // the accesses of the commands since the last barrier
+  uint32_t commands_ = 0, barriers_ = 0, submissions_ = 0;
   // QWEN35_VULKAN_PROFILE=1: a timestamp after each dispatch, summed by shader over the
   // process and printed to stderr at exit (where a step's device time goes). Off: no queries.
   VkQueryPool profile_pool_ = VK_NULL_HANDLE;

@@ -21,4 +21,9 @@ std::string_view shader_spirv(std::string_view name);
 // from its OpDecorate ... Binding instructions; 0 for a malformed module.
 uint32_t spirv_bindings(std::string_view spirv);
 
+// The bindings a SPIR-V module only reads: bit i set where binding i's variable, or every member
+// of its block, is decorated NonWritable (GLSL `readonly`). The recorder orders a command after
+// an earlier one only where one of them writes what the other touches (vulkan/recorder.h).
+uint32_t spirv_readonly_bindings(std::string_view spirv);
+
 }  // namespace qwen35::vulkan
