@@ -97,6 +97,12 @@ int cmd_serve(int argc, char** argv) {
   app.add_option("--cache-mb", cache_mb,
                  "prefix cache: MiB of state snapshots and KV blocks kept for prompts that "
                  "begin the same way (least recently used evicted)");
+  double cache_device_mb = 0;
+  app.add_option("--cache-device-mb", cache_device_mb,
+                 "prefix cache, with --device vulkan: MiB of device memory for state snapshots, so "
+                 "that a resume moves nothing over the bus (counted in the device's memory at "
+                 "start); past it snapshots are host memory within --cache-mb (default 0: all "
+                 "host memory)");
   app.add_option("--cache-interval", eo.cache_interval,
                  "prefix cache: tokens between snapshots within a long prompt (a multiple of 64; "
                  "each prompt's last 64-token boundary is always one)");
@@ -227,6 +233,9 @@ int cmd_serve(int argc, char** argv) {
   if (eo.ctx < 2) return fail("serve", "--ctx must be at least 2");
   if (eo.max_queue < 0) return fail("serve", "--max-queue must be >= 0");
   if (max_json_depth < 1) return fail("serve", "--max-json-depth must be at least 1");
+  if (!(cache_device_mb >= 0)) return fail("serve", "--cache-device-mb must be >= 0");
+  if (cache_device_mb > 0 && lo.device.find("vulkan") == std::string::npos)
+    return fail("serve", "--cache-device-mb keeps snapshots in a device's memory: it needs --device vulkan");
   if (max_images < 0 || !(image_max_mb > 0) || !(image_cache_mb >= 0) || image_opts.limits.max_pixels < 1)
     return fail("serve", "--max-images and --image-cache-mb must be >= 0, "
                          "--image-max-mb and --image-max-pixels > 0");
@@ -428,11 +437,12 @@ int cmd_serve(int argc, char** argv) {
                  kernels::kv_types_name(m.kv_types()).c_str(),
                  double(eo.kv_blocks) * block * mib);
     if (lm->device) {  // refused at start, before a request finds the device full
+      const uint64_t snapshot_bytes = no_cache ? 0 : uint64_t(cache_device_mb * (1 << 20));
       if (auto st = lm->device->check_serving(eo.kv_blocks * kernels::kKvBlock, eo.parallel,
-                                              eo.step_tokens, mtp);
+                                              eo.step_tokens, mtp, snapshot_bytes);
           !st.ok())
         return finish(fail("serve", "--device " + lo.device + ": " + st.message() +
-                                        " (lower --ctx, --parallel or --step-tokens)"));
+                                        " (lower --ctx, --parallel, --step-tokens or --cache-device-mb)"));
     }
     if (eo.kv_blocks < per_slot)
       std::fprintf(stderr,
@@ -442,6 +452,7 @@ int cmd_serve(int argc, char** argv) {
   if (cache_mb < 0 || eo.cache_interval < kernels::kKvBlock)
     return finish(fail("serve", "--cache-mb must be >= 0 and --cache-interval >= 64"));
   eo.cache_bytes = no_cache ? 0 : int64_t(cache_mb * (1 << 20));
+  eo.cache_device_bytes = no_cache ? 0 : int64_t(cache_device_mb * (1 << 20));
   if (pipe.split()) {  // steps through the ranks (runtime/engine_options.h)
     eo.forward = pipe.engine_forward(eo.ctx);
     if (eo.spec.method == runtime::SpecMethod::kMtp) eo.draft = pipe.engine_draft(eo.ctx, spec.draft_vocab);

@@ -74,6 +74,7 @@ class VulkanLink final : public DeviceLink {
     for (const auto& [use, v] : {std::pair<const char*, uint64_t>{"weights", m.weights},
                                  {"kv", m.kv},
                                  {"states", m.states},
+                                 {"snapshots", m.snapshots},
                                  {"workspace", m.workspace},
                                  {"allocated", m.allocated}})
       out += std::string("qwen35_device_memory_bytes{use=\"") + use + "\"} " + std::to_string(v) +
@@ -81,12 +82,13 @@ class VulkanLink final : public DeviceLink {
     return out;
   }
   core::Status check_serving(int64_t kv_positions, int64_t parallel, int64_t step_tokens,
-                             bool mtp) const override {
+                             bool mtp, uint64_t snapshot_bytes) const override {
     // The plan's KV counts ctx positions for each of `parallel` sequences: the pool's positions
     // spread over them.
     const int64_t ctx = (kv_positions + parallel - 1) / std::max<int64_t>(parallel, 1);
     vkmodel::DeviceMemoryPlan plan =
         vkmodel::plan_device_memory(w_, ctx, parallel, step_tokens, mtp, dev_->part_limit(), kv_);
+    plan.snapshots = snapshot_bytes;
     vulkan::DeviceInfo info = dev_->info();
     if (const uint64_t cap = dev_->options().memory_limit_bytes; cap) {  // the test hook's device
       for (auto& h : info.heaps) h.bytes = std::min<uint64_t>(h.bytes, cap);

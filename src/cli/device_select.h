@@ -30,12 +30,14 @@ class DeviceLink {
   virtual ~DeviceLink() = default;
   // Empty while the device works; once it is lost, the line that says so (it stays lost).
   virtual std::string failure() const = 0;
-  // Prometheus lines: qwen35_device_memory_bytes{use="weights|kv|states|workspace|allocated"}.
+  // Prometheus lines:
+  // qwen35_device_memory_bytes{use="weights|kv|states|snapshots|workspace|allocated"}.
   virtual std::string metrics() const = 0;
-  // OK when the weights (uploaded), `parallel` states, the KV pool of `kv_positions` and a step
-  // of `step_tokens` rows fit the device's memory; else one line with the numbers.
+  // OK when the weights (uploaded), `parallel` states, the KV pool of `kv_positions`, a step of
+  // `step_tokens` rows and `snapshot_bytes` of prefix-cache snapshots fit the device's memory;
+  // else one line with the numbers.
   virtual core::Status check_serving(int64_t kv_positions, int64_t parallel, int64_t step_tokens,
-                                     bool mtp) const = 0;
+                                     bool mtp, uint64_t snapshot_bytes = 0) const = 0;
 };
 
 // After the model is made: for vulkan[:N], opens the device, uploads the weights and puts the

@@ -31,6 +31,7 @@
 
 #include "core/result.h"
 #include "kernels/ops.h"
+#include "model/snapshot_store.h"
 #include "model/state.h"
 #include "model/weights.h"
 
@@ -104,6 +105,10 @@ class Executor {
   // on the host. Nothing to do on the CPU. A device executor that fails (a lost device, memory)
   // says so here, and the step's outputs are not to be used.
   virtual core::Status finish() = 0;
+
+  // Where the prefix cache can keep snapshots in the executor's memory (a device's); null: host
+  // memory only (the CPU).
+  virtual SnapshotStore* snapshot_store() { return nullptr; }
 };
 
 }  // namespace qwen35::model

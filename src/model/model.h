@@ -110,6 +110,9 @@ class Model {
   // A CPU executor over ops() in this model's context (thread pool, workspace, mode), as the
   // default one; it must not outlive the model.
   std::unique_ptr<Executor> cpu_executor();
+  // Where the prefix cache may keep snapshots in the executor's memory (Executor::snapshot_store;
+  // null on the CPU).
+  SnapshotStore* snapshot_store() { return ex_->snapshot_store(); }
 
   // A state with its own blocks for `capacity` positions (and the MTP head's cache when MTP
   // drafting is on).

@@ -194,14 +194,15 @@ bool SequenceState::fork_from(const SequenceState& src) {
   rope_delta_ = src.rope_delta_;
   // The conv and recurrent state and the MTP row, all that matters of a state without pending
   // verification (its records are scratch): on the device where the source's twin is current.
+  std::vector<std::span<const float>> from, to;
+  src.recurrent_buffers(&from);
+  recurrent_buffers(&to);
+  QWEN35_CHECK(from.size() == to.size());
   std::vector<Mirror::Twin::Run> runs;
-  auto add = [&runs](const std::vector<float>& a, std::vector<float>& b) {
-    QWEN35_CHECK(a.size() == b.size());
-    if (!a.empty()) runs.push_back({a.data(), b.data(), a.size() * sizeof(float)});
-  };
-  for (size_t i = 0; i < conv_.size(); ++i) add(src.conv_[i], conv_[i]);
-  for (size_t i = 0; i < delta_.size(); ++i) add(src.delta_[i], delta_[i]);
-  add(src.mtp_hidden_, mtp_hidden_);
+  for (size_t i = 0; i < from.size(); ++i) {
+    QWEN35_CHECK(from[i].size() == to[i].size());
+    runs.push_back({from[i].data(), const_cast<float*>(to[i].data()), from[i].size_bytes()});
+  }
   if (!mirror_.device_copy(src.mirror_, runs.data(), runs.size(), true)) {
     src.mirror_.host_read();
     conv_ = src.conv_;  // same sizes: assignment copies in place, allocating nothing
@@ -221,6 +222,13 @@ void SequenceState::regions(std::vector<std::span<float>>* out) {
       if (!v->empty()) out->emplace_back(*v);
   if (!mtp_hidden_.empty()) out->emplace_back(mtp_hidden_);
   if (!verify_hidden_.empty()) out->emplace_back(verify_hidden_);
+}
+
+void SequenceState::recurrent_buffers(std::vector<std::span<const float>>* out) const {
+  out->clear();
+  for (const auto& v : conv_) out->emplace_back(v);
+  for (const auto& v : delta_) out->emplace_back(v);
+  if (!mtp_hidden_.empty()) out->emplace_back(mtp_hidden_);
 }
 
 size_t SequenceState::recurrent_bytes() const {

@@ -106,7 +106,11 @@ class SequenceState {
   // one region of host memory that a twin mirrors; and the mirror that says which side is
   // current. The methods above read and write through it.
   void regions(std::vector<std::span<float>>* out);
+  // The buffers save_recurrent() lays end to end, in its order (the conv states, the recurrent
+  // states, the MTP row), each one of regions().
+  void recurrent_buffers(std::vector<std::span<const float>>* out) const;
   Mirror& mirror() { return mirror_; }
+  const Mirror& mirror() const { return mirror_; }
 
   // Speculative verification (Model::forward with SequenceRows::verify, then Model::commit):
   // between the two the state stands past every verified row, and Model::commit puts it back

@@ -34,6 +34,10 @@ struct EngineOptions {
   // each too (no fork: Sequence::fork_key), so nothing of a prompt is ever reused.
   int64_t cache_bytes = 0;
   int64_t cache_interval = 2048;
+  // Snapshots kept in the device's memory, up to this many bytes, where the model runs on a
+  // device (Model::snapshot_store; serve --cache-device-mb): a resume there moves nothing over
+  // the bus. Past it, and on the CPU or under a split, they are host memory within cache_bytes.
+  int64_t cache_device_bytes = 0;
   // Persistence: the cache is loaded from cache_dir at construction and saved there at
   // shutdown, its files tagged with cache_fingerprint (the checkpoint and arithmetic mode).
   std::string cache_dir{};

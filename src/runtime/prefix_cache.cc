@@ -9,8 +9,13 @@ namespace qwen35::runtime {
 constexpr int64_t kBlock = kernels::kKvBlock;
 
 
-PrefixCache::PrefixCache(model::KvPool* pool, size_t max_bytes)
-    : pool_(pool), max_bytes_(max_bytes), root_(std::make_unique<Node>()) {}
+PrefixCache::PrefixCache(model::KvPool* pool, size_t max_bytes, model::SnapshotStore* store,
+                         size_t max_device_bytes)
+    : pool_(pool),
+      max_bytes_(max_bytes),
+      root_(std::make_unique<Node>()),
+      store_(max_device_bytes > 0 ? store : nullptr),
+      max_device_bytes_(max_device_bytes) {}
 
 PrefixCache::~PrefixCache() { clear(); }
 
@@ -49,8 +54,7 @@ int64_t PrefixCache::resume(std::span<const int32_t> prompt, model::SequenceStat
   for (int64_t d = 1; d * kBlock <= n - 1; ++d) {
     cur = child(cur, prompt.subspan(size_t((d - 1) * kBlock), size_t(kBlock)));
     if (!cur) break;
-    if (cur->has_snapshot && int64_t(cur->snapshot.size()) * 4 == int64_t(state->recurrent_bytes()))
-      best = cur;
+    if (cur->has_snapshot && cur->floats * 4 == state->recurrent_bytes()) best = cur;
   }
   if (!best) {
     ++counts_.misses;
@@ -59,7 +63,16 @@ int64_t PrefixCache::resume(std::span<const int32_t> prompt, model::SequenceStat
   std::vector<int32_t> blocks(size_t(best->depth));
   for (Node* p = best; p != root_.get(); p = p->parent) blocks[size_t(p->depth - 1)] = p->block;
   state->adopt(blocks, best->depth * kBlock);
-  state->load_recurrent(best->snapshot.data());
+  if (!best->on_device || !store_->restore(*best->on_device, *state)) {
+    if (best->on_device) {
+      // The state has no twin yet (or the device failed): through host memory.
+      std::vector<float> tmp(best->floats);
+      (void)store_->read(*best->on_device, tmp.data());  // a failure reaches the next step
+      state->load_recurrent(tmp.data());
+    } else {
+      state->load_recurrent(best->snapshot.data());
+    }
+  }
   tell(model::StateOp::kResume, best, state, best->depth * kBlock);
   promote(best);  // a prompt parted here: a branch point
   touch(best);
@@ -75,7 +88,7 @@ int64_t PrefixCache::resumable(std::span<const int32_t> prompt, size_t recurrent
   for (int64_t d = 1; d * kBlock <= n - 1; ++d) {
     cur = child(cur, prompt.subspan(size_t((d - 1) * kBlock), size_t(kBlock)));
     if (!cur) break;
-    if (cur->has_snapshot && cur->snapshot.size() * 4 == recurrent_bytes) best = d * kBlock;
+    if (cur->has_snapshot && cur->floats * 4 == recurrent_bytes) best = d * kBlock;
   }
   return best;
 }
@@ -131,10 +144,17 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const model::SequenceS
   Node* cur = extend(tokens, depth, state);
   if (!cur->has_snapshot) {
     cur->has_snapshot = true;
-    cur->snapshot.resize(snap / 4);
-    state.save_recurrent(cur->snapshot.data());
+    cur->floats = snap / 4;
+    if (store_ && snap > 0 && device_bytes_ + snap <= max_device_bytes_) cur->on_device = store_->keep(state);
+    if (cur->on_device) {
+      device_bytes_ += snap;
+      ++n_device_;
+    } else {  // past the device's budget, or not makeable there: host memory
+      cur->snapshot.resize(snap / 4);
+      state.save_recurrent(cur->snapshot.data());
+      snapshot_bytes_ += snap;
+    }
     tell(model::StateOp::kSnapshot, cur, &state);
-    snapshot_bytes_ += snap;
     ++n_snapshots_;
     ++counts_.inserts;
   }
@@ -173,6 +193,7 @@ void PrefixCache::insert_provisional(std::span<const int32_t> tokens,
     cur->made = ++clock_;
     tell(model::StateOp::kCaptured, cur, &state, p);
     snapshot_bytes_ += snapshot.size() * 4;
+    cur->floats = snapshot.size();
     cur->snapshot = std::move(snapshot);
     ++n_snapshots_;
     ++n_provisional_;
@@ -204,8 +225,7 @@ bool PrefixCache::drop_provisional() {
     --n_provisional_;
     victim->has_snapshot = false;
     tell(model::StateOp::kSnapshotGone, victim);
-    snapshot_bytes_ -= victim->snapshot.size() * 4;
-    std::vector<float>().swap(victim->snapshot);
+    drop_data(victim);
     --n_snapshots_;
   }
   ++counts_.evictions;
@@ -243,6 +263,7 @@ bool PrefixCache::insert_blocks(std::span<const int32_t> tokens, std::span<const
   if (!cur->has_snapshot) {
     cur->has_snapshot = true;
     snapshot_bytes_ += snapshot.size() * 4;
+    cur->floats = snapshot.size();
     cur->snapshot = std::move(snapshot);
     ++n_snapshots_;
   }
@@ -282,7 +303,7 @@ void PrefixCache::remove_leaf(Node* n) {
   while (n != root_.get() && n->children.empty()) {
     Node* parent = n->parent;
     if (n->has_snapshot) {
-      snapshot_bytes_ -= n->snapshot.size() * 4;
+      drop_data(n);
       --n_snapshots_;
     }
     if (n->provisional) --n_provisional_;
@@ -296,6 +317,24 @@ void PrefixCache::remove_leaf(Node* n) {
   }
 }
 
+void PrefixCache::drop_data(Node* n) {
+  if (n->on_device) {
+    device_bytes_ -= n->floats * 4;
+    --n_device_;
+    n->on_device.reset();
+  } else {
+    snapshot_bytes_ -= n->snapshot.size() * 4;
+    std::vector<float>().swap(n->snapshot);
+  }
+  n->floats = 0;
+}
+
+core::Status PrefixCache::read_snapshot(const Node* n, float* out) const {
+  if (n->on_device) return store_->read(*n->on_device, out);
+  std::copy(n->snapshot.begin(), n->snapshot.end(), out);
+  return core::ok_status();
+}
+
 size_t PrefixCache::bytes() const {
   return snapshot_bytes_ + size_t(n_nodes_) * pool_->block_bytes();
 }
@@ -306,6 +345,8 @@ PrefixCacheStats PrefixCache::stats() const {
   s.provisional = n_provisional_;
   s.blocks = n_nodes_;
   s.bytes = int64_t(bytes());
+  s.device_snapshots = n_device_;
+  s.device_bytes = int64_t(device_bytes_);
   return s;
 }
 

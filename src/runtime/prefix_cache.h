@@ -38,6 +38,7 @@
 
 #include "model/kv_pool.h"
 #include "model/snapshot_file.h"
+#include "model/snapshot_store.h"
 #include "model/state.h"
 #include "model/state_op.h"
 
@@ -48,11 +49,18 @@ struct PrefixCacheStats {
   int64_t snapshots = 0, blocks = 0, bytes = 0;
   int64_t provisional = 0;  // of `snapshots`, the provisional ones held
   int64_t promoted = 0;     // provisional snapshots that became ordinary ones
+  int64_t device_snapshots = 0, device_bytes = 0;  // of `snapshots`, those in device memory
 };
 
 class PrefixCache {
  public:
-  PrefixCache(model::KvPool* pool, size_t max_bytes);
+  // `max_bytes` bounds host memory (snapshots and KV blocks). With a `store` (a device's,
+  // model/snapshot_store.h), ordinary snapshots are kept in device memory up to
+  // `max_device_bytes` (serve --cache-device-mb) and restored there; past it, and where the
+  // device cannot make one, they are host memory as without. Provisional snapshots (host copies
+  // made during a prefill) stay host memory.
+  PrefixCache(model::KvPool* pool, size_t max_bytes, model::SnapshotStore* store = nullptr,
+              size_t max_device_bytes = 0);
   ~PrefixCache();  // gives every block reference back to the pool
   PrefixCache(const PrefixCache&) = delete;
   PrefixCache& operator=(const PrefixCache&) = delete;
@@ -154,7 +162,9 @@ class PrefixCache {
     // layers (Qwen3) has none to keep: its snapshots are empty, the KV blocks alone.
     bool has_snapshot = false;
     bool provisional = false;  // a provisional snapshot (see above)
-    std::vector<float> snapshot;
+    std::vector<float> snapshot;  // in host memory, or empty with on_device
+    std::shared_ptr<const model::SnapshotStore::Snapshot> on_device;
+    size_t floats = 0;  // the snapshot's size, wherever it is
     uint64_t used = 0;       // this node or a descendant last touched (leaf eviction order)
     uint64_t made = 0;       // when the provisional snapshot was made (its eviction order)
   };
@@ -176,6 +186,10 @@ class PrefixCache {
   bool insert_blocks(std::span<const int32_t> tokens, std::span<const int32_t> blocks,
                      std::vector<float> snapshot);
   void remove_leaf(Node* n);
+  // n's snapshot data and its bytes in the counts go (has_snapshot is the caller's).
+  void drop_data(Node* n);
+  // n's snapshot into host memory `out` (n->floats floats), wherever it is.
+  core::Status read_snapshot(const Node* n, float* out) const;
   size_t bytes() const;
   void tell(uint32_t kind, const Node* n, const model::SequenceState* state = nullptr, int64_t c = 0) const;
 
@@ -187,7 +201,10 @@ class PrefixCache {
   Observer observer_;
   std::optional<model::snapshot_file::Part> part_;
   int64_t n_nodes_ = 0, n_snapshots_ = 0, n_provisional_ = 0;
-  size_t snapshot_bytes_ = 0;
+  size_t snapshot_bytes_ = 0;  // host snapshots
+  model::SnapshotStore* store_ = nullptr;
+  size_t max_device_bytes_ = 0, device_bytes_ = 0;
+  int64_t n_device_ = 0;
   PrefixCacheStats counts_;
 };
 

@@ -69,8 +69,16 @@ core::Status PrefixCache::save(const std::string& dir, uint64_t fingerprint,
     const std::string path = dir + "/" + name, tmp = path + sf::kTmp;
     written.push_back(name);
     step(SaveStep::kWriting, tmp);
-    const sf::Part part = part_ ? *part_ : sf::whole(*pool_, node->snapshot.size());
-    if (std::string why = sf::write(tmp, *pool_, part, fingerprint, tokens, blocks, node->snapshot);
+    std::vector<float> pulled;  // a device snapshot's bytes
+    std::span<const float> snapshot = node->snapshot;
+    if (node->on_device) {
+      pulled.resize(node->floats);
+      if (core::Status st = read_snapshot(node, pulled.data()); !st.ok())
+        return core::error("[prefix cache] cannot read the snapshot for '" + tmp + "': " + st.message());
+      snapshot = pulled;
+    }
+    const sf::Part part = part_ ? *part_ : sf::whole(*pool_, snapshot.size());
+    if (std::string why = sf::write(tmp, *pool_, part, fingerprint, tokens, blocks, snapshot);
         !why.empty()) {
       ::unlink(tmp.c_str());
       return core::error("[prefix cache] cannot write '" + tmp + "': " + why);
@@ -187,8 +195,7 @@ void PrefixCache::drop_snapshot(uint64_t id) {
   node->provisional = false;
   node->has_snapshot = false;
   tell(model::StateOp::kSnapshotGone, node);
-  snapshot_bytes_ -= node->snapshot.size() * 4;
-  std::vector<float>().swap(node->snapshot);
+  drop_data(node);
   --n_snapshots_;
 }
 

@@ -28,7 +28,9 @@ Stepper::Stepper(model::Model& model, const EngineOptions& opts) : model_(model)
   for (int i = 0; i < opts_.parallel; ++i)
     states_.push_back(model_.new_state(opts_.ctx, pool_.get()));
   if (opts_.cache_bytes > 0)
-    cache_ = std::make_unique<PrefixCache>(pool_.get(), size_t(opts_.cache_bytes));
+    cache_ = std::make_unique<PrefixCache>(pool_.get(), size_t(opts_.cache_bytes),
+                                           opts_.forward ? nullptr : model_.snapshot_store(),
+                                           size_t(std::max<int64_t>(opts_.cache_device_bytes, 0)));
   if (opts_.forward) {
     // The other ranks' states share a pool as these do. It has a block per slot more: a rank
     // gives back a verification's rejected blocks at the sequence's next step, not at once.

@@ -198,13 +198,15 @@ core::Status check_fits(const DeviceMemoryPlan& plan, const vulkan::DeviceInfo& 
   return core::error("[vulkan] the model needs " + in_unit(need, unit, d) + name +
                      " of device memory (weights " + in_unit(plan.weights, unit, d) + ", KV " +
                      in_unit(plan.kv, unit, d) + ", state " + in_unit(plan.state, unit, d) +
-                     ", workspace " + in_unit(plan.workspace, unit, d) + ") but " + info.name +
-                     has);
+                     ", workspace " + in_unit(plan.workspace, unit, d) +
+                     (plan.snapshots ? ", snapshots " + in_unit(plan.snapshots, unit, d) : "") +
+                     ") but " + info.name + has);
 }
 
 std::string describe(const DeviceMemoryPlan& plan) {
   return "weights " + human(plan.weights) + ", KV " + human(plan.kv) + ", state " +
-         human(plan.state) + ", workspace " + human(plan.workspace) + "; total " +
+         human(plan.state) + ", workspace " + human(plan.workspace) +
+         (plan.snapshots ? ", snapshots " + human(plan.snapshots) : "") + "; total " +
          human(plan.total());
 }
 

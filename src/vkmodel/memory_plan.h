@@ -31,7 +31,8 @@ namespace qwen35::vkmodel {
 
 struct DeviceMemoryPlan {
   uint64_t weights = 0, kv = 0, state = 0, workspace = 0;
-  uint64_t total() const { return weights + kv + state + workspace; }
+  uint64_t snapshots = 0;  // the prefix cache's on the device (serve --cache-device-mb)
+  uint64_t total() const { return weights + kv + state + workspace + snapshots; }
 };
 
 // `mtp` counts the MTP head (weights, its KV layer, state) where the checkpoint has a usable one

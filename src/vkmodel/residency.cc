@@ -265,31 +265,61 @@ vulkan::Binding Residency::at(const void* p, uint64_t bytes) {
   return {&g->buf, g->pad + (a - lo), bytes};
 }
 
-bool Residency::copy_now(const model::Mirror::Twin::Run* runs, size_t count) {
-  if (rec_) return false;  // inside a step: the host copies (forks happen between steps)
-  std::vector<std::pair<vulkan::Binding, vulkan::Binding>> pairs;
-  for (size_t i = 0; i < count; ++i) {
-    const Region* s = find(reinterpret_cast<uintptr_t>(runs[i].src), runs[i].bytes);
-    const Region* d = find(reinterpret_cast<uintptr_t>(runs[i].dst), runs[i].bytes);
-    if (!s || !d || s->kind != Kind::kMirrored || d->kind != Kind::kMirrored) return false;
-    const uint64_t so = s->pad + (reinterpret_cast<uintptr_t>(runs[i].src) - s->base);
-    const uint64_t dof = d->pad + (reinterpret_cast<uintptr_t>(runs[i].dst) - d->base);
-    // Transfer copies need no alignment beyond the byte, but the recorder's copies take words.
-    if (so % 4 || dof % 4 || runs[i].bytes % 4) return false;
-    pairs.push_back({{&s->buf, so, runs[i].bytes}, {&d->buf, dof, runs[i].bytes}});
-  }
+vulkan::Binding Residency::mirrored(const void* p, uint64_t bytes) {
+  const Region* g = find(reinterpret_cast<uintptr_t>(p), bytes);
+  if (!g || g->kind != Kind::kMirrored) return {};
+  const uint64_t at = g->pad + (reinterpret_cast<uintptr_t>(p) - g->base);
+  // The recorder's copies move whole words.
+  if (at % 4 || bytes % 4) return {};
+  return {&g->buf, at, bytes};
+}
+
+bool Residency::submit_copies(const std::vector<std::pair<vulkan::Binding, vulkan::Binding>>& pairs) {
+  if (rec_) return false;  // inside a step: the host copies (these run between steps)
   if (!copier_) copier_ = std::make_unique<vulkan::Recorder>(dev_);
   if (!copier_->begin().ok()) return false;
-  for (size_t i = 0; i < pairs.size(); ++i) copier_->copy(pairs[i].first, pairs[i].second, runs[i].bytes);
+  for (const auto& [from, to] : pairs) copier_->copy(from, to, from.bytes);
   core::Status st = copier_->submit();
   if (!st.ok()) {
-    // The copy may have run in part (a lost device): the device's bytes are no one's. The error
-    // reaches the next step, which fails; the caller's host copy goes on meanwhile.
+    // The copies may have run in part (a lost device): the device's bytes are no one's. The
+    // error reaches the next step, which fails; the caller's host copy goes on meanwhile.
     if (pending_error_.empty()) pending_error_ = st.message();
     return false;
   }
   ++device_copies_;
   return true;
+}
+
+bool Residency::copy_now(const model::Mirror::Twin::Run* runs, size_t count) {
+  std::vector<std::pair<vulkan::Binding, vulkan::Binding>> pairs;
+  for (size_t i = 0; i < count; ++i) {
+    const vulkan::Binding s = mirrored(runs[i].src, runs[i].bytes), d = mirrored(runs[i].dst, runs[i].bytes);
+    if (!s.buffer || !d.buffer) return false;
+    pairs.push_back({s, d});
+  }
+  return submit_copies(pairs);
+}
+
+Residency::Twin* Residency::twin_of(const model::Mirror& m) const {
+  auto* t = dynamic_cast<Twin*>(m.twin());
+  return t && t->owner_ == this ? t : nullptr;
+}
+
+bool Residency::current(const model::Mirror& m) const {
+  const Twin* t = twin_of(m);
+  return t && t->current();
+}
+
+bool Residency::synced_once(const model::Mirror& m) const {
+  const Twin* t = twin_of(m);
+  return t && !t->fresh;
+}
+
+void Residency::mark_current(model::Mirror& m) {
+  Twin* t = twin_of(m);
+  if (!t) return;
+  t->epoch = m.host_epoch();
+  m.device_wrote();
 }
 
 vulkan::Binding Residency::whole(const void* p, uintptr_t* base) {

@@ -66,6 +66,17 @@ class Residency {
   bool copy_now(const model::Mirror::Twin::Run* runs, size_t count);
   // Device copies made so far (the tests check that forks take them).
   uint64_t device_copies() const { return device_copies_; }
+  // Between steps, for copies to and from memory outside the map (vkmodel/snapshots.h): the
+  // binding of [p, p + bytes) in a mirrored twin (empty where it is not one's, or not whole
+  // words); the copies, submitted now (false where they cannot be, or failed); whether a
+  // state's or pool's twin holds its current bits, and whether it has ever been synced (so its
+  // buffers exist); and, after copies rewrote all that matters of it, that its twin is current
+  // and the host's copy stale.
+  vulkan::Binding mirrored(const void* p, uint64_t bytes);
+  bool submit_copies(const std::vector<std::pair<vulkan::Binding, vulkan::Binding>>& pairs);
+  bool current(const model::Mirror& m) const;
+  bool synced_once(const model::Mirror& m) const;
+  void mark_current(model::Mirror& m);
 
   // Device bytes held by twins (constants, mirrored, scratch).
   uint64_t bytes() const;
@@ -86,6 +97,7 @@ class Residency {
     vulkan::Buffer buf;
   };
   class Twin;  // a mirrored state's or pool's (model::Mirror::Twin)
+  Twin* twin_of(const model::Mirror& m) const;  // m's twin, where it is this map's
 
   // A new region's buffer (its pad set from base), or null after failing the step.
   Region* make(uintptr_t base, uint64_t bytes, Kind kind, bool kv = false);

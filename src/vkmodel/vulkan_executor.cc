@@ -23,7 +23,8 @@ uint64_t floats(int64_t n) { return uint64_t(std::max<int64_t>(n, 0)) * 4; }
 VulkanExecutor::VulkanExecutor(std::shared_ptr<vulkan::Device> dev)
     : dev_(std::move(dev)),
       rec_(std::make_unique<vulkan::Recorder>(*dev_)),
-      res_(std::make_unique<Residency>(*dev_)) {
+      res_(std::make_unique<Residency>(*dev_)),
+      snapshots_(std::make_unique<DeviceSnapshots>(dev_, *res_)) {
   align_ = std::max<uint64_t>(4, dev_->info().storage_offset_alignment);
 }
 
@@ -102,7 +103,8 @@ core::Status VulkanExecutor::upload(const model::ModelWeights& w) {
 
 VulkanExecutor::Memory VulkanExecutor::memory() const {
   const Residency::Usage u = res_->usage();
-  return {weight_bytes_, u.states, u.kv, u.scratch + temp_bytes_.load(), dev_->allocated()};
+  return {weight_bytes_, u.states, u.kv, snapshots_->bytes(), u.scratch + temp_bytes_.load(),
+          dev_->allocated()};
 }
 
 vulkan::Recorder& VulkanExecutor::rec() {

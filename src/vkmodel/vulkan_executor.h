@@ -20,6 +20,7 @@
 
 #include "model/executor.h"
 #include "vkmodel/residency.h"
+#include "vkmodel/snapshots.h"
 #include "vulkan/matrix.h"
 
 namespace qwen35::vkmodel {
@@ -43,7 +44,7 @@ class VulkanExecutor final : public model::Executor {
   // weights (matrices and vectors), the sequences' states, the KV pool, the step's workspace
   // (scratch twins and temporaries), and all the device's live allocations (staging excluded).
   struct Memory {
-    uint64_t weights = 0, states = 0, kv = 0, workspace = 0, allocated = 0;
+    uint64_t weights = 0, states = 0, kv = 0, snapshots = 0, workspace = 0, allocated = 0;
   };
   Memory memory() const;
 
@@ -83,6 +84,8 @@ class VulkanExecutor final : public model::Executor {
   void receive_logits(const float* p, int64_t rows, int64_t vocab,
                       std::span<const int32_t> top_k) override;
   core::Status finish() override;
+  // The prefix cache's snapshots in device memory (vkmodel/snapshots.h).
+  model::SnapshotStore* snapshot_store() override { return snapshots_.get(); }
 
  private:
   explicit VulkanExecutor(std::shared_ptr<vulkan::Device> dev);
@@ -110,6 +113,7 @@ class VulkanExecutor final : public model::Executor {
   std::shared_ptr<vulkan::Device> dev_;  // shared: tests run several models on one device
   std::unique_ptr<vulkan::Recorder> rec_;
   std::unique_ptr<Residency> res_;
+  std::unique_ptr<DeviceSnapshots> snapshots_;  // before res_ in destruction: it names res_
   bool open_ = false;
   uint64_t align_ = 4;
   std::map<std::pair<const void*, int64_t>, vulkan::DeviceMatrix> matrices_;

@@ -121,9 +121,11 @@ TEST(VulkanServe, ConcurrentEqualsSoloWithAnImage) {
   expect_concurrent_equals_solo(s, {{"/v1/chat/completions", image}, {"/v1/completions", text}});
 }
 
-// Turns of a chat, then n = 4 choices, on a server with the prefix cache (and --cache-dir)
-// against one without; then the cache's files resumed by a server that names the device
-// differently (vulkan:0), and skipped by the CPU's.
+// Turns of a chat, then n = 4 choices, on a server with the prefix cache (and --cache-dir), its
+// snapshots in device memory (--cache-device-mb), against one without; then the cache's files
+// (written from the device's snapshots) resumed by a server that names the device differently
+// (vulkan:0) and has room on the device for one snapshot (the others spill to host memory), and
+// skipped by the CPU's.
 TEST(VulkanServe, ResumedEqualsFreshForTurnsForksAndARestart) {
   REQUIRE_DEVICE();
   TempDir d;
@@ -142,7 +144,7 @@ TEST(VulkanServe, ResumedEqualsFreshForTurnsForksAndARestart) {
                 {"chat_template_kwargs", {{"enable_thinking", false}}}};
   };
   {
-    ServerProcess on(kModel, with({"--cache-interval", "64", "--cache-dir", dir}));
+    ServerProcess on(kModel, with({"--cache-interval", "64", "--cache-dir", dir, "--cache-device-mb", "64"}));
     ASSERT_TRUE(on.ready() && off.ready()) << on.log() << off.log();
     int64_t cached = 0;
     for (int t = 0; t < 2; ++t) {
@@ -156,6 +158,7 @@ TEST(VulkanServe, ResumedEqualsFreshForTurnsForksAndARestart) {
       history.push_back(r1["choices"][0]["message"]);
     }
     EXPECT_GT(cached, 0);
+    EXPECT_GT(on.metric("qwen35_device_memory_bytes{use=\"snapshots\"}"), 0);
     // n = 4: the prompt computed once and forked on the device; choice i is the single request
     // with seed + i.
     Json fork = {{"prompt", long_text(2)}, {"max_tokens", 4}, {"temperature", 0.9},
@@ -177,13 +180,17 @@ TEST(VulkanServe, ResumedEqualsFreshForTurnsForksAndARestart) {
   const Json next = turn("And where did it go?", 9);
   const std::string fresh = choices(off.post("/v1/chat/completions", next).second);
   {
-    ServerProcess again(kModel, with({"--cache-interval", "64", "--cache-dir", dir}, "vulkan:0"));
+    ServerProcess again(kModel, with({"--cache-interval", "64", "--cache-dir", dir, "--cache-device-mb", "0.15"},
+                                     "vulkan:0"));
     ASSERT_TRUE(again.ready()) << again.log();
     EXPECT_EQ(again.log().find("loaded 0 "), std::string::npos) << again.log();
     auto [st, r] = again.post("/v1/chat/completions", next);
     ASSERT_EQ(st, 200) << r;
     EXPECT_GT(r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0) << r;
     EXPECT_EQ(choices(r), fresh);
+    // One snapshot of the bundled model (117 KiB) fits in 0.15 MiB: the rest are host memory.
+    EXPECT_GT(again.metric("qwen35_device_memory_bytes{use=\"snapshots\"}"), 0);
+    EXPECT_LE(again.metric("qwen35_device_memory_bytes{use=\"snapshots\"}"), 0.15 * 1048576);
   }
   // The CPU's bits are not the device's: its server resumes nothing from these files.
   ServerProcess cpu(kModel, {"--parallel", "4", "--ctx", "1024", "--cache-dir", dir, "--device", "cpu"});
@@ -257,6 +264,19 @@ TEST(VulkanServe, WhatDoesNotFitIsRefusedAtStart) {
     EXPECT_NE(big.stop(), 0);
     EXPECT_NE(big.log().find("of device memory"), std::string::npos) << big.log();
     EXPECT_NE(big.log().find("lower --ctx"), std::string::npos) << big.log();
+  }
+  {
+    ServerProcess snaps(kModel, on_device({"--cache-device-mb", "100000"}));
+    EXPECT_FALSE(snaps.ready());
+    EXPECT_NE(snaps.stop(), 0);
+    EXPECT_NE(snaps.log().find(", snapshots "), std::string::npos) << snaps.log();
+    EXPECT_NE(snaps.log().find("--cache-device-mb)"), std::string::npos) << snaps.log();
+    ServerProcess cpu(kModel, {"--cache-device-mb", "1", "--device", "cpu"});
+    EXPECT_FALSE(cpu.ready());
+    EXPECT_NE(cpu.stop(), 0);
+    EXPECT_NE(cpu.log().find("--cache-device-mb keeps snapshots in a device's memory: it needs --device vulkan"),
+              std::string::npos)
+        << cpu.log();
   }
   setenv("QWEN35_TEST_VULKAN_MEMORY_MB", "2", 1);  // less than the weights
   ServerProcess small(kModel, on_device({}));

@@ -22,6 +22,7 @@
 #include "formats/npy.h"
 #include "kernels/ops.h"
 #include "model/model.h"
+#include "model/snapshot_store.h"
 #include "test_util.h"
 #include "tokenizer/tokenizer.h"
 #include "vk_test.h"
@@ -190,6 +191,47 @@ TEST_P(VulkanContractTest, ASequenceHasItsBitsBesideOthers) {
     batched.insert(batched.end(), part.begin(), part.begin() + V);
   }
   EXPECT_EQ(batched, solo);
+}
+
+// Prefix-cache snapshots in device memory (vkmodel/snapshots.h): a kept snapshot reads back as
+// the host's save_recurrent of the state, and restored into a state that ran before (a server's
+// slot) it goes on as the original, by copies on the device; a state never attached is left to
+// the host's path (restore says no), which gives the same bits from read().
+TEST_P(VulkanContractTest, DeviceSnapshotsRestoreAsTheOriginal) {
+  const std::vector<int32_t> toks = seq();
+  ASSERT_GE(toks.size(), 70u);
+  model::SnapshotStore* store = model_->snapshot_store();
+  ASSERT_NE(store, nullptr);
+  auto pool = model_->new_pool(int64_t(toks.size()) / 64 * 4 + 8);
+  const size_t line = 64;
+  const std::vector<int32_t> after(toks.begin() + long(line), toks.begin() + long(line) + 3);
+  auto orig = model_->new_state(int64_t(toks.size()) + 8, pool.get());
+  run(*orig, std::vector<int32_t>(toks.begin(), toks.begin() + long(line)), line);
+  const uint64_t held0 = store->bytes();
+  auto snap = store->keep(*orig);
+  ASSERT_NE(snap, nullptr);
+  EXPECT_EQ(snap->bytes(), orig->recurrent_bytes());
+  EXPECT_GE(store->bytes(), held0 + snap->bytes());
+  std::vector<float> on_device(orig->recurrent_bytes() / 4), on_host(on_device.size());
+  ASSERT_TRUE(store->read(*snap, on_device.data()).ok());
+  orig->save_recurrent(on_host.data());
+  EXPECT_EQ(on_device, on_host) << "the snapshot's bytes";
+  // Into a reused state: on the device, and it goes on as the original.
+  auto reused = model_->new_state(int64_t(toks.size()) + 8, pool.get());
+  run(*reused, std::vector<int32_t>(toks.rbegin(), toks.rbegin() + 5), 5);
+  reused->reset();
+  reused->adopt(std::span<const int32_t>(orig->blocks()).first(1), int64_t(line));
+  EXPECT_TRUE(store->restore(*snap, *reused));
+  // A state never attached has no twin: the host's path.
+  auto fresh = model_->new_state(int64_t(toks.size()) + 8, pool.get());
+  fresh->adopt(std::span<const int32_t>(orig->blocks()).first(1), int64_t(line));
+  EXPECT_FALSE(store->restore(*snap, *fresh));
+  fresh->load_recurrent(on_device.data());
+  const std::vector<float> plain = run(*orig, after, 1);
+  EXPECT_EQ(run(*reused, after, 1), plain) << "restored on the device";
+  EXPECT_EQ(run(*fresh, after, 1), plain) << "restored through the host";
+  snap.reset();
+  EXPECT_EQ(store->bytes(), held0) << "a dropped snapshot's memory";
 }
 
 // Rows whose sampling reads only their top k bring back just those (Executor::receive_logits):
