@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <vector>
 
 namespace qwen35::vulkan {
 
@@ -14,16 +15,26 @@ std::string_view shader_spirv(std::string_view name) {
   return {};
 }
 
+namespace {
+
+// The module's words, or none where it is not SPIR-V (too short, not whole words, no magic).
+std::vector<uint32_t> spirv_words(std::string_view spirv) {
+  constexpr uint32_t kMagic = 0x07230203;
+  if (spirv.size() < 20 || spirv.size() % 4 != 0) return {};
+  std::vector<uint32_t> w(spirv.size() / 4);
+  std::memcpy(w.data(), spirv.data(), spirv.size());
+  if (w[0] != kMagic) return {};
+  return w;
+}
+
+}  // namespace
+
 uint32_t spirv_bindings(std::string_view spirv) {
-  constexpr uint32_t kMagic = 0x07230203, kOpDecorate = 71, kDecorationBinding = 33;
-  if (spirv.size() < 20 || spirv.size() % 4 != 0) return 0;
-  auto word = [&](size_t i) {
-    uint32_t w;
-    std::memcpy(&w, spirv.data() + 4 * i, 4);
-    return w;
-  };
-  if (word(0) != kMagic) return 0;
-  const size_t n = spirv.size() / 4;
+  constexpr uint32_t kOpDecorate = 71, kDecorationBinding = 33;
+  const std::vector<uint32_t> words = spirv_words(spirv);
+  if (words.empty()) return 0;
+  auto word = [&](size_t i) { return words[i]; };
+  const size_t n = words.size();
   uint32_t bindings = 0;
   for (size_t i = 5; i < n;) {  // instructions follow the 5-word header
     const uint32_t len = word(i) >> 16, op = word(i) & 0xFFFF;
@@ -36,17 +47,13 @@ uint32_t spirv_bindings(std::string_view spirv) {
 }
 
 uint32_t spirv_readonly_bindings(std::string_view spirv) {
-  constexpr uint32_t kMagic = 0x07230203, kOpDecorate = 71, kOpMemberDecorate = 72,
-                     kOpTypePointer = 32, kOpTypeStruct = 30, kOpVariable = 59,
-                     kDecorationBinding = 33, kDecorationNonWritable = 24;
-  if (spirv.size() < 20 || spirv.size() % 4 != 0) return 0;
-  auto word = [&](size_t i) {
-    uint32_t w;
-    std::memcpy(&w, spirv.data() + 4 * i, 4);
-    return w;
-  };
-  if (word(0) != kMagic) return 0;
-  const size_t n = spirv.size() / 4;
+  constexpr uint32_t kOpDecorate = 71, kOpMemberDecorate = 72, kOpTypePointer = 32,
+                     kOpTypeStruct = 30, kOpVariable = 59, kDecorationBinding = 33,
+                     kDecorationNonWritable = 24;
+  const std::vector<uint32_t> words = spirv_words(spirv);
+  if (words.empty()) return 0;
+  auto word = [&](size_t i) { return words[i]; };
+  const size_t n = words.size();
   std::map<uint32_t, uint32_t> binding_of;           // variable id -> binding
   std::set<uint32_t> nonwritable;                    // ids decorated NonWritable
   std::map<uint32_t, std::set<uint32_t>> ro_members;  // struct id -> its NonWritable members
