@@ -255,6 +255,9 @@ function scheduleUpdate(m) {
   pending = true;
   requestAnimationFrame(() => {
     pending = false;
+    // A message that has finished was drawn whole by renderAll: a frame that comes after it
+    // must not redraw it again (a click on its buttons would land on replaced nodes).
+    if (!running || running.msg !== m) return;
     const p = views.get(m);
     if (!p || !p.node.isConnected) return;
     const stick = nearBottom();
