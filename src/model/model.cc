@@ -388,7 +388,10 @@ void Model::attention_layer(int64_t l, const float* in, int64_t n, float* out) {
   ap.gated = c.attn_gate;
   ap.pair_axis = c.rope_pair_axis.empty() ? nullptr : c.rope_pair_axis.data();
   for (const Span& sp : spans_) {
-    ap.positions = rope_positions(sp);
+    // The MTP head's rows rotate at their cache position (mtp.cc), whatever the trunk's rotary
+    // positions: after an image those run behind the cache (rope_delta < 0), and the head's first
+    // rows would fall below 0. Drafts depend on it, no verified token does.
+    ap.positions = l == c.n_layers ? nullptr : rope_positions(sp);
     ex_->attention(ap, q_gate + sp.row0 * q_row, k + sp.row0 * nkv * hd, v + sp.row0 * nkv * hd,
                    sp.n, sp.pos0, sp.state->kv(l), o + sp.row0 * nh * hd);
   }

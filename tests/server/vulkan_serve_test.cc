@@ -1,11 +1,11 @@
 // `serve --device vulkan` on lavapipe (issue 49): the CPU server's equalities hold over HTTP on
-// the device, bit for bit: *concurrent == solo* (greedy and seeded, chat and completions, with
-// an image), *resumed == fresh* (turns, n = 4 forks, a --cache-dir restart under another
-// spelling of the same device), *drafted == plain* (MTP and lookup). Faults are clean: a device
-// that cannot hold the model or the pool refuses at start in one line; a failed allocation in a
-// step is an error for its request and the next request's answer is a fresh one's; a lost
-// device ends its request with an error in each API's shape, /health turns 503 and the process
-// exits 1. /metrics reports the device's memory by use.
+// the device, bit for bit: *concurrent == solo* (greedy and seeded, chat and completions),
+// *resumed == fresh* (turns, n = 4 forks, a --cache-dir restart under another spelling of the
+// same device), *drafted == plain* (MTP and lookup), and each of them with an image. Faults are
+// clean: a device that cannot hold the model or the pool refuses at start in one line; a failed
+// allocation in a step is an error for its request and the next request's answer is a fresh
+// one's; a lost device ends its request with an error in each API's shape, /health turns 503
+// and the process exits 1. /metrics reports the device's memory by use.
 //
 // Each with a compressed KV type (q8_0 keys, turbo4 values) too.
 //
@@ -105,20 +105,43 @@ TEST(VulkanServe, ConcurrentEqualsSoloAndMetricsShowDeviceMemory) {
   EXPECT_EQ(s.metric("qwen35_slots_used"), 0);
 }
 
-TEST(VulkanServe, ConcurrentEqualsSoloWithAnImage) {
+// With an image: concurrent == solo; a second turn after the image's resumes from the cache and
+// is a --no-prefix-cache server's answer; MTP drafting gives the plain answers.
+TEST(VulkanServe, TheEqualitiesHoldWithAnImage) {
   REQUIRE_DEVICE();
   const std::string vlm = std::string(QWEN35_SOURCE_DIR) + "/models/qwen35-tiny-kjv-vision";
-  ServerProcess s(vlm, on_device({"--parallel", "2", "--ctx", "512", "--no-prefix-cache"}));
-  ASSERT_TRUE(s.ready()) << s.log();
-  Json content = Json::array({testing::text_part("What is in the picture?"),
-                              testing::chat_image(testing::image_file("png_rgb.png"))});
-  const Json image = {{"messages", {{{"role", "user"}, {"content", content}}}},
-                      {"max_tokens", 5},
-                      {"temperature", 0.8},
-                      {"seed", 3},
-                      {"logprobs", true}};
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), {"--parallel", "2", "--ctx", "512"});
+    return on_device(extra);
+  };
+  ServerProcess off(vlm, with({"--no-prefix-cache"}));
+  ServerProcess on(vlm, with({"--cache-interval", "64", "--cache-device-mb", "16"}));
+  ServerProcess mtp(vlm, with({"--no-prefix-cache", "--spec", "mtp", "--draft-tokens", "3"}));
+  ASSERT_TRUE(off.ready() && on.ready() && mtp.ready()) << off.log() << on.log() << mtp.log();
+  // The image, then text past the grid line at 64: the second turn resumes through the image.
+  Json content = Json::array({testing::chat_image(testing::image_file("png_rgb.png")),
+                              testing::text_part(long_text(4) + "What is in the picture?")});
+  Json history = Json::array({{{"role", "user"}, {"content", content}}});
+  auto turn = [&](int seed) {
+    return Json{{"messages", history}, {"max_tokens", 5}, {"temperature", 0.8}, {"seed", seed},
+                {"logprobs", true},    {"chat_template_kwargs", {{"enable_thinking", false}}}};
+  };
   const Json text = {{"prompt", long_text(3)}, {"max_tokens", 6}, {"temperature", 0}, {"logprobs", 1}};
-  expect_concurrent_equals_solo(s, {{"/v1/chat/completions", image}, {"/v1/completions", text}});
+  expect_concurrent_equals_solo(off, {{"/v1/chat/completions", turn(3)}, {"/v1/completions", text}});
+  for (int t = 0; t < 2; ++t) {
+    const Json req = turn(t);
+    auto [s1, r1] = on.post("/v1/chat/completions", req);
+    ASSERT_EQ(s1, 200) << r1;
+    const std::string fresh = choices(off.post("/v1/chat/completions", req).second);
+    EXPECT_EQ(choices(r1), fresh) << "turn " << t;
+    EXPECT_EQ(choices(mtp.post("/v1/chat/completions", req).second), fresh) << "turn " << t;
+    if (t > 0) {
+      EXPECT_GT(r1["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), 0) << r1;
+    }
+    history.push_back(r1["choices"][0]["message"]);
+    history.push_back({{"role", "user"}, {"content", "And what else?"}});
+  }
+  EXPECT_GT(mtp.metric("qwen35_spec_drafted_tokens_total"), 0) << mtp.log();
 }
 
 // Turns of a chat, then n = 4 choices, on a server with the prefix cache (and --cache-dir), its
