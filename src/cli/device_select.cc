@@ -130,6 +130,8 @@ core::Result<std::shared_ptr<DeviceLink>> use_device(const std::string& value, m
     for (auto& h : info.heaps) h.bytes = std::min<uint64_t>(h.bytes, opts.memory_limit_bytes);
   if (auto st = vkmodel::check_fits(plan, info); !st.ok())
     return core::error("--device " + value + ": " + st.message());
+  // Test hook: the Nth device allocation of the upload fails (memory the plan said was there).
+  if (const uint64_t n = env_u64("QWEN35_TEST_VULKAN_FAIL_UPLOAD_AT", 1)) shared->fail_allocation_at(n);
   auto ex = vkmodel::VulkanExecutor::create(shared, m.weights());
   if (!ex.ok()) return core::error("--device " + value + ": " + ex.message());
   if (const uint64_t n = env_u64("QWEN35_TEST_VULKAN_LOSE_AT", 1)) shared->lose_at(n);

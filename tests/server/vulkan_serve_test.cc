@@ -301,6 +301,16 @@ TEST(VulkanServe, WhatDoesNotFitIsRefusedAtStart) {
               std::string::npos)
         << cpu.log();
   }
+  // An allocation that fails while the weights upload (memory the plan counted on): a clean
+  // refusal in one line, not a crash.
+  for (const char* at : {"1", "5"}) {
+    setenv("QWEN35_TEST_VULKAN_FAIL_UPLOAD_AT", at, 1);
+    ServerProcess oom(kModel, on_device({}));
+    unsetenv("QWEN35_TEST_VULKAN_FAIL_UPLOAD_AT");
+    EXPECT_FALSE(oom.ready());
+    EXPECT_EQ(oom.stop(), 1) << oom.log();
+    EXPECT_NE(oom.log().find("VK_ERROR_OUT_OF_DEVICE_MEMORY"), std::string::npos) << oom.log();
+  }
   setenv("QWEN35_TEST_VULKAN_MEMORY_MB", "2", 1);  // less than the weights
   ServerProcess small(kModel, on_device({}));
   unsetenv("QWEN35_TEST_VULKAN_MEMORY_MB");
