@@ -14,6 +14,8 @@ rows come back as their top k logits gives one process's tokens, and greedy deco
 whole row back; each rank's resident weights (read from /proc) are within 10 % of its planned
 share; resumed == fresh also after a restart from --cache-dir (each rank its own files; a
 damaged part drops its snapshot on every rank; another split skips the files with a warning).
+On a Vulkan device (lavapipe; skipped where there is none), `serve --device vulkan` under -np 2:
+concurrent == solo == one process on the device.
 Then rank 1 is stopped, and (under mpirun's orte_enable_recovery) killed, while a request
 runs: rank 0 answers it with an HTTP error naming rank 1, /health and /ready answer 503 naming it
 until rank 0 is gone, and every rank is gone within 10 s. Bounded: every wait has a deadline.
@@ -76,8 +78,8 @@ def metric(port, name):
     return float(m.group(1)) if m else None
 
 
-def start_server(log, delay=None, np=2, extra=(), mca=(), ctx=256):
-    env = dict(ENV)
+def start_server(log, delay=None, np=2, extra=(), mca=(), ctx=256, env_extra=None):
+    env = dict(ENV, **(env_extra or {}))
     hook = []
     if delay:  # rank 0 waits between steps (the test hook), so a request is mid-stream for long
         env["QWEN35_PIPELINE_TEST_DELAY"] = str(delay)
@@ -471,6 +473,47 @@ def apis_as_one_process(split_port):
           "and Messages APIs under -np 2 == one process")
 
 
+def on_vulkan():
+    """`serve --device vulkan` under -np 2 on lavapipe (each rank on device r mod count, the one
+    device here): concurrent == solo == one process on the device (`run --device vulkan`), with
+    MTP drafting on the last rank. Skipped, saying so, without the backend or a Vulkan driver."""
+    import glob
+    icd = os.environ.get("VK_DRIVER_FILES") or next(iter(sorted(glob.glob("/usr/share/vulkan/icd.d/lvp_icd*.json"))), "")
+    env = dict(ENV, VK_DRIVER_FILES=icd)
+    probe = subprocess.run([BIN, "devices"], capture_output=True, text=True, timeout=60, env=env)
+    if not icd or "usable: yes" not in probe.stdout:
+        print("pipeline_serve_test: skipped the Vulkan case (no usable Vulkan device:",
+              (probe.stdout + probe.stderr).strip().splitlines()[-1:], ")")
+        return
+    prompts = PROMPTS[:2]
+    one = {}
+    for pr in prompts:
+        r = subprocess.run([BIN, "run", "-m", MODEL, "-p", pr, "-n", "12", "--temperature", "0", "-q", "-t", "1",
+                            "--device", "vulkan"], capture_output=True, text=True, timeout=120, env=env)
+        check(r.returncode == 0, f"run --device vulkan -p {pr!r} failed: {r.stderr}")
+        one[pr] = r.stdout
+    log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
+    p, port = start_server(log, extra=["--device", "vulkan", "--spec", "mtp"] + MICRO,
+                           mca=["-x", "VK_DRIVER_FILES"], env_extra={"VK_DRIVER_FILES": icd})
+    try:
+        solo = {pr: complete(port, pr, n=12, timeout=120) for pr in prompts}
+        together = {}
+        threads = [threading.Thread(target=lambda pr=pr: together.__setitem__(pr, complete(port, pr, n=12, timeout=120)))
+                   for pr in prompts]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(150)
+        for pr in prompts:
+            check(together.get(pr) == solo[pr], f"vulkan -np 2: concurrent != solo for {pr!r}")
+            check(solo[pr] and one[pr].startswith(solo[pr]),
+                  f"vulkan -np 2: split serve != one process on the device for {pr!r}: {solo[pr]!r} vs {one[pr]!r}")
+        check(spec_counts(port)[0], "vulkan -np 2: the MTP head drafted nothing")
+        print("pipeline_serve_test: serve --device vulkan under -np 2: concurrent == solo == one process on the device")
+    finally:
+        stop(p)
+
+
 def main():
     # One process's greedy answers, the reference.
     plain = {}
@@ -520,6 +563,7 @@ def main():
     finally:
         stop(p)
     resumed_fresh()
+    on_vulkan()
     rank_fails(signal.SIGSTOP)
     rank_fails(signal.SIGKILL)
     if failures:
