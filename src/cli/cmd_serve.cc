@@ -157,6 +157,10 @@ int cmd_serve(int argc, char** argv) {
                  "seconds a whole request may take to arrive (slow or idle clients are closed)");
   app.add_option("--write-timeout", so.write_timeout_s,
                  "seconds one write may take (a client that stops reading is dropped)");
+  app.add_option("--sse-keepalive", so.sse_keepalive_s,
+                 "seconds a streamed answer may send nothing (a long prefill) before it gets an SSE "
+                 "comment line, which clients skip, for clients and proxies that drop idle "
+                 "responses (0: never)");
   app.add_option("--max-connections", so.max_connections,
                  "open connections in all (more are refused at accept)");
   app.add_option("--max-connections-per-client", so.max_connections_per_client,
@@ -261,6 +265,8 @@ int cmd_serve(int argc, char** argv) {
     return fail("serve", "--io-threads must be >= 1 and --http-threads >= 0");
   if (!(so.read_timeout_s > 0) || !(so.write_timeout_s > 0) || so.shutdown_grace_s < 0)
     return fail("serve", "--read-timeout and --write-timeout must be > 0, --shutdown-grace >= 0");
+  if (!(so.sse_keepalive_s >= 0) || so.sse_keepalive_s > 86400)
+    return fail("serve", "--sse-keepalive must be in [0, 86400] seconds");
   if (so.ready_queue < 0 || !(drain_s >= 0))
     return fail("serve", "--ready-queue and --drain-s must be >= 0");
   for (const auto& t : trusted_proxies) {

@@ -131,6 +131,9 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
       h += "Transfer-Encoding: chunked\r\n";
       h += self->keep_alive_ ? "Connection: keep-alive\r\n\r\n" : "Connection: close\r\n\r\n";
       self->queue_write(std::move(h), nullptr);
+      if (head.content_type == "text/event-stream" && !self->head_request_ &&
+          self->sh_->limits.sse_keepalive.count() > 0)
+        self->arm_keepalive();
     });
   }
   void write(std::string data, std::function<void(bool)> done) override {
@@ -141,13 +144,14 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
         if (done) done(!self->closed_);
         return;
       }
-      char hex[20];
-      std::snprintf(hex, sizeof hex, "%zx\r\n", data.size());
-      self->queue_write(hex + std::move(data) + "\r\n", std::move(done));
+      self->last_write_ = Clock::now();
+      self->queue_write(chunk(std::move(data)), std::move(done));
     });
   }
   void end_stream() override {
     net::post(stream_.get_executor(), [self = shared_from_this()] {
+      self->event_stream_ = false;
+      if (self->keepalive_) self->keepalive_->cancel();
       // After what is queued, in order: the exchange ends once the head is out.
       self->queue_write(self->head_request_ ? "" : "0\r\n\r\n",
                         [self](bool) { self->end_exchange(); });
@@ -405,8 +409,36 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
                             });
   }
 
+  // An event stream that has written nothing for limits.sse_keepalive gets an SSE comment line,
+  // which every client skips: clients and balancers that drop a response idle for a while (Node's
+  // fetch after 300 s without a body chunk) keep a stream whose prompt takes long to prefill.
+  void arm_keepalive() {
+    event_stream_ = true;
+    last_write_ = Clock::now();
+    if (!keepalive_) keepalive_.emplace(stream_.get_executor());
+    wait_keepalive();
+  }
+  void wait_keepalive() {
+    keepalive_->expires_at(last_write_ + sh_->limits.sse_keepalive);
+    keepalive_->async_wait([self = shared_from_this()](beast::error_code ec) {
+      if (ec || !self->event_stream_ || self->closed_) return;
+      if (Clock::now() >= self->last_write_ + self->sh_->limits.sse_keepalive) {
+        self->last_write_ = Clock::now();
+        self->queue_write(chunk(": keep-alive\n\n"), nullptr);
+      }
+      self->wait_keepalive();
+    });
+  }
+  static std::string chunk(std::string data) {
+    char hex[20];
+    std::snprintf(hex, sizeof hex, "%zx\r\n", data.size());
+    return hex + std::move(data) + "\r\n";
+  }
+
   void close() {
     closed_ = true;
+    event_stream_ = false;
+    if (keepalive_) keepalive_->cancel();
     if (auto fn = std::exchange(on_close_, nullptr)) fn();
     if (!stream_.socket().is_open()) return;
     beast::error_code ec;
@@ -461,6 +493,10 @@ class Session : public Responder, public std::enable_shared_from_this<Session> {
   bool keep_alive_ = false, responded_ = false, exchange_open_ = false, watching_ = false;
   bool lingering_ = false;
   bool head_request_ = false;  // this exchange answers a HEAD request: heads only, no body
+  using Clock = std::chrono::steady_clock;
+  bool event_stream_ = false;                  // an event stream is open (arm_keepalive)
+  Clock::time_point last_write_;               // its last bytes
+  std::optional<net::steady_timer> keepalive_;
   std::atomic<bool> closed_{false};
 };
 

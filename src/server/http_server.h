@@ -45,6 +45,9 @@ struct HttpLimits {
   size_t max_body_bytes = 8u << 20;
   std::chrono::milliseconds read_timeout{30000};
   std::chrono::milliseconds write_timeout{30000};
+  // An event stream (text/event-stream) that has sent nothing for this long gets an SSE comment
+  // (`: keep-alive`), e.g. while its prompt prefills; 0: never.
+  std::chrono::milliseconds sse_keepalive{15000};
   int max_connections = 4096;
   int max_connections_per_client = 1024;
   // Headers every answer carries (the transport's own errors too): X-Qwen35-Replica.

@@ -330,6 +330,7 @@ Server::Server(ServerOptions opts) : opts_(std::move(opts)), ctx_(std::make_uniq
   lim.max_body_bytes = opts_.max_body_bytes;
   lim.read_timeout = ms(opts_.read_timeout_s);
   lim.write_timeout = ms(opts_.write_timeout_s);
+  lim.sse_keepalive = ms(opts_.sse_keepalive_s);
   lim.max_connections = std::max(1, opts_.max_connections);
   lim.max_connections_per_client = std::max(1, opts_.max_connections_per_client);
   if (!opts_.replica_id.empty()) lim.headers.emplace_back("X-Qwen35-Replica", opts_.replica_id);

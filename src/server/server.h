@@ -43,6 +43,7 @@ struct ServerOptions {
   int http_threads = 0;              // workers that parse, render and tokenize (0: 4)
   double read_timeout_s = 30;        // a whole request (head and body) must arrive within this
   double write_timeout_s = 30;       // each write; a client that stops reading is dropped
+  double sse_keepalive_s = 15;       // an idle event stream gets a comment line this often (0: off)
   int max_connections = 4096;        // open connections in all; more are refused at accept
   int max_connections_per_client = 1024;  // from one client address
   double shutdown_grace_s = 1;       // SIGTERM: time in-flight answers get to finish

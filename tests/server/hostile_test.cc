@@ -263,6 +263,41 @@ TEST_F(HostileTest, SigtermUnderSlowClientsExitsWithinTwoSeconds) {
   EXPECT_LT(since(t0), 2.0);
 }
 
+// A stream that waits (its request queued behind a long one in the one slot, as a long prefill
+// would hold it) gets SSE comment lines while it sends nothing, then its events as usual; a bad
+// --sse-keepalive is refused.
+TEST_F(HostileTest, AWaitingStreamGetsKeepAliveComments) {
+  ServerProcess srv(model(), {"--parallel", "1", "--ctx", "4096", "--sse-keepalive", "0.05"});
+  ASSERT_TRUE(srv.ready()) << srv.log();
+  auto stream_req = [](int max_tokens) {
+    const std::string body = Json{{"prompt", "go"}, {"max_tokens", max_tokens}, {"ignore_eos", true},
+                                  {"stream", true}}.dump();
+    return "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body;
+  };
+  auto blocker = std::make_unique<Raw>(srv.port());
+  ASSERT_TRUE(blocker->send_all(stream_req(100000)));  // up to the context: the slot stays taken
+  std::string b;
+  const auto t0 = Clock::now();
+  while (b.find("data: ") == std::string::npos && since(t0) < 30) b += blocker->read_for(0.1);
+  ASSERT_NE(b.find("data: "), std::string::npos) << b;
+  Raw waiter(srv.port());
+  ASSERT_TRUE(waiter.send_all(stream_req(3)));
+  std::string w;
+  while (w.find(": keep-alive\n\n") == std::string::npos && since(t0) < 60) w += waiter.read_for(0.1);
+  ASSERT_NE(w.find(": keep-alive\n\n"), std::string::npos) << w;
+  EXPECT_EQ(w.find("\"finish_reason\":\"length\""), std::string::npos) << "the waiter ran beside the blocker: " << w;
+  blocker.reset();  // hangs up: its request is cancelled and the waiter runs
+  bool closed = false;
+  while (w.find("data: [DONE]") == std::string::npos && !closed && since(t0) < 90)
+    w += waiter.read_for(0.1, &closed);
+  EXPECT_NE(w.find("data: [DONE]"), std::string::npos) << w;
+  EXPECT_NE(w.find("\"text_completion\""), std::string::npos) << w;
+  auto r = testing::run_qwen35("serve -m " + model() + " --port 0 --sse-keepalive -1");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("--sse-keepalive must be in [0, 86400] seconds"), std::string::npos) << r.err;
+}
+
 // A short soak (qwen35 loadtest --soak): every kind of client (streaming, non-streaming, chat
 // where there is a template, hang-ups, slow uploads and readers, bad requests, health probes)
 // gets its expected answer, the server is idle afterwards, and its memory does not run away.
