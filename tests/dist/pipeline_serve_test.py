@@ -473,6 +473,18 @@ def apis_as_one_process(split_port):
           "and Messages APIs under -np 2 == one process")
 
 
+def at_once(calls, join_timeout):
+    """Runs every (key, fn) of `calls` at once, a thread each: {key: fn()}, without the keys of
+    calls not done within join_timeout."""
+    out = {}
+    threads = [threading.Thread(target=lambda k=k, f=f: out.__setitem__(k, f())) for k, f in calls]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(join_timeout)
+    return out
+
+
 def on_vulkan():
     """`serve --device vulkan` under -np 2 on lavapipe (each rank on device r mod count, the one
     device here): concurrent == solo == one process on the device (`run --device vulkan`), with
@@ -497,13 +509,7 @@ def on_vulkan():
                            mca=["-x", "VK_DRIVER_FILES"], env_extra={"VK_DRIVER_FILES": icd})
     try:
         solo = {pr: complete(port, pr, n=12, timeout=120) for pr in prompts}
-        together = {}
-        threads = [threading.Thread(target=lambda pr=pr: together.__setitem__(pr, complete(port, pr, n=12, timeout=120)))
-                   for pr in prompts]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(150)
+        together = at_once([(pr, lambda pr=pr: complete(port, pr, n=12, timeout=120)) for pr in prompts], 150)
         for pr in prompts:
             check(together.get(pr) == solo[pr], f"vulkan -np 2: concurrent != solo for {pr!r}")
             check(solo[pr] and one[pr].startswith(solo[pr]),
@@ -530,14 +536,8 @@ def main():
         mtp = spec_counts(port)
         check(mtp[0] and mtp[1], f"the MTP head drafted/accepted {mtp} tokens")
         # Half of them plain, batched with the drafted half: each gets its solo (drafted) text.
-        together = {}
-        threads = [threading.Thread(target=lambda i=i, pr=pr: together.__setitem__(
-                       pr, complete(port, pr, spec="off" if i % 2 else None)))
-                   for i, pr in enumerate(PROMPTS)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(90)
+        together = at_once([(pr, lambda i=i, pr=pr: complete(port, pr, spec="off" if i % 2 else None))
+                            for i, pr in enumerate(PROMPTS)], 90)
         for pr in PROMPTS:
             check(together.get(pr) == solo[pr], f"concurrent != solo for {pr!r}: {together.get(pr)!r} vs {solo[pr]!r}")
             check(plain[pr].startswith(solo[pr]) and solo[pr], f"split serve != one process for {pr!r}: "
