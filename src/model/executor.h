@@ -29,6 +29,7 @@
 #include <cstdint>
 #include <span>
 
+#include "core/check.h"
 #include "core/result.h"
 #include "kernels/ops.h"
 #include "model/snapshot_store.h"
@@ -83,6 +84,15 @@ class Executor {
                          int64_t rows, int64_t width) = 0;
   void copy(const float* src, int64_t count, float* dst) {
     copy_rows(src, count, dst, count, 1, count);
+  }
+  // copy() into a snapshot in the executor's memory (a state capture's, StateCapture::device,
+  // made by snapshot_store()->make): `count` floats at src into dst from float `at`, in order
+  // with the step's ops; nothing crosses to the host. Only an executor with a snapshot store is
+  // asked (Model::forward refuses such captures elsewhere).
+  virtual void copy_to_snapshot(const float* src, int64_t count, SnapshotStore::Snapshot& dst,
+                                int64_t at) {
+    (void)src, (void)count, (void)dst, (void)at;
+    QWEN35_CHECK_MSG(false, "a state copy into device memory on an executor without any");
   }
 
   // Where host and device meet (see above); nothing on the CPU. attach before the first op that

@@ -150,9 +150,12 @@ Status Model::validate(std::span<const SequenceRows> batch, int64_t* n_tokens, i
                    " asks for state copies in rows that do not start on the grid");
     for (const StateCapture& cap : r.captures) {
       if (r.verify || cap.pos <= after || cap.pos >= r.state->pos() + len ||
-          cap.pos % kDeltaChunk != 0 || !cap.out)
+          cap.pos % kDeltaChunk != 0 || !cap.out == !cap.device)
         return error("[forward] sequence " + std::to_string(s) + " asks for a state copy at " +
                      std::to_string(cap.pos) + ", not a grid line inside its prompt rows");
+      if (cap.device && (!ex_->snapshot_store() || cap.device->bytes() != r.state->recurrent_bytes()))
+        return error("[forward] sequence " + std::to_string(s) + " asks for a state copy at " +
+                     std::to_string(cap.pos) + " into device memory that cannot hold it");
       after = cap.pos;
     }
     spans_.push_back({r.state, n, len, r.state->pos(), r.verify,
@@ -361,11 +364,17 @@ void Model::capture_deltanet(int64_t l, const Span& sp, const StateCapture& cap,
   const ModelConfig& c = w_->config;
   const int64_t C = c.conv_channels(), K1 = c.conv_kernel - 1;
   QWEN35_CHECK(cap.pos - K1 >= sp.pos0);
-  const float* S = sp.state->delta_state(l);
-  ex_->copy(S, c.n_v_heads * c.d_k * c.d_v, cap.out + sp.state->delta_offset(l));
-  ex_->receive(cap.out + sp.state->delta_offset(l), c.n_v_heads * c.d_k * c.d_v);
-  ex_->copy(qkv + (sp.row0 + cap.pos - K1 - sp.pos0) * C, K1 * C, cap.out + sp.state->conv_offset(l));
-  ex_->receive(cap.out + sp.state->conv_offset(l), K1 * C);
+  capture_part(cap, sp.state->delta_state(l), c.n_v_heads * c.d_k * c.d_v, sp.state->delta_offset(l));
+  capture_part(cap, qkv + (sp.row0 + cap.pos - K1 - sp.pos0) * C, K1 * C, sp.state->conv_offset(l));
+}
+
+void Model::capture_part(const StateCapture& cap, const float* src, int64_t count, int64_t at) {
+  if (cap.device) {
+    ex_->copy_to_snapshot(src, count, *cap.device, at);
+    return;
+  }
+  ex_->copy(src, count, cap.out + at);
+  ex_->receive(cap.out + at, count);
 }
 
 void Model::attention_layer(int64_t l, const float* in, int64_t n, float* out) {

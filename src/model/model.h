@@ -51,10 +51,13 @@ struct RowCost {
 // SequenceState::save_recurrent's layout (recurrent_bytes() / 4 floats at `out`). pos lies on
 // the kDeltaChunk grid strictly inside a chunk that starts on the grid (as prompt chunks do). Chunks are cut into pieces on that grid
 // anyway, so the state there is the one a chunk ending at pos leaves: the same bits, for the
-// cost of a copy.
+// cost of a copy. The copy goes to host memory `out`, or (with `device`, `out` null) into a
+// snapshot in the executor's memory (SnapshotStore::make of recurrent_bytes(); a device copy
+// inside the step, nothing over the bus).
 struct StateCapture {
   int64_t pos = 0;
   float* out = nullptr;
+  SnapshotStore::Snapshot* device = nullptr;
 };
 
 // The rows of one sequence in a forward call: tokens at positions state->pos() onward.
@@ -222,6 +225,8 @@ class Model {
   // Token mixers and MLPs: read in [n, hidden], write out [n, hidden].
   void deltanet_layer(int64_t layer, const float* in, int64_t n, float* out);
   void capture_deltanet(int64_t layer, const Span& sp, const StateCapture& cap, const float* qkv);
+  // `count` floats at src into a capture's copy from float `at`: to the host, or on the device.
+  void capture_part(const StateCapture& cap, const float* src, int64_t count, int64_t at);
   void attention_layer(int64_t layer, const float* in, int64_t n, float* out);
   void mlp_layer(int64_t layer, const float* in, int64_t n, float* out);
   void moe_layer(int64_t layer, const float* in, int64_t n, float* out);

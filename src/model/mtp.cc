@@ -92,10 +92,8 @@ void Model::mtp_after_forward(const float* hidden) {
     if (!sp.state->has_mtp()) continue;
     const float* rows = hidden + sp.row0 * H;
     if (sp.verify) ex_->copy(rows, sp.n * H, sp.state->verify_hidden());
-    for (const StateCapture& cap : sp.captures) {  // the hidden row of the last position below
-      ex_->copy(rows + (cap.pos - 1 - sp.pos0) * H, H, cap.out + sp.state->mtp_offset());
-      ex_->receive(cap.out + sp.state->mtp_offset(), H);
-    }
+    for (const StateCapture& cap : sp.captures)  // the hidden row of the last position below
+      capture_part(cap, rows + (cap.pos - 1 - sp.pos0) * H, H, sp.state->mtp_offset());
     ex_->copy(rows + (sp.n - 1) * H, H, sp.state->mtp_hidden());
   }
   spans_.swap(trunk_spans_);

@@ -4,8 +4,11 @@
 // resumes moves nothing over the bus. A device executor offers one (Executor::snapshot_store);
 // the CPU has none, and its snapshots are host memory as before.
 //
-// Each call runs at once, between steps, in a submission of its own. A snapshot holds device
-// memory until it is dropped (the last reference goes); it must not outlive the store.
+// keep, restore and read run at once, between steps, in a submission of its own; make gives an
+// empty snapshot that a step fills (model::StateCapture::device: the prefill's copies at grid
+// lines, the prefix cache's provisional snapshots, copied on the device inside the step). A
+// snapshot holds device memory until it is dropped (the last reference goes); it must not
+// outlive the store.
 #pragma once
 
 #include <cstdint>
@@ -29,12 +32,16 @@ class SnapshotStore {
   // be made on the device (the state's twin does not hold its current bits, or memory): the
   // caller keeps a host copy instead.
   virtual std::shared_ptr<const Snapshot> keep(const SequenceState& state) = 0;
+  // An empty snapshot of `bytes` (a state's recurrent_bytes()) for a step to fill
+  // (Executor::copy_to_snapshot); null where the device has no memory for it. Its bytes are
+  // defined once that step has finished well.
+  virtual std::shared_ptr<Snapshot> make(uint64_t bytes) = 0;
   // load_recurrent(s) on the device: false where it cannot (the state has no twin yet, or the
   // device failed); the caller then loads read(s) on the host.
   virtual bool restore(const Snapshot& s, SequenceState& state) = 0;
   // The snapshot's bytes into host memory (save_recurrent's layout): a spill, a cache file.
   virtual core::Status read(const Snapshot& s, float* out) = 0;
-  // Device bytes held by live snapshots.
+  // Device bytes held by live snapshots (made or kept, filled or not).
   virtual uint64_t bytes() const = 0;
 };
 

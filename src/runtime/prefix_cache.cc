@@ -145,7 +145,13 @@ void PrefixCache::insert(std::span<const int32_t> tokens, const model::SequenceS
   if (!cur->has_snapshot) {
     cur->has_snapshot = true;
     cur->floats = snap / 4;
-    if (store_ && snap > 0 && device_bytes_ + snap <= max_device_bytes_) cur->on_device = store_->keep(state);
+    if (store_ && snap > 0) {
+      // Provisional snapshots hold device room only while nothing else needs it: the oldest
+      // go to host memory (its bytes over the bus, as this one's would be).
+      while (!device_room(snap) && spill_provisional()) {
+      }
+      if (device_room(snap)) cur->on_device = store_->keep(state);
+    }
     if (cur->on_device) {
       device_bytes_ += snap;
       ++n_device_;
@@ -177,29 +183,73 @@ std::vector<int64_t> PrefixCache::missing(std::span<const int32_t> tokens, int64
   return lines;
 }
 
+PrefixCache::Node* PrefixCache::provisional_node(std::span<const int32_t> tokens,
+                                                 const model::SequenceState& state, size_t bytes,
+                                                 size_t host_bytes) {
+  const int64_t p = int64_t(tokens.size());
+  if (p <= 0 || p % kBlock != 0 || state.pos() < p || state.pool() != pool_ ||
+      bytes != state.recurrent_bytes())
+    return nullptr;
+  const int64_t depth = p / kBlock;
+  if (host_bytes + size_t(depth) * pool_->block_bytes() > max_bytes_) return nullptr;
+  Node* cur = extend(tokens, depth, state);
+  touch(cur);
+  if (cur->has_snapshot) return nullptr;
+  cur->has_snapshot = true;
+  cur->provisional = true;
+  cur->made = ++clock_;
+  cur->floats = bytes / 4;
+  tell(model::StateOp::kCaptured, cur, &state, p);
+  ++n_snapshots_;
+  ++n_provisional_;
+  return cur;
+}
+
 void PrefixCache::insert_provisional(std::span<const int32_t> tokens,
                                      const model::SequenceState& state,
                                      std::vector<float> snapshot) {
-  const int64_t p = int64_t(tokens.size());
-  if (p <= 0 || p % kBlock != 0 || state.pos() < p || state.pool() != pool_ ||
-      snapshot.size() * 4 != state.recurrent_bytes())
-    return;
-  const int64_t depth = p / kBlock;
-  if (snapshot.size() * 4 + size_t(depth) * pool_->block_bytes() > max_bytes_) return;
-  Node* cur = extend(tokens, depth, state);
-  if (!cur->has_snapshot) {
-    cur->has_snapshot = true;
-    cur->provisional = true;
-    cur->made = ++clock_;
-    tell(model::StateOp::kCaptured, cur, &state, p);
-    snapshot_bytes_ += snapshot.size() * 4;
-    cur->floats = snapshot.size();
+  const size_t bytes = snapshot.size() * 4;
+  if (Node* cur = provisional_node(tokens, state, bytes, bytes)) {
+    snapshot_bytes_ += bytes;
     cur->snapshot = std::move(snapshot);
-    ++n_snapshots_;
-    ++n_provisional_;
   }
-  touch(cur);
   shrink();
+}
+
+void PrefixCache::insert_provisional_on_device(
+    std::span<const int32_t> tokens, const model::SequenceState& state,
+    std::shared_ptr<const model::SnapshotStore::Snapshot> device) {
+  QWEN35_CHECK(store_ && device);
+  const size_t bytes = device->bytes();
+  if (Node* cur = provisional_node(tokens, state, bytes, 0)) {
+    device_bytes_ += bytes;
+    ++n_device_;
+    cur->on_device = std::move(device);
+  }
+  shrink();
+}
+
+bool PrefixCache::device_room(size_t bytes) const {
+  return store_ && store_->bytes() + bytes <= max_device_bytes_;
+}
+
+std::vector<std::shared_ptr<model::SnapshotStore::Snapshot>> PrefixCache::device_buffers(
+    size_t n, size_t bytes) {
+  std::vector<std::shared_ptr<model::SnapshotStore::Snapshot>> out;
+  if (bytes == 0) return out;
+  // store_->bytes() counts the buffers made here at once: the budget holds them too.
+  while (out.size() < n && device_room(bytes)) {
+    auto s = store_->make(bytes);
+    if (!s) break;
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::shared_ptr<const model::SnapshotStore::Snapshot> PrefixCache::device_copy(
+    const model::SequenceState& state) {
+  const size_t bytes = state.recurrent_bytes();
+  return bytes > 0 && device_room(bytes) ? store_->keep(state) : nullptr;
 }
 
 void PrefixCache::shrink() {
@@ -207,17 +257,45 @@ void PrefixCache::shrink() {
   }
 }
 
-bool PrefixCache::drop_provisional() {
-  if (n_provisional_ == 0) return false;
+PrefixCache::Node* PrefixCache::oldest_provisional(bool on_device) const {
   Node* victim = nullptr;
   std::vector<Node*> stack = {root_.get()};
   while (!stack.empty()) {
     Node* n = stack.back();
     stack.pop_back();
-    if (n->provisional && (!victim || n->made < victim->made)) victim = n;
+    const bool fits = on_device ? n->on_device != nullptr : !n->on_device || n->children.empty();
+    if (n->provisional && fits && (!victim || n->made < victim->made)) victim = n;
     for (auto& c : n->children) stack.push_back(c.get());
   }
-  QWEN35_CHECK(victim);
+  return victim;
+}
+
+bool PrefixCache::spill_provisional() {
+  Node* n = n_provisional_ > 0 ? oldest_provisional(true) : nullptr;
+  if (!n) return false;
+  std::vector<float> host(n->floats);
+  const bool read = store_->read(*n->on_device, host.data()).ok();
+  device_bytes_ -= n->floats * 4;
+  --n_device_;
+  n->on_device.reset();
+  if (!read) {  // the device failed (the next step says so): the snapshot goes
+    n->floats = 0;
+    n->provisional = false;
+    --n_provisional_;
+    n->has_snapshot = false;
+    --n_snapshots_;
+    tell(model::StateOp::kSnapshotGone, n);
+    if (n->children.empty()) remove_leaf(n);
+    return true;
+  }
+  snapshot_bytes_ += host.size() * 4;
+  n->snapshot = std::move(host);
+  return true;  // the caller's insert shrinks the cache to its bound
+}
+
+bool PrefixCache::drop_provisional() {
+  Node* victim = n_provisional_ > 0 ? oldest_provisional(false) : nullptr;
+  if (!victim) return false;
   if (victim->children.empty()) {
     remove_leaf(victim);  // its blocks go too, up to the next snapshot
   } else {

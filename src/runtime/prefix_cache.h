@@ -55,10 +55,13 @@ struct PrefixCacheStats {
 class PrefixCache {
  public:
   // `max_bytes` bounds host memory (snapshots and KV blocks). With a `store` (a device's,
-  // model/snapshot_store.h), ordinary snapshots are kept in device memory up to
-  // `max_device_bytes` (serve --cache-device-mb) and restored there; past it, and where the
-  // device cannot make one, they are host memory as without. Provisional snapshots (host copies
-  // made during a prefill) stay host memory.
+  // model/snapshot_store.h), snapshots are kept in device memory while the store's snapshots
+  // (those a prefill is filling included) stay within `max_device_bytes` (serve
+  // --cache-device-mb), and restored there; past it, and where the device cannot make one, they
+  // are host memory as without. Provisional snapshots take device room only where it is free;
+  // an ordinary snapshot that finds none moves the oldest provisional ones there to host memory
+  // first (so they never keep it off the device), and a cache over max_bytes drops the oldest
+  // provisional one whose going frees host memory first.
   PrefixCache(model::KvPool* pool, size_t max_bytes, model::SnapshotStore* store = nullptr,
               size_t max_device_bytes = 0);
   ~PrefixCache();  // gives every block reference back to the pool
@@ -91,6 +94,17 @@ class PrefixCache {
   // computed from an empty state) holds the blocks below L. Nothing when the tree has one there.
   void insert_provisional(std::span<const int32_t> tokens, const model::SequenceState& state,
                           std::vector<float> snapshot);
+  // The same for a snapshot in device memory (device_buffers, filled by the prefill's step, or
+  // device_copy), counted in the device's bytes.
+  void insert_provisional_on_device(std::span<const int32_t> tokens,
+                                    const model::SequenceState& state,
+                                    std::shared_ptr<const model::SnapshotStore::Snapshot> device);
+  // Device snapshots of `bytes` (a state's recurrent_bytes()) for a prefill's captures
+  // (model::StateCapture::device), up to `n`, as many as the device budget has room for now;
+  // none without a store. A chunk's captures past them are host memory.
+  std::vector<std::shared_ptr<model::SnapshotStore::Snapshot>> device_buffers(size_t n, size_t bytes);
+  // A device copy of `state` (SnapshotStore::keep) where the budget has room for it; else null.
+  std::shared_ptr<const model::SnapshotStore::Snapshot> device_copy(const model::SequenceState& state);
   // Evicts least recently used entries until `blocks` pool blocks are free, only entries whose
   // eviction frees a block (not those whose blocks running sequences hold too). Returns
   // whether they are.
@@ -171,7 +185,18 @@ class PrefixCache {
   // The nodes of tokens' first `depth` blocks, made where missing with `state`'s blocks.
   Node* extend(std::span<const int32_t> tokens, int64_t depth, const model::SequenceState& state);
   void promote(Node* n);
-  bool drop_provisional();  // the oldest provisional snapshot; false when there is none
+  // The oldest provisional snapshot whose going frees host memory (held there, or a leaf,
+  // whose blocks go), or with `on_device` the oldest held in device memory; null when none is.
+  Node* oldest_provisional(bool on_device) const;
+  bool drop_provisional();   // oldest_provisional(false) goes; false when there is none
+  bool spill_provisional();  // oldest_provisional(true) into host memory; false when none is
+  // Whether the device budget has room for a snapshot of `bytes` more.
+  bool device_room(size_t bytes) const;
+  // A provisional snapshot of `bytes` at tokens' last grid line: the node, marked, its data the
+  // caller's to set; null when there is none to make (see insert_provisional). `host_bytes`:
+  // what of it counts against max_bytes.
+  Node* provisional_node(std::span<const int32_t> tokens, const model::SequenceState& state,
+                         size_t bytes, size_t host_bytes);
   void shrink();            // drops and evicts until the cache is within its bound
   Node* child(Node* n, std::span<const int32_t> key) const;
   void touch(Node* n);

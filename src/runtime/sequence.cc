@@ -147,21 +147,43 @@ void Sequence::chunk_inputs(model::SequenceRows* rows) const {
   rows->embeddings = std::span<const float* const>(layout_->inputs).subspan(at, n);
 }
 
-void Sequence::chunk_captures(model::SequenceRows* rows, const PrefixCache* cache) {
+void Sequence::chunk_captures(model::SequenceRows* rows, PrefixCache* cache) {
   captures_.clear();
   capture_bufs_.clear();
+  capture_dev_.clear();
   if (!cache || state_->recurrent_bytes() == 0) return;  // nothing to copy: keep_captures
   const int64_t end = prefilled_ + int64_t(rows->tokens.size());
-  const size_t floats = state_->recurrent_bytes() / 4;
-  std::vector<int64_t> lines = cache->missing(cache_key(), prefilled_, end - 1, state_->recurrent_bytes());
-  // Only the last ones the bound can hold: the oldest provisional snapshot is the first to go.
-  const size_t room = cache->max_bytes() / state_->recurrent_bytes();
-  if (lines.size() > room) lines.erase(lines.begin(), lines.end() - std::ptrdiff_t(room));
-  for (int64_t line : lines) {
+  const size_t bytes = state_->recurrent_bytes(), floats = bytes / 4;
+  const std::vector<int64_t> lines = cache->missing(cache_key(), prefilled_, end - 1, bytes);
+  // The last ones into device memory while its budget has room (none on the CPU); of the
+  // others only the last ones the bound can hold: the oldest provisional snapshot is the first
+  // to go.
+  capture_dev_ = cache->device_buffers(lines.size(), bytes);
+  const size_t on_host = lines.size() - capture_dev_.size(), room = cache->max_bytes() / bytes;
+  for (size_t i = on_host > room ? on_host - room : 0; i < lines.size(); ++i) {
+    if (i >= on_host) {
+      captures_.push_back({lines[i], nullptr, capture_dev_[i - on_host].get()});
+      continue;
+    }
     capture_bufs_.emplace_back(floats);
-    captures_.push_back({line, capture_bufs_.back().data()});
+    captures_.push_back({lines[i], capture_bufs_.back().data()});
   }
   rows->captures = captures_;
+}
+
+void Sequence::keep_copies(PrefixCache* cache) {
+  const auto key = cache_key();
+  size_t host = 0, device = 0;
+  for (const model::StateCapture& c : captures_) {
+    if (c.device)
+      cache->insert_provisional_on_device(key.first(size_t(c.pos)), *state_,
+                                          std::move(capture_dev_[device++]));
+    else
+      cache->insert_provisional(key.first(size_t(c.pos)), *state_, std::move(capture_bufs_[host++]));
+  }
+  captures_.clear();
+  capture_bufs_.clear();
+  capture_dev_.clear();
 }
 
 void Sequence::keep_captures(PrefixCache* cache, int64_t start) {
@@ -172,13 +194,13 @@ void Sequence::keep_captures(PrefixCache* cache, int64_t start) {
       cache->insert_provisional(key.first(size_t(line)), *state_, {});
     return;
   }
-  for (size_t i = 0; i < captures_.size(); ++i)
-    cache->insert_provisional(key.first(size_t(captures_[i].pos)), *state_,
-                              std::move(capture_bufs_[i]));
-  captures_.clear();
-  capture_bufs_.clear();
+  keep_copies(cache);
   const int64_t line = prefilled_ / kernels::kKvBlock * kernels::kKvBlock;
   if (line == prefilled_ && !cache->missing(key, line - 1, line, bytes).empty()) {
+    if (auto d = cache->device_copy(*state_)) {  // a copy on the device where there is room
+      cache->insert_provisional_on_device(key.first(size_t(line)), *state_, std::move(d));
+      return;
+    }
     std::vector<float> snap(bytes / 4);
     state_->save_recurrent(snap.data());
     cache->insert_provisional(key.first(size_t(line)), *state_, std::move(snap));
@@ -211,6 +233,9 @@ bool Sequence::after_chunk(int64_t rows, const float* logits, bool all, PrefixCa
   const int64_t start = prefilled_;
   prefilled_ += rows;
   out->prompt += rows;
+  // Copies in device memory go into the tree first: they hold device room, which an ordinary
+  // snapshot's insert may take from them (none on the CPU, whose order is this one's too).
+  if (cache && !capture_dev_.empty()) keep_copies(cache);
   if (cache && prefilled_ == snapshot_after(prefilled_ - 1))
     cache->insert(cache_key().first(size_t(prefilled_)), *state_);
   if (cache) keep_captures(cache, start);
@@ -266,6 +291,7 @@ void Sequence::preempt(PrefixCache* cache) noexcept {
   replayed_ = 0;
   captures_.clear();
   capture_bufs_.clear();
+  capture_dev_.clear();
   verify_.clear();
   drafts_.clear();
   stream_->add_preemption();

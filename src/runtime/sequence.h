@@ -137,7 +137,9 @@ class Sequence {
   void chunk_inputs(model::SequenceRows* rows) const;
   // With the prefix cache: asks the forward call of that chunk for copies of the state at the
   // grid lines inside it that the cache lacks (after_chunk makes them provisional snapshots).
-  void chunk_captures(model::SequenceRows* rows, const PrefixCache* cache);
+  // The last of them go into device memory (PrefixCache::device_buffers) while the cache's
+  // device budget has room.
+  void chunk_captures(model::SequenceRows* rows, PrefixCache* cache);
   // After the forward call that fed the chunk: prompt logprobs (`all` holds a logits row per
   // chunk token) or the last row's logits in `last`; snapshots into `cache`; and, once the
   // prompt is read, the first sample. Returns true when the sequence finished.
@@ -241,10 +243,13 @@ class Sequence {
   int64_t prefilled_ = 0;    // prompt tokens consumed
   int64_t branch_ = 0;       // a branch-point snapshot is due here (PrefixCache::matched); 0: none
   std::vector<model::StateCapture> captures_;   // of the chunk in flight (chunk_captures)
-  std::vector<std::vector<float>> capture_bufs_;  // their states
-  // after_chunk: the chunk's copies, and the state at its end when that is a grid line without
-  // a snapshot, into the cache as provisional snapshots.
+  // Their states: in host memory (`out`), in order, and in device memory (`device`), in order.
+  std::vector<std::vector<float>> capture_bufs_;
+  std::vector<std::shared_ptr<model::SnapshotStore::Snapshot>> capture_dev_;
+  // after_chunk: the chunk's copies (keep_copies), and the state at its end when that is a grid
+  // line without a snapshot, into the cache as provisional snapshots.
   void keep_captures(PrefixCache* cache, int64_t start);
+  void keep_copies(PrefixCache* cache);
   uint64_t fork_key_ = 0;
   uint64_t group_ = 0;
   bool started_ = false;     // admitted once

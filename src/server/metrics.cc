@@ -131,6 +131,9 @@ std::string Metrics::render(const runtime::EngineStats* e, int connections) cons
     gauge(&out, "qwen35_prefix_cache_provisional_snapshots",
           "snapshots a prefill copied at a grid line, kept while there is room",
           double(pc.provisional));
+    gauge(&out, "qwen35_prefix_cache_device_snapshots",
+          "of the snapshots, those held in device memory (serve --cache-device-mb)",
+          double(pc.device_snapshots));
     gauge(&out, "qwen35_prefix_cache_promoted_total",
           "provisional snapshots a later prompt resumed from (branch points)", double(pc.promoted),
           "counter");

@@ -48,6 +48,18 @@ std::shared_ptr<const model::SnapshotStore::Snapshot> DeviceSnapshots::keep(
   return std::make_shared<Stored>(dev_, std::move(*buf), bytes, held_);
 }
 
+std::shared_ptr<model::SnapshotStore::Snapshot> DeviceSnapshots::make(uint64_t bytes) {
+  auto buf = dev_->buffer(std::max<uint64_t>(bytes, 4), vulkan::MemoryKind::kDevice);
+  if (!buf.ok()) return nullptr;  // out of device memory: the capture goes to host memory
+  return std::make_shared<Stored>(dev_, std::move(*buf), bytes, held_);
+}
+
+vulkan::Binding DeviceSnapshots::binding(const Snapshot& s, uint64_t at, uint64_t bytes) {
+  const auto& st = static_cast<const Stored&>(s);
+  if (at > st.bytes() || bytes > st.bytes() - at) return {};
+  return {&st.buffer(), at, bytes};
+}
+
 bool DeviceSnapshots::restore(const Snapshot& s, model::SequenceState& state) {
   const auto& st = static_cast<const Stored&>(s);
   if (st.bytes() != state.recurrent_bytes() || !res_.synced_once(state.mirror())) return false;

@@ -1,7 +1,8 @@
 // The device's prefix-cache snapshots (model/snapshot_store.h, serve --cache-device-mb): a
 // state's conv and recurrent state and MTP row, copied on the device from its mirrored twins
 // into a buffer of their own (save_recurrent's layout), and back into a state's twins on a
-// resume, which then hold its current bits (its host copy stale until pulled).
+// resume, which then hold its current bits (its host copy stale until pulled). Or an empty
+// buffer that a step fills (make, VulkanExecutor::copy_to_snapshot: the prefill's captures).
 #pragma once
 
 #include <atomic>
@@ -20,9 +21,13 @@ class DeviceSnapshots final : public model::SnapshotStore {
   DeviceSnapshots(std::shared_ptr<vulkan::Device> dev, Residency& res);
 
   std::shared_ptr<const Snapshot> keep(const model::SequenceState& state) override;
+  std::shared_ptr<Snapshot> make(uint64_t bytes) override;
   bool restore(const Snapshot& s, model::SequenceState& state) override;
   core::Status read(const Snapshot& s, float* out) override;
   uint64_t bytes() const override { return held_->load(); }
+  // [at, at + bytes) of a snapshot of this store's, for a step's copy into it
+  // (VulkanExecutor::copy_to_snapshot); empty where the range is not inside it.
+  static vulkan::Binding binding(const Snapshot& s, uint64_t at, uint64_t bytes);
 
  private:
   class Stored;

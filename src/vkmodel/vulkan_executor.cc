@@ -465,6 +465,22 @@ void VulkanExecutor::copy_rows(const float* src, int64_t src_stride, float* dst,
   r.copy_rows(s, floats(src_stride), d, floats(dst_stride), uint64_t(rows), floats(width));
 }
 
+void VulkanExecutor::copy_to_snapshot(const float* src, int64_t count,
+                                      model::SnapshotStore::Snapshot& dst, int64_t at) {
+  if (count == 0) return;
+  vulkan::Recorder& r = rec();
+  need({{src, floats(count)}});
+  const Binding s = res_->at(src, floats(count));
+  const Binding d = DeviceSnapshots::binding(dst, floats(at), floats(count));
+  if (!d.buffer) {
+    r.fail(core::error("[vulkan] a state copy past the end of its device snapshot"));
+    return;
+  }
+  if (!s.buffer) return;  // the step has failed
+  r.copy(s, d, floats(count));
+  ++snapshot_copies_;
+}
+
 void VulkanExecutor::attach(model::SequenceState& state) {
   rec();
   res_->attach(state);

@@ -40,6 +40,11 @@ class VulkanExecutor final : public model::Executor {
   uint64_t twin_bytes() const { return res_->bytes(); }
   // Copies of mirrored memory made on the device (forks: model/mirror.h device_copy).
   uint64_t device_copies() const { return res_->device_copies(); }
+  // Bytes the steps brought back to the host (logits, a stage's rows, state captures), and the
+  // copies they made into device snapshots (copy_to_snapshot): the tests check that a capture
+  // into one crosses nothing.
+  uint64_t received_bytes() const { return rec_->staged_out_bytes(); }
+  uint64_t snapshot_copies() const { return snapshot_copies_; }
   // Device memory by use, readable from any thread while steps run (serve's /metrics): the
   // weights (matrices and vectors), the sequences' states, the KV pool, the step's workspace
   // (scratch twins and temporaries), and all the device's live allocations (staging excluded).
@@ -76,6 +81,8 @@ class VulkanExecutor final : public model::Executor {
   void sigmoid(float* x, int64_t n) override;
   void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows,
                  int64_t width) override;
+  void copy_to_snapshot(const float* src, int64_t count, model::SnapshotStore::Snapshot& dst,
+                        int64_t at) override;
   void attach(model::SequenceState& state) override;
   void send(const float* p, int64_t count) override;
   void receive(const float* p, int64_t count) override;
@@ -118,6 +125,7 @@ class VulkanExecutor final : public model::Executor {
   uint64_t align_ = 4;
   std::map<std::pair<const void*, int64_t>, vulkan::DeviceMatrix> matrices_;
   uint64_t weight_bytes_ = 0;
+  uint64_t snapshot_copies_ = 0;
   struct Back {
     vulkan::Binding from, to;
     uint64_t bytes;

@@ -351,6 +351,7 @@ void Recorder::stage_out(const Binding& src, uint64_t bytes, void* dst) {
   if (!staging(bytes, &buf, &off)) return;
   copy(src, {buf, off, bytes}, bytes);
   outputs_.push_back({static_cast<const uint8_t*>(buf->mapped()) + off, dst, bytes});
+  staged_out_bytes_ += bytes;
 }
 
 core::Status Recorder::submit() {

@@ -82,6 +82,8 @@ class Recorder {
   uint32_t commands() const { return commands_; }
   uint32_t barriers() const { return barriers_; }
   uint32_t submissions() const { return submissions_; }
+  // Bytes staged out (stage_out) since construction: what the steps brought back to the host.
+  uint64_t staged_out_bytes() const { return staged_out_bytes_; }
 
  private:
   struct Pending {
@@ -119,6 +121,7 @@ class Recorder {
   std::vector<Pending> outputs_;
   std::vector<Access> since_barrier_;  // the accesses of the commands since the last barrier
   uint32_t commands_ = 0, barriers_ = 0, submissions_ = 0;
+  uint64_t staged_out_bytes_ = 0;
   // QWEN35_VULKAN_PROFILE=1: a timestamp after each dispatch, summed by shader over the
   // process and printed to stderr at exit (where a step's device time goes). Off: no queries.
   VkQueryPool profile_pool_ = VK_NULL_HANDLE;

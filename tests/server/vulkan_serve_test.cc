@@ -1,11 +1,12 @@
 // `serve --device vulkan` on lavapipe (issue 49): the CPU server's equalities hold over HTTP on
 // the device, bit for bit: *concurrent == solo* (greedy and seeded, chat and completions),
 // *resumed == fresh* (turns, n = 4 forks, a --cache-dir restart under another spelling of the
-// same device), *drafted == plain* (MTP and lookup), and each of them with an image. Faults are
-// clean: a device that cannot hold the model or the pool refuses at start in one line; a failed
-// allocation in a step is an error for its request and the next request's answer is a fresh
-// one's; a lost device ends its request with an error in each API's shape, /health turns 503
-// and the process exits 1. /metrics reports the device's memory by use.
+// same device, a branch from a provisional snapshot on the device), *drafted == plain* (MTP and
+// lookup), and each of them with an image. Faults are clean: a device that cannot hold the model
+// or the pool refuses at start in one line; a failed allocation in a step is an error for its
+// request and the next request's answer is a fresh one's; a lost device ends its request with an
+// error in each API's shape, /health turns 503 and the process exits 1. /metrics reports the
+// device's memory by use.
 //
 // Each with a compressed KV type (q8_0 keys, turbo4 values) too.
 //
@@ -219,6 +220,57 @@ TEST(VulkanServe, ResumedEqualsFreshForTurnsForksAndARestart) {
   ServerProcess cpu(kModel, {"--parallel", "4", "--ctx", "1024", "--cache-dir", dir, "--device", "cpu"});
   ASSERT_TRUE(cpu.ready()) << cpu.log();
   EXPECT_NE(cpu.log().find("loaded 0 "), std::string::npos) << cpu.log();
+}
+
+// A branch parting inside a first prompt, from a provisional snapshot in device memory: the
+// first prompt's prefill (140 tokens) copies its state at the grid line inside it (64) into a
+// device snapshot inside its step (vulkan_model_test checks that nothing crosses the bus), and
+// a later prompt that parts from it at 100 tokens resumes there, with the answers of a server
+// without the prefix cache. With a device budget for every snapshot (64 MiB), and for one
+// (0.15 MiB; 117 KiB each): there the prompt's own snapshot at 128 moves the copy to host
+// memory, from which the branch resumes.
+TEST(VulkanServe, ABranchResumesFromAProvisionalSnapshotOnTheDevice) {
+  REQUIRE_DEVICE();
+  auto with = [](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), {"--parallel", "2", "--ctx", "512"});
+    return on_device(extra);
+  };
+  ServerProcess off(kModel, with({"--no-prefix-cache"}));
+  ServerProcess big(kModel, with({"--cache-device-mb", "64"}));
+  ServerProcess small(kModel, with({"--cache-device-mb", "0.15"}));
+  ASSERT_TRUE(off.ready() && big.ready() && small.ready()) << off.log() << big.log() << small.log();
+  auto prompt = [](int shared, int tail, int seed) {
+    std::vector<int> p;
+    for (int k = 0; k < shared; ++k) p.push_back((k * 37 + 11) % 4000);
+    for (int k = 0; k < tail; ++k) p.push_back((k * 53 + seed * 7 + 5) % 4000);
+    return Json{{"prompt", p}, {"max_tokens", 3}, {"temperature", 0.8}, {"seed", seed}, {"logprobs", 2}};
+  };
+  const Json reqs[2] = {prompt(140, 0, 1), prompt(100, 20, 2)};
+  const int64_t resumed[2] = {0, 64};
+  std::string fresh[2];
+  for (int i = 0; i < 2; ++i) fresh[i] = choices(off.post("/v1/completions", reqs[i]).second);
+  for (ServerProcess* s : {&big, &small}) {
+    const bool all = s == &big;
+    const std::string what = all ? "on the device" : "spilled";
+    for (int i = 0; i < 2; ++i) {
+      auto [st, r] = s->post("/v1/completions", reqs[i]);
+      ASSERT_EQ(st, 200) << r;
+      EXPECT_EQ(choices(r), fresh[i]) << "prompt " << i << ", " << what;
+      EXPECT_EQ(r["usage"]["prompt_tokens_details"]["cached_tokens"].get<int64_t>(), resumed[i])
+          << "prompt " << i << ", " << what;
+      if (i > 0) continue;
+      // The copy at 64 (provisional) and the prompt's own snapshot at 128.
+      EXPECT_EQ(s->metric("qwen35_prefix_cache_snapshots"), 2) << what;
+      EXPECT_EQ(s->metric("qwen35_prefix_cache_provisional_snapshots"), 1) << what;
+      EXPECT_EQ(s->metric("qwen35_prefix_cache_device_snapshots"), all ? 2 : 1) << what;
+    }
+    // The copy became a branch point where it was.
+    EXPECT_EQ(s->metric("qwen35_prefix_cache_promoted_total"), 1) << what;
+    EXPECT_EQ(s->metric("qwen35_prefix_cache_provisional_snapshots"), 0) << what;
+    EXPECT_EQ(s->metric("qwen35_prefix_cache_snapshots"), 2) << what;
+    EXPECT_EQ(s->metric("qwen35_prefix_cache_device_snapshots"), all ? 2 : 1) << what;
+    EXPECT_LE(s->metric("qwen35_device_memory_bytes{use=\"snapshots\"}"), all ? 64 << 20 : 0.15 * 1048576);
+  }
 }
 
 TEST(VulkanServe, DraftedEqualsPlainForMtpAndLookup) {

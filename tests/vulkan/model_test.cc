@@ -4,7 +4,7 @@
 // sequence alone or beside others (prefill and decode), a fork and a restored snapshot going on
 // as the original does (the host/device mirror, model/mirror.h), and one submission a step; GGUF
 // files beside the safetensors fixtures; MTP drafting (drafted == plain); and compressed KV caches
-// (--kv-type) on the bundled model.
+// (--kv-type) on the bundled model; state captures into device snapshots.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -373,6 +373,7 @@ class VulkanMtpTest : public ::testing::TestWithParam<std::string> {
     ASSERT_TRUE(model_->enable_mtp().ok());
     auto ex = VulkanExecutor::create(dev_, model_->weights());
     ASSERT_TRUE(ex.ok()) << ex.message();
+    ex_ = ex->get();
     model_->replace_executor(std::move(*ex));
     tokens_ = ids(nlohmann::json::parse(std::ifstream(toks))["tokens"]);
     ref_ = *formats::read_npy(ref);
@@ -395,6 +396,7 @@ class VulkanMtpTest : public ::testing::TestWithParam<std::string> {
   core::ThreadPool pool_{1};
   std::shared_ptr<vulkan::Device> dev_;
   std::unique_ptr<Model> model_;
+  VulkanExecutor* ex_ = nullptr;
   std::vector<int32_t> tokens_;
   formats::NpyArray ref_;
   int64_t V_ = 0;
@@ -440,6 +442,52 @@ TEST_P(VulkanMtpTest, MatchesReferenceAndDraftedEqualsPlain) {
     EXPECT_EQ(feed(*spec, std::span<const int32_t>(&next, 1)), feed(*plain, std::span<const int32_t>(&next, 1)))
         << "the step after the commit, kept " << keep;
   }
+}
+
+// State copies inside a prompt chunk into device snapshots (StateCapture::device, the prefix
+// cache's provisional snapshots on the device): copies inside the step, nothing brought back but
+// the logits (a copy into host memory brings back the state's bytes too), and each holds the
+// bits of a state fed exactly up to its line, the MTP head's row included; a snapshot of another
+// size, or a copy that names both places, is refused.
+TEST_P(VulkanMtpTest, DeviceCapturesAreTheStatesAtTheirLinesAndStayThere) {
+  std::vector<int32_t> ids;
+  for (size_t i = 0; ids.size() < 72; ++i) ids.push_back(tokens_[i % tokens_.size()]);
+  model::SnapshotStore* store = model_->snapshot_store();
+  ASSERT_NE(store, nullptr);
+  auto dev = model_->new_state(80), host = model_->new_state(80);
+  const size_t bytes = dev->recurrent_bytes();
+  ASSERT_GT(bytes, 0u);
+  auto snap = store->make(bytes);
+  ASSERT_NE(snap, nullptr);
+  std::vector<float> on_host(bytes / 4, -1.0f), lg;
+  auto prefill = [&](SequenceState& s, const model::StateCapture& cap, uint64_t* received) {
+    SequenceRows r{&s, std::span<const int32_t>(ids)};
+    r.captures = std::span<const model::StateCapture>(&cap, 1);
+    const uint64_t rx0 = ex_->received_bytes();
+    const core::Status st = model_->forward(std::span<const SequenceRows>(&r, 1), &lg);
+    *received = ex_->received_bytes() - rx0;
+    return st.ok();
+  };
+  uint64_t rx_dev = 0, rx_host = 0;
+  const uint64_t copies0 = ex_->snapshot_copies();
+  ASSERT_TRUE(prefill(*dev, {64, nullptr, snap.get()}, &rx_dev));
+  EXPECT_GT(ex_->snapshot_copies(), copies0);
+  ASSERT_TRUE(prefill(*host, {64, on_host.data()}, &rx_host));
+  EXPECT_EQ(rx_dev, uint64_t(V_) * 4) << "the last row's logits alone";
+  EXPECT_EQ(rx_host, rx_dev + bytes) << "a capture into host memory: its bytes too";
+  auto ref = model_->new_state(80);
+  feed(*ref, std::span<const int32_t>(ids).first(64));
+  std::vector<float> want(bytes / 4), got(bytes / 4);
+  ref->save_recurrent(want.data());
+  ASSERT_TRUE(store->read(*snap, got.data()).ok());
+  EXPECT_EQ(got, want) << "the device's copy";
+  EXPECT_EQ(on_host, want) << "the host's copy";
+  auto other = store->make(bytes - 4);
+  ASSERT_NE(other, nullptr);
+  auto bad = model_->new_state(80);
+  uint64_t rx = 0;
+  EXPECT_FALSE(prefill(*bad, {64, nullptr, other.get()}, &rx)) << "a snapshot of another size";
+  EXPECT_FALSE(prefill(*bad, {64, on_host.data(), snap.get()}, &rx)) << "both places";
 }
 
 INSTANTIATE_TEST_SUITE_P(Heads, VulkanMtpTest, ::testing::Values("bundled", "moe_f32_tied"));
