@@ -85,7 +85,8 @@ class Executor {
                           float eps, float* out) = 0;
   virtual void gelu(float* x, int64_t n, int64_t dim, bool tanh_form) = 0;
   virtual void add_bias(float* y, int64_t n, int64_t dim, const float* bias) = 0;
-  virtual size_t vision_kv_floats(const kernels::Ops::VisionAttentionParams& p, int64_t n) const = 0;
+  virtual size_t vision_kv_floats(const kernels::Ops::VisionAttentionParams& p,
+                                  int64_t n) const = 0;
   virtual void vision_kv_rows(const kernels::Ops::VisionAttentionParams& p, const float* qkv,
                               int64_t n, const float* cos, const float* sin, int64_t r0, int64_t r1,
                               float* kv) = 0;

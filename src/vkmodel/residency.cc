@@ -348,7 +348,8 @@ void Residency::forget(const void* p, uint64_t bytes) {
   const auto lo = reinterpret_cast<uintptr_t>(p), hi = lo + bytes;
   std::vector<uintptr_t> inside;
   for (auto it = map_.lower_bound(lo); it != map_.end() && it->first < hi; ++it)
-    if (it->second->kind == Kind::kScratch && it->first + it->second->bytes <= hi) inside.push_back(it->first);
+    if (it->second->kind == Kind::kScratch && it->first + it->second->bytes <= hi)
+      inside.push_back(it->first);
   for (uintptr_t b : inside) drop(b);
 }
 

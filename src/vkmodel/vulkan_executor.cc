@@ -9,7 +9,6 @@
 #include "vulkan/attention.h"
 #include "vulkan/ops.h"
 #include "vulkan/topk.h"
-#include "vulkan/vision_ops.h"
 
 namespace qwen35::vkmodel {
 
@@ -95,14 +94,14 @@ core::Status VulkanExecutor::upload(const model::ModelWeights& w) {
   QWEN35_RETURN_IF_ERROR(vec(w.final_norm));
   if (w.vision && w.held_first == 0) {  // the first stage encodes the images
     const model::VisionWeights& v = *w.vision;
-    for (const std::vector<float>* x : {&v.patch_b, &v.merger_norm_w, &v.merger_norm_b, &v.merger_fc1_b,
-                                        &v.merger_fc2_b})
+    for (const std::vector<float>* x : {&v.patch_b, &v.merger_norm_w, &v.merger_norm_b,
+                                        &v.merger_fc1_b, &v.merger_fc2_b})
       QWEN35_RETURN_IF_ERROR(vec(*x));
     for (const kernels::Matrix* x : {&v.patch, &v.merger_fc1, &v.merger_fc2})
       QWEN35_RETURN_IF_ERROR(upload_matrix(*x));
     for (const model::VisionBlockWeights& b : v.blocks) {
-      for (const std::vector<float>* x : {&b.norm1_w, &b.norm1_b, &b.norm2_w, &b.norm2_b, &b.qkv_b, &b.proj_b,
-                                          &b.fc1_b, &b.fc2_b})
+      for (const std::vector<float>* x : {&b.norm1_w, &b.norm1_b, &b.norm2_w, &b.norm2_b,
+                                          &b.qkv_b, &b.proj_b, &b.fc1_b, &b.fc2_b})
         QWEN35_RETURN_IF_ERROR(vec(*x));
       for (const kernels::Matrix* x : {&b.qkv, &b.proj, &b.fc1, &b.fc2})
         QWEN35_RETURN_IF_ERROR(upload_matrix(*x));
@@ -461,62 +460,6 @@ void VulkanExecutor::moe_experts(const float* x, int64_t n, const int32_t* idx, 
 void VulkanExecutor::sigmoid(float* x, int64_t n) {
   if (n == 0) return;
   vulkan::record_sigmoid(rec(), inout(x, floats(n)), n);
-  done();
-}
-
-void VulkanExecutor::layer_norm(const float* x, int64_t n, int64_t dim, const float* w,
-                                const float* b, float eps, float* out) {
-  if (n == 0) return;
-  need({{x, floats(n * dim)}, {out, floats(n * dim)}});
-  vulkan::record_layer_norm(rec(), in(x, floats(n * dim)), n, dim, in(w, floats(dim)), in(b, floats(dim)),
-                            eps, this->out(out, floats(n * dim)));
-  done();
-}
-
-void VulkanExecutor::gelu(float* x, int64_t n, int64_t dim, bool tanh_form) {
-  if (n == 0) return;
-  vulkan::record_gelu(rec(), inout(x, floats(n * dim)), n, dim, tanh_form);
-  done();
-}
-
-void VulkanExecutor::add_bias(float* y, int64_t n, int64_t dim, const float* bias) {
-  if (n == 0) return;
-  need({{y, floats(n * dim)}});
-  vulkan::record_add_bias(rec(), inout(y, floats(n * dim)), n, dim, in(bias, floats(dim)));
-  done();
-}
-
-size_t VulkanExecutor::vision_kv_floats(const kernels::Ops::VisionAttentionParams& p, int64_t n) const {
-  return size_t(std::max<int64_t>(n, 0) * p.n_heads * p.head_dim);
-}
-
-void VulkanExecutor::vision_kv_rows(const kernels::Ops::VisionAttentionParams& p, const float* qkv,
-                                    int64_t n, const float* cos, const float* sin, int64_t r0,
-                                    int64_t r1, float* kv) {
-  if (r0 < 0 || r0 > r1 || r1 > n)
-    return rec().fail(core::error("[vulkan] vision keys: rows [" + std::to_string(r0) + ", " +
-                                  std::to_string(r1) + ") of " + std::to_string(n)));
-  if (r0 == r1) return;
-  const int64_t W = p.n_heads * p.head_dim, half = p.head_dim / 2, m = r1 - r0;
-  const float *q = qkv + r0 * 3 * W, *c = cos + r0 * half, *s = sin + r0 * half;
-  float* k = kv + r0 * W;
-  need({{q, floats(m * 3 * W)}, {c, floats(m * half)}, {s, floats(m * half)}, {k, floats(m * W)}});
-  vulkan::record_vision_kv(rec(), {p.n_heads, p.head_dim}, in(q, floats(m * 3 * W)), m,
-                           in(c, floats(m * half)), in(s, floats(m * half)), out(k, floats(m * W)));
-  done();
-}
-
-void VulkanExecutor::vision_attend_rows(const kernels::Ops::VisionAttentionParams& p,
-                                        const float* qkv, int64_t n, const float* cos,
-                                        const float* sin, const float* kv, int64_t q0, int64_t q1,
-                                        float* out) {
-  if (q0 == q1 || n == 0) return;
-  const int64_t W = p.n_heads * p.head_dim, half = p.head_dim / 2;
-  need({{qkv, floats(n * 3 * W)}, {cos, floats(n * half)}, {sin, floats(n * half)}, {kv, floats(n * W)},
-        {out, floats((q1 - q0) * W)}});
-  vulkan::record_vision_attend(rec(), {p.n_heads, p.head_dim}, in(qkv, floats(n * 3 * W)), n,
-                               in(cos, floats(n * half)), in(sin, floats(n * half)), in(kv, floats(n * W)),
-                               q0, q1, this->out(out, floats(std::max<int64_t>(q1 - q0, 0) * W)));
   done();
 }
 

@@ -73,7 +73,8 @@ void record_gelu(Recorder& rec, const Binding& x, int64_t n, int64_t dim, bool t
 
 void record_vision_kv(Recorder& rec, const VisionShape& s, const Binding& qkv, int64_t rows,
                       const Binding& cos, const Binding& sin, const Binding& kv) {
-  if (!shape_ok(rec, s) || rows == 0 || !fits32(rec, "vision attention", rows, 3 * s.n_heads * s.head_dim))
+  if (!shape_ok(rec, s) || rows == 0 ||
+      !fits32(rec, "vision attention", rows, 3 * s.n_heads * s.head_dim))
     return;
   KvPush pc{0, uint32_t(rows), uint32_t(s.n_heads), uint32_t(s.head_dim)};
   rec.dispatch("vision_kv", {qkv, cos, sin, kv}, &pc, sizeof pc,
