@@ -64,6 +64,29 @@ class CpuExecutor final : public Executor {
                    std::span<const MlpWeights> experts, int64_t inter, int64_t hidden,
                    float* expert_out) override;
   void sigmoid(float* x, int64_t n) override;
+  void layer_norm(const float* x, int64_t n, int64_t dim, const float* w, const float* b, float eps,
+                  float* out) override {
+    ops_.layer_norm(ctx_, x, n, dim, w, b, eps, out);
+  }
+  void gelu(float* x, int64_t n, int64_t dim, bool tanh_form) override {
+    ops_.gelu(ctx_, x, n, dim, tanh_form);
+  }
+  void add_bias(float* y, int64_t n, int64_t dim, const float* bias) override {
+    ops_.add_bias(ctx_, y, n, dim, bias);
+  }
+  size_t vision_kv_floats(const kernels::Ops::VisionAttentionParams& p, int64_t n) const override {
+    return ops_.vision_kv_floats(p, n);
+  }
+  void vision_kv_rows(const kernels::Ops::VisionAttentionParams& p, const float* qkv, int64_t n,
+                      const float* cos, const float* sin, int64_t r0, int64_t r1,
+                      float* kv) override {
+    ops_.vision_kv_rows(ctx_, p, qkv, n, cos, sin, r0, r1, kv);
+  }
+  void vision_attend_rows(const kernels::Ops::VisionAttentionParams& p, const float* qkv, int64_t n,
+                          const float* cos, const float* sin, const float* kv, int64_t q0,
+                          int64_t q1, float* out) override {
+    ops_.vision_attend_rows(ctx_, p, qkv, n, cos, sin, kv, q0, q1, out);
+  }
   void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows,
                  int64_t width) override;
   // The host's memory is written by every step: a device executor that takes the state over later

@@ -79,6 +79,21 @@ class Executor {
                            float* expert_out) = 0;
   // In place: x[i] = 1 / (1 + exp(-x[i])) over n values.
   virtual void sigmoid(float* x, int64_t n) = 0;
+
+  // The vision tower's ops (model/vision.h issues them; kernels::Ops has their math). The
+  // attention's prepared keys `kv` are vision_kv_floats(p, n) floats in this executor's layout.
+  virtual void layer_norm(const float* x, int64_t n, int64_t dim, const float* w, const float* b,
+                          float eps, float* out) = 0;
+  virtual void gelu(float* x, int64_t n, int64_t dim, bool tanh_form) = 0;
+  virtual void add_bias(float* y, int64_t n, int64_t dim, const float* bias) = 0;
+  virtual size_t vision_kv_floats(const kernels::Ops::VisionAttentionParams& p,
+                                  int64_t n) const = 0;
+  virtual void vision_kv_rows(const kernels::Ops::VisionAttentionParams& p, const float* qkv,
+                              int64_t n, const float* cos, const float* sin, int64_t r0, int64_t r1,
+                              float* kv) = 0;
+  virtual void vision_attend_rows(const kernels::Ops::VisionAttentionParams& p, const float* qkv,
+                                  int64_t n, const float* cos, const float* sin, const float* kv,
+                                  int64_t q0, int64_t q1, float* out) = 0;
   // dst[r · dst_stride + i] = src[r · src_stride + i] for r < rows, i < width (floats).
   virtual void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride,
                          int64_t rows, int64_t width) = 0;
@@ -101,6 +116,9 @@ class Executor {
   virtual void attach(SequenceState& state) { (void)state; }
   virtual void send(const float* p, int64_t count) { (void)p, (void)count; }
   virtual void receive(const float* p, int64_t count) { (void)p, (void)count; }
+  // The host is done with the memory at [p, p + count) (an image's run buffers): an executor
+  // that keeps its own twin of it frees that, outside a step. Nothing on the CPU.
+  virtual void forget(const float* p, int64_t count) { (void)p, (void)count; }
   // receive() for `rows` logits rows of `vocab` at p, where row i's sampling reads only its
   // top_k[i] largest logits (SequenceRows::logits_top_k; 0: the whole row). An executor may bring
   // back only those (ranked by value, then the lower id, as the sampler ranks them) and set the

@@ -35,7 +35,10 @@ core::Status Model::encode_image(const float* rows, int64_t grid_t, int64_t grid
   if (!w_->vision)
     return core::error("[vision] " + (w_->vision_problem.empty() ? std::string("no vision tower") : w_->vision_problem));
   if (!vision_) vision_ = std::make_unique<VisionTower>(*w_->vision, ops_);
-  return vision_->encode(ctx_, rows, grid_t, grid_h, grid_w, out);
+  QWEN35_RETURN_IF_ERROR(vision_->encode(*ex_, rows, grid_t, grid_h, grid_w, out));
+  QWEN35_RETURN_IF_ERROR(ex_->finish());
+  forget_run(vision_->own_run());
+  return core::ok_status();
 }
 
 core::Status Model::begin_image(const float* rows, int64_t grid_t, int64_t grid_h, int64_t grid_w, float* out,
@@ -51,9 +54,28 @@ VisionPlan Model::plan_image(const VisionRun& run, double budget, bool at_least_
   return vision_->plan(run, budget, at_least_one);
 }
 
-bool Model::advance_image(VisionRun* run, const VisionCursor& end) {
+// The pieces are a step of their own on the executor: their output is readable when this
+// returns, and a device's failure is the run's.
+core::Result<bool> Model::advance_image(VisionRun* run, const VisionCursor& end) {
   QWEN35_CHECK(vision_ != nullptr);  // begin_image made it
-  return vision_->advance(ctx_, run, end);
+  const bool done = vision_->advance(*ex_, run, end);
+  QWEN35_RETURN_IF_ERROR(ex_->finish());
+  if (done) forget_run(*run);
+  return done;
+}
+
+void Model::end_image(VisionRun* run) { forget_run(*run); }
+
+// The executor's twins of a run's memory (none on the CPU): the patch rows it sent, its
+// buffers, the tables' rows, the output it received.
+void Model::forget_run(const VisionRun& run) {
+  if (!vision_ || run.rows == nullptr) return;
+  const VisionConfig& c = w_->vision->config;
+  const int64_t rows = VisionTower::rows(run.grid_t, run.grid_h, run.grid_w);
+  ex_->forget(run.rows, rows * c.patch_dim());
+  ex_->forget(run.out, vision_->tokens(run.grid_t, run.grid_h, run.grid_w) * c.out_hidden);
+  for (const RowBuffer* b : {&run.x, &run.qkv, &run.kv, &run.pos, &run.cos, &run.sin})
+    ex_->forget(b->data(), int64_t(b->size()));
 }
 
 double Model::token_flops() const {

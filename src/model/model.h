@@ -182,11 +182,15 @@ class Model {
   // The same in pieces (model/vision.h VisionRun), so that the engine can spread an image over
   // steps: begin_image fails as encode_image does; plan_image says how far a budget of
   // multiply-adds × 2 takes the run (VisionTower::plan); advance_image runs it up to a cursor
-  // and returns whether the image is done.
+  // and returns whether the image is done. The tower's ops go to the model's executor (model/
+  // executor.h), each advance_image a step of its own there: a device's records the pieces and
+  // submits them before it returns (an error: the device failed, and the run is to be dropped).
+  // end_image: a run given up before it is done (its memory on the executor freed).
   core::Status begin_image(const float* rows, int64_t grid_t, int64_t grid_h, int64_t grid_w, float* out,
                            VisionRun* run);
   VisionPlan plan_image(const VisionRun& run, double budget, bool at_least_one) const;
-  bool advance_image(VisionRun* run, const VisionCursor& end);
+  core::Result<bool> advance_image(VisionRun* run, const VisionCursor& end);
+  void end_image(VisionRun* run);
   int64_t image_stages_per_frame() const { return w_->vision ? int64_t(w_->vision->blocks.size()) + 2 : 0; }
   // Multiply-adds × 2 of one prompt token through the trunk's matmuls (MoE: its active experts;
   // no head, no attention scores): the unit in which the engine weighs an image's stages.
@@ -259,6 +263,7 @@ class Model {
   // moved by the state's rope delta, or null (the KV positions themselves).
   const int64_t* rope_positions(const Span& sp);
   std::unique_ptr<VisionTower> vision_;  // made at the first image
+  void forget_run(const VisionRun& run);
 };
 
 }  // namespace qwen35::model

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <string>
 
+#include "model/cpu_executor.h"
+
 namespace qwen35::model {
 
 using core::error;
@@ -85,8 +87,14 @@ void VisionTower::position_tables(int64_t grid_h, int64_t grid_w, std::vector<fl
 
 Status VisionTower::encode(const kernels::Context& ctx, const float* rows, int64_t grid_t, int64_t grid_h,
                            int64_t grid_w, float* out) {
+  CpuExecutor ex(ops_, ctx);
+  return encode(ex, rows, grid_t, grid_h, grid_w, out);
+}
+
+Status VisionTower::encode(Executor& ex, const float* rows, int64_t grid_t, int64_t grid_h, int64_t grid_w,
+                           float* out) {
   QWEN35_RETURN_IF_ERROR(begin(rows, grid_t, grid_h, grid_w, out, &run_));
-  advance(ctx, &run_, VisionCursor{grid_t, 0, 0, 0});
+  advance(ex, &run_, VisionCursor{grid_t, 0, 0, 0});
   return Status();
 }
 
@@ -110,11 +118,16 @@ Status VisionTower::begin(const float* rows, int64_t grid_t, int64_t grid_h, int
 
 // Buffers grow here rather than in begin(), so that running out of memory is the run's failure.
 bool VisionTower::advance(const kernels::Context& ctx, VisionRun* run, const VisionCursor& end) {
+  CpuExecutor ex(ops_, ctx);
+  return advance(ex, run, end);
+}
+
+bool VisionTower::advance(Executor& ex, VisionRun* run, const VisionCursor& end) {
   const VisionConfig& c = w_.config;
   const int64_t n = run->grid_h * run->grid_w;
   run->x.grow(size_t(n * c.hidden));
   run->qkv.grow(size_t(n * 3 * c.hidden));
-  run->kv.grow(ops_.vision_kv_floats({c.n_heads, c.head_dim}, n));
+  run->kv.grow(ex.vision_kv_floats({c.n_heads, c.head_dim}, n));
   if (run->pos.size() < size_t(n * c.hidden) || run->cos.size() < size_t(n * c.head_dim / 2))
     run->table_rows = 0;  // the tables' buffers grow and lose their rows
   run->pos.grow(size_t(n * c.hidden));
@@ -126,7 +139,7 @@ bool VisionTower::advance(const kernels::Context& ctx, VisionRun* run, const Vis
     const int64_t stop = last ? end.row : n;
     const int64_t tile = std::max<int64_t>(1, kTileRows / (c.merge * c.merge)) * c.merge * c.merge;
     grow_scratch(std::min(tile, stop - at.row));
-    for (int64_t r0 = at.row; r0 < stop; r0 += tile) piece(ctx, run, r0, std::min(stop, r0 + tile));
+    for (int64_t r0 = at.row; r0 < stop; r0 += tile) piece(ex, run, r0, std::min(stop, r0 + tile));
     if (stop == n) run->at = next_part(at);
     else run->at.row = stop;
   }
@@ -144,79 +157,85 @@ void VisionTower::grow_scratch(int64_t rows) {
 }
 
 // Rows [r0, r1) (a tile) of the part at run->at.
-void VisionTower::piece(const kernels::Context& ctx, VisionRun* run, int64_t r0, int64_t r1) {
+void VisionTower::piece(Executor& ex, VisionRun* run, int64_t r0, int64_t r1) {
   const VisionCursor& at = run->at;
-  if (at.stage == 0) embed(ctx, run, r0, r1);
-  else if (at.stage > depth()) merge(ctx, run, r0, r1);
-  else if (at.part == 0) block_qkv(ctx, w_.blocks[size_t(at.stage - 1)], run, r0, r1);
-  else block_rest(ctx, w_.blocks[size_t(at.stage - 1)], run, r0, r1);
+  if (at.stage == 0) embed(ex, run, r0, r1);
+  else if (at.stage > depth()) merge(ex, run, r0, r1);
+  else if (at.part == 0) block_qkv(ex, w_.blocks[size_t(at.stage - 1)], run, r0, r1);
+  else block_rest(ex, w_.blocks[size_t(at.stage - 1)], run, r0, r1);
 }
 
 // Patch embedding (a Conv3d with kernel = stride is a matmul of the flattened patch) and the
-// interpolated position rows (made here, for the rows that frame 0 reaches first).
-void VisionTower::embed(const kernels::Context& ctx, VisionRun* run, int64_t r0, int64_t r1) {
+// interpolated position rows (made here, for the rows that frame 0 reaches first). The host's
+// rows (the patches and the tables' rows of this piece) go to the executor here: every later
+// part of the frame reads the tables of its rows, which this part of the frame has sent.
+void VisionTower::embed(Executor& ex, VisionRun* run, int64_t r0, int64_t r1) {
   const VisionConfig& c = w_.config;
-  const int64_t H = c.hidden, n = run->grid_h * run->grid_w, k = r1 - r0;
+  const int64_t H = c.hidden, n = run->grid_h * run->grid_w, k = r1 - r0, half = c.head_dim / 2;
   if (run->table_rows < r1) {
     position_rows(run->grid_h, run->grid_w, run->table_rows, r1, run->pos.data(), run->cos.data(), run->sin.data());
     run->table_rows = r1;
   }
+  const float* patches = run->rows + (run->at.frame * n + r0) * c.patch_dim();
+  ex.send(patches, k * c.patch_dim());
+  ex.send(run->pos.data() + r0 * H, k * H);
+  ex.send(run->cos.data() + r0 * half, k * half);
+  ex.send(run->sin.data() + r0 * half, k * half);
   float* x = run->x.data() + r0 * H;
-  ops_.matmul(ctx, run->rows + (run->at.frame * n + r0) * c.patch_dim(), k, w_.patch, x);
-  ops_.add_bias(ctx, x, k, H, w_.patch_b.data());
-  ops_.add_rows(ctx, run->pos.data() + r0 * H, nullptr, k, H, x);
+  ex.matmul(patches, k, w_.patch, x);
+  ex.add_bias(x, k, H, w_.patch_b.data());
+  ex.add_rows(run->pos.data() + r0 * H, nullptr, k, H, x);
 }
 
 // A block's part 0: LN1, the qkv projection, and these rows' keys and values prepared for the
 // attention of part 1 (which reads them all).
-void VisionTower::block_qkv(const kernels::Context& ctx, const VisionBlockWeights& b, VisionRun* run, int64_t r0,
-                            int64_t r1) {
+void VisionTower::block_qkv(Executor& ex, const VisionBlockWeights& b, VisionRun* run, int64_t r0, int64_t r1) {
   const VisionConfig& c = w_.config;
   const int64_t H = c.hidden, n = run->grid_h * run->grid_w, k = r1 - r0;
   float* qkv = run->qkv.data() + r0 * 3 * H;
-  ops_.layer_norm(ctx, run->x.data() + r0 * H, k, H, b.norm1_w.data(), b.norm1_b.data(), float(c.eps), normed_.data());
-  ops_.matmul(ctx, normed_.data(), k, b.qkv, qkv);
-  ops_.add_bias(ctx, qkv, k, 3 * H, b.qkv_b.data());
-  ops_.vision_kv_rows(ctx, {c.n_heads, c.head_dim}, run->qkv.data(), n, run->cos.data(), run->sin.data(), r0, r1,
-                      run->kv.data());
+  ex.layer_norm(run->x.data() + r0 * H, k, H, b.norm1_w.data(), b.norm1_b.data(), float(c.eps), normed_.data());
+  ex.matmul(normed_.data(), k, b.qkv, qkv);
+  ex.add_bias(qkv, k, 3 * H, b.qkv_b.data());
+  ex.vision_kv_rows({c.n_heads, c.head_dim}, run->qkv.data(), n, run->cos.data(), run->sin.data(), r0, r1,
+                    run->kv.data());
 }
 
 // A block's part 1: these rows' attention over all the frame's keys, the projection and the MLP,
 // each added to the rows' residual.
-void VisionTower::block_rest(const kernels::Context& ctx, const VisionBlockWeights& b, VisionRun* run, int64_t r0,
-                             int64_t r1) {
+void VisionTower::block_rest(Executor& ex, const VisionBlockWeights& b, VisionRun* run, int64_t r0, int64_t r1) {
   const VisionConfig& c = w_.config;
   const int64_t H = c.hidden, I = c.intermediate, n = run->grid_h * run->grid_w, k = r1 - r0;
   const float eps = float(c.eps);
   float* x = run->x.data() + r0 * H;
-  ops_.vision_attend_rows(ctx, {c.n_heads, c.head_dim}, run->qkv.data(), n, run->cos.data(), run->sin.data(),
-                          run->kv.data(), r0, r1, attn_.data());
-  ops_.matmul(ctx, attn_.data(), k, b.proj, tmp_.data());
-  ops_.add_bias(ctx, tmp_.data(), k, H, b.proj_b.data());
-  ops_.add_rows(ctx, tmp_.data(), nullptr, k, H, x);
-  ops_.layer_norm(ctx, x, k, H, b.norm2_w.data(), b.norm2_b.data(), eps, normed_.data());
-  ops_.matmul(ctx, normed_.data(), k, b.fc1, mlp_.data());
-  ops_.add_bias(ctx, mlp_.data(), k, I, b.fc1_b.data());
-  ops_.gelu(ctx, mlp_.data(), k, I, c.tanh_gelu);
-  ops_.matmul(ctx, mlp_.data(), k, b.fc2, tmp_.data());
-  ops_.add_bias(ctx, tmp_.data(), k, H, b.fc2_b.data());
-  ops_.add_rows(ctx, tmp_.data(), nullptr, k, H, x);
+  ex.vision_attend_rows({c.n_heads, c.head_dim}, run->qkv.data(), n, run->cos.data(), run->sin.data(),
+                        run->kv.data(), r0, r1, attn_.data());
+  ex.matmul(attn_.data(), k, b.proj, tmp_.data());
+  ex.add_bias(tmp_.data(), k, H, b.proj_b.data());
+  ex.add_rows(tmp_.data(), nullptr, k, H, x);
+  ex.layer_norm(x, k, H, b.norm2_w.data(), b.norm2_b.data(), eps, normed_.data());
+  ex.matmul(normed_.data(), k, b.fc1, mlp_.data());
+  ex.add_bias(mlp_.data(), k, I, b.fc1_b.data());
+  ex.gelu(mlp_.data(), k, I, c.tanh_gelu);
+  ex.matmul(mlp_.data(), k, b.fc2, tmp_.data());
+  ex.add_bias(tmp_.data(), k, H, b.fc2_b.data());
+  ex.add_rows(tmp_.data(), nullptr, k, H, x);
 }
 
 // The merger: LayerNorm per patch row, then merge² consecutive rows read as one row of M
-// (r0 and r1 are whole tokens).
-void VisionTower::merge(const kernels::Context& ctx, VisionRun* run, int64_t r0, int64_t r1) {
+// (r0 and r1 are whole tokens). The output tokens go back to the host.
+void VisionTower::merge(Executor& ex, VisionRun* run, int64_t r0, int64_t r1) {
   const VisionConfig& c = w_.config;
   const int64_t H = c.hidden, M = c.merged_dim(), mm = c.merge * c.merge, tok = (r1 - r0) / mm;
   const int64_t frame_tokens = tokens(1, run->grid_h, run->grid_w);
   float* out = run->out + (run->at.frame * frame_tokens + r0 / mm) * c.out_hidden;
-  ops_.layer_norm(ctx, run->x.data() + r0 * H, r1 - r0, H, w_.merger_norm_w.data(), w_.merger_norm_b.data(),
-                  float(c.eps), normed_.data());
-  ops_.matmul(ctx, normed_.data(), tok, w_.merger_fc1, merged_.data());
-  ops_.add_bias(ctx, merged_.data(), tok, M, w_.merger_fc1_b.data());
-  ops_.gelu(ctx, merged_.data(), tok, M, /*tanh_form=*/false);
-  ops_.matmul(ctx, merged_.data(), tok, w_.merger_fc2, out);
-  ops_.add_bias(ctx, out, tok, c.out_hidden, w_.merger_fc2_b.data());
+  ex.layer_norm(run->x.data() + r0 * H, r1 - r0, H, w_.merger_norm_w.data(), w_.merger_norm_b.data(), float(c.eps),
+                normed_.data());
+  ex.matmul(normed_.data(), tok, w_.merger_fc1, merged_.data());
+  ex.add_bias(merged_.data(), tok, M, w_.merger_fc1_b.data());
+  ex.gelu(merged_.data(), tok, M, /*tanh_form=*/false);
+  ex.matmul(merged_.data(), tok, w_.merger_fc2, out);
+  ex.add_bias(out, tok, c.out_hidden, w_.merger_fc2_b.data());
+  ex.receive(out, tok * c.out_hidden);
 }
 
 }  // namespace qwen35::model

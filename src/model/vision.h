@@ -15,6 +15,12 @@
 // rounded to float once (what both backends then use); the rest is the ops' arithmetic (the
 // scalar reference and the CPU backend agree to the bound the tests state).
 //
+// The tower issues its ops to an Executor (model/executor.h): the CPU's runs them at once through
+// kernels::Ops (the ctx overloads below make one), a device's records them, the run's buffers
+// then being the executor's memory named by host address. The host writes only the position
+// tables and reads only the output: it sends the patch rows and the tables' rows as a piece
+// needs them and receives each piece's output tokens, readable after the executor's finish().
+//
 // Thread-safety: one caller at a time (the tile scratch below is the tower's); a run's state is
 // its own, so runs of several images may take turns through one tower.
 #pragma once
@@ -26,6 +32,7 @@
 
 #include "core/result.h"
 #include "kernels/ops.h"
+#include "model/executor.h"
 #include "model/vision_weights.h"
 
 namespace qwen35::model {
@@ -110,6 +117,11 @@ class VisionTower {
   // out_hidden]. Fails, writing nothing, on a bad grid. Matmuls follow ctx.int8_activations.
   core::Status encode(const kernels::Context& ctx, const float* rows, int64_t grid_t, int64_t grid_h,
                       int64_t grid_w, float* out);
+  // The same through an executor (its ops recorded or run; the output readable after its finish()).
+  core::Status encode(Executor& ex, const float* rows, int64_t grid_t, int64_t grid_h, int64_t grid_w,
+                      float* out);
+  // encode()'s run (its buffers, which an executor may hold twins of).
+  VisionRun& own_run() { return run_; }
 
   // The same in pieces: begin() checks the grid (failing, changing nothing, like encode()) and
   // sets the run at its first piece; plan() says how far a budget takes it; advance() runs it up
@@ -117,6 +129,7 @@ class VisionTower {
   core::Status begin(const float* rows, int64_t grid_t, int64_t grid_h, int64_t grid_w, float* out,
                      VisionRun* run) const;
   bool advance(const kernels::Context& ctx, VisionRun* run, const VisionCursor& end);
+  bool advance(Executor& ex, VisionRun* run, const VisionCursor& end);
   // The pieces from the run's cursor, in order, while their cost fits `budget` (multiply-adds ×
   // 2): each a whole number of grains (merge² rows, a token's), so a part may end part-way;
   // one grain at least when `at_least_one`. A function of the run's grid and cursor and of the
@@ -141,11 +154,11 @@ class VisionTower {
                      float* sin) const;
   VisionCursor next_part(const VisionCursor& c) const;  // the first row of the part after c's
   void grow_scratch(int64_t rows);
-  void piece(const kernels::Context& ctx, VisionRun* run, int64_t r0, int64_t r1);  // rows of run->at's part
-  void embed(const kernels::Context& ctx, VisionRun* run, int64_t r0, int64_t r1);
-  void block_qkv(const kernels::Context& ctx, const VisionBlockWeights& b, VisionRun* run, int64_t r0, int64_t r1);
-  void block_rest(const kernels::Context& ctx, const VisionBlockWeights& b, VisionRun* run, int64_t r0, int64_t r1);
-  void merge(const kernels::Context& ctx, VisionRun* run, int64_t r0, int64_t r1);
+  void piece(Executor& ex, VisionRun* run, int64_t r0, int64_t r1);  // rows of run->at's part
+  void embed(Executor& ex, VisionRun* run, int64_t r0, int64_t r1);
+  void block_qkv(Executor& ex, const VisionBlockWeights& b, VisionRun* run, int64_t r0, int64_t r1);
+  void block_rest(Executor& ex, const VisionBlockWeights& b, VisionRun* run, int64_t r0, int64_t r1);
+  void merge(Executor& ex, VisionRun* run, int64_t r0, int64_t r1);
 
   const VisionWeights& w_;
   const kernels::Ops& ops_;

@@ -174,6 +174,7 @@ class Stepper {
   void run_tower(StepOutput* out);  // the planned pieces, before the forward call
   // Ends with `why` every running sequence whose due image is the one in the tower.
   void fail_tower(StepOutput* out, const std::string& why);
+  void drop_tower();  // the run in the tower given up (Model::end_image), if any
   bool tower_wanted();  // whether a running sequence's due image is the one in the tower
   bool advance(size_t row, const core::Status& st, StepOutput* out);
   // Slot i's state back to position 0 (and, under a split, the other ranks' too).

@@ -227,7 +227,7 @@ void Stepper::schedule() {
   double budget = budget_ - decode_work;
   bool first = true;
   tower_plan_.reset();
-  if (tower_ && !tower_wanted()) tower_.reset();  // its requests ended: the run goes
+  if (tower_ && !tower_wanted()) drop_tower();  // its requests ended: the run goes
   // An image part-way through the tower finishes before another starts (its work is kept), when
   // a sequence of this step's can take it on.
   bool keep_run = false;
@@ -277,6 +277,7 @@ bool Stepper::plan_tower(const PromptImage& im, double* budget, bool first) {
     const core::Status st = model_.begin_image(im.pending->patches().data(), im.grid[0], im.grid[1], im.grid[2],
                                                work->out->data(), &work->run);
     QWEN35_CHECK_MSG(st.ok(), st.message().c_str());
+    drop_tower();
     tower_ = std::move(work);
   }
   // The pieces the budget pays for; it keeps what they leave for the prompts behind.
@@ -288,15 +289,19 @@ bool Stepper::plan_tower(const PromptImage& im, double* budget, bool first) {
 }
 
 void Stepper::run_tower(StepOutput* out) {
+  std::string failed;
   const std::string oom = out_of_memory([&] {
     out->tower_stages += tower_plan_->stages;
     out->tower_flops += tower_plan_->flops;
-    if (!model_.advance_image(&tower_->run, tower_plan_->end)) return;
+    const core::Result<bool> done = model_.advance_image(&tower_->run, tower_plan_->end);
+    if (!done.ok()) failed = done.message();
+    if (!done.ok() || !*done) return;
     tower_->image->set_rows(std::move(tower_->out));
     tower_.reset();
     ++out->images;
   });
-  if (!oom.empty()) fail_tower(out, oom + " in the vision tower");
+  if (!oom.empty()) failed = oom + " in the vision tower";
+  if (!failed.empty()) fail_tower(out, failed);
 }
 
 void Stepper::fail_tower(StepOutput* out, const std::string& why) {
@@ -309,6 +314,11 @@ void Stepper::fail_tower(StepOutput* out, const std::string& why) {
     release(i);
     ++out->done;
   }
+  drop_tower();
+}
+
+void Stepper::drop_tower() {
+  if (tower_) model_.end_image(&tower_->run);
   tower_.reset();
 }
 

@@ -93,6 +93,19 @@ DeviceMemoryPlan plan_device_memory(const model::ModelWeights& w, int64_t ctx, i
     for (const std::vector<float>* v : {&m.norm_embedding, &m.norm_hidden, &m.norm}) wb.floats(*v);
     wb.layer(m.layer);
   }
+  if (first && w.vision) {  // the vision tower's weights (its run buffers grow with the image)
+    const model::VisionWeights& v = *w.vision;
+    for (const std::vector<float>* x : {&v.patch_b, &v.merger_norm_w, &v.merger_norm_b,
+                                        &v.merger_fc1_b, &v.merger_fc2_b})
+      wb.floats(*x);
+    for (const kernels::Matrix* x : {&v.patch, &v.merger_fc1, &v.merger_fc2}) wb.matrix(*x);
+    for (const model::VisionBlockWeights& b : v.blocks) {
+      for (const std::vector<float>* x : {&b.norm1_w, &b.norm1_b, &b.norm2_w, &b.norm2_b,
+                                          &b.qkv_b, &b.proj_b, &b.fc1_b, &b.fc2_b})
+        wb.floats(*x);
+      for (const kernels::Matrix* x : {&b.qkv, &b.proj, &b.fc1, &b.fc2}) wb.matrix(*x);
+    }
+  }
   p.weights = wb.bytes;
 
   const uint64_t seqs = uint64_t(std::max<int64_t>(parallel, 0));

@@ -344,6 +344,15 @@ void Residency::receive(const void* p, uint64_t bytes) {
   if (b.buffer) rec_->stage_out(b, bytes, const_cast<void*>(p));
 }
 
+void Residency::forget(const void* p, uint64_t bytes) {
+  const auto lo = reinterpret_cast<uintptr_t>(p), hi = lo + bytes;
+  std::vector<uintptr_t> inside;
+  for (auto it = map_.lower_bound(lo); it != map_.end() && it->first < hi; ++it)
+    if (it->second->kind == Kind::kScratch && it->first + it->second->bytes <= hi)
+      inside.push_back(it->first);
+  for (uintptr_t b : inside) drop(b);
+}
+
 uint64_t Residency::bytes() const {
   uint64_t n = 0;
   for (const auto& [base, g] : map_) n += g->buf.bytes();

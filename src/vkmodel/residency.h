@@ -58,6 +58,9 @@ class Residency {
   void send(const void* p, uint64_t bytes);
   // The twin's bytes to the host at p when the step's submission returns.
   void receive(const void* p, uint64_t bytes);
+  // The host is done with [p, p + bytes): the scratch twins inside it are freed (a merged twin
+  // that reaches past it stays: the rest of it may be another buffer's).
+  void forget(const void* p, uint64_t bytes);
 
   // Copies runs between mirrored twins now, in a submission of its own (model/mirror.h
   // device_copy, between steps). False, copying nothing, where a run is not within mirrored

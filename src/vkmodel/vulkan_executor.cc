@@ -92,6 +92,21 @@ core::Status VulkanExecutor::upload(const model::ModelWeights& w) {
   QWEN35_RETURN_IF_ERROR(upload_matrix(w.embed));
   QWEN35_RETURN_IF_ERROR(upload_matrix(w.head));
   QWEN35_RETURN_IF_ERROR(vec(w.final_norm));
+  if (w.vision && w.held_first == 0) {  // the first stage encodes the images
+    const model::VisionWeights& v = *w.vision;
+    for (const std::vector<float>* x : {&v.patch_b, &v.merger_norm_w, &v.merger_norm_b,
+                                        &v.merger_fc1_b, &v.merger_fc2_b})
+      QWEN35_RETURN_IF_ERROR(vec(*x));
+    for (const kernels::Matrix* x : {&v.patch, &v.merger_fc1, &v.merger_fc2})
+      QWEN35_RETURN_IF_ERROR(upload_matrix(*x));
+    for (const model::VisionBlockWeights& b : v.blocks) {
+      for (const std::vector<float>* x : {&b.norm1_w, &b.norm1_b, &b.norm2_w, &b.norm2_b,
+                                          &b.qkv_b, &b.proj_b, &b.fc1_b, &b.fc2_b})
+        QWEN35_RETURN_IF_ERROR(vec(*x));
+      for (const kernels::Matrix* x : {&b.qkv, &b.proj, &b.fc1, &b.fc2})
+        QWEN35_RETURN_IF_ERROR(upload_matrix(*x));
+    }
+  }
   if (w.mtp) {
     QWEN35_RETURN_IF_ERROR(upload_matrix(w.mtp->fc));
     for (const std::vector<float>* v : {&w.mtp->norm_embedding, &w.mtp->norm_hidden, &w.mtp->norm})
@@ -494,6 +509,10 @@ void VulkanExecutor::send(const float* p, int64_t count) {
 void VulkanExecutor::receive(const float* p, int64_t count) {
   rec();
   res_->receive(p, floats(count));
+}
+
+void VulkanExecutor::forget(const float* p, int64_t count) {
+  if (p && count > 0) res_->forget(p, floats(count));
 }
 
 void VulkanExecutor::receive_logits(const float* p, int64_t rows, int64_t vocab,

@@ -3,7 +3,8 @@
 // submits the whole step once, at finish(). Weights are uploaded once, in their stored type,
 // when it is made; activations, the KV blocks and the conv and recurrent states live on the
 // device (vkmodel/residency.h); the host sends token ids, positions and image rows and
-// receives what the forward asks for (logits, a stage's rows, state copies).
+// receives what the forward asks for (logits, a stage's rows, state copies). The vision tower's
+// weights are uploaded with the rest; its pieces run here as their own steps (model/vision.h).
 //
 // Exact mode only: the device's matmuls take fp32 activations whatever the model's mode, so the
 // caller refuses fast mode before it installs the executor. Every KV format of the pool is read
@@ -79,6 +80,19 @@ class VulkanExecutor final : public model::Executor {
                    std::span<const model::MlpWeights> experts, int64_t inter, int64_t hidden,
                    float* expert_out) override;
   void sigmoid(float* x, int64_t n) override;
+  // The vision tower's ops (vulkan/vision_ops.h): kv holds the rotated keys [n, n_heads,
+  // head_dim]; the values are read from qkv in place.
+  void layer_norm(const float* x, int64_t n, int64_t dim, const float* w, const float* b, float eps,
+                  float* out) override;
+  void gelu(float* x, int64_t n, int64_t dim, bool tanh_form) override;
+  void add_bias(float* y, int64_t n, int64_t dim, const float* bias) override;
+  size_t vision_kv_floats(const kernels::Ops::VisionAttentionParams& p, int64_t n) const override;
+  void vision_kv_rows(const kernels::Ops::VisionAttentionParams& p, const float* qkv, int64_t n,
+                      const float* cos, const float* sin, int64_t r0, int64_t r1,
+                      float* kv) override;
+  void vision_attend_rows(const kernels::Ops::VisionAttentionParams& p, const float* qkv, int64_t n,
+                          const float* cos, const float* sin, const float* kv, int64_t q0,
+                          int64_t q1, float* out) override;
   void copy_rows(const float* src, int64_t src_stride, float* dst, int64_t dst_stride, int64_t rows,
                  int64_t width) override;
   void copy_to_snapshot(const float* src, int64_t count, model::SnapshotStore::Snapshot& dst,
@@ -86,6 +100,7 @@ class VulkanExecutor final : public model::Executor {
   void attach(model::SequenceState& state) override;
   void send(const float* p, int64_t count) override;
   void receive(const float* p, int64_t count) override;
+  void forget(const float* p, int64_t count) override;
   // Rows with a top k (below the vocabulary) get theirs from the device (vulkan/topk.h): k values
   // and ids back instead of the row, the rest of the row -inf after finish().
   void receive_logits(const float* p, int64_t rows, int64_t vocab,

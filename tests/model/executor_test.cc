@@ -96,6 +96,29 @@ class DeferredExecutor final : public Executor {
   void sigmoid(float* x, int64_t n) override {
     q_.push_back([=, this] { in_->sigmoid(x, n); });
   }
+  void layer_norm(const float* x, int64_t n, int64_t d, const float* w, const float* b, float eps,
+                  float* out) override {
+    q_.push_back([=, this] { in_->layer_norm(x, n, d, w, b, eps, out); });
+  }
+  void gelu(float* x, int64_t n, int64_t d, bool tanh_form) override {
+    q_.push_back([=, this] { in_->gelu(x, n, d, tanh_form); });
+  }
+  void add_bias(float* y, int64_t n, int64_t d, const float* bias) override {
+    q_.push_back([=, this] { in_->add_bias(y, n, d, bias); });
+  }
+  size_t vision_kv_floats(const kernels::Ops::VisionAttentionParams& p, int64_t n) const override {
+    return in_->vision_kv_floats(p, n);
+  }
+  void vision_kv_rows(const kernels::Ops::VisionAttentionParams& p, const float* qkv, int64_t n,
+                      const float* cos, const float* sin, int64_t r0, int64_t r1,
+                      float* kv) override {
+    q_.push_back([=, this] { in_->vision_kv_rows(p, qkv, n, cos, sin, r0, r1, kv); });
+  }
+  void vision_attend_rows(const kernels::Ops::VisionAttentionParams& p, const float* qkv, int64_t n,
+                          const float* cos, const float* sin, const float* kv, int64_t q0,
+                          int64_t q1, float* out) override {
+    q_.push_back([=, this] { in_->vision_attend_rows(p, qkv, n, cos, sin, kv, q0, q1, out); });
+  }
   void copy_rows(const float* src, int64_t ss, float* dst, int64_t ds, int64_t rows,
                  int64_t width) override {
     q_.push_back([=, this] { in_->copy_rows(src, ss, dst, ds, rows, width); });
@@ -204,6 +227,38 @@ TEST_P(ExecutorTest, DeferredRunGivesTheBitsOfTheCpuExecutor) {
   EXPECT_GT(seen->ops_run, 0);
   // One finish a forward call and a commit, one a draft position.
   EXPECT_GE(seen->finishes, 4);
+}
+
+// The vision tower through the seam (model/vision.h): with its ops queued until finish(), an
+// image encoded whole and in pieces (each advance_image its own finish) has the CPU executor's
+// bits, so the tower reads no op's output on the host before finish().
+TEST(ExecutorVision, DeferredTowerGivesTheBitsOfTheCpuExecutor) {
+  const std::string ckpt = source_dir() + "/tests/fixtures/vision/prompt_tiny/ckpt";
+  auto wa = load_weights(ckpt), wb = load_weights(ckpt);
+  ASSERT_TRUE(wa.ok() && wb.ok()) << wa.message();
+  core::ThreadPool pool(2);
+  Model direct(std::move(*wa), kernels::cpu_ops(), &pool), deferred(std::move(*wb), kernels::cpu_ops(), &pool);
+  auto wrapper = std::make_unique<DeferredExecutor>(deferred.cpu_executor());
+  DeferredExecutor* seen = wrapper.get();
+  deferred.replace_executor(std::move(wrapper));
+  const VisionConfig& c = direct.weights().vision->config;
+  const int64_t t = 2, h = 6, w = 8, tokens = t * (h / c.merge) * (w / c.merge);
+  std::vector<float> rows(size_t(t * h * w * c.patch_dim()));
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = float(int64_t(i * 7919 % 2001) - 1000) / 1000.0f;
+  std::vector<float> want(size_t(tokens * c.out_hidden)), got(want.size(), -1.0f), pieces(want.size(), -1.0f);
+  ASSERT_TRUE(direct.encode_image(rows.data(), t, h, w, want.data()).ok());
+  ASSERT_TRUE(deferred.encode_image(rows.data(), t, h, w, got.data()).ok());
+  EXPECT_EQ(got, want);
+  VisionRun run;
+  ASSERT_TRUE(deferred.begin_image(rows.data(), t, h, w, pieces.data(), &run).ok());
+  const int64_t finishes = seen->finishes;
+  for (bool done = false; !done;) {
+    const auto d = deferred.advance_image(&run, deferred.plan_image(run, 5e5, true).end);
+    ASSERT_TRUE(d.ok()) << d.message();
+    done = *d;
+  }
+  EXPECT_EQ(pieces, want);
+  EXPECT_GT(seen->finishes - finishes, 10);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, ExecutorTest,
