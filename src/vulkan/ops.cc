@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "vulkan/dispatch_checks.h"
 #include "vulkan/instance.h"
 
 namespace qwen35::vulkan {
@@ -61,18 +62,6 @@ uint32_t sb_code(core::DType t) {
     default:
       return 0;
   }
-}
-
-uint64_t groups_for(uint64_t elements) { return (elements + kWorkgroup - 1) / kWorkgroup; }
-
-// Sizes the shaders index with 32-bit words: every extent must fit.
-bool fits32(Recorder& rec, const char* op, int64_t a, int64_t b) {
-  if (a < 0 || b < 0 || uint64_t(a) * uint64_t(b) >= (1ull << 32)) {
-    rec.fail(core::error(std::string("[vulkan] ") + op + ": " + std::to_string(a) + " × " +
-                         std::to_string(b) + " elements exceed what one dispatch indexes"));
-    return false;
-  }
-  return true;
 }
 
 std::string variant(const char* op, const DeviceMatrix& w) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <string>
 
+#include "vulkan/dispatch_checks.h"
 #include "vulkan/instance.h"
 
 namespace qwen35::vulkan {
@@ -27,18 +28,6 @@ struct AttendPush {
   uint32_t base, n, nh, hd, q0, rows;
   float scale;
 };
-
-uint64_t groups_for(uint64_t elements) { return (elements + kWorkgroup - 1) / kWorkgroup; }
-
-// The shaders index with 32-bit words: every extent must fit.
-bool fits32(Recorder& rec, const char* op, int64_t a, int64_t b) {
-  if (a < 0 || b < 0 || uint64_t(a) * uint64_t(b) >= (1ull << 32)) {
-    rec.fail(core::error(std::string("[vulkan] ") + op + ": " + std::to_string(a) + " × " +
-                         std::to_string(b) + " elements exceed what one dispatch indexes"));
-    return false;
-  }
-  return true;
-}
 
 bool shape_ok(Recorder& rec, const VisionShape& s) {
   if (s.n_heads < 1 || s.head_dim < 2 || s.head_dim % 2 != 0 || s.head_dim > 256) {
