@@ -14,6 +14,7 @@
 #include "kernels/cpu/vision_attention.h"
 #include "kernels/ops.h"
 #include "test_matrices.h"
+#include "vision_attention_reference.h"
 
 namespace qwen35::kernels {
 namespace {
@@ -203,83 +204,9 @@ TEST(VisionOps, AddBiasIsTheScalarSum) {
   });
 }
 
-// The 2-D rotary tables of a patch grid `width` wide (row t at grid (t / width, t % width)): the
-// first head_dim/4 angles from the grid row, the next head_dim/4 from the column,
-// inv_freq_j = 10000^(−2j/(head_dim/2)), as the tower computes them.
-void rotary_tables(int64_t n, int64_t hd, int64_t width, std::vector<float>& cos, std::vector<float>& sin) {
-  const int64_t half = hd / 2, quarter = hd / 4;
-  cos.resize(size_t(n * half));
-  sin.resize(size_t(n * half));
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t i = 0; i < half; ++i) {
-      const int64_t j = i < quarter ? i : i - quarter;
-      const double pos = double(i < quarter ? t / width : t % width);
-      const double ang = pos * std::pow(10000.0, -2.0 * double(j) / double(half));
-      cos[size_t(t * half + i)] = float(std::cos(ang));
-      sin[size_t(t * half + i)] = float(std::sin(ang));
-    }
-}
-
-// Rows `rows` of the attention in float64 (want) and the error bound of the CPU kernel's float
-// arithmetic for each of its elements (tol), worst case, from the operations the kernel does:
-// - score of key j: rotation and 1/√hd scaling (≤ 3 roundings per factor), then one FMA chain of
-//   hd terms: |error| ≤ (hd + 6)·u·Σ_c|q_c·k_c|/√hd ≤ D (the row's largest);
-// - score errors ≤ D scale the weights by e^(±D), which moves the output by ≤ 2D·(weighted mean
-//   of |v − out|) to first order;
-// - the weights e^(s − m) (Highway's Exp, 1 ulp; the subtraction, 1), their sum (≤ n/4 additions
-//   per lane with 4 lanes or more, then the lanes, rescaled ≤ once per block) and each output's
-//   sum (one FMA chain over the n keys, rescaled with the weights): ≤ (n + n/4 + 8)·u relative to
-//   the weighted mean of |v|.
-struct Expectation {
-  std::vector<double> want, tol;  // [rows.size(), n_heads, head_dim]
-};
-
-Expectation expected_rows(const float* qkv, const float* cos, const float* sin, int64_t n, int64_t nh, int64_t hd,
-                          const std::vector<int64_t>& rows) {
-  const int64_t half = hd / 2, row = 3 * nh * hd;
-  auto rot = [&](int64_t at, int part, int64_t h, double* o) {
-    const float* x = qkv + at * row + (part * nh + h) * hd;
-    for (int64_t i = 0; i < half; ++i) {
-      const double cc = cos[at * half + i], ss = sin[at * half + i];
-      o[i] = x[i] * cc - x[i + half] * ss;
-      o[i + half] = x[i + half] * cc + x[i] * ss;
-    }
-  };
-  Expectation e{std::vector<double>(rows.size() * size_t(nh * hd)), std::vector<double>(rows.size() * size_t(nh * hd))};
-  std::vector<double> k(static_cast<size_t>(n * hd)), q(static_cast<size_t>(hd)), w(static_cast<size_t>(n));
-  for (int64_t h = 0; h < nh; ++h) {
-    for (int64_t j = 0; j < n; ++j) rot(j, 1, h, &k[size_t(j * hd)]);
-    for (size_t r = 0; r < rows.size(); ++r) {
-      rot(rows[r], 0, h, q.data());
-      double mx = -INFINITY, sum = 0, dmax = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        double d = 0, a = 0;
-        for (int64_t i = 0; i < hd; ++i) {
-          d += q[size_t(i)] * k[size_t(j * hd + i)];
-          a += std::fabs(q[size_t(i)] * k[size_t(j * hd + i)]);
-        }
-        w[size_t(j)] = d / std::sqrt(double(hd));
-        dmax = std::max(dmax, double(hd + 6) * kEps * a / std::sqrt(double(hd)));
-        mx = std::max(mx, w[size_t(j)]);
-      }
-      for (auto& x : w) sum += (x = std::exp(x - mx));
-      for (int64_t i = 0; i < hd; ++i) {
-        const float* v = qkv + (2 * nh + h) * hd + i;
-        double out = 0, mean_abs = 0, mean_dev = 0;
-        for (int64_t j = 0; j < n; ++j) out += w[size_t(j)] * v[j * row];
-        out /= sum;
-        for (int64_t j = 0; j < n; ++j) {
-          mean_abs += w[size_t(j)] * std::fabs(v[j * row]);
-          mean_dev += w[size_t(j)] * std::fabs(v[j * row] - out);
-        }
-        const size_t o = r * size_t(nh * hd) + size_t(h * hd + i);
-        e.want[o] = out;
-        e.tol[o] = 2 * dmax * mean_dev / sum + double(n + n / 4 + 8) * kEps * mean_abs / sum + 1e-30;
-      }
-    }
-  }
-  return e;
-}
+using qwen35::testing::Expectation;
+using qwen35::testing::expected_rows;
+using qwen35::testing::rotary_tables;
 
 // One image: its inputs, the reference op's output and the float64 expectation, made once for
 // all targets.

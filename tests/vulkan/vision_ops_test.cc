@@ -14,12 +14,15 @@
 #include "vk_test.h"
 #include "vulkan/recorder.h"
 #include "vulkan/vision_ops.h"
+#include "vision_attention_reference.h"
 
 // A namespace of its own: the test binary compiles as one unit (tests/CMakeLists.txt).
 namespace qwen35::vulkan::vision_ops {
 namespace {
 
 using kernels::randn;
+using qwen35::testing::expected_rows;
+using qwen35::testing::rotary_tables;
 
 const kernels::Ops& ref = kernels::ref_ops();
 constexpr double kEps = 1.0 / (1 << 24);  // float's unit roundoff
@@ -146,72 +149,6 @@ TEST(VulkanVisionOps, GeluBothFormsMatchTheFloat64Formulas) {
   }
 }
 
-// The 2-D rotary tables of a patch grid `width` wide, as the tower computes them.
-void rotary_tables(int64_t n, int64_t hd, int64_t width, std::vector<float>& cos, std::vector<float>& sin) {
-  const int64_t half = hd / 2, quarter = hd / 4;
-  cos.resize(size_t(n * half));
-  sin.resize(size_t(n * half));
-  for (int64_t t = 0; t < n; ++t)
-    for (int64_t i = 0; i < half; ++i) {
-      const int64_t j = i < quarter ? i : i - quarter;
-      const double pos = double(i < quarter ? t / width : t % width);
-      const double ang = pos * std::pow(10000.0, -2.0 * double(j) / double(half));
-      cos[size_t(t * half + i)] = float(std::cos(ang));
-      sin[size_t(t * half + i)] = float(std::sin(ang));
-    }
-}
-
-// The float64 result of every row and the CPU test's bound for each element (there derived from
-// the float arithmetic: the scores' FMA chains of hd terms, the weights' exponentials and sums,
-// each output's FMA chain over the n keys; the device does the same operations in its own order):
-// 2·D·(weighted mean of |v − out|) + (n + n/4 + 8)·u·(weighted mean of |v|), D the largest
-// score error (hd + 6)·u·Σ|q·k|/√hd.
-void expected(const std::vector<float>& qkv, const std::vector<float>& cos, const std::vector<float>& sin,
-              int64_t n, int64_t nh, int64_t hd, std::vector<double>* want, std::vector<double>* tol) {
-  const int64_t half = hd / 2, row = 3 * nh * hd;
-  auto rot = [&](int64_t at, int part, int64_t h, double* o) {
-    const float* x = qkv.data() + at * row + (part * nh + h) * hd;
-    for (int64_t i = 0; i < half; ++i) {
-      const double cc = cos[size_t(at * half + i)], ss = sin[size_t(at * half + i)];
-      o[i] = x[i] * cc - x[i + half] * ss;
-      o[i + half] = x[i + half] * cc + x[i] * ss;
-    }
-  };
-  want->assign(size_t(n * nh * hd), 0.0);
-  tol->assign(want->size(), 0.0);
-  std::vector<double> k(static_cast<size_t>(n * hd)), q(static_cast<size_t>(hd)), w(static_cast<size_t>(n));
-  for (int64_t h = 0; h < nh; ++h) {
-    for (int64_t j = 0; j < n; ++j) rot(j, 1, h, &k[size_t(j * hd)]);
-    for (int64_t t = 0; t < n; ++t) {
-      rot(t, 0, h, q.data());
-      double mx = -INFINITY, sum = 0, dmax = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        double d = 0, a = 0;
-        for (int64_t i = 0; i < hd; ++i) {
-          d += q[size_t(i)] * k[size_t(j * hd + i)];
-          a += std::fabs(q[size_t(i)] * k[size_t(j * hd + i)]);
-        }
-        w[size_t(j)] = d / std::sqrt(double(hd));
-        dmax = std::max(dmax, double(hd + 6) * kEps * a / std::sqrt(double(hd)));
-        mx = std::max(mx, w[size_t(j)]);
-      }
-      for (auto& e : w) sum += (e = std::exp(e - mx));
-      for (int64_t i = 0; i < hd; ++i) {
-        const float* v = qkv.data() + (2 * nh + h) * hd + i;
-        double out = 0, mean_abs = 0, mean_dev = 0;
-        for (int64_t j = 0; j < n; ++j) out += w[size_t(j)] * v[j * row];
-        out /= sum;
-        for (int64_t j = 0; j < n; ++j) {
-          mean_abs += w[size_t(j)] * std::fabs(v[j * row]);
-          mean_dev += w[size_t(j)] * std::fabs(v[j * row] - out);
-        }
-        const size_t o = size_t(t * nh * hd + h * hd + i);
-        (*want)[o] = out;
-        (*tol)[o] = 2 * dmax * mean_dev / sum + double(n + n / 4 + 8) * kEps * mean_abs / sum + 1e-30;
-      }
-    }
-  }
-}
 
 // The attention of one image on `dev`: the keys prepared in ranges of `key_rows` (the last range
 // first, each from buffers of its own rows, as the tower's pieces bind them), then the query
@@ -263,8 +200,11 @@ TEST(VulkanVisionOps, AttentionMatchesTheReferenceInAnyPieces) {
     rotary_tables(c.n, c.hd, 12, cos, sin);
     std::vector<float> r(size_t(c.n * c.nh * c.hd));
     ref.vision_attention({}, {c.nh, c.hd}, qkv.data(), c.n, cos.data(), sin.data(), r.data());
-    std::vector<double> want, tol;
-    expected(qkv, cos, sin, c.n, c.nh, c.hd, &want, &tol);
+    // The float64 result and the CPU kernel's bound for each element (the device does the same
+    // operations in its own order).
+    std::vector<int64_t> all(static_cast<size_t>(c.n));
+    for (int64_t t = 0; t < c.n; ++t) all[size_t(t)] = t;
+    const auto [want, tol] = expected_rows(qkv.data(), cos.data(), sin.data(), c.n, c.nh, c.hd, all);
     const std::vector<float> whole = attention_on(*dev, qkv, cos, sin, c.n, c.nh, c.hd, c.n, c.n);
     for (size_t o = 0; o < whole.size(); ++o) {
       ASSERT_LE(std::fabs(r[o] - want[o]), 1.001 * kEps * std::fabs(want[o]) + 1e-40);
