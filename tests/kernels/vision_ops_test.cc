@@ -14,14 +14,22 @@
 #include "kernels/cpu/vision_attention.h"
 #include "kernels/ops.h"
 #include "test_matrices.h"
-#include "vision_attention_reference.h"
+#include "vision_ops_reference.h"
 
 namespace qwen35::kernels {
 namespace {
 
 const Ops& ref = ref_ops();
 const Ops& cpu = cpu_ops();
-constexpr double kEps = 1.0 / (1 << 24);  // float's unit roundoff
+using qwen35::testing::Expectation;
+using qwen35::testing::gelu_erf64;
+using qwen35::testing::gelu_tanh64;
+using qwen35::testing::gelu_tol;
+using qwen35::testing::layer_norm_tolerance;
+using qwen35::testing::expected_rows;
+using qwen35::testing::rotary_tables;
+
+constexpr double kEps = qwen35::testing::kVisionEps;  // float's unit roundoff
 
 std::vector<float> offset(std::vector<float> v, float by) {
   for (auto& x : v) x += by;
@@ -45,21 +53,10 @@ void layer_norm_checks() {
       ASSERT_EQ(one, two) << "thread count changed the bits, dim " << dim;
       for (int64_t t = 0; t < n; ++t) {
         const float* xr = x.data() + t * dim;
-        double mean = 0, var = 0, mabs = 0;
-        for (int64_t i = 0; i < dim; ++i) mean += xr[i], mabs += std::fabs(xr[i]);
-        mean /= double(dim);
-        for (int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-        const double inv = 1.0 / std::sqrt(var / double(dim) + 1e-6);
-        // The mean's error is at most ~(dim/lanes + 4)·u·mean|x| (≤ 64 terms per accumulator for
-        // dim ≤ 1152 and 4 accumulators of ≥ 4 lanes; 16 lanes on AVX-512); the variance's
-        // relative error as much again, halved by the square root; then (x − mean), ·inv·w, + b
-        // each add an ulp. With |x − mean| + mean|x| as the scale of the first three terms:
-        // tol = 80u·(|x − mean| + mean|x|)·inv·|w| + 4u·|b|.
+        const std::vector<double> tol = layer_norm_tolerance(xr, dim, w.data(), b.data(), 1e-6);
         for (int64_t i = 0; i < dim; ++i) {
-          const double tol = 80 * kEps * (std::fabs(xr[i] - mean) + mabs / double(dim)) * inv * std::fabs(w[size_t(i)]) +
-                             4 * kEps * std::fabs(b[size_t(i)]) + 1e-30;
           const size_t k = size_t(t * dim + i);
-          ASSERT_LE(std::fabs(double(one[k]) - r[k]), tol) << "dim " << dim << " row " << t << " at " << i;
+          ASSERT_LE(std::fabs(double(one[k]) - r[k]), tol[size_t(i)]) << "dim " << dim << " row " << t << " at " << i;
         }
         std::vector<float> alone(static_cast<size_t>(dim));
         cpu.layer_norm({&pool}, xr, 1, dim, w.data(), b.data(), 1e-6f, alone.data());
@@ -102,12 +99,6 @@ double gelu_tanh_formula(double x) {
   return 0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
 }
 double gelu_erf_formula(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
-// The same functions without the cancellation of 1 + tanh / 1 + erf for x < 0, which in double
-// flushes results below ~10⁻¹⁶·|x| to 0: x·sigmoid(2u) and 0.5·x·erfc(−x/√2).
-double gelu_tanh64(double x) {
-  return x / (1.0 + std::exp(-2.0 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-}
-double gelu_erf64(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
 
 TEST(VisionOps, GeluFormsWithoutCancellationAreTheStatedFormulas) {
   for (int i = -30000; i <= 30000; ++i) {
@@ -117,16 +108,6 @@ TEST(VisionOps, GeluFormsWithoutCancellationAreTheStatedFormulas) {
   }
 }
 
-// The error bound of the SIMD GELUs at x (result `want`), relative (cpu/math-inl.h): tanh form
-// x/(1 + e^(−2u)): a few roundings plus the rounding of 2u (≤ 5 roundings, relative), which
-// e^(−2u) turns into an absolute error of the exponent: (8 + 6|2u|)·u. Erf form: the fit
-// (7·10⁻⁹ ≈ 0.12u) plus the exact split of x²/2 leaves ~10 roundings: 16u. Plus 1e−37 absolute:
-// results below FLT_MIN (x < −10.3 for tanh, x < −13 for erf) are flushed or subnormal.
-double gelu_tol(double x, double want, bool tanh_form) {
-  const double u2 = std::min(std::fabs(2 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)), 1e3);
-  const double rel = tanh_form ? (8 + 6 * u2) * kEps : 16 * kEps;
-  return rel * std::fabs(want) + 1e-37;
-}
 
 void gelu_checks() {
   const std::vector<float> x = gelu_inputs();
@@ -203,10 +184,6 @@ TEST(VisionOps, AddBiasIsTheScalarSum) {
       }
   });
 }
-
-using qwen35::testing::Expectation;
-using qwen35::testing::expected_rows;
-using qwen35::testing::rotary_tables;
 
 // One image: its inputs, the reference op's output and the float64 expectation, made once for
 // all targets.

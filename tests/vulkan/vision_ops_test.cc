@@ -14,7 +14,7 @@
 #include "vk_test.h"
 #include "vulkan/recorder.h"
 #include "vulkan/vision_ops.h"
-#include "vision_attention_reference.h"
+#include "vision_ops_reference.h"
 
 // A namespace of its own: the test binary compiles as one unit (tests/CMakeLists.txt).
 namespace qwen35::vulkan::vision_ops {
@@ -22,10 +22,14 @@ namespace {
 
 using kernels::randn;
 using qwen35::testing::expected_rows;
+using qwen35::testing::gelu_erf64;
+using qwen35::testing::gelu_tanh64;
+using qwen35::testing::gelu_tol;
+using qwen35::testing::layer_norm_tolerance;
 using qwen35::testing::rotary_tables;
 
 const kernels::Ops& ref = kernels::ref_ops();
-constexpr double kEps = 1.0 / (1 << 24);  // float's unit roundoff
+constexpr double kEps = qwen35::testing::kVisionEps;  // float's unit roundoff
 
 std::vector<float> get(Device& dev, const Buffer& b, size_t floats) {
   std::vector<float> v(floats);
@@ -60,18 +64,10 @@ TEST(VulkanVisionOps, LayerNormMatchesTheReference) {
       SCOPED_TRACE("dim " + std::to_string(dim) + " rows " + std::to_string(n));
       for (int64_t t = 0; t < n; ++t) {
         const float* xr = x.data() + t * dim;
-        double mean = 0, var = 0, mabs = 0;
-        for (int64_t i = 0; i < dim; ++i) mean += xr[i], mabs += std::fabs(xr[i]);
-        mean /= double(dim);
-        for (int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-        const double inv = 1.0 / std::sqrt(var / double(dim) + 1e-6);
-        // The CPU test's bound: 80u·(|x − mean| + mean|x|)·inv·|w| + 4u·|b|.
+        const std::vector<double> tol = layer_norm_tolerance(xr, dim, w.data(), b.data(), 1e-6);  // the CPU's
         for (int64_t i = 0; i < dim; ++i) {
-          const double tol = 80 * kEps * (std::fabs(xr[i] - mean) + mabs / double(dim)) * inv *
-                                 std::fabs(w[size_t(i)]) +
-                             4 * kEps * std::fabs(b[size_t(i)]) + 1e-30;
           const size_t k = size_t(t * dim + i);
-          ASSERT_LE(std::fabs(double(got[k]) - r[k]), tol) << "row " << t << " at " << i;
+          ASSERT_LE(std::fabs(double(got[k]) - r[k]), tol[size_t(i)]) << "row " << t << " at " << i;
         }
         // A row alone has the bits it has among others.
         std::vector<float> one(xr, xr + dim);
@@ -102,17 +98,6 @@ TEST(VulkanVisionOps, AddBiasIsTheScalarSum) {
     }
 }
 
-// The float64 functions (without the cancellation of 1 + tanh / 1 + erf for x < 0), and the CPU
-// test's bounds: tanh form (8 + 6|2u|)·u relative, erf form 16u, plus 1e−37 absolute.
-double gelu_tanh64(double x) {
-  return x / (1.0 + std::exp(-2.0 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
-}
-double gelu_erf64(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
-double gelu_tol(double x, double want, bool tanh_form) {
-  const double u2 = std::min(std::fabs(2 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)), 1e3);
-  const double rel = tanh_form ? (8 + 6 * u2) * kEps : 16 * kEps;
-  return rel * std::fabs(want) + 1e-37;
-}
 
 // A dense sweep of [−20, 20], the tails where the result underflows, huge magnitudes where x³
 // overflows, zeros and subnormals; against the float64 formulas, and the reference op.

@@ -1,5 +1,6 @@
-// The vision attention's float64 reference and its error bound, shared by the CPU kernels' and
-// the Vulkan shaders' op tests (tests/kernels/vision_ops_test.cc, tests/vulkan/vision_ops_test.cc).
+// The vision tower's ops in float64 and the error bounds of their CPU kernels, shared by the CPU
+// kernels' and the Vulkan shaders' op tests (tests/kernels/vision_ops_test.cc,
+// tests/vulkan/vision_ops_test.cc): the device is held to the CPU's bounds.
 #pragma once
 
 #include <algorithm>
@@ -10,6 +11,43 @@
 namespace qwen35::testing {
 
 inline constexpr double kVisionEps = 1.0 / (1 << 24);  // float's unit roundoff
+
+// LayerNorm's bound for element i of row xr[dim] (weights w, biases b): the mean's error is at
+// most ~(dim/lanes + 4)·u·mean|x| (≤ 64 terms per accumulator for dim ≤ 1152 and 4 accumulators
+// of ≥ 4 lanes; 16 lanes on AVX-512); the variance's relative error as much again, halved by the
+// square root; then (x − mean), ·inv·w, + b each add an ulp. With |x − mean| + mean|x| as the
+// scale of the first three terms: 80u·(|x − mean| + mean|x|)·inv·|w| + 4u·|b|.
+inline std::vector<double> layer_norm_tolerance(const float* xr, int64_t dim, const float* w, const float* b,
+                                                double eps) {
+  double mean = 0, var = 0, mabs = 0;
+  for (int64_t i = 0; i < dim; ++i) mean += xr[i], mabs += std::fabs(xr[i]);
+  mean /= double(dim);
+  for (int64_t i = 0; i < dim; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+  const double inv = 1.0 / std::sqrt(var / double(dim) + eps);
+  std::vector<double> tol(static_cast<size_t>(dim));
+  for (int64_t i = 0; i < dim; ++i)
+    tol[size_t(i)] = 80 * kVisionEps * (std::fabs(xr[i] - mean) + mabs / double(dim)) * inv * std::fabs(w[i]) +
+                     4 * kVisionEps * std::fabs(b[i]) + 1e-30;
+  return tol;
+}
+
+// GELU in float64 without the cancellation of 1 + tanh / 1 + erf for x < 0, which in double
+// flushes results below ~10⁻¹⁶·|x| to 0: x·sigmoid(2u) and 0.5·x·erfc(−x/√2).
+inline double gelu_tanh64(double x) {
+  return x / (1.0 + std::exp(-2.0 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+}
+inline double gelu_erf64(double x) { return 0.5 * x * std::erfc(-x / std::sqrt(2.0)); }
+
+// The error bound of the SIMD GELUs at x (result `want`), relative (cpu/math-inl.h): tanh form
+// x/(1 + e^(−2u)): a few roundings plus the rounding of 2u (≤ 5 roundings, relative), which
+// e^(−2u) turns into an absolute error of the exponent: (8 + 6|2u|)·u. Erf form: the fit
+// (7·10⁻⁹ ≈ 0.12u) plus the exact split of x²/2 leaves ~10 roundings: 16u. Plus 1e−37 absolute:
+// results below FLT_MIN (x < −10.3 for tanh, x < −13 for erf) are flushed or subnormal.
+inline double gelu_tol(double x, double want, bool tanh_form) {
+  const double u2 = std::min(std::fabs(2 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)), 1e3);
+  const double rel = tanh_form ? (8 + 6 * u2) * kVisionEps : 16 * kVisionEps;
+  return rel * std::fabs(want) + 1e-37;
+}
 
 // The 2-D rotary tables of a patch grid `width` wide (row t at grid (t / width, t % width)): the
 // first head_dim/4 angles from the grid row, the next head_dim/4 from the column,
