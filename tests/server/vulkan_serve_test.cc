@@ -92,6 +92,39 @@ void expect_concurrent_equals_solo(const ServerProcess& s,
   for (size_t i = 0; i < reqs.size(); ++i) EXPECT_EQ(together[i], solo[i]) << "request " << i;
 }
 
+// `n` choices of one seeded request on `s` (its prompt computed once, forked on the device) are,
+// each, the single request with seed + i on `plain`.
+void expect_forks_equal_singles(const ServerProcess& s, const ServerProcess& plain, const std::string& route,
+                                Json req, int n) {
+  req["n"] = n;
+  auto [st, r] = s.post(route, req);
+  ASSERT_EQ(st, 200) << r;
+  ASSERT_EQ(r["choices"].size(), size_t(n)) << r;
+  const int seed = req["seed"].get<int>();
+  for (int i = 0; i < n; ++i) {
+    Json one = req;
+    one["n"] = 1;
+    one["seed"] = seed + i;
+    Json c = plain.post(route, one).second["choices"][0];
+    c["index"] = i;
+    EXPECT_EQ(r["choices"][i].dump(), c.dump()) << "choice " << i;
+  }
+}
+
+// A repetitive prompt, so that lookup finds its drafts in it.
+const std::string kRepetitive = "In the beginning God created the heaven and the earth. And the "
+                                "earth was without form. In the beginning God created the heaven";
+
+// The greedy completion of kRepetitive drafted by lookup on `s` is `plain`'s.
+void expect_lookup_equals_plain(const ServerProcess& s, const ServerProcess& plain) {
+  Json req = {{"prompt", kRepetitive}, {"max_tokens", 8}, {"temperature", 0}, {"logprobs", 2}};
+  const std::string want = choices(plain.post("/v1/completions", req).second);
+  req["speculative"] = "lookup";
+  const double drafted = s.metric("qwen35_spec_drafted_tokens_total");
+  EXPECT_EQ(choices(s.post("/v1/completions", req).second), want);
+  EXPECT_GT(s.metric("qwen35_spec_drafted_tokens_total"), drafted);
+}
+
 TEST(VulkanServe, ConcurrentEqualsSoloAndMetricsShowDeviceMemory) {
   REQUIRE_DEVICE();
   ServerProcess s(kModel, on_device({"--parallel", "4", "--ctx", "512", "--step-tokens", "64"}));
@@ -107,7 +140,8 @@ TEST(VulkanServe, ConcurrentEqualsSoloAndMetricsShowDeviceMemory) {
 }
 
 // With an image: concurrent == solo; a second turn after the image's resumes from the cache and
-// is a --no-prefix-cache server's answer; MTP drafting gives the plain answers.
+// is a --no-prefix-cache server's answer; MTP and lookup drafting give the plain answers; n = 2
+// choices are the single seeded requests.
 TEST(VulkanServe, TheEqualitiesHoldWithAnImage) {
   REQUIRE_DEVICE();
   const std::string vlm = std::string(QWEN35_SOURCE_DIR) + "/models/qwen35-tiny-kjv-vision";
@@ -143,6 +177,12 @@ TEST(VulkanServe, TheEqualitiesHoldWithAnImage) {
     history.push_back({{"role", "user"}, {"content", "And what else?"}});
   }
   EXPECT_GT(mtp.metric("qwen35_spec_drafted_tokens_total"), 0) << mtp.log();
+  // Lookup drafting after the image, and n = 2 choices of it forked on the device.
+  Json lk = turn(4);
+  const std::string fresh = choices(off.post("/v1/chat/completions", lk).second);
+  lk["speculative"] = "lookup";
+  EXPECT_EQ(choices(mtp.post("/v1/chat/completions", lk).second), fresh);
+  expect_forks_equal_singles(on, off, "/v1/chat/completions", turn(5), 2);
 }
 
 // Turns of a chat, then n = 4 choices, on a server with the prefix cache (and --cache-dir), its
@@ -185,19 +225,9 @@ TEST(VulkanServe, ResumedEqualsFreshForTurnsForksAndARestart) {
     EXPECT_GT(on.metric("qwen35_device_memory_bytes{use=\"snapshots\"}"), 0);
     // n = 4: the prompt computed once and forked on the device; choice i is the single request
     // with seed + i.
-    Json fork = {{"prompt", long_text(2)}, {"max_tokens", 4}, {"temperature", 0.9},
-                 {"seed", 7},              {"logprobs", 2},   {"n", 4}};
-    auto [sf, rf] = on.post("/v1/completions", fork);
-    ASSERT_EQ(sf, 200) << rf;
-    ASSERT_EQ(rf["choices"].size(), 4u) << rf;
-    for (int i = 0; i < 4; ++i) {
-      Json one = fork;
-      one["n"] = 1;
-      one["seed"] = 7 + i;
-      Json c = off.post("/v1/completions", one).second["choices"][0];
-      c["index"] = i;
-      EXPECT_EQ(rf["choices"][i].dump(), c.dump()) << "choice " << i;
-    }
+    expect_forks_equal_singles(on, off, "/v1/completions",
+                               {{"prompt", long_text(2)}, {"max_tokens", 4}, {"temperature", 0.9},
+                                {"seed", 7}, {"logprobs", 2}}, 4);
     EXPECT_EQ(on.stop(), 0);
     EXPECT_NE(on.log().find("saved "), std::string::npos) << on.log();
   }
@@ -285,9 +315,7 @@ TEST(VulkanServe, DraftedEqualsPlainForMtpAndLookup) {
   ServerProcess lookup(kModel, with({"--spec", "lookup", "--draft-tokens", "3"}));
   ASSERT_TRUE(plain.ready() && mtp.ready() && lookup.ready())
       << plain.log() << mtp.log() << lookup.log();
-  // A repetitive prompt, so that lookup finds its drafts in it.
-  const std::string text = "In the beginning God created the heaven and the earth. And the "
-                           "earth was without form. In the beginning God created the heaven";
+  const std::string& text = kRepetitive;
   for (const Json& req : {Json{{"prompt", text}, {"max_tokens", 10}, {"temperature", 0}, {"logprobs", 2}},
                           Json{{"prompt", text}, {"max_tokens", 8}, {"temperature", 0.7},
                                {"seed", 4}, {"logprobs", 2}}}) {
@@ -299,7 +327,8 @@ TEST(VulkanServe, DraftedEqualsPlainForMtpAndLookup) {
   EXPECT_GT(lookup.metric("qwen35_spec_drafted_tokens_total"), 0);
 }
 
-// A compressed KV cache (K q8_0, V turbo4) keeps the three equalities on the device.
+// A compressed KV cache (K q8_0, V turbo4) keeps the three equalities on the device: concurrent
+// == solo, resumed turns and n = 4 forks == fresh, MTP and lookup drafted == plain.
 TEST(VulkanServe, ACompressedCacheKeepsTheEqualities) {
   REQUIRE_DEVICE();
   const std::vector<std::string> common = {"--parallel", "4", "--ctx", "512", "--step-tokens", "64",
@@ -329,6 +358,10 @@ TEST(VulkanServe, ACompressedCacheKeepsTheEqualities) {
     history.push_back(r1["choices"][0]["message"]);
   }
   EXPECT_GT(mtp.metric("qwen35_spec_drafted_tokens_total"), 0);
+  expect_lookup_equals_plain(mtp, off);
+  expect_forks_equal_singles(on, off, "/v1/completions",
+                             {{"prompt", long_text(2)}, {"max_tokens", 4}, {"temperature", 0.9},
+                              {"seed", 7}, {"logprobs", 2}}, 4);
 }
 
 TEST(VulkanServe, WhatDoesNotFitIsRefusedAtStart) {
