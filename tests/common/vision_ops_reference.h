@@ -3,7 +3,10 @@
 // tests/vulkan/vision_ops_test.cc): the device is held to the CPU's bounds.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -47,6 +50,34 @@ inline double gelu_tol(double x, double want, bool tanh_form) {
   const double u2 = std::min(std::fabs(2 * std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)), 1e3);
   const double rel = tanh_form ? (8 + 6 * u2) * kVisionEps : 16 * kVisionEps;
   return rel * std::fabs(want) + 1e-37;
+}
+
+// GELU inputs: a dense sweep of [−20, 20], the tails where the result underflows, huge
+// magnitudes where x³ overflows, zeros and subnormals.
+inline std::vector<float> gelu_inputs() {
+  std::vector<float> x;
+  for (int i = -20000; i <= 20000; ++i) x.push_back(float(i) * 0.001f);
+  for (float m : {30.0f, 100.0f, 1e3f, 1e6f, 1e10f, 1e19f, 1e30f, FLT_MAX}) {
+    x.push_back(m);
+    x.push_back(-m);
+  }
+  for (float v : {0.0f, -0.0f, 1e-40f, -1e-40f, FLT_MIN, -FLT_MIN, 1e-20f, -1e-20f}) x.push_back(v);
+  x.push_back(0.25f);  // a length that leaves a vector tail on every target
+  return x;
+}
+
+// y = GELU(x) (the tanh or the erf form), element by element, against the float64 function
+// within gelu_tol.
+inline void expect_gelu_within_bound(const std::vector<float>& x, const std::vector<float>& y, bool tanh_form) {
+  ASSERT_EQ(x.size(), y.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double xi = x[i];
+    const double want = tanh_form ? gelu_tanh64(xi) : gelu_erf64(xi);
+    ASSERT_FALSE(std::isnan(y[i])) << "x = " << xi;
+    if (std::isinf(want)) continue;  // x³ overflowed double too: nothing to compare
+    ASSERT_LE(std::fabs(y[i] - want), gelu_tol(xi, want, tanh_form))
+        << (tanh_form ? "tanh" : "erf") << " form at x = " << xi << ": " << y[i] << " vs " << want;
+  }
 }
 
 // The 2-D rotary tables of a patch grid `width` wide (row t at grid (t / width, t % width)): the
