@@ -503,8 +503,17 @@ int cmd_serve(int argc, char** argv) {
   }
   std::fflush(stderr);
   bool lost = false;
+  int failing_polls = 0;  // of the split's failure, 50 ms each
   while (!stop.load()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    // A rank gone: the engine thread ends its requests with the error as soon as its wait for
+    // the rank gives up (dist/comm.h), but a step stuck where no wait polls (inside MPI, on a
+    // link torn mid-message) would hold them until the job ends. So the HTTP side answers them
+    // itself a moment later, before the job ends (dist/comm.cc's grace).
+    if (pipe.split() && !pipe.comm->failure().empty() && ++failing_polls == 10)
+      if (const int open = srv.abandon_jobs(pipe.comm->failure()); open > 0)
+        std::fprintf(stderr, "qwen35 serve: %s: %d answers still open, answered here\n",
+                     pipe.comm->failure().c_str(), open);
     if (device && !device->failure().empty()) {
       // Every step fails from here: the requests in flight end with the error, new ones get 503
       // (the failure probe), and the process exits non-zero for its supervisor to restart it.

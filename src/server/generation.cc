@@ -135,6 +135,10 @@ Pump stream_pump(Job& job, std::string* out) {
     job.opened = true;
     job.fmt->open(job, out);
   }
+  if (std::string why = job.ctx->abandoned(); !why.empty()) {
+    job.fmt->fail(job, engine_error(why), out);
+    return Pump::kFailed;
+  }
   bool all_done = true;
   for (auto& c : job.choices) {
     for (int k = 0; k < 256 && !c->done(); ++k) {  // bounded: other choices get their turn
@@ -219,6 +223,11 @@ void drive_stream(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
 void drive_collect(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
   if (r->closed()) return finish_job(*job, 499);  // the client hung up: cancelled
   job->wake->begin_pass();
+  if (std::string why = job->ctx->abandoned(); !why.empty()) {  // Server::abandon_jobs
+    for (auto& c : job->choices) c->cancel();
+    job->ctx->metrics.count_request(job->endpoint, 500);
+    return r->send(job->fmt->error(engine_error(why)));
+  }
   bool progress = false;
   if (!collect_pump(*job, &progress)) {
     if (progress) return r->post([job, r] { drive_collect(job, r); });
@@ -272,6 +281,9 @@ void drive_job(std::shared_ptr<Job> job, std::shared_ptr<Responder> r) {
   // The responder's hang-up callback owns the job while it is parked (the exchange holds it until
   // its answer is out; a connection torn down at shutdown frees it, cancelling its choices).
   r->on_close([job] { job->wake->notify(); });
+  // Registered before its first pass, which reads Context::abandoned: a job that comes after
+  // Server::abandon_jobs answers at that pass, one that comes before is woken by it.
+  job->ctx->add_job(job->wake);
   if (stream) {
     HttpResponse head;
     head.content_type = "text/event-stream";

@@ -363,6 +363,35 @@ void Server::begin_drain() {
 
 int Server::in_flight() const { return http_->in_flight(); }
 
+void Context::add_job(std::weak_ptr<Wake> wake) {
+  std::lock_guard<std::mutex> lock(jobs_mu_);
+  // Answered jobs leave expired entries: dropped once they could double the list.
+  if (jobs_.size() >= 64 && jobs_.size() == jobs_.capacity())
+    std::erase_if(jobs_, [](const std::weak_ptr<Wake>& w) { return w.expired(); });
+  jobs_.push_back(std::move(wake));
+}
+
+std::string Context::abandoned() const {
+  std::lock_guard<std::mutex> lock(jobs_mu_);
+  return abandoned_;
+}
+
+std::vector<std::shared_ptr<Wake>> Context::abandon(const std::string& why) {
+  std::lock_guard<std::mutex> lock(jobs_mu_);
+  if (abandoned_.empty()) abandoned_ = why.empty() ? "the engine can no longer answer" : why;
+  std::vector<std::shared_ptr<Wake>> live;
+  for (const auto& w : jobs_)
+    if (auto p = w.lock()) live.push_back(std::move(p));
+  jobs_.clear();
+  return live;
+}
+
+int Server::abandon_jobs(const std::string& why) {
+  const auto live = ctx_->abandon(why);
+  for (const auto& w : live) w->notify();  // outside the lock: notify posts the driver
+  return int(live.size());
+}
+
 void Server::begin_shutdown() {
   ctx_->shutting_down.store(true);
   http_->stop_accepting();

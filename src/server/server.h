@@ -14,6 +14,7 @@
 #include <atomic>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -32,6 +33,8 @@ class thread_pool;
 }  // namespace boost::asio
 
 namespace qwen35::server {
+
+class Wake;  // generation.h
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
@@ -74,6 +77,19 @@ struct Context {
   std::function<std::string()> extra_metrics;
   // Where POST requests that carry images run, instead of the HTTP workers (image_lane.h).
   ImageLane* lane = nullptr;
+
+  // The generation jobs being answered, for Server::abandon_jobs (weak: a job lives as long as
+  // its connection's answer does), and, once set, the error every job answers with at its next
+  // pass instead of waiting for the engine.
+  void add_job(std::weak_ptr<Wake> wake);
+  std::string abandoned() const;
+  // Sets the error (the first one stays) and returns the jobs' wakes still alive.
+  std::vector<std::shared_ptr<Wake>> abandon(const std::string& why);
+
+ private:
+  mutable std::mutex jobs_mu_;
+  std::vector<std::weak_ptr<Wake>> jobs_;  // guarded by jobs_mu_
+  std::string abandoned_;                 // guarded by jobs_mu_
 };
 
 class Server {
@@ -96,6 +112,11 @@ class Server {
   void begin_shutdown();
   // Exchanges being answered now.
   int in_flight() const;
+  // The engine can no longer answer (a rank of a split model died while the engine thread was
+  // inside a step that may never return): every generation in flight, and any that gets past the
+  // failure probe later, answers `why` as a server error at once. The first call's `why` stays.
+  // Returns how many answers were still open.
+  int abandon_jobs(const std::string& why);
   // Gives in-flight answers up to shutdown_grace_s, then closes everything and joins the threads.
   void stop();
 

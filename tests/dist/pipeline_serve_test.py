@@ -18,7 +18,8 @@ On a Vulkan device (lavapipe; skipped where there is none), `serve --device vulk
 concurrent == solo == one process on the device.
 Then rank 1 is stopped, and (under mpirun's orte_enable_recovery) killed, while a request
 runs: rank 0 answers it with an HTTP error naming rank 1, /health and /ready answer 503 naming it
-until rank 0 is gone, and every rank is gone within 10 s. Bounded: every wait has a deadline.
+until rank 0 is gone, and every rank is gone within 10 s; also when rank 0's engine thread is stuck
+inside a step then (the HTTP side answers). Bounded: every wait has a deadline.
 
 Usage: tests/dist/pipeline_serve_test.py build/qwen35 MODEL_DIR
 """
@@ -224,15 +225,17 @@ def stop(p):
         time.sleep(0.05)
 
 
-def rank_fails(sig):
+def rank_fails(sig, stuck=False):
     """Rank 1 stopped (SIGSTOP), or killed (SIGKILL, with mpirun's orte_enable_recovery so that
     mpirun leaves the survivors to the heartbeat instead of ending them at once), while a request
     runs: rank 0 answers it with an HTTP error naming rank 1 once the heartbeat finds it silent,
-    /health and /ready fail from then on, and every rank is gone within 10 s."""
-    what = "stopped" if sig == signal.SIGSTOP else "killed"
+    /health and /ready fail from then on, and every rank is gone within 10 s. `stuck`: rank 0's
+    engine thread is held inside its step (the delay hook, 60 s) when the rank goes, as a step
+    stuck inside MPI would be: the HTTP side must answer without it."""
+    what = ("stopped" if sig == signal.SIGSTOP else "killed") + (" (the engine stuck in a step)" if stuck else "")
     log = tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False)
     mca = ["--mca", "orte_enable_recovery", "1"] if sig == signal.SIGKILL else []
-    p, port = start_server(log, delay=0.2, mca=mca)
+    p, port = start_server(log, delay=60 if stuck else 0.2, mca=mca)
     try:
         ranks = ranks_of(p.pid)
         check(set(ranks) == {0, 1}, f"ranks found: {ranks}")
@@ -247,13 +250,32 @@ def rank_fails(sig):
             except Exception as e:  # noqa: BLE001
                 result["error"] = repr(e)
 
-        t = threading.Thread(target=request)
-        t.start()
+        streamed = {}
+
+        def stream():  # the same for an event stream: an error event, then the stream's end
+            body = json.dumps({"prompt": PROMPTS[1], "max_tokens": 200, "temperature": 0, "stream": True}).encode()
+            req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/completions", body,
+                                         {"Content-Type": "application/json"})
+            try:
+                with urllib.request.urlopen(req, timeout=30) as r:
+                    streamed["text"] = r.read().decode(errors="replace")
+            except Exception as e:  # noqa: BLE001
+                streamed["error"] = repr(e)
+
+        threads = [threading.Thread(target=request)] + ([threading.Thread(target=stream)] if stuck else [])
+        for t in threads:
+            t.start()
         time.sleep(1.5)
         os.kill(ranks[1], sig)
         t0 = time.time()
-        t.join(10)
-        check(not t.is_alive(), f"the client hangs after rank 1 was {what}")
+        for t in threads:
+            t.join(max(0.1, t0 + 10 - time.time()))
+            check(not t.is_alive(), f"the client hangs after rank 1 was {what}")
+        if stuck:
+            events = [ln[6:] for ln in streamed.get("text", "").splitlines() if ln.startswith("data: ")]
+            errors = [e for e in events if e != "[DONE]" and "error" in json.loads(e)]
+            check(len(errors) == 1 and "rank 1" in errors[0] and "silent" in errors[0],
+                  f"the event stream in flight has no error event naming rank 1: {streamed}")
         check(result.get("status", 0) >= 500, f"no HTTP error for the request in flight: {result}")
         check("rank 1" in result.get("body", "") and "silent" in result.get("body", ""),
               f"the error does not say rank 1 is silent: {result}")
@@ -566,6 +588,7 @@ def main():
     on_vulkan()
     rank_fails(signal.SIGSTOP)
     rank_fails(signal.SIGKILL)
+    rank_fails(signal.SIGKILL, stuck=True)
     if failures:
         raise SystemExit(f"pipeline_serve_test: {len(failures)} failures")
     print("pipeline_serve_test: all passed")
