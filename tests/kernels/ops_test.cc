@@ -432,6 +432,27 @@ void attention_checks() {
   }
 }
 
+// The work items' size follows the call's rows and the threads (cpu_ops.cc positions_per_item:
+// 4 positions for a decode row, up to 64 for a long call): a row's output must not depend on it.
+// One call of 300 rows with no pool, the same with a pool of three, and the rows one call each
+// give the same bits.
+void item_size_checks() {
+  const int64_t nh = 8, nkv = 2, hd = 64, n = 300;
+  auto qn = randn(size_t(hd), 1, 0.1f), kn = randn(size_t(hd), 2, 0.1f);
+  Ops::AttentionParams p{nh, nkv, hd, hd, 1e6f, 1e-6f, qn.data(), kn.data()};
+  auto qg = randn(size_t(n * nh * 2 * hd), 41), k = randn(size_t(n * nkv * hd), 42), v = randn(size_t(n * nkv * hd), 43);
+  core::ThreadPool pool(3);
+  std::vector<float> whole(size_t(n * nh * hd)), pooled(whole.size()), rows(whole.size());
+  TestKv c1(n, nkv * hd, false), c2(n, nkv * hd, false), c3(n, nkv * hd, true);
+  cpu.attention({}, p, qg.data(), k.data(), v.data(), n, 0, c1.view(), whole.data());
+  cpu.attention({&pool}, p, qg.data(), k.data(), v.data(), n, 0, c2.view(), pooled.data());
+  for (int64_t t = 0; t < n; ++t)
+    cpu.attention({&pool}, p, qg.data() + t * nh * 2 * hd, k.data() + t * nkv * hd, v.data() + t * nkv * hd, 1, t,
+                  c3.view(), rows.data() + t * nh * hd);
+  EXPECT_EQ(whole, pooled);
+  EXPECT_EQ(whole, rows);
+}
+
 // Attention without the output gate (Qwen3): the query rows alone, [n, n_heads, hd]. Independent
 // expectation: the gated op with every gate at 30 (sigmoid(30) rounds to 1.0f, so the factor is
 // exact) on the same queries interleaved with those gates, bit for bit, in both backends; and the
@@ -629,6 +650,7 @@ TEST(Ops, AttentionWithCacheMatchesReferenceOnEveryTarget) {
   on_every_target([](const std::string&) {
     attention_checks();
     attend_many_checks();
+    item_size_checks();
     first_key_checks();
     ungated_attention_checks();
   });

@@ -58,23 +58,32 @@ void run(const Context& ctx, size_t n, const core::ThreadPool::RangeFn& fn, size
   ctx.pool->parallel_for(n, fn, grain);
 }
 
-// The query side of attention, shared by every cache format. A work item is kPositionsPerItem
-// consecutive positions of one key/value head: kPositionsPerItem·rep queries that share every
-// key/value block, read once for all of them. Items go out in a folded order (first, last,
-// second, ...) so each thread's contiguous share mixes cheap early positions with costly late
-// ones (causal). Each query is normed and rotated into the thread's scratch; attend(ts, kh, qp,
-// np, nq, op) runs the queries over head kh's cache; then the output gate, when gated. Each
-// query's arithmetic does not depend on its item: the same bits.
-constexpr int64_t kPositionsPerItem = 4;
+// The query side of attention, shared by every cache format. A work item is a run of
+// consecutive positions of one key/value head (positions_per_item): its positions·rep queries
+// share every key/value block, read once for all of them. Items go out in a folded order (first,
+// last, second, ...) so each thread's contiguous share mixes cheap early positions with costly
+// late ones (causal). Each query is normed and rotated into the thread's scratch; attend(ts, kh,
+// qp, np, nq, op) runs the queries over head kh's cache; then the output gate, when gated. Each
+// query's arithmetic does not depend on its item (attention.h): the same bits whatever the split.
+//
+// The size of an item: a long prompt's cache outgrows the caches, and each item streams every
+// block before its last position from memory, so a call of many rows takes long items (up to 64
+// positions: 16× fewer passes over the cache than 4), as long as every thread still gets about
+// eight items to balance; a decode row or a short call keeps items of 4.
+int64_t positions_per_item(const Context& ctx, int64_t n, int64_t nkv) {
+  const int64_t threads = ctx.pool ? std::max(1, ctx.pool->size()) : 1;
+  return std::clamp<int64_t>(n * nkv / (8 * threads), 4, 64);
+}
 
 template <class Attend>
 void attention_items(const Context& ctx, const Ops::AttentionParams& p, const float* qg, int64_t n,
                      int64_t pos0, float* out, cpu::ThreadScratch* threads, Attend&& attend) {
   const int64_t hd = p.head_dim, nkv = p.n_kv_heads, nh = p.n_heads, rep = nh / nkv;
   const int64_t q_row = p.gated ? 2 * hd : hd;  // floats per head in qg
-  const int64_t items = (n + kPositionsPerItem - 1) / kPositionsPerItem * nkv;
+  const int64_t per = positions_per_item(ctx, n, nkv);
+  const int64_t items = (n + per - 1) / per * nkv;
   run(ctx, size_t(items), [&](size_t b, size_t e, int tid) {
-    const size_t nq_max = size_t(kPositionsPerItem * rep);
+    const size_t nq_max = size_t(per * rep);
     cpu::ThreadScratch& ts = threads[tid];
     float* qs = cpu::grow(ts.queries, nq_max * size_t(hd));
     const float** qp = cpu::grow(ts.query_rows, nq_max);
@@ -82,8 +91,8 @@ void attention_items(const Context& ctx, const Ops::AttentionParams& p, const fl
     int64_t* np = cpu::grow(ts.n_pos, nq_max);
     for (size_t it = b; it < e; ++it) {
       const int64_t f = it % 2 == 0 ? int64_t(it / 2) : items - 1 - int64_t(it / 2);
-      const int64_t t0 = f / nkv * kPositionsPerItem, kh = f % nkv;
-      const int64_t t1 = std::min(n, t0 + kPositionsPerItem);
+      const int64_t t0 = f / nkv * per, kh = f % nkv;
+      const int64_t t1 = std::min(n, t0 + per);
       int nq = 0;
       for (int64_t t = t0; t < t1; ++t)
         for (int64_t h = kh * rep; h < (kh + 1) * rep; ++h, ++nq) {
@@ -213,7 +222,7 @@ class CpuOps final : public Ops {
 
   void attention(const Context& ctx, const AttentionParams& p, const float* qg, const float* k,
                  const float* v, int64_t n, int64_t pos0, KvView cache, float* out) const override {
-    const int64_t hd = p.head_dim, nkv = p.n_kv_heads, nh = p.n_heads, rep = nh / nkv;
+    const int64_t hd = p.head_dim, nkv = p.n_kv_heads;
     QWEN35_CHECK(pos0 + n <= cache.capacity && cache.row == nkv * hd);
     QWEN35_CHECK(p.first_key >= 0 && p.first_key <= pos0);
     if (!cache.f32()) return attention_compressed(ctx, p, qg, k, v, n, pos0, cache, out);
@@ -232,9 +241,8 @@ class CpuOps final : public Ops {
     attention_items(ctx, p, qg, n, pos0, out, threads,
                     [&](cpu::ThreadScratch& ts, int64_t kh, const float** qp, const int64_t* np,
                         int nq, float** op) {
-                      const size_t nq_max = size_t(kPositionsPerItem * rep);
-                      float* s = cpu::grow(ts.scores, nq_max * 64);
-                      float* m = cpu::grow(ts.softmax_stats, 2 * nq_max);
+                      float* s = cpu::grow(ts.scores, size_t(nq) * 64);
+                      float* m = cpu::grow(ts.softmax_stats, 2 * size_t(nq));
                       cpu::attend_many(qp, np, nq,
                                        {cache.k_blocks, cache.v_blocks, kh * hd, nkv * hd, p.first_key},
                                        hd, scale, s, m, op);
