@@ -14,6 +14,7 @@
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
+
 #include "server/http_framing.h"
 
 namespace qwen35::server::http_detail {
