@@ -1,6 +1,7 @@
 #include "server/http_session.h"
 
 #include <sys/socket.h>
+
 #include <algorithm>
 #include <atomic>
 #include <boost/asio.hpp>
